@@ -1,0 +1,157 @@
+# fp8conv - see README.md.
+#
+#   make              build build/fp8conv (with CUDA kernels when nvcc is found)
+#   make check        install missing Debian packages, build, run every test
+#   make demo         install missing packages, build, run on the bundled sample
+#   make check-oracle regenerate writer goldens with the PyPI safetensors package and compare
+#   make fuzz         run the libFuzzer header target for FUZZ_SECONDS (clang)
+#   make bench        benchmarks (see bench/)
+#
+# Knobs: HAVE_CUDA=0 (CPU only), DEBUG=1 (-O0), SANITIZE=1 (ASan+UBSan, CPU only,
+# built in build/asan), WERROR=1 (-Werror, as CI does), CUDA_ARCHS="90 100".
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+DEBUG ?= 0
+SANITIZE ?= 0
+WERROR ?= 0
+FUZZ_SECONDS ?= 60
+
+BUILD := build
+ifeq ($(SANITIZE),1)
+BUILD := build/asan
+# CUDA's static runtime and ASan do not mix well; the sanitizer build covers the CPU code.
+HAVE_CUDA := 0
+endif
+
+# ---------------------------------------------------------------- CUDA detection
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(origin HAVE_CUDA),undefined)
+HAVE_CUDA := $(if $(NVCC),1,0)
+endif
+CUDA_ARCHS ?= 75 80 86 89 90 100 120
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+ifeq ($(HAVE_CUDA),1)
+ifeq ($(NVCC),)
+$(error HAVE_CUDA=1 but nvcc was not found on PATH or in /usr/local/cuda/bin)
+endif
+$(info fp8conv: nvcc found ($(NVCC)): building CUDA kernels for $(foreach a,$(CUDA_ARCHS),sm_$(a)))
+else
+$(info fp8conv: $(if $(NVCC),HAVE_CUDA=0,nvcc not found): CPU only)
+endif
+
+# ---------------------------------------------------------------- flags
+PKGS := libcjson libzstd
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+
+CC ?= cc
+OPT := $(if $(filter 1,$(DEBUG)),-O0,-O2)
+# Bit-exact numerics: no fast-math, no contraction into FMAs.
+CFLAGS_BASE := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g \
+	-Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter \
+	-ffp-contract=off -fno-fast-math $(if $(filter 1,$(WERROR)),-Werror)
+comma := ,
+SAN_FLAGS := $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+CFLAGS_ALL = $(CFLAGS_BASE) $(SAN_FLAGS) $(PKG_CFLAGS) -Ilib \
+	$(if $(filter 1,$(HAVE_CUDA)),-DFP8_HAVE_CUDA -DFP8_CUDA_ARCHS='"$(foreach a,$(CUDA_ARCHS),sm_$(a))"') $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread \
+	$(if $(filter 1,$(HAVE_CUDA)),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++) $(LDLIBS)
+LDFLAGS_ALL = $(SAN_FLAGS) $(LDFLAGS)
+
+NVCCFLAGS := -O2 -fmad=false -Xcompiler -fPIC,-ffp-contract=off -std=c++17 \
+	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+	-gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS))
+
+# ---------------------------------------------------------------- sources
+LIB_SRC := $(wildcard lib/*.c)
+CLI_SRC := $(wildcard cli/*.c)
+CU_SRC := $(wildcard kernels/*.cu)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(if $(filter 1,$(HAVE_CUDA)),$(CU_SRC:%.cu=$(BUILD)/%.o))
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/check_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+HDRS := $(wildcard lib/*.h kernels/*.h)
+
+.PHONY: all check test demo deps check-oracle fuzz bench clean sanitize-check
+all: $(BUILD)/fp8conv
+
+$(BUILD)/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/kernels/%.o: kernels/%.cu $(HDRS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libfp8conv.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
+	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
+
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libfp8conv.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
+
+# ---------------------------------------------------------------- dependencies
+# Debian packages this project needs, as "pkg-config-module:debian-package" or
+# "command:debian-package" (what is missing gets installed, and said so).
+DEPS_PC := libcjson:libcjson-dev libzstd:libzstd-dev check:check
+deps:
+	@missing=""; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	for d in $(DEPS_PC); do \
+	  pc=$${d%%:*}; pkg=$${d##*:}; \
+	  pkg-config --exists $$pc 2>/dev/null || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "fp8conv: installing missing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
+	    || { echo "fp8conv: apt-get install$$missing failed" >&2; exit 1; }; \
+	else echo "fp8conv: all build dependencies present"; fi
+
+# ---------------------------------------------------------------- tests
+check: deps
+	@$(MAKE) --no-print-directory test
+
+test: $(BUILD)/fp8conv $(TEST_BIN)
+	@fail=0; for t in $(TEST_BIN); do \
+	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || fail=1; \
+	done; exit $$fail
+
+sanitize-check: deps
+	@$(MAKE) --no-print-directory SANITIZE=1 test
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@echo "== fp8conv inspect testdata/llama-tiny"
+	@$(BUILD)/fp8conv inspect testdata/llama-tiny
+
+check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
+	bash tests/oracle/run.sh
+	FP8_GOLDEN_ONLY=1 $(BUILD)/tests/check_safetensors
+
+FUZZ_BUILD := build/fuzz
+fuzz:
+	@mkdir -p $(FUZZ_BUILD)/corpus
+	clang -std=c11 -D_DEFAULT_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -ffp-contract=off $(PKG_CFLAGS) -Ilib \
+		tests/fuzz_header.c $(LIB_SRC) \
+		$(PKG_LIBS) -lm -o $(FUZZ_BUILD)/fuzz_header
+	cp testdata/accepted/*.safetensors testdata/malformed/*.safetensors $(FUZZ_BUILD)/corpus/
+	$(FUZZ_BUILD)/fuzz_header -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
+		-print_final_stats=1 $(FUZZ_BUILD)/corpus
+
+bench: $(BUILD)/fp8conv
+	bash bench/run.sh
+
+clean:
+	rm -rf build

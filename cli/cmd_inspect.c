@@ -1,0 +1,202 @@
+/*
+ * cmd_inspect.c - fp8conv inspect PATH: a row per tensor and a summary.
+ * Reads headers only.  The --json shape is documented in fp8conv(1) and is
+ * stable: fields may be added, never renamed or removed.
+ */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define INSPECT_JSON_VERSION 1
+
+static void shape_text(const fp8_tensor_info *t, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < t->rank && o < cap; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRIu64, d ? ", " : "", t->shape[d]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+/* A u64 as a JSON number, exactly (cJSON numbers are doubles). */
+static cJSON *json_u64(uint64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%" PRIu64, v);
+    return cJSON_CreateRaw(num);
+}
+
+typedef struct {
+    uint64_t bytes[FP8_DTYPE_COUNT];
+    size_t tensors[FP8_DTYPE_COUNT];
+    uint64_t total;
+} dtype_totals;
+
+static void count(const fp8_checkpoint *ck, dtype_totals *tot)
+{
+    memset(tot, 0, sizeof *tot);
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
+        tot->bytes[t->dtype] += fp8_tensor_nbytes(t);
+        tot->tensors[t->dtype]++;
+        tot->total += fp8_tensor_nbytes(t);
+    }
+}
+
+static int print_json(const char *path, const fp8_checkpoint *ck, const dtype_totals *tot)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "inspect_version", INSPECT_JSON_VERSION);
+    cJSON_AddStringToObject(root, "path", path);
+    cJSON_AddStringToObject(root, "kind", fp8_checkpoint_is_directory(ck) ? "directory" : "file");
+    cJSON_AddBoolToObject(root, "index", fp8_checkpoint_has_index(ck));
+
+    cJSON *shards = cJSON_AddArrayToObject(root, "shards");
+    for (size_t s = 0; s < fp8_checkpoint_shard_count(ck); s++) {
+        const fp8_file *f = fp8_checkpoint_shard(ck, s);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", fp8_checkpoint_shard_name(ck, s));
+        cJSON_AddNumberToObject(o, "tensors", (double)fp8_file_tensor_count(f));
+        cJSON_AddItemToObject(o, "header_bytes", json_u64(fp8_file_header_size(f)));
+        cJSON_AddItemToObject(o, "data_bytes", json_u64(fp8_file_data_size(f)));
+        cJSON_AddBoolToObject(o, "compressed", fp8_file_is_compressed(f));
+        if (fp8_file_has_metadata(f)) {
+            cJSON *m = cJSON_AddObjectToObject(o, "metadata");
+            for (size_t k = 0; k < fp8_file_metadata_count(f); k++) {
+                const char *key, *value;
+                fp8_file_metadata(f, k, &key, &value);
+                cJSON_AddStringToObject(m, key, value);
+            }
+        } else {
+            cJSON_AddNullToObject(o, "metadata");
+        }
+        cJSON_AddItemToArray(shards, o);
+    }
+
+    cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
+        size_t s;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", t->name);
+        cJSON_AddStringToObject(o, "dtype", fp8_dtype_name(t->dtype));
+        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+        for (int d = 0; d < t->rank; d++)
+            cJSON_AddItemToArray(shape, json_u64(t->shape[d]));
+        cJSON_AddItemToObject(o, "bytes", json_u64(fp8_tensor_nbytes(t)));
+        cJSON_AddStringToObject(o, "file", fp8_checkpoint_shard_name(ck, s));
+        cJSON_AddItemToArray(tensors, o);
+    }
+
+    cJSON *sum = cJSON_AddObjectToObject(root, "summary");
+    cJSON_AddNumberToObject(sum, "tensors", (double)fp8_checkpoint_tensor_count(ck));
+    cJSON_AddNumberToObject(sum, "shards", (double)fp8_checkpoint_shard_count(ck));
+    cJSON_AddItemToObject(sum, "bytes", json_u64(tot->total));
+    cJSON *by = cJSON_AddObjectToObject(sum, "bytes_by_dtype");
+    for (int d = FP8_DTYPE_COUNT - 1; d >= 0; d--)
+        if (tot->tensors[d])
+            cJSON_AddItemToObject(by, fp8_dtype_name((fp8_dtype)d), json_u64(tot->bytes[d]));
+    uint64_t total_size;
+    if (fp8_checkpoint_index_total_size(ck, &total_size))
+        cJSON_AddItemToObject(sum, "index_total_size", json_u64(total_size));
+    else
+        cJSON_AddNullToObject(sum, "index_total_size");
+    cJSON_AddBoolToObject(sum, "config", fp8_checkpoint_has_config(ck));
+    cJSON_AddBoolToObject(sum, "quantization_config", fp8_checkpoint_has_quant_config(ck));
+    const char *qm = fp8_checkpoint_quant_method(ck);
+    if (qm)
+        cJSON_AddStringToObject(sum, "quant_method", qm);
+    else
+        cJSON_AddNullToObject(sum, "quant_method");
+
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) {
+        cli_error("%s: out of memory formatting JSON", path);
+        return EXIT_IO;
+    }
+    puts(text);
+    free(text);
+    return EXIT_OK;
+}
+
+static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
+{
+    size_t n = fp8_checkpoint_tensor_count(ck);
+    int wname = 4, wdtype = 5, wshape = 5, wfile = 4;
+    char shape[512];
+    for (size_t i = 0; i < n; i++) {
+        size_t s;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+        shape_text(t, shape, sizeof shape);
+        int ln = (int)strlen(t->name), ls = (int)strlen(shape);
+        int ld = (int)strlen(fp8_dtype_name(t->dtype));
+        int lf = (int)strlen(fp8_checkpoint_shard_name(ck, s));
+        wname = ln > wname ? ln : wname;
+        wshape = ls > wshape ? ls : wshape;
+        wdtype = ld > wdtype ? ld : wdtype;
+        wfile = lf > wfile ? lf : wfile;
+    }
+    printf("%-*s  %-*s  %-*s  %12s  %s\n", wname, "NAME", wdtype, "DTYPE", wshape, "SHAPE",
+           "BYTES", "FILE");
+    for (size_t i = 0; i < n; i++) {
+        size_t s;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+        shape_text(t, shape, sizeof shape);
+        printf("%-*s  %-*s  %-*s  %12" PRIu64 "  %s\n", wname, t->name, wdtype,
+               fp8_dtype_name(t->dtype), wshape, shape, fp8_tensor_nbytes(t),
+               fp8_checkpoint_shard_name(ck, s));
+    }
+    printf("\ntensors: %zu  shards: %zu%s  bytes: %" PRIu64 "\n", n,
+           fp8_checkpoint_shard_count(ck), fp8_checkpoint_has_index(ck) ? " (indexed)" : "",
+           tot->total);
+    printf("bytes by dtype:");
+    for (int d = FP8_DTYPE_COUNT - 1; d >= 0; d--)
+        if (tot->tensors[d])
+            printf(" %s %" PRIu64 " (%zu tensors)", fp8_dtype_name((fp8_dtype)d), tot->bytes[d],
+                   tot->tensors[d]);
+    printf("\n");
+    uint64_t total_size;
+    if (fp8_checkpoint_index_total_size(ck, &total_size))
+        printf("index total_size: %" PRIu64 "%s\n", total_size,
+               total_size == tot->total ? "" : " (differs from the tensor bytes)");
+    if (!fp8_checkpoint_has_config(ck))
+        printf("config.json: none\n");
+    else if (!fp8_checkpoint_has_quant_config(ck))
+        printf("config.json: no quantization_config\n");
+    else
+        printf("config.json: quantization_config, quant_method %s\n",
+               fp8_checkpoint_quant_method(ck) ? fp8_checkpoint_quant_method(ck) : "(none)");
+    return EXIT_OK;
+}
+
+int cmd_inspect(int argc, char **argv, cli_common *common)
+{
+    if (argc != 2) {
+        cli_error("inspect: expected one PATH, got %d (see fp8conv inspect --help)", argc - 1);
+        return EXIT_USAGE;
+    }
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck = NULL;
+    if (!ctx) {
+        cli_error("out of memory");
+        return EXIT_IO;
+    }
+    fp8_status st = fp8_checkpoint_open(ctx, argv[1], &ck);
+    int rc;
+    if (st) {
+        rc = cli_fail(ctx, st);
+    } else {
+        dtype_totals tot;
+        count(ck, &tot);
+        rc = common->quiet  ? EXIT_OK
+             : common->json ? print_json(argv[1], ck, &tot)
+                            : print_text(ck, &tot);
+    }
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,232 @@
+/*
+ * fp8conv.c - main: global options, the command table, common options,
+ * library status to exit code.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const cli_command commands[] = {
+    { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect, "" },
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const char common_help[] =
+    "Common options:\n"
+    "  --device auto|cpu|cuda     where to compute (default auto: CUDA when a usable GPU is\n"
+    "                             present, else CPU); cuda without a GPU exits 5\n"
+    "  -j, --threads N            worker threads (default: all cores)\n"
+    "      --json                 one JSON document on stdout instead of the text report\n"
+    "  -q, --quiet                no report, only errors\n"
+    "      --progress auto|always|never\n"
+    "                             progress bar on stderr (auto: when stderr is a terminal)\n"
+    "  -h, --help                 this help\n";
+
+static const char exit_help[] =
+    "Exit status: 0 success; 1 verify found a problem or diff found a difference;\n"
+    "2 usage error; 3 bad input; 4 I/O or system error; 5 device error.\n";
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("fp8conv: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_exit_code(fp8_status st)
+{
+    switch (st) {
+    case FP8_OK: return EXIT_OK;
+    case FP8_ERR_USAGE:
+    case FP8_ERR_EXISTS: return EXIT_USAGE;
+    case FP8_ERR_BAD_INPUT: return EXIT_BAD_INPUT;
+    case FP8_ERR_IO:
+    case FP8_ERR_NOMEM: return EXIT_IO;
+    case FP8_ERR_DEVICE: return EXIT_DEVICE;
+    }
+    return EXIT_IO;
+}
+
+int cli_fail(fp8_ctx *ctx, fp8_status st)
+{
+    const char *msg = fp8_ctx_message(ctx);
+    cli_error("%s", *msg ? msg : fp8_status_str(st));
+    return cli_exit_code(st);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: fp8conv [--version] [--help] COMMAND [OPTIONS] ARGS\n"
+            "\n"
+            "Convert, inspect and check FP8 safetensors checkpoints.\n"
+            "\n"
+            "Commands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-8s %-6s %s\n", commands[i].name, commands[i].args, commands[i].summary);
+    fprintf(out,
+            "\n"
+            "Global options:\n"
+            "  -h, --help                 this help; COMMAND --help for a command's\n"
+            "  -V, --version              version, compiled backends, visible GPUs\n"
+            "\n%s\n%s"
+            "See fp8conv(1).\n",
+            common_help, exit_help);
+}
+
+static void command_usage(const cli_command *cmd, FILE *out)
+{
+    fprintf(out, "usage: fp8conv %s [OPTIONS] %s\n\n%s.\n\n%s%s\n%s", cmd->name, cmd->args,
+            cmd->summary, cmd->options, common_help, exit_help);
+}
+
+static int version(void)
+{
+    printf("fp8conv %s\n", FP8CONV_VERSION);
+    printf("cpu: %s\n", fp8_cpu_paths());
+    if (!fp8_cuda_compiled()) {
+        printf("cuda: not compiled (built with HAVE_CUDA=0)\n");
+        return EXIT_OK;
+    }
+    printf("cuda: compiled for %s\n", fp8_cuda_architectures());
+    fp8_gpu_info gpus[16];
+    int n = 0;
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_status st = ctx ? fp8_cuda_devices(ctx, gpus, 16, &n) : FP8_ERR_NOMEM;
+    if (st) {
+        int rc = cli_fail(ctx, st);
+        fp8_ctx_free(ctx);
+        return rc;
+    }
+    fp8_ctx_free(ctx);
+    if (n == 0)
+        printf("gpus: none visible\n");
+    for (int i = 0; i < n; i++)
+        printf("gpu %d: %s (sm_%d%d, %.1f GiB)\n", i, gpus[i].name, gpus[i].major, gpus[i].minor,
+               (double)gpus[i].memory_bytes / (1024.0 * 1024 * 1024));
+    return EXIT_OK;
+}
+
+static bool parse_int(const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 1 || v > 4096)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common *common)
+{
+    static const struct option longopts[] = {
+        { "device", required_argument, NULL, 'd' },
+        { "threads", required_argument, NULL, 'j' },
+        { "json", no_argument, NULL, 'J' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "progress", required_argument, NULL, 'P' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c, n = 1;
+    opterr = 0;
+    optind = 1;
+    /* A leading '-' makes getopt return operands in place (as 1) without
+     * permuting argv, so they are moved down to argv[1..] as they come. */
+    while ((c = getopt_long(*argc, argv, "-:j:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 1:
+            argv[n++] = optarg;
+            break;
+        case 'd':
+            if (strcmp(optarg, "auto") == 0)
+                common->device = FP8_DEVICE_AUTO;
+            else if (strcmp(optarg, "cpu") == 0)
+                common->device = FP8_DEVICE_CPU;
+            else if (strcmp(optarg, "cuda") == 0)
+                common->device = FP8_DEVICE_CUDA;
+            else {
+                cli_error("--device: '%s' is not one of auto, cpu, cuda", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'j':
+            if (!parse_int(optarg, &common->threads)) {
+                cli_error("--threads: '%s' is not a thread count from 1 to 4096", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'J': common->json = true; break;
+        case 'q': common->quiet = true; break;
+        case 'P':
+            if (strcmp(optarg, "auto") == 0)
+                common->progress = PROGRESS_AUTO;
+            else if (strcmp(optarg, "always") == 0)
+                common->progress = PROGRESS_ALWAYS;
+            else if (strcmp(optarg, "never") == 0)
+                common->progress = PROGRESS_NEVER;
+            else {
+                cli_error("--progress: '%s' is not one of auto, always, never", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            command_usage(cmd, stdout);
+            return EXIT_OK;
+        case ':':
+            cli_error("%s: option '%s' needs a value", cmd->name, argv[optind - 1]);
+            return EXIT_USAGE;
+        default:
+            cli_error("%s: unknown option '%s' (see fp8conv %s --help)", cmd->name,
+                      argv[optind - 1], cmd->name);
+            return EXIT_USAGE;
+        }
+    }
+    while (optind < *argc) /* operands after "--" */
+        argv[n++] = argv[optind++];
+    *argc = n;
+    if (common->device == FP8_DEVICE_CUDA) {
+        fp8_ctx *ctx = fp8_ctx_create();
+        fp8_device dev;
+        fp8_status st = ctx ? fp8_device_resolve(ctx, FP8_DEVICE_CUDA, &dev) : FP8_ERR_NOMEM;
+        int rc = st ? cli_fail(ctx, st) : -1;
+        fp8_ctx_free(ctx);
+        return rc;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0)
+        return version();
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(name, commands[i].name) != 0)
+            continue;
+        cli_common common = { .device = FP8_DEVICE_AUTO, .progress = PROGRESS_AUTO };
+        int sub_argc = argc - 1;
+        char **sub_argv = argv + 1;
+        int rc = cli_parse_common(&commands[i], &sub_argc, sub_argv, &common);
+        if (rc >= 0)
+            return rc;
+        return commands[i].run(sub_argc, sub_argv, &common);
+    }
+    cli_error("unknown command '%s' (see fp8conv --help)", name);
+    return EXIT_USAGE;
+}

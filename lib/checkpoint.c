@@ -1,0 +1,352 @@
+/*
+ * checkpoint.c - checkpoint directories: the shard index, shards without an
+ * index, config.json.  Only headers are read here.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "zio.h"
+
+#define INDEX_NAME "model.safetensors.index.json"
+#define MAX_SIDE_JSON (64u << 20) /* config.json and the index are small; refuse monsters */
+
+typedef struct {
+    const fp8_tensor_info *t;
+    size_t shard;
+} ck_entry;
+
+struct fp8_checkpoint {
+    char *path;
+    bool is_dir, has_index, has_total_size, has_config, has_quant_config;
+    uint64_t total_size;
+    char *quant_method;
+    size_t nshards;
+    char **shard_names;
+    fp8_file **shards;
+    size_t ntensors;
+    ck_entry *entries; /* sorted by name */
+};
+
+static char *join(const char *dir, const char *name)
+{
+    char *p;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    return asprintf(&p, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : p;
+}
+
+/* Reads a small JSON file; *root is NULL (and FP8_OK) when the file does not exist. */
+static fp8_status read_json(fp8_ctx *ctx, const char *path, cJSON **root)
+{
+    *root = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return errno == ENOENT ? FP8_OK
+                               : fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", path,
+                                          strerror(errno));
+    fp8_status st = FP8_OK;
+    char *buf = malloc(MAX_SIDE_JSON + 1);
+    size_t n = buf ? fread(buf, 1, MAX_SIDE_JSON + 1, fp) : 0;
+    if (!buf)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+    else if (ferror(fp))
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    else if (n > MAX_SIDE_JSON)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: larger than %u bytes", path, MAX_SIDE_JSON);
+    else if (!(*root = cJSON_ParseWithLength(buf, n)))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not valid JSON", path);
+    else if (!cJSON_IsObject(*root))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not a JSON object", path);
+    if (st) {
+        cJSON_Delete(*root);
+        *root = NULL;
+    }
+    free(buf);
+    fclose(fp);
+    return st;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const ck_entry *)a)->t->name, ((const ck_entry *)b)->t->name);
+}
+
+static fp8_status add_shard_name(fp8_ctx *ctx, fp8_checkpoint *ck, const char *name)
+{
+    char **p = fp8_xreallocarray(ck->shard_names, ck->nshards + 1, sizeof *p);
+    if (!p)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+    ck->shard_names = p;
+    if (!(p[ck->nshards] = fp8_strdup(name)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+    ck->nshards++;
+    return FP8_OK;
+}
+
+static bool is_shard_name(const char *name)
+{
+    return zio_has_suffix(name, ".safetensors") || zio_has_suffix(name, ".safetensors.zst");
+}
+
+/* Shard names from the index's weight_map (deduplicated), checking its form. */
+static fp8_status index_shards(fp8_ctx *ctx, fp8_checkpoint *ck, const char *ipath,
+                               const cJSON *index)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(index, "metadata");
+    const cJSON *total = meta ? cJSON_GetObjectItemCaseSensitive(meta, "total_size") : NULL;
+    if (cJSON_IsNumber(total) && total->valuedouble >= 0 && total->valuedouble < 0x1p64) {
+        ck->has_total_size = true;
+        ck->total_size = (uint64_t)total->valuedouble;
+    }
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
+    if (!cJSON_IsObject(map))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no \"weight_map\" object", ipath);
+    for (const cJSON *e = map->child; e; e = e->next) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !is_shard_name(e->valuestring))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: weight_map entry '%s' does not name a .safetensors file in the "
+                            "directory",
+                            ipath, e->string);
+        bool seen = false;
+        for (size_t i = 0; i < ck->nshards && !seen; i++)
+            seen = strcmp(ck->shard_names[i], e->valuestring) == 0;
+        fp8_status st = seen ? FP8_OK : add_shard_name(ctx, ck, e->valuestring);
+        if (st)
+            return st;
+    }
+    return FP8_OK;
+}
+
+static fp8_status dir_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
+{
+    DIR *d = opendir(ck->path);
+    if (!d)
+        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot list directory: %s", ck->path,
+                        strerror(errno));
+    fp8_status st = FP8_OK;
+    struct dirent *de;
+    while (!st && (de = readdir(d)))
+        if (is_shard_name(de->d_name))
+            st = add_shard_name(ctx, ck, de->d_name);
+    closedir(d);
+    if (!st && ck->nshards == 0)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no *.safetensors files and no %s", ck->path,
+                      INDEX_NAME);
+    return st;
+}
+
+static fp8_status read_config(fp8_ctx *ctx, fp8_checkpoint *ck)
+{
+    char *cpath = join(ck->path, "config.json");
+    cJSON *config = NULL;
+    if (!cpath)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+    fp8_status st = read_json(ctx, cpath, &config);
+    if (!st && config) {
+        ck->has_config = true;
+        const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+        ck->has_quant_config = q && !cJSON_IsNull(q);
+        const cJSON *m = q ? cJSON_GetObjectItemCaseSensitive(q, "quant_method") : NULL;
+        if (cJSON_IsString(m) && !(ck->quant_method = fp8_strdup(m->valuestring)))
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", cpath);
+    }
+    cJSON_Delete(config);
+    free(cpath);
+    return st;
+}
+
+/* The index, checked both ways against the shards' headers. */
+static fp8_status check_index(fp8_ctx *ctx, fp8_checkpoint *ck, const char *ipath,
+                              const cJSON *index)
+{
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
+    for (const cJSON *e = map->child; e; e = e->next) {
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_find(ck, e->string, &shard);
+        if (!t || strcmp(ck->shard_names[shard], e->valuestring) != 0)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s' is mapped to %s, which does not hold it", ipath,
+                            e->string, e->valuestring);
+    }
+    for (size_t i = 0; i < ck->ntensors; i++) {
+        const char *name = ck->entries[i].t->name;
+        if (!cJSON_GetObjectItemCaseSensitive(map, name))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is in %s but not in %s",
+                            ck->path, name, ck->shard_names[ck->entries[i].shard], INDEX_NAME);
+    }
+    /* cJSON finds the first of two equal keys: a repeated key would slip by */
+    size_t mapped = (size_t)cJSON_GetArraySize(map);
+    if (mapped != ck->ntensors)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: weight_map names a tensor twice", ipath);
+    return FP8_OK;
+}
+
+static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
+{
+    fp8_status st;
+    qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, cmp_str);
+    ck->shards = fp8_xcalloc(ck->nshards, sizeof *ck->shards);
+    if (!ck->shards)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+    size_t total = 0;
+    for (size_t i = 0; i < ck->nshards; i++) {
+        if (!ck->is_dir) {
+            st = fp8_file_open(ctx, ck->path, &ck->shards[i]);
+        } else {
+            char *p = join(ck->path, ck->shard_names[i]);
+            struct stat sb;
+            if (!p)
+                st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+            else if (stat(p, &sb) != 0 && errno == ENOENT)
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: shard %s is named by %s but does not exist",
+                              ck->path, ck->shard_names[i], INDEX_NAME);
+            else
+                st = fp8_file_open(ctx, p, &ck->shards[i]);
+            free(p);
+        }
+        if (st)
+            return st;
+        total += fp8_file_tensor_count(ck->shards[i]);
+    }
+    ck->entries = fp8_xcalloc(total, sizeof *ck->entries);
+    if (!ck->entries)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+    for (size_t i = 0; i < ck->nshards; i++)
+        for (size_t k = 0; k < fp8_file_tensor_count(ck->shards[i]); k++)
+            ck->entries[ck->ntensors++] = (ck_entry){ fp8_file_tensor(ck->shards[i], k), i };
+    qsort(ck->entries, ck->ntensors, sizeof *ck->entries, cmp_entry);
+    for (size_t i = 1; i < ck->ntensors; i++) {
+        const ck_entry *a = &ck->entries[i - 1], *b = &ck->entries[i];
+        if (strcmp(a->t->name, b->t->name) == 0)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is in both %s and %s",
+                            ck->path, b->t->name, ck->shard_names[a->shard],
+                            ck->shard_names[b->shard]);
+    }
+    return FP8_OK;
+}
+
+fp8_status fp8_checkpoint_open(fp8_ctx *ctx, const char *path, fp8_checkpoint **out)
+{
+    fp8_status st;
+    cJSON *index = NULL;
+    char *ipath = NULL;
+    fp8_checkpoint *ck = calloc(1, sizeof *ck);
+    *out = NULL;
+    if (!ck || !(ck->path = fp8_strdup(path))) {
+        free(ck);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto out;
+    }
+    ck->is_dir = S_ISDIR(sb.st_mode);
+    if (!ck->is_dir) {
+        if ((st = add_shard_name(ctx, ck, fp8_basename(path))))
+            goto out;
+    } else {
+        if (!(ipath = join(path, INDEX_NAME))) {
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+            goto out;
+        }
+        if ((st = read_config(ctx, ck)) || (st = read_json(ctx, ipath, &index)))
+            goto out;
+        ck->has_index = index != NULL;
+        st = index ? index_shards(ctx, ck, ipath, index) : dir_shards(ctx, ck);
+        if (st)
+            goto out;
+    }
+    if ((st = open_shards(ctx, ck)))
+        goto out;
+    if (index)
+        st = check_index(ctx, ck, ipath, index);
+out:
+    cJSON_Delete(index);
+    free(ipath);
+    if (st)
+        fp8_checkpoint_close(ck);
+    else
+        *out = ck;
+    return st;
+}
+
+void fp8_checkpoint_close(fp8_checkpoint *ck)
+{
+    if (!ck)
+        return;
+    for (size_t i = 0; i < ck->nshards; i++) {
+        if (ck->shards)
+            fp8_file_close(ck->shards[i]);
+        free(ck->shard_names[i]);
+    }
+    free(ck->shards);
+    free(ck->shard_names);
+    free(ck->entries);
+    free(ck->quant_method);
+    free(ck->path);
+    free(ck);
+}
+
+bool fp8_checkpoint_is_directory(const fp8_checkpoint *ck) { return ck->is_dir; }
+bool fp8_checkpoint_has_index(const fp8_checkpoint *ck) { return ck->has_index; }
+bool fp8_checkpoint_has_config(const fp8_checkpoint *ck) { return ck->has_config; }
+bool fp8_checkpoint_has_quant_config(const fp8_checkpoint *ck) { return ck->has_quant_config; }
+const char *fp8_checkpoint_quant_method(const fp8_checkpoint *ck) { return ck->quant_method; }
+size_t fp8_checkpoint_shard_count(const fp8_checkpoint *ck) { return ck->nshards; }
+size_t fp8_checkpoint_tensor_count(const fp8_checkpoint *ck) { return ck->ntensors; }
+
+bool fp8_checkpoint_index_total_size(const fp8_checkpoint *ck, uint64_t *total_size)
+{
+    if (ck->has_total_size)
+        *total_size = ck->total_size;
+    return ck->has_total_size;
+}
+
+fp8_file *fp8_checkpoint_shard(const fp8_checkpoint *ck, size_t index)
+{
+    return index < ck->nshards ? ck->shards[index] : NULL;
+}
+
+const char *fp8_checkpoint_shard_name(const fp8_checkpoint *ck, size_t index)
+{
+    return index < ck->nshards ? ck->shard_names[index] : NULL;
+}
+
+const fp8_tensor_info *fp8_checkpoint_tensor(const fp8_checkpoint *ck, size_t index, size_t *shard)
+{
+    if (index >= ck->ntensors)
+        return NULL;
+    if (shard)
+        *shard = ck->entries[index].shard;
+    return ck->entries[index].t;
+}
+
+const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ck, const char *name,
+                                           size_t *shard)
+{
+    size_t lo = 0, hi = ck->ntensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ck->entries[mid].t->name, name);
+        if (c == 0)
+            return fp8_checkpoint_tensor(ck, mid, shard);
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}

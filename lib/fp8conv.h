@@ -1,0 +1,246 @@
+/*
+ * fp8conv.h - the public interface of libfp8conv.
+ *
+ * libfp8conv reads and writes safetensors checkpoints exactly as the reference
+ * implementation (huggingface/safetensors, src/tensor.rs) does, and converts
+ * them between bf16 and FP8.  This header is the whole public API and also its
+ * manual; cli/ uses nothing else.
+ *
+ * Conventions
+ *   - Every fallible call returns an fp8_status and takes an fp8_ctx, which
+ *     keeps a message naming the file, the tensor and the rule that failed:
+ *       "model-00002-of-00004.safetensors: tensor 'x.weight': data_offsets
+ *        [10, 20] overlap the previous tensor 'w' [0, 12]"
+ *   - The library never prints, never exits and never aborts on bad input.
+ *   - Objects come in _open/_create and _close/_free pairs; the release
+ *     functions accept NULL.
+ *   - Pointers returned by accessors stay valid until the owning object is
+ *     released.
+ */
+#ifndef FP8CONV_H
+#define FP8CONV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FP8CONV_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+/* Values are pinned: scripts and the --json output depend on them. */
+typedef enum {
+    FP8_OK = 0,
+    FP8_ERR_USAGE = 1,     /* the caller passed a bad argument or option value */
+    FP8_ERR_BAD_INPUT = 2, /* malformed or unsupported checkpoint data */
+    FP8_ERR_IO = 3,        /* cannot read or write a file */
+    FP8_ERR_NOMEM = 4,     /* out of memory */
+    FP8_ERR_DEVICE = 5,    /* CUDA unavailable or a CUDA call failed */
+    FP8_ERR_EXISTS = 6,    /* the output already exists */
+} fp8_status;
+
+/* A short English name for a status ("bad input"); never NULL. */
+const char *fp8_status_str(fp8_status status);
+
+/* The error context: one per thread of work. */
+typedef struct fp8_ctx fp8_ctx;
+
+fp8_ctx *fp8_ctx_create(void);
+void fp8_ctx_free(fp8_ctx *ctx);
+/* The message of the last failure ("" when none).  It names the file and the
+ * tensor; the CLI prefixes it with "fp8conv: ". */
+const char *fp8_ctx_message(const fp8_ctx *ctx);
+
+/* ---------------------------------------------------------------- dtypes */
+
+/* Every dtype string of the safetensors format, in the reference enum order,
+ * which is also the writer's layout order (descending). */
+typedef enum {
+    FP8_DTYPE_BOOL,
+    FP8_DTYPE_F4,
+    FP8_DTYPE_F6_E2M3,
+    FP8_DTYPE_F6_E3M2,
+    FP8_DTYPE_U8,
+    FP8_DTYPE_I8,
+    FP8_DTYPE_F8_E5M2,
+    FP8_DTYPE_F8_E4M3,
+    FP8_DTYPE_F8_E8M0,
+    FP8_DTYPE_F8_E4M3FNUZ,
+    FP8_DTYPE_F8_E5M2FNUZ,
+    FP8_DTYPE_I16,
+    FP8_DTYPE_U16,
+    FP8_DTYPE_F16,
+    FP8_DTYPE_BF16,
+    FP8_DTYPE_I32,
+    FP8_DTYPE_U32,
+    FP8_DTYPE_F32,
+    FP8_DTYPE_C64,
+    FP8_DTYPE_F64,
+    FP8_DTYPE_I64,
+    FP8_DTYPE_U64,
+    FP8_DTYPE_COUNT
+} fp8_dtype;
+
+/* "BF16"; NULL for a value out of range. */
+const char *fp8_dtype_name(fp8_dtype dtype);
+/* Exact, case-sensitive lookup of a dtype string; false when unknown. */
+bool fp8_dtype_from_name(const char *name, fp8_dtype *dtype);
+/* Size of one element in bits (4 for F4, 6 for the F6 types). */
+unsigned fp8_dtype_bits(fp8_dtype dtype);
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef struct {
+    const char *name;     /* UTF-8, no NUL inside */
+    fp8_dtype dtype;
+    int rank;             /* number of dimensions; 0 for a scalar */
+    const uint64_t *shape;
+    uint64_t elements;    /* product of shape (1 for a scalar) */
+    uint64_t begin, end;  /* data_offsets, relative to the data buffer */
+} fp8_tensor_info;
+
+static inline uint64_t fp8_tensor_nbytes(const fp8_tensor_info *t) { return t->end - t->begin; }
+
+/* ---------------------------------------------------------------- files */
+
+/*
+ * One safetensors file, opened and validated.  Opening reads only the 8-byte
+ * length and the header (a header-only scan never touches tensor data) and
+ * applies every rule of the reference reader; see SPEC section 2.
+ * A file whose contents start with the zstd magic number (normally named
+ * *.safetensors.zst) is read through streaming decompression.
+ */
+typedef struct fp8_file fp8_file;
+
+fp8_status fp8_file_open(fp8_ctx *ctx, const char *path, fp8_file **out);
+/* The same from a complete file image in memory (used by the fuzzer and tests);
+ * `name` is used in messages.  The memory must outlive the fp8_file. */
+fp8_status fp8_file_open_memory(fp8_ctx *ctx, const char *name, const void *data,
+                                size_t size, fp8_file **out);
+void fp8_file_close(fp8_file *file);
+
+const char *fp8_file_path(const fp8_file *file);
+bool fp8_file_is_compressed(const fp8_file *file);
+uint64_t fp8_file_header_size(const fp8_file *file); /* N, the JSON header length */
+uint64_t fp8_file_data_size(const fp8_file *file);   /* bytes of the data buffer */
+
+/* Tensors in buffer order (sorted by data_offsets). */
+size_t fp8_file_tensor_count(const fp8_file *file);
+const fp8_tensor_info *fp8_file_tensor(const fp8_file *file, size_t index);
+/* Lookup by exact name; NULL when absent. */
+const fp8_tensor_info *fp8_file_find(const fp8_file *file, const char *name);
+
+/* __metadata__: absent, null, or an object of strings (sorted by key here). */
+bool fp8_file_has_metadata(const fp8_file *file); /* false when absent or null */
+size_t fp8_file_metadata_count(const fp8_file *file);
+void fp8_file_metadata(const fp8_file *file, size_t index, const char **key, const char **value);
+/* Value for a key, NULL when absent. */
+const char *fp8_file_metadata_get(const fp8_file *file, const char *key);
+
+/* Read `len` bytes of tensor `t` starting `offset` bytes into it.  Plain files
+ * use positioned reads; compressed files are cheapest read in buffer order
+ * (a backward read restarts the decompression). */
+fp8_status fp8_file_read(fp8_ctx *ctx, fp8_file *file, const fp8_tensor_info *t,
+                         uint64_t offset, void *buf, size_t len);
+/* Bytes read from the underlying file so far (for tests of the streaming promise). */
+uint64_t fp8_file_bytes_read(const fp8_file *file);
+
+/* ---------------------------------------------------------------- writer */
+
+/*
+ * Writes one safetensors file exactly as the reference writer lays it out:
+ * `__metadata__` first (always with "format": "pt", keys sorted), tensors in
+ * buffer order by dtype descending then name ascending, compact JSON, header
+ * padded with spaces to a multiple of 8.  The file is built under a temporary
+ * name in the destination directory and renamed into place by
+ * fp8_writer_commit(), after an fsync; fp8_writer_free() without a commit
+ * removes it.  A path ending in ".zst" is zstd-compressed.
+ *
+ * Use: create, set_metadata/add_tensor as needed, begin (fixes the layout),
+ * then write every tensor's bytes in the order fp8_writer_tensor() lists,
+ * then commit.
+ */
+typedef struct fp8_writer fp8_writer;
+
+fp8_status fp8_writer_create(fp8_ctx *ctx, const char *path, fp8_writer **out);
+void fp8_writer_free(fp8_writer *writer);
+fp8_status fp8_writer_set_metadata(fp8_ctx *ctx, fp8_writer *writer, const char *key,
+                                   const char *value);
+fp8_status fp8_writer_add_tensor(fp8_ctx *ctx, fp8_writer *writer, const char *name,
+                                 fp8_dtype dtype, int rank, const uint64_t *shape);
+fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *writer);
+/* After begin: the tensors in the order their bytes must be written. */
+size_t fp8_writer_tensor_count(const fp8_writer *writer);
+const fp8_tensor_info *fp8_writer_tensor(const fp8_writer *writer, size_t index);
+/* Append data bytes (any chunking). */
+fp8_status fp8_writer_write(fp8_ctx *ctx, fp8_writer *writer, const void *data, size_t len);
+fp8_status fp8_writer_commit(fp8_ctx *ctx, fp8_writer *writer);
+
+/* ---------------------------------------------------------------- checkpoints */
+
+/*
+ * A checkpoint: a single .safetensors[.zst] file, or a directory holding
+ * model.safetensors.index.json and its shards, or a directory of
+ * *.safetensors[.zst] files without an index.  An index is checked both ways
+ * (every mapped tensor is in its shard, every tensor of a shard is mapped to
+ * it); a tensor name in two shards is an error.  Only headers are read.
+ */
+typedef struct fp8_checkpoint fp8_checkpoint;
+
+fp8_status fp8_checkpoint_open(fp8_ctx *ctx, const char *path, fp8_checkpoint **out);
+void fp8_checkpoint_close(fp8_checkpoint *ckpt);
+
+bool fp8_checkpoint_is_directory(const fp8_checkpoint *ckpt);
+bool fp8_checkpoint_has_index(const fp8_checkpoint *ckpt);
+/* The index's metadata.total_size; false when there is no index or no such number. */
+bool fp8_checkpoint_index_total_size(const fp8_checkpoint *ckpt, uint64_t *total_size);
+
+/* Shards, sorted by file name. */
+size_t fp8_checkpoint_shard_count(const fp8_checkpoint *ckpt);
+fp8_file *fp8_checkpoint_shard(const fp8_checkpoint *ckpt, size_t index);
+const char *fp8_checkpoint_shard_name(const fp8_checkpoint *ckpt, size_t index); /* base name */
+
+/* All tensors of all shards, sorted by name. */
+size_t fp8_checkpoint_tensor_count(const fp8_checkpoint *ckpt);
+const fp8_tensor_info *fp8_checkpoint_tensor(const fp8_checkpoint *ckpt, size_t index,
+                                             size_t *shard);
+const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ckpt, const char *name,
+                                           size_t *shard);
+
+/* config.json (directories only): whether one exists, whether it has a
+ * quantization_config, and its quant_method (NULL when absent). */
+bool fp8_checkpoint_has_config(const fp8_checkpoint *ckpt);
+bool fp8_checkpoint_has_quant_config(const fp8_checkpoint *ckpt);
+const char *fp8_checkpoint_quant_method(const fp8_checkpoint *ckpt);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;
+
+typedef struct {
+    char name[96];
+    int major, minor;      /* compute capability */
+    uint64_t memory_bytes;
+} fp8_gpu_info;
+
+/* Whether this build contains the CUDA kernels, and for which architectures
+ * ("sm_90 sm_100"); "" when built without CUDA. */
+bool fp8_cuda_compiled(void);
+const char *fp8_cuda_architectures(void);
+/* The GPUs the CUDA runtime can see.  On a machine without a GPU or driver,
+ * returns FP8_OK with *count = 0 (the runtime's error there means "no GPU"). */
+fp8_status fp8_cuda_devices(fp8_ctx *ctx, fp8_gpu_info *gpus, int max, int *count);
+/* Resolve --device: AUTO becomes CUDA when a usable GPU exists, else CPU;
+ * CUDA with no usable GPU fails with FP8_ERR_DEVICE. */
+fp8_status fp8_device_resolve(fp8_ctx *ctx, fp8_device requested, fp8_device *resolved);
+/* The CPU code paths compiled in ("scalar", later "avx2" ...). */
+const char *fp8_cpu_paths(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FP8CONV_H */

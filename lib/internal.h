@@ -1,0 +1,37 @@
+/*
+ * internal.h - shared by lib/ only; never installed, never included by cli/.
+ */
+#ifndef FP8_INTERNAL_H
+#define FP8_INTERNAL_H
+
+#include "fp8conv.h"
+
+#if defined(__GNUC__)
+#define FP8_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define FP8_PRINTF(f, a)
+#endif
+
+/* Records the message for the failure and returns `status`, so that an error
+ * is raised in one line:  return fp8_fail(ctx, FP8_ERR_IO, "%s: ...", path); */
+fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...) FP8_PRINTF(3, 4);
+
+/* The file name to use in messages: the base name of `path`. */
+const char *fp8_basename(const char *path);
+
+/* Checked allocation helpers: NULL on overflow or exhaustion. */
+void *fp8_xcalloc(size_t n, size_t size);
+void *fp8_xreallocarray(void *p, size_t n, size_t size);
+char *fp8_strdup(const char *s);
+
+/* Overflow-checked u64 arithmetic: false on overflow. */
+static inline bool fp8_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool fp8_add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+
+#endif

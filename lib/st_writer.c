@@ -1,0 +1,320 @@
+/*
+ * st_writer.c - writes safetensors files byte for byte as the reference
+ * writer (safetensors/src/tensor.rs, `prepare` and `serialize`) does:
+ *   - tensors laid out by dtype descending (the Dtype enum order), then name
+ *     ascending (bytewise), with no gaps; header entries in that same order;
+ *   - "__metadata__" first; its keys sorted (the reference keeps a HashMap,
+ *     so only sorting makes the output deterministic);
+ *   - compact JSON, keys "dtype", "shape", "data_offsets" in that order,
+ *     strings escaped as serde_json escapes them;
+ *   - the header padded with spaces to a multiple of 8 bytes.
+ * The header is formatted here, not by cJSON, because cJSON prints numbers
+ * from doubles and a data offset is a 64-bit integer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "zio.h"
+
+typedef struct {
+    char *key, *value;
+} wr_meta;
+
+struct fp8_writer {
+    char *path;
+    zio_writer *out;
+    size_t n, cap;
+    fp8_tensor_info *tensors;
+    size_t nmeta;
+    wr_meta *meta;
+    bool begun;
+    uint64_t data_size, written;
+};
+
+fp8_status fp8_writer_create(fp8_ctx *ctx, const char *path, fp8_writer **out)
+{
+    fp8_writer *w = calloc(1, sizeof *w);
+    *out = NULL;
+    if (!w || !(w->path = fp8_strdup(path))) {
+        free(w);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+    }
+    *out = w;
+    return fp8_writer_set_metadata(ctx, w, "format", "pt");
+}
+
+void fp8_writer_free(fp8_writer *w)
+{
+    if (!w)
+        return;
+    zio_writer_free(w->out);
+    for (size_t i = 0; i < w->n; i++) {
+        free((char *)w->tensors[i].name);
+        free((uint64_t *)w->tensors[i].shape);
+    }
+    for (size_t i = 0; i < w->nmeta; i++) {
+        free(w->meta[i].key);
+        free(w->meta[i].value);
+    }
+    free(w->tensors);
+    free(w->meta);
+    free(w->path);
+    free(w);
+}
+
+static fp8_status check_text(fp8_ctx *ctx, const fp8_writer *w, const char *what, const char *s)
+{
+    size_t bad;
+    if (!st_utf8_valid((const unsigned char *)s, strlen(s), &bad))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: %s is not valid UTF-8", w->path, what);
+    return FP8_OK;
+}
+
+fp8_status fp8_writer_set_metadata(fp8_ctx *ctx, fp8_writer *w, const char *key,
+                                   const char *value)
+{
+    fp8_status st;
+    if (w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: metadata set after the header was written",
+                        w->path);
+    if ((st = check_text(ctx, w, "a metadata key", key)) ||
+        (st = check_text(ctx, w, "a metadata value", value)))
+        return st;
+    char *v = fp8_strdup(value);
+    if (!v)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
+    for (size_t i = 0; i < w->nmeta; i++) {
+        if (strcmp(w->meta[i].key, key) == 0) {
+            free(w->meta[i].value);
+            w->meta[i].value = v;
+            return FP8_OK;
+        }
+    }
+    wr_meta *m = fp8_xreallocarray(w->meta, w->nmeta + 1, sizeof *m);
+    char *k = fp8_strdup(key);
+    if (!m || !k) {
+        if (m)
+            w->meta = m;
+        free(k);
+        free(v);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
+    }
+    w->meta = m;
+    w->meta[w->nmeta++] = (wr_meta){ k, v };
+    return FP8_OK;
+}
+
+fp8_status fp8_writer_add_tensor(fp8_ctx *ctx, fp8_writer *w, const char *name, fp8_dtype dtype,
+                                 int rank, const uint64_t *shape)
+{
+    fp8_status st;
+    if (w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s' added after the header was written",
+                        w->path, name);
+    if ((unsigned)dtype >= FP8_DTYPE_COUNT || rank < 0)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s': invalid dtype or rank", w->path,
+                        name);
+    if (strcmp(name, "__metadata__") == 0)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: '__metadata__' cannot name a tensor", w->path);
+    if ((st = check_text(ctx, w, "a tensor name", name)))
+        return st;
+    fp8_tensor_info t = { .dtype = dtype, .rank = rank };
+    uint64_t nbytes;
+    const char *why;
+    if (st_tensor_size(shape, rank, dtype, &t.elements, &nbytes, &why))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s': %s", w->path, name, why);
+    t.end = nbytes; /* a size until begin() assigns offsets */
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        fp8_tensor_info *p = fp8_xreallocarray(w->tensors, cap, sizeof *p);
+        if (!p)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
+        w->tensors = p;
+        w->cap = cap;
+    }
+    uint64_t *dims = fp8_xcalloc((size_t)rank, sizeof *dims);
+    t.name = fp8_strdup(name);
+    if (!dims || !t.name) {
+        free(dims);
+        free((char *)t.name);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
+    }
+    if (rank)
+        memcpy(dims, shape, (size_t)rank * sizeof *dims);
+    t.shape = dims;
+    w->tensors[w->n++] = t;
+    return FP8_OK;
+}
+
+static int cmp_layout(const void *a, const void *b)
+{
+    const fp8_tensor_info *x = a, *y = b;
+    if (x->dtype != y->dtype)
+        return x->dtype > y->dtype ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_meta_key(const void *a, const void *b)
+{
+    return strcmp(((const wr_meta *)a)->key, ((const wr_meta *)b)->key);
+}
+
+/* A growable text buffer for the header. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_u64(sbuf *b, uint64_t v)
+{
+    char num[24];
+    sb_put(b, num, (size_t)snprintf(num, sizeof num, "%llu", (unsigned long long)v));
+}
+
+/* A JSON string as serde_json writes it: escapes for '"', '\\' and control
+ * characters only (short forms where JSON has them), UTF-8 as is. */
+static void sb_json_string(sbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        switch (*p) {
+        case '"': sb_str(b, "\\\""); break;
+        case '\\': sb_str(b, "\\\\"); break;
+        case '\b': sb_str(b, "\\b"); break;
+        case '\f': sb_str(b, "\\f"); break;
+        case '\n': sb_str(b, "\\n"); break;
+        case '\r': sb_str(b, "\\r"); break;
+        case '\t': sb_str(b, "\\t"); break;
+        default:
+            if (*p < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", *p);
+                sb_str(b, esc);
+            } else {
+                sb_put(b, (const char *)p, 1);
+            }
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *w)
+{
+    fp8_status st = FP8_OK;
+    if (w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: header already written", w->path);
+    qsort(w->tensors, w->n, sizeof *w->tensors, cmp_layout);
+    qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta_key);
+    for (size_t i = 1; i < w->n; i++)
+        if (strcmp(w->tensors[i - 1].name, w->tensors[i].name) == 0)
+            return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s' added twice", w->path,
+                            w->tensors[i].name);
+
+    sbuf b = { 0 };
+    sb_str(&b, "{\"__metadata__\":{");
+    for (size_t i = 0; i < w->nmeta; i++) {
+        if (i)
+            sb_str(&b, ",");
+        sb_json_string(&b, w->meta[i].key);
+        sb_str(&b, ":");
+        sb_json_string(&b, w->meta[i].value);
+    }
+    sb_str(&b, "}");
+    uint64_t offset = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        fp8_tensor_info *t = &w->tensors[i];
+        uint64_t nbytes = t->end;
+        t->begin = offset;
+        t->end = offset + nbytes;
+        offset = t->end;
+        sb_str(&b, ",");
+        sb_json_string(&b, t->name);
+        sb_str(&b, ":{\"dtype\":\"");
+        sb_str(&b, fp8_dtype_name(t->dtype));
+        sb_str(&b, "\",\"shape\":[");
+        for (int d = 0; d < t->rank; d++) {
+            if (d)
+                sb_str(&b, ",");
+            sb_u64(&b, t->shape[d]);
+        }
+        sb_str(&b, "],\"data_offsets\":[");
+        sb_u64(&b, t->begin);
+        sb_str(&b, ",");
+        sb_u64(&b, t->end);
+        sb_str(&b, "]}");
+    }
+    sb_str(&b, "}");
+    while (b.len % 8)
+        sb_str(&b, " ");
+    if (b.oom) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
+        goto out;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)b.len >> (8 * i));
+    w->data_size = offset;
+    if ((st = zio_writer_create(ctx, w->path, 8 + b.len + offset, &w->out)) ||
+        (st = zio_writer_write(ctx, w->out, len8, 8)) ||
+        (st = zio_writer_write(ctx, w->out, b.p, b.len)))
+        goto out;
+    w->begun = true;
+out:
+    free(b.p);
+    return st;
+}
+
+size_t fp8_writer_tensor_count(const fp8_writer *w) { return w->n; }
+
+const fp8_tensor_info *fp8_writer_tensor(const fp8_writer *w, size_t index)
+{
+    return w->begun && index < w->n ? &w->tensors[index] : NULL;
+}
+
+fp8_status fp8_writer_write(fp8_ctx *ctx, fp8_writer *w, const void *data, size_t len)
+{
+    if (!w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: data written before the header", w->path);
+    if (len > w->data_size - w->written)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: more data than the declared tensors hold",
+                        w->path);
+    w->written += len;
+    return zio_writer_write(ctx, w->out, data, len);
+}
+
+fp8_status fp8_writer_commit(fp8_ctx *ctx, fp8_writer *w)
+{
+    if (!w->begun) {
+        fp8_status st = fp8_writer_begin(ctx, w);
+        if (st)
+            return st;
+    }
+    if (w->written != w->data_size)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: %llu of %llu data bytes written", w->path,
+                        (unsigned long long)w->written, (unsigned long long)w->data_size);
+    return zio_writer_commit(ctx, w->out);
+}

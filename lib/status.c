@@ -1,0 +1,79 @@
+/*
+ * status.c - the error context and status names.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct fp8_ctx {
+    char message[1024];
+};
+
+const char *fp8_status_str(fp8_status status)
+{
+    switch (status) {
+    case FP8_OK: return "success";
+    case FP8_ERR_USAGE: return "usage error";
+    case FP8_ERR_BAD_INPUT: return "bad input";
+    case FP8_ERR_IO: return "I/O error";
+    case FP8_ERR_NOMEM: return "out of memory";
+    case FP8_ERR_DEVICE: return "device error";
+    case FP8_ERR_EXISTS: return "output exists";
+    }
+    return "unknown status";
+}
+
+fp8_ctx *fp8_ctx_create(void)
+{
+    return calloc(1, sizeof(fp8_ctx));
+}
+
+void fp8_ctx_free(fp8_ctx *ctx)
+{
+    free(ctx);
+}
+
+const char *fp8_ctx_message(const fp8_ctx *ctx)
+{
+    return ctx ? ctx->message : "";
+}
+
+fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)
+{
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->message, sizeof ctx->message, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+const char *fp8_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+void *fp8_xcalloc(size_t n, size_t size)
+{
+    return calloc(n ? n : 1, size ? size : 1);
+}
+
+void *fp8_xreallocarray(void *p, size_t n, size_t size)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes))
+        return NULL;
+    return realloc(p, bytes ? bytes : 1);
+}
+
+char *fp8_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    return d ? memcpy(d, s, n) : NULL;
+}

@@ -1,0 +1,44 @@
+/*
+ * zio.h - byte sources and atomic sinks: plain files, memory images and zstd
+ * streams behind one interface.  zio.c is the only user of zstd.
+ */
+#ifndef FP8_ZIO_H
+#define FP8_ZIO_H
+
+#include "internal.h"
+
+typedef struct zio_reader zio_reader;
+
+/* Opens `path`; content starting with the zstd magic is decompressed. */
+fp8_status zio_reader_open(fp8_ctx *ctx, const char *path, zio_reader **out);
+fp8_status zio_reader_open_memory(fp8_ctx *ctx, const char *name, const void *data,
+                                  size_t size, zio_reader **out);
+void zio_reader_close(zio_reader *r);
+
+const char *zio_reader_name(const zio_reader *r);
+bool zio_reader_compressed(const zio_reader *r);
+/* Size of the (decompressed) content.  For a zstd file this comes from the
+ * frame header when the file is one frame that declares it; otherwise the
+ * stream is decompressed once to count. */
+fp8_status zio_reader_size(fp8_ctx *ctx, zio_reader *r, uint64_t *size);
+/* Reads up to `len` bytes at `offset`; *got < len only at the end of content. */
+fp8_status zio_reader_read(fp8_ctx *ctx, zio_reader *r, uint64_t offset, void *buf,
+                           size_t len, size_t *got);
+/* Bytes of content delivered so far, skipped bytes of a stream included. */
+uint64_t zio_reader_bytes_read(const zio_reader *r);
+
+typedef struct zio_writer zio_writer;
+
+/* Creates a temporary file beside `path`; a path ending in ".zst" compresses.
+ * `content_size`, when not UINT64_MAX, is pledged to the zstd frame header. */
+fp8_status zio_writer_create(fp8_ctx *ctx, const char *path, uint64_t content_size,
+                             zio_writer **out);
+fp8_status zio_writer_write(fp8_ctx *ctx, zio_writer *w, const void *data, size_t len);
+/* Flushes, fsyncs, renames onto `path`, fsyncs the directory. */
+fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w);
+/* Removes the temporary file unless committed. */
+void zio_writer_free(zio_writer *w);
+
+bool zio_has_suffix(const char *s, const char *suffix);
+
+#endif
