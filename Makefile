@@ -77,14 +77,23 @@ TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HDRS := $(wildcard lib/*.h kernels/*.h)
 
+# Objects depend on the configuration, so that changing a knob (HAVE_CUDA=0,
+# DEBUG=1, CFLAGS=...) rebuilds instead of reusing objects built otherwise.
+CONFIG = $(CC) $(CFLAGS_ALL) | $(LDLIBS_ALL) | $(HAVE_CUDA) $(NVCCFLAGS)
+STAMP := $(BUILD)/config.stamp
+ifneq ($(file < $(STAMP)),$(CONFIG))
+$(shell mkdir -p $(BUILD))
+$(file > $(STAMP),$(CONFIG))
+endif
+
 .PHONY: all check test demo deps check-oracle fuzz bench clean sanitize-check
 all: $(BUILD)/fp8conv
 
-$(BUILD)/%.o: %.c $(HDRS)
+$(BUILD)/%.o: %.c $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(BUILD)/kernels/%.o: kernels/%.cu $(HDRS)
+$(BUILD)/kernels/%.o: kernels/%.cu $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -95,7 +104,7 @@ $(BUILD)/libfp8conv.a: $(LIB_OBJ)
 $(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
 	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libfp8conv.a
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
@@ -137,7 +146,7 @@ demo: deps
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh
-	FP8_GOLDEN_ONLY=1 $(BUILD)/tests/check_safetensors
+	$(BUILD)/tests/check_safetensors
 
 FUZZ_BUILD := build/fuzz
 fuzz:

@@ -227,7 +227,8 @@ fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *w)
     fp8_status st = FP8_OK;
     if (w->begun)
         return fp8_fail(ctx, FP8_ERR_USAGE, "%s: header already written", w->path);
-    qsort(w->tensors, w->n, sizeof *w->tensors, cmp_layout);
+    if (w->n)
+        qsort(w->tensors, w->n, sizeof *w->tensors, cmp_layout);
     qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta_key);
     for (size_t i = 1; i < w->n; i++)
         if (strcmp(w->tensors[i - 1].name, w->tensors[i].name) == 0)

@@ -111,13 +111,16 @@ static fp8_status zstd_pull(fp8_ctx *ctx, zio_reader *r, void *dst, size_t cap, 
             r->in.pos = 0;
             r->in_eof = got == 0;
         }
-        size_t before = out.pos;
+        size_t out_before = out.pos, in_before = r->in.pos;
         size_t ret = ZSTD_decompressStream(r->dctx, &out, &r->in);
         if (ZSTD_isError(ret))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: corrupt zstd stream: %s", r->name,
                             ZSTD_getErrorName(ret));
-        r->last_ret = ret;
-        if (out.pos == before && r->in.pos == r->in.size && r->in_eof)
+        /* With nothing left to read, a call at a frame boundary returns the
+         * next frame's header size: only a call that moved tells the truth. */
+        if (out.pos != out_before || r->in.pos != in_before)
+            r->last_ret = ret;
+        else if (r->in.pos == r->in.size && r->in_eof)
             break;
     }
     if (out.pos < out.size && r->last_ret != 0)

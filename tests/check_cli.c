@@ -1,0 +1,357 @@
+/*
+ * check_cli.c - the binary end to end: every malformed fixture refused with
+ * exit 3 and a message naming the file and the rule, exit codes, the inspect
+ * report and its JSON, and --help kept in step with the man page.
+ */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+
+/* fixture (under testdata/malformed/) -> a phrase its message must contain */
+static const struct {
+    const char *fixture, *rule;
+} malformed[] = {
+    { "too_short.safetensors", "shorter than 8 bytes" },
+    { "header_length_zero.safetensors", "not strict JSON" },
+    { "header_too_large.safetensors", "exceeds the limit of 100,000,000 bytes" },
+    { "header_beyond_eof.safetensors", "runs past the end of the file" },
+    { "header_not_utf8.safetensors", "not valid UTF-8" },
+    { "header_overlong_utf8.safetensors", "not valid UTF-8" },
+    { "header_utf8_bom.safetensors", "not strict JSON (RFC 8259): unexpected character" },
+    { "header_not_json.safetensors", "not strict JSON" },
+    { "header_truncated_json.safetensors", "not strict JSON (RFC 8259): syntax error" },
+    { "header_trailing_comma.safetensors", "not strict JSON (RFC 8259): syntax error" },
+    { "header_trailing_garbage.safetensors", "not strict JSON" },
+    { "header_control_char_in_string.safetensors", "raw control character inside a string" },
+    { "header_nul_escape_in_name.safetensors", "escaped NUL" },
+    { "header_lone_surrogate_escape.safetensors", "not strict JSON" },
+    { "header_bad_whitespace.safetensors", "control character outside a string" },
+    { "header_number_leading_zero.safetensors", "malformed number" },
+    { "header_number_plus_sign.safetensors", "not strict JSON" },
+    { "header_single_quotes.safetensors", "not strict JSON" },
+    { "header_not_object.safetensors", "header is not a JSON object" },
+    { "header_deep_nesting.safetensors", "nesting deeper than 128 levels" },
+    { "entry_not_object.safetensors", "tensor 'w': entry is not an object" },
+    { "entry_missing_dtype.safetensors", "missing field 'dtype'" },
+    { "entry_missing_shape.safetensors", "missing field 'shape'" },
+    { "entry_missing_data_offsets.safetensors", "missing field 'data_offsets'" },
+    { "entry_duplicate_field.safetensors", "duplicate field 'dtype'" },
+    { "data_offsets_three_values.safetensors", "data_offsets is not a list of two integers" },
+    { "data_offsets_not_integer.safetensors", "data_offsets is not an integer" },
+    { "data_offsets_exponent.safetensors", "data_offsets is not an integer" },
+    { "data_offsets_negative.safetensors", "data_offsets is negative" },
+    { "data_offsets_string.safetensors", "data_offsets is not a number" },
+    { "data_offsets_exceed_u64.safetensors", "does not fit in 64 bits" },
+    { "unknown_dtype.safetensors", "unknown dtype 'BF17'" },
+    { "dtype_wrong_case.safetensors", "unknown dtype 'bf16'" },
+    { "dtype_not_string.safetensors", "dtype is not a string" },
+    { "shape_negative_dimension.safetensors", "shape[0] is negative" },
+    { "shape_non_integer_dimension.safetensors", "shape[0] is not an integer" },
+    { "shape_float_integral_dimension.safetensors", "shape[0] is not an integer" },
+    { "shape_dimension_exceeds_u64.safetensors", "shape[0] does not fit in 64 bits" },
+    { "shape_not_array.safetensors", "shape is not a list of integers" },
+    { "metadata_not_object.safetensors", "__metadata__ is not an object of strings" },
+    { "metadata_value_not_string.safetensors", "__metadata__ value of 'format' is not a string" },
+    { "duplicate_tensor_name.safetensors", "appears twice" },
+    { "duplicate_tensor_name_identical.safetensors", "appears twice" },
+    { "offsets_not_starting_at_zero.safetensors", "does not start at offset 0" },
+    { "offsets_gap.safetensors", "leave a gap of 4 bytes" },
+    { "overlapping_offsets.safetensors", "overlap tensor 'a'" },
+    { "offsets_end_before_begin.safetensors", "end before they begin" },
+    { "element_count_overflow.safetensors", "element count overflows 64 bits" },
+    { "element_bits_overflow.safetensors", "size in bits overflows 64 bits" },
+    { "fractional_byte_size.safetensors", "not a whole number of bytes" },
+    { "size_mismatch.safetensors", "span 4 bytes but 2 elements of F32 need 8" },
+    { "trailing_bytes.safetensors", "trailing bytes after the last tensor" },
+    { "missing_bytes.safetensors", "missing bytes" },
+    { "offset_huge.safetensors", "overflows 64 bits" },
+    { "offset_end_beyond_eof.safetensors", "missing bytes" },
+    { "dir_index_missing_tensor", "'c.weight' is mapped to model-00002-of-00002.safetensors, which does not hold it" },
+    { "dir_unmapped_tensor", "'c.weight' is in model-00002-of-00002.safetensors but not in model.safetensors.index.json" },
+    { "dir_index_missing_shard", "shard model-00002-of-00002.safetensors is named by" },
+    { "dir_duplicate_across_shards", "'a.weight' is in both" },
+    { "dir_index_not_json", "model.safetensors.index.json: not valid JSON" },
+    { "dir_index_no_weight_map", "no \"weight_map\" object" },
+    { "dir_shard_malformed", "model-00002-of-00002.safetensors: tensor 'c.weight': data_offsets [4, 12] overlap" },
+    { "dir_empty", "no *.safetensors files" },
+};
+#define NMALFORMED (sizeof malformed / sizeof malformed[0])
+
+START_TEST(test_malformed_fixture_is_refused_with_exit_3)
+{
+    char args[512], *out, *err;
+    snprintf(args, sizeof args, "inspect testdata/malformed/%s", malformed[_i].fixture);
+    int rc = tu_run(args, &out, &err);
+    ck_assert_msg(rc == 3, "%s: exit %d, stderr: %s", malformed[_i].fixture, rc, err);
+    ck_assert_msg(strncmp(err, "fp8conv: testdata/malformed/", 28) == 0,
+                  "%s: message does not name the file: %s", malformed[_i].fixture, err);
+    ck_assert_msg(strstr(err, malformed[_i].rule), "%s: message lacks '%s': %s",
+                  malformed[_i].fixture, malformed[_i].rule, err);
+    ck_assert_msg(*out == '\0', "%s: printed a report on stdout", malformed[_i].fixture);
+    ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "one line expected: %s", err);
+    free(out);
+    free(err);
+}
+END_TEST
+
+/* Every fixture in MANIFEST.tsv is covered: by the table above or as accepted. */
+START_TEST(test_every_manifest_fixture_is_covered)
+{
+    char *manifest = tu_slurp("testdata/malformed/MANIFEST.tsv", NULL);
+    int lines = 0;
+    for (char *line = strtok(manifest, "\n"); line; line = strtok(NULL, "\n")) {
+        char *tab = strchr(line, '\t');
+        ck_assert_ptr_nonnull(tab);
+        *tab = '\0';
+        lines++;
+        if (strncmp(line, "testdata/accepted/", 18) == 0) {
+            char args[512];
+            snprintf(args, sizeof args, "inspect %s", line);
+            ck_assert_msg(tu_run(args, NULL, NULL) == 0, "%s refused", line);
+            continue;
+        }
+        const char *name = line + strlen("testdata/malformed/");
+        size_t n = strlen(name);
+        if (n && name[n - 1] == '/')
+            n--;
+        bool found = false;
+        for (size_t i = 0; i < NMALFORMED && !found; i++)
+            found = strlen(malformed[i].fixture) == n && !strncmp(malformed[i].fixture, name, n);
+        ck_assert_msg(found, "%s has no expected message in check_cli.c", line);
+    }
+    ck_assert_int_ge(lines, 70);
+    free(manifest);
+}
+END_TEST
+
+START_TEST(test_inspect_sample_table_and_summary)
+{
+    char *out;
+    ck_assert_int_eq(tu_run("inspect testdata/llama-tiny", &out, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "NAME"));
+    ck_assert_ptr_nonnull(strstr(out, "model.layers.0.mlp.down_proj.weight"));
+    ck_assert_ptr_nonnull(strstr(out, "[192, 544]"));
+    ck_assert_ptr_nonnull(strstr(out, "model-00002-of-00002.safetensors"));
+    ck_assert_ptr_nonnull(strstr(out, "tensors: 21  shards: 2 (indexed)  bytes: 2416512"));
+    ck_assert_ptr_nonnull(strstr(out, "index total_size: 2416512\n"));
+    ck_assert_ptr_nonnull(strstr(out, "config.json: no quantization_config"));
+    free(out);
+}
+END_TEST
+
+START_TEST(test_inspect_json_shape)
+{
+    char *out;
+    ck_assert_int_eq(tu_run("inspect --json testdata/deepseek-moe-tiny", &out, NULL), 0);
+    cJSON *root = cJSON_Parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert_int_eq(cJSON_GetObjectItem(root, "inspect_version")->valueint, 1);
+    ck_assert_str_eq(cJSON_GetObjectItem(root, "kind")->valuestring, "directory");
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(root, "index")));
+    cJSON *tensors = cJSON_GetObjectItem(root, "tensors");
+    ck_assert_int_eq(cJSON_GetArraySize(tensors), 41);
+    const char *prev = "";
+    bool saw_bias = false;
+    for (cJSON *t = tensors->child; t; t = t->next) {
+        const char *name = cJSON_GetObjectItem(t, "name")->valuestring;
+        ck_assert_msg(strcmp(prev, name) < 0, "tensors not sorted by name");
+        prev = name;
+        if (strstr(name, "e_score_correction_bias")) {
+            saw_bias = true;
+            ck_assert_str_eq(cJSON_GetObjectItem(t, "dtype")->valuestring, "F32");
+            ck_assert_int_eq(cJSON_GetObjectItem(t, "bytes")->valueint, 16);
+        }
+        ck_assert_str_eq(cJSON_GetObjectItem(t, "file")->valuestring, "model.safetensors");
+        ck_assert(cJSON_IsArray(cJSON_GetObjectItem(t, "shape")));
+    }
+    ck_assert(saw_bias);
+    cJSON *shards = cJSON_GetObjectItem(root, "shards");
+    ck_assert_int_eq(cJSON_GetArraySize(shards), 1);
+    cJSON *meta = cJSON_GetObjectItem(shards->child, "metadata");
+    ck_assert_str_eq(cJSON_GetObjectItem(meta, "format")->valuestring, "pt");
+    cJSON *sum = cJSON_GetObjectItem(root, "summary");
+    ck_assert_int_eq(cJSON_GetObjectItem(sum, "tensors")->valueint, 41);
+    ck_assert_int_eq(cJSON_GetObjectItem(sum, "bytes")->valuedouble, 2954384);
+    cJSON *by = cJSON_GetObjectItem(sum, "bytes_by_dtype");
+    ck_assert_int_eq(cJSON_GetObjectItem(by, "F32")->valueint, 16);
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(sum, "index_total_size")));
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(sum, "config")));
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(sum, "quantization_config")));
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(sum, "quant_method")));
+    cJSON_Delete(root);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_inspect_reports_quant_method)
+{
+    char *dir = tu_tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "cp testdata/deepseek-moe-tiny/model.safetensors %s/", dir);
+    ck_assert_int_eq(system(path), 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const char *cfg = "{\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\"}}";
+    tu_spit(path, cfg, strlen(cfg));
+    snprintf(path, sizeof path, "inspect %s", dir);
+    ck_assert_int_eq(tu_run(path, &out, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "config.json: quantization_config, quant_method fp8"));
+    free(out);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_large_offsets_printed_exactly)
+{
+    /* a zero-sized tensor with a dimension of 2^64-1: JSON must carry it exactly */
+    char *out;
+    ck_assert_int_eq(tu_run("inspect --json testdata/golden/zero_sized_huge_dims.safetensors", &out,
+                            NULL),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "18446744073709551615"));
+    free(out);
+}
+END_TEST
+
+START_TEST(test_usage_errors_exit_2)
+{
+    static const char *cases[] = {
+        "",                                 /* no command */
+        "frobnicate",                       /* unknown command */
+        "inspect",                          /* missing PATH */
+        "inspect a b",                      /* two PATHs */
+        "inspect --bogus testdata/llama-tiny",
+        "inspect --device gpu testdata/llama-tiny",
+        "inspect -j 0 testdata/llama-tiny",
+        "inspect -j many testdata/llama-tiny",
+        "inspect --progress sometimes testdata/llama-tiny",
+        "inspect testdata/llama-tiny --threads",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *err;
+        int rc = tu_run(cases[i], NULL, &err);
+        ck_assert_msg(rc == 2, "'%s': exit %d", cases[i], rc);
+        ck_assert_msg(strstr(err, "fp8conv: ") || strstr(err, "usage:"), "'%s': %s", cases[i], err);
+        free(err);
+    }
+}
+END_TEST
+
+START_TEST(test_options_anywhere_and_double_dash)
+{
+    ck_assert_int_eq(tu_run("inspect testdata/llama-tiny --json -j 2 --progress never", NULL, NULL),
+                     0);
+    ck_assert_int_eq(tu_run("inspect -q -- testdata/llama-tiny", NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_unreadable_path_exit_4)
+{
+    char *err;
+    ck_assert_int_eq(tu_run("inspect /nonexistent/model.safetensors", NULL, &err), 4);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/model.safetensors: cannot open"));
+    free(err);
+}
+END_TEST
+
+START_TEST(test_device_cuda_without_gpu_exit_5)
+{
+    char *out;
+    ck_assert_int_eq(tu_run("--version", &out, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "fp8conv " FP8CONV_VERSION));
+    bool no_gpu = strstr(out, "gpus: none visible") || strstr(out, "cuda: not compiled");
+    free(out);
+    int rc = tu_run("inspect --device cuda testdata/llama-tiny", NULL, NULL);
+    ck_assert_int_eq(rc, no_gpu ? 5 : 0);
+    ck_assert_int_eq(tu_run("inspect --device cpu testdata/llama-tiny", NULL, NULL), 0);
+    ck_assert_int_eq(tu_run("inspect --device auto testdata/llama-tiny", NULL, NULL), 0);
+}
+END_TEST
+
+/* Collects every "--word" token of `text` into `set` (space-separated). */
+static void long_options(const char *text, char *set, size_t cap)
+{
+    set[0] = '\0';
+    for (const char *p = text; (p = strstr(p, "--")); p += 2) {
+        if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-'))
+            continue;
+        size_t n = 2;
+        while (isalnum((unsigned char)p[n]) || p[n] == '-')
+            n++;
+        if (n == 2)
+            continue;
+        char word[64];
+        snprintf(word, sizeof word, " %.*s ", (int)n, p);
+        if (!strstr(set, word) && strlen(set) + strlen(word) < cap)
+            strcat(set, word + (set[0] ? 1 : 0)), strcat(set, " ");
+    }
+}
+
+START_TEST(test_help_and_man_page_agree)
+{
+    char *help, *sub, *man = tu_slurp("man/fp8conv.1", NULL);
+    ck_assert_int_eq(tu_run("--help", &help, NULL), 0);
+    ck_assert_int_eq(tu_run("inspect --help", &sub, NULL), 0);
+    char opts[2048], all[8192];
+    snprintf(all, sizeof all, "%s\n%s", help, sub);
+    long_options(all, opts, sizeof opts);
+    ck_assert_ptr_nonnull(strstr(opts, "--device"));
+    /* every option --help prints is documented (mdoc spells --x as "Fl -x") */
+    for (char *o = strtok(opts, " "); o; o = strtok(NULL, " ")) {
+        char fl[80];
+        snprintf(fl, sizeof fl, "Fl %s", o + 1);
+        ck_assert_msg(strstr(man, fl), "man page does not document %s", o);
+    }
+    /* every option the man page documents exists in --help */
+    for (const char *p = man; (p = strstr(p, "Fl -")); p += 4) {
+        size_t n = 0;
+        while (isalnum((unsigned char)p[4 + n]) || p[4 + n] == '-')
+            n++;
+        if (n == 0)
+            continue; /* ".Fl -" alone: the end of options, "--" */
+        char opt[64];
+        snprintf(opt, sizeof opt, "-%.*s", (int)n, p + 3);
+        ck_assert_msg(strstr(all, opt), "man page documents %s, which --help lacks", opt);
+    }
+    /* and every command */
+    ck_assert_ptr_nonnull(strstr(help, "inspect"));
+    ck_assert_ptr_nonnull(strstr(man, "Cm inspect"));
+    /* and every exit code */
+    for (int code = 0; code <= 5; code++) {
+        char row[16];
+        snprintf(row, sizeof row, ".It %d", code);
+        ck_assert_msg(strstr(man, row), "man page lacks exit status %d", code);
+    }
+    free(help);
+    free(sub);
+    free(man);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("malformed");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_malformed_fixture_is_refused_with_exit_3, 0, (int)NMALFORMED);
+    tcase_add_test(tc, test_every_manifest_fixture_is_covered);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("inspect");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_inspect_sample_table_and_summary);
+    tcase_add_test(tc, test_inspect_json_shape);
+    tcase_add_test(tc, test_inspect_reports_quant_method);
+    tcase_add_test(tc, test_large_offsets_printed_exactly);
+    tcase_add_test(tc, test_usage_errors_exit_2);
+    tcase_add_test(tc, test_options_anywhere_and_double_dash);
+    tcase_add_test(tc, test_unreadable_path_exit_4);
+    tcase_add_test(tc, test_device_cuda_without_gpu_exit_5);
+    tcase_add_test(tc, test_help_and_man_page_agree);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run_suite(suite());
+}
