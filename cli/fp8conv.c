@@ -124,6 +124,23 @@ static bool parse_int(const char *s, int *out)
     return true;
 }
 
+/* Option values that name one of a few choices; the index is the enum value. */
+static const char *const device_names[] = { "auto", "cpu", "cuda", NULL };
+static const char *const progress_names[] = { "auto", "always", "never", NULL };
+
+static bool parse_choice(const char *option, const char *value, const char *const *names,
+                         int *choice)
+{
+    for (int i = 0; names[i]; i++) {
+        if (strcmp(value, names[i]) == 0) {
+            *choice = i;
+            return true;
+        }
+    }
+    cli_error("%s: '%s' is not one of %s, %s, %s", option, value, names[0], names[1], names[2]);
+    return false;
+}
+
 int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common *common)
 {
     static const struct option longopts[] = {
@@ -135,7 +152,7 @@ int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common 
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    int c, n = 1;
+    int c, n = 1, choice;
     opterr = 0;
     optind = 1;
     /* A leading '-' makes getopt return operands in place (as 1) without
@@ -146,16 +163,9 @@ int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common 
             argv[n++] = optarg;
             break;
         case 'd':
-            if (strcmp(optarg, "auto") == 0)
-                common->device = FP8_DEVICE_AUTO;
-            else if (strcmp(optarg, "cpu") == 0)
-                common->device = FP8_DEVICE_CPU;
-            else if (strcmp(optarg, "cuda") == 0)
-                common->device = FP8_DEVICE_CUDA;
-            else {
-                cli_error("--device: '%s' is not one of auto, cpu, cuda", optarg);
+            if (!parse_choice("--device", optarg, device_names, &choice))
                 return EXIT_USAGE;
-            }
+            common->device = (fp8_device)choice;
             break;
         case 'j':
             if (!parse_int(optarg, &common->threads)) {
@@ -166,16 +176,9 @@ int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common 
         case 'J': common->json = true; break;
         case 'q': common->quiet = true; break;
         case 'P':
-            if (strcmp(optarg, "auto") == 0)
-                common->progress = PROGRESS_AUTO;
-            else if (strcmp(optarg, "always") == 0)
-                common->progress = PROGRESS_ALWAYS;
-            else if (strcmp(optarg, "never") == 0)
-                common->progress = PROGRESS_NEVER;
-            else {
-                cli_error("--progress: '%s' is not one of auto, always, never", optarg);
+            if (!parse_choice("--progress", optarg, progress_names, &choice))
                 return EXIT_USAGE;
-            }
+            common->progress = (cli_progress)choice;
             break;
         case 'h':
             command_usage(cmd, stdout);
