@@ -77,6 +77,17 @@ TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HDRS := $(wildcard lib/*.h kernels/*.h)
 
+# The independent oracle for lib/fp8_math.h: NVIDIA's host conversions in the
+# CUDA toolkit's cuda_fp8.h, compiled for the CPU (no GPU involved).
+NV_FP8_H := $(firstword $(wildcard $(CUDA_HOME)/include/cuda_fp8.h /usr/local/cuda/include/cuda_fp8.h))
+ifeq ($(NV_FP8_H),)
+TEST_SRC := $(filter-out tests/check_fp8_math.c,$(TEST_SRC))
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+$(info fp8conv: cuda_fp8.h not found: the NVIDIA-oracle test check_fp8_math is NOT built)
+else
+$(info fp8conv: oracle $(NV_FP8_H) found: building check_fp8_math)
+endif
+
 # Objects depend on the configuration, so that changing a knob (HAVE_CUDA=0,
 # DEBUG=1, CFLAGS=...) rebuilds instead of reusing objects built otherwise.
 CONFIG = $(CC) $(CFLAGS_ALL) | $(LDLIBS_ALL) | $(HAVE_CUDA) $(NVCCFLAGS)
@@ -108,6 +119,16 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
+
+$(BUILD)/tests/oracle_cuda_fp8.o: tests/oracle_cuda_fp8.cpp $(STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -O2 $(SAN_FLAGS) -I$(dir $(NV_FP8_H)) -c $< -o $@
+
+$(BUILD)/tests/check_fp8_math: tests/check_fp8_math.c tests/testutil.h $(HDRS) \
+		$(BUILD)/tests/oracle_cuda_fp8.o $(BUILD)/libfp8conv.a $(STAMP)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+		$(BUILD)/tests/oracle_cuda_fp8.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
+		$(LDLIBS_ALL) -lstdc++ -o $@
 
 # ---------------------------------------------------------------- dependencies
 # Debian packages this project needs, as "pkg-config-module:debian-package" or
