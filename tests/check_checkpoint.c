@@ -66,8 +66,7 @@ START_TEST(test_resharded_copy_has_same_tensors)
     ck_assert_uint_eq(fp8_checkpoint_tensor_count(a), fp8_checkpoint_tensor_count(b));
     fp8_checkpoint_close(a);
     fp8_checkpoint_close(b);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -94,8 +93,7 @@ START_TEST(test_config_with_bad_json_is_bad_input)
     fp8_checkpoint *ck = open_ck(dir, FP8_OK, NULL);
     ck_assert(!fp8_checkpoint_has_quant_config(ck));
     fp8_checkpoint_close(ck);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

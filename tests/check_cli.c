@@ -196,8 +196,7 @@ START_TEST(test_inspect_reports_quant_method)
     ck_assert_int_eq(tu_run(path, &out, NULL), 0);
     ck_assert_ptr_nonnull(strstr(out, "config.json: quantization_config, quant_method fp8"));
     free(out);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

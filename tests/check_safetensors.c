@@ -205,19 +205,28 @@ START_TEST(test_writer_matches_reference_goldens)
         compared++;
     }
     ck_assert_int_eq(compared, cJSON_GetArraySize(cases));
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
     cJSON_Delete(cases);
 }
 END_TEST
 
+/* A writer for a fresh scratch directory's `name`; *dir and *ctx for the caller to free. */
+static fp8_writer *scratch_writer(const char *name, char **dir, char *path, size_t cap,
+                                  fp8_ctx **ctx)
+{
+    fp8_writer *w;
+    *dir = tu_tmpdir();
+    snprintf(path, cap, "%s/%s", *dir, name);
+    *ctx = fp8_ctx_create();
+    ck_assert_int_eq(fp8_writer_create(*ctx, path, &w), FP8_OK);
+    return w;
+}
+
 START_TEST(test_writer_sorts_metadata_keys_and_escapes)
 {
-    char *dir = tu_tmpdir(), path[512];
-    snprintf(path, sizeof path, "%s/m.safetensors", dir);
-    fp8_ctx *ctx = fp8_ctx_create();
-    fp8_writer *w;
-    ck_assert_int_eq(fp8_writer_create(ctx, path, &w), FP8_OK);
+    char *dir, path[512];
+    fp8_ctx *ctx;
+    fp8_writer *w = scratch_writer("m.safetensors", &dir, path, sizeof path, &ctx);
     ck_assert_int_eq(fp8_writer_set_metadata(ctx, w, "zeta", "1"), FP8_OK);
     ck_assert_int_eq(fp8_writer_set_metadata(ctx, w, "alpha", "q\"\n\x01"), FP8_OK);
     uint64_t shape[1] = { 1 };
@@ -240,8 +249,7 @@ START_TEST(test_writer_sorts_metadata_keys_and_escapes)
     fp8_file_close(f);
     free(bytes);
     fp8_ctx_free(ctx);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -257,12 +265,10 @@ static int count_entries(const char *dir)
 
 START_TEST(test_writer_without_commit_leaves_nothing)
 {
-    char *dir = tu_tmpdir(), path[512];
-    snprintf(path, sizeof path, "%s/x.safetensors", dir);
-    fp8_ctx *ctx = fp8_ctx_create();
-    fp8_writer *w;
+    char *dir, path[512];
+    fp8_ctx *ctx;
+    fp8_writer *w = scratch_writer("x.safetensors", &dir, path, sizeof path, &ctx);
     uint64_t shape[1] = { 4 };
-    ck_assert_int_eq(fp8_writer_create(ctx, path, &w), FP8_OK);
     ck_assert_int_eq(fp8_writer_add_tensor(ctx, w, "a", FP8_DTYPE_F32, 1, shape), FP8_OK);
     ck_assert_int_eq(fp8_writer_begin(ctx, w), FP8_OK);
     ck_assert_int_eq(fp8_writer_write(ctx, w, "12345678", 8), FP8_OK);
@@ -273,19 +279,16 @@ START_TEST(test_writer_without_commit_leaves_nothing)
     fp8_writer_free(w);
     ck_assert_int_eq(count_entries(dir), 0);
     fp8_ctx_free(ctx);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
 START_TEST(test_writer_rejects_duplicate_and_bad_names)
 {
-    char *dir = tu_tmpdir(), path[512];
-    snprintf(path, sizeof path, "%s/x.safetensors", dir);
-    fp8_ctx *ctx = fp8_ctx_create();
-    fp8_writer *w;
+    char *dir, path[512];
+    fp8_ctx *ctx;
+    fp8_writer *w = scratch_writer("x.safetensors", &dir, path, sizeof path, &ctx);
     uint64_t shape[1] = { 1 };
-    ck_assert_int_eq(fp8_writer_create(ctx, path, &w), FP8_OK);
     ck_assert_int_eq(fp8_writer_add_tensor(ctx, w, "a", FP8_DTYPE_U8, 1, shape), FP8_OK);
     ck_assert_int_eq(fp8_writer_add_tensor(ctx, w, "a", FP8_DTYPE_U8, 1, shape), FP8_OK);
     ck_assert_int_eq(fp8_writer_add_tensor(ctx, w, "\xff", FP8_DTYPE_U8, 1, shape), FP8_ERR_USAGE);
@@ -296,8 +299,7 @@ START_TEST(test_writer_rejects_duplicate_and_bad_names)
     fp8_writer_free(w);
     ck_assert_int_eq(count_entries(dir), 0);
     fp8_ctx_free(ctx);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -376,8 +378,7 @@ START_TEST(test_zst_input_equals_plain_input)
     snprintf(zst, sizeof zst, "%s/frames.safetensors.zst", dir);
     zstd_file(plain, zst, 100000, true);
     assert_same_tensors(plain, zst);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -412,8 +413,7 @@ START_TEST(test_zst_truncated_or_corrupt_is_bad_input)
     fp8_file_close(f);
     fp8_ctx_free(ctx);
     free(bytes);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -455,8 +455,7 @@ START_TEST(test_writer_zst_output_reads_back_equal)
     free(y);
     assert_same_tensors(out_plain, out);
     fp8_ctx_free(ctx);
-    tu_rmrf(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

@@ -59,6 +59,13 @@ static inline void tu_rmrf(const char *path)
     free(cmd);
 }
 
+/* Removes a tu_tmpdir() directory with its contents, and frees its name. */
+static inline void tu_tmpdir_free(char *dir)
+{
+    tu_rmrf(dir);
+    free(dir);
+}
+
 /* Runs `fp8conv ARGS` through the shell; returns the exit status and the
  * captured stdout/stderr (NUL-terminated, caller frees; pass NULL to drop). */
 static inline int tu_run(const char *args, char **out, char **err)
