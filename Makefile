@@ -46,8 +46,9 @@ endif
 PKGS := libcjson libzstd
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
-CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+# The tests also hash tensors with XXH3-128 (libxxhash), as the goldens do.
+CHECK_CFLAGS = $(shell pkg-config --cflags check libxxhash 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check libxxhash 2>/dev/null)
 
 CC ?= cc
 OPT := $(if $(filter 1,$(DEBUG)),-O0,-O2)
@@ -133,7 +134,7 @@ $(BUILD)/tests/check_fp8_math: tests/check_fp8_math.c tests/testutil.h $(HDRS) \
 # ---------------------------------------------------------------- dependencies
 # Debian packages this project needs, as "pkg-config-module:debian-package" or
 # "command:debian-package" (what is missing gets installed, and said so).
-DEPS_PC := libcjson:libcjson-dev libzstd:libzstd-dev check:check
+DEPS_PC := libcjson:libcjson-dev libzstd:libzstd-dev check:check libxxhash:libxxhash-dev
 deps:
 	@missing=""; \
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \

@@ -4,6 +4,7 @@
 #ifndef FP8_CLI_H
 #define FP8_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -39,10 +40,25 @@ typedef struct {
 } cli_command;
 
 int cmd_inspect(int argc, char **argv, cli_common *common);
+int cmd_quantize(int argc, char **argv, cli_common *common);
 
-/* Parses the common options (and --help) out of a command's argv, leaving the
- * rest in order; returns -1 when done, an exit code to stop with otherwise. */
-int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common *common);
+/* A command's own options: getopt_long entries (codes from CLI_OPT_FIRST up),
+ * and the function that takes each; it returns -1 to go on, or an exit code. */
+#define CLI_OPT_FIRST 256
+typedef struct {
+    const struct option *longopts;
+    int (*take)(int code, const char *value, void *state);
+    void *state;
+} cli_options;
+
+/* Parses the common options, the command's own (`own`, may be NULL) and
+ * --help out of a command's argv, leaving the operands in argv[1..] in order;
+ * returns -1 when done, an exit code to stop with otherwise. */
+int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
+              const cli_options *own);
+/* Picks `value` out of NULL-terminated `names` (the index is the enum value);
+ * on failure says so, naming `option` and the choices. */
+bool cli_choice(const char *option, const char *value, const char *const *names, int *choice);
 /* "fp8conv: " + message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The exit code for a library status, printing the context's message. */

@@ -175,6 +175,9 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
 
 int cmd_inspect(int argc, char **argv, cli_common *common)
 {
+    int rc = cli_parse("inspect", &argc, argv, common, NULL);
+    if (rc >= 0)
+        return rc;
     if (argc != 2) {
         cli_error("inspect: expected one PATH, got %d (see fp8conv inspect --help)", argc - 1);
         return EXIT_USAGE;
@@ -186,7 +189,6 @@ int cmd_inspect(int argc, char **argv, cli_common *common)
         return EXIT_IO;
     }
     fp8_status st = fp8_checkpoint_open(ctx, argv[1], &ck);
-    int rc;
     if (st) {
         rc = cli_fail(ctx, st);
     } else {

@@ -12,6 +12,24 @@
 
 static const cli_command commands[] = {
     { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect, "" },
+    { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8", cmd_quantize,
+      "Options:\n"
+      "      --scheme block|channel|tensor|mxfp8\n"
+      "                             scaling granularity (default block)\n"
+      "      --format hf-fp8|compressed-tensors|modelopt\n"
+      "                             output layout (default: hf-fp8 for block and tensor,\n"
+      "                             compressed-tensors for channel and mxfp8)\n"
+      "      --block RxC            block size for --scheme block (default 128x128)\n"
+      "      --scale-fmt float|ue8m0\n"
+      "                             block scales as computed, or rounded up to powers of two\n"
+      "                             (hf-fp8 only; default float)\n"
+      "      --mx-rounding rceil|floor\n"
+      "                             MX scale exponent rounding (default rceil)\n"
+      "      --ignore REGEX         keep tensors whose name matches REGEX (POSIX extended,\n"
+      "                             unanchored) unquantized; repeatable\n"
+      "      --no-default-ignore    quantize embeddings, lm_head, routers, ... too\n"
+      "      --force                replace OUTPUT if it exists\n"
+      "  -n, --dry-run              print the plan, write nothing\n" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -70,7 +88,8 @@ static void usage(FILE *out)
             "\n"
             "Commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %-8s %-6s %s\n", commands[i].name, commands[i].args, commands[i].summary);
+        fprintf(out, "  %-9s %-13s %s\n", commands[i].name, commands[i].args,
+                commands[i].summary);
     fprintf(out,
             "\n"
             "Global options:\n"
@@ -79,6 +98,14 @@ static void usage(FILE *out)
             "\n%s\n%s"
             "See fp8conv(1).\n",
             common_help, exit_help);
+}
+
+static const cli_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return &commands[i];
+    return NULL;
 }
 
 static void command_usage(const cli_command *cmd, FILE *out)
@@ -128,42 +155,52 @@ static bool parse_int(const char *s, int *out)
 static const char *const device_names[] = { "auto", "cpu", "cuda", NULL };
 static const char *const progress_names[] = { "auto", "always", "never", NULL };
 
-static bool parse_choice(const char *option, const char *value, const char *const *names,
-                         int *choice)
+bool cli_choice(const char *option, const char *value, const char *const *names, int *choice)
 {
+    char list[256] = "";
     for (int i = 0; names[i]; i++) {
         if (strcmp(value, names[i]) == 0) {
             *choice = i;
             return true;
         }
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
     }
-    cli_error("%s: '%s' is not one of %s, %s, %s", option, value, names[0], names[1], names[2]);
+    cli_error("%s: '%s' is not one of %s", option, value, list);
     return false;
 }
 
-int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common *common)
+int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
+              const cli_options *own)
 {
-    static const struct option longopts[] = {
+    static const struct option common_opts[] = {
         { "device", required_argument, NULL, 'd' },
         { "threads", required_argument, NULL, 'j' },
         { "json", no_argument, NULL, 'J' },
         { "quiet", no_argument, NULL, 'q' },
         { "progress", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
     };
+    enum { NCOMMON = sizeof common_opts / sizeof common_opts[0], MAXOPTS = 32 };
+    struct option longopts[NCOMMON + MAXOPTS + 1];
+    size_t n_opts = NCOMMON;
+    memcpy(longopts, common_opts, sizeof common_opts);
+    for (size_t i = 0; own && own->longopts[i].name && n_opts < NCOMMON + MAXOPTS; i++)
+        longopts[n_opts++] = own->longopts[i];
+    longopts[n_opts] = (struct option){ NULL, 0, NULL, 0 };
+
     int c, n = 1, choice;
     opterr = 0;
     optind = 1;
     /* A leading '-' makes getopt return operands in place (as 1) without
      * permuting argv, so they are moved down to argv[1..] as they come. */
-    while ((c = getopt_long(*argc, argv, "-:j:qh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(*argc, argv, "-:j:qhn", longopts, NULL)) != -1) {
         switch (c) {
         case 1:
             argv[n++] = optarg;
             break;
         case 'd':
-            if (!parse_choice("--device", optarg, device_names, &choice))
+            if (!cli_choice("--device", optarg, device_names, &choice))
                 return EXIT_USAGE;
             common->device = (fp8_device)choice;
             break;
@@ -176,19 +213,25 @@ int cli_parse_common(const cli_command *cmd, int *argc, char **argv, cli_common 
         case 'J': common->json = true; break;
         case 'q': common->quiet = true; break;
         case 'P':
-            if (!parse_choice("--progress", optarg, progress_names, &choice))
+            if (!cli_choice("--progress", optarg, progress_names, &choice))
                 return EXIT_USAGE;
             common->progress = (cli_progress)choice;
             break;
         case 'h':
-            command_usage(cmd, stdout);
+            command_usage(find_command(command), stdout);
             return EXIT_OK;
         case ':':
-            cli_error("%s: option '%s' needs a value", cmd->name, argv[optind - 1]);
+            cli_error("%s: option '%s' needs a value", command, argv[optind - 1]);
             return EXIT_USAGE;
         default:
-            cli_error("%s: unknown option '%s' (see fp8conv %s --help)", cmd->name,
-                      argv[optind - 1], cmd->name);
+            if (c >= CLI_OPT_FIRST || (c == 'n' && own)) {
+                int rc = own ? own->take(c, optarg, own->state) : EXIT_USAGE;
+                if (rc >= 0)
+                    return rc;
+                break;
+            }
+            cli_error("%s: unknown option '%s' (see fp8conv %s --help)", command,
+                      argv[optind - 1], command);
             return EXIT_USAGE;
         }
     }
@@ -219,17 +262,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0)
         return version();
-    for (size_t i = 0; i < NCOMMANDS; i++) {
-        if (strcmp(name, commands[i].name) != 0)
-            continue;
-        cli_common common = { .device = FP8_DEVICE_AUTO, .progress = PROGRESS_AUTO };
-        int sub_argc = argc - 1;
-        char **sub_argv = argv + 1;
-        int rc = cli_parse_common(&commands[i], &sub_argc, sub_argv, &common);
-        if (rc >= 0)
-            return rc;
-        return commands[i].run(sub_argc, sub_argv, &common);
+    const cli_command *cmd = find_command(name);
+    if (!cmd) {
+        cli_error("unknown command '%s' (see fp8conv --help)", name);
+        return EXIT_USAGE;
     }
-    cli_error("unknown command '%s' (see fp8conv --help)", name);
-    return EXIT_USAGE;
+    cli_common common = { .device = FP8_DEVICE_AUTO, .progress = PROGRESS_AUTO };
+    return cmd->run(argc - 1, argv + 1, &common);
 }

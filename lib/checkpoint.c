@@ -6,14 +6,19 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "checkpoint.h"
+#include "safetensors.h"
 #include "zio.h"
 
-#define INDEX_NAME "model.safetensors.index.json"
+#define INDEX_NAME CK_INDEX_NAME
 #define MAX_SIDE_JSON (64u << 20) /* config.json and the index are small; refuse monsters */
 
 typedef struct {
@@ -33,7 +38,7 @@ struct fp8_checkpoint {
     ck_entry *entries; /* sorted by name */
 };
 
-static char *join(const char *dir, const char *name)
+char *ck_join(const char *dir, const char *name)
 {
     char *p;
     size_t n = strlen(dir);
@@ -42,8 +47,9 @@ static char *join(const char *dir, const char *name)
     return asprintf(&p, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : p;
 }
 
-/* Reads a small JSON file; *root is NULL (and FP8_OK) when the file does not exist. */
-static fp8_status read_json(fp8_ctx *ctx, const char *path, cJSON **root)
+/* Reads a small JSON file; *root is NULL (and FP8_OK) when the file does not
+ * exist.  With `exact`, numbers keep their source text (st_json_parse_exact). */
+static fp8_status read_json_file(fp8_ctx *ctx, const char *path, bool exact, cJSON **root)
 {
     *root = NULL;
     FILE *fp = fopen(path, "rb");
@@ -60,9 +66,11 @@ static fp8_status read_json(fp8_ctx *ctx, const char *path, cJSON **root)
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     else if (n > MAX_SIDE_JSON)
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: larger than %u bytes", path, MAX_SIDE_JSON);
+    else if (exact)
+        st = st_json_parse_exact(ctx, path, buf, n, root);
     else if (!(*root = cJSON_ParseWithLength(buf, n)))
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not valid JSON", path);
-    else if (!cJSON_IsObject(*root))
+    if (!st && !cJSON_IsObject(*root))
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not a JSON object", path);
     if (st) {
         cJSON_Delete(*root);
@@ -71,6 +79,11 @@ static fp8_status read_json(fp8_ctx *ctx, const char *path, cJSON **root)
     free(buf);
     fclose(fp);
     return st;
+}
+
+static fp8_status read_json(fp8_ctx *ctx, const char *path, cJSON **root)
+{
+    return read_json_file(ctx, path, false, root);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -95,7 +108,7 @@ static fp8_status add_shard_name(fp8_ctx *ctx, fp8_checkpoint *ck, const char *n
     return FP8_OK;
 }
 
-static bool is_shard_name(const char *name)
+bool ck_is_shard_name(const char *name)
 {
     return zio_has_suffix(name, ".safetensors") || zio_has_suffix(name, ".safetensors.zst");
 }
@@ -114,7 +127,7 @@ static fp8_status index_shards(fp8_ctx *ctx, fp8_checkpoint *ck, const char *ipa
     if (!cJSON_IsObject(map))
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no \"weight_map\" object", ipath);
     for (const cJSON *e = map->child; e; e = e->next) {
-        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !is_shard_name(e->valuestring))
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !ck_is_shard_name(e->valuestring))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: weight_map entry '%s' does not name a .safetensors file in the "
                             "directory",
@@ -138,7 +151,7 @@ static fp8_status dir_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
     fp8_status st = FP8_OK;
     struct dirent *de;
     while (!st && (de = readdir(d)))
-        if (is_shard_name(de->d_name))
+        if (ck_is_shard_name(de->d_name))
             st = add_shard_name(ctx, ck, de->d_name);
     closedir(d);
     if (!st && ck->nshards == 0)
@@ -149,7 +162,7 @@ static fp8_status dir_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 
 static fp8_status read_config(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
-    char *cpath = join(ck->path, "config.json");
+    char *cpath = ck_join(ck->path, "config.json");
     cJSON *config = NULL;
     if (!cpath)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
@@ -205,7 +218,7 @@ static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
         if (!ck->is_dir) {
             st = fp8_file_open(ctx, ck->path, &ck->shards[i]);
         } else {
-            char *p = join(ck->path, ck->shard_names[i]);
+            char *p = ck_join(ck->path, ck->shard_names[i]);
             struct stat sb;
             if (!p)
                 st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
@@ -258,7 +271,7 @@ fp8_status fp8_checkpoint_open(fp8_ctx *ctx, const char *path, fp8_checkpoint **
         if ((st = add_shard_name(ctx, ck, fp8_basename(path))))
             goto out;
     } else {
-        if (!(ipath = join(path, INDEX_NAME))) {
+        if (!(ipath = ck_join(path, INDEX_NAME))) {
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
             goto out;
         }
@@ -349,4 +362,186 @@ const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ck, const char 
             hi = mid;
     }
     return NULL;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+const char *ck_path(const fp8_checkpoint *ck) { return ck->path; }
+
+fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config)
+{
+    char *path = ck_join(dir, "config.json");
+    if (!path)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", dir);
+    fp8_status st = read_json_file(ctx, path, true, config);
+    free(path);
+    return st;
+}
+
+/* A growable string for the JSON printer. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} jbuf;
+
+static void jb_put(jbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
+static void jb_indent(jbuf *b, int level)
+{
+    jb_put(b, "\n");
+    for (int i = 0; i < level; i++)
+        jb_put(b, "  ");
+}
+
+/* Python's json.dumps(indent=2) layout; scalars as cJSON prints them (raw
+ * numbers verbatim). */
+static void print_pretty(jbuf *b, const cJSON *item, int level)
+{
+    bool object = cJSON_IsObject(item);
+    if (!object && !cJSON_IsArray(item)) {
+        char *text = cJSON_PrintUnformatted(item);
+        if (!text)
+            b->oom = true;
+        else
+            jb_put(b, text);
+        free(text);
+        return;
+    }
+    if (!item->child) {
+        jb_put(b, object ? "{}" : "[]");
+        return;
+    }
+    jb_put(b, object ? "{" : "[");
+    for (const cJSON *c = item->child; c; c = c->next) {
+        jb_indent(b, level + 1);
+        if (object) {
+            cJSON *key = cJSON_CreateString(c->string);
+            print_pretty(b, key ? key : c, level + 1);
+            b->oom |= !key;
+            cJSON_Delete(key);
+            jb_put(b, ": ");
+        }
+        print_pretty(b, c, level + 1);
+        if (c->next)
+            jb_put(b, ",");
+    }
+    jb_indent(b, level);
+    jb_put(b, object ? "}" : "]");
+}
+
+fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const cJSON *root)
+{
+    jbuf b = { 0 };
+    print_pretty(&b, root, 0);
+    jb_put(&b, "\n");
+    char *path = ck_join(dir, name);
+    zio_writer *w = NULL;
+    fp8_status st;
+    if (b.oom || !path)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s/%s: out of memory", dir, name);
+    else if (!(st = zio_writer_create(ctx, path, b.len, &w)) &&
+             !(st = zio_writer_write(ctx, w, b.p, b.len)))
+        st = zio_writer_commit(ctx, w);
+    zio_writer_free(w);
+    free(path);
+    free(b.p);
+    return st;
+}
+
+static fp8_status copy_file(fp8_ctx *ctx, const char *from, const char *to, uint64_t size,
+                            const volatile sig_atomic_t *cancel)
+{
+    zio_writer *w = NULL;
+    char *buf = malloc(1u << 20);
+    fp8_status st = buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", from);
+    /* zio_reader_open would decompress a zstd file: copy the bytes as they are */
+    int fd = st ? -1 : open(from, O_RDONLY | O_CLOEXEC);
+    if (!st && fd < 0)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", from, strerror(errno));
+    if (!st)
+        st = zio_writer_create(ctx, to, size, &w);
+    for (uint64_t done = 0; !st && done < size;) {
+        ssize_t n = read(fd, buf, 1u << 20);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (cancel && *cancel)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", from);
+        else if (n < 0)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot read: %s", from, strerror(errno));
+        else if (n == 0)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: the file shrank while being copied", from);
+        else if (!(st = zio_writer_write(ctx, w, buf, (size_t)n)))
+            done += (uint64_t)n;
+    }
+    if (!st)
+        st = zio_writer_commit(ctx, w);
+    if (fd >= 0)
+        close(fd);
+    zio_writer_free(w);
+    free(buf);
+    return st;
+}
+
+fp8_status ck_copy_other_files(fp8_ctx *ctx, const fp8_checkpoint *ck, const char *to,
+                               const char *const *skip,
+                               const volatile sig_atomic_t *cancel)
+{
+    DIR *d = opendir(ck->path);
+    if (!d)
+        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot list directory: %s", ck->path,
+                        strerror(errno));
+    fp8_status st = FP8_OK;
+    struct dirent *de;
+    while (!st && (de = readdir(d))) {
+        const char *name = de->d_name;
+        bool skipped = name[0] == '.' || ck_is_shard_name(name) || strcmp(name, INDEX_NAME) == 0;
+        for (size_t i = 0; skip && skip[i] && !skipped; i++)
+            skipped = strcmp(name, skip[i]) == 0;
+        if (skipped)
+            continue;
+        char *from = ck_join(ck->path, name), *dest = ck_join(to, name);
+        struct stat sb;
+        if (!from || !dest)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+        else if (stat(from, &sb) != 0)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot stat: %s", from, strerror(errno));
+        else if (S_ISREG(sb.st_mode))
+            st = copy_file(ctx, from, dest, (uint64_t)sb.st_size, cancel);
+        free(from);
+        free(dest);
+    }
+    closedir(d);
+    return st;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void ck_remove_tree(const char *path)
+{
+    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -71,6 +71,24 @@ FP8_HD uint16_t fp8_f32_to_bf16(float x)
     return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }
 
+/* fp32 to IEEE binary16, round to nearest even, subnormals kept, overflow to
+ * infinity (as __float2half_rn). */
+FP8_HD uint16_t fp8_f32_to_f16(float x)
+{
+    uint32_t u = fp8_f32_bits(x), a = u & 0x7FFFFFFF;
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    if (a > 0x7F800000)
+        return sign | 0x7E00;
+    if (a >= 0x477FF000) /* 65520, halfway to 2^16: rounds to infinity */
+        return sign | 0x7C00;
+    if (a >= 0x38800000) /* 2^-14, the smallest normal: rebias 127 -> 15 */
+        return sign | (uint16_t)fp8_shift_rne(a - 0x38000000, 13);
+    uint32_t e = a >> 23;
+    if (e < 102) /* below 2^-25: at most half a unit of 2^-24 */
+        return sign;
+    return sign | (uint16_t)fp8_shift_rne((a & 0x7FFFFF) | 0x800000, 126 - e);
+}
+
 /* ------------------------------------------------------------ E4M3 (OCP fn) */
 
 #define FP8_E4M3_MAX 448.0f
@@ -112,6 +130,104 @@ FP8_HD float fp8_e4m3_to_f32(uint8_t b)
         return fp8_f32_from_bits(sign | (e + 120) << 23 | m << 20);
     float v = (float)m * fp8_f32_from_bits(0x3B000000); /* m * 2^-9 */
     return sign ? -v : v;
+}
+
+/* ------------------------------------------------------------ scales (SPEC 4) */
+
+/* 2^e as fp32, exactly, for e in [-149, 127]. */
+FP8_HD float fp8_pow2(int e)
+{
+    return fp8_f32_from_bits(e >= -126 ? (uint32_t)(e + 127) << 23 : 1u << (e + 149));
+}
+
+/* For a finite amax > 0: the smallest integer E with amax <= 448 * 2^E, from
+ * the bits (448 = 1.75 * 2^8, so E = e - 8, plus one when the significand
+ * of amax exceeds 1.75). */
+FP8_HD int fp8_exp_ceil(float amax, int *floor_log2)
+{
+    uint32_t a = fp8_f32_bits(amax) & 0x7FFFFFFF;
+    int e = (int)(a >> 23) - 127;
+    if (a < 0x00800000) { /* subnormal: normalise */
+        e = -126;
+        while (!(a & 0x00800000)) {
+            a <<= 1;
+            e--;
+        }
+    }
+    if (floor_log2)
+        *floor_log2 = e;
+    return e - 8 + ((a & 0x7FFFFF) > 0x600000);
+}
+
+/* How a scale is computed from a group's amax and stored. */
+typedef enum {
+    FP8_SCALE_F32,       /* amax / 448 in fp32 */
+    FP8_SCALE_BF16,      /* amax / 448 rounded to bf16 (compressed-tensors, bf16 weights) */
+    FP8_SCALE_F16,       /* amax / 448 rounded to f16 (compressed-tensors, f16 weights) */
+    FP8_SCALE_UE8M0_F32, /* 2^E rounded up, stored as fp32 (--scale-fmt ue8m0) */
+    FP8_SCALE_E8M0_RCEIL, /* MX: byte E + 127, E rounded up (never saturates) */
+    FP8_SCALE_E8M0_FLOOR, /* MX: byte E + 127, E = floor(log2 amax) - 8 (OCP v1.0) */
+} fp8_scale_kind;
+
+/* Bytes of one stored scale of that kind. */
+FP8_HD unsigned fp8_scale_size(fp8_scale_kind kind)
+{
+    return kind == FP8_SCALE_BF16 || kind == FP8_SCALE_F16 ? 2
+           : kind >= FP8_SCALE_E8M0_RCEIL                  ? 1
+                                                           : 4;
+}
+
+/*
+ * The scale for a group whose largest magnitude is `amax` (finite, >= 0):
+ * *stored gets its bits as written to the file (in the low bytes), and the
+ * return value is the fp32 value that elements are divided by, which is
+ * exactly the stored value.  An all-zero group gets 1 (byte 0, 2^-127, for
+ * MX); a scale that would underflow to 0 gets the smallest positive value of
+ * its dtype.  Returns 0 for an F16 scale above 65504, which cannot be stored.
+ */
+FP8_HD float fp8_scale_make(fp8_scale_kind kind, float amax, uint32_t *stored)
+{
+    float s = amax / FP8_E4M3_MAX;
+    int e;
+    switch (kind) {
+    case FP8_SCALE_F32:
+        s = amax == 0 ? 1.0f : s == 0 ? fp8_pow2(-149) : s;
+        *stored = fp8_f32_bits(s);
+        return s;
+    case FP8_SCALE_BF16: {
+        uint16_t b = amax == 0 ? 0x3F80 : fp8_f32_to_bf16(s);
+        b = (b & 0x7FFF) ? b : 0x0001; /* 2^-133 */
+        *stored = b;
+        return fp8_bf16_to_f32(b);
+    }
+    case FP8_SCALE_F16: {
+        if (s > 65504.0f)
+            return 0;
+        uint16_t h = amax == 0 ? 0x3C00 : fp8_f32_to_f16(s);
+        h = (h & 0x7FFF) ? h : 0x0001; /* 2^-24 */
+        *stored = h;
+        return fp8_f16_to_f32(h);
+    }
+    case FP8_SCALE_UE8M0_F32:
+        e = amax == 0 ? 0 : fp8_exp_ceil(amax, NULL);
+        s = fp8_pow2(e < -149 ? -149 : e);
+        *stored = fp8_f32_bits(s);
+        return s;
+    case FP8_SCALE_E8M0_RCEIL:
+    case FP8_SCALE_E8M0_FLOOR:
+        if (amax == 0) {
+            e = -127;
+        } else {
+            int fl;
+            e = fp8_exp_ceil(amax, &fl);
+            if (kind == FP8_SCALE_E8M0_FLOOR)
+                e = fl - 8;
+            e = e < -127 ? -127 : e > 127 ? 127 : e;
+        }
+        *stored = (uint32_t)(e + 127);
+        return fp8_pow2(e);
+    }
+    return 0;
 }
 
 #endif

@@ -20,6 +20,7 @@
 #ifndef FP8CONV_H
 #define FP8CONV_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -179,6 +180,16 @@ const fp8_tensor_info *fp8_writer_tensor(const fp8_writer *writer, size_t index)
 /* Append data bytes (any chunking). */
 fp8_status fp8_writer_write(fp8_ctx *ctx, fp8_writer *writer, const void *data, size_t len);
 fp8_status fp8_writer_commit(fp8_ctx *ctx, fp8_writer *writer);
+/* The size of the finished file; fixes the layout like begin, without
+ * creating the file (a dry run can ask). */
+fp8_status fp8_writer_size(fp8_ctx *ctx, fp8_writer *writer, uint64_t *file_size);
+/* After begin: a tensor of the layout by name, NULL when absent. */
+const fp8_tensor_info *fp8_writer_find(const fp8_writer *writer, const char *name);
+/* After begin, instead of fp8_writer_write: bytes of tensor `t` (from
+ * fp8_writer_find) at `offset` into it, in any order, from any thread, as
+ * long as every byte is written once.  Not for .zst outputs. */
+fp8_status fp8_writer_pwrite(fp8_ctx *ctx, fp8_writer *writer, const fp8_tensor_info *t,
+                             uint64_t offset, const void *data, size_t len);
 
 /* ---------------------------------------------------------------- checkpoints */
 
@@ -216,6 +227,116 @@ const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ckpt, const cha
 bool fp8_checkpoint_has_config(const fp8_checkpoint *ckpt);
 bool fp8_checkpoint_has_quant_config(const fp8_checkpoint *ckpt);
 const char *fp8_checkpoint_quant_method(const fp8_checkpoint *ckpt);
+
+/* ---------------------------------------------------------------- quantize */
+
+/*
+ * Quantizing a bf16/f16/f32 checkpoint to FP8 (SPEC sections 4 and 5), in two
+ * steps: a plan says what happens to every tensor (and is all that --dry-run
+ * needs); running it writes the output.  Running streams: memory does not
+ * grow with the size of a tensor or of the model, and the output bytes are
+ * the same for every thread count.
+ */
+typedef enum {
+    FP8_SCHEME_BLOCK,   /* one scale per R x C tile (default 128 x 128) */
+    FP8_SCHEME_CHANNEL, /* one scale per output row */
+    FP8_SCHEME_TENSOR,  /* one scale per matrix */
+    FP8_SCHEME_MXFP8,   /* OCP MX: one power-of-two scale per 32 elements of a row */
+} fp8_scheme;
+
+typedef enum {
+    FP8_FORMAT_DEFAULT,            /* the scheme's default (see fp8_format_default) */
+    FP8_FORMAT_HF_FP8,             /* quant_method "fp8": DeepSeek-V3, transformers, vLLM, SGLang */
+    FP8_FORMAT_COMPRESSED_TENSORS, /* llm-compressor's compressed-tensors */
+    FP8_FORMAT_MODELOPT,           /* NVIDIA ModelOpt unified HF checkpoint */
+} fp8_format;
+
+typedef enum { FP8_MX_RCEIL, FP8_MX_FLOOR } fp8_mx_rounding;
+
+/* "block", "hf-fp8", ... (the command-line spellings). */
+const char *fp8_scheme_name(fp8_scheme scheme);
+const char *fp8_format_name(fp8_format format);
+/* block -> hf-fp8, channel -> compressed-tensors, tensor -> hf-fp8,
+ * mxfp8 -> compressed-tensors. */
+fp8_format fp8_format_default(fp8_scheme scheme);
+/* Whether SPEC 5's table has the pair. */
+bool fp8_format_supports(fp8_format format, fp8_scheme scheme);
+
+typedef struct {
+    fp8_scheme scheme;
+    fp8_format format;
+    uint32_t block_rows, block_cols; /* block scheme: 1..4096 each */
+    bool scale_ue8m0;                /* block scheme, hf-fp8: power-of-two scales */
+    fp8_mx_rounding mx_rounding;
+    const char *const *ignore;       /* POSIX extended regexes, searched in tensor names */
+    size_t nignore;
+    bool no_default_ignore;          /* drop the built-in list of what stays unquantized */
+    int threads;                     /* 0: one per online CPU */
+    bool force;                      /* replace an existing output */
+    /* Called from the calling thread as work completes (bytes of input). */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+    /* When set and *cancel becomes nonzero (a signal handler may set it), the
+     * run stops, removes what it wrote and fails with FP8_ERR_IO. */
+    const volatile sig_atomic_t *cancel;
+} fp8_quant_options;
+
+#define FP8_QUANT_OPTIONS_INIT                                                              \
+    { .scheme = FP8_SCHEME_BLOCK, .format = FP8_FORMAT_DEFAULT, .block_rows = 128,        \
+      .block_cols = 128, .mx_rounding = FP8_MX_RCEIL }
+
+/* What happens to one input tensor. */
+typedef struct {
+    const fp8_tensor_info *tensor; /* the input tensor */
+    const char *shard;             /* its file (base name) in input and output */
+    bool quantize;
+    /* When not quantized: why ("embedding (built-in rule)", "--ignore 'x'",
+     * "not a floating-point weight", ...); NULL when quantized. */
+    const char *reason;
+    bool warn;                     /* the reason deserves a warning (mxfp8 shape) */
+    /* When quantized: the scale tensor written beside it. */
+    const char *scale_name;
+    fp8_dtype scale_dtype;
+    int scale_rank;
+    uint64_t scale_shape[3];
+} fp8_quant_item;
+
+typedef struct fp8_quant_plan fp8_quant_plan;
+
+/*
+ * Opens INPUT (a checkpoint directory or a single .safetensors file) and
+ * decides every tensor's fate.  Fails with FP8_ERR_USAGE for an option the
+ * format cannot express, FP8_ERR_BAD_INPUT for an input that is already
+ * quantized (a quantization_config, or FP8 tensors).
+ */
+fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
+                                 fp8_quant_plan **out);
+void fp8_quant_plan_free(fp8_quant_plan *plan);
+
+fp8_format fp8_quant_plan_format(const fp8_quant_plan *plan); /* resolved, never DEFAULT */
+bool fp8_quant_plan_is_directory(const fp8_quant_plan *plan);
+/* Items in the order of the input checkpoint's tensors (sorted by name). */
+size_t fp8_quant_plan_count(const fp8_quant_plan *plan);
+const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *plan, size_t index);
+/* The modules written to the config's ignore list, sorted. */
+size_t fp8_quant_plan_ignored_count(const fp8_quant_plan *plan);
+const char *fp8_quant_plan_ignored(const fp8_quant_plan *plan, size_t index);
+/* Bytes of tensor data read, and of the output's .safetensors files (headers
+ * included). */
+uint64_t fp8_quant_plan_input_bytes(const fp8_quant_plan *plan);
+fp8_status fp8_quant_plan_output_bytes(fp8_ctx *ctx, const fp8_quant_plan *plan,
+                                       uint64_t *bytes);
+
+/*
+ * Writes the output: a directory for a directory input (same shard files, an
+ * index when the input had one or several shards, config.json with its
+ * quantization_config, the other top-level files copied), a file for a file.
+ * The output is built beside OUTPUT under a temporary name and renamed into
+ * place at the end; on any failure nothing is left behind.  OUTPUT must not
+ * exist unless opts->force (FP8_ERR_EXISTS).  A NaN or infinity in a tensor
+ * to be quantized fails with FP8_ERR_BAD_INPUT naming the tensor and element.
+ */
+fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *plan, const char *output);
 
 /* ---------------------------------------------------------------- devices */
 

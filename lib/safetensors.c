@@ -162,13 +162,15 @@ typedef struct {
     const char *path;
     num_token *nums;
     size_t nnums, cap;
+    const char *subject; /* "the header" or "the file", for messages */
 } lexer;
 
 static fp8_status lex_fail(lexer *lx, size_t at, const char *what)
 {
+    const char *subject = lx->subject ? lx->subject : "the header";
     return fp8_fail(lx->ctx, FP8_ERR_BAD_INPUT,
-                    "%s: header is not strict JSON (RFC 8259): %s at byte %zu of the header",
-                    lx->path, what, at);
+                    "%s: %s is not strict JSON (RFC 8259): %s at byte %zu of %s", lx->path,
+                    subject + 4, what, at, subject);
 }
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -305,6 +307,45 @@ static void tag_numbers(cJSON *item, size_t *next)
             item->valueint = (int)(*next)++;
         tag_numbers(item->child, next);
     }
+}
+
+/* Turns every number item into a raw item holding its source text. */
+static bool keep_number_text(cJSON *item, const lexer *lx, size_t *next)
+{
+    for (; item; item = item->next) {
+        if (cJSON_IsNumber(item)) {
+            const num_token *t = &lx->nums[(*next)++];
+            char *text = strndup(t->text, t->len);
+            if (!text)
+                return false;
+            item->type = cJSON_Raw;
+            item->valuestring = text;
+        }
+        if (!keep_number_text(item->child, lx, next))
+            return false;
+    }
+    return true;
+}
+
+fp8_status st_json_parse_exact(fp8_ctx *ctx, const char *path, const char *text, size_t len,
+                               cJSON **root)
+{
+    lexer lx = { ctx, path, NULL, 0, 0, "the file" };
+    size_t bad, next = 0;
+    fp8_status st = FP8_OK;
+    *root = NULL;
+    if (!st_utf8_valid((const unsigned char *)text, len, &bad))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not valid UTF-8 (byte %zu)", path, bad);
+    else if (!(st = lex(&lx, text, len)) && !(*root = cJSON_ParseWithLength(text, len)))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not valid JSON", path);
+    else if (!st && !keep_number_text(*root, &lx, &next))
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+    if (st) {
+        cJSON_Delete(*root);
+        *root = NULL;
+    }
+    free(lx.nums);
+    return st;
 }
 
 typedef enum { UINT_OK, UINT_NEGATIVE, UINT_NOT_INTEGER, UINT_TOO_BIG, UINT_NOT_NUMBER } uint_result;
@@ -540,7 +581,7 @@ static fp8_status check_layout(fp8_ctx *ctx, fp8_file *f)
 static fp8_status parse_header(fp8_ctx *ctx, fp8_file *f, const char *hdr, size_t n)
 {
     fp8_status st;
-    lexer lx = { ctx, f->path, NULL, 0, 0 };
+    lexer lx = { ctx, f->path, NULL, 0, 0, NULL };
     cJSON *root = NULL;
     uint64_t *dims = NULL;
     size_t ndims = 0, dimcap = 0, bad;

@@ -29,7 +29,9 @@ struct fp8_writer {
     fp8_tensor_info *tensors;
     size_t nmeta;
     wr_meta *meta;
-    bool begun;
+    bool laid_out, begun;
+    char *header; /* padded JSON, once laid out */
+    size_t header_len;
     uint64_t data_size, written;
 };
 
@@ -60,6 +62,7 @@ void fp8_writer_free(fp8_writer *w)
     }
     free(w->tensors);
     free(w->meta);
+    free(w->header);
     free(w->path);
     free(w);
 }
@@ -76,7 +79,7 @@ fp8_status fp8_writer_set_metadata(fp8_ctx *ctx, fp8_writer *w, const char *key,
                                    const char *value)
 {
     fp8_status st;
-    if (w->begun)
+    if (w->laid_out)
         return fp8_fail(ctx, FP8_ERR_USAGE, "%s: metadata set after the header was written",
                         w->path);
     if ((st = check_text(ctx, w, "a metadata key", key)) ||
@@ -110,7 +113,7 @@ fp8_status fp8_writer_add_tensor(fp8_ctx *ctx, fp8_writer *w, const char *name, 
                                  int rank, const uint64_t *shape)
 {
     fp8_status st;
-    if (w->begun)
+    if (w->laid_out)
         return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s' added after the header was written",
                         w->path, name);
     if ((unsigned)dtype >= FP8_DTYPE_COUNT || rank < 0)
@@ -222,11 +225,11 @@ static void sb_json_string(sbuf *b, const char *s)
     sb_put(b, "\"", 1);
 }
 
-fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *w)
+/* Fixes the layout: sorts the tensors, assigns their offsets, formats the header. */
+static fp8_status layout(fp8_ctx *ctx, fp8_writer *w)
 {
-    fp8_status st = FP8_OK;
-    if (w->begun)
-        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: header already written", w->path);
+    if (w->laid_out)
+        return FP8_OK;
     if (w->n)
         qsort(w->tensors, w->n, sizeof *w->tensors, cmp_layout);
     qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta_key);
@@ -272,21 +275,41 @@ fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *w)
     while (b.len % 8)
         sb_str(&b, " ");
     if (b.oom) {
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
-        goto out;
+        free(b.p);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
     }
+    w->header = b.p;
+    w->header_len = b.len;
+    w->data_size = offset;
+    w->laid_out = true;
+    return FP8_OK;
+}
+
+fp8_status fp8_writer_size(fp8_ctx *ctx, fp8_writer *w, uint64_t *file_size)
+{
+    fp8_status st = layout(ctx, w);
+    if (!st)
+        *file_size = 8 + w->header_len + w->data_size;
+    return st;
+}
+
+fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *w)
+{
+    fp8_status st;
+    if (w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: header already written", w->path);
+    if ((st = layout(ctx, w)))
+        return st;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)b.len >> (8 * i));
-    w->data_size = offset;
-    if ((st = zio_writer_create(ctx, w->path, 8 + b.len + offset, &w->out)) ||
+        len8[i] = (unsigned char)((uint64_t)w->header_len >> (8 * i));
+    if ((st = zio_writer_create(ctx, w->path, 8 + w->header_len + w->data_size, &w->out)) ||
         (st = zio_writer_write(ctx, w->out, len8, 8)) ||
-        (st = zio_writer_write(ctx, w->out, b.p, b.len)))
-        goto out;
+        (st = zio_writer_write(ctx, w->out, w->header, w->header_len)) ||
+        (st = zio_writer_flush(ctx, w->out)))
+        return st;
     w->begun = true;
-out:
-    free(b.p);
-    return st;
+    return FP8_OK;
 }
 
 size_t fp8_writer_tensor_count(const fp8_writer *w) { return w->n; }
@@ -305,6 +328,26 @@ fp8_status fp8_writer_write(fp8_ctx *ctx, fp8_writer *w, const void *data, size_
                         w->path);
     w->written += len;
     return zio_writer_write(ctx, w->out, data, len);
+}
+
+const fp8_tensor_info *fp8_writer_find(const fp8_writer *w, const char *name)
+{
+    for (size_t i = 0; w->laid_out && i < w->n; i++)
+        if (strcmp(w->tensors[i].name, name) == 0)
+            return &w->tensors[i];
+    return NULL;
+}
+
+fp8_status fp8_writer_pwrite(fp8_ctx *ctx, fp8_writer *w, const fp8_tensor_info *t,
+                             uint64_t offset, const void *data, size_t len)
+{
+    if (!w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: data written before the header", w->path);
+    if (offset > fp8_tensor_nbytes(t) || len > fp8_tensor_nbytes(t) - offset)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s': write outside its bytes", w->path,
+                        t->name);
+    __atomic_add_fetch(&w->written, len, __ATOMIC_RELAXED);
+    return zio_writer_pwrite(ctx, w->out, 8 + w->header_len + t->begin + offset, data, len);
 }
 
 fp8_status fp8_writer_commit(fp8_ctx *ctx, fp8_writer *w)

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,8 @@ struct zio_reader {
     uint64_t file_size;    /* size of the file on disk (compressed for zstd) */
     const unsigned char *mem;
     uint64_t delivered;    /* zio_reader_bytes_read() */
-    /* zstd state */
+    /* zstd state, behind the lock (plain and memory reads need none) */
+    pthread_mutex_t lock;
     ZSTD_DCtx *dctx;
     unsigned char *inbuf, *scratch;
     ZSTD_inBuffer in;
@@ -78,6 +80,7 @@ static fp8_status reader_new(fp8_ctx *ctx, const char *name, int kind, zio_reade
     }
     r->kind = kind;
     r->fd = -1;
+    pthread_mutex_init(&r->lock, NULL);
     *out = r;
     return FP8_OK;
 }
@@ -236,6 +239,7 @@ void zio_reader_close(zio_reader *r)
         return;
     if (r->fd >= 0)
         close(r->fd);
+    pthread_mutex_destroy(&r->lock);
     ZSTD_freeDCtx(r->dctx);
     free(r->inbuf);
     free(r->scratch);
@@ -245,7 +249,10 @@ void zio_reader_close(zio_reader *r)
 
 const char *zio_reader_name(const zio_reader *r) { return r->name; }
 bool zio_reader_compressed(const zio_reader *r) { return r->kind == ZIO_ZSTD; }
-uint64_t zio_reader_bytes_read(const zio_reader *r) { return r->delivered; }
+uint64_t zio_reader_bytes_read(const zio_reader *r)
+{
+    return __atomic_load_n(&r->delivered, __ATOMIC_RELAXED);
+}
 
 /* Moves the stream forward to `offset` (or its end, if shorter). */
 static fp8_status zstd_seek(fp8_ctx *ctx, zio_reader *r, uint64_t offset)
@@ -295,12 +302,13 @@ fp8_status zio_reader_read(fp8_ctx *ctx, zio_reader *r, uint64_t offset, void *b
         st = pread_full(ctx, r->fd, r->name, buf, len, offset, got);
         break;
     case ZIO_ZSTD:
-        if ((st = zstd_seek(ctx, r, offset)) || r->pos < offset)
-            break;
-        st = zstd_pull(ctx, r, buf, len, got);
+        pthread_mutex_lock(&r->lock);
+        if (!(st = zstd_seek(ctx, r, offset)) && r->pos >= offset)
+            st = zstd_pull(ctx, r, buf, len, got);
+        pthread_mutex_unlock(&r->lock);
         break;
     }
-    r->delivered += *got;
+    __atomic_add_fetch(&r->delivered, *got, __ATOMIC_RELAXED);
     return st;
 }
 
@@ -377,6 +385,12 @@ fp8_status zio_writer_create(fp8_ctx *ctx, const char *path, uint64_t content_si
         ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
         if (content_size != UINT64_MAX)
             ZSTD_CCtx_setPledgedSrcSize(w->cctx, content_size);
+    } else if (content_size != UINT64_MAX && content_size > 0 &&
+               fallocate(w->fd, 0, 0, (off_t)content_size) != 0 && errno == ENOSPC) {
+        /* Reserving the space up front turns a full disk into an early error;
+         * file systems without fallocate just skip it. */
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: not enough disk space for %llu bytes", path,
+                      (unsigned long long)content_size);
     }
 out:
     if (st)
@@ -422,6 +436,31 @@ fp8_status zio_writer_write(fp8_ctx *ctx, zio_writer *w, const void *data, size_
     }
     memcpy(w->buf + w->fill, data, len);
     w->fill += len;
+    return FP8_OK;
+}
+
+fp8_status zio_writer_flush(fp8_ctx *ctx, zio_writer *w)
+{
+    return w->cctx ? FP8_OK : flush_buf(ctx, w);
+}
+
+fp8_status zio_writer_pwrite(fp8_ctx *ctx, zio_writer *w, uint64_t offset, const void *data,
+                             size_t len)
+{
+    if (w->cctx || w->fill)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: positioned write into a %s", w->path,
+                        w->cctx ? "compressed output" : "writer with buffered data");
+    const char *p = data;
+    while (len) {
+        ssize_t n = pwrite(w->fd, p, len, (off_t)offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot write: %s", w->path, strerror(errno));
+        p += n;
+        offset += (uint64_t)n;
+        len -= (size_t)n;
+    }
     return FP8_OK;
 }
 

@@ -34,6 +34,11 @@ typedef struct zio_writer zio_writer;
 fp8_status zio_writer_create(fp8_ctx *ctx, const char *path, uint64_t content_size,
                              zio_writer **out);
 fp8_status zio_writer_write(fp8_ctx *ctx, zio_writer *w, const void *data, size_t len);
+/* Writes out what write() buffered; needed before pwrite. */
+fp8_status zio_writer_flush(fp8_ctx *ctx, zio_writer *w);
+/* Positioned write, thread-safe, for uncompressed outputs only (after a flush). */
+fp8_status zio_writer_pwrite(fp8_ctx *ctx, zio_writer *w, uint64_t offset, const void *data,
+                             size_t len);
 /* Flushes, fsyncs, renames onto `path`, fsyncs the directory. */
 fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w);
 /* Removes the temporary file unless committed. */

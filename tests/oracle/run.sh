@@ -1,20 +1,35 @@
 #!/bin/sh
-# Writer-golden oracle: regenerate testdata/golden/*.safetensors with the reference
-# writer (PyPI safetensors, pinned in tests/oracle/requirements.txt) and compare
-# them byte for byte with the committed goldens.
+# Oracles, all in the pinned venv build/venv-oracle (tests/oracle/requirements.txt):
+#  1. writer goldens: regenerate testdata/golden/*.safetensors with the reference writer
+#     (PyPI safetensors) and compare them byte for byte with the committed goldens;
+#  2. quant-edge: regenerate testdata/quant-edge with testdata/gen_quant_edge.py and compare;
+#  3. quantize goldens: run tests/oracle/quant_oracle.py on tests/oracle/quant_cases.json and
+#     compare each testdata/golden/quant/<case>.json byte for byte with the committed one.
+# (These compare the oracles with the committed files, not with the fp8conv binary: the C
+# tests compare fp8conv with the committed goldens.)
 #
-# Usage: tests/oracle/run.sh [OUTDIR]
-#   OUTDIR: where to write the regenerated files (default: a temporary directory,
-#   removed afterwards). The venv lives in build/venv-oracle (created if missing;
-#   needs PyPI the first time only).
+# Usage: tests/oracle/run.sh [--regenerate-quant] [OUTDIR]
+#   --regenerate-quant: first rewrite testdata/quant-edge and testdata/golden/quant/*.json in
+#   place (then check as usual). OUTDIR: where to write the regenerated files (default: a
+#   temporary directory, removed afterwards). The venv is created if missing (needs PyPI the
+#   first time only).
 # Exit status: 0 all identical; 1 a difference or a missing/extra file; 2 setup error.
 set -eu
+
+regen_quant=0
+if [ "${1:-}" = "--regenerate-quant" ]; then
+    regen_quant=1
+    shift
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 venv="$root/build/venv-oracle"
 req="$here/requirements.txt"
 golden="$root/testdata/golden"
+qgolden="$golden/quant"
+qedge="$root/testdata/quant-edge"
+qcases="$here/quant_cases.json"
 PYTHON=${PYTHON:-python3}
 
 die() { echo "oracle: $*" >&2; exit 2; }
@@ -50,11 +65,24 @@ else
     trap 'rm -rf "$out"' EXIT INT TERM
 fi
 
-"$venv/bin/python" "$here/make_goldens.py" "$out" "$golden/cases.json" \
-    || { echo "oracle: FAIL: make_goldens.py failed" >&2; exit 1; }
+if [ "$regen_quant" -eq 1 ]; then
+    echo "oracle: regenerating testdata/quant-edge and testdata/golden/quant in place"
+    "$venv/bin/python" "$root/testdata/gen_quant_edge.py" "$qedge" \
+        || { echo "oracle: FAIL: gen_quant_edge.py failed" >&2; exit 1; }
+    rm -f "$qgolden"/*.json
+    "$venv/bin/python" "$here/quant_oracle.py" "$qcases" "$qgolden" \
+        || { echo "oracle: FAIL: quant_oracle.py failed" >&2; exit 1; }
+fi
 
+status=0
+
+# --- 1. writer goldens -------------------------------------------------------------------
 bad=0
 n=0
+if ! "$venv/bin/python" "$here/make_goldens.py" "$out" "$golden/cases.json"; then
+    echo "oracle: FAIL: make_goldens.py failed" >&2
+    bad=1
+fi
 for f in "$golden"/*.safetensors; do
     [ -e "$f" ] || continue
     b=$(basename "$f")
@@ -80,6 +108,64 @@ done
 if [ "$bad" -ne 0 ]; then
     echo "oracle: FAIL: writer goldens do not match the reference writer" >&2
     echo "oracle: (regenerate with: $venv/bin/python tests/oracle/make_goldens.py testdata/golden)" >&2
-    exit 1
+    status=1
+else
+    echo "oracle: OK: $n goldens byte-identical to safetensors $("$venv/bin/python" -c 'import safetensors; print(safetensors.__version__)')"
 fi
-echo "oracle: OK: $n goldens byte-identical to safetensors $("$venv/bin/python" -c 'import safetensors; print(safetensors.__version__)')"
+
+# compare_dirs WANT_DIR GOT_DIR PATTERN WHAT: both ways, byte for byte; prints FAIL lines.
+compare_dirs() {
+    cbad=0
+    cn=0
+    for f in "$1"/$3; do
+        [ -e "$f" ] || continue
+        b=$(basename "$f")
+        cn=$((cn + 1))
+        if [ ! -e "$2/$b" ]; then
+            echo "oracle: FAIL: ${1#"$root"/}/$b is committed but the $4 does not produce it" >&2
+            cbad=1
+        elif ! cmp "$2/$b" "$f" >&2; then
+            echo "oracle: FAIL: ${1#"$root"/}/$b differs from the $4's output ($2/$b)" >&2
+            cbad=1
+        fi
+    done
+    for f in "$2"/$3; do
+        [ -e "$f" ] || continue
+        b=$(basename "$f")
+        if [ ! -e "$1/$b" ]; then
+            echo "oracle: FAIL: the $4 produces $b but ${1#"$root"/}/$b is not committed" >&2
+            cbad=1
+        fi
+    done
+    [ "$cn" -gt 0 ] || { echo "oracle: FAIL: nothing committed in ${1#"$root"/}" >&2; cbad=1; }
+    return "$cbad"
+}
+
+# --- 2. quant-edge sample checkpoint -----------------------------------------------------
+mkdir -p "$out/quant-edge"
+if ! "$venv/bin/python" "$root/testdata/gen_quant_edge.py" "$out/quant-edge"; then
+    echo "oracle: FAIL: gen_quant_edge.py failed" >&2
+    status=1
+elif ! compare_dirs "$qedge" "$out/quant-edge" "*" "generator testdata/gen_quant_edge.py"; then
+    echo "oracle: FAIL: testdata/quant-edge does not match its generator" >&2
+    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-quant)" >&2
+    status=1
+else
+    echo "oracle: OK: testdata/quant-edge byte-identical to testdata/gen_quant_edge.py's output"
+fi
+
+# --- 3. quantize goldens -----------------------------------------------------------------
+mkdir -p "$out/quant"
+if ! "$venv/bin/python" "$here/quant_oracle.py" "$qcases" "$out/quant"; then
+    echo "oracle: FAIL: quant_oracle.py failed" >&2
+    status=1
+elif ! compare_dirs "$qgolden" "$out/quant" "*.json" "quantize oracle tests/oracle/quant_oracle.py"; then
+    echo "oracle: FAIL: quantize goldens do not match the oracle" >&2
+    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-quant, or" >&2
+    echo "oracle:  $venv/bin/python tests/oracle/quant_oracle.py tests/oracle/quant_cases.json testdata/golden/quant)" >&2
+    status=1
+else
+    echo "oracle: OK: $(ls "$qgolden"/*.json | wc -l | tr -d ' ') quantize goldens byte-identical to tests/oracle/quant_oracle.py"
+fi
+
+exit "$status"

@@ -1,0 +1,364 @@
+/*
+ * cmd_quantize.c - fp8conv quantize INPUT OUTPUT: options, the plan report
+ * (--dry-run, --json), progress, and SIGINT/SIGTERM turning into a clean stop.
+ */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define QUANTIZE_JSON_VERSION 1
+#define MAX_IGNORE 64
+
+enum {
+    OPT_SCHEME = CLI_OPT_FIRST,
+    OPT_FORMAT,
+    OPT_BLOCK,
+    OPT_SCALE_FMT,
+    OPT_MX_ROUNDING,
+    OPT_IGNORE,
+    OPT_NO_DEFAULT_IGNORE,
+    OPT_FORCE,
+    OPT_DRY_RUN = 'n',
+};
+
+typedef struct {
+    fp8_quant_options opts;
+    const char *ignore[MAX_IGNORE];
+    bool dry_run, block_given, mx_given, scale_fmt_given;
+} quantize_args;
+
+static const char *const scheme_names[] = { "block", "channel", "tensor", "mxfp8", NULL };
+static const char *const format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", NULL };
+static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
+static const char *const mx_names[] = { "rceil", "floor", NULL };
+
+/* "RxC" with 1 <= R, C <= 4096. */
+static bool parse_block(const char *s, uint32_t *rows, uint32_t *cols)
+{
+    char *end;
+    unsigned long r = strtoul(s, &end, 10);
+    if (end == s || *end != 'x' || s[0] == '-' || s[0] == '+')
+        return false;
+    const char *c_at = end + 1;
+    unsigned long c = strtoul(c_at, &end, 10);
+    if (end == c_at || *end || *c_at == '-' || *c_at == '+' || r < 1 || r > 4096 || c < 1 ||
+        c > 4096)
+        return false;
+    *rows = (uint32_t)r;
+    *cols = (uint32_t)c;
+    return true;
+}
+
+static int take_option(int code, const char *value, void *state)
+{
+    quantize_args *a = state;
+    fp8_quant_options *o = &a->opts;
+    int choice;
+    switch (code) {
+    case OPT_SCHEME:
+        if (!cli_choice("--scheme", value, scheme_names, &choice))
+            return EXIT_USAGE;
+        o->scheme = (fp8_scheme)choice;
+        break;
+    case OPT_FORMAT:
+        if (!cli_choice("--format", value, format_names, &choice))
+            return EXIT_USAGE;
+        o->format = (fp8_format)(choice + 1);
+        break;
+    case OPT_BLOCK:
+        if (!parse_block(value, &o->block_rows, &o->block_cols)) {
+            cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 128x128)",
+                      value);
+            return EXIT_USAGE;
+        }
+        a->block_given = true;
+        break;
+    case OPT_SCALE_FMT:
+        if (!cli_choice("--scale-fmt", value, scale_fmt_names, &choice))
+            return EXIT_USAGE;
+        o->scale_ue8m0 = choice == 1;
+        a->scale_fmt_given = true;
+        break;
+    case OPT_MX_ROUNDING:
+        if (!cli_choice("--mx-rounding", value, mx_names, &choice))
+            return EXIT_USAGE;
+        o->mx_rounding = (fp8_mx_rounding)choice;
+        a->mx_given = true;
+        break;
+    case OPT_IGNORE:
+        if (o->nignore == MAX_IGNORE) {
+            cli_error("--ignore: at most %d patterns (combine them with '|')", MAX_IGNORE);
+            return EXIT_USAGE;
+        }
+        a->ignore[o->nignore++] = value;
+        break;
+    case OPT_NO_DEFAULT_IGNORE: o->no_default_ignore = true; break;
+    case OPT_FORCE: o->force = true; break;
+    case OPT_DRY_RUN: a->dry_run = true; break;
+    }
+    return -1;
+}
+
+/* Options that only make sense with another one are refused, not ignored. */
+static int check_combinations(const quantize_args *a)
+{
+    const fp8_quant_options *o = &a->opts;
+    if (a->block_given && o->scheme != FP8_SCHEME_BLOCK)
+        cli_error("--block applies to --scheme block only");
+    else if (a->mx_given && o->scheme != FP8_SCHEME_MXFP8)
+        cli_error("--mx-rounding applies to --scheme mxfp8 only");
+    else if (a->scale_fmt_given && o->scheme != FP8_SCHEME_BLOCK)
+        cli_error("--scale-fmt applies to --scheme block only");
+    else
+        return -1;
+    return EXIT_USAGE;
+}
+
+/* ---------------------------------------------------------------- reports */
+
+static void shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < rank && o < cap; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRIu64, d ? ", " : "", shape[d]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+static cJSON *json_u64(uint64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%" PRIu64, v);
+    return cJSON_CreateRaw(num);
+}
+
+static cJSON *json_shape(int rank, const uint64_t *shape)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int d = 0; d < rank; d++)
+        cJSON_AddItemToArray(a, json_u64(shape[d]));
+    return a;
+}
+
+static size_t count_quantized(const fp8_quant_plan *plan)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < fp8_quant_plan_count(plan); i++)
+        n += fp8_quant_plan_item(plan, i)->quantize;
+    return n;
+}
+
+static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const char *in,
+                      const char *out, uint64_t out_bytes, double seconds)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "quantize_version", QUANTIZE_JSON_VERSION);
+    cJSON_AddStringToObject(root, "input", in);
+    cJSON_AddStringToObject(root, "output", out);
+    cJSON_AddBoolToObject(root, "dry_run", a->dry_run);
+    cJSON_AddStringToObject(root, "scheme", fp8_scheme_name(a->opts.scheme));
+    cJSON_AddStringToObject(root, "format", fp8_format_name(fp8_quant_plan_format(plan)));
+    cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
+    for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
+        const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", it->tensor->name);
+        cJSON_AddStringToObject(o, "file", it->shard);
+        cJSON_AddStringToObject(o, "dtype", fp8_dtype_name(it->tensor->dtype));
+        cJSON_AddItemToObject(o, "shape", json_shape(it->tensor->rank, it->tensor->shape));
+        cJSON_AddStringToObject(o, "action", it->quantize ? "quantize" : "keep");
+        if (it->quantize) {
+            cJSON *s = cJSON_AddObjectToObject(o, "scale");
+            cJSON_AddStringToObject(s, "name", it->scale_name);
+            cJSON_AddStringToObject(s, "dtype", fp8_dtype_name(it->scale_dtype));
+            cJSON_AddItemToObject(s, "shape", json_shape(it->scale_rank, it->scale_shape));
+        } else {
+            cJSON_AddStringToObject(o, "reason", it->reason);
+        }
+        cJSON_AddItemToArray(tensors, o);
+    }
+    cJSON *ign = cJSON_AddArrayToObject(root, "ignored");
+    for (size_t i = 0; i < fp8_quant_plan_ignored_count(plan); i++)
+        cJSON_AddItemToArray(ign, cJSON_CreateString(fp8_quant_plan_ignored(plan, i)));
+    cJSON_AddNumberToObject(root, "quantized", (double)count_quantized(plan));
+    cJSON_AddNumberToObject(root, "kept", (double)(fp8_quant_plan_count(plan) - count_quantized(plan)));
+    cJSON_AddItemToObject(root, "input_bytes", json_u64(fp8_quant_plan_input_bytes(plan)));
+    cJSON_AddItemToObject(root, "output_bytes", json_u64(out_bytes));
+    if (!a->dry_run)
+        cJSON_AddNumberToObject(root, "seconds", seconds);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) {
+        cli_error("out of memory formatting JSON");
+        return EXIT_IO;
+    }
+    puts(text);
+    free(text);
+    return EXIT_OK;
+}
+
+static void print_plan(const fp8_quant_plan *plan)
+{
+    char shape[128], sshape[128];
+    for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
+        const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
+        shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
+        if (it->quantize) {
+            shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
+            printf("quantize  %s %s %s -> F8_E4M3 + %s %s %s\n", it->tensor->name,
+                   fp8_dtype_name(it->tensor->dtype), shape, it->scale_name,
+                   fp8_dtype_name(it->scale_dtype), sshape);
+        } else {
+            printf("keep      %s %s %s: %s\n", it->tensor->name, fp8_dtype_name(it->tensor->dtype),
+                   shape, it->reason);
+        }
+    }
+}
+
+static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, const char *out,
+                          uint64_t out_bytes, double seconds)
+{
+    size_t q = count_quantized(plan), n = fp8_quant_plan_count(plan);
+    printf("%s %s: scheme %s", a->dry_run ? "would write" : "wrote", out,
+           fp8_scheme_name(a->opts.scheme));
+    if (a->opts.scheme == FP8_SCHEME_BLOCK)
+        printf(" %ux%u%s", a->opts.block_rows, a->opts.block_cols,
+               a->opts.scale_ue8m0 ? " ue8m0" : "");
+    if (a->opts.scheme == FP8_SCHEME_MXFP8)
+        printf(" %s", a->opts.mx_rounding == FP8_MX_FLOOR ? "floor" : "rceil");
+    printf(", format %s\n", fp8_format_name(fp8_quant_plan_format(plan)));
+    printf("tensors: %zu quantized, %zu kept\n", q, n - q);
+    printf("not converted:");
+    for (size_t i = 0; i < fp8_quant_plan_ignored_count(plan); i++)
+        printf(" %s", fp8_quant_plan_ignored(plan, i));
+    printf("%s\n", fp8_quant_plan_ignored_count(plan) ? "" : " (none)");
+    printf("bytes: %" PRIu64 " of tensors in, %" PRIu64 " of files out", fp8_quant_plan_input_bytes(plan),
+           out_bytes);
+    if (!a->dry_run)
+        printf(", %.2f s", seconds);
+    printf("\n");
+}
+
+/* ---------------------------------------------------------------- progress, signals */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct {
+    double last;
+    bool shown;
+} progress_state;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void show_progress(void *user, uint64_t done, uint64_t total)
+{
+    progress_state *p = user;
+    double t = now();
+    if (done < total && t - p->last < 0.1)
+        return;
+    p->last = t;
+    p->shown = true;
+    fprintf(stderr, "\rquantize: %3.0f%% (%.1f of %.1f MB)", total ? 100.0 * (double)done / (double)total : 100.0,
+            (double)done / 1e6, (double)total / 1e6);
+}
+
+int cmd_quantize(int argc, char **argv, cli_common *common)
+{
+    static const struct option longopts[] = {
+        { "scheme", required_argument, NULL, OPT_SCHEME },
+        { "format", required_argument, NULL, OPT_FORMAT },
+        { "block", required_argument, NULL, OPT_BLOCK },
+        { "scale-fmt", required_argument, NULL, OPT_SCALE_FMT },
+        { "mx-rounding", required_argument, NULL, OPT_MX_ROUNDING },
+        { "ignore", required_argument, NULL, OPT_IGNORE },
+        { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
+        { "force", no_argument, NULL, OPT_FORCE },
+        { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+        { NULL, 0, NULL, 0 },
+    };
+    quantize_args a = { .opts = FP8_QUANT_OPTIONS_INIT };
+    cli_options own = { longopts, take_option, &a };
+    int rc = cli_parse("quantize", &argc, argv, common, &own);
+    if (rc >= 0 || (rc = check_combinations(&a)) >= 0)
+        return rc;
+    if (argc != 3) {
+        cli_error("quantize: expected INPUT and OUTPUT, got %d operand%s (see fp8conv quantize "
+                  "--help)",
+                  argc - 1, argc == 2 ? "" : "s");
+        return EXIT_USAGE;
+    }
+    if (common->device == FP8_DEVICE_CUDA) {
+        cli_error("quantize: the CUDA kernels are not in this version; use --device cpu or auto");
+        return EXIT_DEVICE;
+    }
+    const char *in = argv[1], *out = argv[2];
+    a.opts.ignore = a.ignore;
+    a.opts.threads = common->threads;
+    a.opts.cancel = &interrupted;
+    progress_state prog = { 0 };
+    if (common->progress == PROGRESS_ALWAYS ||
+        (common->progress == PROGRESS_AUTO && !common->quiet && isatty(STDERR_FILENO))) {
+        a.opts.progress = show_progress;
+        a.opts.progress_user = &prog;
+    }
+
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_quant_plan *plan = NULL;
+    if (!ctx) {
+        cli_error("out of memory");
+        return EXIT_IO;
+    }
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    uint64_t out_bytes = 0;
+    double t0 = now();
+    fp8_status st = fp8_quant_plan_create(ctx, in, &a.opts, &plan);
+    if (!st)
+        st = fp8_quant_plan_output_bytes(ctx, plan, &out_bytes);
+    if (!st && !common->quiet) {
+        for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
+            const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
+            if (it->warn)
+                fprintf(stderr, "fp8conv: warning: %s: tensor '%s' stays %s: %s\n", it->shard,
+                        it->tensor->name, fp8_dtype_name(it->tensor->dtype), it->reason);
+        }
+    }
+    if (!st && !a.dry_run)
+        st = fp8_quant_plan_run(ctx, plan, out);
+    if (prog.shown)
+        fputc('\n', stderr);
+    if (st) {
+        rc = cli_fail(ctx, st);
+    } else if (common->json) {
+        rc = print_json(&a, plan, in, out, out_bytes, now() - t0);
+    } else {
+        if (a.dry_run && !common->quiet)
+            print_plan(plan);
+        if (!common->quiet)
+            print_summary(&a, plan, out, out_bytes, now() - t0);
+        rc = EXIT_OK;
+    }
+    fp8_quant_plan_free(plan);
+    fp8_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,41 @@
+/*
+ * checkpoint.h - what lib/ shares about checkpoint directories beyond the
+ * public API: side JSON files, the index, copying, removal.
+ */
+#ifndef FP8_CHECKPOINT_H
+#define FP8_CHECKPOINT_H
+
+#include <cjson/cJSON.h>
+
+#include "internal.h"
+
+#define CK_INDEX_NAME "model.safetensors.index.json"
+
+/* The path the checkpoint was opened with. */
+const char *ck_path(const fp8_checkpoint *ck);
+/* Whether `name` is a shard file name (*.safetensors, *.safetensors.zst). */
+bool ck_is_shard_name(const char *name);
+
+/* dir/config.json parsed with every number kept as its exact text (see
+ * st_json_parse_exact); *config is NULL when there is none. */
+fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config);
+
+/* Writes `root` to dir/name as transformers writes its JSON files (2-space
+ * indent, keys in tree order, a final newline), durably. */
+fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const cJSON *root);
+
+/* Copies every regular top-level file of the checkpoint directory (symbolic
+ * links followed, as in a Hugging Face cache snapshot) into `to`, except the
+ * shards, the index, other *.safetensors files and the names in `skip`
+ * (NULL-terminated). */
+fp8_status ck_copy_other_files(fp8_ctx *ctx, const fp8_checkpoint *ck, const char *to,
+                               const char *const *skip,
+                               const volatile sig_atomic_t *cancel);
+
+/* Removes a file or a directory tree; quiet, best effort (for cleanup). */
+void ck_remove_tree(const char *path);
+
+/* dir + "/" + name, or NULL when out of memory. */
+char *ck_join(const char *dir, const char *name);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * quant.h - the quantization engine, inside lib/: a band of rows in, E4M3
+ * codes and scales out.  quant_ref.c is the reference (the spec in code);
+ * quant_cpu.c is the fast CPU path, which must produce the same bytes.
+ */
+#ifndef FP8_QUANT_H
+#define FP8_QUANT_H
+
+#include "fp8_math.h"
+#include "internal.h"
+
+/*
+ * A band: `rows` rows of `cols` source elements each, contiguous and
+ * row-major (a piece of one [M, N] matrix).  The band is cut into groups
+ * of `group_rows` x `group_cols` elements (partial at the right edge), each
+ * with its own scale:
+ *   block 128x128: group_rows = rows (<= 128), group_cols = 128
+ *   channel:       group_rows = 1, group_cols = cols
+ *   mxfp8:         group_rows = 1, group_cols = 32
+ * With `fixed` (per-tensor), the whole band uses `scale` and stores none.
+ */
+typedef struct {
+    fp8_dtype src;          /* BF16, F16 or F32 */
+    fp8_scale_kind kind;
+    uint64_t rows, cols;
+    uint64_t group_rows, group_cols;
+    bool fixed;
+    float scale;
+} fp8_band;
+
+typedef enum {
+    FP8_BAND_OK,
+    FP8_BAND_NONFINITE,      /* *where: flat index in the band of the first NaN or infinity */
+    FP8_BAND_SCALE_OVERFLOW, /* *where: flat index of the first element of the group */
+} fp8_band_result;
+
+/* Scales a band produces: ceil(rows / group_rows) * ceil(cols / group_cols). */
+uint64_t fp8_band_scale_count(const fp8_band *b);
+
+/* q gets rows * cols codes (contiguous, row-major); scales gets the stored
+ * scales of the groups, row-major, fp8_scale_size() bytes each. */
+fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_t *q,
+                                      void *scales, uint64_t *where);
+fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q, void *scales,
+                                  uint64_t *where);
+
+/* The largest magnitude of n contiguous elements (pass 1 of per-tensor
+ * scaling); FP8_BAND_NONFINITE with *where on a NaN or infinity. */
+fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *amax,
+                             uint64_t *where);
+fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax,
+                         uint64_t *where);
+
+/* Element i of a BF16/F16/F32 array, as fp32. */
+static inline float fp8_load_f32(fp8_dtype src, const void *x, uint64_t i)
+{
+    if (src == FP8_DTYPE_BF16)
+        return fp8_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (src == FP8_DTYPE_F16)
+        return fp8_f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+
+#endif

@@ -1,0 +1,1210 @@
+/*
+ * quantize.c - the quantize job: which tensors become FP8 and how (the plan),
+ * the output formats of SPEC 5 (scale names, dtypes, shapes, config), and the
+ * streaming, multi-threaded run that writes the output.
+ *
+ * The run cuts every tensor into jobs of at most JOB_BYTES of input (a band
+ * of rows; for block scaling a band of one block row, split by columns when
+ * wide), which threads take in order.  A job's output depends only on its
+ * input, and each job writes its own bytes of the output file, so the output
+ * is the same for any number of threads, and memory is a few jobs' worth.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "quant.h"
+
+#define JOB_BYTES (4u << 20)
+#define MAX_BLOCK 4096
+#define HF_QUANT_CONFIG "hf_quant_config.json"
+
+/* ---------------------------------------------------------------- names */
+
+static const char *const scheme_names[] = { "block", "channel", "tensor", "mxfp8" };
+static const char *const format_names[] = { "default", "hf-fp8", "compressed-tensors",
+                                            "modelopt" };
+
+const char *fp8_scheme_name(fp8_scheme s)
+{
+    return (unsigned)s < 4 ? scheme_names[s] : "?";
+}
+
+const char *fp8_format_name(fp8_format f)
+{
+    return (unsigned)f < 4 ? format_names[f] : "?";
+}
+
+fp8_format fp8_format_default(fp8_scheme s)
+{
+    return s == FP8_SCHEME_BLOCK || s == FP8_SCHEME_TENSOR ? FP8_FORMAT_HF_FP8
+                                                           : FP8_FORMAT_COMPRESSED_TENSORS;
+}
+
+bool fp8_format_supports(fp8_format f, fp8_scheme s)
+{
+    switch (f) {
+    case FP8_FORMAT_HF_FP8: return s == FP8_SCHEME_BLOCK || s == FP8_SCHEME_TENSOR;
+    case FP8_FORMAT_COMPRESSED_TENSORS: return true;
+    case FP8_FORMAT_MODELOPT: return s != FP8_SCHEME_BLOCK;
+    case FP8_FORMAT_DEFAULT: return true;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- the plan */
+
+/* What the plan keeps about a quantized tensor beside its public item. */
+typedef struct {
+    size_t shard;
+    fp8_scale_kind kind;
+    uint64_t experts, rows, cols; /* E, M, N; E = 1 for a matrix */
+    char *owned_reason, *owned_scale_name;
+} plan_entry;
+
+struct fp8_quant_plan {
+    fp8_quant_options opts;
+    fp8_format format;
+    fp8_checkpoint *ck;
+    char *input;
+    size_t n;
+    fp8_quant_item *items; /* sorted by name, as the checkpoint lists them */
+    plan_entry *entries;
+    size_t nignored;
+    char **ignored;
+    char **out_shards;     /* output shard names, by input shard */
+    regex_t *regexes;
+    size_t nregexes;
+    uint64_t input_bytes, work_bytes; /* work counts per-tensor inputs twice */
+};
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+static bool is_float(fp8_dtype d)
+{
+    return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
+}
+
+static bool is_fp8(fp8_dtype d)
+{
+    return d == FP8_DTYPE_F8_E4M3 || d == FP8_DTYPE_F8_E5M2 || d == FP8_DTYPE_F8_E8M0 ||
+           d == FP8_DTYPE_F8_E4M3FNUZ || d == FP8_DTYPE_F8_E5M2FNUZ;
+}
+
+/* The built-in rules (SPEC 5): what a loader keeps in high precision. */
+static const char *default_rule(const char *name)
+{
+    const char *p = name;
+    for (;;) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+#define COMPONENT_IS(s) (n == sizeof(s) - 1 && memcmp(p, s, n) == 0)
+        if (COMPONENT_IS("embed_tokens") || COMPONENT_IS("wte") || COMPONENT_IS("wpe") ||
+            COMPONENT_IS("tok_embeddings") ||
+            (n >= 10 && memcmp(p + n - 10, "embeddings", 10) == 0))
+            return "embedding";
+        if (COMPONENT_IS("lm_head"))
+            return "output head";
+        if (COMPONENT_IS("eh_proj"))
+            return "MTP projection (eh_proj)";
+#undef COMPONENT_IS
+        if (!dot)
+            break;
+        p = dot + 1;
+    }
+    if (strcmp(name, "output.weight") == 0)
+        return "output head";
+    if (strstr(name, "norm"))
+        return "normalization";
+    if (has_suffix(name, ".mlp.gate.weight") || strstr(name, "router") ||
+        strstr(name, "shared_expert_gate"))
+        return "MoE router";
+    return NULL;
+}
+
+/* NULL when `t` is to be quantized; otherwise why not (maybe allocated into *owned). */
+static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t, bool *warn,
+                               char **owned)
+{
+    const char *rule;
+    *warn = false;
+    bool matrix = t->rank == 2 && has_suffix(t->name, ".weight");
+    bool experts = t->rank == 3 && strstr(t->name, ".experts.");
+    if (!matrix && !experts)
+        return "not a 2-D .weight or 3-D experts tensor";
+    if (!is_float(t->dtype))
+        return "not bf16, f16 or f32";
+    if (!p->opts.no_default_ignore && (rule = default_rule(t->name)))
+        return rule;
+    for (size_t i = 0; i < p->nregexes; i++)
+        if (regexec(&p->regexes[i], t->name, 0, NULL, 0) == 0)
+            return asprintf(owned, "matches --ignore '%s'", p->opts.ignore[i]) < 0
+                       ? (*owned = NULL, "matches --ignore")
+                       : *owned;
+    if (t->elements == 0)
+        return "empty";
+    if (p->opts.scheme == FP8_SCHEME_MXFP8 && t->shape[t->rank - 1] % 32) {
+        *warn = true;
+        return asprintf(owned, "mxfp8 needs the last dimension (%llu) to be a multiple of 32",
+                        (unsigned long long)t->shape[t->rank - 1]) < 0
+                   ? (*owned = NULL, "mxfp8 needs the last dimension to be a multiple of 32")
+                   : *owned;
+    }
+    return NULL;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* The scale tensor of SPEC 5's table for a quantized tensor. */
+static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *it,
+                               plan_entry *e)
+{
+    const fp8_tensor_info *t = it->tensor;
+    const fp8_quant_options *o = &p->opts;
+    bool ct = p->format == FP8_FORMAT_COMPRESSED_TENSORS;
+    e->experts = t->rank == 3 ? t->shape[0] : 1;
+    e->rows = t->shape[t->rank - 2];
+    e->cols = t->shape[t->rank - 1];
+    int r = 0;
+    if (t->rank == 3)
+        it->scale_shape[r++] = e->experts;
+    /* compressed-tensors stores float scales in the weight's dtype, the others in F32 */
+    fp8_dtype fdtype = ct ? t->dtype : FP8_DTYPE_F32;
+    fp8_scale_kind fkind = fdtype == FP8_DTYPE_BF16  ? FP8_SCALE_BF16
+                           : fdtype == FP8_DTYPE_F16 ? FP8_SCALE_F16
+                                                     : FP8_SCALE_F32;
+    it->scale_dtype = fdtype;
+    e->kind = fkind;
+    switch (o->scheme) {
+    case FP8_SCHEME_BLOCK:
+        it->scale_shape[r++] = ceil_div(e->rows, o->block_rows);
+        it->scale_shape[r++] = ceil_div(e->cols, o->block_cols);
+        if (o->scale_ue8m0)
+            e->kind = FP8_SCALE_UE8M0_F32;
+        break;
+    case FP8_SCHEME_CHANNEL:
+        it->scale_shape[r++] = e->rows;
+        if (ct)
+            it->scale_shape[r++] = 1;
+        break;
+    case FP8_SCHEME_TENSOR:
+        if (ct)
+            it->scale_shape[r++] = 1;
+        break;
+    case FP8_SCHEME_MXFP8:
+        it->scale_shape[r++] = e->rows;
+        it->scale_shape[r++] = e->cols / 32;
+        it->scale_dtype = FP8_DTYPE_U8;
+        e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
+        break;
+    }
+    it->scale_rank = r;
+    const char *suffix =
+        p->format == FP8_FORMAT_HF_FP8 && o->scheme == FP8_SCHEME_BLOCK ? "_scale_inv" : "_scale";
+    if (asprintf(&e->owned_scale_name, "%s%s", t->name, suffix) < 0) {
+        e->owned_scale_name = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    it->scale_name = e->owned_scale_name;
+    if (fp8_checkpoint_find(p->ck, it->scale_name, NULL))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': its scale would be named '%s', which the input "
+                        "already has",
+                        it->shard, t->name, it->scale_name);
+    return FP8_OK;
+}
+
+static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    fp8_quant_options *o = &p->opts;
+    if ((unsigned)o->scheme > FP8_SCHEME_MXFP8 || (unsigned)o->format > FP8_FORMAT_MODELOPT)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "unknown scheme or format");
+    p->format = o->format == FP8_FORMAT_DEFAULT ? fp8_format_default(o->scheme) : o->format;
+    if (!fp8_format_supports(p->format, o->scheme))
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "--scheme %s cannot be written as --format %s; the pairs that exist: "
+                        "block with hf-fp8 or compressed-tensors; channel with "
+                        "compressed-tensors or modelopt; tensor with hf-fp8, compressed-tensors "
+                        "or modelopt; mxfp8 with compressed-tensors or modelopt",
+                        fp8_scheme_name(o->scheme), fp8_format_name(p->format));
+    if (o->block_rows < 1 || o->block_rows > MAX_BLOCK || o->block_cols < 1 ||
+        o->block_cols > MAX_BLOCK)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--block %ux%u: each side must be 1 to %d",
+                        o->block_rows, o->block_cols, MAX_BLOCK);
+    if (o->scale_ue8m0 && (o->scheme != FP8_SCHEME_BLOCK || p->format != FP8_FORMAT_HF_FP8))
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "--scale-fmt ue8m0 applies to --scheme block with --format hf-fp8 only");
+    p->regexes = fp8_xcalloc(o->nignore ? o->nignore : 1, sizeof *p->regexes);
+    if (!p->regexes)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (; p->nregexes < o->nignore; p->nregexes++) {
+        int rc = regcomp(&p->regexes[p->nregexes], o->ignore[p->nregexes], REG_EXTENDED | REG_NOSUB);
+        if (rc) {
+            char why[128];
+            regerror(rc, &p->regexes[p->nregexes], why, sizeof why);
+            return fp8_fail(ctx, FP8_ERR_USAGE, "--ignore '%s': not a POSIX extended regex: %s",
+                            o->ignore[p->nregexes], why);
+        }
+    }
+    return FP8_OK;
+}
+
+/* An input that is already quantized is refused: quantizing FP8 data again
+ * would silently compound the error. */
+static fp8_status check_not_quantized(fp8_ctx *ctx, const fp8_quant_plan *p)
+{
+    const fp8_checkpoint *ck = p->ck;
+    if (fp8_checkpoint_has_quant_config(ck))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s/config.json: already has a quantization_config (quant_method %s); "
+                        "quantize takes bf16, f16 or f32 checkpoints",
+                        p->input,
+                        fp8_checkpoint_quant_method(ck) ? fp8_checkpoint_quant_method(ck) : "?");
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
+        size_t s;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+        if (is_fp8(t->dtype))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s' is already %s; quantize takes bf16, f16 or f32 "
+                            "checkpoints",
+                            fp8_checkpoint_shard_name(ck, s), t->name,
+                            fp8_dtype_name(t->dtype));
+    }
+    if (fp8_checkpoint_is_directory(ck)) {
+        char *hq = ck_join(p->input, HF_QUANT_CONFIG);
+        struct stat sb;
+        bool found = hq && stat(hq, &sb) == 0;
+        free(hq);
+        if (found)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: has an %s (a ModelOpt quantized checkpoint); quantize takes "
+                            "bf16, f16 or f32 checkpoints",
+                            p->input, HF_QUANT_CONFIG);
+    }
+    return FP8_OK;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Output shard names: the input's, without a .zst ending (outputs are plain). */
+static fp8_status name_shards(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    size_t ns = fp8_checkpoint_shard_count(p->ck);
+    p->out_shards = fp8_xcalloc(ns, sizeof *p->out_shards);
+    if (!p->out_shards)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t s = 0; s < ns; s++) {
+        const char *name = fp8_checkpoint_shard_name(p->ck, s);
+        size_t n = strlen(name) - (has_suffix(name, ".zst") ? 4 : 0);
+        if (!(p->out_shards[s] = strndup(name, n)))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        for (size_t k = 0; k < s; k++)
+            if (strcmp(p->out_shards[k], p->out_shards[s]) == 0)
+                return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                                "%s: shards %s and %s would both be written as %s", p->input,
+                                fp8_checkpoint_shard_name(p->ck, k), name, p->out_shards[s]);
+    }
+    return FP8_OK;
+}
+
+static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    fp8_status st;
+    p->n = fp8_checkpoint_tensor_count(p->ck);
+    p->items = fp8_xcalloc(p->n ? p->n : 1, sizeof *p->items);
+    p->entries = fp8_xcalloc(p->n ? p->n : 1, sizeof *p->entries);
+    p->ignored = fp8_xcalloc(p->n ? p->n : 1, sizeof *p->ignored);
+    if (!p->items || !p->entries || !p->ignored)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < p->n; i++) {
+        fp8_quant_item *it = &p->items[i];
+        plan_entry *e = &p->entries[i];
+        it->tensor = fp8_checkpoint_tensor(p->ck, i, &e->shard);
+        it->shard = p->out_shards[e->shard];
+        it->reason = keep_reason(p, it->tensor, &it->warn, &e->owned_reason);
+        it->quantize = it->reason == NULL;
+        p->input_bytes += fp8_tensor_nbytes(it->tensor);
+        if (it->quantize) {
+            if ((st = scale_layout(ctx, p, it, e)))
+                return st;
+            if (p->opts.scheme == FP8_SCHEME_TENSOR)
+                p->work_bytes += fp8_tensor_nbytes(it->tensor);
+        } else if (it->tensor->rank == 2 && is_float(it->tensor->dtype) &&
+                   has_suffix(it->tensor->name, ".weight")) {
+            const char *name = it->tensor->name;
+            if (!(p->ignored[p->nignored++] = strndup(name, strlen(name) - strlen(".weight"))))
+                return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+    }
+    p->work_bytes += p->input_bytes;
+    qsort(p->ignored, p->nignored, sizeof *p->ignored, cmp_cstr);
+    return FP8_OK;
+}
+
+fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
+                                 fp8_quant_plan **out)
+{
+    fp8_status st;
+    fp8_quant_plan *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p || !(p->input = fp8_strdup(input))) {
+        free(p);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    p->opts = *opts;
+    if ((st = check_options(ctx, p)) || (st = fp8_checkpoint_open(ctx, input, &p->ck)) ||
+        (st = check_not_quantized(ctx, p)) || (st = name_shards(ctx, p)) ||
+        (st = decide(ctx, p))) {
+        fp8_quant_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return FP8_OK;
+}
+
+void fp8_quant_plan_free(fp8_quant_plan *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; p->entries && i < p->n; i++) {
+        free(p->entries[i].owned_reason);
+        free(p->entries[i].owned_scale_name);
+    }
+    for (size_t i = 0; i < p->nignored; i++)
+        free(p->ignored[i]);
+    for (size_t s = 0; p->out_shards && s < fp8_checkpoint_shard_count(p->ck); s++)
+        free(p->out_shards[s]);
+    for (size_t i = 0; i < p->nregexes; i++)
+        regfree(&p->regexes[i]);
+    free(p->regexes);
+    free(p->out_shards);
+    free(p->ignored);
+    free(p->entries);
+    free(p->items);
+    fp8_checkpoint_close(p->ck);
+    free(p->input);
+    free(p);
+}
+
+fp8_format fp8_quant_plan_format(const fp8_quant_plan *p) { return p->format; }
+bool fp8_quant_plan_is_directory(const fp8_quant_plan *p)
+{
+    return fp8_checkpoint_is_directory(p->ck);
+}
+size_t fp8_quant_plan_count(const fp8_quant_plan *p) { return p->n; }
+const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *p, size_t i)
+{
+    return i < p->n ? &p->items[i] : NULL;
+}
+size_t fp8_quant_plan_ignored_count(const fp8_quant_plan *p) { return p->nignored; }
+const char *fp8_quant_plan_ignored(const fp8_quant_plan *p, size_t i)
+{
+    return i < p->nignored ? p->ignored[i] : NULL;
+}
+uint64_t fp8_quant_plan_input_bytes(const fp8_quant_plan *p) { return p->input_bytes; }
+
+/* Declares shard s's output tensors to a writer: each kept tensor as it is,
+ * each quantized one as F8_E4M3 plus its scale. */
+static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; i < p->n && !st; i++) {
+        const fp8_quant_item *it = &p->items[i];
+        const fp8_tensor_info *t = it->tensor;
+        if (p->entries[i].shard != s)
+            continue;
+        st = fp8_writer_add_tensor(ctx, w, t->name, it->quantize ? FP8_DTYPE_F8_E4M3 : t->dtype,
+                                   t->rank, t->shape);
+        if (!st && it->quantize)
+            st = fp8_writer_add_tensor(ctx, w, it->scale_name, it->scale_dtype, it->scale_rank,
+                                       it->scale_shape);
+    }
+    return st;
+}
+
+fp8_status fp8_quant_plan_output_bytes(fp8_ctx *ctx, const fp8_quant_plan *p, uint64_t *bytes)
+{
+    fp8_status st = FP8_OK;
+    *bytes = 0;
+    for (size_t s = 0; s < fp8_checkpoint_shard_count(p->ck) && !st; s++) {
+        fp8_writer *w = NULL;
+        uint64_t size = 0;
+        if (!(st = fp8_writer_create(ctx, p->out_shards[s], &w)) &&
+            !(st = declare_shard(ctx, p, s, w)) && !(st = fp8_writer_size(ctx, w, &size)))
+            *bytes += size;
+        fp8_writer_free(w);
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------- the run: jobs */
+
+typedef enum { JOB_AMAX, JOB_QUANTIZE, JOB_COPY } job_kind;
+
+/* A unit of work: a rectangle of one expert's [M, N] matrix, or a byte range
+ * of a tensor that is copied. */
+typedef struct {
+    job_kind kind;
+    size_t item;
+    uint64_t expert, row0, nrows, col0, ncols;
+    uint64_t offset, len; /* JOB_COPY */
+} job;
+
+typedef struct {
+    fp8_quant_plan *plan;
+    fp8_file *in;
+    fp8_writer *out;
+    job *jobs;
+    size_t njobs, cap;
+    size_t next;            /* the next job to take (atomic) */
+    float *amax;            /* JOB_AMAX results, by job */
+    float *tensor_scale;    /* per-tensor scheme: by item, expert (see scale_at) */
+    size_t *scale_at;       /* by item: first index into tensor_scale */
+    size_t max_src, max_q, max_scales; /* buffer sizes a worker needs */
+    uint64_t *done;         /* bytes of work finished, over the whole run (atomic) */
+    uint64_t total;
+    pthread_mutex_t lock;
+    size_t err_job;         /* the lowest failed job (SIZE_MAX: none); under lock */
+    bool failed;            /* atomic: stop taking jobs */
+    fp8_status err_st;
+    char *err_msg;
+} shard_run;
+
+typedef struct {
+    shard_run *r;
+    fp8_ctx *ctx;
+    bool main_thread;
+    unsigned char *src, *q, *scales;
+} worker;
+
+static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
+
+static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
+{
+    if (r->njobs == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        job *p = fp8_xreallocarray(r->jobs, cap, sizeof *p);
+        if (!p)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        r->jobs = p;
+        r->cap = cap;
+    }
+    const fp8_quant_plan *p = r->plan;
+    if (j.kind == JOB_COPY) {
+        r->max_src = j.len > r->max_src ? j.len : r->max_src;
+    } else {
+        const plan_entry *e = &p->entries[j.item];
+        uint64_t elems = j.nrows * j.ncols, sz = src_size(p->items[j.item].tensor->dtype);
+        uint64_t nscales = p->opts.scheme == FP8_SCHEME_BLOCK     ? ceil_div(j.ncols, p->opts.block_cols)
+                           : p->opts.scheme == FP8_SCHEME_CHANNEL ? j.nrows
+                           : p->opts.scheme == FP8_SCHEME_MXFP8   ? j.nrows * (j.ncols / 32)
+                                                                  : 0;
+        r->max_src = elems * sz > r->max_src ? elems * sz : r->max_src;
+        r->max_q = elems > r->max_q ? elems : r->max_q;
+        nscales *= fp8_scale_size(e->kind);
+        r->max_scales = nscales > r->max_scales ? nscales : r->max_scales;
+    }
+    r->jobs[r->njobs++] = j;
+    return FP8_OK;
+}
+
+/* Cuts item i (in the shard) into jobs of the given kind. */
+static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
+{
+    const fp8_quant_plan *p = r->plan;
+    const plan_entry *e = &p->entries[i];
+    const fp8_tensor_info *t = p->items[i].tensor;
+    fp8_status st = FP8_OK;
+    if (kind == JOB_COPY) {
+        for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += JOB_BYTES) {
+            uint64_t len = fp8_tensor_nbytes(t) - off;
+            st = add_job(ctx, r, (job){ .kind = JOB_COPY, .item = i, .offset = off,
+                                        .len = len < JOB_BYTES ? len : JOB_BYTES });
+        }
+        return st;
+    }
+    uint64_t row_bytes = e->cols * src_size(t->dtype);
+    uint64_t band = JOB_BYTES / row_bytes ? JOB_BYTES / row_bytes : 1, width = e->cols;
+    if (p->opts.scheme == FP8_SCHEME_BLOCK) {
+        band = p->opts.block_rows;
+        uint64_t tile = band * p->opts.block_cols * src_size(t->dtype);
+        if (band * row_bytes > JOB_BYTES) /* wide: split the block row by columns */
+            width = (JOB_BYTES / tile ? JOB_BYTES / tile : 1) * p->opts.block_cols;
+    }
+    for (uint64_t x = 0; x < e->experts; x++)
+        for (uint64_t r0 = 0; r0 < e->rows; r0 += band)
+            for (uint64_t c0 = 0; c0 < e->cols && !st; c0 += width) {
+                job j = { .kind = kind, .item = i, .expert = x, .row0 = r0, .col0 = c0 };
+                j.nrows = e->rows - r0 < band ? e->rows - r0 : band;
+                j.ncols = e->cols - c0 < width ? e->cols - c0 : width;
+                st = add_job(ctx, r, j);
+            }
+    return st;
+}
+
+/* Where element (row, col) of expert x lies in the tensor, in elements. */
+static uint64_t flat_index(const plan_entry *e, uint64_t x, uint64_t row, uint64_t col)
+{
+    return (x * e->rows + row) * e->cols + col;
+}
+
+/* Reads or writes the job's rectangle: one call when it spans whole rows. */
+static fp8_status read_rect(worker *w, const job *j, unsigned sz, void *buf)
+{
+    shard_run *r = w->r;
+    const plan_entry *e = &r->plan->entries[j->item];
+    const fp8_tensor_info *t = r->plan->items[j->item].tensor;
+    if (j->ncols == e->cols)
+        return fp8_file_read(w->ctx, r->in, t, flat_index(e, j->expert, j->row0, 0) * sz, buf,
+                             j->nrows * j->ncols * sz);
+    for (uint64_t k = 0; k < j->nrows; k++) {
+        fp8_status st = fp8_file_read(w->ctx, r->in, t,
+                                      flat_index(e, j->expert, j->row0 + k, j->col0) * sz,
+                                      (char *)buf + k * j->ncols * sz, j->ncols * sz);
+        if (st)
+            return st;
+    }
+    return FP8_OK;
+}
+
+static fp8_status write_rect(worker *w, const job *j, const fp8_tensor_info *out,
+                             const uint8_t *q)
+{
+    shard_run *r = w->r;
+    const plan_entry *e = &r->plan->entries[j->item];
+    if (j->ncols == e->cols)
+        return fp8_writer_pwrite(w->ctx, r->out, out, flat_index(e, j->expert, j->row0, 0), q,
+                                 j->nrows * j->ncols);
+    for (uint64_t k = 0; k < j->nrows; k++) {
+        fp8_status st = fp8_writer_pwrite(w->ctx, r->out, out,
+                                          flat_index(e, j->expert, j->row0 + k, j->col0),
+                                          q + k * j->ncols, j->ncols);
+        if (st)
+            return st;
+    }
+    return FP8_OK;
+}
+
+static fp8_status nonfinite_error(worker *w, const job *j, uint64_t where)
+{
+    const fp8_quant_plan *p = w->r->plan;
+    const plan_entry *e = &p->entries[j->item];
+    const fp8_tensor_info *t = p->items[j->item].tensor;
+    uint64_t row = j->row0 + where / j->ncols, col = j->col0 + where % j->ncols;
+    float v = fp8_load_f32(t->dtype, w->src, where);
+    char expert[48] = "";
+    if (t->rank == 3)
+        snprintf(expert, sizeof expert, "expert %llu, ", (unsigned long long)j->expert);
+    return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                    "%s: tensor '%s': element %llu (%srow %llu, column %llu) is %s; only finite "
+                    "values can be quantized",
+                    fp8_file_path(w->r->in), t->name,
+                    (unsigned long long)flat_index(e, j->expert, row, col), expert,
+                    (unsigned long long)row, (unsigned long long)col,
+                    v != v ? "NaN" : v > 0 ? "+infinity" : "-infinity");
+}
+
+static fp8_status do_quantize(worker *w, const job *j)
+{
+    shard_run *r = w->r;
+    const fp8_quant_plan *p = r->plan;
+    const fp8_quant_item *it = &p->items[j->item];
+    const plan_entry *e = &p->entries[j->item];
+    fp8_dtype dt = it->tensor->dtype;
+    fp8_status st = read_rect(w, j, src_size(dt), w->src);
+    if (st)
+        return st;
+    uint64_t where = 0;
+    if (j->kind == JOB_AMAX) {
+        if (fp8_amax(dt, w->src, j->nrows * j->ncols, &r->amax[j - r->jobs], &where))
+            return nonfinite_error(w, j, where);
+        return FP8_OK;
+    }
+    fp8_band b = { .src = dt, .kind = e->kind, .rows = j->nrows, .cols = j->ncols,
+                   .group_rows = 1, .group_cols = j->ncols };
+    uint64_t first = 0; /* index of the job's first scale in the scale tensor */
+    switch (p->opts.scheme) {
+    case FP8_SCHEME_BLOCK:
+        b.group_rows = j->nrows;
+        b.group_cols = p->opts.block_cols;
+        first = (j->expert * ceil_div(e->rows, p->opts.block_rows) + j->row0 / p->opts.block_rows) *
+                    ceil_div(e->cols, p->opts.block_cols) +
+                j->col0 / p->opts.block_cols;
+        break;
+    case FP8_SCHEME_CHANNEL: first = j->expert * e->rows + j->row0; break;
+    case FP8_SCHEME_MXFP8:
+        b.group_cols = 32;
+        first = (j->expert * e->rows + j->row0) * (e->cols / 32);
+        break;
+    case FP8_SCHEME_TENSOR:
+        b.fixed = true;
+        b.scale = r->tensor_scale[r->scale_at[j->item] + j->expert];
+        break;
+    }
+    switch (fp8_band_quantize(&b, w->src, w->q, w->scales, &where)) {
+    case FP8_BAND_OK: break;
+    case FP8_BAND_NONFINITE: return nonfinite_error(w, j, where);
+    case FP8_BAND_SCALE_OVERFLOW:
+        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': a scale above 65504 cannot be stored in F16",
+                        fp8_file_path(r->in), it->tensor->name);
+    }
+    const fp8_tensor_info *qt = fp8_writer_find(r->out, it->tensor->name);
+    const fp8_tensor_info *sc = fp8_writer_find(r->out, it->scale_name);
+    uint64_t nscales = fp8_band_scale_count(&b), ssize = fp8_scale_size(e->kind);
+    if ((st = write_rect(w, j, qt, w->q)))
+        return st;
+    return nscales ? fp8_writer_pwrite(w->ctx, r->out, sc, first * ssize, w->scales,
+                                       nscales * ssize)
+                   : FP8_OK;
+}
+
+static fp8_status do_job(worker *w, const job *j)
+{
+    shard_run *r = w->r;
+    if (j->kind != JOB_COPY)
+        return do_quantize(w, j);
+    const fp8_tensor_info *t = r->plan->items[j->item].tensor;
+    fp8_status st = fp8_file_read(w->ctx, r->in, t, j->offset, w->src, j->len);
+    return st ? st
+              : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, t->name), j->offset,
+                                  w->src, j->len);
+}
+
+static uint64_t job_bytes(const shard_run *r, const job *j)
+{
+    if (j->kind == JOB_COPY)
+        return j->len;
+    return j->nrows * j->ncols * src_size(r->plan->items[j->item].tensor->dtype);
+}
+
+static void record_error(shard_run *r, size_t j, fp8_status st, const char *msg)
+{
+    pthread_mutex_lock(&r->lock);
+    if (j < r->err_job) {
+        free(r->err_msg);
+        r->err_msg = fp8_strdup(msg);
+        r->err_st = st;
+        r->err_job = j;
+    }
+    __atomic_store_n(&r->failed, true, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    shard_run *r = w->r;
+    const fp8_quant_options *o = &r->plan->opts;
+    for (;;) {
+        /* Jobs are taken in order and every job below a failed one was taken
+         * before it, so the error reported is the same for any thread count. */
+        if (__atomic_load_n(&r->failed, __ATOMIC_SEQ_CST))
+            break;
+        size_t j = __atomic_fetch_add(&r->next, 1, __ATOMIC_SEQ_CST);
+        if (j >= r->njobs)
+            break;
+        fp8_status st = o->cancel && *o->cancel
+                            ? fp8_fail(w->ctx, FP8_ERR_IO, "%s: interrupted", r->plan->input)
+                            : do_job(w, &r->jobs[j]);
+        if (st)
+            record_error(r, j, st, fp8_ctx_message(w->ctx));
+        uint64_t done = __atomic_add_fetch(r->done, job_bytes(r, &r->jobs[j]), __ATOMIC_RELAXED);
+        if (w->main_thread && o->progress)
+            o->progress(o->progress_user, done, r->total);
+    }
+    return NULL;
+}
+
+static int thread_count(const fp8_quant_options *o, size_t njobs)
+{
+    long n = o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    n = n < 1 ? 1 : n;
+    return (int)((size_t)n < njobs ? (size_t)n : (njobs ? njobs : 1));
+}
+
+/* Runs r->jobs on the calling thread and helpers; the error (if any) is the
+ * lowest failed job's. */
+static fp8_status run_jobs(fp8_ctx *ctx, shard_run *r)
+{
+    int n = thread_count(&r->plan->opts, r->njobs), started = 0;
+    worker *ws = fp8_xcalloc((size_t)n, sizeof *ws);
+    pthread_t *tids = fp8_xcalloc((size_t)n, sizeof *tids);
+    fp8_status st = FP8_OK;
+    r->next = 0;
+    r->err_job = SIZE_MAX;
+    r->failed = false;
+    if (!ws || !tids) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        ws[i] = (worker){ .r = r, .ctx = fp8_ctx_create(), .main_thread = i == 0 };
+        ws[i].src = malloc(r->max_src ? r->max_src : 1);
+        ws[i].q = malloc(r->max_q ? r->max_q : 1);
+        ws[i].scales = malloc(r->max_scales ? r->max_scales : 1);
+        if (!ws[i].ctx || !ws[i].src || !ws[i].q || !ws[i].scales) {
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory for the work buffers");
+            goto out;
+        }
+    }
+    for (started = 1; started < n; started++)
+        if (pthread_create(&tids[started], NULL, work, &ws[started]) != 0)
+            break; /* fewer helpers; the work still gets done */
+    work(&ws[0]);
+    for (int i = 1; i < started; i++)
+        pthread_join(tids[i], NULL);
+    if (r->err_job != SIZE_MAX)
+        st = fp8_fail(ctx, r->err_st, "%s", r->err_msg ? r->err_msg : "out of memory");
+out:
+    for (int i = 0; ws && i < n; i++) {
+        fp8_ctx_free(ws[i].ctx);
+        free(ws[i].src);
+        free(ws[i].q);
+        free(ws[i].scales);
+    }
+    free(ws);
+    free(tids);
+    free(r->err_msg);
+    r->err_msg = NULL;
+    return st;
+}
+
+/* Per-tensor scheme, after the amax pass: one scale per expert matrix,
+ * written to the scale tensor. */
+static fp8_status finish_tensor_scales(fp8_ctx *ctx, shard_run *r, const size_t *items,
+                                       size_t nitems)
+{
+    const fp8_quant_plan *p = r->plan;
+    size_t total = 0;
+    for (size_t k = 0; k < nitems; k++) {
+        r->scale_at[items[k]] = total;
+        total += p->entries[items[k]].experts;
+    }
+    float *amax = fp8_xcalloc(total ? total : 1, sizeof *amax);
+    r->tensor_scale = fp8_xcalloc(total ? total : 1, sizeof *r->tensor_scale);
+    if (!amax || !r->tensor_scale) {
+        free(amax);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    for (size_t j = 0; j < r->njobs; j++) {
+        float *m = &amax[r->scale_at[r->jobs[j].item] + r->jobs[j].expert];
+        *m = r->amax[j] > *m ? r->amax[j] : *m;
+    }
+    fp8_status st = FP8_OK;
+    for (size_t k = 0; k < nitems && !st; k++) {
+        size_t i = items[k];
+        const plan_entry *e = &p->entries[i];
+        unsigned ssize = fp8_scale_size(e->kind);
+        unsigned char bytes[4];
+        for (uint64_t x = 0; x < e->experts && !st; x++) {
+            uint32_t bits = 0;
+            float s = fp8_scale_make(e->kind, amax[r->scale_at[i] + x], &bits);
+            if (s == 0) {
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                              "%s: tensor '%s': a scale above 65504 cannot be stored in F16",
+                              fp8_file_path(r->in), p->items[i].tensor->name);
+                break;
+            }
+            r->tensor_scale[r->scale_at[i] + x] = s;
+            for (unsigned b = 0; b < ssize; b++)
+                bytes[b] = (unsigned char)(bits >> (8 * b));
+            st = fp8_writer_pwrite(ctx, r->out, fp8_writer_find(r->out, p->items[i].scale_name),
+                                   x * ssize, bytes, ssize);
+        }
+    }
+    free(amax);
+    return st;
+}
+
+static int cmp_item_offset(const void *a, const void *b, void *plan)
+{
+    const fp8_quant_plan *p = plan;
+    uint64_t x = p->items[*(const size_t *)a].tensor->begin;
+    uint64_t y = p->items[*(const size_t *)b].tensor->begin;
+    return x < y ? -1 : x > y;
+}
+
+/* Writes output shard s to `path`. */
+static fp8_status write_shard(fp8_ctx *ctx, fp8_quant_plan *p, size_t s, const char *path,
+                              uint64_t *done)
+{
+    fp8_status st;
+    shard_run r = { .plan = p, .in = fp8_checkpoint_shard(p->ck, s), .done = done,
+                    .total = p->work_bytes };
+    pthread_mutex_init(&r.lock, NULL);
+    size_t *items = fp8_xcalloc(p->n ? p->n : 1, sizeof *items), nitems = 0;
+    r.scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r.scale_at);
+    if (!items || !r.scale_at) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < p->n; i++)
+        if (p->entries[i].shard == s)
+            items[nitems++] = i;
+    /* in the input's byte order, so that reads move forward through the file */
+    qsort_r(items, nitems, sizeof *items, cmp_item_offset, p);
+
+    if ((st = fp8_writer_create(ctx, path, &r.out)) || (st = declare_shard(ctx, p, s, r.out)) ||
+        (st = fp8_writer_begin(ctx, r.out)))
+        goto out;
+
+    if (p->opts.scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
+        size_t nq = 0;
+        for (size_t k = 0; k < nitems && !st; k++)
+            if (p->items[items[k]].quantize) {
+                items[nq++] = items[k];
+                st = plan_jobs(ctx, &r, items[k], JOB_AMAX);
+            }
+        r.amax = fp8_xcalloc(r.njobs ? r.njobs : 1, sizeof *r.amax);
+        if (!st && !r.amax)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        if (st || (st = run_jobs(ctx, &r)) || (st = finish_tensor_scales(ctx, &r, items, nq)))
+            goto out;
+        r.njobs = 0;
+        nitems = 0; /* rebuild the full list for pass 2 */
+        for (size_t i = 0; i < p->n; i++)
+            if (p->entries[i].shard == s)
+                items[nitems++] = i;
+        qsort_r(items, nitems, sizeof *items, cmp_item_offset, p);
+    }
+    for (size_t k = 0; k < nitems && !st; k++)
+        st = plan_jobs(ctx, &r, items[k], p->items[items[k]].quantize ? JOB_QUANTIZE : JOB_COPY);
+    if (st || (st = run_jobs(ctx, &r)))
+        goto out;
+    st = fp8_writer_commit(ctx, r.out);
+out:
+    fp8_writer_free(r.out);
+    pthread_mutex_destroy(&r.lock);
+    free(r.jobs);
+    free(r.amax);
+    free(r.tensor_scale);
+    free(r.scale_at);
+    free(items);
+    return st;
+}
+
+/* ---------------------------------------------------------------- config, index */
+
+static cJSON *string_array(char *const *strings, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(strings[i]));
+    return a;
+}
+
+static cJSON *int_pair(uint32_t a, uint32_t b)
+{
+    int v[2] = { (int)a, (int)b };
+    return cJSON_CreateIntArray(v, 2);
+}
+
+static const char *modelopt_algo(fp8_scheme s)
+{
+    return s == FP8_SCHEME_CHANNEL ? "FP8_PER_CHANNEL_PER_TOKEN"
+           : s == FP8_SCHEME_MXFP8 ? "MXFP8"
+                                   : "FP8";
+}
+
+/* compressed-tensors' QuantizationArgs for the weights or the activations. */
+static cJSON *ct_args(const fp8_quant_options *o, bool weights)
+{
+    static const char *const weight_strategy[] = { "block", "channel", "tensor", "group" };
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "num_bits", 8);
+    cJSON_AddStringToObject(a, "type", "float");
+    cJSON_AddBoolToObject(a, "symmetric", true);
+    cJSON_AddBoolToObject(a, "dynamic", !weights);
+    if (weights) {
+        cJSON_AddStringToObject(a, "strategy", weight_strategy[o->scheme]);
+        if (o->scheme == FP8_SCHEME_BLOCK)
+            cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
+    } else if (o->scheme == FP8_SCHEME_CHANNEL || o->scheme == FP8_SCHEME_TENSOR) {
+        cJSON_AddStringToObject(a, "strategy", "token");
+    } else {
+        cJSON_AddStringToObject(a, "strategy", "group");
+    }
+    if (o->scheme == FP8_SCHEME_MXFP8) {
+        cJSON_AddNumberToObject(a, "group_size", 32);
+        cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
+    } else if (!weights && o->scheme == FP8_SCHEME_BLOCK) {
+        /* activations are quantized per 1 x C group, matching the weight block */
+        cJSON_AddNumberToObject(a, "group_size", o->block_cols);
+    }
+    return a;
+}
+
+/* config.json's quantization_config (SPEC 5). */
+static cJSON *quantization_config(const fp8_quant_plan *p)
+{
+    const fp8_quant_options *o = &p->opts;
+    cJSON *q = cJSON_CreateObject(), *ignored = string_array(p->ignored, p->nignored);
+    switch (p->format) {
+    case FP8_FORMAT_HF_FP8:
+        cJSON_AddStringToObject(q, "quant_method", "fp8");
+        cJSON_AddStringToObject(q, "fmt", "e4m3");
+        cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
+        if (o->scheme == FP8_SCHEME_BLOCK)
+            cJSON_AddItemToObject(q, "weight_block_size", int_pair(o->block_rows, o->block_cols));
+        if (o->scale_ue8m0)
+            cJSON_AddStringToObject(q, "scale_fmt", "ue8m0");
+        cJSON_AddItemToObject(q, "modules_to_not_convert", ignored);
+        break;
+    case FP8_FORMAT_COMPRESSED_TENSORS: {
+        cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
+        cJSON_AddStringToObject(q, "format", o->scheme == FP8_SCHEME_MXFP8 ? "mxfp8-quantized"
+                                                                           : "float-quantized");
+        cJSON_AddStringToObject(q, "quantization_status", "compressed");
+        cJSON *group = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"),
+                                               "group_0");
+        const char *linear = "Linear";
+        cJSON_AddItemToObject(group, "targets", cJSON_CreateStringArray(&linear, 1));
+        cJSON_AddItemToObject(group, "weights", ct_args(o, true));
+        cJSON_AddItemToObject(group, "input_activations", ct_args(o, false));
+        cJSON_AddItemToObject(q, "ignore", ignored);
+        cJSON_AddNullToObject(q, "kv_cache_scheme");
+        break;
+    }
+    default:
+        cJSON_AddStringToObject(q, "quant_method", "modelopt");
+        cJSON_AddStringToObject(q, "quant_algo", modelopt_algo(o->scheme));
+        cJSON_AddItemToObject(q, "ignore", ignored);
+        break;
+    }
+    return q;
+}
+
+/* ModelOpt's hf_quant_config.json. */
+static cJSON *hf_quant_config(const fp8_quant_plan *p)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *producer = cJSON_AddObjectToObject(root, "producer");
+    cJSON_AddStringToObject(producer, "name", "fp8conv");
+    cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
+    cJSON *q = cJSON_AddObjectToObject(root, "quantization");
+    cJSON_AddStringToObject(q, "quant_algo", modelopt_algo(p->opts.scheme));
+    cJSON_AddItemToObject(q, "exclude_modules", string_array(p->ignored, p->nignored));
+    if (p->opts.scheme == FP8_SCHEME_MXFP8)
+        cJSON_AddNumberToObject(q, "group_size", 32);
+    return root;
+}
+
+/* Writes cJSON built here, checking that building it did not run out of memory. */
+static fp8_status write_json(fp8_ctx *ctx, const char *dir, const char *name, cJSON *root)
+{
+    char *probe = root ? cJSON_PrintUnformatted(root) : NULL;
+    fp8_status st = probe ? ck_json_write(ctx, dir, name, root)
+                          : fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", name);
+    free(probe);
+    cJSON_Delete(root);
+    return st;
+}
+
+typedef struct {
+    const char *name, *shard;
+} index_entry;
+
+static int cmp_index_entry(const void *a, const void *b)
+{
+    return strcmp(((const index_entry *)a)->name, ((const index_entry *)b)->name);
+}
+
+/* model.safetensors.index.json for the output: total_size is the bytes of
+ * all tensors (as transformers writes it), weight_map sorted by name. */
+static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
+{
+    index_entry *map = fp8_xcalloc(p->n * 2 + 1, sizeof *map);
+    if (!map)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const fp8_quant_item *it = &p->items[i];
+        map[n++] = (index_entry){ it->tensor->name, it->shard };
+        if (!it->quantize) {
+            total += fp8_tensor_nbytes(it->tensor);
+            continue;
+        }
+        uint64_t scales = it->scale_dtype == FP8_DTYPE_U8 ? 1 : it->scale_dtype == FP8_DTYPE_F32 ? 4 : 2;
+        for (int d = 0; d < it->scale_rank; d++)
+            scales *= it->scale_shape[d];
+        total += it->tensor->elements + scales;
+        map[n++] = (index_entry){ it->scale_name, it->shard };
+    }
+    qsort(map, n, sizeof *map, cmp_index_entry);
+    char num[24];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)total);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(root, "metadata"), "total_size",
+                          cJSON_CreateRaw(num));
+    cJSON *wm = cJSON_AddObjectToObject(root, "weight_map");
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddStringToObject(wm, map[i].name, map[i].shard);
+    free(map);
+    return write_json(ctx, dir, CK_INDEX_NAME, root);
+}
+
+static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
+{
+    cJSON *config = NULL;
+    fp8_status st = ck_config_read(ctx, p->input, &config);
+    if (!st && config) {
+        cJSON_AddItemToObject(config, "quantization_config", quantization_config(p));
+        st = write_json(ctx, dir, "config.json", config);
+    }
+    if (!st && p->format == FP8_FORMAT_MODELOPT)
+        st = write_json(ctx, dir, HF_QUANT_CONFIG, hf_quant_config(p));
+    return st;
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Moves `built` onto `output`; an existing output (with --force) is first
+ * moved aside into `aside` (an empty directory), so that a failure can put
+ * it back. */
+static fp8_status install(fp8_ctx *ctx, const char *built, const char *output, const char *aside,
+                          bool exists)
+{
+    char *old = exists ? ck_join(aside, "old") : NULL;
+    fp8_status st = FP8_OK;
+    if (exists && !old)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (exists && rename(output, old) != 0)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot move the existing output aside: %s", output,
+                      strerror(errno));
+    else if (rename(built, output) != 0) {
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot rename the finished output into place: %s",
+                      output, strerror(errno));
+        if (exists)
+            rename(old, output);
+    } else if (exists) {
+        ck_remove_tree(old);
+    }
+    free(old);
+    return st;
+}
+
+static fp8_status check_output(fp8_ctx *ctx, const fp8_quant_plan *p, const char *output,
+                               bool *exists)
+{
+    struct stat sb;
+    *exists = lstat(output, &sb) == 0;
+    if (*exists && !p->opts.force)
+        return fp8_fail(ctx, FP8_ERR_EXISTS, "%s: already exists (--force replaces it)", output);
+    char *a = realpath(p->input, NULL), *b = *exists ? realpath(output, NULL) : NULL;
+    bool same = a && b && strcmp(a, b) == 0;
+    free(a);
+    free(b);
+    if (same)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: OUTPUT is the INPUT; write to a new path",
+                        output);
+    if (!fp8_checkpoint_is_directory(p->ck) && (has_suffix(output, ".zst")))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: compressed output is not supported; name it "
+                        "*.safetensors", output);
+    return FP8_OK;
+}
+
+fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *output)
+{
+    fp8_status st;
+    bool exists, is_dir = fp8_checkpoint_is_directory(p->ck);
+    char *tmp = NULL, *aside = NULL, *built = NULL, *shard_path = NULL;
+    uint64_t done = 0;
+    if ((st = check_output(ctx, p, output, &exists)))
+        return st;
+    /* Everything is built in a temporary directory beside OUTPUT (same file
+     * system, so the final rename is atomic). */
+    const char *base = fp8_basename(output);
+    int dirlen = (int)(base - output);
+    if (asprintf(&tmp, "%.*s.%s.tmp-XXXXXX", dirlen, output, base) < 0 ||
+        asprintf(&aside, "%.*s.%s.old-XXXXXX", dirlen, output, base) < 0) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (!mkdtemp(tmp)) {
+        free(tmp);
+        tmp = NULL;
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a temporary directory beside it: %s",
+                      output, strerror(errno));
+        goto out;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    chmod(tmp, 0777 & ~mask); /* mkdtemp made it private; the output directory is not */
+    for (size_t s = 0; s < fp8_checkpoint_shard_count(p->ck); s++) {
+        free(shard_path);
+        shard_path = ck_join(tmp, is_dir ? p->out_shards[s] : base);
+        if (!shard_path) {
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        if ((st = write_shard(ctx, p, s, shard_path, &done)))
+            goto out;
+    }
+    if (is_dir) {
+        const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
+        if ((fp8_checkpoint_has_index(p->ck) || fp8_checkpoint_shard_count(p->ck) > 1) &&
+            (st = write_index(ctx, p, tmp)))
+            goto out;
+        if ((st = write_config(ctx, p, tmp)) ||
+            (st = ck_copy_other_files(ctx, p->ck, tmp, skip, p->opts.cancel)))
+            goto out;
+    }
+    if (p->opts.cancel && *p->opts.cancel) {
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
+        goto out;
+    }
+    if (exists && !mkdtemp(aside)) {
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a directory beside it: %s", output,
+                      strerror(errno));
+        goto out;
+    }
+    built = is_dir ? fp8_strdup(tmp) : ck_join(tmp, base);
+    if (!built)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    else
+        st = install(ctx, built, output, aside, exists);
+    if (exists)
+        rmdir(aside);
+    if (!st) {
+        char *parent = strndup(output, dirlen ? (size_t)dirlen : 0);
+        sync_dir(parent && *parent ? parent : ".");
+        free(parent);
+    }
+out:
+    if (tmp)
+        ck_remove_tree(tmp); /* after success only the empty directory (file output) or nothing */
+    free(shard_path);
+    free(built);
+    free(aside);
+    free(tmp);
+    if (!st && p->opts.progress)
+        p->opts.progress(p->opts.progress_user, p->work_bytes, p->work_bytes);
+    return st;
+}

@@ -1,0 +1,730 @@
+/*
+ * check_quantize.c - fp8conv quantize end to end:
+ *   - every case of tests/oracle/quant_cases.json against the goldens that
+ *     the independent numpy/ml_dtypes oracle wrote (testdata/golden/quant/):
+ *     tensor bytes, whole shard files, index, config.json, hf_quant_config;
+ *   - the loader shape rules of SPEC 5, spelled out here per format;
+ *   - the fast band quantizer against the reference on every scale kind;
+ *   - the same bytes for every thread count, on tensors cut into many jobs;
+ *   - failures (NaN, infinity, already quantized, existing output, bad
+ *     options, SIGINT/SIGTERM) leave nothing behind.
+ */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <signal.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "quant.h"
+
+#define CASES "tests/oracle/quant_cases.json"
+#define GOLDEN_DIR "testdata/golden/quant"
+
+static cJSON *read_json(const char *path)
+{
+    char *text = tu_slurp(path, NULL);
+    cJSON *j = cJSON_Parse(text);
+    ck_assert_msg(j != NULL, "%s: not JSON", path);
+    free(text);
+    return j;
+}
+
+static void xxh_hex(const void *data, size_t len, char hex[33])
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data, len));
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", c.digest[i]);
+}
+
+/* Shell-quotes an argument list into one string. */
+static char *join_args(const cJSON *args)
+{
+    size_t cap = 4096, o = 0;
+    char *s = calloc(1, cap);
+    const cJSON *a;
+    cJSON_ArrayForEach(a, args)
+        o += (size_t)snprintf(s + o, cap - o, " '%s'", a->valuestring);
+    ck_assert(o < cap);
+    return s;
+}
+
+/* Entries of `dir` whose names start with `prefix` (temporary leftovers). */
+static int count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    ck_assert(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* ---------------------------------------------------------------- oracle goldens */
+
+static void check_tensors(const char *out, const cJSON *golden)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck = NULL;
+    ck_assert_msg(fp8_checkpoint_open(ctx, out, &ck) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    const cJSON *tensors = cJSON_GetObjectItem(golden, "tensors"), *g;
+    ck_assert_uint_eq(fp8_checkpoint_tensor_count(ck), (size_t)cJSON_GetArraySize(tensors));
+    cJSON_ArrayForEach(g, tensors)
+    {
+        size_t s;
+        const fp8_tensor_info *t = fp8_checkpoint_find(ck, g->string, &s);
+        ck_assert_msg(t != NULL, "tensor %s missing from the output", g->string);
+        ck_assert_str_eq(fp8_dtype_name(t->dtype), cJSON_GetObjectItem(g, "dtype")->valuestring);
+        const cJSON *shape = cJSON_GetObjectItem(g, "shape");
+        ck_assert_int_eq(t->rank, cJSON_GetArraySize(shape));
+        for (int d = 0; d < t->rank; d++)
+            ck_assert_msg(t->shape[d] == (uint64_t)cJSON_GetArrayItem(shape, d)->valuedouble,
+                          "%s: dim %d", g->string, d);
+        ck_assert_str_eq(fp8_checkpoint_shard_name(ck, s),
+                         cJSON_GetObjectItem(g, "shard")->valuestring);
+        size_t n = (size_t)fp8_tensor_nbytes(t);
+        void *buf = malloc(n ? n : 1);
+        ck_assert(fp8_file_read(ctx, fp8_checkpoint_shard(ck, s), t, 0, buf, n) == FP8_OK);
+        char hex[33];
+        xxh_hex(buf, n, hex);
+        ck_assert_msg(strcmp(hex, cJSON_GetObjectItem(g, "xxh3_128")->valuestring) == 0,
+                      "tensor %s: bytes differ from the numpy/ml_dtypes oracle", g->string);
+        free(buf);
+    }
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+}
+
+/* The committed JSON object equals ours (null golden: the file must not exist). */
+static void check_json_file(const char *path, const cJSON *golden)
+{
+    if (cJSON_IsNull(golden)) {
+        ck_assert_msg(!exists(path), "%s should not exist", path);
+        return;
+    }
+    cJSON *ours = read_json(path);
+    ck_assert_msg(cJSON_Compare(ours, golden, true), "%s differs from the oracle", path);
+    cJSON_Delete(ours);
+}
+
+START_TEST(test_quantize_matches_numpy_oracle)
+{
+    cJSON *cases = read_json(CASES);
+    const cJSON *c = cJSON_GetArrayItem(cases, _i);
+    const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+    const char *input = cJSON_GetObjectItem(c, "input")->valuestring;
+    char *gpath, *dir = tu_tmpdir(), *out, *args, *cmd, *err;
+    ck_assert(asprintf(&gpath, "%s/%s.json", GOLDEN_DIR, name) > 0);
+    cJSON *golden = read_json(gpath);
+    char *argstr = join_args(cJSON_GetObjectItem(c, "args"));
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    ck_assert(asprintf(&args, "quantize -q -j 2 %s '%s' '%s'", argstr, input, out) > 0);
+    int rc = tu_run(args, NULL, &err);
+    ck_assert_msg(rc == 0, "case %s: exit %d: %s", name, rc, err);
+
+    check_tensors(out, golden);
+    const cJSON *files = cJSON_GetObjectItem(golden, "files"), *f;
+    cJSON_ArrayForEach(f, files)
+    {
+        size_t len;
+        ck_assert(asprintf(&cmd, "%s/%s", out, f->string) > 0);
+        char *data = tu_slurp(cmd, &len), hex[33];
+        xxh_hex(data, len, hex);
+        ck_assert_msg(strcmp(hex, f->valuestring) == 0,
+                      "%s: shard %s differs from the file the reference writer makes", name,
+                      f->string);
+        free(data);
+        free(cmd);
+    }
+    ck_assert(asprintf(&cmd, "%s/model.safetensors.index.json", out) > 0);
+    check_json_file(cmd, cJSON_GetObjectItem(golden, "index"));
+    free(cmd);
+    ck_assert(asprintf(&cmd, "%s/config.json", out) > 0);
+    check_json_file(cmd, cJSON_GetObjectItem(golden, "config"));
+    if (exists(cmd)) { /* quantization_config is added last, the rest keeps its order */
+        cJSON *ours = read_json(cmd), *last = ours->child;
+        while (last->next)
+            last = last->next;
+        ck_assert_str_eq(last->string, "quantization_config");
+        cJSON_Delete(ours);
+    }
+    free(cmd);
+    ck_assert(asprintf(&cmd, "%s/hf_quant_config.json", out) > 0);
+    check_json_file(cmd, cJSON_GetObjectItem(golden, "hf_quant_config"));
+    free(cmd);
+    const cJSON *copied;
+    cJSON_ArrayForEach(copied, cJSON_GetObjectItem(golden, "copied_files"))
+    {
+        ck_assert(asprintf(&cmd, "cmp -s '%s/%s' '%s/%s'", input, copied->valuestring, out,
+                           copied->valuestring) > 0);
+        ck_assert_msg(system(cmd) == 0, "%s: %s not copied byte for byte", name,
+                      copied->valuestring);
+        free(cmd);
+    }
+    free(err);
+    free(args);
+    free(argstr);
+    free(out);
+    free(gpath);
+    cJSON_Delete(golden);
+    cJSON_Delete(cases);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_every_case_has_a_golden)
+{
+    cJSON *cases = read_json(CASES);
+    const cJSON *c;
+    int n = 0;
+    cJSON_ArrayForEach(c, cases)
+    {
+        char *g;
+        ck_assert(asprintf(&g, "%s/%s.json", GOLDEN_DIR, cJSON_GetObjectItem(c, "name")->valuestring) > 0);
+        ck_assert_msg(exists(g), "%s missing", g);
+        free(g);
+        n++;
+    }
+    ck_assert_int_eq(count_entries(GOLDEN_DIR, ""), n + 2); /* + "." and ".." */
+    cJSON_Delete(cases);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- loader shape rules */
+
+typedef struct {
+    const char *args, *suffix, *dtype;
+    const char *shape_2d, *shape_3d; /* for [300, 200] and [3, 136, 160] */
+} shape_rule;
+
+/* SPEC 5's table, written out independently of lib/. */
+static const shape_rule shape_rules[] = {
+    { "--scheme block --format hf-fp8", "_scale_inv", "F32", "[3, 2]", "[3, 2, 2]" },
+    { "--scheme block --format compressed-tensors", "_scale", "BF16", "[3, 2]", "[3, 2, 2]" },
+    { "--scheme channel --format compressed-tensors", "_scale", "BF16", "[300, 1]",
+      "[3, 136, 1]" },
+    { "--scheme channel --format modelopt", "_scale", "F32", "[300]", "[3, 136]" },
+    { "--scheme tensor --format hf-fp8", "_scale", "F32", "[]", "[3]" },
+    { "--scheme tensor --format compressed-tensors", "_scale", "BF16", "[1]", "[3, 1]" },
+    { "--scheme tensor --format modelopt", "_scale", "F32", "[]", "[3]" },
+    { "--scheme mxfp8 --format compressed-tensors", "_scale", "U8", NULL, "[3, 136, 5]" },
+    { "--scheme mxfp8 --format modelopt", "_scale", "U8", NULL, "[3, 136, 5]" },
+};
+
+static void shape_str(const fp8_tensor_info *t, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < t->rank; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%llu", d ? ", " : "",
+                              (unsigned long long)t->shape[d]);
+    snprintf(buf + o, cap - o, "]");
+}
+
+static void expect_scale(const fp8_checkpoint *ck, const char *weight, const shape_rule *r,
+                         const char *shape)
+{
+    char name[256], got[64];
+    snprintf(name, sizeof name, "%s%s", weight, r->suffix);
+    const fp8_tensor_info *w = fp8_checkpoint_find(ck, weight, NULL);
+    const fp8_tensor_info *s = fp8_checkpoint_find(ck, name, NULL);
+    ck_assert_msg(w && w->dtype == FP8_DTYPE_F8_E4M3, "%s: %s not F8_E4M3", r->args, weight);
+    ck_assert_msg(s != NULL, "%s: no %s", r->args, name);
+    ck_assert_str_eq(fp8_dtype_name(s->dtype), r->dtype);
+    shape_str(s, got, sizeof got);
+    ck_assert_msg(strcmp(got, shape) == 0, "%s: %s has shape %s, loaders expect %s", r->args,
+                  name, got, shape);
+    /* exactly one scale: no tensor with the other suffix */
+    snprintf(name, sizeof name, "%s%s", weight,
+             strcmp(r->suffix, "_scale") == 0 ? "_scale_inv" : "_scale");
+    ck_assert_msg(!fp8_checkpoint_find(ck, name, NULL), "%s: unexpected %s", r->args, name);
+}
+
+START_TEST(test_scale_names_dtypes_shapes_per_format)
+{
+    const shape_rule *r = &shape_rules[_i];
+    char *dir = tu_tmpdir(), *args, *err;
+    ck_assert(asprintf(&args, "quantize -q %s testdata/quant-edge %s/out", r->args, dir) > 0);
+    ck_assert_msg(tu_run(args, NULL, &err) == 0, "%s", err);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck = NULL;
+    char out[512];
+    snprintf(out, sizeof out, "%s/out", dir);
+    ck_assert(fp8_checkpoint_open(ctx, out, &ck) == FP8_OK);
+    if (r->shape_2d)
+        expect_scale(ck, "model.layers.0.mlp.gate_proj.weight", r, r->shape_2d);
+    else /* mxfp8: 200 % 32 != 0, so it stays bf16 */
+        ck_assert_int_eq(fp8_checkpoint_find(ck, "model.layers.0.mlp.gate_proj.weight", NULL)->dtype,
+                         FP8_DTYPE_BF16);
+    expect_scale(ck, "model.layers.0.mlp.experts.down_proj", r, r->shape_3d);
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    free(err);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- fast path = reference */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+/* Random finite data of every magnitude, with zero rows and exact ties. */
+static void fill(fp8_dtype dt, void *x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t r = next_u32();
+        float v;
+        switch (r % 8) {
+        case 0: v = 0; break;
+        case 1: v = fp8_e4m3_to_f32((uint8_t)(r >> 8)) * 1.0625f; break;
+        case 2: v = fp8_f32_from_bits(next_u32() & 0x807FFFFF); break; /* subnormal */
+        default: v = fp8_f32_from_bits((next_u32() & 0x80FFFFFF) | (uint32_t)(100 + r % 56) << 23);
+        }
+        if (v != v || (fp8_f32_bits(v) & 0x7F800000) == 0x7F800000)
+            v = 1;
+        if (dt == FP8_DTYPE_F32)
+            ((float *)x)[i] = v;
+        else if (dt == FP8_DTYPE_BF16)
+            ((uint16_t *)x)[i] = fp8_f32_to_bf16(v);
+        else {
+            uint16_t h = fp8_f32_to_f16(v);
+            ((uint16_t *)x)[i] = (h & 0x7C00) == 0x7C00 ? 0x3C00 : h;
+        }
+    }
+}
+
+START_TEST(test_fast_band_equals_reference)
+{
+    static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+    static const uint64_t dims[][2] = { { 1, 1 }, { 129, 257 }, { 128, 96 }, { 3, 64 } };
+    for (int kind = FP8_SCALE_F32; kind <= FP8_SCALE_E8M0_FLOOR; kind++)
+        for (size_t d = 0; d < 3; d++)
+            for (size_t s = 0; s < 4; s++)
+                for (int g = 0; g < 4; g++) {
+                    fp8_band b = { .src = dts[d], .kind = (fp8_scale_kind)kind,
+                                   .rows = dims[s][0], .cols = dims[s][1] };
+                    uint64_t gc[] = { 128, 32, b.cols, 7 };
+                    b.group_rows = g == 0 ? b.rows : 1;
+                    b.group_cols = gc[g];
+                    b.fixed = g == 3;
+                    b.scale = 0.37f;
+                    uint64_t n = b.rows * b.cols, w1 = 0, w2 = 0;
+                    void *x = malloc(n * 4);
+                    uint8_t *q1 = malloc(n), *q2 = malloc(n);
+                    uint8_t *s1 = calloc(n, 4), *s2 = calloc(n, 4);
+                    fill(b.src, x, n);
+                    if (s == 2) /* an all-zero row */
+                        memset(x, 0, b.cols * (b.src == FP8_DTYPE_F32 ? 4 : 2));
+                    int r1 = fp8_band_quantize_ref(&b, x, q1, s1, &w1);
+                    int r2 = fp8_band_quantize(&b, x, q2, s2, &w2);
+                    ck_assert_int_eq(r1, r2);
+                    if (r1 == FP8_BAND_OK) { /* after an error the output is unspecified */
+                        ck_assert_msg(memcmp(q1, q2, n) == 0, "codes differ: kind %d dtype %zu",
+                                      kind, d);
+                        ck_assert(memcmp(s1, s2, n * 4) == 0);
+                    } else {
+                        ck_assert_uint_eq(w1, w2);
+                    }
+                    float a1, a2;
+                    ck_assert_int_eq(fp8_amax_ref(b.src, x, n, &a1, &w1), fp8_amax(b.src, x, n, &a2, &w2));
+                    ck_assert(fp8_f32_bits(a1) == fp8_f32_bits(a2));
+                    free(x);
+                    free(q1);
+                    free(q2);
+                    free(s1);
+                    free(s2);
+                }
+}
+END_TEST
+
+START_TEST(test_nonfinite_found_at_first_index)
+{
+    uint16_t x[4 * 40] = { 0 };
+    x[2 * 40 + 33] = 0x7FC0; /* NaN, row 2 col 33, in the second column group */
+    x[3 * 40 + 1] = 0xFF80;  /* -inf, later in row order */
+    fp8_band b = { .src = FP8_DTYPE_BF16, .kind = FP8_SCALE_F32, .rows = 4, .cols = 40,
+                   .group_rows = 4, .group_cols = 32 };
+    uint8_t q[160], s[8];
+    uint64_t w = 0;
+    ck_assert_int_eq(fp8_band_quantize(&b, x, q, s, &w), FP8_BAND_NONFINITE);
+    ck_assert_uint_eq(w, 2 * 40 + 33);
+    float amax;
+    ck_assert_int_eq(fp8_amax(FP8_DTYPE_BF16, x, 160, &amax, &w), FP8_BAND_NONFINITE);
+    ck_assert_uint_eq(w, 2 * 40 + 33);
+}
+END_TEST
+
+START_TEST(test_scale_rules_of_spec)
+{
+    uint32_t bits;
+    ck_assert(fp8_scale_make(FP8_SCALE_F32, 0, &bits) == 1.0f);          /* zero block */
+    ck_assert(fp8_scale_make(FP8_SCALE_F32, 448, &bits) == 1.0f);
+    ck_assert(fp8_scale_make(FP8_SCALE_F32, 0x1p-149f, &bits) == 0x1p-149f); /* underflow */
+    ck_assert_uint_eq(bits, 1);
+    ck_assert(fp8_scale_make(FP8_SCALE_BF16, 0x1p-140f, &bits) == 0x1p-133f);
+    ck_assert(fp8_scale_make(FP8_SCALE_F16, 0x1p-30f, &bits) == 0x1p-24f);
+    ck_assert(fp8_scale_make(FP8_SCALE_UE8M0_F32, 448, &bits) == 1.0f);
+    ck_assert(fp8_scale_make(FP8_SCALE_UE8M0_F32, 449, &bits) == 2.0f);
+    ck_assert(fp8_scale_make(FP8_SCALE_UE8M0_F32, 0x1p-149f, &bits) == 0x1p-149f);
+    ck_assert(fp8_scale_make(FP8_SCALE_E8M0_RCEIL, 0, &bits) == 0x1p-127f);
+    ck_assert_uint_eq(bits, 0);
+    fp8_scale_make(FP8_SCALE_E8M0_RCEIL, 1.9f, &bits);
+    ck_assert_uint_eq(bits, 127 - 7); /* 1.9 > 1.75: 2^-7 */
+    fp8_scale_make(FP8_SCALE_E8M0_FLOOR, 1.9f, &bits);
+    ck_assert_uint_eq(bits, 127 - 8); /* floor: 2^-8, and 1.9 * 2^8 saturates */
+    ck_assert_uint_eq(fp8_f32_to_e4m3(1.9f / fp8_pow2(-8)), 0x7E);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- threads, failures */
+
+/* A directory checkpoint with one bf16 tensor of rows x cols filled with a
+ * deterministic pattern; `bad` >= 0 puts `bad_bits` at that element. */
+static char *make_model(const char *dir, const char *name, uint64_t rows, uint64_t cols,
+                        int64_t bad, uint16_t bad_bits)
+{
+    char *model, *path;
+    ck_assert(asprintf(&model, "%s/%s", dir, name) > 0);
+    ck_assert(mkdir(model, 0755) == 0);
+    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { rows, cols }, small[2] = { 64, 96 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.mlp.down_proj.weight",
+                                    FP8_DTYPE_BF16, 2, shape) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.self_attn.o_proj.weight",
+                                    FP8_DTYPE_BF16, 2, small) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    size_t chunk = 1 << 16;
+    uint16_t *buf = malloc(chunk * 2);
+    for (size_t t = 0; t < fp8_writer_tensor_count(w); t++) {
+        const fp8_tensor_info *ti = fp8_writer_tensor(w, t);
+        bool big = ti->elements == rows * cols;
+        for (uint64_t i = 0; i < ti->elements; i += chunk) {
+            size_t n = ti->elements - i < chunk ? (size_t)(ti->elements - i) : chunk;
+            for (size_t k = 0; k < n; k++) {
+                uint64_t e = i + k;
+                buf[k] = (uint16_t)(0x3000 + (e * 2654435761u >> 7) % 0x1800) |
+                         (uint16_t)((e & 1) << 15);
+                if (big && (int64_t)e == bad)
+                    buf[k] = bad_bits;
+            }
+            ck_assert(fp8_writer_write(ctx, w, buf, n * 2) == FP8_OK);
+        }
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    free(buf);
+    free(path);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, "{\"model_type\": \"llama\"}\n", 24);
+    free(path);
+    return model;
+}
+
+static const char *const schemes[] = { "--scheme block", "--scheme block --block 64x256",
+                                       "--scheme channel", "--scheme tensor", "--scheme mxfp8" };
+
+START_TEST(test_same_bytes_for_every_thread_count)
+{
+    char *dir = tu_tmpdir();
+    /* 20480 columns: a 128-row band is 5 MiB, so block jobs split by columns;
+     * 300 rows give partial bands */
+    char *model = make_model(dir, "m", 300, 20480, -1, 0);
+    char *args, *cmd;
+    for (int j = 1; j <= 3; j++) {
+        ck_assert(asprintf(&args, "quantize -q -j %d %s '%s' '%s/j%d'", j, schemes[_i], model,
+                           dir, j) > 0);
+        ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+        free(args);
+    }
+    ck_assert(asprintf(&cmd, "cmp %s/j1/model.safetensors %s/j2/model.safetensors && cmp "
+                             "%s/j1/model.safetensors %s/j3/model.safetensors",
+                       dir, dir, dir, dir) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s: output depends on the thread count", schemes[_i]);
+    free(cmd);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static void expect_nonfinite_rejected(uint16_t bits, const char *what)
+{
+    char *dir = tu_tmpdir();
+    /* element 150 * 20480 + 7 is in the second block row and a later job */
+    char *model = make_model(dir, "m", 300, 20480, 150 * 20480 + 7, bits);
+    char *args, *err, *out;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    for (int j = 1; j <= 2; j++) {
+        ck_assert(asprintf(&args, "quantize -j %d '%s' '%s'", j, model, out) > 0);
+        ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+        ck_assert_msg(strstr(err, "model.layers.0.mlp.down_proj.weight") &&
+                          strstr(err, "element 3072007 (row 150, column 7)") && strstr(err, what),
+                      "message: %s", err);
+        ck_assert(!exists(out));
+        ck_assert_int_eq(count_entries(dir, ".out."), 0);
+        free(err);
+        free(args);
+    }
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+
+START_TEST(test_nan_is_bad_input_and_leaves_nothing)
+{
+    expect_nonfinite_rejected(0x7FC1, "is NaN");
+}
+END_TEST
+
+START_TEST(test_infinity_is_bad_input_and_leaves_nothing)
+{
+    expect_nonfinite_rejected(0xFF80, "is -infinity");
+}
+END_TEST
+
+START_TEST(test_already_quantized_input_is_refused)
+{
+    char *dir = tu_tmpdir(), *args, *err;
+    ck_assert(asprintf(&args, "quantize -q testdata/quant-edge %s/fp8", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    ck_assert(asprintf(&args, "quantize %s/fp8 %s/again", dir, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "quantization_config"), "%s", err);
+    free(err);
+    free(args);
+    /* FP8 tensors without a config: the single file */
+    ck_assert(asprintf(&args, "quantize %s/fp8/model.safetensors %s/again.safetensors", dir,
+                       dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "already F8_E4M3"), "%s", err);
+    ck_assert(!exists("again.safetensors"));
+    free(err);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_existing_output_needs_force)
+{
+    char *dir = tu_tmpdir(), *args, *err, *marker;
+    ck_assert(asprintf(&marker, "%s/out/marker", dir) > 0);
+    ck_assert(asprintf(&args, "%s/out", dir) > 0);
+    ck_assert(mkdir(args, 0755) == 0);
+    free(args);
+    tu_spit(marker, "x", 1);
+    ck_assert(asprintf(&args, "quantize testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 2);
+    ck_assert_msg(strstr(err, "already exists") && strstr(err, "--force"), "%s", err);
+    ck_assert(exists(marker));
+    free(err);
+    free(args);
+    ck_assert(asprintf(&args, "quantize -q --force testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    ck_assert(!exists(marker));
+    free(args);
+    ck_assert(asprintf(&args, "%s/out/config.json", dir) > 0);
+    ck_assert(exists(args));
+    free(args);
+    ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    free(marker);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_single_file_in_single_file_out)
+{
+    char *dir = tu_tmpdir(), *args, *out;
+    ck_assert(asprintf(&out, "%s/edge-fp8.safetensors", dir) > 0);
+    ck_assert(asprintf(&args, "quantize -q testdata/quant-edge/model.safetensors %s", out) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    /* same tensors and bytes as the directory case's shard */
+    cJSON *golden = read_json(GOLDEN_DIR "/edge-block-hf-fp8.json");
+    size_t len;
+    char *data = tu_slurp(out, &len), hex[33];
+    xxh_hex(data, len, hex);
+    ck_assert_str_eq(hex, cJSON_GetObjectItem(cJSON_GetObjectItem(golden, "files"),
+                                              "model.safetensors")->valuestring);
+    ck_assert_int_eq(count_entries(dir, ""), 3); /* ".", "..", the file */
+    free(data);
+    cJSON_Delete(golden);
+    free(args);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dry_run_writes_nothing_and_reports)
+{
+    char *dir = tu_tmpdir(), *args, *out, *err;
+    ck_assert(asprintf(&args, "quantize --dry-run --json testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, &err), 0);
+    ck_assert_int_eq(count_entries(dir, ""), 2);
+    cJSON *j = cJSON_Parse(out);
+    ck_assert_msg(j != NULL, "not JSON: %s", out);
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "dry_run")));
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "quantized")->valueint, 14);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "ignored")), 2);
+    free(args);
+    /* the reported size is what a real run writes */
+    ck_assert(asprintf(&args, "quantize -q testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    struct stat a, b;
+    char p[512];
+    snprintf(p, sizeof p, "%s/out/model-00001-of-00002.safetensors", dir);
+    ck_assert(stat(p, &a) == 0);
+    snprintf(p, sizeof p, "%s/out/model-00002-of-00002.safetensors", dir);
+    ck_assert(stat(p, &b) == 0);
+    ck_assert_uint_eq((uint64_t)(a.st_size + b.st_size),
+                      (uint64_t)cJSON_GetObjectItem(j, "output_bytes")->valuedouble);
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* Usage errors: exit 2, a message naming the rule, nothing written. */
+static const struct {
+    const char *args, *message;
+} usage_cases[] = {
+    { "--scheme channel --format hf-fp8", "pairs that exist" },
+    { "--scheme block --format modelopt", "pairs that exist" },
+    { "--scheme mxfp8 --format hf-fp8", "pairs that exist" },
+    { "--scheme blocky", "not one of block, channel, tensor or mxfp8" },
+    { "--format onnx", "not one of" },
+    { "--block 128", "ROWSxCOLS" },
+    { "--block 0x128", "ROWSxCOLS" },
+    { "--block 128x5000", "ROWSxCOLS" },
+    { "--scheme channel --block 64x64", "--block applies to --scheme block only" },
+    { "--scheme block --mx-rounding floor", "--mx-rounding applies" },
+    { "--scheme block --format compressed-tensors --scale-fmt ue8m0", "ue8m0" },
+    { "--ignore '('", "not a POSIX extended regex" },
+    { "--bogus", "unknown option" },
+};
+
+START_TEST(test_usage_errors_exit_2_and_write_nothing)
+{
+    char *dir = tu_tmpdir(), *args, *err;
+    ck_assert(asprintf(&args, "quantize %s testdata/llama-tiny %s/out", usage_cases[_i].args,
+                       dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 2);
+    ck_assert_msg(strstr(err, usage_cases[_i].message), "%s: %s", usage_cases[_i].args, err);
+    ck_assert_int_eq(count_entries(dir, ""), 2);
+    free(err);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static void expect_signal_leaves_nothing(int sig)
+{
+    char *dir = tu_tmpdir();
+    /* 96 MiB: long enough at -j 1 that the signal lands mid-run */
+    char *model = make_model(dir, "m", 2048, 24576, -1, 0);
+    char *out;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        execl(FP8CONV_BIN, "fp8conv", "quantize", "-q", "-j", "1", "--scheme", "tensor", model,
+              out, (char *)NULL);
+        _exit(127);
+    }
+    /* wait for the temporary directory, i.e. for the work to have started */
+    for (int i = 0; i < 20000 && count_entries(dir, ".out.tmp-") == 0; i++)
+        usleep(100);
+    ck_assert_msg(count_entries(dir, ".out.tmp-") == 1, "the run did not start");
+    usleep(20000);
+    kill(pid, sig);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 4,
+                  "expected exit 4 after signal %d, got status 0x%x", sig, status);
+    ck_assert(!exists(out));
+    ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+
+START_TEST(test_sigint_leaves_nothing)
+{
+    expect_signal_leaves_nothing(SIGINT);
+}
+END_TEST
+
+START_TEST(test_sigterm_leaves_nothing)
+{
+    expect_signal_leaves_nothing(SIGTERM);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("quantize");
+    TCase *tc = tcase_create("oracle");
+    /* no ck_assert outside a test: count the cases by hand (a bad file fails
+     * test_every_case_has_a_golden) */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = fopen(CASES, "rb");
+    if (fp) {
+        getdelim(&text, &len, '\0', fp);
+        fclose(fp);
+    }
+    cJSON *cases = text ? cJSON_Parse(text) : NULL;
+    int ncases = cJSON_GetArraySize(cases);
+    cJSON_Delete(cases);
+    free(text);
+    tcase_add_loop_test(tc, test_quantize_matches_numpy_oracle, 0, ncases);
+    tcase_add_test(tc, test_every_case_has_a_golden);
+    tcase_add_loop_test(tc, test_scale_names_dtypes_shapes_per_format, 0,
+                        (int)(sizeof shape_rules / sizeof shape_rules[0]));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("engine");
+    tcase_add_test(tc, test_fast_band_equals_reference);
+    tcase_add_test(tc, test_nonfinite_found_at_first_index);
+    tcase_add_test(tc, test_scale_rules_of_spec);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("job");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_same_bytes_for_every_thread_count, 0,
+                        (int)(sizeof schemes / sizeof schemes[0]));
+    tcase_add_test(tc, test_nan_is_bad_input_and_leaves_nothing);
+    tcase_add_test(tc, test_infinity_is_bad_input_and_leaves_nothing);
+    tcase_add_test(tc, test_already_quantized_input_is_refused);
+    tcase_add_test(tc, test_existing_output_needs_force);
+    tcase_add_test(tc, test_single_file_in_single_file_out);
+    tcase_add_test(tc, test_dry_run_writes_nothing_and_reports);
+    tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
+                        (int)(sizeof usage_cases / sizeof usage_cases[0]));
+    tcase_add_test(tc, test_sigint_leaves_nothing);
+    tcase_add_test(tc, test_sigterm_leaves_nothing);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
