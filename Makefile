@@ -105,6 +105,11 @@ $(BUILD)/%.o: %.c $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+# The fast CPU path is written to be vectorized: -O3 does it.
+$(BUILD)/lib/quant_cpu.o: lib/quant_cpu.c $(HDRS) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(if $(filter 1,$(DEBUG)),,-O3) -c $< -o $@
+
 $(BUILD)/kernels/%.o: kernels/%.cu $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -181,8 +186,13 @@ fuzz:
 	$(FUZZ_BUILD)/fuzz_header -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
 		-print_final_stats=1 $(FUZZ_BUILD)/corpus
 
-bench: $(BUILD)/fp8conv
-	bash bench/run.sh
+BENCH_BIN := $(BUILD)/bench/runstat $(BUILD)/bench/make_model
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(LDLIBS_ALL) -o $@
+
+bench: $(BUILD)/fp8conv $(BENCH_BIN)
+	BUILD=$(BUILD) bash bench/run.sh
 
 clean:
 	rm -rf build

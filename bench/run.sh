@@ -36,3 +36,55 @@ printf 'inspect           %8s ms\n' "$(ms "$t_inspect")"
 printf 'inspect --json    %8s ms\n' "$(ms "$t_json")"
 printf 'floor: cat header %8s ms   (inspect / floor = %s)\n' "$(ms "$t_floor")" \
     "$(awk -v a="$t_inspect" -v b="$t_floor" 'BEGIN { printf "%.1fx", a / b }')"
+
+# ---------------------------------------------------------------- quantize
+# A 1.0 GiB bf16 Llama-shaped checkpoint (generated once, kept in the build
+# directory), quantized with every scheme; the floor is `cp -r` of the same
+# directory in the same run.  Page cache warm for both; best of $REPS.
+BUILD=${BUILD:-build}
+REPS=${REPS:-5}
+model=${BENCH_MODEL:-$BUILD/bench-model-1g}
+if [ ! -f "$model/config.json" ]; then
+    echo "== generating $model (once)"
+    rm -rf "$model"
+    "$BUILD/bench/make_model" "$model" 2
+fi
+in_bytes=$(cat "$model"/*.safetensors | wc -c)
+cat "$model"/* >/dev/null
+
+# runs "$@" REPS times; prints "best_wall_seconds max_rss_kib"
+measure() {
+    local best= rss=0
+    for _ in $(seq "$REPS"); do
+        rm -rf "$work/out"
+        local stat
+        stat=$("$BUILD/bench/runstat" "$@" 2>&1 >/dev/null | tail -1)
+        local wall=${stat% *} kib=${stat#* }
+        best=$(awk -v a="$best" -v b="$wall" 'BEGIN { print (a == "" || b < a) ? b : a }')
+        rss=$((kib > rss ? kib : rss))
+    done
+    rm -rf "$work/out"
+    echo "$best $rss"
+}
+
+echo
+echo "== quantize: $model ($in_bytes bytes of tensors, $(nproc) cores, best of $REPS)"
+# Two floors: cp -r leaves writeback to the kernel, as quantize --no-sync
+# does; by default quantize fsyncs its output, so it is also compared with
+# a copy followed by sync.
+read -r t_cp _ < <(measure cp -r "$model" "$work/out")
+read -r t_cps _ < <(measure sh -c 'cp -r "$1" "$2" && sync' sh "$model" "$work/out")
+gbs() { awk -v b="$in_bytes" -v t="$1" 'BEGIN { printf "%.2f", b / t / 1e9 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+printf '%-44s %7s %8s %6s %9s %9s\n' "" "wall s" "in GB/s" "x cp" "x cp+sync" "peak RSS"
+printf '%-44s %7.3f %8s %6s %9s %9s\n' "floor: cp -r" "$t_cp" "$(gbs "$t_cp")" 1.00 - -
+printf '%-44s %7.3f %8s %6s %9s %9s\n' "floor: cp -r && sync" "$t_cps" "$(gbs "$t_cps")" - 1.00 -
+for scheme in "block" "block --scale-fmt ue8m0" "channel" "tensor" "mxfp8"; do
+    for sync in "" "--no-sync"; do
+        # shellcheck disable=SC2086
+        read -r t rss < <(measure "$BIN" quantize -q --progress never $sync --scheme $scheme \
+            "$model" "$work/out")
+        printf '%-44s %7.3f %8s %6s %9s %5d MiB\n' "quantize --scheme $scheme $sync" "$t" \
+            "$(gbs "$t")" "$(ratio "$t" "$t_cp")" "$(ratio "$t" "$t_cps")" $((rss / 1024))
+    done
+done

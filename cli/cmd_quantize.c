@@ -24,6 +24,7 @@ enum {
     OPT_IGNORE,
     OPT_NO_DEFAULT_IGNORE,
     OPT_FORCE,
+    OPT_NO_SYNC,
     OPT_DRY_RUN = 'n',
 };
 
@@ -100,6 +101,7 @@ static int take_option(int code, const char *value, void *state)
         break;
     case OPT_NO_DEFAULT_IGNORE: o->no_default_ignore = true; break;
     case OPT_FORCE: o->force = true; break;
+    case OPT_NO_SYNC: o->no_sync = true; break;
     case OPT_DRY_RUN: a->dry_run = true; break;
     }
     return -1;
@@ -290,6 +292,7 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
         { "ignore", required_argument, NULL, OPT_IGNORE },
         { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
         { "force", no_argument, NULL, OPT_FORCE },
+        { "no-sync", no_argument, NULL, OPT_NO_SYNC },
         { "dry-run", no_argument, NULL, OPT_DRY_RUN },
         { NULL, 0, NULL, 0 },
     };

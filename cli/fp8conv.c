@@ -29,6 +29,8 @@ static const cli_command commands[] = {
       "                             unanchored) unquantized; repeatable\n"
       "      --no-default-ignore    quantize embeddings, lm_head, routers, ... too\n"
       "      --force                replace OUTPUT if it exists\n"
+      "      --no-sync              do not fsync the output (faster; a power loss soon\n"
+      "                             after can leave it damaged)\n"
       "  -n, --dry-run              print the plan, write nothing\n" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

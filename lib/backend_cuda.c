@@ -34,7 +34,11 @@ const char *fp8_cuda_architectures(void)
 
 const char *fp8_cpu_paths(void)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    return "scalar, avx2, avx512 (picked at run time)";
+#else
     return "scalar";
+#endif
 }
 
 fp8_status fp8_cuda_devices(fp8_ctx *ctx, fp8_gpu_info *gpus, int max, int *count)

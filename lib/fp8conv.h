@@ -183,6 +183,9 @@ fp8_status fp8_writer_commit(fp8_ctx *ctx, fp8_writer *writer);
 /* The size of the finished file; fixes the layout like begin, without
  * creating the file (a dry run can ask). */
 fp8_status fp8_writer_size(fp8_ctx *ctx, fp8_writer *writer, uint64_t *file_size);
+/* Before begin: whether commit makes the file durable (fsync of the file and
+ * its directory; the default) or leaves writeback to the kernel, as cp does. */
+void fp8_writer_set_durable(fp8_writer *writer, bool durable);
 /* After begin: a tensor of the layout by name, NULL when absent. */
 const fp8_tensor_info *fp8_writer_find(const fp8_writer *writer, const char *name);
 /* After begin, instead of fp8_writer_write: bytes of tensor `t` (from
@@ -273,6 +276,8 @@ typedef struct {
     bool no_default_ignore;          /* drop the built-in list of what stays unquantized */
     int threads;                     /* 0: one per online CPU */
     bool force;                      /* replace an existing output */
+    bool no_sync;                    /* skip fsync: faster; a power loss soon after
+                                        can leave a damaged output */
     /* Called from the calling thread as work completes (bytes of input). */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;

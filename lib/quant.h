@@ -51,6 +51,9 @@ fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *am
 fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax,
                          uint64_t *where);
 
+/* quant_cpu.c's branch-free fp32 -> E4M3, exposed for its exhaustive test. */
+uint8_t fp8_e4m3_fast(float x);
+
 /* Element i of a BF16/F16/F32 array, as fp32. */
 static inline float fp8_load_f32(fp8_dtype src, const void *x, uint64_t i)
 {

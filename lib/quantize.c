@@ -861,8 +861,10 @@ static fp8_status write_shard(fp8_ctx *ctx, fp8_quant_plan *p, size_t s, const c
     /* in the input's byte order, so that reads move forward through the file */
     qsort_r(items, nitems, sizeof *items, cmp_item_offset, p);
 
-    if ((st = fp8_writer_create(ctx, path, &r.out)) || (st = declare_shard(ctx, p, s, r.out)) ||
-        (st = fp8_writer_begin(ctx, r.out)))
+    if ((st = fp8_writer_create(ctx, path, &r.out)) || (st = declare_shard(ctx, p, s, r.out)))
+        goto out;
+    fp8_writer_set_durable(r.out, !p->opts.no_sync);
+    if ((st = fp8_writer_begin(ctx, r.out)))
         goto out;
 
     if (p->opts.scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
@@ -1192,7 +1194,7 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
         st = install(ctx, built, output, aside, exists);
     if (exists)
         rmdir(aside);
-    if (!st) {
+    if (!st && !p->opts.no_sync) {
         char *parent = strndup(output, dirlen ? (size_t)dirlen : 0);
         sync_dir(parent && *parent ? parent : ".");
         free(parent);

@@ -29,7 +29,7 @@ struct fp8_writer {
     fp8_tensor_info *tensors;
     size_t nmeta;
     wr_meta *meta;
-    bool laid_out, begun;
+    bool laid_out, begun, volatile_ok;
     char *header; /* padded JSON, once laid out */
     size_t header_len;
     uint64_t data_size, written;
@@ -303,8 +303,10 @@ fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *w)
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)w->header_len >> (8 * i));
-    if ((st = zio_writer_create(ctx, w->path, 8 + w->header_len + w->data_size, &w->out)) ||
-        (st = zio_writer_write(ctx, w->out, len8, 8)) ||
+    if ((st = zio_writer_create(ctx, w->path, 8 + w->header_len + w->data_size, &w->out)))
+        return st;
+    zio_writer_set_durable(w->out, !w->volatile_ok);
+    if ((st = zio_writer_write(ctx, w->out, len8, 8)) ||
         (st = zio_writer_write(ctx, w->out, w->header, w->header_len)) ||
         (st = zio_writer_flush(ctx, w->out)))
         return st;
@@ -329,6 +331,8 @@ fp8_status fp8_writer_write(fp8_ctx *ctx, fp8_writer *w, const void *data, size_
     w->written += len;
     return zio_writer_write(ctx, w->out, data, len);
 }
+
+void fp8_writer_set_durable(fp8_writer *w, bool durable) { w->volatile_ok = !durable; }
 
 const fp8_tensor_info *fp8_writer_find(const fp8_writer *w, const char *name)
 {

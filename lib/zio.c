@@ -317,7 +317,7 @@ fp8_status zio_reader_read(fp8_ctx *ctx, zio_reader *r, uint64_t offset, void *b
 struct zio_writer {
     char *path, *tmp;
     int fd;
-    bool committed;
+    bool committed, durable;
     ZSTD_CCtx *cctx;
     unsigned char *buf;
     size_t fill;
@@ -354,6 +354,7 @@ fp8_status zio_writer_create(fp8_ctx *ctx, const char *path, uint64_t content_si
     if (!w)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
     w->fd = -1;
+    w->durable = true;
     const char *base = fp8_basename(path);
     int dirlen = (int)(base - path);
     w->path = fp8_strdup(path);
@@ -385,12 +386,6 @@ fp8_status zio_writer_create(fp8_ctx *ctx, const char *path, uint64_t content_si
         ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
         if (content_size != UINT64_MAX)
             ZSTD_CCtx_setPledgedSrcSize(w->cctx, content_size);
-    } else if (content_size != UINT64_MAX && content_size > 0 &&
-               fallocate(w->fd, 0, 0, (off_t)content_size) != 0 && errno == ENOSPC) {
-        /* Reserving the space up front turns a full disk into an early error;
-         * file systems without fallocate just skip it. */
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: not enough disk space for %llu bytes", path,
-                      (unsigned long long)content_size);
     }
 out:
     if (st)
@@ -439,6 +434,8 @@ fp8_status zio_writer_write(fp8_ctx *ctx, zio_writer *w, const void *data, size_
     return FP8_OK;
 }
 
+void zio_writer_set_durable(zio_writer *w, bool durable) { w->durable = durable; }
+
 fp8_status zio_writer_flush(fp8_ctx *ctx, zio_writer *w)
 {
     return w->cctx ? FP8_OK : flush_buf(ctx, w);
@@ -471,7 +468,7 @@ fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w)
         return st;
     if ((st = flush_buf(ctx, w)))
         return st;
-    if (fsync(w->fd) != 0)
+    if (w->durable && fsync(w->fd) != 0)
         return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot sync: %s", w->path, strerror(errno));
     if (close(w->fd) != 0) {
         w->fd = -1;
@@ -483,7 +480,7 @@ fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w)
                         w->path, strerror(errno));
     w->committed = true;
     /* The rename is durable only once the directory entry is. */
-    char *dir = fp8_strdup(w->path);
+    char *dir = w->durable ? fp8_strdup(w->path) : NULL;
     if (dir) {
         char *slash = strrchr(dir, '/');
         if (slash)

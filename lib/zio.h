@@ -34,6 +34,8 @@ typedef struct zio_writer zio_writer;
 fp8_status zio_writer_create(fp8_ctx *ctx, const char *path, uint64_t content_size,
                              zio_writer **out);
 fp8_status zio_writer_write(fp8_ctx *ctx, zio_writer *w, const void *data, size_t len);
+/* Whether commit fsyncs the file and its directory (default true). */
+void zio_writer_set_durable(zio_writer *w, bool durable);
 /* Writes out what write() buffered; needed before pwrite. */
 fp8_status zio_writer_flush(fp8_ctx *ctx, zio_writer *w);
 /* Positioned write, thread-safe, for uncompressed outputs only (after a flush). */

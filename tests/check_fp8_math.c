@@ -7,11 +7,13 @@
 #include "testutil.h"
 
 #include "fp8_math.h"
+#include "quant.h"
 
 unsigned char nv_f32_to_e4m3_satfinite(float x);
 float nv_e4m3_to_f32(unsigned char b);
 unsigned short nv_f32_to_bf16_rn(float x);
 float nv_f16_to_f32(unsigned short bits);
+unsigned short nv_f32_to_f16_rn(float x);
 
 static void expect_e4m3(float x)
 {
@@ -122,6 +124,49 @@ START_TEST(test_bf16_rounding_matches_nvidia)
 }
 END_TEST
 
+/*
+ * The fast CPU path's branch-free encoder (quant_cpu.c) against NVIDIA on
+ * every upper half of an fp32 (every sign, exponent and top 7 mantissa bits)
+ * combined with low halves that decide ties and sticky bits.
+ */
+START_TEST(test_fast_e4m3_matches_nvidia)
+{
+    static const uint32_t lows[] = { 0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF };
+    uint64_t s = 777;
+    for (uint32_t hi = 0; hi < 65536; hi++) {
+        for (size_t k = 0; k < 8; k++) {
+            uint32_t lo = k < 6 ? lows[k] : next_u32(&s) & 0xFFFF;
+            float x = fp8_f32_from_bits(hi << 16 | lo);
+            uint8_t fast = fp8_e4m3_fast(x), nv = nv_f32_to_e4m3_satfinite(x);
+            ck_assert_msg(fast == nv, "e4m3(0x%08x): fast 0x%02x, cuda_fp8.h 0x%02x",
+                          hi << 16 | lo, fast, nv);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_f16_rounding_matches_nvidia)
+{
+    uint64_t s = 4242;
+    for (uint32_t hi = 0; hi < 65536; hi++) {
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo = k == 0 ? 0 : k == 1 ? 0xFFFF : next_u32(&s) & 0xFFFF;
+            float x = fp8_f32_from_bits(hi << 16 | lo);
+            uint16_t ours = fp8_f32_to_f16(x), nv = nv_f32_to_f16_rn(x);
+            if (x != x)
+                ck_assert((ours & 0x7C00) == 0x7C00 && (ours & 0x3FF));
+            else
+                ck_assert_msg(ours == nv, "f16(%a): ours 0x%04x, nv 0x%04x", (double)x, ours, nv);
+        }
+    }
+    /* ties at the f16 grid: 1 + 2^-11 is halfway between 1 and 1 + 2^-10 */
+    ck_assert_uint_eq(fp8_f32_to_f16(1.0f + 0x1p-11f), 0x3C00);
+    ck_assert_uint_eq(fp8_f32_to_f16(65520.0f), 0x7C00);
+    ck_assert_uint_eq(fp8_f32_to_f16(0x1p-25f), 0x0000);
+    ck_assert_uint_eq(fp8_f32_to_f16(0x1.8p-25f), 0x0001);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fp8_math");
@@ -133,6 +178,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_e4m3_random_fp32_matches_nvidia);
     tcase_add_test(tc, test_e4m3_decode_every_code_matches_nvidia);
     tcase_add_test(tc, test_bf16_rounding_matches_nvidia);
+    tcase_add_test(tc, test_fast_e4m3_matches_nvidia);
+    tcase_add_test(tc, test_f16_rounding_matches_nvidia);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -31,3 +31,9 @@ extern "C" float nv_f16_to_f32(unsigned short bits)
     h.x = bits;
     return __half2float(__half(h));
 }
+
+extern "C" unsigned short nv_f32_to_f16_rn(float x)
+{
+    __half_raw r = __half_raw(__float2half_rn(x));
+    return r.x;
+}
