@@ -2,7 +2,7 @@
 #
 #   make              build build/fp8conv (with CUDA kernels when nvcc is found)
 #   make check        install missing Debian packages, build, run every test
-#   make demo         install missing packages, build, run on the bundled sample
+#   make demo         install missing packages, build, quantize the bundled sample and inspect it
 #   make check-oracle regenerate writer goldens with the PyPI safetensors package and compare
 #   make fuzz         run the libFuzzer header target for FUZZ_SECONDS (clang)
 #   make bench        benchmarks (see bench/)
@@ -166,10 +166,18 @@ test: $(BUILD)/fp8conv $(TEST_BIN)
 sanitize-check: deps
 	@$(MAKE) --no-print-directory SANITIZE=1 test
 
+DEMO_OUT := $(BUILD)/demo/llama-tiny-fp8
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@echo "== fp8conv inspect testdata/llama-tiny"
 	@$(BUILD)/fp8conv inspect testdata/llama-tiny
+	@mkdir -p $(dir $(DEMO_OUT))
+	@echo
+	@echo "== fp8conv quantize --force testdata/llama-tiny $(DEMO_OUT)"
+	@$(BUILD)/fp8conv quantize --force testdata/llama-tiny $(DEMO_OUT)
+	@echo
+	@echo "== fp8conv inspect $(DEMO_OUT)"
+	@$(BUILD)/fp8conv inspect $(DEMO_OUT)
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh

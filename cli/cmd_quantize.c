@@ -352,13 +352,14 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
         fputc('\n', stderr);
     if (st) {
         rc = cli_fail(ctx, st);
+    } else if (common->quiet) {
+        rc = EXIT_OK;
     } else if (common->json) {
         rc = print_json(&a, plan, in, out, out_bytes, now() - t0);
     } else {
-        if (a.dry_run && !common->quiet)
+        if (a.dry_run)
             print_plan(plan);
-        if (!common->quiet)
-            print_summary(&a, plan, out, out_bytes, now() - t0);
+        print_summary(&a, plan, out, out_bytes, now() - t0);
         rc = EXIT_OK;
     }
     fp8_quant_plan_free(plan);

@@ -288,11 +288,12 @@ static void long_options(const char *text, char *set, size_t cap)
 
 START_TEST(test_help_and_man_page_agree)
 {
-    char *help, *sub, *man = tu_slurp("man/fp8conv.1", NULL);
+    char *help, *sub, *sub2, *man = tu_slurp("man/fp8conv.1", NULL);
     ck_assert_int_eq(tu_run("--help", &help, NULL), 0);
     ck_assert_int_eq(tu_run("inspect --help", &sub, NULL), 0);
-    char opts[2048], all[8192];
-    snprintf(all, sizeof all, "%s\n%s", help, sub);
+    ck_assert_int_eq(tu_run("quantize --help", &sub2, NULL), 0);
+    char opts[4096], all[16384];
+    snprintf(all, sizeof all, "%s\n%s\n%s", help, sub, sub2);
     long_options(all, opts, sizeof opts);
     ck_assert_ptr_nonnull(strstr(opts, "--device"));
     /* every option --help prints is documented (mdoc spells --x as "Fl -x") */
@@ -315,6 +316,8 @@ START_TEST(test_help_and_man_page_agree)
     /* and every command */
     ck_assert_ptr_nonnull(strstr(help, "inspect"));
     ck_assert_ptr_nonnull(strstr(man, "Cm inspect"));
+    ck_assert_ptr_nonnull(strstr(help, "quantize"));
+    ck_assert_ptr_nonnull(strstr(man, "Cm quantize Ar input output"));
     /* and every exit code */
     for (int code = 0; code <= 5; code++) {
         char row[16];
@@ -323,6 +326,7 @@ START_TEST(test_help_and_man_page_agree)
     }
     free(help);
     free(sub);
+    free(sub2);
     free(man);
 }
 END_TEST
