@@ -4,6 +4,7 @@
 #ifndef FP8_CLI_H
 #define FP8_CLI_H
 
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -61,6 +62,11 @@ int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
 bool cli_choice(const char *option, const char *value, const char *const *names, int *choice);
 /* "fp8conv: " + message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "[300, 200]" */
+void cli_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
+/* A u64 as an exact JSON number (cJSON numbers are doubles), and a shape. */
+cJSON *cli_json_u64(uint64_t v);
+cJSON *cli_json_shape(int rank, const uint64_t *shape);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
 int cli_exit_code(fp8_status st);

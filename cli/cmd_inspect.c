@@ -12,23 +12,6 @@
 
 #define INSPECT_JSON_VERSION 1
 
-static void shape_text(const fp8_tensor_info *t, char *buf, size_t cap)
-{
-    size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < t->rank && o < cap; d++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRIu64, d ? ", " : "", t->shape[d]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "]");
-}
-
-/* A u64 as a JSON number, exactly (cJSON numbers are doubles). */
-static cJSON *json_u64(uint64_t v)
-{
-    char num[24];
-    snprintf(num, sizeof num, "%" PRIu64, v);
-    return cJSON_CreateRaw(num);
-}
-
 typedef struct {
     uint64_t bytes[FP8_DTYPE_COUNT];
     size_t tensors[FP8_DTYPE_COUNT];
@@ -60,8 +43,8 @@ static int print_json(const char *path, const fp8_checkpoint *ck, const dtype_to
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "file", fp8_checkpoint_shard_name(ck, s));
         cJSON_AddNumberToObject(o, "tensors", (double)fp8_file_tensor_count(f));
-        cJSON_AddItemToObject(o, "header_bytes", json_u64(fp8_file_header_size(f)));
-        cJSON_AddItemToObject(o, "data_bytes", json_u64(fp8_file_data_size(f)));
+        cJSON_AddItemToObject(o, "header_bytes", cli_json_u64(fp8_file_header_size(f)));
+        cJSON_AddItemToObject(o, "data_bytes", cli_json_u64(fp8_file_data_size(f)));
         cJSON_AddBoolToObject(o, "compressed", fp8_file_is_compressed(f));
         if (fp8_file_has_metadata(f)) {
             cJSON *m = cJSON_AddObjectToObject(o, "metadata");
@@ -83,10 +66,8 @@ static int print_json(const char *path, const fp8_checkpoint *ck, const dtype_to
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", t->name);
         cJSON_AddStringToObject(o, "dtype", fp8_dtype_name(t->dtype));
-        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-        for (int d = 0; d < t->rank; d++)
-            cJSON_AddItemToArray(shape, json_u64(t->shape[d]));
-        cJSON_AddItemToObject(o, "bytes", json_u64(fp8_tensor_nbytes(t)));
+        cJSON_AddItemToObject(o, "shape", cli_json_shape(t->rank, t->shape));
+        cJSON_AddItemToObject(o, "bytes", cli_json_u64(fp8_tensor_nbytes(t)));
         cJSON_AddStringToObject(o, "file", fp8_checkpoint_shard_name(ck, s));
         cJSON_AddItemToArray(tensors, o);
     }
@@ -94,14 +75,14 @@ static int print_json(const char *path, const fp8_checkpoint *ck, const dtype_to
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "tensors", (double)fp8_checkpoint_tensor_count(ck));
     cJSON_AddNumberToObject(sum, "shards", (double)fp8_checkpoint_shard_count(ck));
-    cJSON_AddItemToObject(sum, "bytes", json_u64(tot->total));
+    cJSON_AddItemToObject(sum, "bytes", cli_json_u64(tot->total));
     cJSON *by = cJSON_AddObjectToObject(sum, "bytes_by_dtype");
     for (int d = FP8_DTYPE_COUNT - 1; d >= 0; d--)
         if (tot->tensors[d])
-            cJSON_AddItemToObject(by, fp8_dtype_name((fp8_dtype)d), json_u64(tot->bytes[d]));
+            cJSON_AddItemToObject(by, fp8_dtype_name((fp8_dtype)d), cli_json_u64(tot->bytes[d]));
     uint64_t total_size;
     if (fp8_checkpoint_index_total_size(ck, &total_size))
-        cJSON_AddItemToObject(sum, "index_total_size", json_u64(total_size));
+        cJSON_AddItemToObject(sum, "index_total_size", cli_json_u64(total_size));
     else
         cJSON_AddNullToObject(sum, "index_total_size");
     cJSON_AddBoolToObject(sum, "config", fp8_checkpoint_has_config(ck));
@@ -131,7 +112,7 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
     for (size_t i = 0; i < n; i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
-        shape_text(t, shape, sizeof shape);
+        cli_shape_text(t->rank, t->shape, shape, sizeof shape);
         int ln = (int)strlen(t->name), ls = (int)strlen(shape);
         int ld = (int)strlen(fp8_dtype_name(t->dtype));
         int lf = (int)strlen(fp8_checkpoint_shard_name(ck, s));
@@ -145,7 +126,7 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
     for (size_t i = 0; i < n; i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
-        shape_text(t, shape, sizeof shape);
+        cli_shape_text(t->rank, t->shape, shape, sizeof shape);
         printf("%-*s  %-*s  %-*s  %12" PRIu64 "  %s\n", wname, t->name, wdtype,
                fp8_dtype_name(t->dtype), wshape, shape, fp8_tensor_nbytes(t),
                fp8_checkpoint_shard_name(ck, s));

@@ -124,30 +124,6 @@ static int check_combinations(const quantize_args *a)
 
 /* ---------------------------------------------------------------- reports */
 
-static void shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
-{
-    size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < rank && o < cap; d++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRIu64, d ? ", " : "", shape[d]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "]");
-}
-
-static cJSON *json_u64(uint64_t v)
-{
-    char num[24];
-    snprintf(num, sizeof num, "%" PRIu64, v);
-    return cJSON_CreateRaw(num);
-}
-
-static cJSON *json_shape(int rank, const uint64_t *shape)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (int d = 0; d < rank; d++)
-        cJSON_AddItemToArray(a, json_u64(shape[d]));
-    return a;
-}
-
 static size_t count_quantized(const fp8_quant_plan *plan)
 {
     size_t n = 0;
@@ -173,13 +149,13 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
         cJSON_AddStringToObject(o, "name", it->tensor->name);
         cJSON_AddStringToObject(o, "file", it->shard);
         cJSON_AddStringToObject(o, "dtype", fp8_dtype_name(it->tensor->dtype));
-        cJSON_AddItemToObject(o, "shape", json_shape(it->tensor->rank, it->tensor->shape));
+        cJSON_AddItemToObject(o, "shape", cli_json_shape(it->tensor->rank, it->tensor->shape));
         cJSON_AddStringToObject(o, "action", it->quantize ? "quantize" : "keep");
         if (it->quantize) {
             cJSON *s = cJSON_AddObjectToObject(o, "scale");
             cJSON_AddStringToObject(s, "name", it->scale_name);
             cJSON_AddStringToObject(s, "dtype", fp8_dtype_name(it->scale_dtype));
-            cJSON_AddItemToObject(s, "shape", json_shape(it->scale_rank, it->scale_shape));
+            cJSON_AddItemToObject(s, "shape", cli_json_shape(it->scale_rank, it->scale_shape));
         } else {
             cJSON_AddStringToObject(o, "reason", it->reason);
         }
@@ -190,8 +166,8 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
         cJSON_AddItemToArray(ign, cJSON_CreateString(fp8_quant_plan_ignored(plan, i)));
     cJSON_AddNumberToObject(root, "quantized", (double)count_quantized(plan));
     cJSON_AddNumberToObject(root, "kept", (double)(fp8_quant_plan_count(plan) - count_quantized(plan)));
-    cJSON_AddItemToObject(root, "input_bytes", json_u64(fp8_quant_plan_input_bytes(plan)));
-    cJSON_AddItemToObject(root, "output_bytes", json_u64(out_bytes));
+    cJSON_AddItemToObject(root, "input_bytes", cli_json_u64(fp8_quant_plan_input_bytes(plan)));
+    cJSON_AddItemToObject(root, "output_bytes", cli_json_u64(out_bytes));
     if (!a->dry_run)
         cJSON_AddNumberToObject(root, "seconds", seconds);
     char *text = cJSON_Print(root);
@@ -210,9 +186,9 @@ static void print_plan(const fp8_quant_plan *plan)
     char shape[128], sshape[128];
     for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
         const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
-        shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
+        cli_shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
         if (it->quantize) {
-            shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
+            cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
             printf("quantize  %s %s %s -> F8_E4M3 + %s %s %s\n", it->tensor->name,
                    fp8_dtype_name(it->tensor->dtype), shape, it->scale_name,
                    fp8_dtype_name(it->scale_dtype), sshape);

@@ -378,80 +378,55 @@ fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config)
     return st;
 }
 
-/* A growable string for the JSON printer. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} jbuf;
-
-static void jb_put(jbuf *b, const char *s)
+static void jb_indent(fp8_text *b, int level)
 {
-    size_t n = strlen(s);
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->len + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n + 1);
-    b->len += n;
-}
-
-static void jb_indent(jbuf *b, int level)
-{
-    jb_put(b, "\n");
+    fp8_text_str(b, "\n");
     for (int i = 0; i < level; i++)
-        jb_put(b, "  ");
+        fp8_text_str(b, "  ");
 }
 
-/* Python's json.dumps(indent=2) layout; scalars as cJSON prints them (raw
- * numbers verbatim). */
-static void print_pretty(jbuf *b, const cJSON *item, int level)
+/* Python's json.dumps(indent=2) layout; raw items (numbers kept as their
+ * source text) verbatim, other scalars as cJSON prints them. */
+static void print_pretty(fp8_text *b, const cJSON *item, int level)
 {
     bool object = cJSON_IsObject(item);
+    if (cJSON_IsString(item)) {
+        fp8_text_json_string(b, item->valuestring);
+        return;
+    }
     if (!object && !cJSON_IsArray(item)) {
         char *text = cJSON_PrintUnformatted(item);
         if (!text)
             b->oom = true;
         else
-            jb_put(b, text);
+            fp8_text_str(b, text);
         free(text);
         return;
     }
     if (!item->child) {
-        jb_put(b, object ? "{}" : "[]");
+        fp8_text_str(b, object ? "{}" : "[]");
         return;
     }
-    jb_put(b, object ? "{" : "[");
+    fp8_text_str(b, object ? "{" : "[");
     for (const cJSON *c = item->child; c; c = c->next) {
         jb_indent(b, level + 1);
         if (object) {
-            cJSON *key = cJSON_CreateString(c->string);
-            print_pretty(b, key ? key : c, level + 1);
-            b->oom |= !key;
-            cJSON_Delete(key);
-            jb_put(b, ": ");
+            fp8_text_json_string(b, c->string);
+            fp8_text_str(b, ": ");
         }
         print_pretty(b, c, level + 1);
         if (c->next)
-            jb_put(b, ",");
+            fp8_text_str(b, ",");
     }
     jb_indent(b, level);
-    jb_put(b, object ? "}" : "]");
+    fp8_text_str(b, object ? "}" : "]");
 }
 
 fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const cJSON *root)
 {
-    jbuf b = { 0 };
+    fp8_text b = { 0 };
     print_pretty(&b, root, 0);
-    jb_put(&b, "\n");
+    fp8_text_str(&b, "\n");
     char *path = ck_join(dir, name);
     zio_writer *w = NULL;
     fp8_status st;

@@ -34,4 +34,19 @@ static inline bool fp8_add_u64(uint64_t a, uint64_t b, uint64_t *out)
     return !__builtin_add_overflow(a, b, out);
 }
 
+/* A growable text buffer; `oom` records a failed allocation (checked once,
+ * at the end).  Start with fp8_text t = { 0 }; free(t.p) when done. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} fp8_text;
+
+void fp8_text_put(fp8_text *b, const char *s, size_t n);
+void fp8_text_str(fp8_text *b, const char *s);
+void fp8_text_u64(fp8_text *b, uint64_t v);
+/* A JSON string as serde_json writes it: escapes for '"', '\\' and control
+ * characters only (short forms where JSON has them), UTF-8 as is. */
+void fp8_text_json_string(fp8_text *b, const char *s);
+
 #endif

@@ -164,67 +164,6 @@ static int cmp_meta_key(const void *a, const void *b)
     return strcmp(((const wr_meta *)a)->key, ((const wr_meta *)b)->key);
 }
 
-/* A growable text buffer for the header. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->len + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_u64(sbuf *b, uint64_t v)
-{
-    char num[24];
-    sb_put(b, num, (size_t)snprintf(num, sizeof num, "%llu", (unsigned long long)v));
-}
-
-/* A JSON string as serde_json writes it: escapes for '"', '\\' and control
- * characters only (short forms where JSON has them), UTF-8 as is. */
-static void sb_json_string(sbuf *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[8];
-        switch (*p) {
-        case '"': sb_str(b, "\\\""); break;
-        case '\\': sb_str(b, "\\\\"); break;
-        case '\b': sb_str(b, "\\b"); break;
-        case '\f': sb_str(b, "\\f"); break;
-        case '\n': sb_str(b, "\\n"); break;
-        case '\r': sb_str(b, "\\r"); break;
-        case '\t': sb_str(b, "\\t"); break;
-        default:
-            if (*p < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", *p);
-                sb_str(b, esc);
-            } else {
-                sb_put(b, (const char *)p, 1);
-            }
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
 /* Fixes the layout: sorts the tensors, assigns their offsets, formats the header. */
 static fp8_status layout(fp8_ctx *ctx, fp8_writer *w)
 {
@@ -238,16 +177,16 @@ static fp8_status layout(fp8_ctx *ctx, fp8_writer *w)
             return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s' added twice", w->path,
                             w->tensors[i].name);
 
-    sbuf b = { 0 };
-    sb_str(&b, "{\"__metadata__\":{");
+    fp8_text b = { 0 };
+    fp8_text_str(&b, "{\"__metadata__\":{");
     for (size_t i = 0; i < w->nmeta; i++) {
         if (i)
-            sb_str(&b, ",");
-        sb_json_string(&b, w->meta[i].key);
-        sb_str(&b, ":");
-        sb_json_string(&b, w->meta[i].value);
+            fp8_text_str(&b, ",");
+        fp8_text_json_string(&b, w->meta[i].key);
+        fp8_text_str(&b, ":");
+        fp8_text_json_string(&b, w->meta[i].value);
     }
-    sb_str(&b, "}");
+    fp8_text_str(&b, "}");
     uint64_t offset = 0;
     for (size_t i = 0; i < w->n; i++) {
         fp8_tensor_info *t = &w->tensors[i];
@@ -255,25 +194,25 @@ static fp8_status layout(fp8_ctx *ctx, fp8_writer *w)
         t->begin = offset;
         t->end = offset + nbytes;
         offset = t->end;
-        sb_str(&b, ",");
-        sb_json_string(&b, t->name);
-        sb_str(&b, ":{\"dtype\":\"");
-        sb_str(&b, fp8_dtype_name(t->dtype));
-        sb_str(&b, "\",\"shape\":[");
+        fp8_text_str(&b, ",");
+        fp8_text_json_string(&b, t->name);
+        fp8_text_str(&b, ":{\"dtype\":\"");
+        fp8_text_str(&b, fp8_dtype_name(t->dtype));
+        fp8_text_str(&b, "\",\"shape\":[");
         for (int d = 0; d < t->rank; d++) {
             if (d)
-                sb_str(&b, ",");
-            sb_u64(&b, t->shape[d]);
+                fp8_text_str(&b, ",");
+            fp8_text_u64(&b, t->shape[d]);
         }
-        sb_str(&b, "],\"data_offsets\":[");
-        sb_u64(&b, t->begin);
-        sb_str(&b, ",");
-        sb_u64(&b, t->end);
-        sb_str(&b, "]}");
+        fp8_text_str(&b, "],\"data_offsets\":[");
+        fp8_text_u64(&b, t->begin);
+        fp8_text_str(&b, ",");
+        fp8_text_u64(&b, t->end);
+        fp8_text_str(&b, "]}");
     }
-    sb_str(&b, "}");
+    fp8_text_str(&b, "}");
     while (b.len % 8)
-        sb_str(&b, " ");
+        fp8_text_str(&b, " ");
     if (b.oom) {
         free(b.p);
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);

@@ -70,6 +70,22 @@ static bool exists(const char *path)
     return lstat(path, &sb) == 0;
 }
 
+/* The file at `path` is byte for byte the oracle's shard `shard` of case `name`. */
+static void expect_golden_file(const char *path, const char *name, const char *shard)
+{
+    char gpath[512], hex[33];
+    snprintf(gpath, sizeof gpath, "%s/%s.json", GOLDEN_DIR, name);
+    cJSON *golden = read_json(gpath);
+    size_t len;
+    char *data = tu_slurp(path, &len);
+    xxh_hex(data, len, hex);
+    const cJSON *want = cJSON_GetObjectItem(cJSON_GetObjectItem(golden, "files"), shard);
+    ck_assert_msg(want && strcmp(hex, want->valuestring) == 0,
+                  "%s differs from shard %s of the oracle's case %s", path, shard, name);
+    free(data);
+    cJSON_Delete(golden);
+}
+
 /* ---------------------------------------------------------------- oracle goldens */
 
 static void check_tensors(const char *out, const cJSON *golden)
@@ -133,17 +149,11 @@ START_TEST(test_quantize_matches_numpy_oracle)
     ck_assert_msg(rc == 0, "case %s: exit %d: %s", name, rc, err);
 
     check_tensors(out, golden);
-    const cJSON *files = cJSON_GetObjectItem(golden, "files"), *f;
-    cJSON_ArrayForEach(f, files)
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(golden, "files"))
     {
-        size_t len;
         ck_assert(asprintf(&cmd, "%s/%s", out, f->string) > 0);
-        char *data = tu_slurp(cmd, &len), hex[33];
-        xxh_hex(data, len, hex);
-        ck_assert_msg(strcmp(hex, f->valuestring) == 0,
-                      "%s: shard %s differs from the file the reference writer makes", name,
-                      f->string);
-        free(data);
+        expect_golden_file(cmd, name, f->string);
         free(cmd);
     }
     ck_assert(asprintf(&cmd, "%s/model.safetensors.index.json", out) > 0);
@@ -518,7 +528,8 @@ START_TEST(test_already_quantized_input_is_refused)
                        dir) > 0);
     ck_assert_int_eq(tu_run(args, NULL, &err), 3);
     ck_assert_msg(strstr(err, "already F8_E4M3"), "%s", err);
-    ck_assert(!exists("again.safetensors"));
+    ck_assert_int_eq(count_entries(dir, "again"), 0);
+    ck_assert_int_eq(count_entries(dir, ".again"), 0);
     free(err);
     free(args);
     tu_tmpdir_free(dir);
@@ -559,17 +570,55 @@ START_TEST(test_single_file_in_single_file_out)
     ck_assert(asprintf(&args, "quantize -q testdata/quant-edge/model.safetensors %s", out) > 0);
     ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
     /* same tensors and bytes as the directory case's shard */
-    cJSON *golden = read_json(GOLDEN_DIR "/edge-block-hf-fp8.json");
-    size_t len;
-    char *data = tu_slurp(out, &len), hex[33];
-    xxh_hex(data, len, hex);
-    ck_assert_str_eq(hex, cJSON_GetObjectItem(cJSON_GetObjectItem(golden, "files"),
-                                              "model.safetensors")->valuestring);
+    expect_golden_file(out, "edge-block-hf-fp8", "model.safetensors");
     ck_assert_int_eq(count_entries(dir, ""), 3); /* ".", "..", the file */
-    free(data);
-    cJSON_Delete(golden);
     free(args);
     free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A zstd-compressed shard is read as a stream (serialised between threads)
+ * and written uncompressed under the name without .zst. */
+START_TEST(test_zstd_input_gives_the_same_output)
+{
+    char *dir = tu_tmpdir(), *path, *args;
+    ck_assert(asprintf(&path, "%s/in", dir) > 0);
+    ck_assert(mkdir(path, 0755) == 0);
+    free(path);
+    ck_assert(asprintf(&path, "%s/in/model.safetensors.zst", dir) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_file *f;
+    fp8_writer *w;
+    ck_assert(fp8_file_open(ctx, "testdata/quant-edge/model.safetensors", &f) == FP8_OK);
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (size_t i = 0; i < fp8_file_tensor_count(f); i++) {
+        const fp8_tensor_info *t = fp8_file_tensor(f, i);
+        ck_assert(fp8_writer_add_tensor(ctx, w, t->name, t->dtype, t->rank, t->shape) == FP8_OK);
+    }
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++) {
+        const fp8_tensor_info *t = fp8_file_find(f, fp8_writer_tensor(w, i)->name);
+        size_t n = (size_t)fp8_tensor_nbytes(t);
+        void *buf = malloc(n ? n : 1);
+        ck_assert(fp8_file_read(ctx, f, t, 0, buf, n) == FP8_OK);
+        ck_assert(fp8_writer_write(ctx, w, buf, n) == FP8_OK);
+        free(buf);
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_file_close(f);
+    fp8_ctx_free(ctx);
+    ck_assert(asprintf(&args, "cp testdata/quant-edge/config.json %s/in/", dir) > 0);
+    ck_assert(system(args) == 0);
+    free(args);
+    ck_assert(asprintf(&args, "quantize -q -j 2 %s/in %s/out", dir, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(path);
+    ck_assert(asprintf(&path, "%s/out/model.safetensors", dir) > 0);
+    expect_golden_file(path, "edge-block-hf-fp8", "model.safetensors");
+    free(args);
+    free(path);
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -720,6 +769,7 @@ int main(void)
     tcase_add_test(tc, test_already_quantized_input_is_refused);
     tcase_add_test(tc, test_existing_output_needs_force);
     tcase_add_test(tc, test_single_file_in_single_file_out);
+    tcase_add_test(tc, test_zstd_input_gives_the_same_output);
     tcase_add_test(tc, test_dry_run_writes_nothing_and_reports);
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
