@@ -76,15 +76,15 @@ read -r t_cp _ < <(measure cp -r "$model" "$work/out")
 read -r t_cps _ < <(measure sh -c 'cp -r "$1" "$2" && sync' sh "$model" "$work/out")
 gbs() { awk -v b="$in_bytes" -v t="$1" 'BEGIN { printf "%.2f", b / t / 1e9 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-printf '%-44s %7s %8s %6s %9s %9s\n' "" "wall s" "in GB/s" "x cp" "x cp+sync" "peak RSS"
-printf '%-44s %7.3f %8s %6s %9s %9s\n' "floor: cp -r" "$t_cp" "$(gbs "$t_cp")" 1.00 - -
-printf '%-44s %7.3f %8s %6s %9s %9s\n' "floor: cp -r && sync" "$t_cps" "$(gbs "$t_cps")" - 1.00 -
+printf '%-52s %7s %8s %6s %9s %9s\n' "" "wall s" "in GB/s" "x cp" "x cp+sync" "peak RSS"
+printf '%-52s %7.3f %8s %6s %9s %9s\n' "floor: cp -r" "$t_cp" "$(gbs "$t_cp")" 1.00 - -
+printf '%-52s %7.3f %8s %6s %9s %9s\n' "floor: cp -r && sync" "$t_cps" "$(gbs "$t_cps")" - 1.00 -
 for scheme in "block" "block --scale-fmt ue8m0" "channel" "tensor" "mxfp8"; do
     for sync in "" "--no-sync"; do
         # shellcheck disable=SC2086
         read -r t rss < <(measure "$BIN" quantize -q --progress never $sync --scheme $scheme \
             "$model" "$work/out")
-        printf '%-44s %7.3f %8s %6s %9s %5d MiB\n' "quantize --scheme $scheme $sync" "$t" \
+        printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "quantize --scheme $scheme $sync" "$t" \
             "$(gbs "$t")" "$(ratio "$t" "$t_cp")" "$(ratio "$t" "$t_cps")" $((rss / 1024))
     done
 done

@@ -448,6 +448,7 @@ fp8_status zio_writer_pwrite(fp8_ctx *ctx, zio_writer *w, uint64_t offset, const
         return fp8_fail(ctx, FP8_ERR_USAGE, "%s: positioned write into a %s", w->path,
                         w->cctx ? "compressed output" : "writer with buffered data");
     const char *p = data;
+    size_t total = len;
     while (len) {
         ssize_t n = pwrite(w->fd, p, len, (off_t)offset);
         if (n < 0 && errno == EINTR)
@@ -458,6 +459,11 @@ fp8_status zio_writer_pwrite(fp8_ctx *ctx, zio_writer *w, uint64_t offset, const
         offset += (uint64_t)n;
         len -= (size_t)n;
     }
+    /* A durable file is fsynced at commit: start writing these pages to disk
+     * now, so that the disk works while the CPU does, and commit waits for
+     * little. */
+    if (w->durable)
+        sync_file_range(w->fd, (off_t)(offset - total), (off_t)total, SYNC_FILE_RANGE_WRITE);
     return FP8_OK;
 }
 
