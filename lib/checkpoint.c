@@ -441,6 +441,34 @@ fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const 
     return st;
 }
 
+static int cmp_index_entry(const void *a, const void *b)
+{
+    return strcmp(((const ck_index_entry *)a)->name, ((const ck_index_entry *)b)->name);
+}
+
+fp8_status ck_index_write(fp8_ctx *ctx, const char *dir, ck_index_entry *map, size_t n,
+                          uint64_t total_size)
+{
+    qsort(map, n, sizeof *map, cmp_index_entry);
+    char num[24];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)total_size);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON_AddItemToObject(meta, "total_size", cJSON_CreateRaw(num));
+    cJSON *wm = cJSON_AddObjectToObject(root, "weight_map");
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddStringToObject(wm, map[i].name, map[i].shard);
+    return ck_json_write_owned(ctx, dir, INDEX_NAME, root);
+}
+
+fp8_status ck_json_write_owned(fp8_ctx *ctx, const char *dir, const char *name, cJSON *root)
+{
+    fp8_status st = root ? ck_json_write(ctx, dir, name, root)
+                         : fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", name);
+    cJSON_Delete(root);
+    return st;
+}
+
 static fp8_status copy_file(fp8_ctx *ctx, const char *from, const char *to, uint64_t size,
                             const volatile sig_atomic_t *cancel)
 {

@@ -23,6 +23,17 @@ fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config);
 /* Writes `root` to dir/name as transformers writes its JSON files (2-space
  * indent, keys in tree order, a final newline), durably. */
 fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const cJSON *root);
+/* The same, then frees the tree (NULL: the caller ran out of memory building it). */
+fp8_status ck_json_write_owned(fp8_ctx *ctx, const char *dir, const char *name, cJSON *root);
+
+/* Writes dir/model.safetensors.index.json: metadata.total_size (the bytes of
+ * all tensors, as transformers writes it) and the weight_map sorted by name.
+ * Sorts `map` in place. */
+typedef struct {
+    const char *name, *shard;
+} ck_index_entry;
+fp8_status ck_index_write(fp8_ctx *ctx, const char *dir, ck_index_entry *map, size_t n,
+                          uint64_t total_size);
 
 /* Copies every regular top-level file of the checkpoint directory (symbolic
  * links followed, as in a Hugging Face cache snapshot) into `to`, except the

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "jobs.h"
 #include "quant.h"
 
 #define JOB_BYTES (4u << 20)
@@ -472,24 +473,19 @@ typedef struct {
     fp8_writer *out;
     job *jobs;
     size_t njobs, cap;
-    size_t next;            /* the next job to take (atomic) */
     float *amax;            /* JOB_AMAX results, by job */
     float *tensor_scale;    /* per-tensor scheme: by item, expert (see scale_at) */
     size_t *scale_at;       /* by item: first index into tensor_scale */
     size_t max_src, max_q, max_scales; /* buffer sizes a worker needs */
     uint64_t *done;         /* bytes of work finished, over the whole run (atomic) */
     uint64_t total;
-    pthread_mutex_t lock;
-    size_t err_job;         /* the lowest failed job (SIZE_MAX: none); under lock */
-    bool failed;            /* atomic: stop taking jobs */
-    fp8_status err_st;
-    char *err_msg;
 } shard_run;
 
+/* A job's view of its thread: the shard's run, the thread's context and
+ * buffers (input, codes, scales). */
 typedef struct {
     shard_run *r;
     fp8_ctx *ctx;
-    bool main_thread;
     unsigned char *src, *q, *scales;
 } worker;
 
@@ -694,96 +690,27 @@ static uint64_t job_bytes(const shard_run *r, const job *j)
     return j->nrows * j->ncols * src_size(r->plan->items[j->item].tensor->dtype);
 }
 
-static void record_error(shard_run *r, size_t j, fp8_status st, const char *msg)
+static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
 {
-    pthread_mutex_lock(&r->lock);
-    if (j < r->err_job) {
-        free(r->err_msg);
-        r->err_msg = fp8_strdup(msg);
-        r->err_st = st;
-        r->err_job = j;
-    }
-    __atomic_store_n(&r->failed, true, __ATOMIC_SEQ_CST);
-    pthread_mutex_unlock(&r->lock);
+    shard_run *r = arg;
+    worker w = { r, fw->ctx, fw->buf[0], fw->buf[1], fw->buf[2] };
+    return do_job(&w, &r->jobs[j]);
 }
 
-static void *work(void *arg)
+static uint64_t bytes_of(void *arg, size_t j)
 {
-    worker *w = arg;
-    shard_run *r = w->r;
-    const fp8_quant_options *o = &r->plan->opts;
-    for (;;) {
-        /* Jobs are taken in order and every job below a failed one was taken
-         * before it, so the error reported is the same for any thread count. */
-        if (__atomic_load_n(&r->failed, __ATOMIC_SEQ_CST))
-            break;
-        size_t j = __atomic_fetch_add(&r->next, 1, __ATOMIC_SEQ_CST);
-        if (j >= r->njobs)
-            break;
-        fp8_status st = o->cancel && *o->cancel
-                            ? fp8_fail(w->ctx, FP8_ERR_IO, "%s: interrupted", r->plan->input)
-                            : do_job(w, &r->jobs[j]);
-        if (st)
-            record_error(r, j, st, fp8_ctx_message(w->ctx));
-        uint64_t done = __atomic_add_fetch(r->done, job_bytes(r, &r->jobs[j]), __ATOMIC_RELAXED);
-        if (w->main_thread && o->progress)
-            o->progress(o->progress_user, done, r->total);
-    }
-    return NULL;
+    shard_run *r = arg;
+    return job_bytes(r, &r->jobs[j]);
 }
 
-static int thread_count(const fp8_quant_options *o, size_t njobs)
-{
-    long n = o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    n = n < 1 ? 1 : n;
-    return (int)((size_t)n < njobs ? (size_t)n : (njobs ? njobs : 1));
-}
-
-/* Runs r->jobs on the calling thread and helpers; the error (if any) is the
- * lowest failed job's. */
 static fp8_status run_jobs(fp8_ctx *ctx, shard_run *r)
 {
-    int n = thread_count(&r->plan->opts, r->njobs), started = 0;
-    worker *ws = fp8_xcalloc((size_t)n, sizeof *ws);
-    pthread_t *tids = fp8_xcalloc((size_t)n, sizeof *tids);
-    fp8_status st = FP8_OK;
-    r->next = 0;
-    r->err_job = SIZE_MAX;
-    r->failed = false;
-    if (!ws || !tids) {
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < n; i++) {
-        ws[i] = (worker){ .r = r, .ctx = fp8_ctx_create(), .main_thread = i == 0 };
-        ws[i].src = malloc(r->max_src ? r->max_src : 1);
-        ws[i].q = malloc(r->max_q ? r->max_q : 1);
-        ws[i].scales = malloc(r->max_scales ? r->max_scales : 1);
-        if (!ws[i].ctx || !ws[i].src || !ws[i].q || !ws[i].scales) {
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory for the work buffers");
-            goto out;
-        }
-    }
-    for (started = 1; started < n; started++)
-        if (pthread_create(&tids[started], NULL, work, &ws[started]) != 0)
-            break; /* fewer helpers; the work still gets done */
-    work(&ws[0]);
-    for (int i = 1; i < started; i++)
-        pthread_join(tids[i], NULL);
-    if (r->err_job != SIZE_MAX)
-        st = fp8_fail(ctx, r->err_st, "%s", r->err_msg ? r->err_msg : "out of memory");
-out:
-    for (int i = 0; ws && i < n; i++) {
-        fp8_ctx_free(ws[i].ctx);
-        free(ws[i].src);
-        free(ws[i].q);
-        free(ws[i].scales);
-    }
-    free(ws);
-    free(tids);
-    free(r->err_msg);
-    r->err_msg = NULL;
-    return st;
+    const fp8_quant_options *o = &r->plan->opts;
+    fp8_jobs spec = { .njobs = r->njobs, .bufsize = { r->max_src, r->max_q, r->max_scales },
+                      .threads = o->threads, .run = run_one, .bytes = bytes_of, .arg = r,
+                      .what = r->plan->input, .cancel = o->cancel, .progress = o->progress,
+                      .progress_user = o->progress_user, .done = r->done, .total = r->total };
+    return fp8_jobs_run(ctx, &spec);
 }
 
 /* Per-tensor scheme, after the amax pass: one scale per expert matrix,
@@ -848,7 +775,6 @@ static fp8_status write_shard(fp8_ctx *ctx, fp8_quant_plan *p, size_t s, const c
     fp8_status st;
     shard_run r = { .plan = p, .in = fp8_checkpoint_shard(p->ck, s), .done = done,
                     .total = p->work_bytes };
-    pthread_mutex_init(&r.lock, NULL);
     size_t *items = fp8_xcalloc(p->n ? p->n : 1, sizeof *items), nitems = 0;
     r.scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r.scale_at);
     if (!items || !r.scale_at) {
@@ -893,7 +819,6 @@ static fp8_status write_shard(fp8_ctx *ctx, fp8_quant_plan *p, size_t s, const c
     st = fp8_writer_commit(ctx, r.out);
 out:
     fp8_writer_free(r.out);
-    pthread_mutex_destroy(&r.lock);
     free(r.jobs);
     free(r.amax);
     free(r.tensor_scale);
@@ -1008,38 +933,17 @@ static cJSON *hf_quant_config(const fp8_quant_plan *p)
     return root;
 }
 
-/* Writes cJSON built here, checking that building it did not run out of memory. */
-static fp8_status write_json(fp8_ctx *ctx, const char *dir, const char *name, cJSON *root)
-{
-    char *probe = root ? cJSON_PrintUnformatted(root) : NULL;
-    fp8_status st = probe ? ck_json_write(ctx, dir, name, root)
-                          : fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", name);
-    free(probe);
-    cJSON_Delete(root);
-    return st;
-}
-
-typedef struct {
-    const char *name, *shard;
-} index_entry;
-
-static int cmp_index_entry(const void *a, const void *b)
-{
-    return strcmp(((const index_entry *)a)->name, ((const index_entry *)b)->name);
-}
-
-/* model.safetensors.index.json for the output: total_size is the bytes of
- * all tensors (as transformers writes it), weight_map sorted by name. */
+/* model.safetensors.index.json for the output. */
 static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
 {
-    index_entry *map = fp8_xcalloc(p->n * 2 + 1, sizeof *map);
+    ck_index_entry *map = fp8_xcalloc(p->n * 2 + 1, sizeof *map);
     if (!map)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     size_t n = 0;
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++) {
         const fp8_quant_item *it = &p->items[i];
-        map[n++] = (index_entry){ it->tensor->name, it->shard };
+        map[n++] = (ck_index_entry){ it->tensor->name, it->shard };
         if (!it->quantize) {
             total += fp8_tensor_nbytes(it->tensor);
             continue;
@@ -1048,19 +952,11 @@ static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char 
         for (int d = 0; d < it->scale_rank; d++)
             scales *= it->scale_shape[d];
         total += it->tensor->elements + scales;
-        map[n++] = (index_entry){ it->scale_name, it->shard };
+        map[n++] = (ck_index_entry){ it->scale_name, it->shard };
     }
-    qsort(map, n, sizeof *map, cmp_index_entry);
-    char num[24];
-    snprintf(num, sizeof num, "%llu", (unsigned long long)total);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddItemToObject(cJSON_AddObjectToObject(root, "metadata"), "total_size",
-                          cJSON_CreateRaw(num));
-    cJSON *wm = cJSON_AddObjectToObject(root, "weight_map");
-    for (size_t i = 0; i < n; i++)
-        cJSON_AddStringToObject(wm, map[i].name, map[i].shard);
+    fp8_status st = ck_index_write(ctx, dir, map, n, total);
     free(map);
-    return write_json(ctx, dir, CK_INDEX_NAME, root);
+    return st;
 }
 
 static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
@@ -1069,143 +965,42 @@ static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char
     fp8_status st = ck_config_read(ctx, p->input, &config);
     if (!st && config) {
         cJSON_AddItemToObject(config, "quantization_config", quantization_config(p));
-        st = write_json(ctx, dir, "config.json", config);
+        st = ck_json_write_owned(ctx, dir, "config.json", config);
     }
     if (!st && p->format == FP8_FORMAT_MODELOPT)
-        st = write_json(ctx, dir, HF_QUANT_CONFIG, hf_quant_config(p));
+        st = ck_json_write_owned(ctx, dir, HF_QUANT_CONFIG, hf_quant_config(p));
     return st;
 }
 
 /* ---------------------------------------------------------------- the run */
 
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
-/* Moves `built` onto `output`; an existing output (with --force) is first
- * moved aside into `aside` (an empty directory), so that a failure can put
- * it back. */
-static fp8_status install(fp8_ctx *ctx, const char *built, const char *output, const char *aside,
-                          bool exists)
-{
-    char *old = exists ? ck_join(aside, "old") : NULL;
-    fp8_status st = FP8_OK;
-    if (exists && !old)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    if (exists && rename(output, old) != 0)
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot move the existing output aside: %s", output,
-                      strerror(errno));
-    else if (rename(built, output) != 0) {
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot rename the finished output into place: %s",
-                      output, strerror(errno));
-        if (exists)
-            rename(old, output);
-    } else if (exists) {
-        ck_remove_tree(old);
-    }
-    free(old);
-    return st;
-}
-
-static fp8_status check_output(fp8_ctx *ctx, const fp8_quant_plan *p, const char *output,
-                               bool *exists)
-{
-    struct stat sb;
-    *exists = lstat(output, &sb) == 0;
-    if (*exists && !p->opts.force)
-        return fp8_fail(ctx, FP8_ERR_EXISTS, "%s: already exists (--force replaces it)", output);
-    char *a = realpath(p->input, NULL), *b = *exists ? realpath(output, NULL) : NULL;
-    bool same = a && b && strcmp(a, b) == 0;
-    free(a);
-    free(b);
-    if (same)
-        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: OUTPUT is the INPUT; write to a new path",
-                        output);
-    if (!fp8_checkpoint_is_directory(p->ck) && (has_suffix(output, ".zst")))
-        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: compressed output is not supported; name it "
-                        "*.safetensors", output);
-    return FP8_OK;
-}
-
 fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *output)
 {
-    fp8_status st;
-    bool exists, is_dir = fp8_checkpoint_is_directory(p->ck);
-    char *tmp = NULL, *aside = NULL, *built = NULL, *shard_path = NULL;
+    bool is_dir = fp8_checkpoint_is_directory(p->ck);
     uint64_t done = 0;
-    if ((st = check_output(ctx, p, output, &exists)))
-        return st;
-    /* Everything is built in a temporary directory beside OUTPUT (same file
-     * system, so the final rename is atomic). */
-    const char *base = fp8_basename(output);
-    int dirlen = (int)(base - output);
-    if (asprintf(&tmp, "%.*s.%s.tmp-XXXXXX", dirlen, output, base) < 0 ||
-        asprintf(&aside, "%.*s.%s.old-XXXXXX", dirlen, output, base) < 0) {
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        goto out;
+    fp8_output out;
+    fp8_status st = fp8_output_begin(ctx, &out, p->input, output, is_dir, p->opts.force,
+                                     !p->opts.no_sync);
+    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p->ck); s++) {
+        char *path = fp8_output_file(&out, p->out_shards[s]);
+        st = path ? write_shard(ctx, p, s, path, &done)
+                  : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        free(path);
     }
-    if (!mkdtemp(tmp)) {
-        free(tmp);
-        tmp = NULL;
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a temporary directory beside it: %s",
-                      output, strerror(errno));
-        goto out;
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    chmod(tmp, 0777 & ~mask); /* mkdtemp made it private; the output directory is not */
-    for (size_t s = 0; s < fp8_checkpoint_shard_count(p->ck); s++) {
-        free(shard_path);
-        shard_path = ck_join(tmp, is_dir ? p->out_shards[s] : base);
-        if (!shard_path) {
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        if ((st = write_shard(ctx, p, s, shard_path, &done)))
-            goto out;
-    }
-    if (is_dir) {
+    if (!st && is_dir) {
         const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
-        if ((fp8_checkpoint_has_index(p->ck) || fp8_checkpoint_shard_count(p->ck) > 1) &&
-            (st = write_index(ctx, p, tmp)))
-            goto out;
-        if ((st = write_config(ctx, p, tmp)) ||
-            (st = ck_copy_other_files(ctx, p->ck, tmp, skip, p->opts.cancel)))
-            goto out;
+        if (fp8_checkpoint_has_index(p->ck) || fp8_checkpoint_shard_count(p->ck) > 1)
+            st = write_index(ctx, p, out.tmp);
+        if (!st)
+            st = write_config(ctx, p, out.tmp);
+        if (!st)
+            st = ck_copy_other_files(ctx, p->ck, out.tmp, skip, p->opts.cancel);
     }
-    if (p->opts.cancel && *p->opts.cancel) {
+    if (!st && p->opts.cancel && *p->opts.cancel)
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
-        goto out;
-    }
-    if (exists && !mkdtemp(aside)) {
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a directory beside it: %s", output,
-                      strerror(errno));
-        goto out;
-    }
-    built = is_dir ? fp8_strdup(tmp) : ck_join(tmp, base);
-    if (!built)
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    else
-        st = install(ctx, built, output, aside, exists);
-    if (exists)
-        rmdir(aside);
-    if (!st && !p->opts.no_sync) {
-        char *parent = strndup(output, dirlen ? (size_t)dirlen : 0);
-        sync_dir(parent && *parent ? parent : ".");
-        free(parent);
-    }
-out:
-    if (tmp)
-        ck_remove_tree(tmp); /* after success only the empty directory (file output) or nothing */
-    free(shard_path);
-    free(built);
-    free(aside);
-    free(tmp);
+    if (!st)
+        st = fp8_output_commit(ctx, &out);
+    fp8_output_end(&out);
     if (!st && p->opts.progress)
         p->opts.progress(p->opts.progress_user, p->work_bytes, p->work_bytes);
     return st;

@@ -1,0 +1,235 @@
+/*
+ * jobs.c - threads running a list of jobs in order, and outputs built
+ * beside their final path and renamed into place.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "jobs.h"
+#include "zio.h"
+
+/* ---------------------------------------------------------------- jobs */
+
+typedef struct {
+    const fp8_jobs *spec;
+    size_t next;     /* the next job to take (atomic) */
+    bool failed;     /* atomic: stop taking jobs */
+    pthread_mutex_t lock;
+    size_t err_job;  /* the lowest failed job, under lock */
+    fp8_status err_st;
+    char *err_msg;
+} job_queue;
+
+typedef struct {
+    job_queue *q;
+    fp8_worker w;
+    bool main_thread;
+} job_thread;
+
+static void record_error(job_queue *q, size_t j, fp8_status st, const char *msg)
+{
+    pthread_mutex_lock(&q->lock);
+    if (j < q->err_job) {
+        free(q->err_msg);
+        q->err_msg = fp8_strdup(msg);
+        q->err_st = st;
+        q->err_job = j;
+    }
+    __atomic_store_n(&q->failed, true, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&q->lock);
+}
+
+static void *work(void *arg)
+{
+    job_thread *t = arg;
+    job_queue *q = t->q;
+    const fp8_jobs *s = q->spec;
+    for (;;) {
+        if (__atomic_load_n(&q->failed, __ATOMIC_SEQ_CST))
+            break;
+        size_t j = __atomic_fetch_add(&q->next, 1, __ATOMIC_SEQ_CST);
+        if (j >= s->njobs)
+            break;
+        fp8_status st = s->cancel && *s->cancel
+                            ? fp8_fail(t->w.ctx, FP8_ERR_IO, "%s: interrupted", s->what)
+                            : s->run(s->arg, &t->w, j);
+        if (st)
+            record_error(q, j, st, fp8_ctx_message(t->w.ctx));
+        uint64_t done = s->done ? __atomic_add_fetch(s->done, s->bytes(s->arg, j), __ATOMIC_RELAXED) : 0;
+        if (t->main_thread && s->progress)
+            s->progress(s->progress_user, done, s->total);
+    }
+    return NULL;
+}
+
+fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
+{
+    long n = s->threads > 0 ? s->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    n = n < 1 ? 1 : (size_t)n > s->njobs ? (long)(s->njobs ? s->njobs : 1) : n;
+    job_queue q = { .spec = s, .err_job = SIZE_MAX };
+    job_thread *ts = fp8_xcalloc((size_t)n, sizeof *ts);
+    pthread_t *tids = fp8_xcalloc((size_t)n, sizeof *tids);
+    fp8_status st = FP8_OK;
+    int started = 0;
+    pthread_mutex_init(&q.lock, NULL);
+    if (!ts || !tids) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (long i = 0; i < n; i++) {
+        ts[i] = (job_thread){ .q = &q, .main_thread = i == 0 };
+        bool ok = (ts[i].w.ctx = fp8_ctx_create()) != NULL;
+        for (int b = 0; b < 3; b++)
+            ok = (ts[i].w.buf[b] = malloc(s->bufsize[b] ? s->bufsize[b] : 1)) && ok;
+        if (!ok) {
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory for the work buffers");
+            goto out;
+        }
+    }
+    for (started = 1; started < n; started++)
+        if (pthread_create(&tids[started], NULL, work, &ts[started]) != 0)
+            break; /* fewer helpers; the work still gets done */
+    work(&ts[0]);
+    for (int i = 1; i < started; i++)
+        pthread_join(tids[i], NULL);
+    if (q.err_job != SIZE_MAX)
+        st = fp8_fail(ctx, q.err_st, "%s", q.err_msg ? q.err_msg : "out of memory");
+out:
+    for (long i = 0; ts && i < n; i++) {
+        fp8_ctx_free(ts[i].w.ctx);
+        for (int b = 0; b < 3; b++)
+            free(ts[i].w.buf[b]);
+    }
+    free(ts);
+    free(tids);
+    free(q.err_msg);
+    pthread_mutex_destroy(&q.lock);
+    return st;
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, const char *output,
+                            bool is_dir, bool force, bool durable)
+{
+    struct stat sb;
+    *o = (fp8_output){ .is_dir = is_dir, .durable = durable };
+    o->exists = lstat(output, &sb) == 0;
+    if (o->exists && !force)
+        return fp8_fail(ctx, FP8_ERR_EXISTS, "%s: already exists (--force replaces it)", output);
+    char *a = realpath(input, NULL), *b = o->exists ? realpath(output, NULL) : NULL;
+    bool same = a && b && strcmp(a, b) == 0;
+    free(a);
+    free(b);
+    if (same)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: OUTPUT is the INPUT; write to a new path",
+                        output);
+    if (!is_dir && zio_has_suffix(output, ".zst"))
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: compressed output is not supported; name it *.safetensors", output);
+    o->base = fp8_basename(output);
+    o->dirlen = (int)(o->base - output);
+    if (!(o->path = fp8_strdup(output)) ||
+        asprintf(&o->tmp, "%.*s.%s.tmp-XXXXXX", o->dirlen, output, o->base) < 0) {
+        o->tmp = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    o->base = fp8_basename(o->path);
+    if (!mkdtemp(o->tmp)) {
+        free(o->tmp);
+        o->tmp = NULL;
+        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a temporary directory beside it: %s",
+                        output, strerror(errno));
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    chmod(o->tmp, 0777 & ~mask); /* mkdtemp made it private; the output is not */
+    return FP8_OK;
+}
+
+char *fp8_output_file(const fp8_output *o, const char *name)
+{
+    return ck_join(o->tmp, o->is_dir ? name : o->base);
+}
+
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o)
+{
+    fp8_status st = FP8_OK;
+    char *built = o->is_dir ? fp8_strdup(o->tmp) : ck_join(o->tmp, o->base);
+    char *aside = NULL, *old = NULL;
+    if (!built) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (o->exists) {
+        /* the old output goes aside first, so that a failure can put it back */
+        if (asprintf(&aside, "%.*s.%s.old-XXXXXX", o->dirlen, o->path, o->base) < 0) {
+            aside = NULL;
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        if (!mkdtemp(aside)) {
+            free(aside);
+            aside = NULL;
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a directory beside it: %s",
+                          o->path, strerror(errno));
+            goto out;
+        }
+        if (!(old = ck_join(aside, "old"))) {
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        if (rename(o->path, old) != 0) {
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot move the existing output aside: %s",
+                          o->path, strerror(errno));
+            goto out;
+        }
+    }
+    if (rename(built, o->path) != 0) {
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot rename the finished output into place: %s",
+                      o->path, strerror(errno));
+        if (old)
+            rename(old, o->path);
+        goto out;
+    }
+    if (old)
+        ck_remove_tree(old);
+    if (o->durable) {
+        char *parent = strndup(o->path, (size_t)o->dirlen);
+        sync_dir(parent && *parent ? parent : ".");
+        free(parent);
+    }
+out:
+    if (aside)
+        rmdir(aside); /* empty unless the old output could not be put back */
+    free(old);
+    free(aside);
+    free(built);
+    return st;
+}
+
+void fp8_output_end(fp8_output *o)
+{
+    if (o->tmp)
+        ck_remove_tree(o->tmp); /* after a commit: nothing, or the empty directory */
+    free(o->tmp);
+    free(o->path);
+    *o = (fp8_output){ 0 };
+}

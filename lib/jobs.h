@@ -1,0 +1,65 @@
+/*
+ * jobs.h - the work engines of quantize and dequantize share: a list of
+ * jobs run by threads in order, and an output built beside its final path.
+ */
+#ifndef FP8_JOBS_H
+#define FP8_JOBS_H
+
+#include "internal.h"
+
+/* ---------------------------------------------------------------- jobs */
+
+/* What one worker thread owns: its error context and its buffers. */
+typedef struct {
+    fp8_ctx *ctx;
+    unsigned char *buf[3];
+} fp8_worker;
+
+typedef struct {
+    size_t njobs;
+    size_t bufsize[3];          /* bytes of each worker buffer */
+    int threads;                /* 0: one per online CPU */
+    fp8_status (*run)(void *arg, fp8_worker *w, size_t job);
+    uint64_t (*bytes)(void *arg, size_t job); /* input bytes of a job, for progress */
+    void *arg;
+    const char *what;           /* named in "interrupted" */
+    const volatile sig_atomic_t *cancel;
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+    uint64_t *done, total;      /* progress over several runs */
+} fp8_jobs;
+
+/*
+ * Runs jobs 0..njobs-1 on the calling thread and helpers.  Jobs are taken in
+ * order and no new one is taken after a failure, so every job below a failed
+ * one has run: the error returned is the lowest failed job's, the same for
+ * any thread count.  Progress is reported from the calling thread only.
+ */
+fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *spec);
+
+/* ---------------------------------------------------------------- outputs */
+
+/*
+ * An output (a directory or a file) built in a temporary directory beside
+ * its final path (.NAME.tmp-XXXXXX, same file system) and renamed into place
+ * by fp8_output_commit; fp8_output_end removes whatever is left.
+ */
+typedef struct {
+    char *path, *tmp;
+    const char *base;
+    int dirlen;
+    bool exists, is_dir, durable;
+} fp8_output;
+
+/* Checks OUTPUT (must not exist unless `force`; must not be `input`; a file
+ * output may not be .zst) and creates the temporary directory. */
+fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, const char *output,
+                            bool is_dir, bool force, bool durable);
+/* Where to write `name` (a directory output) or the file (a file output;
+ * `name` unused); NULL when out of memory. */
+char *fp8_output_file(const fp8_output *o, const char *name);
+/* Moves the result into place; an existing output is removed only after. */
+fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o);
+void fp8_output_end(fp8_output *o);
+
+#endif
