@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -42,6 +43,7 @@ typedef struct {
 
 int cmd_inspect(int argc, char **argv, cli_common *common);
 int cmd_quantize(int argc, char **argv, cli_common *common);
+int cmd_dequantize(int argc, char **argv, cli_common *common);
 
 /* A command's own options: getopt_long entries (codes from CLI_OPT_FIRST up),
  * and the function that takes each; it returns -1 to go on, or an exit code. */
@@ -67,6 +69,19 @@ void cli_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 /* A u64 as an exact JSON number (cJSON numbers are doubles), and a shape. */
 cJSON *cli_json_u64(uint64_t v);
 cJSON *cli_json_shape(int rank, const uint64_t *shape);
+/* SIGINT and SIGTERM set the flag returned (the library then stops cleanly,
+ * removing what it wrote). */
+const volatile sig_atomic_t *cli_catch_signals(void);
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+/* A progress line on stderr, at most ten times a second. */
+typedef struct {
+    const char *label;
+    double last;
+    bool shown;
+} cli_progress_state;
+bool cli_progress_wanted(const cli_common *common);
+void cli_show_progress(void *user, uint64_t done, uint64_t total);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
 int cli_exit_code(fp8_status st);

@@ -225,38 +225,6 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
 
 /* ---------------------------------------------------------------- progress, signals */
 
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
-typedef struct {
-    double last;
-    bool shown;
-} progress_state;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void show_progress(void *user, uint64_t done, uint64_t total)
-{
-    progress_state *p = user;
-    double t = now();
-    if (done < total && t - p->last < 0.1)
-        return;
-    p->last = t;
-    p->shown = true;
-    fprintf(stderr, "\rquantize: %3.0f%% (%.1f of %.1f MB)", total ? 100.0 * (double)done / (double)total : 100.0,
-            (double)done / 1e6, (double)total / 1e6);
-}
-
 int cmd_quantize(int argc, char **argv, cli_common *common)
 {
     static const struct option longopts[] = {
@@ -290,11 +258,10 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
     const char *in = argv[1], *out = argv[2];
     a.opts.ignore = a.ignore;
     a.opts.threads = common->threads;
-    a.opts.cancel = &interrupted;
-    progress_state prog = { 0 };
-    if (common->progress == PROGRESS_ALWAYS ||
-        (common->progress == PROGRESS_AUTO && !common->quiet && isatty(STDERR_FILENO))) {
-        a.opts.progress = show_progress;
+    a.opts.cancel = cli_catch_signals();
+    cli_progress_state prog = { .label = "quantize" };
+    if (cli_progress_wanted(common)) {
+        a.opts.progress = cli_show_progress;
         a.opts.progress_user = &prog;
     }
 
@@ -304,13 +271,9 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
         cli_error("out of memory");
         return EXIT_IO;
     }
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
 
     uint64_t out_bytes = 0;
-    double t0 = now();
+    double t0 = cli_now();
     fp8_status st = fp8_quant_plan_create(ctx, in, &a.opts, &plan);
     if (!st)
         st = fp8_quant_plan_output_bytes(ctx, plan, &out_bytes);
@@ -331,11 +294,11 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
     } else if (common->quiet) {
         rc = EXIT_OK;
     } else if (common->json) {
-        rc = print_json(&a, plan, in, out, out_bytes, now() - t0);
+        rc = print_json(&a, plan, in, out, out_bytes, cli_now() - t0);
     } else {
         if (a.dry_run)
             print_plan(plan);
-        print_summary(&a, plan, out, out_bytes, now() - t0);
+        print_summary(&a, plan, out, out_bytes, cli_now() - t0);
         rc = EXIT_OK;
     }
     fp8_quant_plan_free(plan);

@@ -32,6 +32,13 @@ static const cli_command commands[] = {
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
       "  -n, --dry-run              print the plan, write nothing\n" },
+    { "dequantize-for-export", "INPUT OUTPUT", "convert an FP8 checkpoint back to bf16/f16/f32",
+      cmd_dequantize,
+      "Options:\n"
+      "      --dtype bf16|f16|f32   the output dtype of dequantized weights (default bf16)\n"
+      "      --force                replace OUTPUT if it exists\n"
+      "      --no-sync              do not fsync the output (faster; a power loss soon\n"
+      "                             after can leave it damaged)\n" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -90,7 +97,7 @@ static void usage(FILE *out)
             "\n"
             "Commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %-9s %-13s %s\n", commands[i].name, commands[i].args,
+        fprintf(out, "  %-22s %-13s %s\n", commands[i].name, commands[i].args,
                 commands[i].summary);
     fprintf(out,
             "\n"

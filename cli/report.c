@@ -2,7 +2,10 @@
  * report.c - pieces of the text and JSON reports that commands share.
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -28,4 +31,47 @@ cJSON *cli_json_shape(int rank, const uint64_t *shape)
     for (int d = 0; d < rank; d++)
         cJSON_AddItemToArray(a, cli_json_u64(shape[d]));
     return a;
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bool cli_progress_wanted(const cli_common *common)
+{
+    return common->progress == PROGRESS_ALWAYS ||
+           (common->progress == PROGRESS_AUTO && !common->quiet && isatty(STDERR_FILENO));
+}
+
+void cli_show_progress(void *user, uint64_t done, uint64_t total)
+{
+    cli_progress_state *p = user;
+    double t = cli_now();
+    if (done < total && t - p->last < 0.1)
+        return;
+    p->last = t;
+    p->shown = true;
+    fprintf(stderr, "\r%s: %3.0f%% (%.1f of %.1f MB)", p->label,
+            total ? 100.0 * (double)done / (double)total : 100.0, (double)done / 1e6,
+            (double)total / 1e6);
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+const volatile sig_atomic_t *cli_catch_signals(void)
+{
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return &interrupted;
 }

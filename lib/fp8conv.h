@@ -343,6 +343,42 @@ fp8_status fp8_quant_plan_output_bytes(fp8_ctx *ctx, const fp8_quant_plan *plan,
  */
 fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *plan, const char *output);
 
+/* ---------------------------------------------------------------- dequantize */
+
+/*
+ * An FP8 checkpoint back to bf16/f16/f32 (SPEC 6), for fine-tuning or export.
+ * Reads every format of SPEC 5 and the official DeepSeek-V3/R1 layout: each
+ * F8_E4M3 weight W has exactly one scale, W_scale_inv or W_scale, found by
+ * name anywhere in the checkpoint; its shape says whether it is per tensor,
+ * per channel, per block (the config's weight_block_size or block_structure,
+ * else 128 x 128) or MX (U8 or F8_E8M0, [M, N/32]).  y = q * s in fp32,
+ * rounded to nearest even into the output dtype.  The output keeps the
+ * shard layout, drops the scales and the input_scale / k_scale / v_scale
+ * tensors, removes quantization_config from config.json and sets torch_dtype,
+ * leaves out hf_quant_config.json and copies the other files; it is built
+ * beside OUTPUT and renamed into place, as quantize's is.  An FP8 weight
+ * without a scale, a scale that fits no layout, a NaN code, a scale that is
+ * not finite and positive, or an f16 overflow is FP8_ERR_BAD_INPUT.
+ */
+typedef struct {
+    fp8_dtype dtype;   /* FP8_DTYPE_BF16 (default), FP8_DTYPE_F16 or FP8_DTYPE_F32 */
+    int threads;       /* 0: one per online CPU */
+    bool force, no_sync;
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+    const volatile sig_atomic_t *cancel;
+} fp8_dequant_options;
+
+#define FP8_DEQUANT_OPTIONS_INIT { .dtype = FP8_DTYPE_BF16 }
+
+typedef struct {
+    size_t dequantized, dropped, copied; /* tensors */
+    uint64_t input_bytes, output_bytes;  /* tensor data */
+} fp8_dequant_report;
+
+fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
+                          const fp8_dequant_options *opts, fp8_dequant_report *report);
+
 /* ---------------------------------------------------------------- devices */
 
 typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;

@@ -1,0 +1,118 @@
+/*
+ * cmd_dequantize.c - fp8conv dequantize-for-export INPUT OUTPUT: an FP8
+ * checkpoint back to bf16 (or f16/f32), with a clean config.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define DEQUANTIZE_JSON_VERSION 1
+
+enum { OPT_DTYPE = CLI_OPT_FIRST, OPT_FORCE, OPT_NO_SYNC };
+
+static const char *const dtype_names[] = { "bf16", "f16", "f32", NULL };
+static const fp8_dtype dtypes[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+
+static int take_option(int code, const char *value, void *state)
+{
+    fp8_dequant_options *o = state;
+    int choice;
+    switch (code) {
+    case OPT_DTYPE:
+        if (!cli_choice("--dtype", value, dtype_names, &choice))
+            return EXIT_USAGE;
+        o->dtype = dtypes[choice];
+        break;
+    case OPT_FORCE: o->force = true; break;
+    case OPT_NO_SYNC: o->no_sync = true; break;
+    default:
+        cli_error("dequantize-for-export: unknown option (see fp8conv dequantize-for-export --help)");
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
+static void report(const cli_common *common, const char *in, const char *out,
+                   const fp8_dequant_options *o, const fp8_dequant_report *r, double seconds)
+{
+    if (common->quiet)
+        return;
+    if (!common->json) {
+        printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
+               r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
+        printf("bytes: %llu of tensors in, %llu out, %.2f s\n",
+               (unsigned long long)r->input_bytes, (unsigned long long)r->output_bytes, seconds);
+        return;
+    }
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "dequantize_version", DEQUANTIZE_JSON_VERSION);
+    cJSON_AddStringToObject(root, "input", in);
+    cJSON_AddStringToObject(root, "output", out);
+    cJSON_AddStringToObject(root, "dtype", fp8_dtype_name(o->dtype));
+    cJSON_AddNumberToObject(root, "dequantized", (double)r->dequantized);
+    cJSON_AddNumberToObject(root, "dropped", (double)r->dropped);
+    cJSON_AddNumberToObject(root, "copied", (double)r->copied);
+    cJSON_AddItemToObject(root, "input_bytes", cli_json_u64(r->input_bytes));
+    cJSON_AddItemToObject(root, "output_bytes", cli_json_u64(r->output_bytes));
+    cJSON_AddNumberToObject(root, "seconds", seconds);
+    char *text = cJSON_Print(root);
+    if (text)
+        puts(text);
+    free(text);
+    cJSON_Delete(root);
+}
+
+int cmd_dequantize(int argc, char **argv, cli_common *common)
+{
+    static const struct option longopts[] = {
+        { "dtype", required_argument, NULL, OPT_DTYPE },
+        { "force", no_argument, NULL, OPT_FORCE },
+        { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+        { NULL, 0, NULL, 0 },
+    };
+    fp8_dequant_options opts = FP8_DEQUANT_OPTIONS_INIT;
+    cli_options own = { longopts, take_option, &opts };
+    int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
+    if (rc >= 0)
+        return rc;
+    if (argc != 3) {
+        cli_error("dequantize-for-export: expected INPUT and OUTPUT, got %d operand%s (see "
+                  "fp8conv dequantize-for-export --help)",
+                  argc - 1, argc == 2 ? "" : "s");
+        return EXIT_USAGE;
+    }
+    if (common->device == FP8_DEVICE_CUDA) {
+        cli_error("dequantize-for-export: the CUDA kernels are not in this version; use --device "
+                  "cpu or auto");
+        return EXIT_DEVICE;
+    }
+    opts.threads = common->threads;
+    opts.cancel = cli_catch_signals();
+    cli_progress_state prog = { 0 };
+    if (cli_progress_wanted(common)) {
+        opts.progress = cli_show_progress;
+        opts.progress_user = &prog;
+        prog.label = "dequantize";
+    }
+
+    fp8_ctx *ctx = fp8_ctx_create();
+    if (!ctx) {
+        cli_error("out of memory");
+        return EXIT_IO;
+    }
+    fp8_dequant_report r;
+    double t0 = cli_now();
+    fp8_status st = fp8_dequantize(ctx, argv[1], argv[2], &opts, &r);
+    if (prog.shown)
+        fputc('\n', stderr);
+    if (st)
+        rc = cli_fail(ctx, st);
+    else
+        report(common, argv[1], argv[2], &opts, &r, cli_now() - t0);
+    fp8_ctx_free(ctx);
+    return st ? rc : EXIT_OK;
+}

@@ -1,0 +1,566 @@
+/*
+ * dequantize.c - FP8 checkpoints back to bf16/f16/f32 (SPEC 6): every format
+ * that quantize writes plus the official DeepSeek-V3/R1 layout.  Each FP8
+ * weight is found with its scale (by name, through the whole checkpoint, so a
+ * scale in another shard is found), the scale's kind follows from its shape,
+ * and y = q * s is one fp32 multiplication rounded to the output dtype.  The
+ * work runs on the job engine of jobs.c, as quantize does.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "fp8_math.h"
+#include "jobs.h"
+
+#define JOB_BYTES (4u << 20)
+#define HF_QUANT_CONFIG "hf_quant_config.json"
+
+typedef enum { DQ_COPY, DQ_DEQUANT, DQ_DROP } dq_action;
+typedef enum { SCALE_TENSOR, SCALE_CHANNEL, SCALE_BLOCK, SCALE_MX } dq_scale_kind;
+
+typedef struct {
+    const fp8_tensor_info *t;
+    size_t shard;
+    dq_action action;
+    /* DQ_DEQUANT: the scale and how it maps onto the weight */
+    const fp8_tensor_info *scale;
+    size_t scale_shard;
+    dq_scale_kind kind;
+    uint64_t experts, rows, cols;
+} dq_item;
+
+typedef struct {
+    const fp8_dequant_options *opts;
+    fp8_checkpoint *ck;
+    const char *input;
+    uint32_t block_rows, block_cols;
+    size_t n;
+    dq_item *items;
+    char **out_shards;
+    uint64_t input_bytes, *done;
+} dq_plan;
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+static unsigned out_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
+
+/* Activation and KV-cache scales of static schemes: meaningless without FP8. */
+static bool is_activation_scale(const char *name)
+{
+    const char *last = strrchr(name, '.');
+    last = last ? last + 1 : name;
+    return strcmp(last, "input_scale") == 0 || strcmp(last, "k_scale") == 0 ||
+           strcmp(last, "v_scale") == 0;
+}
+
+/* The block size the config declares (hf-fp8 weight_block_size, or a
+ * compressed-tensors group's block_structure); 128 x 128 otherwise. */
+static void block_size(const cJSON *config, uint32_t *rows, uint32_t *cols)
+{
+    *rows = *cols = 128;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups"), *g;
+    cJSON_ArrayForEach(g, groups)
+    {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+        if (!b)
+            b = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
+    }
+    if (cJSON_GetArraySize(b) != 2)
+        return;
+    /* numbers are raw text here (ck_config_read keeps them exact) */
+    const cJSON *r = cJSON_GetArrayItem(b, 0), *c = cJSON_GetArrayItem(b, 1);
+    unsigned long rv = r && r->valuestring ? strtoul(r->valuestring, NULL, 10) : 0;
+    unsigned long cv = c && c->valuestring ? strtoul(c->valuestring, NULL, 10) : 0;
+    if (rv >= 1 && rv <= 65536 && cv >= 1 && cv <= 65536) {
+        *rows = (uint32_t)rv;
+        *cols = (uint32_t)cv;
+    }
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* Matches a scale's shape to one of the layouts of SPEC 5 for `it`. */
+static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
+{
+    const fp8_tensor_info *t = it->t, *s = it->scale;
+    const char *file = fp8_checkpoint_shard_name(p->ck, it->scale_shard);
+    it->experts = t->rank == 3 ? t->shape[0] : 1;
+    it->rows = t->shape[t->rank - 2];
+    it->cols = t->shape[t->rank - 1];
+    /* the per-matrix part of the scale's shape */
+    const uint64_t *d = s->shape;
+    int r = s->rank;
+    if (t->rank == 3) {
+        if (r < 1 || d[0] != it->experts)
+            goto mismatch;
+        d++;
+        r--;
+    }
+    uint64_t per = 1;
+    for (int k = 0; k < r; k++)
+        per *= d[k];
+    if (s->dtype == FP8_DTYPE_U8 || s->dtype == FP8_DTYPE_F8_E8M0) {
+        if (r == 2 && it->cols % 32 == 0 && d[0] == it->rows && d[1] == it->cols / 32) {
+            it->kind = SCALE_MX;
+            return FP8_OK;
+        }
+        goto mismatch;
+    }
+    if (s->dtype != FP8_DTYPE_F32 && s->dtype != FP8_DTYPE_BF16 && s->dtype != FP8_DTYPE_F16)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': scale dtype %s is not F32, BF16, F16 or U8 (E8M0)",
+                        file, s->name, fp8_dtype_name(s->dtype));
+    if (per == 1 && r <= 1)
+        it->kind = SCALE_TENSOR;
+    else if ((r == 1 || (r == 2 && d[1] == 1)) && d[0] == it->rows)
+        it->kind = SCALE_CHANNEL;
+    else if (r == 2 && d[0] == ceil_div(it->rows, p->block_rows) &&
+             d[1] == ceil_div(it->cols, p->block_cols))
+        it->kind = SCALE_BLOCK;
+    else
+        goto mismatch;
+    return FP8_OK;
+mismatch:;
+    char shape[96];
+    size_t o = (size_t)snprintf(shape, sizeof shape, "[");
+    for (int k = 0; k < s->rank && o < sizeof shape; k++)
+        o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", k ? ", " : "",
+                              (unsigned long long)s->shape[k]);
+    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                    "%s: tensor '%s': scale %s %s fits no per-tensor, per-channel, %ux%u block "
+                    "or mxfp8 layout of weight '%s'",
+                    file, s->name, fp8_dtype_name(s->dtype), shape, p->block_rows,
+                    p->block_cols, t->name);
+}
+
+/* The index of the item named `name` (items are sorted by name, as the
+ * checkpoint lists them); the caller knows it exists. */
+static size_t item_index(const dq_plan *p, const char *name)
+{
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(p->items[mid].t->name, name);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Finds each FP8 weight's scale and decides every tensor's fate. */
+static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
+{
+    fp8_checkpoint *ck = p->ck;
+    p->n = fp8_checkpoint_tensor_count(ck);
+    p->items = fp8_xcalloc(p->n ? p->n : 1, sizeof *p->items);
+    if (!p->items)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < p->n; i++) {
+        dq_item *it = &p->items[i];
+        it->t = fp8_checkpoint_tensor(ck, i, &it->shard);
+        it->action = is_activation_scale(it->t->name) ? DQ_DROP : DQ_COPY;
+        p->input_bytes += fp8_tensor_nbytes(it->t);
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        dq_item *it = &p->items[i];
+        const char *file = fp8_checkpoint_shard_name(ck, it->shard);
+        fp8_dtype dt = it->t->dtype;
+        if (dt == FP8_DTYPE_F8_E5M2 || dt == FP8_DTYPE_F8_E4M3FNUZ || dt == FP8_DTYPE_F8_E5M2FNUZ)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': %s weights are not supported (E4M3 only)", file,
+                            it->t->name, fp8_dtype_name(dt));
+        if (dt != FP8_DTYPE_F8_E4M3)
+            continue;
+        if (it->t->rank != 2 && it->t->rank != 3)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': an F8_E4M3 tensor of rank %d (2 or 3 expected)",
+                            file, it->t->name, it->t->rank);
+        char name[1024];
+        size_t si = 0, found = 0;
+        static const char *const suffixes[] = { "_scale_inv", "_scale" };
+        for (int k = 0; k < 2; k++) {
+            snprintf(name, sizeof name, "%s%s", it->t->name, suffixes[k]);
+            size_t shard;
+            const fp8_tensor_info *s = fp8_checkpoint_find(ck, name, &shard);
+            if (!s)
+                continue;
+            found++;
+            it->scale = s;
+            it->scale_shard = shard;
+            si = item_index(p, name);
+        }
+        if (found != 1)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            found ? "%s: tensor '%s' has two scales, '%s_scale_inv' and "
+                                    "'%s_scale'; which one is meant?"
+                                  : "%s: tensor '%s' is F8_E4M3 but has no scale ('%s_scale_inv' "
+                                    "or '%s_scale'); its values cannot be recovered",
+                            file, it->t->name, it->t->name, it->t->name);
+        fp8_status st = classify_scale(ctx, p, it);
+        if (st)
+            return st;
+        it->action = DQ_DEQUANT;
+        p->items[si].action = DQ_DROP;
+    }
+    return FP8_OK;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+typedef struct {
+    size_t item;
+    uint64_t expert, row0, nrows; /* DQ_DEQUANT: whole rows of one expert */
+    uint64_t offset, len;         /* DQ_COPY: a byte range */
+} dq_job;
+
+typedef struct {
+    dq_plan *plan;
+    size_t shard;
+    fp8_writer *out;
+    dq_job *jobs;
+    size_t njobs, cap;
+    size_t max_in, max_scales, max_out;
+} dq_run;
+
+static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
+{
+    if (r->njobs == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        dq_job *p = fp8_xreallocarray(r->jobs, cap, sizeof *p);
+        if (!p)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        r->jobs = p;
+        r->cap = cap;
+    }
+    const dq_item *it = &r->plan->items[j.item];
+    if (it->action == DQ_COPY) {
+        r->max_in = j.len > r->max_in ? j.len : r->max_in;
+    } else {
+        uint64_t codes = j.nrows * it->cols, sbytes = fp8_tensor_nbytes(it->scale);
+        uint64_t outb = codes * 6; /* fp32 values, then their 2-byte roundings */
+        r->max_in = codes > r->max_in ? codes : r->max_in;
+        r->max_out = outb > r->max_out ? outb : r->max_out;
+        /* at most the rows' worth of scales; never more than the whole tensor */
+        uint64_t need = it->kind == SCALE_MX      ? j.nrows * (it->cols / 32)
+                        : it->kind == SCALE_BLOCK ? (j.nrows / r->plan->block_rows + 2) *
+                                                        ceil_div(it->cols, r->plan->block_cols) *
+                                                        fp8_dtype_bits(it->scale->dtype) / 8
+                        : it->kind == SCALE_CHANNEL ? j.nrows * fp8_dtype_bits(it->scale->dtype) / 8
+                                                    : fp8_dtype_bits(it->scale->dtype) / 8;
+        need = need < sbytes ? need : sbytes;
+        r->max_scales = need > r->max_scales ? need : r->max_scales;
+    }
+    r->jobs[r->njobs++] = j;
+    return FP8_OK;
+}
+
+static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
+{
+    const dq_item *it = &r->plan->items[i];
+    fp8_status st = FP8_OK;
+    if (it->action == DQ_COPY) {
+        for (uint64_t off = 0; off < fp8_tensor_nbytes(it->t) && !st; off += JOB_BYTES) {
+            uint64_t len = fp8_tensor_nbytes(it->t) - off;
+            st = add_job(ctx, r, (dq_job){ .item = i, .offset = off,
+                                           .len = len < JOB_BYTES ? len : JOB_BYTES });
+        }
+        return st;
+    }
+    uint64_t band = it->cols && JOB_BYTES / it->cols ? JOB_BYTES / it->cols : 1;
+    for (uint64_t x = 0; x < it->experts; x++)
+        for (uint64_t r0 = 0; r0 < it->rows && !st; r0 += band)
+            st = add_job(ctx, r, (dq_job){ .item = i, .expert = x, .row0 = r0,
+                                           .nrows = it->rows - r0 < band ? it->rows - r0 : band });
+    return st;
+}
+
+/* A stored scale as fp32; false when it is not finite and positive. */
+static bool scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
+{
+    switch (dt) {
+    case FP8_DTYPE_F32: memcpy(s, p + 4 * i, 4); break;
+    case FP8_DTYPE_BF16: *s = fp8_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)); break;
+    case FP8_DTYPE_F16: *s = fp8_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)); break;
+    default: /* E8M0: 2^(b - 127); 0xFF is its NaN */
+        if (p[i] == 0xFF)
+            return false;
+        *s = fp8_pow2(p[i] - 127);
+        return true;
+    }
+    return *s > 0 && *s <= 3.4028234663852886e38f;
+}
+
+/* Rows [row0, row0 + nrows) of expert x of weight `it`, dequantized to fp32
+ * in y: y = q * s, one fp32 multiplication.  `codes` holds nrows * N bytes,
+ * `scales` the scales those rows use (fp8_fp8w_scale_bytes). */
+static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
+                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *scales,
+                          float *y)
+{
+    fp8_file *in = fp8_checkpoint_shard(p->ck, it->shard);
+    fp8_file *sin = fp8_checkpoint_shard(p->ck, it->scale_shard);
+    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+    unsigned ssz = fp8_dtype_bits(it->scale->dtype) / 8;
+    uint64_t n = nrows * it->cols, base = (x * it->rows + row0) * it->cols;
+    fp8_status st = fp8_file_read(ctx, in, it->t, base, codes, n);
+    if (st)
+        return st;
+    /* the scales these rows use, and the index of the first one */
+    uint64_t first, count;
+    uint64_t cb = ceil_div(it->cols, p->block_cols), rb = ceil_div(it->rows, p->block_rows);
+    switch (it->kind) {
+    case SCALE_TENSOR: first = x, count = 1; break;
+    case SCALE_CHANNEL: first = x * it->rows + row0, count = nrows; break;
+    case SCALE_MX:
+        first = (x * it->rows + row0) * (it->cols / 32);
+        count = nrows * (it->cols / 32);
+        break;
+    default:
+        first = (x * rb + row0 / p->block_rows) * cb;
+        count = ((row0 + nrows - 1) / p->block_rows - row0 / p->block_rows + 1) * cb;
+    }
+    if ((st = fp8_file_read(ctx, sin, it->scale, first * ssz, scales, count * ssz)))
+        return st;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t row = k / it->cols, col = k % it->cols, si;
+        switch (it->kind) {
+        case SCALE_TENSOR: si = 0; break;
+        case SCALE_CHANNEL: si = row; break;
+        case SCALE_MX: si = row * (it->cols / 32) + col / 32; break;
+        default:
+            si = ((row0 + row) / p->block_rows - row0 / p->block_rows) * cb + col / p->block_cols;
+        }
+        uint8_t q = codes[k];
+        float s;
+        if ((q & 0x7F) == 0x7F)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
+                            "can be exported",
+                            file, it->t->name, (unsigned long long)(base + k), (unsigned)q);
+        if (!scale_value(it->scale->dtype, scales, si, &s))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': element %llu is not a finite positive scale",
+                            fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
+                            (unsigned long long)(first + si));
+        y[k] = fp8_e4m3_to_f32(q) * s;
+    }
+    return FP8_OK;
+}
+
+static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
+{
+    const dq_plan *p = r->plan;
+    const dq_item *it = &p->items[j->item];
+    uint64_t n = j->nrows * it->cols, base = (j->expert * it->rows + j->row0) * it->cols;
+    float *y = (float *)(void *)w->buf[2];
+    fp8_status st = dq_rows(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0], w->buf[1], y);
+    if (st)
+        return st;
+    fp8_dtype out = p->opts->dtype;
+    unsigned char *bytes = w->buf[2];
+    if (out != FP8_DTYPE_F32) { /* rounded values go after the fp32 ones */
+        uint16_t *h = (uint16_t *)(void *)(w->buf[2] + 4 * n);
+        bytes = (unsigned char *)h;
+        for (uint64_t k = 0; k < n; k++) {
+            float v = y[k];
+            uint16_t b = out == FP8_DTYPE_BF16 ? fp8_f32_to_bf16(v) : fp8_f32_to_f16(v);
+            if (out == FP8_DTYPE_F16 && (b & 0x7C00) == 0x7C00)
+                return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                                "%s: tensor '%s': element %llu (%g) overflows f16; export as "
+                                "bf16 or f32",
+                                fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                                (unsigned long long)(base + k), (double)v);
+            h[k] = b;
+        }
+    }
+    return fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->t->name),
+                             base * out_size(out), bytes, n * out_size(out));
+}
+
+static fp8_status run_one(void *arg, fp8_worker *w, size_t j)
+{
+    dq_run *r = arg;
+    const dq_job *job = &r->jobs[j];
+    const dq_item *it = &r->plan->items[job->item];
+    if (it->action == DQ_DEQUANT)
+        return do_dequant(r, w, job);
+    fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(r->plan->ck, it->shard), it->t,
+                                  job->offset, w->buf[0], job->len);
+    return st ? st
+              : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->t->name),
+                                  job->offset, w->buf[0], job->len);
+}
+
+static uint64_t bytes_of(void *arg, size_t j)
+{
+    dq_run *r = arg;
+    const dq_job *job = &r->jobs[j];
+    return r->plan->items[job->item].action == DQ_COPY ? job->len
+                                                        : job->nrows * r->plan->items[job->item].cols;
+}
+
+static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *path)
+{
+    const fp8_dequant_options *o = p->opts;
+    dq_run r = { .plan = p, .shard = s };
+    fp8_status st = fp8_writer_create(ctx, path, &r.out);
+    for (size_t i = 0; i < p->n && !st; i++) {
+        const dq_item *it = &p->items[i];
+        if (it->shard != s || it->action == DQ_DROP)
+            continue;
+        st = fp8_writer_add_tensor(ctx, r.out, it->t->name,
+                                   it->action == DQ_DEQUANT ? o->dtype : it->t->dtype,
+                                   it->t->rank, it->t->shape);
+    }
+    if (!st) {
+        fp8_writer_set_durable(r.out, !o->no_sync);
+        st = fp8_writer_begin(ctx, r.out);
+    }
+    for (size_t i = 0; i < p->n && !st; i++)
+        if (p->items[i].shard == s && p->items[i].action != DQ_DROP)
+            st = plan_jobs(ctx, &r, i);
+    if (!st) {
+        fp8_jobs spec = { .njobs = r.njobs, .bufsize = { r.max_in, r.max_scales, r.max_out },
+                          .threads = o->threads, .run = run_one, .bytes = bytes_of, .arg = &r,
+                          .what = p->input, .cancel = o->cancel, .progress = o->progress,
+                          .progress_user = o->progress_user, .done = p->done,
+                          .total = p->input_bytes };
+        st = fp8_jobs_run(ctx, &spec);
+    }
+    if (!st)
+        st = fp8_writer_commit(ctx, r.out);
+    fp8_writer_free(r.out);
+    free(r.jobs);
+    return st;
+}
+
+/* ---------------------------------------------------------------- side files */
+
+static const char *torch_dtype_name(fp8_dtype d)
+{
+    return d == FP8_DTYPE_F32 ? "float32" : d == FP8_DTYPE_F16 ? "float16" : "bfloat16";
+}
+
+/* config.json without quantization_config, with torch_dtype (and dtype, the
+ * newer spelling, when present) saying what the weights now are. */
+static fp8_status write_config(fp8_ctx *ctx, const dq_plan *p, cJSON *config, const char *dir)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(config, "quantization_config");
+    const char *name = torch_dtype_name(p->opts->dtype);
+    if (cJSON_GetObjectItemCaseSensitive(config, "torch_dtype"))
+        cJSON_ReplaceItemInObjectCaseSensitive(config, "torch_dtype", cJSON_CreateString(name));
+    else
+        cJSON_AddStringToObject(config, "torch_dtype", name);
+    if (cJSON_GetObjectItemCaseSensitive(config, "dtype"))
+        cJSON_ReplaceItemInObjectCaseSensitive(config, "dtype", cJSON_CreateString(name));
+    return ck_json_write(ctx, dir, "config.json", config);
+}
+
+static fp8_status write_index(fp8_ctx *ctx, const dq_plan *p, const char *dir)
+{
+    ck_index_entry *map = fp8_xcalloc(p->n + 1, sizeof *map);
+    if (!map)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const dq_item *it = &p->items[i];
+        if (it->action == DQ_DROP)
+            continue;
+        map[n++] = (ck_index_entry){ it->t->name, p->out_shards[it->shard] };
+        total += it->action == DQ_DEQUANT ? it->t->elements * out_size(p->opts->dtype)
+                                          : fp8_tensor_nbytes(it->t);
+    }
+    fp8_status st = ck_index_write(ctx, dir, map, n, total);
+    free(map);
+    return st;
+}
+
+static fp8_status name_shards(fp8_ctx *ctx, dq_plan *p)
+{
+    size_t ns = fp8_checkpoint_shard_count(p->ck);
+    p->out_shards = fp8_xcalloc(ns, sizeof *p->out_shards);
+    if (!p->out_shards)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t s = 0; s < ns; s++) {
+        const char *name = fp8_checkpoint_shard_name(p->ck, s);
+        if (!(p->out_shards[s] = strndup(name, strlen(name) - (has_suffix(name, ".zst") ? 4 : 0))))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    return FP8_OK;
+}
+
+fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
+                          const fp8_dequant_options *opts, fp8_dequant_report *report)
+{
+    fp8_status st;
+    uint64_t done = 0;
+    cJSON *config = NULL;
+    dq_plan p = { .opts = opts, .input = input, .done = &done };
+    fp8_output out = { 0 };
+    if (opts->dtype != FP8_DTYPE_BF16 && opts->dtype != FP8_DTYPE_F16 &&
+        opts->dtype != FP8_DTYPE_F32)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "the output dtype must be BF16, F16 or F32");
+    if ((st = fp8_checkpoint_open(ctx, input, &p.ck)))
+        return st;
+    bool is_dir = fp8_checkpoint_is_directory(p.ck);
+    if ((is_dir && (st = ck_config_read(ctx, input, &config))) || (st = name_shards(ctx, &p)))
+        goto out;
+    block_size(config, &p.block_rows, &p.block_cols);
+    if ((st = decide(ctx, &p)) ||
+        (st = fp8_output_begin(ctx, &out, input, output, is_dir, opts->force, !opts->no_sync)))
+        goto out;
+    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {
+        char *path = fp8_output_file(&out, p.out_shards[s]);
+        st = path ? write_shard(ctx, &p, s, path) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    if (!st && is_dir) {
+        const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
+        if (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1)
+            st = write_index(ctx, &p, out.tmp);
+        if (!st && config)
+            st = write_config(ctx, &p, config, out.tmp);
+        if (!st)
+            st = ck_copy_other_files(ctx, p.ck, out.tmp, skip, opts->cancel);
+    }
+    if (!st && opts->cancel && *opts->cancel)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", input);
+    if (!st)
+        st = fp8_output_commit(ctx, &out);
+    if (!st && report) {
+        *report = (fp8_dequant_report){ .input_bytes = p.input_bytes };
+        for (size_t i = 0; i < p.n; i++) {
+            const dq_item *it = &p.items[i];
+            report->dequantized += it->action == DQ_DEQUANT;
+            report->dropped += it->action == DQ_DROP;
+            report->copied += it->action == DQ_COPY;
+            report->output_bytes += it->action == DQ_DROP      ? 0
+                                    : it->action == DQ_DEQUANT ? it->t->elements * out_size(opts->dtype)
+                                                               : fp8_tensor_nbytes(it->t);
+        }
+    }
+out:
+    fp8_output_end(&out);
+    for (size_t s = 0; p.out_shards && s < fp8_checkpoint_shard_count(p.ck); s++)
+        free(p.out_shards[s]);
+    free(p.out_shards);
+    free(p.items);
+    cJSON_Delete(config);
+    fp8_checkpoint_close(p.ck);
+    return st;
+}
