@@ -1,6 +1,6 @@
 /*
  * cmd_inspect.c - fp8conv inspect PATH: a row per tensor and a summary.
- * Reads headers only.  The --json shape is documented in fp8conv(1) and is
+ * Reads headers only, unless --hash asks for content hashes.  The --json shape is documented in fp8conv(1) and is
  * stable: fields may be added, never renamed or removed.
  */
 #include <cjson/cJSON.h>
@@ -16,11 +16,24 @@ typedef struct {
     uint64_t bytes[FP8_DTYPE_COUNT];
     size_t tensors[FP8_DTYPE_COUNT];
     uint64_t total;
+    fp8_hash_hex *hashes; /* --hash: by tensor; NULL otherwise */
+    fp8_hash_hex digest;
 } dtype_totals;
+
+enum { OPT_HASH = CLI_OPT_FIRST };
+
+static int take_option(int code, const char *value, void *state)
+{
+    (void)value;
+    if (code != OPT_HASH)
+        return EXIT_USAGE;
+    *(bool *)state = true;
+    return -1;
+}
 
 static void count(const fp8_checkpoint *ck, dtype_totals *tot)
 {
-    memset(tot, 0, sizeof *tot);
+    memset(tot, 0, sizeof *tot); /* hashes NULL: none asked for */
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
         tot->bytes[t->dtype] += fp8_tensor_nbytes(t);
@@ -69,6 +82,8 @@ static int print_json(const char *path, const fp8_checkpoint *ck, const dtype_to
         cJSON_AddItemToObject(o, "shape", cli_json_shape(t->rank, t->shape));
         cJSON_AddItemToObject(o, "bytes", cli_json_u64(fp8_tensor_nbytes(t)));
         cJSON_AddStringToObject(o, "file", fp8_checkpoint_shard_name(ck, s));
+        if (tot->hashes)
+            cJSON_AddStringToObject(o, "xxh3_128", tot->hashes[i]);
         cJSON_AddItemToArray(tensors, o);
     }
 
@@ -85,6 +100,8 @@ static int print_json(const char *path, const fp8_checkpoint *ck, const dtype_to
         cJSON_AddItemToObject(sum, "index_total_size", cli_json_u64(total_size));
     else
         cJSON_AddNullToObject(sum, "index_total_size");
+    if (tot->hashes)
+        cJSON_AddStringToObject(sum, "digest", tot->digest);
     cJSON_AddBoolToObject(sum, "config", fp8_checkpoint_has_config(ck));
     cJSON_AddBoolToObject(sum, "quantization_config", fp8_checkpoint_has_quant_config(ck));
     const char *qm = fp8_checkpoint_quant_method(ck);
@@ -121,15 +138,16 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
         wdtype = ld > wdtype ? ld : wdtype;
         wfile = lf > wfile ? lf : wfile;
     }
-    printf("%-*s  %-*s  %-*s  %12s  %s\n", wname, "NAME", wdtype, "DTYPE", wshape, "SHAPE",
-           "BYTES", "FILE");
+    printf("%-*s  %-*s  %-*s  %12s  %-*s%s\n", wname, "NAME", wdtype, "DTYPE", wshape, "SHAPE",
+           "BYTES", tot->hashes ? wfile : 0, "FILE", tot->hashes ? "  XXH3_128" : "");
     for (size_t i = 0; i < n; i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
         cli_shape_text(t->rank, t->shape, shape, sizeof shape);
-        printf("%-*s  %-*s  %-*s  %12" PRIu64 "  %s\n", wname, t->name, wdtype,
+        printf("%-*s  %-*s  %-*s  %12" PRIu64 "  %-*s%s%s\n", wname, t->name, wdtype,
                fp8_dtype_name(t->dtype), wshape, shape, fp8_tensor_nbytes(t),
-               fp8_checkpoint_shard_name(ck, s));
+               tot->hashes ? wfile : 0, fp8_checkpoint_shard_name(ck, s),
+               tot->hashes ? "  " : "", tot->hashes ? tot->hashes[i] : "");
     }
     printf("\ntensors: %zu  shards: %zu%s  bytes: %" PRIu64 "\n", n,
            fp8_checkpoint_shard_count(ck), fp8_checkpoint_has_index(ck) ? " (indexed)" : "",
@@ -140,6 +158,9 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
             printf(" %s %" PRIu64 " (%zu tensors)", fp8_dtype_name((fp8_dtype)d), tot->bytes[d],
                    tot->tensors[d]);
     printf("\n");
+    if (tot->hashes)
+        printf("digest: %s (XXH3-128 of the tensor hashes; independent of sharding)\n",
+               tot->digest);
     uint64_t total_size;
     if (fp8_checkpoint_index_total_size(ck, &total_size))
         printf("index total_size: %" PRIu64 "%s\n", total_size,
@@ -156,7 +177,13 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
 
 int cmd_inspect(int argc, char **argv, cli_common *common)
 {
-    int rc = cli_parse("inspect", &argc, argv, common, NULL);
+    static const struct option longopts[] = {
+        { "hash", no_argument, NULL, OPT_HASH },
+        { NULL, 0, NULL, 0 },
+    };
+    bool hash = false;
+    cli_options own = { longopts, take_option, &hash };
+    int rc = cli_parse("inspect", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
     if (argc != 2) {
@@ -175,9 +202,16 @@ int cmd_inspect(int argc, char **argv, cli_common *common)
     } else {
         dtype_totals tot;
         count(ck, &tot);
-        rc = common->quiet  ? EXIT_OK
-             : common->json ? print_json(argv[1], ck, &tot)
-                            : print_text(ck, &tot);
+        size_t n = fp8_checkpoint_tensor_count(ck);
+        if (hash && !(tot.hashes = calloc(n + 1, sizeof *tot.hashes)))
+            st = FP8_ERR_NOMEM;
+        else if (hash)
+            st = fp8_checkpoint_hash(ctx, ck, common->threads, tot.hashes, tot.digest);
+        rc = st             ? cli_fail(ctx, st)
+             : common->quiet ? EXIT_OK
+             : common->json  ? print_json(argv[1], ck, &tot)
+                             : print_text(ck, &tot);
+        free(tot.hashes);
     }
     fp8_checkpoint_close(ck);
     fp8_ctx_free(ctx);

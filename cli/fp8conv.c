@@ -11,7 +11,10 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
-    { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect, "" },
+    { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect,
+      "Options:\n"
+      "      --hash                 also read the data: XXH3-128 of every tensor, and the\n"
+      "                             checkpoint's digest (independent of sharding)\n" },
     { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8", cmd_quantize,
       "Options:\n"
       "      --scheme block|channel|tensor|mxfp8\n"
@@ -39,6 +42,9 @@ static const cli_command commands[] = {
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n" },
+    { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
+      "Options:\n"
+      "      --dequant              compare FP8 weights by dequantized value (q * scale)\n" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -13,13 +13,13 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "dequant.h"
 #include "fp8_math.h"
 #include "jobs.h"
 
 #define JOB_BYTES (4u << 20)
 #define HF_QUANT_CONFIG "hf_quant_config.json"
 
-typedef enum { DQ_COPY, DQ_DEQUANT, DQ_DROP } dq_action;
 typedef enum { SCALE_TENSOR, SCALE_CHANNEL, SCALE_BLOCK, SCALE_MX } dq_scale_kind;
 
 typedef struct {
@@ -33,7 +33,7 @@ typedef struct {
     uint64_t experts, rows, cols;
 } dq_item;
 
-typedef struct {
+struct dq_plan {
     const fp8_dequant_options *opts;
     fp8_checkpoint *ck;
     const char *input;
@@ -42,7 +42,8 @@ typedef struct {
     dq_item *items;
     char **out_shards;
     uint64_t input_bytes, *done;
-} dq_plan;
+};
+typedef struct dq_plan dq_plan;
 
 static bool has_suffix(const char *s, const char *suffix)
 {
@@ -562,5 +563,66 @@ out:
     free(p.items);
     cJSON_Delete(config);
     fp8_checkpoint_close(p.ck);
+    return st;
+}
+
+/* ---------------------------------------------------------------- for diff */
+
+fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq_weights **out)
+{
+    cJSON *config = NULL;
+    dq_plan *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    p->ck = ck;
+    p->input = fp8_checkpoint_shard_name(ck, 0);
+    fp8_status st = dir ? ck_config_read(ctx, dir, &config) : FP8_OK;
+    block_size(config, &p->block_rows, &p->block_cols);
+    cJSON_Delete(config);
+    if (!st)
+        st = decide(ctx, p);
+    if (st)
+        dq_weights_free(p);
+    else
+        *out = p;
+    return st;
+}
+
+void dq_weights_free(dq_weights *w)
+{
+    if (w) {
+        free(w->items);
+        free(w);
+    }
+}
+
+dq_action dq_weights_role(const dq_weights *w, const char *name)
+{
+    size_t i = item_index(w, name);
+    return i < w->n && strcmp(w->items[i].t->name, name) == 0 ? w->items[i].action : DQ_COPY;
+}
+
+fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
+                           uint64_t n, float *y)
+{
+    const dq_item *it = &w->items[item_index(w, name)];
+    uint64_t row = first / it->cols, nrows = n / it->cols;
+    uint64_t x = row / it->rows;
+    row %= it->rows;
+    uint8_t *codes = malloc(n ? n : 1);
+    unsigned char *scales = malloc(fp8_tensor_nbytes(it->scale) ? fp8_tensor_nbytes(it->scale) : 1);
+    fp8_status st = codes && scales ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    /* one expert matrix at a time: the rows of a read may span two */
+    while (!st && nrows) {
+        uint64_t k = it->rows - row < nrows ? it->rows - row : nrows;
+        st = dq_rows(ctx, w, it, x, row, k, codes, scales, y);
+        y += k * it->cols;
+        nrows -= k;
+        row = 0;
+        x++;
+    }
+    free(codes);
+    free(scales);
     return st;
 }

@@ -379,6 +379,65 @@ typedef struct {
 fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
                           const fp8_dequant_options *opts, fp8_dequant_report *report);
 
+/* ---------------------------------------------------------------- hashes, diff */
+
+/*
+ * Content hashes: a tensor's is XXH3-128 (libxxhash) of its name, dtype,
+ * shape and bytes; a checkpoint's digest is XXH3-128 of its tensors' hashes
+ * in name order, so it does not depend on how the tensors are sharded.
+ * Hashes are 32 lowercase hex digits.
+ */
+typedef char fp8_hash_hex[33];
+
+/* hashes[i] gets the hash of fp8_checkpoint_tensor(ck, i); reads all data. */
+fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
+                               fp8_hash_hex *hashes, fp8_hash_hex digest);
+
+typedef enum {
+    FP8_DIFF_SAME,     /* identical */
+    FP8_DIFF_ONLY_A,   /* in A only */
+    FP8_DIFF_ONLY_B,   /* in B only */
+    FP8_DIFF_DTYPE,    /* dtypes differ */
+    FP8_DIFF_SHAPE,    /* same dtype, shapes differ */
+    FP8_DIFF_VALUES,   /* same dtype and shape, some elements differ */
+} fp8_diff_kind;
+
+typedef struct {
+    const char *name;
+    fp8_diff_kind kind;
+    const fp8_tensor_info *a, *b; /* NULL on the side that lacks it */
+    bool dequantized;             /* compared by dequantized value (--dequant) */
+    /* FP8_DIFF_VALUES: */
+    uint64_t elements, differing, first_index;
+    double max_abs;               /* largest |a - b| over numeric elements; NaN: none */
+    uint64_t max_ulp;             /* largest distance in units in the last place */
+} fp8_diff_entry;
+
+typedef struct {
+    bool dequant; /* compare FP8 weights (with their scales) by dequantized fp32 value */
+    int threads;  /* 0: one per online CPU */
+} fp8_diff_options;
+
+typedef struct fp8_diff fp8_diff;
+
+/*
+ * Compares two checkpoints (files or directories, any sharding) tensor by
+ * tensor, matched by name; element counts and indexes are flat, over the
+ * tensor's elements (bytes for sub-byte and complex dtypes).  With dequant,
+ * the scales and activation scales take no part, each FP8 weight is compared
+ * as the fp32 values q * s, against either the other side's FP8 weight
+ * (dequantized too) or its float tensor; ULPs are then fp32 ULPs.
+ */
+fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
+                        const fp8_diff_options *opts, fp8_diff **out);
+void fp8_diff_free(fp8_diff *d);
+bool fp8_diff_identical(const fp8_diff *d);
+/* One entry per tensor name of A and B (scales excluded with dequant), sorted. */
+size_t fp8_diff_count(const fp8_diff *d);
+const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t index);
+/* The digests of A (side 0) and B (side 1). */
+const char *fp8_diff_digest(const fp8_diff *d, int side);
+
 /* ---------------------------------------------------------------- devices */
 
 typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;

@@ -1,0 +1,152 @@
+/*
+ * cmd_diff.c - fp8conv diff A B: tensor by tensor, whatever the sharding.
+ * Exit 0 when identical, 1 when not (SPEC 1).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+#define DIFF_JSON_VERSION 1
+
+enum { OPT_DEQUANT = CLI_OPT_FIRST };
+
+static int take_option(int code, const char *value, void *state)
+{
+    (void)value;
+    if (code != OPT_DEQUANT)
+        return EXIT_USAGE;
+    *(bool *)state = true;
+    return -1;
+}
+
+static const char *const kind_names[] = { "same", "only_in_a", "only_in_b", "dtype", "shape",
+                                          "values" };
+
+static void print_text(const fp8_diff *d)
+{
+    char sa[128], sb[128];
+    size_t different = 0;
+    for (size_t i = 0; i < fp8_diff_count(d); i++) {
+        const fp8_diff_entry *e = fp8_diff_entry_at(d, i);
+        different += e->kind != FP8_DIFF_SAME;
+        switch (e->kind) {
+        case FP8_DIFF_SAME: break;
+        case FP8_DIFF_ONLY_A: printf("only in A: %s\n", e->name); break;
+        case FP8_DIFF_ONLY_B: printf("only in B: %s\n", e->name); break;
+        case FP8_DIFF_DTYPE:
+            printf("dtype differs: %s: %s in A, %s in B\n", e->name, fp8_dtype_name(e->a->dtype),
+                   fp8_dtype_name(e->b->dtype));
+            break;
+        case FP8_DIFF_SHAPE:
+            cli_shape_text(e->a->rank, e->a->shape, sa, sizeof sa);
+            cli_shape_text(e->b->rank, e->b->shape, sb, sizeof sb);
+            printf("shape differs: %s: %s in A, %s in B\n", e->name, sa, sb);
+            break;
+        case FP8_DIFF_VALUES:
+            printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements%s, first at %" PRIu64,
+                   e->name, e->differing, e->elements, e->dequantized ? " (dequantized)" : "",
+                   e->first_index);
+            if (e->max_abs == e->max_abs)
+                printf(", max |a - b| %.9g, max %" PRIu64 " ulp", e->max_abs, e->max_ulp);
+            printf("\n");
+            break;
+        }
+    }
+    printf("A: digest %s\nB: digest %s\n", fp8_diff_digest(d, 0), fp8_diff_digest(d, 1));
+    if (different)
+        printf("different: %zu of %zu tensors\n", different, fp8_diff_count(d));
+    else
+        printf("identical: %zu tensors\n", fp8_diff_count(d));
+}
+
+static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequant)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "diff_version", DIFF_JSON_VERSION);
+    cJSON_AddStringToObject(root, "a", a);
+    cJSON_AddStringToObject(root, "b", b);
+    cJSON_AddBoolToObject(root, "dequant", dequant);
+    cJSON_AddBoolToObject(root, "identical", fp8_diff_identical(d));
+    cJSON_AddStringToObject(root, "digest_a", fp8_diff_digest(d, 0));
+    cJSON_AddStringToObject(root, "digest_b", fp8_diff_digest(d, 1));
+    cJSON_AddNumberToObject(root, "tensors", (double)fp8_diff_count(d));
+    cJSON *diffs = cJSON_AddArrayToObject(root, "differences");
+    for (size_t i = 0; i < fp8_diff_count(d); i++) {
+        const fp8_diff_entry *e = fp8_diff_entry_at(d, i);
+        if (e->kind == FP8_DIFF_SAME)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", e->name);
+        cJSON_AddStringToObject(o, "kind", kind_names[e->kind]);
+        if (e->a) {
+            cJSON_AddStringToObject(o, "dtype_a", fp8_dtype_name(e->a->dtype));
+            cJSON_AddItemToObject(o, "shape_a", cli_json_shape(e->a->rank, e->a->shape));
+        }
+        if (e->b) {
+            cJSON_AddStringToObject(o, "dtype_b", fp8_dtype_name(e->b->dtype));
+            cJSON_AddItemToObject(o, "shape_b", cli_json_shape(e->b->rank, e->b->shape));
+        }
+        if (e->kind == FP8_DIFF_VALUES) {
+            cJSON_AddBoolToObject(o, "dequantized", e->dequantized);
+            cJSON_AddItemToObject(o, "elements", cli_json_u64(e->elements));
+            cJSON_AddItemToObject(o, "differing", cli_json_u64(e->differing));
+            cJSON_AddItemToObject(o, "first_index", cli_json_u64(e->first_index));
+            if (e->max_abs == e->max_abs) {
+                cJSON_AddNumberToObject(o, "max_abs_diff", e->max_abs);
+                cJSON_AddItemToObject(o, "max_ulp", cli_json_u64(e->max_ulp));
+            } else {
+                cJSON_AddNullToObject(o, "max_abs_diff");
+                cJSON_AddNullToObject(o, "max_ulp");
+            }
+        }
+        cJSON_AddItemToArray(diffs, o);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) {
+        cli_error("out of memory formatting JSON");
+        return EXIT_IO;
+    }
+    puts(text);
+    free(text);
+    return EXIT_OK;
+}
+
+int cmd_diff(int argc, char **argv, cli_common *common)
+{
+    static const struct option longopts[] = {
+        { "dequant", no_argument, NULL, OPT_DEQUANT },
+        { NULL, 0, NULL, 0 },
+    };
+    fp8_diff_options opts = { 0 };
+    cli_options own = { longopts, take_option, &opts.dequant };
+    int rc = cli_parse("diff", &argc, argv, common, &own);
+    if (rc >= 0)
+        return rc;
+    if (argc != 3) {
+        cli_error("diff: expected A and B, got %d operand%s (see fp8conv diff --help)", argc - 1,
+                  argc == 2 ? "" : "s");
+        return EXIT_USAGE;
+    }
+    opts.threads = common->threads;
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_diff *d = NULL;
+    if (!ctx) {
+        cli_error("out of memory");
+        return EXIT_IO;
+    }
+    fp8_status st = fp8_diff_run(ctx, argv[1], argv[2], &opts, &d);
+    if (st) {
+        rc = cli_fail(ctx, st);
+    } else {
+        rc = fp8_diff_identical(d) ? EXIT_OK : EXIT_FOUND;
+        if (!common->quiet && common->json && print_json(d, argv[1], argv[2], opts.dequant))
+            rc = EXIT_IO;
+        else if (!common->quiet && !common->json)
+            print_text(d);
+    }
+    fp8_diff_free(d);
+    fp8_ctx_free(ctx);
+    return rc;
+}

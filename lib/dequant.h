@@ -1,0 +1,26 @@
+/*
+ * dequant.h - the FP8 weights of a checkpoint, each with its scale, as
+ * dequantize-for-export finds them; diff --dequant reads their values.
+ */
+#ifndef FP8_DEQUANT_H
+#define FP8_DEQUANT_H
+
+#include "internal.h"
+
+typedef struct dq_plan dq_weights;
+
+typedef enum { DQ_COPY, DQ_DEQUANT, DQ_DROP } dq_action;
+
+/* Finds the FP8 weights of `ck` (borrowed; `dir` is its directory, for
+ * config.json, or NULL) and their scales; fails as dequantize would. */
+fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq_weights **out);
+void dq_weights_free(dq_weights *w);
+/* DQ_DEQUANT for an FP8 weight, DQ_DROP for a scale or an activation scale,
+ * DQ_COPY for anything else. */
+dq_action dq_weights_role(const dq_weights *w, const char *name);
+/* Elements [first, first + n) of FP8 weight `name`, dequantized to fp32;
+ * `first` and `n` must be whole rows. */
+fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
+                           uint64_t n, float *y);
+
+#endif

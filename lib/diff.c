@@ -1,0 +1,416 @@
+/*
+ * diff.c - tensor-by-tensor comparison of two checkpoints whatever their
+ * sharding (SPEC 8), and content hashes (XXH3-128 from libxxhash).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "dequant.h"
+#include "fp8_math.h"
+#include "jobs.h"
+
+#define CHUNK (4u << 20)      /* bytes read per side per step */
+#define BAND_ELEMENTS (1u << 20) /* dequantized elements per step */
+
+/* ---------------------------------------------------------------- hashes */
+
+static void hex_of(XXH128_hash_t h, fp8_hash_hex out)
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
+}
+
+/* XXH3-128 of name, dtype, shape (as text, NUL-separated) and bytes. */
+static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsigned char *buf,
+                              fp8_hash_hex out)
+{
+    size_t s;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+    XXH3_state_t *h = XXH3_createState();
+    if (!h)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    char shape[512];
+    size_t o = 0;
+    for (int d = 0; d < t->rank && o < sizeof shape; d++)
+        o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", d ? "," : "",
+                              (unsigned long long)t->shape[d]);
+    XXH3_128bits_reset(h);
+    XXH3_128bits_update(h, t->name, strlen(t->name) + 1);
+    XXH3_128bits_update(h, fp8_dtype_name(t->dtype), strlen(fp8_dtype_name(t->dtype)) + 1);
+    XXH3_128bits_update(h, shape, strlen(shape) + 1);
+    fp8_status st = FP8_OK;
+    for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += CHUNK) {
+        size_t len = fp8_tensor_nbytes(t) - off < CHUNK ? (size_t)(fp8_tensor_nbytes(t) - off)
+                                                        : CHUNK;
+        if (!(st = fp8_file_read(ctx, fp8_checkpoint_shard(ck, s), t, off, buf, len)))
+            XXH3_128bits_update(h, buf, len);
+    }
+    if (!st)
+        hex_of(XXH3_128bits_digest(h), out);
+    XXH3_freeState(h);
+    return st;
+}
+
+/* XXH3-128 of the tensors' hashes in name order (the hex strings with their
+ * terminating NULs, as they lie in the array). */
+static void digest_of(const fp8_hash_hex *hashes, size_t n, fp8_hash_hex out)
+{
+    hex_of(XXH3_128bits(hashes, n * sizeof *hashes), out);
+}
+
+typedef struct {
+    fp8_checkpoint *ck;
+    fp8_hash_hex *hashes;
+} hash_job;
+
+static fp8_status hash_one(void *arg, fp8_worker *w, size_t j)
+{
+    hash_job *h = arg;
+    return hash_tensor(w->ctx, h->ck, j, w->buf[0], h->hashes[j]);
+}
+
+static uint64_t hash_bytes(void *arg, size_t j)
+{
+    return fp8_tensor_nbytes(fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL));
+}
+
+fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
+                               fp8_hash_hex *hashes, fp8_hash_hex digest)
+{
+    hash_job h = { ck, hashes };
+    fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { CHUNK },
+                      .threads = threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
+                      .what = "hash" };
+    fp8_status st = fp8_jobs_run(ctx, &spec);
+    if (!st)
+        digest_of(hashes, fp8_checkpoint_tensor_count(ck), digest);
+    return st;
+}
+
+/* ---------------------------------------------------------------- element values */
+
+/* An element's value and its position on the ordered line of its dtype (so
+ * that the distance of two positions counts ULPs); false for dtypes without
+ * numeric values here (F4, F6, C64, FNUZ). */
+static bool element(fp8_dtype dt, const unsigned char *p, double *v, int64_t *ord)
+{
+    uint64_t u = 0;
+    unsigned size = fp8_dtype_bits(dt) / 8;
+    for (unsigned i = 0; i < size; i++)
+        u |= (uint64_t)p[i] << (8 * i);
+    uint64_t sign = size ? u >> (8 * size - 1) : 0, mag = u & ~(sign << (8 * size - 1));
+    *ord = sign ? -(int64_t)mag : (int64_t)mag;
+    switch (dt) {
+    case FP8_DTYPE_F32: *v = fp8_f32_from_bits((uint32_t)u); return true;
+    case FP8_DTYPE_BF16: *v = fp8_bf16_to_f32((uint16_t)u); return true;
+    case FP8_DTYPE_F16: *v = fp8_f16_to_f32((uint16_t)u); return true;
+    case FP8_DTYPE_F8_E4M3: *v = fp8_e4m3_to_f32((uint8_t)u); return true;
+    case FP8_DTYPE_F8_E5M2: *v = fp8_f16_to_f32((uint16_t)(u << 8)); return true;
+    case FP8_DTYPE_F64: memcpy(v, &u, 8); return true;
+    case FP8_DTYPE_F8_E8M0:
+        *v = u == 0xFF ? 0.0 / 0.0 : (double)fp8_pow2((int)u - 127);
+        *ord = (int64_t)u;
+        return true;
+    case FP8_DTYPE_BOOL: case FP8_DTYPE_U8: case FP8_DTYPE_U16: case FP8_DTYPE_U32:
+    case FP8_DTYPE_U64:
+        *ord = (int64_t)u;
+        *v = (double)u;
+        return true;
+    case FP8_DTYPE_I8: case FP8_DTYPE_I16: case FP8_DTYPE_I32: case FP8_DTYPE_I64:
+        *ord = size == 8 ? (int64_t)u : (int64_t)(u << (64 - 8 * size)) >> (64 - 8 * size);
+        *v = (double)*ord;
+        return true;
+    default: return false;
+    }
+}
+
+static uint64_t distance(int64_t a, int64_t b)
+{
+    int64_t d;
+    if (__builtin_sub_overflow(a, b, &d))
+        return UINT64_MAX;
+    return d < 0 ? (uint64_t)0 - (uint64_t)d : (uint64_t)d;
+}
+
+/* Folds one differing element into the entry. */
+static void count_difference(fp8_diff_entry *e, uint64_t index, bool numeric, double va,
+                             double vb, int64_t oa, int64_t ob)
+{
+    if (e->differing++ == 0)
+        e->first_index = index;
+    if (!numeric)
+        return;
+    double d = va > vb ? va - vb : vb - va;
+    if (d == d && (e->max_abs != e->max_abs || d > e->max_abs))
+        e->max_abs = d;
+    uint64_t u = distance(oa, ob);
+    e->max_ulp = u > e->max_ulp ? u : e->max_ulp;
+}
+
+/* ---------------------------------------------------------------- diff */
+
+struct fp8_diff {
+    fp8_checkpoint *ck[2];
+    dq_weights *w[2];
+    bool dequant;
+    size_t n;
+    fp8_diff_entry *e;
+    size_t *shard[2]; /* by entry: the shard of its tensor on each side */
+    fp8_hash_hex *hashes[2], digest[2];
+};
+
+static fp8_status compare_bytes(fp8_ctx *ctx, fp8_diff *d, fp8_diff_entry *e,
+                                unsigned char *ba, unsigned char *bb, size_t k)
+{
+    fp8_file *fa = fp8_checkpoint_shard(d->ck[0], d->shard[0][k]);
+    fp8_file *fb = fp8_checkpoint_shard(d->ck[1], d->shard[1][k]);
+    unsigned bits = fp8_dtype_bits(e->a->dtype);
+    unsigned size = bits >= 8 && e->a->dtype != FP8_DTYPE_C64 ? bits / 8 : 1;
+    uint64_t nbytes = fp8_tensor_nbytes(e->a);
+    e->elements = nbytes / size;
+    fp8_status st = FP8_OK;
+    for (uint64_t off = 0; off < nbytes && !st; off += CHUNK) {
+        size_t len = nbytes - off < CHUNK ? (size_t)(nbytes - off) : CHUNK;
+        if ((st = fp8_file_read(ctx, fa, e->a, off, ba, len)) ||
+            (st = fp8_file_read(ctx, fb, e->b, off, bb, len)) || memcmp(ba, bb, len) == 0)
+            continue;
+        for (size_t i = 0; i < len; i += size) {
+            if (memcmp(ba + i, bb + i, size) == 0)
+                continue;
+            double va = 0, vb = 0;
+            int64_t oa = 0, ob = 0;
+            bool numeric = element(e->a->dtype, ba + i, &va, &oa) &&
+                           element(e->b->dtype, bb + i, &vb, &ob);
+            count_difference(e, (off + i) / size, numeric, va, vb, oa, ob);
+        }
+    }
+    return st;
+}
+
+/* fp32 values of elements [first, first + n) of one side's tensor. */
+static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uint64_t first,
+                              uint64_t n, unsigned char *raw, float *y)
+{
+    const fp8_tensor_info *t = side ? d->e[k].b : d->e[k].a;
+    if (dq_weights_role(d->w[side], t->name) == DQ_DEQUANT)
+        return dq_weights_read(ctx, d->w[side], t->name, first, n, y);
+    unsigned size = fp8_dtype_bits(t->dtype) / 8;
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
+                                  first * size, raw, n * size);
+    for (uint64_t i = 0; !st && i < n; i++) {
+        double v;
+        int64_t o;
+        element(t->dtype, raw + i * size, &v, &o);
+        y[i] = (float)v; /* exact: BF16, F16 and F32 all fit */
+    }
+    return st;
+}
+
+static fp8_status compare_values(fp8_ctx *ctx, fp8_diff *d, size_t k)
+{
+    fp8_diff_entry *e = &d->e[k];
+    const fp8_tensor_info *t = e->a;
+    uint64_t cols = t->shape[t->rank - 1], rows = cols ? BAND_ELEMENTS / cols : 0;
+    rows = rows ? rows : 1;
+    uint64_t band = rows * cols;
+    float *ya = malloc(band * 4 + 1), *yb = malloc(band * 4 + 1);
+    unsigned char *raw = malloc(band * 4 + 1);
+    fp8_status st = ya && yb && raw ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    e->elements = t->elements;
+    for (uint64_t first = 0; !st && first < t->elements; first += band) {
+        uint64_t n = t->elements - first < band ? t->elements - first : band;
+        if ((st = side_values(ctx, d, 0, k, first, n, raw, ya)) ||
+            (st = side_values(ctx, d, 1, k, first, n, raw, yb)))
+            break;
+        for (uint64_t i = 0; i < n; i++) {
+            float a = ya[i], b = yb[i];
+            if (a == b || (a != a && b != b))
+                continue;
+            unsigned char pa[4], pb[4];
+            memcpy(pa, &a, 4);
+            memcpy(pb, &b, 4);
+            double va, vb;
+            int64_t oa, ob;
+            element(FP8_DTYPE_F32, pa, &va, &oa);
+            element(FP8_DTYPE_F32, pb, &vb, &ob);
+            count_difference(e, first + i, true, va, vb, oa, ob);
+        }
+    }
+    free(ya);
+    free(yb);
+    free(raw);
+    return st;
+}
+
+/* Jobs: hashing every tensor of A, then of B, then comparing each entry. */
+static fp8_status diff_one(void *arg, fp8_worker *w, size_t j)
+{
+    fp8_diff *d = arg;
+    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
+    if (j < na)
+        return hash_tensor(w->ctx, d->ck[0], j, w->buf[0], d->hashes[0][j]);
+    if (j < na + nb)
+        return hash_tensor(w->ctx, d->ck[1], j - na, w->buf[0], d->hashes[1][j - na]);
+    size_t k = j - na - nb;
+    fp8_diff_entry *e = &d->e[k];
+    if (e->kind != FP8_DIFF_VALUES)
+        return FP8_OK; /* decided from the headers */
+    fp8_status st = e->dequantized ? compare_values(w->ctx, d, k)
+                                   : compare_bytes(w->ctx, d, e, w->buf[0], w->buf[1], k);
+    if (!st && e->differing == 0)
+        e->kind = FP8_DIFF_SAME;
+    return st;
+}
+
+static uint64_t diff_bytes(void *arg, size_t j)
+{
+    (void)arg;
+    (void)j;
+    return 0;
+}
+
+static bool is_float(fp8_dtype dt)
+{
+    return dt == FP8_DTYPE_BF16 || dt == FP8_DTYPE_F16 || dt == FP8_DTYPE_F32;
+}
+
+static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
+/* What the headers tell about the pair: everything but the values. */
+static void classify(fp8_diff *d, fp8_diff_entry *e)
+{
+    if (!e->a || !e->b) {
+        e->kind = e->a ? FP8_DIFF_ONLY_A : FP8_DIFF_ONLY_B;
+        return;
+    }
+    bool fa = d->dequant && dq_weights_role(d->w[0], e->name) == DQ_DEQUANT;
+    bool fb = d->dequant && dq_weights_role(d->w[1], e->name) == DQ_DEQUANT;
+    if (fa || fb) { /* by value: FP8 against FP8, or FP8 against a float tensor */
+        e->dequantized = (fa || is_float(e->a->dtype)) && (fb || is_float(e->b->dtype));
+        e->kind = !e->dequantized            ? FP8_DIFF_DTYPE
+                  : !same_shape(e->a, e->b) ? FP8_DIFF_SHAPE
+                                            : FP8_DIFF_VALUES;
+        return;
+    }
+    e->kind = e->a->dtype != e->b->dtype  ? FP8_DIFF_DTYPE
+              : !same_shape(e->a, e->b) ? FP8_DIFF_SHAPE
+                                        : FP8_DIFF_VALUES;
+}
+
+/* The sorted union of both sides' names; with dequant, scales left out. */
+static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
+{
+    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
+    d->e = fp8_xcalloc(na + nb + 1, sizeof *d->e);
+    d->shard[0] = fp8_xcalloc(na + nb + 1, sizeof *d->shard[0]);
+    d->shard[1] = fp8_xcalloc(na + nb + 1, sizeof *d->shard[1]);
+    if (!d->e || !d->shard[0] || !d->shard[1])
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    size_t i = 0, j = 0;
+    while (i < na || j < nb) {
+        size_t sa = 0, sb = 0;
+        const fp8_tensor_info *a = i < na ? fp8_checkpoint_tensor(d->ck[0], i, &sa) : NULL;
+        const fp8_tensor_info *b = j < nb ? fp8_checkpoint_tensor(d->ck[1], j, &sb) : NULL;
+        int c = !a ? 1 : !b ? -1 : strcmp(a->name, b->name);
+        if (c < 0)
+            b = NULL, i++;
+        else if (c > 0)
+            a = NULL, j++;
+        else
+            i++, j++;
+        if (d->dequant && ((a && dq_weights_role(d->w[0], a->name) == DQ_DROP) ||
+                           (b && dq_weights_role(d->w[1], b->name) == DQ_DROP)))
+            continue;
+        fp8_diff_entry *e = &d->e[d->n];
+        *e = (fp8_diff_entry){ .name = a ? a->name : b->name, .a = a, .b = b,
+                               .max_abs = 0.0 / 0.0 };
+        d->shard[0][d->n] = sa;
+        d->shard[1][d->n] = sb;
+        classify(d, e);
+        d->n++;
+    }
+    return FP8_OK;
+}
+
+fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
+                        const fp8_diff_options *opts, fp8_diff **out)
+{
+    fp8_diff *d = calloc(1, sizeof *d);
+    fp8_status st = d ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    const char *paths[2] = { a, b };
+    *out = NULL;
+    for (int s = 0; s < 2 && !st; s++) {
+        if ((st = fp8_checkpoint_open(ctx, paths[s], &d->ck[s])))
+            break;
+        size_t n = fp8_checkpoint_tensor_count(d->ck[s]);
+        if (!(d->hashes[s] = fp8_xcalloc(n + 1, sizeof *d->hashes[s])))
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        else if (opts->dequant)
+            st = dq_weights_open(ctx, d->ck[s],
+                                 fp8_checkpoint_is_directory(d->ck[s]) ? paths[s] : NULL,
+                                 &d->w[s]);
+    }
+    if (!st) {
+        d->dequant = opts->dequant;
+        st = pair_up(ctx, d);
+    }
+    if (!st) {
+        size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
+        size_t nb = fp8_checkpoint_tensor_count(d->ck[1]);
+        fp8_jobs spec = { .njobs = na + nb + d->n, .bufsize = { CHUNK, CHUNK },
+                          .threads = opts->threads, .run = diff_one, .bytes = diff_bytes,
+                          .arg = d, .what = "diff" };
+        st = fp8_jobs_run(ctx, &spec);
+        if (!st) {
+            digest_of(d->hashes[0], na, d->digest[0]);
+            digest_of(d->hashes[1], nb, d->digest[1]);
+        }
+    }
+    if (st)
+        fp8_diff_free(d);
+    else
+        *out = d;
+    return st;
+}
+
+void fp8_diff_free(fp8_diff *d)
+{
+    if (!d)
+        return;
+    for (int s = 0; s < 2; s++) {
+        dq_weights_free(d->w[s]);
+        fp8_checkpoint_close(d->ck[s]);
+        free(d->hashes[s]);
+        free(d->shard[s]);
+    }
+    free(d->e);
+    free(d);
+}
+
+bool fp8_diff_identical(const fp8_diff *d)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->e[i].kind != FP8_DIFF_SAME)
+            return false;
+    return true;
+}
+
+size_t fp8_diff_count(const fp8_diff *d) { return d->n; }
+const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t i)
+{
+    return i < d->n ? &d->e[i] : NULL;
+}
+const char *fp8_diff_digest(const fp8_diff *d, int side) { return d->digest[side ? 1 : 0]; }
