@@ -120,7 +120,7 @@ $(BUILD)/libfp8conv.a: $(LIB_OBJ)
 $(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
 	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libfp8conv.a $(STAMP)
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/golden.h $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@

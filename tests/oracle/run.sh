@@ -4,23 +4,37 @@
 #     (PyPI safetensors) and compare them byte for byte with the committed goldens;
 #  2. quant-edge: regenerate testdata/quant-edge with testdata/gen_quant_edge.py and compare;
 #  3. quantize goldens: run tests/oracle/quant_oracle.py on tests/oracle/quant_cases.json and
-#     compare each testdata/golden/quant/<case>.json byte for byte with the committed one.
-# (These compare the oracles with the committed files, not with the fp8conv binary: the C
+#     compare each testdata/golden/quant/<case>.json byte for byte with the committed one;
+#  4. deepseek-fp8-tiny: regenerate testdata/deepseek-fp8-tiny with testdata/gen_deepseek_fp8.py
+#     and compare;
+#  5. dequantize goldens: run tests/oracle/dequant_oracle.py on tests/oracle/dequant_cases.json
+#     and compare each testdata/golden/dequant/<case>.json byte for byte with the committed one;
+#  6. only when $FP8CONV (default build/fp8conv) has `dequantize-for-export` (its --help exits 0):
+#     run it on every dequant case (quant_case inputs made by `fp8conv quantize`), check that each
+#     output loads (tests/oracle/dequant_load_check.py) and matches its committed golden
+#     (tests/oracle/dequant_cli_check.py); otherwise print a SKIP line (not a failure).
+# (1-5 compare the oracles with the committed files, not with the fp8conv binary: the C
 # tests compare fp8conv with the committed goldens.)
 #
-# Usage: tests/oracle/run.sh [--regenerate-quant] [OUTDIR]
+# Usage: tests/oracle/run.sh [--regenerate-quant] [--regenerate-dequant] [OUTDIR]
 #   --regenerate-quant: first rewrite testdata/quant-edge and testdata/golden/quant/*.json in
-#   place (then check as usual). OUTDIR: where to write the regenerated files (default: a
-#   temporary directory, removed afterwards). The venv is created if missing (needs PyPI the
-#   first time only).
+#   place; --regenerate-dequant: first rewrite testdata/deepseek-fp8-tiny and
+#   testdata/golden/dequant/*.json in place (after the quant ones when both are given; then
+#   check as usual). OUTDIR: where to write the regenerated files (default: a temporary
+#   directory, removed afterwards). The venv is created if missing (needs PyPI the first time
+#   only).
 # Exit status: 0 all identical; 1 a difference or a missing/extra file; 2 setup error.
 set -eu
 
 regen_quant=0
-if [ "${1:-}" = "--regenerate-quant" ]; then
-    regen_quant=1
-    shift
-fi
+regen_dequant=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --regenerate-quant) regen_quant=1; shift ;;
+        --regenerate-dequant) regen_dequant=1; shift ;;
+        *) break ;;
+    esac
+done
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -30,6 +44,10 @@ golden="$root/testdata/golden"
 qgolden="$golden/quant"
 qedge="$root/testdata/quant-edge"
 qcases="$here/quant_cases.json"
+dgolden="$golden/dequant"
+dsfp8="$root/testdata/deepseek-fp8-tiny"
+dcases="$here/dequant_cases.json"
+fp8conv=${FP8CONV:-$root/build/fp8conv}
 PYTHON=${PYTHON:-python3}
 
 die() { echo "oracle: $*" >&2; exit 2; }
@@ -72,6 +90,15 @@ if [ "$regen_quant" -eq 1 ]; then
     rm -f "$qgolden"/*.json
     "$venv/bin/python" "$here/quant_oracle.py" "$qcases" "$qgolden" \
         || { echo "oracle: FAIL: quant_oracle.py failed" >&2; exit 1; }
+fi
+if [ "$regen_dequant" -eq 1 ]; then
+    echo "oracle: regenerating testdata/deepseek-fp8-tiny and testdata/golden/dequant in place"
+    "$venv/bin/python" "$root/testdata/gen_deepseek_fp8.py" "$dsfp8" \
+        || { echo "oracle: FAIL: gen_deepseek_fp8.py failed" >&2; exit 1; }
+    mkdir -p "$dgolden"
+    rm -f "$dgolden"/*.json
+    "$venv/bin/python" "$here/dequant_oracle.py" "$dcases" "$dgolden" \
+        || { echo "oracle: FAIL: dequant_oracle.py failed" >&2; exit 1; }
 fi
 
 status=0
@@ -166,6 +193,43 @@ elif ! compare_dirs "$qgolden" "$out/quant" "*.json" "quantize oracle tests/orac
     status=1
 else
     echo "oracle: OK: $(ls "$qgolden"/*.json | wc -l | tr -d ' ') quantize goldens byte-identical to tests/oracle/quant_oracle.py"
+fi
+
+# --- 4. deepseek-fp8-tiny sample checkpoint ----------------------------------------------
+mkdir -p "$out/deepseek-fp8-tiny"
+if ! "$venv/bin/python" "$root/testdata/gen_deepseek_fp8.py" "$out/deepseek-fp8-tiny"; then
+    echo "oracle: FAIL: gen_deepseek_fp8.py failed" >&2
+    status=1
+elif ! compare_dirs "$dsfp8" "$out/deepseek-fp8-tiny" "*" "generator testdata/gen_deepseek_fp8.py"; then
+    echo "oracle: FAIL: testdata/deepseek-fp8-tiny does not match its generator" >&2
+    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-dequant)" >&2
+    status=1
+else
+    echo "oracle: OK: testdata/deepseek-fp8-tiny byte-identical to testdata/gen_deepseek_fp8.py's output"
+fi
+
+# --- 5. dequantize goldens ---------------------------------------------------------------
+mkdir -p "$out/dequant"
+if ! "$venv/bin/python" "$here/dequant_oracle.py" "$dcases" "$out/dequant"; then
+    echo "oracle: FAIL: dequant_oracle.py failed" >&2
+    status=1
+elif ! compare_dirs "$dgolden" "$out/dequant" "*.json" "dequantize oracle tests/oracle/dequant_oracle.py"; then
+    echo "oracle: FAIL: dequantize goldens do not match the oracle" >&2
+    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-dequant, or" >&2
+    echo "oracle:  $venv/bin/python tests/oracle/dequant_oracle.py tests/oracle/dequant_cases.json testdata/golden/dequant)" >&2
+    status=1
+else
+    echo "oracle: OK: $(ls "$dgolden"/*.json | wc -l | tr -d ' ') dequantize goldens byte-identical to tests/oracle/dequant_oracle.py"
+fi
+
+# --- 6. fp8conv dequantize-for-export against the dequantize goldens ---------------------
+if [ -x "$fp8conv" ] && "$fp8conv" dequantize-for-export --help >/dev/null 2>&1; then
+    mkdir -p "$out/dequant-cli"
+    if ! "$venv/bin/python" "$here/dequant_cli_check.py" "$fp8conv" "$dcases" "$dgolden" "$out/dequant-cli"; then
+        status=1
+    fi
+else
+    echo "oracle: SKIP: dequantize-for-export not built"
 fi
 
 exit "$status"

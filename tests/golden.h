@@ -1,0 +1,170 @@
+/*
+ * golden.h - comparing fp8conv's outputs with the goldens the independent
+ * Python oracles wrote (tests/oracle/): tensor bytes by XXH3-128, whole
+ * files, and the JSON side files.
+ */
+#ifndef FP8_GOLDEN_H
+#define FP8_GOLDEN_H
+
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <xxhash.h>
+
+static inline cJSON *read_json(const char *path)
+{
+    char *text = tu_slurp(path, NULL);
+    cJSON *j = cJSON_Parse(text);
+    ck_assert_msg(j != NULL, "%s: not JSON", path);
+    free(text);
+    return j;
+}
+
+static inline void xxh_hex(const void *data, size_t len, char hex[33])
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data, len));
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", c.digest[i]);
+}
+
+/* Shell-quotes an argument list into one string. */
+static inline char *join_args(const cJSON *args)
+{
+    size_t cap = 4096, o = 0;
+    char *s = calloc(1, cap);
+    const cJSON *a;
+    cJSON_ArrayForEach(a, args)
+        o += (size_t)snprintf(s + o, cap - o, " '%s'", a->valuestring);
+    ck_assert(o < cap);
+    return s;
+}
+
+/* Entries of `dir` whose names start with `prefix` (temporary leftovers). */
+static inline int count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    ck_assert(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+static inline bool exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* The file at `path` is byte for byte the oracle's shard `shard` of case `name`. */
+static inline void expect_golden_file(const char *path, const char *dir, const char *name,
+                               const char *shard)
+{
+    char gpath[512], hex[33];
+    snprintf(gpath, sizeof gpath, "%s/%s.json", dir, name);
+    cJSON *golden = read_json(gpath);
+    size_t len;
+    char *data = tu_slurp(path, &len);
+    xxh_hex(data, len, hex);
+    const cJSON *want = cJSON_GetObjectItem(cJSON_GetObjectItem(golden, "files"), shard);
+    ck_assert_msg(want && strcmp(hex, want->valuestring) == 0,
+                  "%s differs from shard %s of the oracle's case %s", path, shard, name);
+    free(data);
+    cJSON_Delete(golden);
+}
+
+static inline void check_tensors(const char *out, const cJSON *golden)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck = NULL;
+    ck_assert_msg(fp8_checkpoint_open(ctx, out, &ck) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    const cJSON *tensors = cJSON_GetObjectItem(golden, "tensors"), *g;
+    ck_assert_uint_eq(fp8_checkpoint_tensor_count(ck), (size_t)cJSON_GetArraySize(tensors));
+    cJSON_ArrayForEach(g, tensors)
+    {
+        size_t s;
+        const fp8_tensor_info *t = fp8_checkpoint_find(ck, g->string, &s);
+        ck_assert_msg(t != NULL, "tensor %s missing from the output", g->string);
+        ck_assert_str_eq(fp8_dtype_name(t->dtype), cJSON_GetObjectItem(g, "dtype")->valuestring);
+        const cJSON *shape = cJSON_GetObjectItem(g, "shape");
+        ck_assert_int_eq(t->rank, cJSON_GetArraySize(shape));
+        for (int d = 0; d < t->rank; d++)
+            ck_assert_msg(t->shape[d] == (uint64_t)cJSON_GetArrayItem(shape, d)->valuedouble,
+                          "%s: dim %d", g->string, d);
+        ck_assert_str_eq(fp8_checkpoint_shard_name(ck, s),
+                         cJSON_GetObjectItem(g, "shard")->valuestring);
+        size_t n = (size_t)fp8_tensor_nbytes(t);
+        void *buf = malloc(n ? n : 1);
+        ck_assert(fp8_file_read(ctx, fp8_checkpoint_shard(ck, s), t, 0, buf, n) == FP8_OK);
+        char hex[33];
+        xxh_hex(buf, n, hex);
+        ck_assert_msg(strcmp(hex, cJSON_GetObjectItem(g, "xxh3_128")->valuestring) == 0,
+                      "tensor %s: bytes differ from the numpy/ml_dtypes oracle", g->string);
+        free(buf);
+    }
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+}
+
+/* The committed JSON object equals ours (a null or absent golden: the file
+ * must not exist). */
+static inline void check_json_file(const char *path, const cJSON *golden)
+{
+    if (!golden || cJSON_IsNull(golden)) {
+        ck_assert_msg(!exists(path), "%s should not exist", path);
+        return;
+    }
+    cJSON *ours = read_json(path);
+    ck_assert_msg(cJSON_Compare(ours, golden, true), "%s differs from the oracle", path);
+    cJSON_Delete(ours);
+}
+
+
+/* Every output of a case against its golden: tensors, shard files, the
+ * index, config.json (quantization_config, when there is one, last) and
+ * hf_quant_config.json, and the copied files against `input`'s. */
+static inline void check_golden_output(const char *out, const char *input, const char *dir,
+                                       const char *name, const cJSON *golden)
+{
+    char *path;
+    check_tensors(out, golden);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(golden, "files"))
+    {
+        ck_assert(asprintf(&path, "%s/%s", out, f->string) > 0);
+        expect_golden_file(path, dir, name, f->string);
+        free(path);
+    }
+    ck_assert(asprintf(&path, "%s/model.safetensors.index.json", out) > 0);
+    check_json_file(path, cJSON_GetObjectItem(golden, "index"));
+    free(path);
+    ck_assert(asprintf(&path, "%s/config.json", out) > 0);
+    check_json_file(path, cJSON_GetObjectItem(golden, "config"));
+    if (exists(path)) {
+        cJSON *ours = read_json(path), *q = cJSON_GetObjectItem(ours, "quantization_config");
+        cJSON *last = ours->child;
+        while (last->next)
+            last = last->next;
+        ck_assert(!q || strcmp(last->string, "quantization_config") == 0);
+        cJSON_Delete(ours);
+    }
+    free(path);
+    ck_assert(asprintf(&path, "%s/hf_quant_config.json", out) > 0);
+    check_json_file(path, cJSON_GetObjectItem(golden, "hf_quant_config"));
+    free(path);
+    const cJSON *copied;
+    cJSON_ArrayForEach(copied, cJSON_GetObjectItem(golden, "copied_files"))
+    {
+        ck_assert(asprintf(&path, "cmp -s '%s/%s' '%s/%s'", input, copied->valuestring, out,
+                           copied->valuestring) > 0);
+        ck_assert_msg(system(path) == 0, "%s: %s not copied byte for byte", name,
+                      copied->valuestring);
+        free(path);
+    }
+}
+
+#endif
