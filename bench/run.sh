@@ -88,3 +88,21 @@ for scheme in "block" "block --scale-fmt ue8m0" "channel" "tensor" "mxfp8"; do
             "$(gbs "$t")" "$(ratio "$t" "$t_cp")" "$(ratio "$t" "$t_cps")" $((rss / 1024))
     done
 done
+
+# ---------------------------------------------------------------- dequantize, diff
+# The block-quantized model back to bf16, and diff of the model with a copy
+# of itself (reads both, hashes both), against the same cp -r floor.
+rm -rf "$work/fp8"
+"$BIN" quantize -q --no-sync "$model" "$work/fp8"
+cp -r "$model" "$work/copy"
+echo
+echo "== dequantize-for-export and diff (floor: cp -r of the bf16 model, $t_cp s)"
+for sync in "" "--no-sync"; do
+    read -r t rss < <(measure "$BIN" dequantize-for-export -q $sync "$work/fp8" "$work/out")
+    printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "dequantize-for-export $sync" "$t" \
+        "$(gbs "$t")" "$(ratio "$t" "$t_cp")" "$(ratio "$t" "$t_cps")" $((rss / 1024))
+done
+read -r t rss < <(measure "$BIN" diff -q "$model" "$work/copy")
+printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "diff (identical copies)" "$t" "$(gbs "$t")" \
+    "$(ratio "$t" "$t_cp")" - $((rss / 1024))
+rm -rf "$work/fp8" "$work/copy"

@@ -16,6 +16,7 @@
 #include "dequant.h"
 #include "fp8_math.h"
 #include "jobs.h"
+#include "quant.h"
 
 #define JOB_BYTES (4u << 20)
 #define HF_QUANT_CONFIG "hf_quant_config.json"
@@ -336,29 +337,45 @@ static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
     }
     if ((st = fp8_file_read(ctx, sin, it->scale, first * ssz, scales, count * ssz)))
         return st;
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t row = k / it->cols, col = k % it->cols, si;
-        switch (it->kind) {
-        case SCALE_TENSOR: si = 0; break;
-        case SCALE_CHANNEL: si = row; break;
-        case SCALE_MX: si = row * (it->cols / 32) + col / 32; break;
-        default:
-            si = ((row0 + row) / p->block_rows - row0 / p->block_rows) * cb + col / p->block_cols;
-        }
-        uint8_t q = codes[k];
-        float s;
-        if ((q & 0x7F) == 0x7F)
+    for (uint64_t k = 0; k < n; k++) /* NaN codes first, so that the loops below need no test */
+        if ((codes[k] & 0x7F) == 0x7F)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
                             "can be exported",
-                            file, it->t->name, (unsigned long long)(base + k), (unsigned)q);
-        if (!scale_value(it->scale->dtype, scales, si, &s))
+                            file, it->t->name, (unsigned long long)(base + k),
+                            (unsigned)codes[k]);
+    float *sf = malloc(count * sizeof *sf);
+    if (!sf)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t k = 0; k < count; k++)
+        if (!scale_value(it->scale->dtype, scales, k, &sf[k])) {
+            free(sf);
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': element %llu is not a finite positive scale",
                             fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
-                            (unsigned long long)(first + si));
-        y[k] = fp8_e4m3_to_f32(q) * s;
+                            (unsigned long long)(first + k));
+        }
+    for (uint64_t row = 0; row < nrows; row++) {
+        const uint8_t *q = codes + row * it->cols;
+        float *yr = y + row * it->cols;
+        const float *sr;
+        switch (it->kind) {
+        case SCALE_TENSOR: fp8_dequant_span(q, it->cols, sf[0], yr); break;
+        case SCALE_CHANNEL: fp8_dequant_span(q, it->cols, sf[row], yr); break;
+        case SCALE_MX:
+            sr = sf + row * (it->cols / 32);
+            for (uint64_t c = 0; c < it->cols; c += 32)
+                fp8_dequant_span(q + c, 32, sr[c / 32], yr + c);
+            break;
+        default:
+            sr = sf + ((row0 + row) / p->block_rows - row0 / p->block_rows) * cb;
+            for (uint64_t c0 = 0; c0 < it->cols; c0 += p->block_cols) {
+                uint64_t w = it->cols - c0 < p->block_cols ? it->cols - c0 : p->block_cols;
+                fp8_dequant_span(q + c0, w, sr[c0 / p->block_cols], yr + c0);
+            }
+        }
     }
+    free(sf);
     return FP8_OK;
 }
 
@@ -373,21 +390,20 @@ static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
         return st;
     fp8_dtype out = p->opts->dtype;
     unsigned char *bytes = w->buf[2];
-    if (out != FP8_DTYPE_F32) { /* rounded values go after the fp32 ones */
-        uint16_t *h = (uint16_t *)(void *)(w->buf[2] + 4 * n);
-        bytes = (unsigned char *)h;
-        for (uint64_t k = 0; k < n; k++) {
-            float v = y[k];
-            uint16_t b = out == FP8_DTYPE_BF16 ? fp8_f32_to_bf16(v) : fp8_f32_to_f16(v);
-            if (out == FP8_DTYPE_F16 && (b & 0x7C00) == 0x7C00)
-                return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                                "%s: tensor '%s': element %llu (%g) overflows f16; export as "
-                                "bf16 or f32",
-                                fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
-                                (unsigned long long)(base + k), (double)v);
-            h[k] = b;
-        }
+    bool finite;
+    if (out == FP8_DTYPE_F32) {
+        finite = fp8_finite_span(y, n);
+    } else { /* rounded values go after the fp32 ones */
+        bytes = w->buf[2] + 4 * n;
+        finite = fp8_round_span(y, n, out, (uint16_t *)(void *)bytes);
     }
+    if (!finite)
+        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                        out == FP8_DTYPE_F16
+                            ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
+                            : "%s: tensor '%s': a value q * scale overflows fp32 (a scale beyond "
+                              "any real checkpoint's)",
+                        fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name);
     return fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->t->name),
                              base * out_size(out), bytes, n * out_size(out));
 }

@@ -51,6 +51,14 @@ fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *am
 fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax,
                          uint64_t *where);
 
+/* Dequantization, fast path (quant_cpu.c): y = decode(q) * s for n codes
+ * that are not NaN; rounding of fp32 values to BF16 or F16 (nearest even),
+ * false when a result is infinite (the fp32 product overflowed, or f16's
+ * range did); whether n fp32 values are all finite. */
+void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y);
+bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h);
+bool fp8_finite_span(const float *y, uint64_t n);
+
 /* quant_cpu.c's branch-free fp32 -> E4M3, exposed for its exhaustive test. */
 uint8_t fp8_e4m3_fast(float x);
 

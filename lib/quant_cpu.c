@@ -179,3 +179,47 @@ fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax, 
     *amax = bits_to_f32(src, m);
     return FP8_BAND_OK;
 }
+
+/* ---------------------------------------------------------------- dequantize */
+
+/* E4M3 (not NaN) to fp32 without branches: normal codes rebias, subnormal
+ * ones are m * 2^-9 (exact). */
+static inline float e4m3_decode(uint8_t b)
+{
+    uint32_t sign = (uint32_t)(b & 0x80) << 24, e = (b >> 3) & 15, m = b & 7;
+    uint32_t normal = sign | (e + 120) << 23 | m << 20;
+    uint32_t sub = sign | fp8_f32_bits((float)m * 0x1p-9f);
+    return fp8_f32_from_bits(e ? normal : sub);
+}
+
+FP8_CLONES void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y)
+{
+    for (uint64_t i = 0; i < n; i++)
+        y[i] = e4m3_decode(q[i]) * s;
+}
+
+FP8_CLONES bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h)
+{
+    uint32_t inf = 0;
+    if (out == FP8_DTYPE_BF16) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t u = fp8_f32_bits(y[i]);
+            inf |= (u & 0x7F800000) == 0x7F800000;
+            h[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+        }
+    } else {
+        for (uint64_t i = 0; i < n; i++) {
+            h[i] = fp8_f32_to_f16(y[i]);
+            inf |= (h[i] & 0x7C00) == 0x7C00;
+        }
+    }
+    return !inf;
+}
+
+FP8_CLONES bool fp8_finite_span(const float *y, uint64_t n)
+{
+    uint32_t inf = 0;
+    for (uint64_t i = 0; i < n; i++)
+        inf |= (fp8_f32_bits(y[i]) & 0x7F800000) == 0x7F800000;
+    return !inf;
+}

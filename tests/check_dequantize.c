@@ -184,6 +184,32 @@ START_TEST(test_round_trip_with_power_of_two_scales_keeps_values)
 }
 END_TEST
 
+START_TEST(test_same_bytes_for_every_thread_count)
+{
+    /* 300 x 20480: several jobs per tensor, block rows spanning two jobs */
+    char *dir = tu_tmpdir(), *model = make_model(dir, "m", 300, 20480, -1, 0), *args;
+    static const char *const schemes[] = { "--scheme block", "--scheme channel",
+                                           "--scheme mxfp8" };
+    for (size_t k = 0; k < 3; k++) {
+        ck_assert(asprintf(&args, "quantize -q %s '%s' '%s/fp8%zu'", schemes[k], model, dir, k) > 0);
+        ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+        free(args);
+        for (int j = 1; j <= 3; j += 2) {
+            ck_assert(asprintf(&args, "dequantize-for-export -q -j %d '%s/fp8%zu' '%s/j%d-%zu'", j,
+                               dir, k, dir, j, k) > 0);
+            ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+            free(args);
+        }
+        ck_assert(asprintf(&args, "cmp %s/j1-%zu/model.safetensors %s/j3-%zu/model.safetensors", dir,
+                           k, dir, k) > 0);
+        ck_assert_msg(system(args) == 0, "%s: output depends on the thread count", schemes[k]);
+        free(args);
+    }
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- bad input */
 
 /* A one-shard FP8 checkpoint directory: weight "w.weight" [2, 64] with the
@@ -317,6 +343,7 @@ int main(void)
                         (int)(sizeof exact_schemes / sizeof exact_schemes[0]));
     tcase_add_loop_test(tc, test_round_trip_with_power_of_two_scales_keeps_values, 0,
                         (int)(sizeof value_schemes / sizeof value_schemes[0]));
+    tcase_add_test(tc, test_same_bytes_for_every_thread_count);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad input");

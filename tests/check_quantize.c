@@ -223,6 +223,42 @@ START_TEST(test_fast_band_equals_reference)
 }
 END_TEST
 
+/* The dequantize fast path against the reference decoder and roundings. */
+START_TEST(test_fast_dequant_equals_reference)
+{
+    static const float scales[] = { 1.0f, 0x1p-127f, 0x1p-149f, 3.7e-5f, 0.37f, 1e30f };
+    uint8_t codes[256];
+    float y[256];
+    for (int b = 0; b < 256; b++)
+        codes[b] = (uint8_t)((b & 0x7F) == 0x7F ? 0 : b);
+    for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+        fp8_dequant_span(codes, 256, scales[k], y);
+        for (int b = 0; b < 256; b++) {
+            float want = fp8_e4m3_to_f32(codes[b]) * scales[k];
+            ck_assert_msg(fp8_f32_bits(y[b]) == fp8_f32_bits(want), "code 0x%02x * %a", b,
+                          (double)scales[k]);
+        }
+    }
+    float v[4096];
+    uint16_t h[4096];
+    for (int i = 0; i < 4096; i++)
+        v[i] = fp8_f32_from_bits(next_u32() & 0xBFFFFFFF); /* finite */
+    ck_assert(fp8_round_span(v, 4096, FP8_DTYPE_BF16, h));
+    for (int i = 0; i < 4096; i++)
+        ck_assert_uint_eq(h[i], fp8_f32_to_bf16(v[i]));
+    for (int i = 0; i < 4096; i++)
+        v[i] = fp8_f32_from_bits(next_u32() & 0x877FFFFF); /* below f16's range end */
+    ck_assert(fp8_round_span(v, 4096, FP8_DTYPE_F16, h));
+    for (int i = 0; i < 4096; i++)
+        ck_assert_uint_eq(h[i], fp8_f32_to_f16(v[i]));
+    v[7] = 1e30f;
+    ck_assert(!fp8_round_span(v, 4096, FP8_DTYPE_F16, h)); /* overflow is reported */
+    ck_assert(fp8_finite_span(v, 4096));
+    v[9] = __builtin_inff();
+    ck_assert(!fp8_finite_span(v, 4096));
+}
+END_TEST
+
 START_TEST(test_nonfinite_found_at_first_index)
 {
     uint16_t x[4 * 40] = { 0 };
@@ -263,52 +299,6 @@ START_TEST(test_scale_rules_of_spec)
 END_TEST
 
 /* ---------------------------------------------------------------- threads, failures */
-
-/* A directory checkpoint with one bf16 tensor of rows x cols filled with a
- * deterministic pattern; `bad` >= 0 puts `bad_bits` at that element. */
-static char *make_model(const char *dir, const char *name, uint64_t rows, uint64_t cols,
-                        int64_t bad, uint16_t bad_bits)
-{
-    char *model, *path;
-    ck_assert(asprintf(&model, "%s/%s", dir, name) > 0);
-    ck_assert(mkdir(model, 0755) == 0);
-    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
-    fp8_ctx *ctx = fp8_ctx_create();
-    fp8_writer *w;
-    uint64_t shape[2] = { rows, cols }, small[2] = { 64, 96 };
-    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
-    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.mlp.down_proj.weight",
-                                    FP8_DTYPE_BF16, 2, shape) == FP8_OK);
-    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.self_attn.o_proj.weight",
-                                    FP8_DTYPE_BF16, 2, small) == FP8_OK);
-    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
-    size_t chunk = 1 << 16;
-    uint16_t *buf = malloc(chunk * 2);
-    for (size_t t = 0; t < fp8_writer_tensor_count(w); t++) {
-        const fp8_tensor_info *ti = fp8_writer_tensor(w, t);
-        bool big = ti->elements == rows * cols;
-        for (uint64_t i = 0; i < ti->elements; i += chunk) {
-            size_t n = ti->elements - i < chunk ? (size_t)(ti->elements - i) : chunk;
-            for (size_t k = 0; k < n; k++) {
-                uint64_t e = i + k;
-                buf[k] = (uint16_t)(0x3000 + (e * 2654435761u >> 7) % 0x1800) |
-                         (uint16_t)((e & 1) << 15);
-                if (big && (int64_t)e == bad)
-                    buf[k] = bad_bits;
-            }
-            ck_assert(fp8_writer_write(ctx, w, buf, n * 2) == FP8_OK);
-        }
-    }
-    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
-    fp8_writer_free(w);
-    fp8_ctx_free(ctx);
-    free(buf);
-    free(path);
-    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
-    tu_spit(path, "{\"model_type\": \"llama\"}\n", 24);
-    free(path);
-    return model;
-}
 
 static const char *const schemes[] = { "--scheme block", "--scheme block --block 64x256",
                                        "--scheme channel", "--scheme tensor", "--scheme mxfp8" };
@@ -615,6 +605,7 @@ int main(void)
 
     tc = tcase_create("engine");
     tcase_add_test(tc, test_fast_band_equals_reference);
+    tcase_add_test(tc, test_fast_dequant_equals_reference);
     tcase_add_test(tc, test_nonfinite_found_at_first_index);
     tcase_add_test(tc, test_scale_rules_of_spec);
     suite_add_tcase(s, tc);

@@ -167,4 +167,52 @@ static inline void check_golden_output(const char *out, const char *input, const
     }
 }
 
+/* ---------------------------------------------------------------- synthetic models */
+
+/* A directory checkpoint with one bf16 tensor of rows x cols filled with a
+ * deterministic pattern; `bad` >= 0 puts `bad_bits` at that element. */
+static inline char *make_model(const char *dir, const char *name, uint64_t rows, uint64_t cols,
+                        int64_t bad, uint16_t bad_bits)
+{
+    char *model, *path;
+    ck_assert(asprintf(&model, "%s/%s", dir, name) > 0);
+    ck_assert(mkdir(model, 0755) == 0);
+    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { rows, cols }, small[2] = { 64, 96 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.mlp.down_proj.weight",
+                                    FP8_DTYPE_BF16, 2, shape) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.self_attn.o_proj.weight",
+                                    FP8_DTYPE_BF16, 2, small) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    size_t chunk = 1 << 16;
+    uint16_t *buf = malloc(chunk * 2);
+    for (size_t t = 0; t < fp8_writer_tensor_count(w); t++) {
+        const fp8_tensor_info *ti = fp8_writer_tensor(w, t);
+        bool big = ti->elements == rows * cols;
+        for (uint64_t i = 0; i < ti->elements; i += chunk) {
+            size_t n = ti->elements - i < chunk ? (size_t)(ti->elements - i) : chunk;
+            for (size_t k = 0; k < n; k++) {
+                uint64_t e = i + k;
+                buf[k] = (uint16_t)(0x3000 + (e * 2654435761u >> 7) % 0x1800) |
+                         (uint16_t)((e & 1) << 15);
+                if (big && (int64_t)e == bad)
+                    buf[k] = bad_bits;
+            }
+            ck_assert(fp8_writer_write(ctx, w, buf, n * 2) == FP8_OK);
+        }
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    free(buf);
+    free(path);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, "{\"model_type\": \"llama\"}\n", 24);
+    free(path);
+    return model;
+}
+
 #endif
