@@ -73,6 +73,8 @@ cJSON *cli_json_shape(int rank, const uint64_t *shape);
 /* SIGINT and SIGTERM set the flag returned (the library then stops cleanly,
  * removing what it wrote). */
 const volatile sig_atomic_t *cli_catch_signals(void);
+/* Prints the document on stdout and frees it; EXIT_OK, or EXIT_IO when out of memory. */
+int cli_print_json(cJSON *root);
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 /* A progress line on stderr, at most ten times a second. */

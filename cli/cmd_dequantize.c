@@ -36,17 +36,17 @@ static int take_option(int code, const char *value, void *state)
     return -1;
 }
 
-static void report(const cli_common *common, const char *in, const char *out,
-                   const fp8_dequant_options *o, const fp8_dequant_report *r, double seconds)
+static int report(const cli_common *common, const char *in, const char *out,
+                  const fp8_dequant_options *o, const fp8_dequant_report *r, double seconds)
 {
     if (common->quiet)
-        return;
+        return EXIT_OK;
     if (!common->json) {
         printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
                r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
         printf("bytes: %llu of tensors in, %llu out, %.2f s\n",
                (unsigned long long)r->input_bytes, (unsigned long long)r->output_bytes, seconds);
-        return;
+        return EXIT_OK;
     }
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "dequantize_version", DEQUANTIZE_JSON_VERSION);
@@ -59,11 +59,7 @@ static void report(const cli_common *common, const char *in, const char *out,
     cJSON_AddItemToObject(root, "input_bytes", cli_json_u64(r->input_bytes));
     cJSON_AddItemToObject(root, "output_bytes", cli_json_u64(r->output_bytes));
     cJSON_AddNumberToObject(root, "seconds", seconds);
-    char *text = cJSON_Print(root);
-    if (text)
-        puts(text);
-    free(text);
-    cJSON_Delete(root);
+    return cli_print_json(root);
 }
 
 int cmd_dequantize(int argc, char **argv, cli_common *common)
@@ -109,10 +105,7 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     fp8_status st = fp8_dequantize(ctx, argv[1], argv[2], &opts, &r);
     if (prog.shown)
         fputc('\n', stderr);
-    if (st)
-        rc = cli_fail(ctx, st);
-    else
-        report(common, argv[1], argv[2], &opts, &r, cli_now() - t0);
+    rc = st ? cli_fail(ctx, st) : report(common, argv[1], argv[2], &opts, &r, cli_now() - t0);
     fp8_ctx_free(ctx);
-    return st ? rc : EXIT_OK;
+    return rc;
 }

@@ -102,15 +102,7 @@ static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequ
         }
         cJSON_AddItemToArray(diffs, o);
     }
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) {
-        cli_error("out of memory formatting JSON");
-        return EXIT_IO;
-    }
-    puts(text);
-    free(text);
-    return EXIT_OK;
+    return cli_print_json(root);
 }
 
 int cmd_diff(int argc, char **argv, cli_common *common)

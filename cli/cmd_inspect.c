@@ -110,15 +110,7 @@ static int print_json(const char *path, const fp8_checkpoint *ck, const dtype_to
     else
         cJSON_AddNullToObject(sum, "quant_method");
 
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) {
-        cli_error("%s: out of memory formatting JSON", path);
-        return EXIT_IO;
-    }
-    puts(text);
-    free(text);
-    return EXIT_OK;
+    return cli_print_json(root);
 }
 
 static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)

@@ -170,15 +170,7 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
     cJSON_AddItemToObject(root, "output_bytes", cli_json_u64(out_bytes));
     if (!a->dry_run)
         cJSON_AddNumberToObject(root, "seconds", seconds);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) {
-        cli_error("out of memory formatting JSON");
-        return EXIT_IO;
-    }
-    puts(text);
-    free(text);
-    return EXIT_OK;
+    return cli_print_json(root);
 }
 
 static void print_plan(const fp8_quant_plan *plan)

@@ -2,6 +2,7 @@
  * report.c - pieces of the text and JSON reports that commands share.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <time.h>
@@ -74,4 +75,17 @@ const volatile sig_atomic_t *cli_catch_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     return &interrupted;
+}
+
+int cli_print_json(cJSON *root)
+{
+    char *text = root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) {
+        cli_error("out of memory formatting JSON");
+        return EXIT_IO;
+    }
+    puts(text);
+    free(text);
+    return EXIT_OK;
 }

@@ -240,14 +240,8 @@ typedef struct {
 
 static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
 {
-    if (r->njobs == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        dq_job *p = fp8_xreallocarray(r->jobs, cap, sizeof *p);
-        if (!p)
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        r->jobs = p;
-        r->cap = cap;
-    }
+    if (!fp8_grow(&r->jobs, r->njobs, &r->cap, sizeof *r->jobs))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     const dq_item *it = &r->plan->items[j.item];
     if (it->action == DQ_COPY) {
         r->max_in = j.len > r->max_in ? j.len : r->max_in;

@@ -24,6 +24,10 @@ void *fp8_xcalloc(size_t n, size_t size);
 void *fp8_xreallocarray(void *p, size_t n, size_t size);
 char *fp8_strdup(const char *s);
 
+/* Makes room for one more element in a growable array (*items, *count of
+ * *cap, each `size` bytes); false when out of memory. */
+bool fp8_grow(void *items, size_t count, size_t *cap, size_t size);
+
 /* Overflow-checked u64 arithmetic: false on overflow. */
 static inline bool fp8_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 {

@@ -493,14 +493,8 @@ static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
 
 static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
 {
-    if (r->njobs == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        job *p = fp8_xreallocarray(r->jobs, cap, sizeof *p);
-        if (!p)
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        r->jobs = p;
-        r->cap = cap;
-    }
+    if (!fp8_grow(&r->jobs, r->njobs, &r->cap, sizeof *r->jobs))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     const fp8_quant_plan *p = r->plan;
     if (j.kind == JOB_COPY) {
         r->max_src = j.len > r->max_src ? j.len : r->max_src;

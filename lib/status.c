@@ -77,3 +77,17 @@ char *fp8_strdup(const char *s)
     char *d = malloc(n);
     return d ? memcpy(d, s, n) : NULL;
 }
+
+bool fp8_grow(void *items, size_t count, size_t *cap, size_t size)
+{
+    void **p = items;
+    if (count < *cap)
+        return true;
+    size_t n = *cap ? *cap * 2 : 256;
+    void *q = fp8_xreallocarray(*p, n, size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = n;
+    return true;
+}

@@ -322,18 +322,7 @@ int main(void)
     Suite *s = suite_create("dequantize");
     TCase *tc = tcase_create("oracle");
     tcase_set_timeout(tc, 120);
-    /* no ck_assert outside a test: count the cases by hand */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *fp = fopen(CASES, "rb");
-    if (fp) {
-        getdelim(&text, &len, '\0', fp);
-        fclose(fp);
-    }
-    cJSON *cases = text ? cJSON_Parse(text) : NULL;
-    int ncases = cJSON_GetArraySize(cases);
-    cJSON_Delete(cases);
-    free(text);
+    int ncases = count_cases(CASES);
     tcase_add_loop_test(tc, test_dequantize_matches_numpy_oracle, 0, ncases);
     suite_add_tcase(s, tc);
 

@@ -167,6 +167,27 @@ static inline void check_golden_output(const char *out, const char *input, const
     }
 }
 
+/* The number of cases in a case list, for tcase_add_loop_test: no ck_assert
+ * outside a test, so by hand (a broken list fails the tests that read it). */
+static inline int count_cases(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = fopen(path, "rb");
+    if (fp) {
+        if (getdelim(&text, &len, '\0', fp) < 0) {
+            free(text);
+            text = NULL;
+        }
+        fclose(fp);
+    }
+    cJSON *cases = text ? cJSON_Parse(text) : NULL;
+    int n = cJSON_GetArraySize(cases);
+    cJSON_Delete(cases);
+    free(text);
+    return n;
+}
+
 /* ---------------------------------------------------------------- synthetic models */
 
 /* A directory checkpoint with one bf16 tensor of rows x cols filled with a

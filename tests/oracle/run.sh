@@ -168,59 +168,39 @@ compare_dirs() {
     return "$cbad"
 }
 
-# --- 2. quant-edge sample checkpoint -----------------------------------------------------
-mkdir -p "$out/quant-edge"
-if ! "$venv/bin/python" "$root/testdata/gen_quant_edge.py" "$out/quant-edge"; then
-    echo "oracle: FAIL: gen_quant_edge.py failed" >&2
-    status=1
-elif ! compare_dirs "$qedge" "$out/quant-edge" "*" "generator testdata/gen_quant_edge.py"; then
-    echo "oracle: FAIL: testdata/quant-edge does not match its generator" >&2
-    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-quant)" >&2
-    status=1
-else
-    echo "oracle: OK: testdata/quant-edge byte-identical to testdata/gen_quant_edge.py's output"
-fi
+# check_generated LABEL WANT GOT PATTERN WHAT HINT COMMAND...: runs COMMAND, which writes
+# GOT, and compares GOT with the committed WANT both ways.
+check_generated() {
+    label=$1 want=$2 got=$3 pattern=$4 what=$5 hint=$6
+    shift 6
+    mkdir -p "$got"
+    if ! "$@"; then
+        echo "oracle: FAIL: the $what failed" >&2
+        status=1
+    elif ! compare_dirs "$want" "$got" "$pattern" "$what"; then
+        echo "oracle: FAIL: $label does not match the $what" >&2
+        echo "oracle: (regenerate with: $hint)" >&2
+        status=1
+    else
+        echo "oracle: OK: $label byte-identical to the $what's output"
+    fi
+}
 
-# --- 3. quantize goldens -----------------------------------------------------------------
-mkdir -p "$out/quant"
-if ! "$venv/bin/python" "$here/quant_oracle.py" "$qcases" "$out/quant"; then
-    echo "oracle: FAIL: quant_oracle.py failed" >&2
-    status=1
-elif ! compare_dirs "$qgolden" "$out/quant" "*.json" "quantize oracle tests/oracle/quant_oracle.py"; then
-    echo "oracle: FAIL: quantize goldens do not match the oracle" >&2
-    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-quant, or" >&2
-    echo "oracle:  $venv/bin/python tests/oracle/quant_oracle.py tests/oracle/quant_cases.json testdata/golden/quant)" >&2
-    status=1
-else
-    echo "oracle: OK: $(ls "$qgolden"/*.json | wc -l | tr -d ' ') quantize goldens byte-identical to tests/oracle/quant_oracle.py"
-fi
-
-# --- 4. deepseek-fp8-tiny sample checkpoint ----------------------------------------------
-mkdir -p "$out/deepseek-fp8-tiny"
-if ! "$venv/bin/python" "$root/testdata/gen_deepseek_fp8.py" "$out/deepseek-fp8-tiny"; then
-    echo "oracle: FAIL: gen_deepseek_fp8.py failed" >&2
-    status=1
-elif ! compare_dirs "$dsfp8" "$out/deepseek-fp8-tiny" "*" "generator testdata/gen_deepseek_fp8.py"; then
-    echo "oracle: FAIL: testdata/deepseek-fp8-tiny does not match its generator" >&2
-    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-dequant)" >&2
-    status=1
-else
-    echo "oracle: OK: testdata/deepseek-fp8-tiny byte-identical to testdata/gen_deepseek_fp8.py's output"
-fi
-
-# --- 5. dequantize goldens ---------------------------------------------------------------
-mkdir -p "$out/dequant"
-if ! "$venv/bin/python" "$here/dequant_oracle.py" "$dcases" "$out/dequant"; then
-    echo "oracle: FAIL: dequant_oracle.py failed" >&2
-    status=1
-elif ! compare_dirs "$dgolden" "$out/dequant" "*.json" "dequantize oracle tests/oracle/dequant_oracle.py"; then
-    echo "oracle: FAIL: dequantize goldens do not match the oracle" >&2
-    echo "oracle: (regenerate with: tests/oracle/run.sh --regenerate-dequant, or" >&2
-    echo "oracle:  $venv/bin/python tests/oracle/dequant_oracle.py tests/oracle/dequant_cases.json testdata/golden/dequant)" >&2
-    status=1
-else
-    echo "oracle: OK: $(ls "$dgolden"/*.json | wc -l | tr -d ' ') dequantize goldens byte-identical to tests/oracle/dequant_oracle.py"
-fi
+# --- 2-5. sample checkpoints and goldens of the quantize and dequantize oracles ----------
+check_generated "testdata/quant-edge" "$qedge" "$out/quant-edge" "*" \
+    "generator testdata/gen_quant_edge.py" "tests/oracle/run.sh --regenerate-quant" \
+    "$venv/bin/python" "$root/testdata/gen_quant_edge.py" "$out/quant-edge"
+check_generated "$(ls "$qgolden"/*.json | wc -l | tr -d ' ') quantize goldens" "$qgolden" \
+    "$out/quant" "*.json" "quantize oracle tests/oracle/quant_oracle.py" \
+    "tests/oracle/run.sh --regenerate-quant" \
+    "$venv/bin/python" "$here/quant_oracle.py" "$qcases" "$out/quant"
+check_generated "testdata/deepseek-fp8-tiny" "$dsfp8" "$out/deepseek-fp8-tiny" "*" \
+    "generator testdata/gen_deepseek_fp8.py" "tests/oracle/run.sh --regenerate-dequant" \
+    "$venv/bin/python" "$root/testdata/gen_deepseek_fp8.py" "$out/deepseek-fp8-tiny"
+check_generated "$(ls "$dgolden"/*.json | wc -l | tr -d ' ') dequantize goldens" "$dgolden" \
+    "$out/dequant" "*.json" "dequantize oracle tests/oracle/dequant_oracle.py" \
+    "tests/oracle/run.sh --regenerate-dequant" \
+    "$venv/bin/python" "$here/dequant_oracle.py" "$dcases" "$out/dequant"
 
 # --- 6. fp8conv dequantize-for-export against the dequantize goldens ---------------------
 if [ -x "$fp8conv" ] && "$fp8conv" dequantize-for-export --help >/dev/null 2>&1; then
