@@ -535,6 +535,33 @@ fp8_status ck_copy_other_files(fp8_ctx *ctx, const fp8_checkpoint *ck, const cha
     return st;
 }
 
+fp8_status ck_output_names(fp8_ctx *ctx, const fp8_checkpoint *ck, char ***names)
+{
+    char **out = fp8_xcalloc(ck->nshards + 1, sizeof *out);
+    *names = out;
+    if (!out)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t s = 0; s < ck->nshards; s++) {
+        const char *name = ck->shard_names[s];
+        size_t n = strlen(name) - (zio_has_suffix(name, ".zst") ? 4 : 0);
+        if (!(out[s] = strndup(name, n)))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        for (size_t k = 0; k < s; k++)
+            if (strcmp(out[k], out[s]) == 0)
+                return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                                "%s: shards %s and %s would both be written as %s", ck->path,
+                                ck->shard_names[k], name, out[s]);
+    }
+    return FP8_OK;
+}
+
+void ck_output_names_free(char **names, size_t n)
+{
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;

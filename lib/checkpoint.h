@@ -43,6 +43,12 @@ fp8_status ck_copy_other_files(fp8_ctx *ctx, const fp8_checkpoint *ck, const cha
                                const char *const *skip,
                                const volatile sig_atomic_t *cancel);
 
+/* The file names a converted copy of `ck` writes: the shards' own, without
+ * a .zst ending (outputs are plain); two that would coincide are bad input.
+ * Free with ck_output_names_free. */
+fp8_status ck_output_names(fp8_ctx *ctx, const fp8_checkpoint *ck, char ***names);
+void ck_output_names_free(char **names, size_t n);
+
 /* Removes a file or a directory tree; quiet, best effort (for cleanup). */
 void ck_remove_tree(const char *path);
 

@@ -46,12 +46,6 @@ struct dq_plan {
 };
 typedef struct dq_plan dq_plan;
 
-static bool has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && memcmp(s + n - m, suffix, m) == 0;
-}
-
 static unsigned out_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
 
 /* Activation and KV-cache scales of static schemes: meaningless without FP8. */
@@ -503,16 +497,7 @@ static fp8_status write_index(fp8_ctx *ctx, const dq_plan *p, const char *dir)
 
 static fp8_status name_shards(fp8_ctx *ctx, dq_plan *p)
 {
-    size_t ns = fp8_checkpoint_shard_count(p->ck);
-    p->out_shards = fp8_xcalloc(ns, sizeof *p->out_shards);
-    if (!p->out_shards)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (size_t s = 0; s < ns; s++) {
-        const char *name = fp8_checkpoint_shard_name(p->ck, s);
-        if (!(p->out_shards[s] = strndup(name, strlen(name) - (has_suffix(name, ".zst") ? 4 : 0))))
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    }
-    return FP8_OK;
+    return ck_output_names(ctx, p->ck, &p->out_shards);
 }
 
 fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
@@ -567,9 +552,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     }
 out:
     fp8_output_end(&out);
-    for (size_t s = 0; p.out_shards && s < fp8_checkpoint_shard_count(p.ck); s++)
-        free(p.out_shards[s]);
-    free(p.out_shards);
+    ck_output_names_free(p.out_shards, p.ck ? fp8_checkpoint_shard_count(p.ck) : 0);
     free(p.items);
     cJSON_Delete(config);
     fp8_checkpoint_close(p.ck);

@@ -303,25 +303,9 @@ static int cmp_cstr(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Output shard names: the input's, without a .zst ending (outputs are plain). */
 static fp8_status name_shards(fp8_ctx *ctx, fp8_quant_plan *p)
 {
-    size_t ns = fp8_checkpoint_shard_count(p->ck);
-    p->out_shards = fp8_xcalloc(ns, sizeof *p->out_shards);
-    if (!p->out_shards)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (size_t s = 0; s < ns; s++) {
-        const char *name = fp8_checkpoint_shard_name(p->ck, s);
-        size_t n = strlen(name) - (has_suffix(name, ".zst") ? 4 : 0);
-        if (!(p->out_shards[s] = strndup(name, n)))
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        for (size_t k = 0; k < s; k++)
-            if (strcmp(p->out_shards[k], p->out_shards[s]) == 0)
-                return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                                "%s: shards %s and %s would both be written as %s", p->input,
-                                fp8_checkpoint_shard_name(p->ck, k), name, p->out_shards[s]);
-    }
-    return FP8_OK;
+    return ck_output_names(ctx, p->ck, &p->out_shards);
 }
 
 static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
@@ -389,12 +373,10 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
     }
     for (size_t i = 0; i < p->nignored; i++)
         free(p->ignored[i]);
-    for (size_t s = 0; p->out_shards && s < fp8_checkpoint_shard_count(p->ck); s++)
-        free(p->out_shards[s]);
+    ck_output_names_free(p->out_shards, p->ck ? fp8_checkpoint_shard_count(p->ck) : 0);
     for (size_t i = 0; i < p->nregexes; i++)
         regfree(&p->regexes[i]);
     free(p->regexes);
-    free(p->out_shards);
     free(p->ignored);
     free(p->entries);
     free(p->items);
