@@ -192,13 +192,13 @@ static inline float e4m3_decode(uint8_t b)
     return fp8_f32_from_bits(e ? normal : sub);
 }
 
-FP8_CLONES void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y)
+FP8_CLONES static void dequant_span(const uint8_t *q, uint64_t n, float s, float *y)
 {
     for (uint64_t i = 0; i < n; i++)
         y[i] = e4m3_decode(q[i]) * s;
 }
 
-FP8_CLONES bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h)
+FP8_CLONES static bool round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h)
 {
     uint32_t inf = 0;
     if (out == FP8_DTYPE_BF16) {
@@ -216,10 +216,21 @@ FP8_CLONES bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16
     return !inf;
 }
 
-FP8_CLONES bool fp8_finite_span(const float *y, uint64_t n)
+FP8_CLONES static bool finite_span(const float *y, uint64_t n)
 {
     uint32_t inf = 0;
     for (uint64_t i = 0; i < n; i++)
         inf |= (fp8_f32_bits(y[i]) & 0x7F800000) == 0x7F800000;
     return !inf;
 }
+
+/* The multi-versioned functions stay static: clang (14) emits no resolver for
+ * an external target_clones function used from another file. */
+void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y) { dequant_span(q, n, s, y); }
+
+bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h)
+{
+    return round_span(y, n, out, h);
+}
+
+bool fp8_finite_span(const float *y, uint64_t n) { return finite_span(y, n); }
