@@ -103,10 +103,14 @@ FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_
         if (m >= 0x7F80)
             return false;
         uint32_t bits = 0;
-        float s = fp8_scale_make(kind, fp8_bf16_to_f32(m), &bits);
+        fp8_scale_make(kind, fp8_bf16_to_f32(m), &bits);
         scales[g] = (uint8_t)bits;
+        /* x / 2^E and x * 2^-E are the same real number, rounded once either
+         * way, so the multiplication gives the division's bits; 2^-E is an
+         * fp32 for every E in [-127, 127] */
+        float r = fp8_pow2(127 - (int)bits);
         for (int i = 0; i < 32; i++)
-            q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
+            q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) * r);
     }
     return true;
 }
