@@ -45,6 +45,7 @@ int cmd_inspect(int argc, char **argv, cli_common *common);
 int cmd_quantize(int argc, char **argv, cli_common *common);
 int cmd_dequantize(int argc, char **argv, cli_common *common);
 int cmd_diff(int argc, char **argv, cli_common *common);
+int cmd_verify(int argc, char **argv, cli_common *common);
 
 /* A command's own options: getopt_long entries (codes from CLI_OPT_FIRST up),
  * and the function that takes each; it returns -1 to go on, or an exit code. */

@@ -42,6 +42,10 @@ static const cli_command commands[] = {
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n" },
+    { "verify", "CHECKPOINT", "check an FP8 checkpoint offline (exit 1 on a problem)", cmd_verify,
+      "Options:\n"
+      "      --strict               warnings fail too (exit 1)\n"
+      "      --no-values            check headers and config only, not the tensor data\n" },
     { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
       "Options:\n"
       "      --dequant              compare FP8 weights by dequantized value (q * scale)\n" },

@@ -368,14 +368,19 @@ const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ck, const char 
 
 const char *ck_path(const fp8_checkpoint *ck) { return ck->path; }
 
-fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config)
+fp8_status ck_json_read(fp8_ctx *ctx, const char *dir, const char *name, cJSON **root)
 {
-    char *path = ck_join(dir, "config.json");
+    char *path = ck_join(dir, name);
     if (!path)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", dir);
-    fp8_status st = read_json_file(ctx, path, true, config);
+    fp8_status st = read_json_file(ctx, path, true, root);
     free(path);
     return st;
+}
+
+fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config)
+{
+    return ck_json_read(ctx, dir, "config.json", config);
 }
 
 static void jb_indent(fp8_text *b, int level)

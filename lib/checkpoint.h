@@ -19,6 +19,8 @@ bool ck_is_shard_name(const char *name);
 /* dir/config.json parsed with every number kept as its exact text (see
  * st_json_parse_exact); *config is NULL when there is none. */
 fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config);
+/* The same for another JSON object file of the directory. */
+fp8_status ck_json_read(fp8_ctx *ctx, const char *dir, const char *name, cJSON **root);
 
 /* Writes `root` to dir/name as transformers writes its JSON files (2-space
  * indent, keys in tree order, a final newline), durably. */

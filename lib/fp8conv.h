@@ -438,6 +438,53 @@ const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t index);
 /* The digests of A (side 0) and B (side 1). */
 const char *fp8_diff_digest(const fp8_diff *d, int side);
 
+/* ---------------------------------------------------------------- verify */
+
+/*
+ * Offline checks of an FP8 checkpoint (SPEC 7).  Findings are errors (the
+ * checkpoint will not load, or will load with wrong values) or warnings
+ * (harmless to today's loaders but wrong).  A malformed container or index
+ * is a finding too, not a failure of the call.
+ *
+ * Checked in this version: every shard's container and the index both ways;
+ * __metadata__ format; the index total_size; the format and scheme declared
+ * by quantization_config against the tensors: each F8_E4M3 weight has
+ * exactly one scale with the name, dtype and shape of SPEC 5's table, no
+ * orphan scales, no quantized module in the ignore list, every unquantized
+ * 2-D weight in it (a warning); FP8 weights without a quantization_config;
+ * and the values: NaN codes, scales that are not finite and positive (U8
+ * 0xFF), a false ue8m0 claim.  Not yet: --against SRC and --tp/--ep.
+ */
+typedef enum { FP8_SEV_ERROR, FP8_SEV_WARNING } fp8_severity;
+
+typedef struct {
+    fp8_severity severity;
+    const char *rule;  /* a stable identifier: "missing-scale", "nan-code", ... */
+    char *message;     /* "FILE: TENSOR: what is wrong" */
+} fp8_finding;
+
+typedef struct {
+    bool values;       /* scan tensor data too (the default); false: headers only */
+    int threads;       /* 0: one per online CPU */
+} fp8_verify_options;
+
+#define FP8_VERIFY_OPTIONS_INIT { .values = true }
+
+typedef struct fp8_verify fp8_verify;
+
+fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_options *opts,
+                          fp8_verify **out);
+void fp8_verify_free(fp8_verify *v);
+/* Findings, errors first, then by message. */
+size_t fp8_verify_count(const fp8_verify *v);
+const fp8_finding *fp8_verify_finding(const fp8_verify *v, size_t index);
+/* "hf-fp8, scheme block 128x128", or "none" when no quantization is declared. */
+const char *fp8_verify_format(const fp8_verify *v);
+size_t fp8_verify_fp8_weights(const fp8_verify *v);
+/* E4M3 codes at +-448 (counted when values are scanned).  Reported, not a
+ * warning: without the source a clipped value looks like a group's largest. */
+uint64_t fp8_verify_saturated(const fp8_verify *v);
+
 /* ---------------------------------------------------------------- devices */
 
 typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;

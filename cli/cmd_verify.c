@@ -1,0 +1,105 @@
+/*
+ * cmd_verify.c - fp8conv verify CHECKPOINT: every problem found, errors then
+ * warnings; exit 1 on an error (or, with --strict, a warning).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define VERIFY_JSON_VERSION 1
+
+enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES };
+
+typedef struct {
+    fp8_verify_options opts;
+    bool strict;
+} verify_args;
+
+static int take_option(int code, const char *value, void *state)
+{
+    verify_args *a = state;
+    (void)value;
+    if (code == OPT_STRICT)
+        a->strict = true;
+    else if (code == OPT_NO_VALUES)
+        a->opts.values = false;
+    else
+        return EXIT_USAGE;
+    return -1;
+}
+
+int cmd_verify(int argc, char **argv, cli_common *common)
+{
+    static const struct option longopts[] = {
+        { "strict", no_argument, NULL, OPT_STRICT },
+        { "no-values", no_argument, NULL, OPT_NO_VALUES },
+        { NULL, 0, NULL, 0 },
+    };
+    verify_args a = { .opts = FP8_VERIFY_OPTIONS_INIT };
+    cli_options own = { longopts, take_option, &a };
+    int rc = cli_parse("verify", &argc, argv, common, &own);
+    if (rc >= 0)
+        return rc;
+    if (argc != 2) {
+        cli_error("verify: expected one CHECKPOINT, got %d (see fp8conv verify --help)", argc - 1);
+        return EXIT_USAGE;
+    }
+    a.opts.threads = common->threads;
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_verify *v = NULL;
+    if (!ctx) {
+        cli_error("out of memory");
+        return EXIT_IO;
+    }
+    fp8_status st = fp8_verify_run(ctx, argv[1], &a.opts, &v);
+    if (st) {
+        rc = cli_fail(ctx, st);
+        fp8_ctx_free(ctx);
+        return rc;
+    }
+    size_t errors = 0, warnings = 0;
+    for (size_t i = 0; i < fp8_verify_count(v); i++)
+        *(fp8_verify_finding(v, i)->severity == FP8_SEV_ERROR ? &errors : &warnings) += 1;
+    rc = errors || (a.strict && warnings) ? EXIT_FOUND : EXIT_OK;
+    if (common->json && !common->quiet) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "verify_version", VERIFY_JSON_VERSION);
+        cJSON_AddStringToObject(root, "path", argv[1]);
+        cJSON_AddStringToObject(root, "format", fp8_verify_format(v));
+        cJSON_AddNumberToObject(root, "fp8_weights", (double)fp8_verify_fp8_weights(v));
+        cJSON_AddItemToObject(root, "saturated_codes", cli_json_u64(fp8_verify_saturated(v)));
+        cJSON_AddBoolToObject(root, "values_scanned", a.opts.values);
+        cJSON_AddNumberToObject(root, "errors", (double)errors);
+        cJSON_AddNumberToObject(root, "warnings", (double)warnings);
+        cJSON_AddBoolToObject(root, "ok", rc == EXIT_OK);
+        cJSON *list = cJSON_AddArrayToObject(root, "findings");
+        for (size_t i = 0; i < fp8_verify_count(v); i++) {
+            const fp8_finding *f = fp8_verify_finding(v, i);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "severity", f->severity == FP8_SEV_ERROR ? "error" : "warning");
+            cJSON_AddStringToObject(o, "rule", f->rule);
+            cJSON_AddStringToObject(o, "message", f->message);
+            cJSON_AddItemToArray(list, o);
+        }
+        if (cli_print_json(root))
+            rc = EXIT_IO;
+    } else if (!common->quiet) {
+        for (size_t i = 0; i < fp8_verify_count(v); i++) {
+            const fp8_finding *f = fp8_verify_finding(v, i);
+            printf("%s [%s] %s\n", f->severity == FP8_SEV_ERROR ? "error" : "warning", f->rule,
+                   f->message);
+        }
+        printf("%s: %zu FP8 weights; declared: %s\n", argv[1], fp8_verify_fp8_weights(v),
+               fp8_verify_format(v));
+        if (a.opts.values)
+            printf("codes at +-448: %llu\n", (unsigned long long)fp8_verify_saturated(v));
+        else
+            printf("values not scanned (--no-values)\n");
+        printf("%zu error%s, %zu warning%s: %s\n", errors, errors == 1 ? "" : "s", warnings,
+               warnings == 1 ? "" : "s", rc == EXIT_OK ? "ok" : "problems found");
+    }
+    fp8_verify_free(v);
+    fp8_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,564 @@
+/*
+ * verify.c - offline checks of an FP8 checkpoint (SPEC 7): the container and
+ * index, the config against the tensors (every FP8 weight has exactly the
+ * scale its format's loader expects; no orphan scales; the ignore list), and
+ * the values (NaN codes, scales that are not finite and positive, a false
+ * ue8m0 claim; codes at +-448 are counted: without the source, a clipped
+ * value cannot be told from the group's largest one).  Every problem is reported, not just the first.
+ */
+#define _GNU_SOURCE
+#include <fnmatch.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "fp8_math.h"
+#include "jobs.h"
+
+#define CHUNK (4u << 20)
+
+typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
+
+struct fp8_verify {
+    fp8_checkpoint *ck;
+    const char *path;
+    v_format format;
+    fp8_scheme scheme;
+    uint32_t block_rows, block_cols;
+    bool ue8m0_claim, has_ignore_list;
+    char **ignore;
+    size_t nignore;
+    char *format_name; /* "hf-fp8 block 128x128", for the report */
+    size_t n, cap;
+    fp8_finding *findings;
+    size_t fp8_weights;
+    uint64_t saturated; /* codes at +-448 (atomic while scanning) */
+};
+
+FP8_PRINTF(5, 6)
+static fp8_status add(fp8_ctx *ctx, fp8_verify *v, fp8_severity sev, const char *rule,
+                      const char *fmt, ...)
+{
+    if (!fp8_grow(&v->findings, v->n, &v->cap, sizeof *v->findings))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_finding *f = &v->findings[v->n];
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vasprintf(&f->message, fmt, ap);
+    va_end(ap);
+    if (rc < 0)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    f->severity = sev;
+    f->rule = rule;
+    v->n++;
+    return FP8_OK;
+}
+
+/* ---------------------------------------------------------------- config */
+
+static const char *raw_string(const cJSON *item) { return cJSON_IsString(item) ? item->valuestring : NULL; }
+
+/* A raw number item (ck_config_read keeps numbers as text) as an integer. */
+static long raw_int(const cJSON *item)
+{
+    return item && item->valuestring && cJSON_IsRaw(item) ? strtol(item->valuestring, NULL, 10) : 0;
+}
+
+static fp8_status add_ignore(fp8_ctx *ctx, fp8_verify *v, const cJSON *list)
+{
+    const cJSON *e;
+    v->has_ignore_list = v->has_ignore_list || cJSON_IsArray(list);
+    cJSON_ArrayForEach(e, list)
+    {
+        if (!cJSON_IsString(e))
+            continue;
+        char **p = fp8_xreallocarray(v->ignore, v->nignore + 1, sizeof *p);
+        if (!p || !(p[v->nignore] = fp8_strdup(e->valuestring))) {
+            if (p)
+                v->ignore = p;
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        v->ignore = p;
+        v->nignore++;
+    }
+    return FP8_OK;
+}
+
+/* What the config declares: format, scheme, block size, ignore list. */
+static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
+{
+    cJSON *config = NULL, *hq = NULL;
+    fp8_status st = FP8_OK;
+    v->block_rows = v->block_cols = 128;
+    if (fp8_checkpoint_is_directory(v->ck) && (st = ck_config_read(ctx, v->path, &config)))
+        return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const char *method = raw_string(cJSON_GetObjectItemCaseSensitive(q, "quant_method"));
+    if (method && strcmp(method, "fp8") == 0) {
+        v->format = FMT_HF_FP8;
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
+        v->scheme = cJSON_GetArraySize(b) == 2 ? FP8_SCHEME_BLOCK : FP8_SCHEME_TENSOR;
+        if (v->scheme == FP8_SCHEME_BLOCK) {
+            v->block_rows = (uint32_t)raw_int(cJSON_GetArrayItem(b, 0));
+            v->block_cols = (uint32_t)raw_int(cJSON_GetArrayItem(b, 1));
+        }
+        const char *sf = raw_string(cJSON_GetObjectItemCaseSensitive(q, "scale_fmt"));
+        v->ue8m0_claim = sf && strcmp(sf, "ue8m0") == 0;
+        st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "modules_to_not_convert"));
+    } else if (method && strcmp(method, "compressed-tensors") == 0) {
+        v->format = FMT_CT;
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
+        const cJSON *w = g && g->child ? cJSON_GetObjectItemCaseSensitive(g->child, "weights") : NULL;
+        const char *strategy = raw_string(cJSON_GetObjectItemCaseSensitive(w, "strategy"));
+        const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
+        v->scheme = !strategy                          ? FP8_SCHEME_TENSOR
+                    : strcmp(strategy, "block") == 0   ? FP8_SCHEME_BLOCK
+                    : strcmp(strategy, "channel") == 0 ? FP8_SCHEME_CHANNEL
+                    : strcmp(strategy, "group") == 0   ? FP8_SCHEME_MXFP8
+                                                       : FP8_SCHEME_TENSOR;
+        if (cJSON_GetArraySize(bs) == 2) {
+            v->block_rows = (uint32_t)raw_int(cJSON_GetArrayItem(bs, 0));
+            v->block_cols = (uint32_t)raw_int(cJSON_GetArrayItem(bs, 1));
+        }
+        st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
+    } else if (method && strcmp(method, "modelopt") == 0) {
+        v->format = FMT_MODELOPT;
+        const char *algo = raw_string(cJSON_GetObjectItemCaseSensitive(q, "quant_algo"));
+        v->scheme = algo && strcmp(algo, "MXFP8") == 0                       ? FP8_SCHEME_MXFP8
+                    : algo && strcmp(algo, "FP8_PER_CHANNEL_PER_TOKEN") == 0 ? FP8_SCHEME_CHANNEL
+                                                                             : FP8_SCHEME_TENSOR;
+        st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
+        /* ModelOpt's own file lists its exclusions too */
+        if (!st && !(st = ck_json_read(ctx, v->path, "hf_quant_config.json", &hq)) && hq)
+            st = add_ignore(ctx, v,
+                            cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(hq, "quantization"),
+                                "exclude_modules"));
+    } else if (method) {
+        st = add(ctx, v, FP8_SEV_ERROR, "quant-method",
+                 "config.json: quant_method '%s' is not one verify knows (fp8, "
+                 "compressed-tensors, modelopt)",
+                 method);
+    }
+    if (!st && v->format != FMT_NONE &&
+        (v->block_rows < 1 || v->block_cols < 1 || v->block_rows > 65536 || v->block_cols > 65536))
+        st = add(ctx, v, FP8_SEV_ERROR, "quant-config", "config.json: the block size is not two "
+                 "positive integers");
+    if (!st && v->format != FMT_NONE) {
+        static const char *const fmt_names[] = { "", "hf-fp8", "compressed-tensors", "modelopt" };
+        char block[32] = "";
+        if (v->scheme == FP8_SCHEME_BLOCK)
+            snprintf(block, sizeof block, " %ux%u", v->block_rows, v->block_cols);
+        if (asprintf(&v->format_name, "%s, scheme %s%s%s", fmt_names[v->format],
+                     fp8_scheme_name(v->scheme), block, v->ue8m0_claim ? " ue8m0" : "") < 0)
+            v->format_name = NULL;
+    }
+    cJSON_Delete(config);
+    cJSON_Delete(hq);
+    return st;
+}
+
+/* ---------------------------------------------------------------- structure */
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+static bool is_float(fp8_dtype d)
+{
+    return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* The scale a loader of the declared format expects for weight `t`. */
+static void expected_scale(const fp8_verify *v, const fp8_tensor_info *t, const char **suffix,
+                           int *rank, uint64_t shape[3], bool *float_dtype)
+{
+    uint64_t m = t->shape[t->rank - 2], n = t->shape[t->rank - 1];
+    bool ct = v->format == FMT_CT;
+    int r = 0;
+    if (t->rank == 3)
+        shape[r++] = t->shape[0];
+    *suffix = v->format == FMT_HF_FP8 && v->scheme == FP8_SCHEME_BLOCK ? "_scale_inv" : "_scale";
+    *float_dtype = v->scheme != FP8_SCHEME_MXFP8;
+    switch (v->scheme) {
+    case FP8_SCHEME_BLOCK:
+        shape[r++] = ceil_div(m, v->block_rows);
+        shape[r++] = ceil_div(n, v->block_cols);
+        break;
+    case FP8_SCHEME_CHANNEL:
+        shape[r++] = m;
+        if (ct)
+            shape[r++] = 1;
+        break;
+    case FP8_SCHEME_TENSOR:
+        if (ct)
+            shape[r++] = 1;
+        break;
+    case FP8_SCHEME_MXFP8:
+        shape[r++] = m;
+        shape[r++] = n / 32;
+        break;
+    }
+    *rank = r;
+}
+
+static void shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < rank && o < cap; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%llu", d ? ", " : "",
+                              (unsigned long long)shape[d]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+/* Whether `module` is in the ignore list: names, "re:" Python-style regexes
+ * (matched from the start, as compressed-tensors does) and glob patterns
+ * (ModelOpt's exclude_modules). */
+static bool ignored(const fp8_verify *v, const char *module)
+{
+    for (size_t i = 0; i < v->nignore; i++) {
+        const char *e = v->ignore[i];
+        if (strcmp(e, module) == 0)
+            return true;
+        if (strncmp(e, "re:", 3) == 0) {
+            regex_t re;
+            char *anchored;
+            if (asprintf(&anchored, "^(%s)", e + 3) < 0)
+                continue;
+            bool ok = regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == 0;
+            free(anchored);
+            if (ok) {
+                bool m = regexec(&re, module, 0, NULL, 0) == 0;
+                regfree(&re);
+                if (m)
+                    return true;
+            }
+        } else if (strpbrk(e, "*?[") && fnmatch(e, module, 0) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t, size_t shard)
+{
+    const char *file = fp8_checkpoint_shard_name(v->ck, shard);
+    char name[1024], other[1024], want[96], got[96];
+    if (t->rank != 2 && t->rank != 3)
+        return add(ctx, v, FP8_SEV_ERROR, "fp8-rank",
+                   "%s: %s: an F8_E4M3 tensor of rank %d (loaders take 2-D weights and 3-D "
+                   "experts)",
+                   file, t->name, t->rank);
+    const char *suffix;
+    int rank;
+    uint64_t shape[3];
+    bool float_dtype;
+    expected_scale(v, t, &suffix, &rank, shape, &float_dtype);
+    snprintf(name, sizeof name, "%s%s", t->name, suffix);
+    snprintf(other, sizeof other, "%s%s", t->name,
+             strcmp(suffix, "_scale") == 0 ? "_scale_inv" : "_scale");
+    size_t sshard;
+    const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, &sshard);
+    const fp8_tensor_info *o = fp8_checkpoint_find(v->ck, other, NULL);
+    if (!s && o)
+        return add(ctx, v, FP8_SEV_ERROR, "scale-name",
+                   "%s: %s: its scale is named '%s', but a %s loader looks for '%s'", file,
+                   t->name, other, v->format_name, name);
+    if (!s)
+        return add(ctx, v, FP8_SEV_ERROR, "missing-scale",
+                   "%s: %s: no scale '%s'; the loader cannot dequantize it", file, t->name, name);
+    if (o)
+        return add(ctx, v, FP8_SEV_ERROR, "scale-name", "%s: %s: has both '%s' and '%s'", file,
+                   t->name, name, other);
+    const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);
+    bool dtype_ok = float_dtype ? (v->format == FMT_CT ? is_float(s->dtype)
+                                                       : s->dtype == FP8_DTYPE_F32)
+                                : s->dtype == FP8_DTYPE_U8;
+    fp8_status st = FP8_OK;
+    if (!dtype_ok)
+        st = add(ctx, v, FP8_SEV_ERROR, "scale-dtype", "%s: %s: dtype %s, but %s expects %s",
+                 sfile, s->name, fp8_dtype_name(s->dtype), v->format_name,
+                 !float_dtype ? "U8 (E8M0)"
+                 : v->format == FMT_CT ? "the weight's original dtype (BF16, F16 or F32)"
+                                       : "F32");
+    bool shape_ok = s->rank == rank;
+    for (int d = 0; shape_ok && d < rank; d++)
+        shape_ok = s->shape[d] == shape[d];
+    if (!st && !shape_ok) {
+        shape_text(rank, shape, want, sizeof want);
+        shape_text(s->rank, s->shape, got, sizeof got);
+        st = add(ctx, v, FP8_SEV_ERROR, "scale-shape",
+                 "%s: %s: shape %s, but %s expects %s for weight %s", sfile, s->name, got,
+                 v->format_name, want, t->name);
+    }
+    return st;
+}
+
+/* Headers, index, config against tensors. */
+static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
+{
+    fp8_checkpoint *ck = v->ck;
+    fp8_status st = FP8_OK;
+    uint64_t bytes = 0, total;
+    for (size_t s = 0; s < fp8_checkpoint_shard_count(ck) && !st; s++) {
+        const char *fmt = fp8_file_metadata_get(fp8_checkpoint_shard(ck, s), "format");
+        if (!fmt || strcmp(fmt, "pt") != 0)
+            st = add(ctx, v, FP8_SEV_WARNING, "metadata-format",
+                     "%s: __metadata__ has no \"format\": \"pt\" (older transformers refuse it)",
+                     fp8_checkpoint_shard_name(ck, s));
+    }
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++)
+        bytes += fp8_tensor_nbytes(fp8_checkpoint_tensor(ck, i, NULL));
+    if (!st && fp8_checkpoint_index_total_size(ck, &total) && total != bytes)
+        st = add(ctx, v, FP8_SEV_WARNING, "total-size",
+                 "model.safetensors.index.json: metadata.total_size is %llu, but the tensors "
+                 "hold %llu bytes",
+                 (unsigned long long)total, (unsigned long long)bytes);
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck) && !st; i++) {
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &shard);
+        const char *file = fp8_checkpoint_shard_name(ck, shard);
+        if (t->dtype == FP8_DTYPE_F8_E4M3) {
+            v->fp8_weights++;
+            if (v->format == FMT_NONE)
+                continue;
+            st = check_weight(ctx, v, t, shard);
+            char module[1024];
+            snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - (has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
+            if (!st && ignored(v, module))
+                st = add(ctx, v, FP8_SEV_ERROR, "ignored-but-quantized",
+                         "%s: %s is F8_E4M3, but the ignore list names '%s': the loader will "
+                         "read it as unquantized",
+                         file, t->name, module);
+            continue;
+        }
+        /* a scale needs its FP8 weight */
+        const char *suffix = has_suffix(t->name, "_scale_inv") ? "_scale_inv"
+                             : has_suffix(t->name, "_scale") && !has_suffix(t->name, "input_scale") &&
+                                       !has_suffix(t->name, "k_scale") && !has_suffix(t->name, "v_scale")
+                                 ? "_scale"
+                                 : NULL;
+        if (suffix) {
+            char base[1024];
+            snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - strlen(suffix)), t->name);
+            const fp8_tensor_info *w = fp8_checkpoint_find(ck, base, NULL);
+            if (!w || w->dtype != FP8_DTYPE_F8_E4M3)
+                st = add(ctx, v, FP8_SEV_ERROR, "orphan-scale",
+                         "%s: %s: a scale without an F8_E4M3 weight '%s'", file, t->name, base);
+            continue;
+        }
+        /* an unquantized Linear-like weight the config does not declare */
+        if (v->format != FMT_NONE && v->has_ignore_list && t->rank == 2 && is_float(t->dtype) &&
+            has_suffix(t->name, ".weight")) {
+            char module[1024];
+            snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
+            if (!ignored(v, module))
+                st = add(ctx, v, FP8_SEV_WARNING, "not-in-ignore-list",
+                         "%s: %s stays %s but '%s' is not in the config's ignore list", file,
+                         t->name, fp8_dtype_name(t->dtype), module);
+        }
+    }
+    if (!st && v->fp8_weights && v->format == FMT_NONE)
+        st = add(ctx, v, FP8_SEV_ERROR, "no-quant-config",
+                 "%s: %zu F8_E4M3 tensors, but %s declares no quantization_config: loaders will "
+                 "read them as plain weights",
+                 v->path, v->fp8_weights,
+                 fp8_checkpoint_is_directory(ck) ? "config.json" : "a single file");
+    return st;
+}
+
+/* ---------------------------------------------------------------- values */
+
+typedef struct {
+    fp8_verify *v;
+    size_t *weights; /* checkpoint indexes of the FP8 weights and scales to scan */
+    size_t n;
+    fp8_finding *found; /* one slot per job: at most one finding each */
+} value_scan;
+
+static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
+{
+    value_scan *sc = arg;
+    fp8_verify *v = sc->v;
+    size_t shard;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, sc->weights[j], &shard);
+    fp8_file *f = fp8_checkpoint_shard(v->ck, shard);
+    const char *file = fp8_checkpoint_shard_name(v->ck, shard);
+    uint64_t nbytes = fp8_tensor_nbytes(t), saturated = 0, first_nan = UINT64_MAX;
+    unsigned esize = fp8_dtype_bits(t->dtype) / 8;
+    uint64_t bad = UINT64_MAX, not_pow2 = UINT64_MAX;
+    for (uint64_t off = 0; off < nbytes; off += CHUNK) {
+        size_t len = nbytes - off < CHUNK ? (size_t)(nbytes - off) : CHUNK;
+        fp8_status st = fp8_file_read(w->ctx, f, t, off, w->buf[0], len);
+        if (st)
+            return st;
+        const unsigned char *p = w->buf[0];
+        for (size_t i = 0; i < len; i += esize) {
+            uint64_t idx = (off + i) / esize;
+            if (t->dtype == FP8_DTYPE_F8_E4M3) {
+                unsigned m = p[i] & 0x7F;
+                if (m == 0x7F && first_nan == UINT64_MAX)
+                    first_nan = idx;
+                saturated += m == 0x7E;
+                continue;
+            }
+            float s;
+            if (t->dtype == FP8_DTYPE_U8) {
+                if (p[i] == 0xFF && bad == UINT64_MAX)
+                    bad = idx;
+                continue;
+            }
+            uint32_t u = esize == 4 ? (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 |
+                                          (uint32_t)p[i + 2] << 16 | (uint32_t)p[i + 3] << 24
+                                    : 0;
+            uint16_t h = (uint16_t)(p[i] | p[i + 1] << 8);
+            s = t->dtype == FP8_DTYPE_F32    ? fp8_f32_from_bits(u)
+                : t->dtype == FP8_DTYPE_BF16 ? fp8_bf16_to_f32(h)
+                                             : fp8_f16_to_f32(h);
+            if (!(s > 0 && s <= 3.4028234663852886e38f) && bad == UINT64_MAX)
+                bad = idx;
+            /* a power of two: a normal with no fraction bits, or a subnormal with one bit */
+            uint32_t exp = (u >> 23) & 0xFF, frac = u & 0x7FFFFF;
+            bool pow2 = exp ? frac == 0 : (frac & (frac - 1)) == 0;
+            if (v->ue8m0_claim && t->dtype == FP8_DTYPE_F32 && !pow2 && not_pow2 == UINT64_MAX)
+                not_pow2 = idx;
+        }
+    }
+    fp8_finding *out = &sc->found[j];
+    int rc = 0;
+    if (first_nan != UINT64_MAX) {
+        *out = (fp8_finding){ FP8_SEV_ERROR, "nan-code", NULL };
+        rc = asprintf(&out->message, "%s: %s: element %llu is the E4M3 NaN code", file, t->name,
+                      (unsigned long long)first_nan);
+    } else if (bad != UINT64_MAX) {
+        *out = (fp8_finding){ FP8_SEV_ERROR, "bad-scale", NULL };
+        rc = asprintf(&out->message,
+                      t->dtype == FP8_DTYPE_U8
+                          ? "%s: %s: element %llu is 0xFF, the E8M0 NaN"
+                          : "%s: %s: element %llu is not a finite positive scale",
+                      file, t->name, (unsigned long long)bad);
+    } else if (not_pow2 != UINT64_MAX) {
+        *out = (fp8_finding){ FP8_SEV_ERROR, "ue8m0-claim", NULL };
+        rc = asprintf(&out->message,
+                      "%s: %s: element %llu is not a power of two, but the config says "
+                      "scale_fmt ue8m0",
+                      file, t->name, (unsigned long long)not_pow2);
+    }
+    if (rc < 0)
+        return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
+    __atomic_add_fetch(&v->saturated, saturated, __ATOMIC_RELAXED);
+    return FP8_OK;
+}
+
+static uint64_t scan_bytes(void *arg, size_t j)
+{
+    (void)arg;
+    (void)j;
+    return 0;
+}
+
+static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
+{
+    value_scan sc = { .v = v };
+    size_t nt = fp8_checkpoint_tensor_count(v->ck);
+    sc.weights = fp8_xcalloc(nt + 1, sizeof *sc.weights);
+    for (size_t i = 0; sc.weights && i < nt; i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
+        bool scale = has_suffix(t->name, "_scale_inv") || has_suffix(t->name, "_scale");
+        if (t->dtype == FP8_DTYPE_F8_E4M3 ||
+            (scale && (is_float(t->dtype) || t->dtype == FP8_DTYPE_U8)))
+            sc.weights[sc.n++] = i;
+    }
+    sc.found = fp8_xcalloc(sc.n + 1, sizeof *sc.found);
+    fp8_status st = sc.weights && sc.found ? FP8_OK
+                                                       : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (!st) {
+        fp8_jobs spec = { .njobs = sc.n, .bufsize = { CHUNK }, .threads = threads,
+                          .run = scan_one, .bytes = scan_bytes, .arg = &sc, .what = "verify" };
+        st = fp8_jobs_run(ctx, &spec);
+    }
+    for (size_t j = 0; j < sc.n; j++) {
+        if (!st && sc.found[j].message &&
+            (st = add(ctx, v, sc.found[j].severity, sc.found[j].rule, "%s", sc.found[j].message)))
+            break;
+    }
+    for (size_t j = 0; sc.found && j < sc.n; j++) {
+        free(sc.found[j].message);
+    }
+    free(sc.found);
+    free(sc.weights);
+    return st;
+}
+
+/* ---------------------------------------------------------------- api */
+
+static int cmp_finding(const void *a, const void *b)
+{
+    const fp8_finding *x = a, *y = b;
+    if (x->severity != y->severity)
+        return x->severity < y->severity ? -1 : 1;
+    return strcmp(x->message, y->message);
+}
+
+fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_options *opts,
+                          fp8_verify **out)
+{
+    fp8_verify *v = calloc(1, sizeof *v);
+    *out = NULL;
+    if (!v)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    v->path = path;
+    fp8_status st = fp8_checkpoint_open(ctx, path, &v->ck);
+    if (st == FP8_ERR_BAD_INPUT) { /* the container or the index is the finding */
+        const char *msg = fp8_ctx_message(ctx);
+        st = add(ctx, v, FP8_SEV_ERROR,
+                 strstr(msg, "index") || strstr(msg, "mapped") ? "index-mismatch" : "container",
+                 "%s", msg);
+    } else if (!st && !(st = read_declaration(ctx, v)) && !(st = check_structure(ctx, v)) &&
+               opts->values) {
+        st = check_values(ctx, v, opts->threads);
+    }
+    if (st) {
+        fp8_verify_free(v);
+        return st;
+    }
+    qsort(v->findings, v->n, sizeof *v->findings, cmp_finding);
+    *out = v;
+    return FP8_OK;
+}
+
+void fp8_verify_free(fp8_verify *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n; i++)
+        free(v->findings[i].message);
+    for (size_t i = 0; i < v->nignore; i++)
+        free(v->ignore[i]);
+    free(v->ignore);
+    free(v->findings);
+    free(v->format_name);
+    fp8_checkpoint_close(v->ck);
+    free(v);
+}
+
+size_t fp8_verify_count(const fp8_verify *v) { return v->n; }
+const fp8_finding *fp8_verify_finding(const fp8_verify *v, size_t i)
+{
+    return i < v->n ? &v->findings[i] : NULL;
+}
+const char *fp8_verify_format(const fp8_verify *v)
+{
+    return v->format_name ? v->format_name : "none";
+}
+size_t fp8_verify_fp8_weights(const fp8_verify *v) { return v->fp8_weights; }
+uint64_t fp8_verify_saturated(const fp8_verify *v) { return v->saturated; }
