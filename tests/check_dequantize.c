@@ -9,6 +9,8 @@
  */
 #include "golden.h"
 
+#include <signal.h>
+
 #define CASES "tests/oracle/dequant_cases.json"
 #define QUANT_CASES "tests/oracle/quant_cases.json"
 #define GOLDEN_DIR "testdata/golden/dequant"
@@ -210,6 +212,22 @@ START_TEST(test_same_bytes_for_every_thread_count)
 }
 END_TEST
 
+START_TEST(test_sigint_leaves_nothing)
+{
+    char *dir = tu_tmpdir(), *model = make_model(dir, "m", 2048, 24576, -1, 0), *fp8, *args;
+    ck_assert(asprintf(&fp8, "%s/fp8", dir) > 0);
+    ck_assert(asprintf(&args, "quantize -q --no-sync '%s' '%s'", model, fp8) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    const char *argv[] = { "dequantize-for-export", "-q", "-j", "1", "--dtype", "f32", fp8, NULL,
+                           NULL };
+    expect_interrupt_leaves_nothing(dir, argv, 7, SIGINT);
+    free(args);
+    free(fp8);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- bad input */
 
 /* A one-shard FP8 checkpoint directory: weight "w.weight" [2, 64] with the
@@ -333,6 +351,7 @@ int main(void)
     tcase_add_loop_test(tc, test_round_trip_with_power_of_two_scales_keeps_values, 0,
                         (int)(sizeof value_schemes / sizeof value_schemes[0]));
     tcase_add_test(tc, test_same_bytes_for_every_thread_count);
+    tcase_add_test(tc, test_sigint_leaves_nothing);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad input");

@@ -188,6 +188,40 @@ static inline int count_cases(const char *path)
     return n;
 }
 
+/* Runs fp8conv ARGV... DIR/out (argv[out_at] is set to it), sends `sig` once
+ * the temporary directory exists, and expects exit 4 and nothing left. */
+static inline void expect_interrupt_leaves_nothing(const char *dir, const char **argv,
+                                                   int out_at, int sig)
+{
+    char *out;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    argv[out_at] = out;
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        const char *args[16] = { "fp8conv" };
+        for (int i = 0; argv[i] && i < 14; i++)
+            args[i + 1] = argv[i];
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execv(FP8CONV_BIN, (char *const *)args);
+        _exit(127);
+    }
+    /* wait for the temporary directory, i.e. for the work to have started */
+    for (int i = 0; i < 20000 && count_entries(dir, ".out.tmp-") == 0; i++)
+        usleep(100);
+    ck_assert_msg(count_entries(dir, ".out.tmp-") == 1, "the run did not start");
+    usleep(20000);
+    kill(pid, sig);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 4,
+                  "expected exit 4 after signal %d, got status 0x%x", sig, status);
+    ck_assert(!exists(out));
+    ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    free(out);
+}
+
 /* ---------------------------------------------------------------- synthetic models */
 
 /* A directory checkpoint with one bf16 tensor of rows x cols filled with a
