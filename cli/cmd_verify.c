@@ -9,7 +9,7 @@
 
 #define VERIFY_JSON_VERSION 1
 
-enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES };
+enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES, OPT_TP, OPT_EP };
 
 typedef struct {
     fp8_verify_options opts;
@@ -19,8 +19,16 @@ typedef struct {
 static int take_option(int code, const char *value, void *state)
 {
     verify_args *a = state;
-    (void)value;
-    if (code == OPT_STRICT)
+    if (code == OPT_TP || code == OPT_EP) {
+        char *end;
+        long n = strtol(value, &end, 10);
+        if (!*value || *end || n < 1 || n > 1024) {
+            cli_error("%s: '%s' is not a parallel size from 1 to 1024",
+                      code == OPT_TP ? "--tp" : "--ep", value);
+            return EXIT_USAGE;
+        }
+        *(code == OPT_TP ? &a->opts.tp : &a->opts.ep) = (int)n;
+    } else if (code == OPT_STRICT)
         a->strict = true;
     else if (code == OPT_NO_VALUES)
         a->opts.values = false;
@@ -34,6 +42,8 @@ int cmd_verify(int argc, char **argv, cli_common *common)
     static const struct option longopts[] = {
         { "strict", no_argument, NULL, OPT_STRICT },
         { "no-values", no_argument, NULL, OPT_NO_VALUES },
+        { "tp", required_argument, NULL, OPT_TP },
+        { "ep", required_argument, NULL, OPT_EP },
         { NULL, 0, NULL, 0 },
     };
     verify_args a = { .opts = FP8_VERIFY_OPTIONS_INIT };
@@ -70,6 +80,10 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         cJSON_AddNumberToObject(root, "fp8_weights", (double)fp8_verify_fp8_weights(v));
         cJSON_AddItemToObject(root, "saturated_codes", cli_json_u64(fp8_verify_saturated(v)));
         cJSON_AddBoolToObject(root, "values_scanned", a.opts.values);
+        cJSON *sizes = cJSON_AddArrayToObject(root, "tp_sizes_that_load");
+        for (int t = 1; t <= 64; t++)
+            if (fp8_verify_tp_sizes(v) >> (t - 1) & 1)
+                cJSON_AddItemToArray(sizes, cJSON_CreateNumber(t));
         cJSON_AddNumberToObject(root, "errors", (double)errors);
         cJSON_AddNumberToObject(root, "warnings", (double)warnings);
         cJSON_AddBoolToObject(root, "ok", rc == EXIT_OK);
@@ -92,6 +106,13 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         }
         printf("%s: %zu FP8 weights; declared: %s\n", argv[1], fp8_verify_fp8_weights(v),
                fp8_verify_format(v));
+        if (fp8_verify_tp_sizes(v) || fp8_verify_fp8_weights(v)) {
+            printf("loads at TP (1..64%s):", a.opts.ep > 1 ? ", with --ep" : "");
+            for (int t = 1; t <= 64; t++)
+                if (fp8_verify_tp_sizes(v) >> (t - 1) & 1)
+                    printf(" %d", t);
+            printf("%s\n", fp8_verify_tp_sizes(v) ? "" : " none");
+        }
         if (a.opts.values)
             printf("codes at +-448: %llu\n", (unsigned long long)fp8_verify_saturated(v));
         else

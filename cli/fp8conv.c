@@ -45,7 +45,10 @@ static const cli_command commands[] = {
     { "verify", "CHECKPOINT", "check an FP8 checkpoint offline (exit 1 on a problem)", cmd_verify,
       "Options:\n"
       "      --strict               warnings fail too (exit 1)\n"
-      "      --no-values            check headers and config only, not the tensor data\n" },
+      "      --no-values            check headers and config only, not the tensor data\n"
+      "      --tp N                 report every layer that would not load at tensor-\n"
+      "                             parallel size N (vLLM/SGLang partitions)\n"
+      "      --ep M                 MoE experts spread whole over M expert-parallel ranks\n" },
     { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
       "Options:\n"
       "      --dequant              compare FP8 weights by dequantized value (q * scale)\n" },

@@ -453,7 +453,9 @@ const char *fp8_diff_digest(const fp8_diff *d, int side);
  * orphan scales, no quantized module in the ignore list, every unquantized
  * 2-D weight in it (a warning); FP8 weights without a quantization_config;
  * and the values: NaN codes, scales that are not finite and positive (U8
- * 0xFF), a false ue8m0 claim.  Not yet: --against SRC and --tp/--ep.
+ * 0xFF), a false ue8m0 claim; and, from config.json alone, whether each
+ * tensor- and expert-parallel partition fits the quantization's block (see
+ * lib/parallel.c).  Not yet: --against SRC.
  */
 typedef enum { FP8_SEV_ERROR, FP8_SEV_WARNING } fp8_severity;
 
@@ -466,6 +468,8 @@ typedef struct {
 typedef struct {
     bool values;       /* scan tensor data too (the default); false: headers only */
     int threads;       /* 0: one per online CPU */
+    int tp;            /* > 0: report every layer that would not load at this TP size */
+    int ep;            /* > 1: MoE experts distributed whole over this many ranks */
 } fp8_verify_options;
 
 #define FP8_VERIFY_OPTIONS_INIT { .values = true }
@@ -484,6 +488,9 @@ size_t fp8_verify_fp8_weights(const fp8_verify *v);
 /* E4M3 codes at +-448 (counted when values are scanned).  Reported, not a
  * warning: without the source a clipped value looks like a group's largest. */
 uint64_t fp8_verify_saturated(const fp8_verify *v);
+/* The TP sizes from 1 to 64 at which the checkpoint loads (bit t-1 for TP=t),
+ * with the options' EP; 0 when config.json lacks the model's dimensions. */
+uint64_t fp8_verify_tp_sizes(const fp8_verify *v);
 
 /* ---------------------------------------------------------------- devices */
 

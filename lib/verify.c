@@ -18,6 +18,7 @@
 #include "checkpoint.h"
 #include "fp8_math.h"
 #include "jobs.h"
+#include "parallel.h"
 
 #define CHUNK (4u << 20)
 
@@ -37,6 +38,9 @@ struct fp8_verify {
     fp8_finding *findings;
     size_t fp8_weights;
     uint64_t saturated; /* codes at +-448 (atomic while scanning) */
+    bool has_model;     /* config.json has the dims parallelism splits */
+    par_model model;
+    uint64_t tp_ok;     /* bit t-1: loads at TP=t, for t in 1..64 */
 };
 
 FP8_PRINTF(5, 6)
@@ -157,9 +161,48 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                      fp8_scheme_name(v->scheme), block, v->ue8m0_claim ? " ue8m0" : "") < 0)
             v->format_name = NULL;
     }
+    v->has_model = par_model_from_config(config, &v->model);
     cJSON_Delete(config);
     cJSON_Delete(hq);
     return st;
+}
+
+/* ---------------------------------------------------------------- parallelism */
+
+typedef struct {
+    fp8_ctx *ctx;
+    fp8_verify *v;
+    int tp;
+    fp8_status st;
+} tp_report;
+
+static void report_tp(void *arg, const char *message)
+{
+    tp_report *r = arg;
+    if (!r->st)
+        r->st = add(r->ctx, r->v, FP8_SEV_ERROR, "tp", "%s: at TP=%d: %s", r->v->path, r->tp,
+                    message);
+}
+
+/* Which TP sizes load; with --tp, the layers that would not load at it. */
+static fp8_status check_parallel(fp8_ctx *ctx, fp8_verify *v, int tp, int ep)
+{
+    if (!v->has_model || v->format == FMT_NONE) {
+        if (tp > 1 || ep > 1)
+            return add(ctx, v, FP8_SEV_ERROR, "tp",
+                       "%s: --tp/--ep need config.json with hidden_size, num_attention_heads and "
+                       "a quantization_config",
+                       v->path);
+        return FP8_OK;
+    }
+    par_quant q = { v->scheme, v->block_rows, v->block_cols };
+    for (int t = 1; t <= 64; t++)
+        if (par_check(&v->model, &q, t, ep, NULL, NULL) == 0)
+            v->tp_ok |= 1ull << (t - 1);
+    tp_report r = { ctx, v, tp, FP8_OK };
+    if (tp > 0)
+        par_check(&v->model, &q, tp, ep, report_tp, &r);
+    return r.st;
 }
 
 /* ---------------------------------------------------------------- structure */
@@ -524,7 +567,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
                  strstr(msg, "index") || strstr(msg, "mapped") ? "index-mismatch" : "container",
                  "%s", msg);
     } else if (!st && !(st = read_declaration(ctx, v)) && !(st = check_structure(ctx, v)) &&
-               opts->values) {
+               !(st = check_parallel(ctx, v, opts->tp, opts->ep)) && opts->values) {
         st = check_values(ctx, v, opts->threads);
     }
     if (st) {
@@ -562,3 +605,4 @@ const char *fp8_verify_format(const fp8_verify *v)
 }
 size_t fp8_verify_fp8_weights(const fp8_verify *v) { return v->fp8_weights; }
 uint64_t fp8_verify_saturated(const fp8_verify *v) { return v->saturated; }
+uint64_t fp8_verify_tp_sizes(const fp8_verify *v) { return v->tp_ok; }
