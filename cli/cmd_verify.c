@@ -9,7 +9,7 @@
 
 #define VERIFY_JSON_VERSION 1
 
-enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES, OPT_TP, OPT_EP };
+enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES, OPT_TP, OPT_EP, OPT_AGAINST };
 
 typedef struct {
     fp8_verify_options opts;
@@ -28,6 +28,8 @@ static int take_option(int code, const char *value, void *state)
             return EXIT_USAGE;
         }
         *(code == OPT_TP ? &a->opts.tp : &a->opts.ep) = (int)n;
+    } else if (code == OPT_AGAINST) {
+        a->opts.against = value;
     } else if (code == OPT_STRICT)
         a->strict = true;
     else if (code == OPT_NO_VALUES)
@@ -44,6 +46,7 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         { "no-values", no_argument, NULL, OPT_NO_VALUES },
         { "tp", required_argument, NULL, OPT_TP },
         { "ep", required_argument, NULL, OPT_EP },
+        { "against", required_argument, NULL, OPT_AGAINST },
         { NULL, 0, NULL, 0 },
     };
     verify_args a = { .opts = FP8_VERIFY_OPTIONS_INIT };
@@ -56,6 +59,10 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         return EXIT_USAGE;
     }
     a.opts.threads = common->threads;
+    if (a.opts.against && !a.opts.values) {
+        cli_error("verify: --against compares values; it cannot go with --no-values");
+        return EXIT_USAGE;
+    }
     fp8_ctx *ctx = fp8_ctx_create();
     fp8_verify *v = NULL;
     if (!ctx) {
@@ -84,6 +91,20 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         for (int t = 1; t <= 64; t++)
             if (fp8_verify_tp_sizes(v) >> (t - 1) & 1)
                 cJSON_AddItemToArray(sizes, cJSON_CreateNumber(t));
+        long requantized, reproduced;
+        const char *miss;
+        reproduced = fp8_verify_reproduced(v, &requantized, &miss);
+        if (a.opts.against && reproduced >= 0) {
+            cJSON *r = cJSON_AddObjectToObject(root, "requantized");
+            cJSON_AddNumberToObject(r, "fp8_weights", (double)requantized);
+            cJSON_AddNumberToObject(r, "reproduced", (double)reproduced);
+            if (miss)
+                cJSON_AddStringToObject(r, "first_difference", miss);
+            else
+                cJSON_AddNullToObject(r, "first_difference");
+        } else {
+            cJSON_AddNullToObject(root, "requantized");
+        }
         cJSON_AddNumberToObject(root, "errors", (double)errors);
         cJSON_AddNumberToObject(root, "warnings", (double)warnings);
         cJSON_AddBoolToObject(root, "ok", rc == EXIT_OK);
@@ -115,6 +136,15 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         }
         if (a.opts.values)
             printf("codes at +-448: %llu\n", (unsigned long long)fp8_verify_saturated(v));
+        long requantized, reproduced;
+        const char *miss;
+        reproduced = fp8_verify_reproduced(v, &requantized, &miss);
+        if (a.opts.against && reproduced < 0)
+            printf("re-quantizing %s: not possible with the declared scheme\n", a.opts.against);
+        else if (a.opts.against)
+            printf("re-quantizing %s reproduces %ld of %ld FP8 weights byte for byte%s%s\n",
+                   a.opts.against, reproduced, requantized, miss ? "; first that differs: " : "",
+                   miss ? miss : "");
         else
             printf("values not scanned (--no-values)\n");
         printf("%zu error%s, %zu warning%s: %s\n", errors, errors == 1 ? "" : "s", warnings,

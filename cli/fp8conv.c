@@ -48,7 +48,9 @@ static const cli_command commands[] = {
       "      --no-values            check headers and config only, not the tensor data\n"
       "      --tp N                 report every layer that would not load at tensor-\n"
       "                             parallel size N (vLLM/SGLang partitions)\n"
-      "      --ep M                 MoE experts spread whole over M expert-parallel ranks\n" },
+      "      --ep M                 MoE experts spread whole over M expert-parallel ranks\n"
+      "      --against SRC          compare with the bf16 source: E4M3 error bound, and\n"
+      "                             whether re-quantizing SRC reproduces the FP8 bytes\n" },
     { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
       "Options:\n"
       "      --dequant              compare FP8 weights by dequantized value (q * scale)\n" },

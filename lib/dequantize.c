@@ -299,7 +299,7 @@ static bool scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float 
  * `scales` the scales those rows use (fp8_fp8w_scale_bytes). */
 static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
                           uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *scales,
-                          float *y)
+                          float *y, float *sout)
 {
     fp8_file *in = fp8_checkpoint_shard(p->ck, it->shard);
     fp8_file *sin = fp8_checkpoint_shard(p->ck, it->scale_shard);
@@ -363,6 +363,15 @@ static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
             }
         }
     }
+    for (uint64_t k = 0; sout && k < n; k++) { /* each element's scale, for verify */
+        uint64_t row = k / it->cols, col = k % it->cols;
+        sout[k] = it->kind == SCALE_TENSOR    ? sf[0]
+                  : it->kind == SCALE_CHANNEL ? sf[row]
+                  : it->kind == SCALE_MX      ? sf[row * (it->cols / 32) + col / 32]
+                                              : sf[((row0 + row) / p->block_rows -
+                                                    row0 / p->block_rows) * cb +
+                                                   col / p->block_cols];
+    }
     free(sf);
     return FP8_OK;
 }
@@ -373,7 +382,8 @@ static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
     const dq_item *it = &p->items[j->item];
     uint64_t n = j->nrows * it->cols, base = (j->expert * it->rows + j->row0) * it->cols;
     float *y = (float *)(void *)w->buf[2];
-    fp8_status st = dq_rows(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0], w->buf[1], y);
+    fp8_status st =
+        dq_rows(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0], w->buf[1], y, NULL);
     if (st)
         return st;
     fp8_dtype out = p->opts->dtype;
@@ -597,7 +607,7 @@ dq_action dq_weights_role(const dq_weights *w, const char *name)
 }
 
 fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
-                           uint64_t n, float *y)
+                           uint64_t n, float *y, float *scales_out)
 {
     const dq_item *it = &w->items[item_index(w, name)];
     uint64_t row = first / it->cols, nrows = n / it->cols;
@@ -609,8 +619,10 @@ fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, 
     /* one expert matrix at a time: the rows of a read may span two */
     while (!st && nrows) {
         uint64_t k = it->rows - row < nrows ? it->rows - row : nrows;
-        st = dq_rows(ctx, w, it, x, row, k, codes, scales, y);
+        st = dq_rows(ctx, w, it, x, row, k, codes, scales, y, scales_out);
         y += k * it->cols;
+        if (scales_out)
+            scales_out += k * it->cols;
         nrows -= k;
         row = 0;
         x++;

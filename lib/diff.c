@@ -198,7 +198,7 @@ static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uin
 {
     const fp8_tensor_info *t = side ? d->e[k].b : d->e[k].a;
     if (dq_weights_role(d->w[side], t->name) == DQ_DEQUANT)
-        return dq_weights_read(ctx, d->w[side], t->name, first, n, y);
+        return dq_weights_read(ctx, d->w[side], t->name, first, n, y, NULL);
     unsigned size = fp8_dtype_bits(t->dtype) / 8;
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
                                   first * size, raw, n * size);

@@ -455,7 +455,10 @@ const char *fp8_diff_digest(const fp8_diff *d, int side);
  * and the values: NaN codes, scales that are not finite and positive (U8
  * 0xFF), a false ue8m0 claim; and, from config.json alone, whether each
  * tensor- and expert-parallel partition fits the quantization's block (see
- * lib/parallel.c).  Not yet: --against SRC.
+ * lib/parallel.c).  With `against`, the bf16 source: the same tensors, the
+ * kept ones bit for bit, every FP8 weight within E4M3's rounding error
+ * (|x - q*s| <= max(|x|/16, s/1024)), and whether re-quantizing the source
+ * with the declared scheme reproduces the FP8 bytes.
  */
 typedef enum { FP8_SEV_ERROR, FP8_SEV_WARNING } fp8_severity;
 
@@ -470,6 +473,7 @@ typedef struct {
     int threads;       /* 0: one per online CPU */
     int tp;            /* > 0: report every layer that would not load at this TP size */
     int ep;            /* > 1: MoE experts distributed whole over this many ranks */
+    const char *against; /* the bf16 source: compare (needs values) */
 } fp8_verify_options;
 
 #define FP8_VERIFY_OPTIONS_INIT { .values = true }
@@ -491,6 +495,11 @@ uint64_t fp8_verify_saturated(const fp8_verify *v);
 /* The TP sizes from 1 to 64 at which the checkpoint loads (bit t-1 for TP=t),
  * with the options' EP; 0 when config.json lacks the model's dimensions. */
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v);
+/* With `against`: how many of the *requantized FP8 weights re-quantizing
+ * the source reproduced byte for byte (weight and scale), and the first one
+ * it did not; -1 when it was not tried (no source, or the source cannot be
+ * quantized with the declared scheme). */
+long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **first_miss);
 
 /* ---------------------------------------------------------------- devices */
 

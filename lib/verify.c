@@ -17,6 +17,7 @@
 
 #include "checkpoint.h"
 #include "fp8_math.h"
+#include "dequant.h"
 #include "jobs.h"
 #include "parallel.h"
 
@@ -41,6 +42,10 @@ struct fp8_verify {
     bool has_model;     /* config.json has the dims parallelism splits */
     par_model model;
     uint64_t tp_ok;     /* bit t-1: loads at TP=t, for t in 1..64 */
+    /* --against: FP8 weights re-quantized from SRC, and how many came out the
+     * same bytes (weight and scale); -1 when not tried */
+    long requantized, reproduced;
+    char *first_unreproduced;
 };
 
 FP8_PRINTF(5, 6)
@@ -542,6 +547,267 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     return st;
 }
 
+/* ---------------------------------------------------------------- --against */
+
+/* Each FP8 weight against its bf16 source: within E4M3's rounding error. */
+typedef struct {
+    fp8_verify *v;
+    fp8_checkpoint *src;
+    dq_weights *w;
+    size_t *weights; /* indexes in v->ck of the FP8 weights */
+    size_t n;
+    uint64_t *bad, *first;
+    double *worst_x, *worst_y;
+} bound_scan;
+
+static fp8_status bound_one(void *arg, fp8_worker *wk, size_t j)
+{
+    bound_scan *b = arg;
+    size_t sshard;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(b->v->ck, b->weights[j], NULL);
+    const fp8_tensor_info *x = fp8_checkpoint_find(b->src, t->name, &sshard);
+    uint64_t cols = t->shape[t->rank - 1], band = cols ? ((1u << 20) / cols) * cols : 0;
+    band = band ? band : cols;
+    unsigned xs = fp8_dtype_bits(x->dtype) / 8;
+    float *y = malloc(band * 4 + 4), *sc = malloc(band * 4 + 4);
+    unsigned char *raw = malloc(band * xs + 4);
+    fp8_status st = y && sc && raw ? FP8_OK : fp8_fail(wk->ctx, FP8_ERR_NOMEM, "out of memory");
+    b->first[j] = UINT64_MAX;
+    for (uint64_t first = 0; !st && first < t->elements; first += band) {
+        uint64_t n = t->elements - first < band ? t->elements - first : band;
+        if ((st = dq_weights_read(wk->ctx, b->w, t->name, first, n, y, sc)) ||
+            (st = fp8_file_read(wk->ctx, fp8_checkpoint_shard(b->src, sshard), x, first * xs, raw,
+                                n * xs)))
+            break;
+        for (uint64_t i = 0; i < n; i++) {
+            const unsigned char *p = raw + i * xs;
+            uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+            double xv = x->dtype == FP8_DTYPE_BF16  ? fp8_bf16_to_f32(h)
+                        : x->dtype == FP8_DTYPE_F16 ? fp8_f16_to_f32(h)
+                                                    : fp8_f32_from_bits((uint32_t)p[0] |
+                                                                        (uint32_t)p[1] << 8 |
+                                                                        (uint32_t)p[2] << 16 |
+                                                                        (uint32_t)p[3] << 24);
+            double d = xv - y[i], ax = xv < 0 ? -xv : xv, bound = ax / 16;
+            bound = bound > sc[i] / 1024.0 ? bound : sc[i] / 1024.0;
+            if ((d < 0 ? -d : d) <= bound * (1 + 1e-6))
+                continue;
+            if (b->bad[j]++ == 0) {
+                b->first[j] = first + i;
+                b->worst_x[j] = xv;
+                b->worst_y[j] = y[i];
+            }
+        }
+    }
+    free(y);
+    free(sc);
+    free(raw);
+    return st;
+}
+
+static uint64_t bound_bytes(void *arg, size_t j)
+{
+    (void)arg;
+    (void)j;
+    return 0;
+}
+
+static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
+/* Whether two tensors of two checkpoints hold the same bytes. */
+static fp8_status same_bytes(fp8_ctx *ctx, fp8_checkpoint *ca, const fp8_tensor_info *a, size_t sa,
+                             fp8_checkpoint *cb, const fp8_tensor_info *b, size_t sb, bool *same)
+{
+    *same = a->dtype == b->dtype && fp8_tensor_nbytes(a) == fp8_tensor_nbytes(b);
+    unsigned char *x = malloc(1u << 20), *y = malloc(1u << 20);
+    fp8_status st = x && y ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t off = 0; !st && *same && off < fp8_tensor_nbytes(a); off += 1u << 20) {
+        size_t len = fp8_tensor_nbytes(a) - off < (1u << 20) ? (size_t)(fp8_tensor_nbytes(a) - off)
+                                                              : 1u << 20;
+        if (!(st = fp8_file_read(ctx, fp8_checkpoint_shard(ca, sa), a, off, x, len)) &&
+            !(st = fp8_file_read(ctx, fp8_checkpoint_shard(cb, sb), b, off, y, len)))
+            *same = memcmp(x, y, len) == 0;
+    }
+    free(x);
+    free(y);
+    return st;
+}
+
+/* Re-quantizes SRC with the declared scheme into a temporary directory and
+ * counts the FP8 weights (with their scales) it reproduces byte for byte. */
+static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads)
+{
+    static const fp8_format formats[] = { FP8_FORMAT_DEFAULT, FP8_FORMAT_HF_FP8,
+                                          FP8_FORMAT_COMPRESSED_TENSORS, FP8_FORMAT_MODELOPT };
+    fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
+    o.scheme = v->scheme;
+    o.format = formats[v->format];
+    o.block_rows = v->block_rows;
+    o.block_cols = v->block_cols;
+    o.scale_ue8m0 = v->ue8m0_claim;
+    o.threads = threads;
+    o.no_sync = true;
+    const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char *dir = NULL, *out = NULL;
+    fp8_quant_plan *plan = NULL;
+    fp8_checkpoint *re = NULL;
+    fp8_status st = FP8_OK;
+    v->requantized = v->reproduced = 0;
+    if (asprintf(&dir, "%s/fp8conv-verify-XXXXXX", tmpdir) < 0 || !mkdtemp(dir) ||
+        asprintf(&out, "%s/out", dir) < 0) {
+        v->requantized = v->reproduced = -1; /* could not try: say so, not fail */
+        goto out;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        /* MX scales round up (rceil) by default; try floor when that misses */
+        o.mx_rounding = attempt ? FP8_MX_FLOOR : FP8_MX_RCEIL;
+        fp8_ctx *qctx = fp8_ctx_create();
+        bool ok = qctx && !fp8_quant_plan_create(qctx, src_path, &o, &plan) &&
+                  !fp8_quant_plan_run(qctx, plan, out) && !fp8_checkpoint_open(qctx, out, &re);
+        fp8_ctx_free(qctx);
+        fp8_quant_plan_free(plan);
+        plan = NULL;
+        if (!ok) {
+            v->requantized = v->reproduced = -1;
+            break;
+        }
+        long total = 0, same_count = 0;
+        free(v->first_unreproduced);
+        v->first_unreproduced = NULL;
+        for (size_t i = 0; !st && i < fp8_checkpoint_tensor_count(v->ck); i++) {
+            size_t sa, sb, ssa, ssb;
+            const fp8_tensor_info *a = fp8_checkpoint_tensor(v->ck, i, &sa);
+            if (a->dtype != FP8_DTYPE_F8_E4M3)
+                continue;
+            total++;
+            const fp8_tensor_info *b = fp8_checkpoint_find(re, a->name, &sb);
+            char name[1024];
+            const char *suffix = v->format == FMT_HF_FP8 && v->scheme == FP8_SCHEME_BLOCK
+                                     ? "_scale_inv"
+                                     : "_scale";
+            snprintf(name, sizeof name, "%s%s", a->name, suffix);
+            const fp8_tensor_info *as = fp8_checkpoint_find(v->ck, name, &ssa);
+            const fp8_tensor_info *bs = fp8_checkpoint_find(re, name, &ssb);
+            bool same = b && as && bs;
+            if (same)
+                st = same_bytes(ctx, v->ck, a, sa, re, b, sb, &same);
+            if (!st && same)
+                st = same_bytes(ctx, v->ck, as, ssa, re, bs, ssb, &same);
+            same_count += same;
+            if (!same && !v->first_unreproduced)
+                v->first_unreproduced = fp8_strdup(a->name);
+        }
+        fp8_checkpoint_close(re);
+        re = NULL;
+        ck_remove_tree(out);
+        v->requantized = total;
+        v->reproduced = same_count;
+        if (st || same_count == total || v->scheme != FP8_SCHEME_MXFP8)
+            break;
+    }
+out:
+    if (dir)
+        ck_remove_tree(dir);
+    free(dir);
+    free(out);
+    return st;
+}
+
+static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads)
+{
+    fp8_checkpoint *src = NULL;
+    dq_weights *w = NULL;
+    bound_scan b = { .v = v };
+    fp8_status st = fp8_checkpoint_open(ctx, src_path, &src);
+    if (st)
+        return st;
+    fp8_ctx *wctx = fp8_ctx_create();
+    bool can_dequantize = wctx && !dq_weights_open(wctx, v->ck,
+                                                   fp8_checkpoint_is_directory(v->ck) ? v->path : NULL,
+                                                   &w);
+    fp8_ctx_free(wctx);
+    size_t nt = fp8_checkpoint_tensor_count(v->ck);
+    b.src = src;
+    b.w = w;
+    b.weights = fp8_xcalloc(nt + 1, sizeof *b.weights);
+    if (!b.weights) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* the same tensors, with the same shapes; kept tensors copied bit for bit */
+    for (size_t i = 0; i < nt && !st; i++) {
+        size_t sa, sb;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &sa);
+        dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
+        if (role == DQ_DROP || (t->dtype != FP8_DTYPE_F8_E4M3 && (has_suffix(t->name, "_scale") ||
+                                                                  has_suffix(t->name, "_scale_inv"))))
+            continue;
+        const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, &sb);
+        bool same = false;
+        if (!x)
+            st = add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s is not in %s", v->path,
+                     t->name, src_path);
+        else if (!same_shape(t, x))
+            st = add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s has another shape in %s",
+                     v->path, t->name, src_path);
+        else if (t->dtype == FP8_DTYPE_F8_E4M3 && is_float(x->dtype))
+            b.weights[b.n++] = i;
+        else if (!(st = same_bytes(ctx, v->ck, t, sa, src, x, sb, &same)) && !same)
+            st = add(ctx, v, FP8_SEV_ERROR, "against-copy",
+                     "%s: %s: not quantized, yet its bytes differ from %s's", v->path, t->name,
+                     src_path);
+    }
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(src) && !st; i++) {
+        const fp8_tensor_info *x = fp8_checkpoint_tensor(src, i, NULL);
+        if (!fp8_checkpoint_find(v->ck, x->name, NULL))
+            st = add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s of %s is missing", v->path,
+                     x->name, src_path);
+    }
+    if (st || !w || !b.n)
+        goto requant;
+    b.bad = fp8_xcalloc(b.n, sizeof *b.bad);
+    b.first = fp8_xcalloc(b.n, sizeof *b.first);
+    b.worst_x = fp8_xcalloc(b.n, sizeof *b.worst_x);
+    b.worst_y = fp8_xcalloc(b.n, sizeof *b.worst_y);
+    if (!b.bad || !b.first || !b.worst_x || !b.worst_y) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    fp8_jobs spec = { .njobs = b.n, .threads = threads, .run = bound_one, .bytes = bound_bytes,
+                      .arg = &b, .what = "verify" };
+    st = fp8_jobs_run(ctx, &spec);
+    for (size_t j = 0; j < b.n && !st; j++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, b.weights[j], NULL);
+        if (b.bad[j])
+            st = add(ctx, v, FP8_SEV_ERROR, "against-bound",
+                     "%s: %s: %llu of %llu elements are further from %s than E4M3 rounding "
+                     "allows (max(|x|/16, scale/1024)); first at %llu: x = %.9g, q * scale = %.9g",
+                     v->path, t->name, (unsigned long long)b.bad[j],
+                     (unsigned long long)t->elements, src_path, (unsigned long long)b.first[j],
+                     b.worst_x[j], b.worst_y[j]);
+    }
+requant:
+    if (!st && can_dequantize && v->format != FMT_NONE)
+        st = requantize(ctx, v, src_path, threads);
+out:
+    free(b.weights);
+    free(b.bad);
+    free(b.first);
+    free(b.worst_x);
+    free(b.worst_y);
+    dq_weights_free(w);
+    fp8_checkpoint_close(src);
+    return st;
+}
+
 /* ---------------------------------------------------------------- api */
 
 static int cmp_finding(const void *a, const void *b)
@@ -560,6 +826,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
     if (!v)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     v->path = path;
+    v->requantized = v->reproduced = -1;
     fp8_status st = fp8_checkpoint_open(ctx, path, &v->ck);
     if (st == FP8_ERR_BAD_INPUT) { /* the container or the index is the finding */
         const char *msg = fp8_ctx_message(ctx);
@@ -567,14 +834,16 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
                  strstr(msg, "index") || strstr(msg, "mapped") ? "index-mismatch" : "container",
                  "%s", msg);
     } else if (!st && !(st = read_declaration(ctx, v)) && !(st = check_structure(ctx, v)) &&
-               !(st = check_parallel(ctx, v, opts->tp, opts->ep)) && opts->values) {
-        st = check_values(ctx, v, opts->threads);
+               !(st = check_parallel(ctx, v, opts->tp, opts->ep)) && opts->values &&
+               !(st = check_values(ctx, v, opts->threads)) && opts->against) {
+        st = check_against(ctx, v, opts->against, opts->threads);
     }
     if (st) {
         fp8_verify_free(v);
         return st;
     }
-    qsort(v->findings, v->n, sizeof *v->findings, cmp_finding);
+    if (v->n)
+        qsort(v->findings, v->n, sizeof *v->findings, cmp_finding);
     *out = v;
     return FP8_OK;
 }
@@ -590,6 +859,7 @@ void fp8_verify_free(fp8_verify *v)
     free(v->ignore);
     free(v->findings);
     free(v->format_name);
+    free(v->first_unreproduced);
     fp8_checkpoint_close(v->ck);
     free(v);
 }
@@ -606,3 +876,9 @@ const char *fp8_verify_format(const fp8_verify *v)
 size_t fp8_verify_fp8_weights(const fp8_verify *v) { return v->fp8_weights; }
 uint64_t fp8_verify_saturated(const fp8_verify *v) { return v->saturated; }
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v) { return v->tp_ok; }
+long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **first_miss)
+{
+    *requantized = v->requantized;
+    *first_miss = v->first_unreproduced;
+    return v->reproduced;
+}

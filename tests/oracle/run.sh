@@ -9,17 +9,21 @@
 #     and compare;
 #  5. dequantize goldens: run tests/oracle/dequant_oracle.py on tests/oracle/dequant_cases.json
 #     and compare each testdata/golden/dequant/<case>.json byte for byte with the committed one;
-#  6. only when $FP8CONV (default build/fp8conv) has `dequantize-for-export` (its --help exits 0):
+#  6. verify fixtures: regenerate testdata/verify (FP8 checkpoints, clean and broken one way each,
+#     and MANIFEST.tsv) with testdata/gen_verify_fixtures.py and compare every file, one level of
+#     subdirectories deep, both ways;
+#  7. only when $FP8CONV (default build/fp8conv) has `dequantize-for-export` (its --help exits 0):
 #     run it on every dequant case (quant_case inputs made by `fp8conv quantize`), check that each
 #     output loads (tests/oracle/dequant_load_check.py) and matches its committed golden
 #     (tests/oracle/dequant_cli_check.py); otherwise print a SKIP line (not a failure).
-# (1-5 compare the oracles with the committed files, not with the fp8conv binary: the C
+# (1-6 compare the oracles with the committed files, not with the fp8conv binary: the C
 # tests compare fp8conv with the committed goldens.)
 #
-# Usage: tests/oracle/run.sh [--regenerate-quant] [--regenerate-dequant] [OUTDIR]
+# Usage: tests/oracle/run.sh [--regenerate-quant] [--regenerate-dequant] [--regenerate-verify] [OUTDIR]
 #   --regenerate-quant: first rewrite testdata/quant-edge and testdata/golden/quant/*.json in
 #   place; --regenerate-dequant: first rewrite testdata/deepseek-fp8-tiny and
-#   testdata/golden/dequant/*.json in place (after the quant ones when both are given; then
+#   testdata/golden/dequant/*.json in place (after the quant ones when both are given);
+#   --regenerate-verify: first remove and rewrite testdata/verify (after the others; then
 #   check as usual). OUTDIR: where to write the regenerated files (default: a temporary
 #   directory, removed afterwards). The venv is created if missing (needs PyPI the first time
 #   only).
@@ -28,10 +32,12 @@ set -eu
 
 regen_quant=0
 regen_dequant=0
+regen_verify=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --regenerate-quant) regen_quant=1; shift ;;
         --regenerate-dequant) regen_dequant=1; shift ;;
+        --regenerate-verify) regen_verify=1; shift ;;
         *) break ;;
     esac
 done
@@ -47,6 +53,7 @@ qcases="$here/quant_cases.json"
 dgolden="$golden/dequant"
 dsfp8="$root/testdata/deepseek-fp8-tiny"
 dcases="$here/dequant_cases.json"
+vfix="$root/testdata/verify"
 fp8conv=${FP8CONV:-$root/build/fp8conv}
 PYTHON=${PYTHON:-python3}
 
@@ -99,6 +106,12 @@ if [ "$regen_dequant" -eq 1 ]; then
     rm -f "$dgolden"/*.json
     "$venv/bin/python" "$here/dequant_oracle.py" "$dcases" "$dgolden" \
         || { echo "oracle: FAIL: dequant_oracle.py failed" >&2; exit 1; }
+fi
+if [ "$regen_verify" -eq 1 ]; then
+    echo "oracle: regenerating testdata/verify in place"
+    rm -rf "$vfix"
+    "$venv/bin/python" "$root/testdata/gen_verify_fixtures.py" "$vfix" \
+        || { echo "oracle: FAIL: gen_verify_fixtures.py failed" >&2; exit 1; }
 fi
 
 status=0
@@ -168,8 +181,48 @@ compare_dirs() {
     return "$cbad"
 }
 
+# compare_tree WANT_DIR GOT_DIR WHAT: like compare_dirs with "*", but WANT_DIR may also hold
+# subdirectories of files (one level deep), compared file by file with compare_dirs; files,
+# subdirectories and their contents both ways.
+compare_tree() {
+    tbad=0
+    tn=0
+    for d in "$1"/*; do
+        [ -e "$d" ] || continue
+        db=$(basename "$d")
+        if [ -d "$d" ]; then
+            tn=$((tn + 1))
+            if [ ! -d "$2/$db" ]; then
+                echo "oracle: FAIL: ${1#"$root"/}/$db/ is committed but the $3 does not produce it" >&2
+                tbad=1
+            else
+                compare_dirs "$d" "$2/$db" "*" "$3" || tbad=1
+            fi
+        elif [ ! -f "$2/$db" ]; then
+            echo "oracle: FAIL: ${1#"$root"/}/$db is committed but the $3 does not produce it" >&2
+            tbad=1
+        elif ! cmp "$2/$db" "$d" >&2; then
+            echo "oracle: FAIL: ${1#"$root"/}/$db differs from the $3's output ($2/$db)" >&2
+            tbad=1
+        fi
+    done
+    for d in "$2"/*; do
+        [ -e "$d" ] || continue
+        db=$(basename "$d")
+        if [ -d "$d" ] && [ ! -d "$1/$db" ]; then
+            echo "oracle: FAIL: the $3 produces $db/ but ${1#"$root"/}/$db/ is not committed" >&2
+            tbad=1
+        elif [ ! -d "$d" ] && [ ! -f "$1/$db" ]; then
+            echo "oracle: FAIL: the $3 produces $db but ${1#"$root"/}/$db is not committed" >&2
+            tbad=1
+        fi
+    done
+    [ "$tn" -gt 0 ] || { echo "oracle: FAIL: no subdirectory committed in ${1#"$root"/}" >&2; tbad=1; }
+    return "$tbad"
+}
+
 # check_generated LABEL WANT GOT PATTERN WHAT HINT COMMAND...: runs COMMAND, which writes
-# GOT, and compares GOT with the committed WANT both ways.
+# GOT, and compares GOT with the committed WANT both ways (PATTERN "tree": compare_tree).
 check_generated() {
     label=$1 want=$2 got=$3 pattern=$4 what=$5 hint=$6
     shift 6
@@ -177,7 +230,11 @@ check_generated() {
     if ! "$@"; then
         echo "oracle: FAIL: the $what failed" >&2
         status=1
-    elif ! compare_dirs "$want" "$got" "$pattern" "$what"; then
+    elif [ "$pattern" = tree ] && ! compare_tree "$want" "$got" "$what"; then
+        echo "oracle: FAIL: $label does not match the $what" >&2
+        echo "oracle: (regenerate with: $hint)" >&2
+        status=1
+    elif [ "$pattern" != tree ] && ! compare_dirs "$want" "$got" "$pattern" "$what"; then
         echo "oracle: FAIL: $label does not match the $what" >&2
         echo "oracle: (regenerate with: $hint)" >&2
         status=1
@@ -202,7 +259,14 @@ check_generated "$(ls "$dgolden"/*.json | wc -l | tr -d ' ') dequantize goldens"
     "tests/oracle/run.sh --regenerate-dequant" \
     "$venv/bin/python" "$here/dequant_oracle.py" "$dcases" "$out/dequant"
 
-# --- 6. fp8conv dequantize-for-export against the dequantize goldens ---------------------
+# --- 6. verify fixtures --------------------------------------------------------------------
+rm -rf "$out/verify"
+check_generated "$(ls -d "$vfix"/*/ 2>/dev/null | wc -l | tr -d ' ') verify fixtures (testdata/verify)" "$vfix" \
+    "$out/verify" tree "generator testdata/gen_verify_fixtures.py" \
+    "tests/oracle/run.sh --regenerate-verify" \
+    "$venv/bin/python" "$root/testdata/gen_verify_fixtures.py" "$out/verify"
+
+# --- 7. fp8conv dequantize-for-export against the dequantize goldens ---------------------
 if [ -x "$fp8conv" ] && "$fp8conv" dequantize-for-export --help >/dev/null 2>&1; then
     mkdir -p "$out/dequant-cli"
     if ! "$venv/bin/python" "$here/dequant_cli_check.py" "$fp8conv" "$dcases" "$dgolden" "$out/dequant-cli"; then

@@ -1,0 +1,385 @@
+/*
+ * check_verify.c - fp8conv verify: every broken fixture of
+ * testdata/verify/MANIFEST.tsv (made by testdata/gen_verify_fixtures.py,
+ * independently of lib/) is reported under its rule, naming its tensor, with
+ * the exit status its severity implies; the clean fixtures and everything
+ * quantize writes are clean.
+ */
+#include "golden.h"
+
+#define VERIFY_DIR "testdata/verify"
+#define QUANT_CASES "tests/oracle/quant_cases.json"
+
+typedef struct {
+    char fixture[128], rule[64], severity[16], tensor[256];
+} manifest_row;
+
+/* Rules the fixtures exercise that verify cannot check from the checkpoint
+ * alone (a clipped value looks like a group's largest; --against would
+ * tell); their fixtures must at least raise no error. */
+static const char *const not_checked[] = { "saturation" };
+
+static int read_manifest(manifest_row *rows, int max)
+{
+    char *text = tu_slurp(VERIFY_DIR "/MANIFEST.tsv", NULL), *save = NULL;
+    int n = 0;
+    for (char *line = strtok_r(text, "\n", &save); line && n < max;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#' || strncmp(line, "fixture\t", 8) == 0)
+            continue;
+        manifest_row *r = &rows[n];
+        ck_assert_msg(sscanf(line, "%127[^\t]\t%63[^\t]\t%15[^\t]\t%255[^\t]", r->fixture, r->rule,
+                             r->severity, r->tensor) == 4,
+                      "bad MANIFEST line: %s", line);
+        n++;
+    }
+    free(text);
+    return n;
+}
+
+static cJSON *verify_json(const char *path, const char *extra, int *rc)
+{
+    char *args, *out;
+    ck_assert(asprintf(&args, "verify --json %s '%s'", extra, path) > 0);
+    *rc = tu_run(args, &out, NULL);
+    cJSON *j = cJSON_Parse(out);
+    ck_assert_msg(j != NULL, "verify %s: not JSON: %s", path, out);
+    free(out);
+    free(args);
+    return j;
+}
+
+/* The finding of `rule` in a report, NULL when absent. */
+static const cJSON *finding(const cJSON *report, const char *rule)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(report, "findings"))
+        if (strcmp(cJSON_GetObjectItem(f, "rule")->valuestring, rule) == 0)
+            return f;
+    return NULL;
+}
+
+START_TEST(test_every_fixture_is_reported_under_its_rule)
+{
+    manifest_row rows[64];
+    int n = read_manifest(rows, 64);
+    ck_assert_int_ge(n, 20);
+    int checked = 0;
+    for (int i = 0; i < n; i++) {
+        const manifest_row *r = &rows[i];
+        char *path;
+        ck_assert(asprintf(&path, "%s/%s", VERIFY_DIR, r->fixture) > 0);
+        int rc;
+        cJSON *j = verify_json(path, "", &rc);
+        int errors = cJSON_GetObjectItem(j, "errors")->valueint;
+        int warnings = cJSON_GetObjectItem(j, "warnings")->valueint;
+        bool skip = false;
+        for (size_t k = 0; k < sizeof not_checked / sizeof not_checked[0]; k++)
+            skip |= strcmp(r->rule, not_checked[k]) == 0;
+        if (strcmp(r->rule, "clean") == 0 || skip) {
+            ck_assert_msg(rc == 0 && errors == 0, "%s: expected no error, got %d", r->fixture,
+                          errors);
+            /* what quantize writes has no warning either */
+            if (strncmp(r->fixture, "clean-", 6) == 0)
+                ck_assert_msg(warnings == 0, "%s: %d warnings", r->fixture, warnings);
+        } else {
+            const cJSON *f = finding(j, r->rule);
+            ck_assert_msg(f != NULL, "%s: no finding [%s]", r->fixture, r->rule);
+            ck_assert_str_eq(cJSON_GetObjectItem(f, "severity")->valuestring, r->severity);
+            if (strcmp(r->tensor, "-") != 0)
+                ck_assert_msg(strstr(cJSON_GetObjectItem(f, "message")->valuestring, r->tensor),
+                              "%s: the message does not name %s: %s", r->fixture, r->tensor,
+                              cJSON_GetObjectItem(f, "message")->valuestring);
+            bool error = strcmp(r->severity, "error") == 0;
+            ck_assert_msg(rc == (error ? 1 : 0), "%s: exit %d", r->fixture, rc);
+            if (!error) { /* --strict turns the warning into a failure */
+                cJSON *s = verify_json(path, "--strict", &rc);
+                ck_assert_int_eq(rc, 1);
+                cJSON_Delete(s);
+            }
+            checked++;
+        }
+        cJSON_Delete(j);
+        free(path);
+    }
+    ck_assert_int_ge(checked, 15);
+}
+END_TEST
+
+START_TEST(test_everything_quantize_writes_is_clean)
+{
+    cJSON *cases = read_json(QUANT_CASES);
+    const cJSON *c = cJSON_GetArrayItem(cases, _i);
+    char *dir = tu_tmpdir(), *args = join_args(cJSON_GetObjectItem(c, "args")), *cmd, *out;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    ck_assert(asprintf(&cmd, "quantize -q %s '%s' '%s'", args,
+                       cJSON_GetObjectItem(c, "input")->valuestring, out) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
+    int rc;
+    cJSON *j = verify_json(out, "--strict", &rc);
+    ck_assert_msg(rc == 0, "%s: verify --strict found %d errors, %d warnings",
+                  cJSON_GetObjectItem(c, "name")->valuestring,
+                  cJSON_GetObjectItem(j, "errors")->valueint,
+                  cJSON_GetObjectItem(j, "warnings")->valueint);
+    cJSON_Delete(j);
+    free(cmd);
+    free(args);
+    free(out);
+    cJSON_Delete(cases);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_no_values_reads_headers_only)
+{
+    int rc;
+    cJSON *j = verify_json(VERIFY_DIR "/nan-code", "--no-values", &rc);
+    ck_assert_int_eq(rc, 0); /* the NaN is in the data */
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "values_scanned")));
+    cJSON_Delete(j);
+    j = verify_json(VERIFY_DIR "/missing-scale", "--no-values", &rc);
+    ck_assert_int_eq(rc, 1); /* a header problem is still found */
+    cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(test_all_problems_are_reported_not_just_the_first)
+{
+    /* one shard with three problems: a weight without a scale, a NaN scale,
+     * an orphan scale */
+    char *dir = tu_tmpdir(), path[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const char *config = "{\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": "
+                         "\"e4m3\", \"activation_scheme\": \"dynamic\", "
+                         "\"weight_block_size\": [128, 128], \"modules_to_not_convert\": []}}";
+    tu_spit(path, config, strlen(config));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t wshape[2] = { 2, 64 }, sshape[2] = { 1, 1 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "a.weight", FP8_DTYPE_F8_E4M3, 2, wshape) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "b.weight", FP8_DTYPE_F8_E4M3, 2, wshape) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "b.weight_scale_inv", FP8_DTYPE_F32, 2, sshape) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "c.weight_scale_inv", FP8_DTYPE_F32, 2, sshape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    unsigned char codes[128] = { 0x38 };
+    float nan = __builtin_nanf(""), one = 1;
+    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++) {
+        const fp8_tensor_info *t = fp8_writer_tensor(w, i);
+        const void *data = t->dtype == FP8_DTYPE_F8_E4M3 ? (const void *)codes
+                           : strcmp(t->name, "b.weight_scale_inv") == 0 ? (const void *)&nan
+                                                                        : (const void *)&one;
+        ck_assert(fp8_writer_write(ctx, w, data, (size_t)fp8_tensor_nbytes(t)) == FP8_OK);
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    int rc;
+    cJSON *j = verify_json(dir, "", &rc);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "errors")->valueint, 3);
+    ck_assert(finding(j, "missing-scale") && finding(j, "bad-scale") && finding(j, "orphan-scale"));
+    cJSON_Delete(j);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- parallelism */
+
+/* A checkpoint directory with a real model's config.json (testdata/tp-configs)
+ * and a shard holding no FP8 tensor: the TP answer comes from the config. */
+static char *config_only(const char *dir, const char *config)
+{
+    char *ck, *cmd, path[512];
+    ck_assert(asprintf(&ck, "%s/ck", dir) > 0);
+    ck_assert(asprintf(&cmd, "mkdir -p %s && cp testdata/tp-configs/%s %s/config.json", ck, config,
+                       ck) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    snprintf(path, sizeof path, "%s/model.safetensors", ck);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t one = 1;
+    uint16_t v = 0x3F80;
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "model.norm.weight", FP8_DTYPE_BF16, 1, &one) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    ck_assert(fp8_writer_write(ctx, w, &v, 2) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    return ck;
+}
+
+/* The "tp_sizes_that_load" of a report, as "1 2 4". */
+static void sizes_text(const cJSON *report, char *buf, size_t cap)
+{
+    const cJSON *t;
+    size_t o = 0;
+    buf[0] = '\0';
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(report, "tp_sizes_that_load"))
+        o += (size_t)snprintf(buf + o, cap - o, "%s%d", o ? " " : "", t->valueint);
+}
+
+/* Every message of rule "tp" contains each of the `needles`. */
+static void expect_tp_failures(const cJSON *report, const char *const *needles, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        bool found = false;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, cJSON_GetObjectItem(report, "findings"))
+            found |= strstr(cJSON_GetObjectItem(f, "message")->valuestring, needles[k]) != NULL;
+        ck_assert_msg(found, "no finding mentions '%s'", needles[k]);
+    }
+}
+
+START_TEST(test_deepseek_v3_fails_at_tp32_and_loads_at_tp8)
+{
+    char *dir = tu_tmpdir(), *ck = config_only(dir, "deepseek-v3.json"), sizes[256];
+    int rc;
+    cJSON *j = verify_json(ck, "--tp 32", &rc);
+    ck_assert_int_eq(rc, 1);
+    static const char *const why[] = { "mlp.down_proj", "18432/32 = 576", "mlp.experts",
+                                       "2048/32 = 64" };
+    expect_tp_failures(j, why, 4);
+    sizes_text(j, sizes, sizeof sizes);
+    ck_assert_str_eq(sizes, "1 2 4 8 16");
+    cJSON_Delete(j);
+    j = verify_json(ck, "--tp 8", &rc);
+    ck_assert_int_eq(rc, 0);
+    cJSON_Delete(j);
+    free(ck);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_llama3_8b_fails_at_tp32)
+{
+    /* intermediate 14336 / 32 = 448 = 3.5 blocks; 32 heads, 8 KV heads
+     * replicated beyond TP=8; 64 exceeds the heads */
+    char *dir = tu_tmpdir(), *ck = config_only(dir, "llama-3-8b.json"), sizes[256];
+    int rc;
+    cJSON *j = verify_json(ck, "--tp 32", &rc);
+    ck_assert_int_eq(rc, 1);
+    static const char *const why[] = { "mlp.gate_proj/up_proj", "14336/32 = 448" };
+    expect_tp_failures(j, why, 2);
+    sizes_text(j, sizes, sizeof sizes);
+    ck_assert_str_eq(sizes, "1 2 4 8 16");
+    cJSON_Delete(j);
+    free(ck);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_qwen3_moe_needs_expert_parallel_beyond_tp2)
+{
+    /* moe_intermediate 768: 384 at TP=2, 192 at TP=4, 96 at TP=8 */
+    char *dir = tu_tmpdir(), *ck = config_only(dir, "qwen3-30b-a3b.json"), sizes[256];
+    int rc;
+    cJSON *j = verify_json(ck, "--tp 8", &rc);
+    ck_assert_int_eq(rc, 1);
+    static const char *const why[] = { "mlp.experts", "768/8 = 96" };
+    expect_tp_failures(j, why, 2);
+    sizes_text(j, sizes, sizeof sizes);
+    ck_assert_str_eq(sizes, "1 2");
+    cJSON_Delete(j);
+    /* whole experts on 8 expert-parallel ranks: it loads */
+    j = verify_json(ck, "--tp 8 --ep 8", &rc);
+    ck_assert_int_eq(rc, 0);
+    cJSON_Delete(j);
+    free(ck);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- --against */
+
+START_TEST(test_against_the_source_is_clean_and_reproduced)
+{
+    static const char *const schemes[] = { "--scheme block", "--scheme channel",
+                                           "--scheme tensor --format modelopt", "--scheme mxfp8" };
+    for (size_t k = 0; k < sizeof schemes / sizeof schemes[0]; k++) {
+        char *dir = tu_tmpdir(), *args;
+        ck_assert(asprintf(&args, "quantize -q %s testdata/llama-tiny %s/fp8", schemes[k], dir) > 0);
+        ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+        free(args);
+        ck_assert(asprintf(&args, "%s/fp8", dir) > 0);
+        int rc;
+        cJSON *j = verify_json(args, "--against testdata/llama-tiny", &rc);
+        ck_assert_msg(rc == 0, "%s: %d errors", schemes[k], cJSON_GetObjectItem(j, "errors")->valueint);
+        const cJSON *r = cJSON_GetObjectItem(j, "requantized");
+        ck_assert_msg(cJSON_IsObject(r), "%s: not re-quantized", schemes[k]);
+        ck_assert_int_eq(cJSON_GetObjectItem(r, "fp8_weights")->valueint, 14);
+        ck_assert_int_eq(cJSON_GetObjectItem(r, "reproduced")->valueint, 14);
+        cJSON_Delete(j);
+        free(args);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
+START_TEST(test_against_a_changed_source_finds_the_tensor)
+{
+    /* the source with one weight zeroed: its FP8 values are far from 0 */
+    char *dir = tu_tmpdir(), *args, path[512];
+    ck_assert(asprintf(&args, "quantize -q testdata/llama-tiny %s/fp8", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    ck_assert(asprintf(&args, "cp -r testdata/llama-tiny %s/src", dir) > 0);
+    ck_assert(system(args) == 0);
+    free(args);
+    snprintf(path, sizeof path, "%s/src/model-00001-of-00002.safetensors", dir);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_file *f;
+    ck_assert(fp8_file_open(ctx, path, &f) == FP8_OK);
+    const fp8_tensor_info *t = fp8_file_find(f, "model.layers.0.mlp.up_proj.weight");
+    long at = (long)(8 + fp8_file_header_size(f) + t->begin);
+    size_t len = (size_t)fp8_tensor_nbytes(t);
+    fp8_file_close(f);
+    fp8_ctx_free(ctx);
+    FILE *fp = fopen(path, "r+b");
+    ck_assert(fp && fseek(fp, at, SEEK_SET) == 0);
+    for (size_t i = 0; i < len; i++)
+        fputc(0, fp);
+    ck_assert(fclose(fp) == 0);
+    char fp8[512], src[512];
+    snprintf(fp8, sizeof fp8, "%s/fp8", dir);
+    snprintf(src, sizeof src, "--against %s/src", dir);
+    int rc;
+    cJSON *j = verify_json(fp8, src, &rc);
+    ck_assert_int_eq(rc, 1);
+    const cJSON *b = finding(j, "against-bound");
+    ck_assert(b && strstr(cJSON_GetObjectItem(b, "message")->valuestring,
+                          "model.layers.0.mlp.up_proj.weight"));
+    const cJSON *r = cJSON_GetObjectItem(j, "requantized");
+    ck_assert_int_eq(cJSON_GetObjectItem(r, "reproduced")->valueint, 13);
+    ck_assert_str_eq(cJSON_GetObjectItem(r, "first_difference")->valuestring,
+                     "model.layers.0.mlp.up_proj.weight");
+    cJSON_Delete(j);
+    /* another model entirely: the tensor sets differ */
+    j = verify_json(fp8, "--against testdata/quant-edge", &rc);
+    ck_assert_int_eq(rc, 1);
+    ck_assert(finding(j, "against-set") != NULL);
+    cJSON_Delete(j);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("verify");
+    TCase *tc = tcase_create("verify");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_every_fixture_is_reported_under_its_rule);
+    tcase_add_loop_test(tc, test_everything_quantize_writes_is_clean, 0, count_cases(QUANT_CASES));
+    tcase_add_test(tc, test_no_values_reads_headers_only);
+    tcase_add_test(tc, test_all_problems_are_reported_not_just_the_first);
+    tcase_add_test(tc, test_deepseek_v3_fails_at_tp32_and_loads_at_tp8);
+    tcase_add_test(tc, test_llama3_8b_fails_at_tp32);
+    tcase_add_test(tc, test_qwen3_moe_needs_expert_parallel_beyond_tp2);
+    tcase_add_test(tc, test_against_the_source_is_clean_and_reproduced);
+    tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
