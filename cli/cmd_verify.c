@@ -108,6 +108,16 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         cJSON_AddNumberToObject(root, "errors", (double)errors);
         cJSON_AddNumberToObject(root, "warnings", (double)warnings);
         cJSON_AddBoolToObject(root, "ok", rc == EXIT_OK);
+        cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
+        for (size_t i = 0; i < fp8_verify_stats_count(v); i++) {
+            const fp8_verify_stats *t = fp8_verify_stats_at(v, i);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", t->name);
+            cJSON_AddItemToObject(o, "saturated_codes", cli_json_u64(t->saturated));
+            cJSON_AddItemToObject(o, "zero_groups", cli_json_u64(t->zero_groups));
+            cJSON_AddItemToObject(o, "groups", cli_json_u64(t->groups));
+            cJSON_AddItemToArray(tensors, o);
+        }
         cJSON *list = cJSON_AddArrayToObject(root, "findings");
         for (size_t i = 0; i < fp8_verify_count(v); i++) {
             const fp8_finding *f = fp8_verify_finding(v, i);
@@ -134,8 +144,17 @@ int cmd_verify(int argc, char **argv, cli_common *common)
                     printf(" %d", t);
             printf("%s\n", fp8_verify_tp_sizes(v) ? "" : " none");
         }
-        if (a.opts.values)
-            printf("codes at +-448: %llu\n", (unsigned long long)fp8_verify_saturated(v));
+        if (a.opts.values) {
+            uint64_t zero = 0, groups = 0;
+            for (size_t i = 0; i < fp8_verify_stats_count(v); i++) {
+                zero += fp8_verify_stats_at(v, i)->zero_groups;
+                groups += fp8_verify_stats_at(v, i)->groups;
+            }
+            printf("codes at +-448: %llu; all-zero scale groups: %llu of %llu (per tensor: "
+                   "--json)\n",
+                   (unsigned long long)fp8_verify_saturated(v), (unsigned long long)zero,
+                   (unsigned long long)groups);
+        }
         long requantized, reproduced;
         const char *miss;
         reproduced = fp8_verify_reproduced(v, &requantized, &miss);
@@ -145,7 +164,7 @@ int cmd_verify(int argc, char **argv, cli_common *common)
             printf("re-quantizing %s reproduces %ld of %ld FP8 weights byte for byte%s%s\n",
                    a.opts.against, reproduced, requantized, miss ? "; first that differs: " : "",
                    miss ? miss : "");
-        else
+        if (!a.opts.values)
             printf("values not scanned (--no-values)\n");
         printf("%zu error%s, %zu warning%s: %s\n", errors, errors == 1 ? "" : "s", warnings,
                warnings == 1 ? "" : "s", rc == EXIT_OK ? "ok" : "problems found");

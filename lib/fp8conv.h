@@ -492,6 +492,14 @@ size_t fp8_verify_fp8_weights(const fp8_verify *v);
 /* E4M3 codes at +-448 (counted when values are scanned).  Reported, not a
  * warning: without the source a clipped value looks like a group's largest. */
 uint64_t fp8_verify_saturated(const fp8_verify *v);
+/* Per FP8 weight (values scanned, in name order): codes at +-448, and scale
+ * groups of the declared scheme whose codes are all zero, of `groups`. */
+typedef struct {
+    const char *name;
+    uint64_t saturated, zero_groups, groups;
+} fp8_verify_stats;
+size_t fp8_verify_stats_count(const fp8_verify *v);
+const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t index);
 /* The TP sizes from 1 to 64 at which the checkpoint loads (bit t-1 for TP=t),
  * with the options' EP; 0 when config.json lacks the model's dimensions. */
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v);

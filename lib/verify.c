@@ -46,6 +46,8 @@ struct fp8_verify {
      * same bytes (weight and scale); -1 when not tried */
     long requantized, reproduced;
     char *first_unreproduced;
+    fp8_verify_stats *stats; /* per FP8 weight, when values were scanned */
+    size_t nstats;
 };
 
 FP8_PRINTF(5, 6)
@@ -154,9 +156,11 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                  method);
     }
     if (!st && v->format != FMT_NONE &&
-        (v->block_rows < 1 || v->block_cols < 1 || v->block_rows > 65536 || v->block_cols > 65536))
+        (v->block_rows < 1 || v->block_cols < 1 || v->block_rows > 65536 || v->block_cols > 65536)) {
         st = add(ctx, v, FP8_SEV_ERROR, "quant-config", "config.json: the block size is not two "
                  "positive integers");
+        v->block_rows = v->block_cols = 128; /* what the checks below then assume */
+    }
     if (!st && v->format != FMT_NONE) {
         static const char *const fmt_names[] = { "", "hf-fp8", "compressed-tensors", "modelopt" };
         char block[32] = "";
@@ -431,6 +435,7 @@ typedef struct {
     size_t *weights; /* checkpoint indexes of the FP8 weights and scales to scan */
     size_t n;
     fp8_finding *found; /* one slot per job: at most one finding each */
+    fp8_verify_stats *stats; /* one slot per job: FP8 weights fill theirs */
 } value_scan;
 
 static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
@@ -444,11 +449,35 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     uint64_t nbytes = fp8_tensor_nbytes(t), saturated = 0, first_nan = UINT64_MAX;
     unsigned esize = fp8_dtype_bits(t->dtype) / 8;
     uint64_t bad = UINT64_MAX, not_pow2 = UINT64_MAX;
+    /* all-zero scale groups of a weight of the declared scheme: a byte per
+     * group, set when a nonzero code is seen; (x, r, c) walk the elements */
+    bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FMT_NONE &&
+                  (t->rank == 2 || t->rank == 3) && t->elements;
+    uint64_t M = groups ? t->shape[t->rank - 2] : 1, N = groups ? t->shape[t->rank - 1] : 1;
+    uint64_t ngroups = 0, gx = 0, gr = 0, gc = 0;
+    unsigned char *seen = NULL;
+    if (groups) {
+        const char *suffix;
+        int rank;
+        uint64_t shape[3];
+        bool fl;
+        expected_scale(v, t, &suffix, &rank, shape, &fl);
+        ngroups = 1;
+        for (int d = 0; d < rank; d++)
+            ngroups *= shape[d];
+        if (v->scheme == FP8_SCHEME_TENSOR && t->rank == 3)
+            ngroups = t->shape[0];
+        if (!(seen = calloc(ngroups ? ngroups : 1, 1)))
+            return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    uint64_t rb = ceil_div(M, v->block_rows), cb = ceil_div(N, v->block_cols);
     for (uint64_t off = 0; off < nbytes; off += CHUNK) {
         size_t len = nbytes - off < CHUNK ? (size_t)(nbytes - off) : CHUNK;
         fp8_status st = fp8_file_read(w->ctx, f, t, off, w->buf[0], len);
-        if (st)
+        if (st) {
+            free(seen);
             return st;
+        }
         const unsigned char *p = w->buf[0];
         for (size_t i = 0; i < len; i += esize) {
             uint64_t idx = (off + i) / esize;
@@ -457,6 +486,22 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
                 if (m == 0x7F && first_nan == UINT64_MAX)
                     first_nan = idx;
                 saturated += m == 0x7E;
+                if (seen) {
+                    uint64_t g = v->scheme == FP8_SCHEME_BLOCK
+                                     ? (gx * rb + gr / v->block_rows) * cb + gc / v->block_cols
+                                 : v->scheme == FP8_SCHEME_CHANNEL ? gx * M + gr
+                                 : v->scheme == FP8_SCHEME_MXFP8   ? (gx * M + gr) * (N / 32) + gc / 32
+                                                                   : gx;
+                    if (m && g < ngroups)
+                        seen[g] = 1;
+                    if (++gc == N) {
+                        gc = 0;
+                        if (++gr == M) {
+                            gr = 0;
+                            gx++;
+                        }
+                    }
+                }
                 continue;
             }
             float s;
@@ -504,6 +549,13 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     if (rc < 0)
         return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     __atomic_add_fetch(&v->saturated, saturated, __ATOMIC_RELAXED);
+    if (t->dtype == FP8_DTYPE_F8_E4M3) {
+        uint64_t zero = 0;
+        for (uint64_t g = 0; seen && g < ngroups; g++)
+            zero += !seen[g];
+        sc->stats[j] = (fp8_verify_stats){ t->name, saturated, zero, ngroups };
+    }
+    free(seen);
     return FP8_OK;
 }
 
@@ -527,7 +579,9 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
             sc.weights[sc.n++] = i;
     }
     sc.found = fp8_xcalloc(sc.n + 1, sizeof *sc.found);
-    fp8_status st = sc.weights && sc.found ? FP8_OK
+    sc.stats = fp8_xcalloc(sc.n + 1, sizeof *sc.stats);
+    v->stats = fp8_xcalloc(sc.n + 1, sizeof *v->stats);
+    fp8_status st = sc.weights && sc.found && sc.stats && v->stats ? FP8_OK
                                                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st) {
         fp8_jobs spec = { .njobs = sc.n, .bufsize = { CHUNK }, .threads = threads,
@@ -542,6 +596,11 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     for (size_t j = 0; sc.found && j < sc.n; j++) {
         free(sc.found[j].message);
     }
+    /* the weights' statistics, in name order */
+    for (size_t j = 0; !st && sc.stats && j < sc.n; j++)
+        if (sc.stats[j].name)
+            v->stats[v->nstats++] = sc.stats[j];
+    free(sc.stats);
     free(sc.found);
     free(sc.weights);
     return st;
@@ -860,6 +919,7 @@ void fp8_verify_free(fp8_verify *v)
     free(v->findings);
     free(v->format_name);
     free(v->first_unreproduced);
+    free(v->stats);
     fp8_checkpoint_close(v->ck);
     free(v);
 }
@@ -881,4 +941,9 @@ long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **
     *requantized = v->requantized;
     *first_miss = v->first_unreproduced;
     return v->reproduced;
+}
+size_t fp8_verify_stats_count(const fp8_verify *v) { return v->nstats; }
+const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t i)
+{
+    return i < v->nstats ? &v->stats[i] : NULL;
 }

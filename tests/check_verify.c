@@ -293,6 +293,114 @@ START_TEST(test_qwen3_moe_needs_expert_parallel_beyond_tp2)
 }
 END_TEST
 
+/* A copy of fixture `from` with its config.json's quantization_config
+ * replaced by `qconfig` (JSON text). */
+static char *with_quant_config(const char *dir, const char *from, const char *qconfig)
+{
+    char *ck, *cmd;
+    ck_assert(asprintf(&ck, "%s/ck", dir) > 0);
+    ck_assert(asprintf(&cmd, "cp -r %s/%s %s", VERIFY_DIR, from, ck) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", ck);
+    cJSON *config = read_json(path);
+    cJSON_ReplaceItemInObject(config, "quantization_config", cJSON_Parse(qconfig));
+    char *text = cJSON_Print(config);
+    tu_spit(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(config);
+    return ck;
+}
+
+START_TEST(test_config_rules)
+{
+    static const struct {
+        const char *qconfig, *rule;
+    } cases[] = {
+        { "{\"quant_method\": \"bitsandbytes\"}", "quant-method" },
+        { "{\"quant_method\": \"fp8\", \"weight_block_size\": [0, 128]}", "quant-config" },
+        /* the block the scales were made with is 128x128: 64x64 makes every scale shape wrong */
+        { "{\"quant_method\": \"fp8\", \"weight_block_size\": [64, 64], "
+          "\"modules_to_not_convert\": [\"lm_head\", \"model.embed_tokens\"]}",
+          "scale-shape" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *dir = tu_tmpdir(), *ck = with_quant_config(dir, "clean-block-hf-fp8", cases[k].qconfig);
+        int rc;
+        cJSON *j = verify_json(ck, "", &rc);
+        ck_assert_int_eq(rc, 1);
+        ck_assert_msg(finding(j, cases[k].rule), "no [%s]", cases[k].rule);
+        cJSON_Delete(j);
+        free(ck);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
+START_TEST(test_fp8_tensor_of_rank_1_is_an_error)
+{
+    char *dir = tu_tmpdir(), *ck = with_quant_config(dir, "clean-block-hf-fp8",
+                                                      "{\"quant_method\": \"fp8\", "
+                                                      "\"weight_block_size\": [128, 128]}");
+    char path[512];
+    snprintf(path, sizeof path, "%s/extra.safetensors", ck);
+    /* a directory with an index lists its shards: make one without an index */
+    char *cmd;
+    ck_assert(asprintf(&cmd, "rm %s/model.safetensors.index.json", ck) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t n = 4;
+    unsigned char codes[4] = { 0x38, 0x38, 0x38, 0x38 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "odd.weight", FP8_DTYPE_F8_E4M3, 1, &n) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    ck_assert(fp8_writer_write(ctx, w, codes, 4) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    int rc;
+    cJSON *j = verify_json(ck, "", &rc);
+    ck_assert_int_eq(rc, 1);
+    const cJSON *f = finding(j, "fp8-rank");
+    ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "odd.weight"));
+    cJSON_Delete(j);
+    free(ck);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_zero_blocks_are_counted_per_tensor)
+{
+    /* quant-edge's gate_proj [300, 200] has one all-zero 128x128 block */
+    char *dir = tu_tmpdir(), *args;
+    ck_assert(asprintf(&args, "quantize -q testdata/quant-edge %s/fp8", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    ck_assert(asprintf(&args, "%s/fp8", dir) > 0);
+    int rc;
+    cJSON *j = verify_json(args, "", &rc);
+    ck_assert_int_eq(rc, 0);
+    const cJSON *t;
+    bool found = false;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors"))
+    {
+        if (strcmp(cJSON_GetObjectItem(t, "name")->valuestring,
+                   "model.layers.0.mlp.gate_proj.weight") != 0)
+            continue;
+        found = true;
+        ck_assert_int_eq(cJSON_GetObjectItem(t, "zero_groups")->valueint, 1);
+        ck_assert_int_eq(cJSON_GetObjectItem(t, "groups")->valueint, 6);
+    }
+    ck_assert(found);
+    cJSON_Delete(j);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- --against */
 
 START_TEST(test_against_the_source_is_clean_and_reproduced)
@@ -357,6 +465,22 @@ START_TEST(test_against_a_changed_source_finds_the_tensor)
     ck_assert_str_eq(cJSON_GetObjectItem(r, "first_difference")->valuestring,
                      "model.layers.0.mlp.up_proj.weight");
     cJSON_Delete(j);
+    /* a kept tensor changed: the norm is not quantized, so it must be copied */
+    snprintf(path, sizeof path, "%s/src/model-00002-of-00002.safetensors", dir);
+    ctx = fp8_ctx_create();
+    ck_assert(fp8_file_open(ctx, path, &f) == FP8_OK);
+    t = fp8_file_find(f, "model.norm.weight");
+    at = (long)(8 + fp8_file_header_size(f) + t->begin);
+    fp8_file_close(f);
+    fp8_ctx_free(ctx);
+    fp = fopen(path, "r+b");
+    ck_assert(fp && fseek(fp, at, SEEK_SET) == 0);
+    fputc(0x55, fp);
+    ck_assert(fclose(fp) == 0);
+    j = verify_json(fp8, src, &rc);
+    const cJSON *c = finding(j, "against-copy");
+    ck_assert(c && strstr(cJSON_GetObjectItem(c, "message")->valuestring, "model.norm.weight"));
+    cJSON_Delete(j);
     /* another model entirely: the tensor sets differ */
     j = verify_json(fp8, "--against testdata/quant-edge", &rc);
     ck_assert_int_eq(rc, 1);
@@ -378,6 +502,9 @@ int main(void)
     tcase_add_test(tc, test_deepseek_v3_fails_at_tp32_and_loads_at_tp8);
     tcase_add_test(tc, test_llama3_8b_fails_at_tp32);
     tcase_add_test(tc, test_qwen3_moe_needs_expert_parallel_beyond_tp2);
+    tcase_add_test(tc, test_config_rules);
+    tcase_add_test(tc, test_fp8_tensor_of_rank_1_is_an_error);
+    tcase_add_test(tc, test_zero_blocks_are_counted_per_tensor);
     tcase_add_test(tc, test_against_the_source_is_clean_and_reproduced);
     tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
     suite_add_tcase(s, tc);
