@@ -427,6 +427,26 @@ START_TEST(test_against_the_source_is_clean_and_reproduced)
 }
 END_TEST
 
+/* Sets the first `count` bytes (all, for SIZE_MAX) of tensor `name` in the
+ * shard file at `path` to `byte`, in place. */
+static void overwrite_tensor(const char *path, const char *name, int byte, size_t count)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_file *f;
+    ck_assert(fp8_file_open(ctx, path, &f) == FP8_OK);
+    const fp8_tensor_info *t = fp8_file_find(f, name);
+    ck_assert(t != NULL);
+    long at = (long)(8 + fp8_file_header_size(f) + t->begin);
+    size_t len = (size_t)fp8_tensor_nbytes(t) < count ? (size_t)fp8_tensor_nbytes(t) : count;
+    fp8_file_close(f);
+    fp8_ctx_free(ctx);
+    FILE *fp = fopen(path, "r+b");
+    ck_assert(fp && fseek(fp, at, SEEK_SET) == 0);
+    for (size_t i = 0; i < len; i++)
+        fputc(byte, fp);
+    ck_assert(fclose(fp) == 0);
+}
+
 START_TEST(test_against_a_changed_source_finds_the_tensor)
 {
     /* the source with one weight zeroed: its FP8 values are far from 0 */
@@ -438,19 +458,7 @@ START_TEST(test_against_a_changed_source_finds_the_tensor)
     ck_assert(system(args) == 0);
     free(args);
     snprintf(path, sizeof path, "%s/src/model-00001-of-00002.safetensors", dir);
-    fp8_ctx *ctx = fp8_ctx_create();
-    fp8_file *f;
-    ck_assert(fp8_file_open(ctx, path, &f) == FP8_OK);
-    const fp8_tensor_info *t = fp8_file_find(f, "model.layers.0.mlp.up_proj.weight");
-    long at = (long)(8 + fp8_file_header_size(f) + t->begin);
-    size_t len = (size_t)fp8_tensor_nbytes(t);
-    fp8_file_close(f);
-    fp8_ctx_free(ctx);
-    FILE *fp = fopen(path, "r+b");
-    ck_assert(fp && fseek(fp, at, SEEK_SET) == 0);
-    for (size_t i = 0; i < len; i++)
-        fputc(0, fp);
-    ck_assert(fclose(fp) == 0);
+    overwrite_tensor(path, "model.layers.0.mlp.up_proj.weight", 0, SIZE_MAX);
     char fp8[512], src[512];
     snprintf(fp8, sizeof fp8, "%s/fp8", dir);
     snprintf(src, sizeof src, "--against %s/src", dir);
@@ -467,16 +475,7 @@ START_TEST(test_against_a_changed_source_finds_the_tensor)
     cJSON_Delete(j);
     /* a kept tensor changed: the norm is not quantized, so it must be copied */
     snprintf(path, sizeof path, "%s/src/model-00002-of-00002.safetensors", dir);
-    ctx = fp8_ctx_create();
-    ck_assert(fp8_file_open(ctx, path, &f) == FP8_OK);
-    t = fp8_file_find(f, "model.norm.weight");
-    at = (long)(8 + fp8_file_header_size(f) + t->begin);
-    fp8_file_close(f);
-    fp8_ctx_free(ctx);
-    fp = fopen(path, "r+b");
-    ck_assert(fp && fseek(fp, at, SEEK_SET) == 0);
-    fputc(0x55, fp);
-    ck_assert(fclose(fp) == 0);
+    overwrite_tensor(path, "model.norm.weight", 0x55, 1);
     j = verify_json(fp8, src, &rc);
     const cJSON *c = finding(j, "against-copy");
     ck_assert(c && strstr(cJSON_GetObjectItem(c, "message")->valuestring, "model.norm.weight"));
