@@ -15,8 +15,9 @@ typedef struct {
 } manifest_row;
 
 /* Rules the fixtures exercise that verify cannot check from the checkpoint
- * alone (a clipped value looks like a group's largest; --against would
- * tell); their fixtures must at least raise no error. */
+ * alone: a clipped value looks like a group's largest; saturation is found
+ * with --against (test_against_finds_saturation_from_rounded_scales).  Their
+ * fixtures must at least raise no error. */
 static const char *const not_checked[] = { "saturation" };
 
 static int read_manifest(manifest_row *rows, int max)
@@ -447,6 +448,30 @@ static void overwrite_tensor(const char *path, const char *name, int byte, size_
     ck_assert(fclose(fp) == 0);
 }
 
+START_TEST(test_against_finds_saturation_from_rounded_scales)
+{
+    /* compressed-tensors stores channel scales in the weight's dtype: the
+     * bf16/f16 rounding can put a row's largest values beyond 448 * scale */
+    char *dir = tu_tmpdir(), *args;
+    ck_assert(asprintf(&args, "quantize -q --scheme channel testdata/quant-edge %s/fp8", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    ck_assert(asprintf(&args, "%s/fp8", dir) > 0);
+    int rc;
+    cJSON *j = verify_json(args, "--against testdata/quant-edge", &rc);
+    ck_assert_int_eq(rc, 0);
+    const cJSON *f = finding(j, "saturation");
+    ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "warning") == 0);
+    ck_assert(strstr(cJSON_GetObjectItem(f, "message")->valuestring, "clipped"));
+    cJSON_Delete(j);
+    j = verify_json(args, "--strict --against testdata/quant-edge", &rc);
+    ck_assert_int_eq(rc, 1);
+    cJSON_Delete(j);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_against_a_changed_source_finds_the_tensor)
 {
     /* the source with one weight zeroed: its FP8 values are far from 0 */
@@ -506,6 +531,7 @@ int main(void)
     tcase_add_test(tc, test_zero_blocks_are_counted_per_tensor);
     tcase_add_test(tc, test_against_the_source_is_clean_and_reproduced);
     tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
+    tcase_add_test(tc, test_against_finds_saturation_from_rounded_scales);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
