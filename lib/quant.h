@@ -59,6 +59,14 @@ void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y);
 bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h);
 bool fp8_finite_span(const float *y, uint64_t n);
 
+/* What verify wants to know of a span of E4M3 codes: whether any is
+ * nonzero (ignoring the sign), any is NaN, and how many are +-448. */
+typedef struct {
+    bool nonzero, nan;
+    uint64_t saturated;
+} fp8_code_stats;
+void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
+
 /* quant_cpu.c's branch-free fp32 -> E4M3, exposed for its exhaustive test. */
 uint8_t fp8_e4m3_fast(float x);
 

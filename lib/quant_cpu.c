@@ -238,3 +238,22 @@ bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h)
 }
 
 bool fp8_finite_span(const float *y, uint64_t n) { return finite_span(y, n); }
+
+/* ---------------------------------------------------------------- verify */
+
+FP8_CLONES static void code_stats(const uint8_t *q, uint64_t n, fp8_code_stats *st)
+{
+    unsigned any = 0, nan = 0;
+    uint64_t sat = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned m = q[i] & 0x7F;
+        any |= m;
+        nan |= m == 0x7F;
+        sat += m == 0x7E;
+    }
+    st->nonzero = any != 0;
+    st->nan = nan != 0;
+    st->saturated = sat;
+}
+
+void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st) { code_stats(q, n, st); }

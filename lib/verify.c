@@ -20,6 +20,7 @@
 #include "dequant.h"
 #include "jobs.h"
 #include "parallel.h"
+#include "quant.h"
 
 #define CHUNK (4u << 20)
 
@@ -438,6 +439,58 @@ typedef struct {
     fp8_verify_stats *stats; /* one slot per job: FP8 weights fill theirs */
 } value_scan;
 
+/* The E4M3 codes of weight t, read a band of whole rows at a time so that
+ * every scale group is a contiguous span of a row: NaN codes (the first
+ * one's flat index), codes at +-448, and the groups with a nonzero code
+ * (seen[g], when `seen` is not NULL, numbered as SPEC 5's scale tensor lays
+ * them out).  A row longer than the worker's buffer gets its own. */
+static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor_info *t,
+                             fp8_file *f, unsigned char *buf, unsigned char *seen,
+                             uint64_t *first_nan, uint64_t *saturated)
+{
+    uint64_t N = t->rank >= 1 ? t->shape[t->rank - 1] : 1;
+    uint64_t M = t->rank >= 2 ? t->shape[t->rank - 2] : 1;
+    if (!t->elements || !N)
+        return FP8_OK;
+    unsigned char *own = N > CHUNK ? malloc(N) : NULL;
+    if (N > CHUNK && !own)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    buf = own ? own : buf;
+    uint64_t rows = t->elements / N, band = own ? 1 : CHUNK / N;
+    uint64_t R = v->block_rows, C = v->block_cols, rb = ceil_div(M, R), cb = ceil_div(N, C);
+    uint64_t step = !seen                           ? N
+                    : v->scheme == FP8_SCHEME_BLOCK ? C
+                    : v->scheme == FP8_SCHEME_MXFP8 ? 32
+                                                    : N;
+    fp8_status st = FP8_OK;
+    for (uint64_t r0 = 0; r0 < rows && !st; r0 += band) {
+        uint64_t k = rows - r0 < band ? rows - r0 : band;
+        if ((st = fp8_file_read(ctx, f, t, r0 * N, buf, k * N)))
+            break;
+        for (uint64_t rr = 0; rr < k; rr++) {
+            const uint8_t *p = buf + rr * N;
+            uint64_t row = r0 + rr, x = row / M, r = row % M;
+            for (uint64_t c0 = 0; c0 < N; c0 += step) {
+                fp8_code_stats cs;
+                uint64_t w = N - c0 < step ? N - c0 : step;
+                fp8_code_stats_span(p + c0, w, &cs);
+                *saturated += cs.saturated;
+                for (uint64_t i = 0; cs.nan && *first_nan == UINT64_MAX && i < w; i++)
+                    if ((p[c0 + i] & 0x7F) == 0x7F)
+                        *first_nan = row * N + c0 + i;
+                if (!seen || !cs.nonzero)
+                    continue;
+                seen[v->scheme == FP8_SCHEME_BLOCK     ? (x * rb + r / R) * cb + c0 / C
+                     : v->scheme == FP8_SCHEME_MXFP8   ? (x * M + r) * (N / 32) + c0 / 32
+                     : v->scheme == FP8_SCHEME_CHANNEL ? x * M + r
+                                                       : x] = 1;
+            }
+        }
+    }
+    free(own);
+    return st;
+}
+
 static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
 {
     value_scan *sc = arg;
@@ -453,8 +506,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
     bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FMT_NONE &&
                   (t->rank == 2 || t->rank == 3) && t->elements;
-    uint64_t M = groups ? t->shape[t->rank - 2] : 1, N = groups ? t->shape[t->rank - 1] : 1;
-    uint64_t ngroups = 0, gx = 0, gr = 0, gc = 0;
+    uint64_t ngroups = 0;
     unsigned char *seen = NULL;
     if (groups) {
         const char *suffix;
@@ -470,7 +522,14 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         if (!(seen = calloc(ngroups ? ngroups : 1, 1)))
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
-    uint64_t rb = ceil_div(M, v->block_rows), cb = ceil_div(N, v->block_cols);
+    if (t->dtype == FP8_DTYPE_F8_E4M3) {
+        fp8_status st = scan_codes(w->ctx, v, t, f, w->buf[0], seen, &first_nan, &saturated);
+        if (st) {
+            free(seen);
+            return st;
+        }
+        nbytes = 0; /* done: the loop below is for scales */
+    }
     for (uint64_t off = 0; off < nbytes; off += CHUNK) {
         size_t len = nbytes - off < CHUNK ? (size_t)(nbytes - off) : CHUNK;
         fp8_status st = fp8_file_read(w->ctx, f, t, off, w->buf[0], len);
@@ -481,29 +540,6 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         const unsigned char *p = w->buf[0];
         for (size_t i = 0; i < len; i += esize) {
             uint64_t idx = (off + i) / esize;
-            if (t->dtype == FP8_DTYPE_F8_E4M3) {
-                unsigned m = p[i] & 0x7F;
-                if (m == 0x7F && first_nan == UINT64_MAX)
-                    first_nan = idx;
-                saturated += m == 0x7E;
-                if (seen) {
-                    uint64_t g = v->scheme == FP8_SCHEME_BLOCK
-                                     ? (gx * rb + gr / v->block_rows) * cb + gc / v->block_cols
-                                 : v->scheme == FP8_SCHEME_CHANNEL ? gx * M + gr
-                                 : v->scheme == FP8_SCHEME_MXFP8   ? (gx * M + gr) * (N / 32) + gc / 32
-                                                                   : gx;
-                    if (m && g < ngroups)
-                        seen[g] = 1;
-                    if (++gc == N) {
-                        gc = 0;
-                        if (++gr == M) {
-                            gr = 0;
-                            gx++;
-                        }
-                    }
-                }
-                continue;
-            }
             float s;
             if (t->dtype == FP8_DTYPE_U8) {
                 if (p[i] == 0xFF && bad == UINT64_MAX)
