@@ -105,4 +105,15 @@ done
 read -r t rss < <(measure "$BIN" diff -q "$model" "$work/copy")
 printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "diff (identical copies)" "$t" "$(gbs "$t")" \
     "$(ratio "$t" "$t_cp")" - $((rss / 1024))
+
+# verify reads the FP8 checkpoint (0.5 GB): the floor here is cp -r of it
+read -r t_cp8 _ < <(measure cp -r "$work/fp8" "$work/out")
+echo
+echo "== verify the block FP8 checkpoint (floor: cp -r of it, $t_cp8 s)"
+for args in "" "--no-values --tp 8" "--against $model"; do
+    # shellcheck disable=SC2086
+    read -r t rss < <(measure "$BIN" verify -q $args "$work/fp8")
+    printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "verify ${args/$model/SRC}" "$t" "-" \
+        "$(ratio "$t" "$t_cp8")" - $((rss / 1024))
+done
 rm -rf "$work/fp8" "$work/copy"
