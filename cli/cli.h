@@ -57,8 +57,9 @@ typedef struct {
 } cli_options;
 
 /* Parses the common options, the command's own (`own`, may be NULL) and
- * --help out of a command's argv, leaving the operands in argv[1..] in order;
- * returns -1 when done, an exit code to stop with otherwise. */
+ * --help out of a command's argv, leaving the operands in argv[1..] in order
+ * and checking there are as many as the command's synopsis names; returns -1
+ * when done, an exit code to stop with otherwise. */
 int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
               const cli_options *own);
 /* Picks `value` out of NULL-terminated `names` (the index is the enum value);

@@ -75,12 +75,6 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
-    if (argc != 3) {
-        cli_error("dequantize-for-export: expected INPUT and OUTPUT, got %d operand%s (see "
-                  "fp8conv dequantize-for-export --help)",
-                  argc - 1, argc == 2 ? "" : "s");
-        return EXIT_USAGE;
-    }
     if (common->device == FP8_DEVICE_CUDA) {
         cli_error("dequantize-for-export: the CUDA kernels are not in this version; use --device "
                   "cpu or auto");

@@ -116,11 +116,6 @@ int cmd_diff(int argc, char **argv, cli_common *common)
     int rc = cli_parse("diff", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
-    if (argc != 3) {
-        cli_error("diff: expected A and B, got %d operand%s (see fp8conv diff --help)", argc - 1,
-                  argc == 2 ? "" : "s");
-        return EXIT_USAGE;
-    }
     opts.threads = common->threads;
     fp8_ctx *ctx = fp8_ctx_create();
     fp8_diff *d = NULL;

@@ -178,10 +178,6 @@ int cmd_inspect(int argc, char **argv, cli_common *common)
     int rc = cli_parse("inspect", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
-    if (argc != 2) {
-        cli_error("inspect: expected one PATH, got %d (see fp8conv inspect --help)", argc - 1);
-        return EXIT_USAGE;
-    }
     fp8_ctx *ctx = fp8_ctx_create();
     fp8_checkpoint *ck = NULL;
     if (!ctx) {

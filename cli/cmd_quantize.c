@@ -237,12 +237,6 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
     int rc = cli_parse("quantize", &argc, argv, common, &own);
     if (rc >= 0 || (rc = check_combinations(&a)) >= 0)
         return rc;
-    if (argc != 3) {
-        cli_error("quantize: expected INPUT and OUTPUT, got %d operand%s (see fp8conv quantize "
-                  "--help)",
-                  argc - 1, argc == 2 ? "" : "s");
-        return EXIT_USAGE;
-    }
     if (common->device == FP8_DEVICE_CUDA) {
         cli_error("quantize: the CUDA kernels are not in this version; use --device cpu or auto");
         return EXIT_DEVICE;

@@ -54,10 +54,6 @@ int cmd_verify(int argc, char **argv, cli_common *common)
     int rc = cli_parse("verify", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
-    if (argc != 2) {
-        cli_error("verify: expected one CHECKPOINT, got %d (see fp8conv verify --help)", argc - 1);
-        return EXIT_USAGE;
-    }
     a.opts.threads = common->threads;
     if (a.opts.against && !a.opts.values) {
         cli_error("verify: --against compares values; it cannot go with --no-values");

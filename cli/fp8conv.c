@@ -262,6 +262,16 @@ int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
     while (optind < *argc) /* operands after "--" */
         argv[n++] = argv[optind++];
     *argc = n;
+    /* as many operands as the synopsis names */
+    const cli_command *cmd = find_command(command);
+    int want = 0;
+    for (const char *a = cmd->args; *a; a++)
+        want += *a != ' ' && (a == cmd->args || a[-1] == ' ');
+    if (n - 1 != want) {
+        cli_error("%s: expected %s, got %d operand%s (see fp8conv %s --help)", command, cmd->args,
+                  n - 1, n == 2 ? "" : "s", command);
+        return EXIT_USAGE;
+    }
     if (common->device == FP8_DEVICE_CUDA) {
         fp8_ctx *ctx = fp8_ctx_create();
         fp8_device dev;

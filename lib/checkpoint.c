@@ -142,18 +142,30 @@ static fp8_status index_shards(fp8_ctx *ctx, fp8_checkpoint *ck, const char *ipa
     return FP8_OK;
 }
 
-static fp8_status dir_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
+/* Calls `fn` for each entry of directory `path` until it fails. */
+static fp8_status each_entry(fp8_ctx *ctx, const char *path,
+                             fp8_status (*fn)(fp8_ctx *ctx, void *arg, const char *name),
+                             void *arg)
 {
-    DIR *d = opendir(ck->path);
+    DIR *d = opendir(path);
     if (!d)
-        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot list directory: %s", ck->path,
-                        strerror(errno));
+        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot list directory: %s", path, strerror(errno));
     fp8_status st = FP8_OK;
     struct dirent *de;
     while (!st && (de = readdir(d)))
-        if (ck_is_shard_name(de->d_name))
-            st = add_shard_name(ctx, ck, de->d_name);
+        st = fn(ctx, arg, de->d_name);
     closedir(d);
+    return st;
+}
+
+static fp8_status add_if_shard(fp8_ctx *ctx, void *ck, const char *name)
+{
+    return ck_is_shard_name(name) ? add_shard_name(ctx, ck, name) : FP8_OK;
+}
+
+static fp8_status dir_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
+{
+    fp8_status st = each_entry(ctx, ck->path, add_if_shard, ck);
     if (!st && ck->nshards == 0)
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no *.safetensors files and no %s", ck->path,
                       INDEX_NAME);
@@ -508,36 +520,41 @@ static fp8_status copy_file(fp8_ctx *ctx, const char *from, const char *to, uint
     return st;
 }
 
+typedef struct {
+    const fp8_checkpoint *ck;
+    const char *to;
+    const char *const *skip;
+    const volatile sig_atomic_t *cancel;
+} copy_job;
+
+static fp8_status copy_if_other(fp8_ctx *ctx, void *arg, const char *name)
+{
+    const copy_job *c = arg;
+    bool skipped = name[0] == '.' || ck_is_shard_name(name) || strcmp(name, INDEX_NAME) == 0;
+    for (size_t i = 0; c->skip && c->skip[i] && !skipped; i++)
+        skipped = strcmp(name, c->skip[i]) == 0;
+    if (skipped)
+        return FP8_OK;
+    char *from = ck_join(c->ck->path, name), *dest = ck_join(c->to, name);
+    struct stat sb;
+    fp8_status st = FP8_OK;
+    if (!from || !dest)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", c->ck->path);
+    else if (stat(from, &sb) != 0)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot stat: %s", from, strerror(errno));
+    else if (S_ISREG(sb.st_mode))
+        st = copy_file(ctx, from, dest, (uint64_t)sb.st_size, c->cancel);
+    free(from);
+    free(dest);
+    return st;
+}
+
 fp8_status ck_copy_other_files(fp8_ctx *ctx, const fp8_checkpoint *ck, const char *to,
                                const char *const *skip,
                                const volatile sig_atomic_t *cancel)
 {
-    DIR *d = opendir(ck->path);
-    if (!d)
-        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot list directory: %s", ck->path,
-                        strerror(errno));
-    fp8_status st = FP8_OK;
-    struct dirent *de;
-    while (!st && (de = readdir(d))) {
-        const char *name = de->d_name;
-        bool skipped = name[0] == '.' || ck_is_shard_name(name) || strcmp(name, INDEX_NAME) == 0;
-        for (size_t i = 0; skip && skip[i] && !skipped; i++)
-            skipped = strcmp(name, skip[i]) == 0;
-        if (skipped)
-            continue;
-        char *from = ck_join(ck->path, name), *dest = ck_join(to, name);
-        struct stat sb;
-        if (!from || !dest)
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
-        else if (stat(from, &sb) != 0)
-            st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot stat: %s", from, strerror(errno));
-        else if (S_ISREG(sb.st_mode))
-            st = copy_file(ctx, from, dest, (uint64_t)sb.st_size, cancel);
-        free(from);
-        free(dest);
-    }
-    closedir(d);
-    return st;
+    copy_job c = { ck, to, skip, cancel };
+    return each_entry(ctx, ck->path, copy_if_other, &c);
 }
 
 fp8_status ck_output_names(fp8_ctx *ctx, const fp8_checkpoint *ck, char ***names)

@@ -35,6 +35,9 @@ import ml_dtypes
 import numpy as np
 from safetensors import TensorSpec, serialize_file
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
+import quant_oracle  # noqa: E402  (exact_rne)
+
 SEED = 4004
 BF16 = ml_dtypes.bfloat16
 E4M3 = ml_dtypes.float8_e4m3fn
@@ -174,21 +177,8 @@ def f32_from_bits(bits):
 
 
 def rne(x, p, emin):
-    """Exact RNE of the Fraction x to a binary format with p significant bits and minimum normal
-    exponent emin (subnormals kept); no overflow handling (not needed here)."""
-    if x == 0:
-        return Fraction(0)
-    a = abs(x)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    quantum = Fraction(2) ** (max(e, emin) - p + 1)
-    n = a / quantum
-    fl = n.numerator // n.denominator
-    rem = n - fl
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and fl % 2 == 1):
-        fl += 1
-    return (fl * quantum) * (1 if x > 0 else -1)
+    """Exact RNE of the Fraction x to p significant bits, minimum normal exponent emin."""
+    return quant_oracle.exact_rne(x, p, emin)
 
 
 FMT = {"f32": (24, -126), "bf16": (8, -126), "f16": (11, -14)}

@@ -49,7 +49,6 @@ same pins give the same bytes.
 """
 
 import copy
-import ctypes
 import json
 import os
 import sys
@@ -57,13 +56,11 @@ import tempfile
 
 import ml_dtypes
 import numpy as np
-from safetensors import TensorSpec, serialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 ORACLE = os.path.join(ROOT, "tests", "oracle")
 sys.path.insert(0, ORACLE)
-import make_goldens  # noqa: E402  (BINDING_NAME, model_bytes)
 import quant_oracle as qo  # noqa: E402
 
 INDEX = "model.safetensors.index.json"
@@ -274,23 +271,6 @@ def index_of(ck):
     return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
 
 
-def shard_bytes(recs, metadata):
-    """Reference writer (safetensors.serialize), cross-checked with the SPEC section 2 model."""
-    if metadata == {"format": "pt"}:
-        return qo.write_shard(recs)
-    keep, specs = [], {}
-    for r in recs:
-        buf = ctypes.create_string_buffer(r["data"], max(len(r["data"]), 1))
-        keep.append(buf)
-        specs[r["name"]] = TensorSpec(dtype=make_goldens.BINDING_NAME[r["dtype"]], shape=r["shape"],
-                                      data_ptr=ctypes.addressof(buf), data_len=len(r["data"]))
-    got = bytes(serialize(specs, metadata=metadata))
-    model = make_goldens.model_bytes(metadata, [dict(r, _data=r["data"]) for r in recs])
-    if got != model:
-        raise GenError("reference writer and the SPEC section 2 model disagree (metadata %r)" % (metadata,))
-    return got
-
-
 def write_json(path, obj):
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
@@ -299,7 +279,7 @@ def write_json(path, obj):
 def write_checkpoint(ck, outdir):
     os.makedirs(outdir)
     for shard, recs in ck["shards"].items():
-        blob = shard_bytes(recs, ck["metadata"][shard])
+        blob = qo.write_shard(recs, ck["metadata"][shard])
         cut = ck["truncate"].get(shard, 0)
         with open(os.path.join(outdir, shard), "wb") as f:
             f.write(blob[:len(blob) - cut])

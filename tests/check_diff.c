@@ -150,11 +150,7 @@ START_TEST(test_missing_tensors_and_mismatches_are_reported)
 {
     int rc;
     /* llama-tiny vs its quantized self: FP8 weights (dtype), scales (only in B) */
-    char *dir = tu_tmpdir(), *args;
-    ck_assert(asprintf(&args, "quantize -q testdata/llama-tiny %s/fp8", dir) > 0);
-    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    free(args);
-    ck_assert(asprintf(&args, "%s/fp8", dir) > 0);
+    char *dir = tu_tmpdir(), *args = quantize_into(dir, "", "testdata/llama-tiny");
     cJSON *j = diff_json("testdata/llama-tiny", args, "", &rc);
     ck_assert_int_eq(rc, 1);
     int only_b = 0, dtype = 0, other = 0;

@@ -235,59 +235,35 @@ static void expect_tp_failures(const cJSON *report, const char *const *needles, 
     }
 }
 
-START_TEST(test_deepseek_v3_fails_at_tp32_and_loads_at_tp8)
-{
-    char *dir = tu_tmpdir(), *ck = config_only(dir, "deepseek-v3.json"), sizes[256];
-    int rc;
-    cJSON *j = verify_json(ck, "--tp 32", &rc);
-    ck_assert_int_eq(rc, 1);
-    static const char *const why[] = { "mlp.down_proj", "18432/32 = 576", "mlp.experts",
-                                       "2048/32 = 64" };
-    expect_tp_failures(j, why, 4);
-    sizes_text(j, sizes, sizeof sizes);
-    ck_assert_str_eq(sizes, "1 2 4 8 16");
-    cJSON_Delete(j);
-    j = verify_json(ck, "--tp 8", &rc);
-    ck_assert_int_eq(rc, 0);
-    cJSON_Delete(j);
-    free(ck);
-    tu_tmpdir_free(dir);
-}
-END_TEST
+/* Real models' configs: where block 128x128 fails, why, the sizes that
+ * load, and a parallel layout that does load. */
+static const struct {
+    const char *config, *fails, *why[2], *sizes, *loads;
+} tp_cases[] = {
+    /* 18432/32 = 576 and 2048/32 = 64 are not multiples of 128 */
+    { "deepseek-v3.json", "--tp 32", { "18432/32 = 576", "2048/32 = 64" }, "1 2 4 8 16",
+      "--tp 8" },
+    /* intermediate 14336/32 = 448 = 3.5 blocks; 64 exceeds the 32 heads */
+    { "llama-3-8b.json", "--tp 32", { "mlp.gate_proj/up_proj", "14336/32 = 448" },
+      "1 2 4 8 16", "--tp 16" },
+    /* moe_intermediate 768: 384 at TP=2, 192 at TP=4, 96 at TP=8; whole
+     * experts on 8 expert-parallel ranks load */
+    { "qwen3-30b-a3b.json", "--tp 8", { "mlp.experts", "768/8 = 96" }, "1 2",
+      "--tp 8 --ep 8" },
+};
 
-START_TEST(test_llama3_8b_fails_at_tp32)
+START_TEST(test_tp_answers_for_real_configs)
 {
-    /* intermediate 14336 / 32 = 448 = 3.5 blocks; 32 heads, 8 KV heads
-     * replicated beyond TP=8; 64 exceeds the heads */
-    char *dir = tu_tmpdir(), *ck = config_only(dir, "llama-3-8b.json"), sizes[256];
+    char *dir = tu_tmpdir(), *ck = config_only(dir, tp_cases[_i].config), sizes[256];
     int rc;
-    cJSON *j = verify_json(ck, "--tp 32", &rc);
+    cJSON *j = verify_json(ck, tp_cases[_i].fails, &rc);
     ck_assert_int_eq(rc, 1);
-    static const char *const why[] = { "mlp.gate_proj/up_proj", "14336/32 = 448" };
-    expect_tp_failures(j, why, 2);
+    expect_tp_failures(j, tp_cases[_i].why, 2);
     sizes_text(j, sizes, sizeof sizes);
-    ck_assert_str_eq(sizes, "1 2 4 8 16");
+    ck_assert_str_eq(sizes, tp_cases[_i].sizes);
     cJSON_Delete(j);
-    free(ck);
-    tu_tmpdir_free(dir);
-}
-END_TEST
-
-START_TEST(test_qwen3_moe_needs_expert_parallel_beyond_tp2)
-{
-    /* moe_intermediate 768: 384 at TP=2, 192 at TP=4, 96 at TP=8 */
-    char *dir = tu_tmpdir(), *ck = config_only(dir, "qwen3-30b-a3b.json"), sizes[256];
-    int rc;
-    cJSON *j = verify_json(ck, "--tp 8", &rc);
-    ck_assert_int_eq(rc, 1);
-    static const char *const why[] = { "mlp.experts", "768/8 = 96" };
-    expect_tp_failures(j, why, 2);
-    sizes_text(j, sizes, sizeof sizes);
-    ck_assert_str_eq(sizes, "1 2");
-    cJSON_Delete(j);
-    /* whole experts on 8 expert-parallel ranks: it loads */
-    j = verify_json(ck, "--tp 8 --ep 8", &rc);
-    ck_assert_int_eq(rc, 0);
+    j = verify_json(ck, tp_cases[_i].loads, &rc);
+    ck_assert_msg(rc == 0, "%s %s should load", tp_cases[_i].config, tp_cases[_i].loads);
     cJSON_Delete(j);
     free(ck);
     tu_tmpdir_free(dir);
@@ -376,11 +352,7 @@ END_TEST
 START_TEST(test_zero_blocks_are_counted_per_tensor)
 {
     /* quant-edge's gate_proj [300, 200] has one all-zero 128x128 block */
-    char *dir = tu_tmpdir(), *args;
-    ck_assert(asprintf(&args, "quantize -q testdata/quant-edge %s/fp8", dir) > 0);
-    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    free(args);
-    ck_assert(asprintf(&args, "%s/fp8", dir) > 0);
+    char *dir = tu_tmpdir(), *args = quantize_into(dir, "", "testdata/quant-edge");
     int rc;
     cJSON *j = verify_json(args, "", &rc);
     ck_assert_int_eq(rc, 0);
@@ -409,11 +381,7 @@ START_TEST(test_against_the_source_is_clean_and_reproduced)
     static const char *const schemes[] = { "--scheme block", "--scheme channel",
                                            "--scheme tensor --format modelopt", "--scheme mxfp8" };
     for (size_t k = 0; k < sizeof schemes / sizeof schemes[0]; k++) {
-        char *dir = tu_tmpdir(), *args;
-        ck_assert(asprintf(&args, "quantize -q %s testdata/llama-tiny %s/fp8", schemes[k], dir) > 0);
-        ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-        free(args);
-        ck_assert(asprintf(&args, "%s/fp8", dir) > 0);
+        char *dir = tu_tmpdir(), *args = quantize_into(dir, schemes[k], "testdata/llama-tiny");
         int rc;
         cJSON *j = verify_json(args, "--against testdata/llama-tiny", &rc);
         ck_assert_msg(rc == 0, "%s: %d errors", schemes[k], cJSON_GetObjectItem(j, "errors")->valueint);
@@ -452,11 +420,7 @@ START_TEST(test_against_finds_saturation_from_rounded_scales)
 {
     /* compressed-tensors stores channel scales in the weight's dtype: the
      * bf16/f16 rounding can put a row's largest values beyond 448 * scale */
-    char *dir = tu_tmpdir(), *args;
-    ck_assert(asprintf(&args, "quantize -q --scheme channel testdata/quant-edge %s/fp8", dir) > 0);
-    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    free(args);
-    ck_assert(asprintf(&args, "%s/fp8", dir) > 0);
+    char *dir = tu_tmpdir(), *args = quantize_into(dir, "--scheme channel", "testdata/quant-edge");
     int rc;
     cJSON *j = verify_json(args, "--against testdata/quant-edge", &rc);
     ck_assert_int_eq(rc, 0);
@@ -476,9 +440,7 @@ START_TEST(test_against_a_changed_source_finds_the_tensor)
 {
     /* the source with one weight zeroed: its FP8 values are far from 0 */
     char *dir = tu_tmpdir(), *args, path[512];
-    ck_assert(asprintf(&args, "quantize -q testdata/llama-tiny %s/fp8", dir) > 0);
-    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    free(args);
+    free(quantize_into(dir, "", "testdata/llama-tiny"));
     ck_assert(asprintf(&args, "cp -r testdata/llama-tiny %s/src", dir) > 0);
     ck_assert(system(args) == 0);
     free(args);
@@ -523,9 +485,8 @@ int main(void)
     tcase_add_loop_test(tc, test_everything_quantize_writes_is_clean, 0, count_cases(QUANT_CASES));
     tcase_add_test(tc, test_no_values_reads_headers_only);
     tcase_add_test(tc, test_all_problems_are_reported_not_just_the_first);
-    tcase_add_test(tc, test_deepseek_v3_fails_at_tp32_and_loads_at_tp8);
-    tcase_add_test(tc, test_llama3_8b_fails_at_tp32);
-    tcase_add_test(tc, test_qwen3_moe_needs_expert_parallel_beyond_tp2);
+    tcase_add_loop_test(tc, test_tp_answers_for_real_configs, 0,
+                        (int)(sizeof tp_cases / sizeof tp_cases[0]));
     tcase_add_test(tc, test_config_rules);
     tcase_add_test(tc, test_fp8_tensor_of_rank_1_is_an_error);
     tcase_add_test(tc, test_zero_blocks_are_counted_per_tensor);

@@ -222,6 +222,18 @@ static inline void expect_interrupt_leaves_nothing(const char *dir, const char *
     free(out);
 }
 
+/* Runs `fp8conv quantize -q OPTIONS INPUT DIR/fp8`, which must succeed;
+ * returns DIR/fp8 (the caller frees it). */
+static inline char *quantize_into(const char *dir, const char *options, const char *input)
+{
+    char *args, *out;
+    ck_assert(asprintf(&out, "%s/fp8", dir) > 0);
+    ck_assert(asprintf(&args, "quantize -q %s '%s' '%s'", options, input, out) > 0);
+    ck_assert_msg(tu_run(args, NULL, NULL) == 0, "fp8conv %s failed", args);
+    free(args);
+    return out;
+}
+
 /* ---------------------------------------------------------------- synthetic models */
 
 /* A directory checkpoint with one bf16 tensor of rows x cols filled with a

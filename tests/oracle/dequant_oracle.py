@@ -68,13 +68,11 @@ the vectorized dequantization of every scale kind against an element-by-element 
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
 from fractions import Fraction
 
-import ml_dtypes
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,10 +80,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import quant_oracle  # noqa: E402  (read_shard, write_shard, hexhash, and the quantize oracle)
 
-BF16 = ml_dtypes.bfloat16
-E4M3 = ml_dtypes.float8_e4m3fn
-F32 = np.float32
-INDEX_NAME = "model.safetensors.index.json"
+from quant_oracle import BF16, E4M3, F32, INDEX_NAME  # noqa: E402
 SCALE_DTYPES = {"F32": np.dtype("<f4"), "BF16": np.dtype(BF16), "F16": np.dtype("<f2")}
 OUT_DTYPES = {  # --dtype -> (safetensors code, numpy dtype, config torch_dtype)
     "bf16": ("BF16", np.dtype(BF16), "bfloat16"),
@@ -408,22 +403,7 @@ def e4m3_decode_ref(b):
 
 def rne(a, fmt):
     """Exact RNE of the non-negative Fraction a into fmt (subnormals kept; overflow -> None = inf)."""
-    p, emin, emax = FORMATS[fmt]
-    if a == 0:
-        return Fraction(0)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    quantum = Fraction(2) ** (max(e, emin) - p + 1)
-    n = a / quantum
-    fl = n.numerator // n.denominator
-    rem = n - fl
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and fl % 2 == 1):
-        fl += 1
-    r = fl * quantum
-    if r > (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax:
-        return None
-    return r
+    return quant_oracle.exact_rne(a, *FORMATS[fmt])
 
 
 def ref_dequant(code, s, out):
@@ -615,24 +595,22 @@ def self_test():
 # ============================================================================================
 
 
-def dump(obj):
-    return json.dumps(obj, indent=1, sort_keys=True) + "\n"
+def valid_input(value):
+    """A dequantize case's input: {"quant_case": NAME} or {"dir": PATH}."""
+    return isinstance(value, dict) and len(value) == 1 and set(value) <= {"quant_case", "dir"}
 
 
 def load_cases(path):
-    with open(path, "rb") as f:
-        cases = json.loads(f.read().decode("utf-8"))
-    names = set()
+    try:
+        cases = quant_oracle.load_cases(path, valid_input)
+    except quant_oracle.OracleError as e:
+        raise OracleError(str(e))
     for c in cases:
-        if (set(c) != {"name", "input", "args"} or not re.fullmatch(r"[A-Za-z0-9._-]+", c["name"])
-                or not isinstance(c["input"], dict) or len(c["input"]) != 1
-                or set(c["input"]) - {"quant_case", "dir"}):
-            raise OracleError("bad case %r" % (c,))
-        if c["name"] in names:
-            raise OracleError("duplicate case name %r" % c["name"])
-        names.add(c["name"])
         parse_args(c["args"])
     return cases
+
+
+dump = quant_oracle.dump
 
 
 def write_output(indir, outdir, dtype):

@@ -448,8 +448,9 @@ def hexhash(b):
     return xxhash.xxh3_128(b).hexdigest()
 
 
-def write_shard(records):
-    """Shard bytes from the reference writer, cross-checked with make_goldens' SPEC model."""
+def write_shard(records, metadata={"format": "pt"}):
+    """Shard bytes from the reference writer, cross-checked with make_goldens' SPEC model
+    (metadata None: a header without __metadata__)."""
     keep, specs = [], {}
     for r in records:
         buf = ctypes.create_string_buffer(r["data"], max(len(r["data"]), 1))
@@ -457,9 +458,8 @@ def write_shard(records):
         specs[r["name"]] = TensorSpec(dtype=make_goldens.BINDING_NAME[r["dtype"]], shape=r["shape"],
                                       data_ptr=ctypes.addressof(buf), data_len=len(r["data"]))
         assert specs[r["name"]].dtype == r["dtype"] and list(specs[r["name"]].shape) == r["shape"]
-    got = bytes(serialize(specs, metadata={"format": "pt"}))
-    model = make_goldens.model_bytes(
-        {"format": "pt"}, [dict(r, _data=r["data"]) for r in records])
+    got = bytes(serialize(specs, metadata=metadata))
+    model = make_goldens.model_bytes(metadata, [dict(r, _data=r["data"]) for r in records])
     if got != model:
         raise OracleError("reference writer and the SPEC section 2 model disagree")
     return got
@@ -666,17 +666,42 @@ def dump(obj):
     return json.dumps(obj, indent=1, sort_keys=True) + "\n"
 
 
-def load_cases(path):
+def load_cases(path, valid_input=lambda value: isinstance(value, str)):
+    """A case list: objects with exactly name, input and args, unique names; `valid_input`
+    says which inputs the calling oracle takes (a path here)."""
     with open(path, "rb") as f:
         cases = json.loads(f.read().decode("utf-8"))
     names = set()
     for c in cases:
-        if set(c) != {"name", "input", "args"} or not re.fullmatch(r"[A-Za-z0-9._-]+", c["name"]):
+        if (set(c) != {"name", "input", "args"} or not re.fullmatch(r"[A-Za-z0-9._-]+", c["name"])
+                or not valid_input(c["input"])):
             raise OracleError("bad case %r" % (c,))
         if c["name"] in names:
             raise OracleError("duplicate case name %r" % c["name"])
         names.add(c["name"])
     return cases
+
+
+def exact_rne(x, p, emin, emax=None):
+    """Exact round-to-nearest-even of the Fraction x to a binary format with p significant bits
+    and minimum normal exponent emin, subnormals kept; None when |result| exceeds the largest
+    finite value of exponent emax (when given)."""
+    if x == 0:
+        return Fraction(0)
+    a = abs(x)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, emin) - p + 1)
+    n = a / quantum
+    fl = n.numerator // n.denominator
+    rem = n - fl
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and fl % 2 == 1):
+        fl += 1
+    r = fl * quantum
+    if emax is not None and r > (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax:
+        return None
+    return r if x > 0 else -r
 
 
 def main():

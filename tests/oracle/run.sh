@@ -153,88 +153,21 @@ else
     echo "oracle: OK: $n goldens byte-identical to safetensors $("$venv/bin/python" -c 'import safetensors; print(safetensors.__version__)')"
 fi
 
-# compare_dirs WANT_DIR GOT_DIR PATTERN WHAT: both ways, byte for byte; prints FAIL lines.
-compare_dirs() {
-    cbad=0
-    cn=0
-    for f in "$1"/$3; do
-        [ -e "$f" ] || continue
-        b=$(basename "$f")
-        cn=$((cn + 1))
-        if [ ! -e "$2/$b" ]; then
-            echo "oracle: FAIL: ${1#"$root"/}/$b is committed but the $4 does not produce it" >&2
-            cbad=1
-        elif ! cmp "$2/$b" "$f" >&2; then
-            echo "oracle: FAIL: ${1#"$root"/}/$b differs from the $4's output ($2/$b)" >&2
-            cbad=1
-        fi
-    done
-    for f in "$2"/$3; do
-        [ -e "$f" ] || continue
-        b=$(basename "$f")
-        if [ ! -e "$1/$b" ]; then
-            echo "oracle: FAIL: the $4 produces $b but ${1#"$root"/}/$b is not committed" >&2
-            cbad=1
-        fi
-    done
-    [ "$cn" -gt 0 ] || { echo "oracle: FAIL: nothing committed in ${1#"$root"/}" >&2; cbad=1; }
-    return "$cbad"
-}
-
-# compare_tree WANT_DIR GOT_DIR WHAT: like compare_dirs with "*", but WANT_DIR may also hold
-# subdirectories of files (one level deep), compared file by file with compare_dirs; files,
-# subdirectories and their contents both ways.
-compare_tree() {
-    tbad=0
-    tn=0
-    for d in "$1"/*; do
-        [ -e "$d" ] || continue
-        db=$(basename "$d")
-        if [ -d "$d" ]; then
-            tn=$((tn + 1))
-            if [ ! -d "$2/$db" ]; then
-                echo "oracle: FAIL: ${1#"$root"/}/$db/ is committed but the $3 does not produce it" >&2
-                tbad=1
-            else
-                compare_dirs "$d" "$2/$db" "*" "$3" || tbad=1
-            fi
-        elif [ ! -f "$2/$db" ]; then
-            echo "oracle: FAIL: ${1#"$root"/}/$db is committed but the $3 does not produce it" >&2
-            tbad=1
-        elif ! cmp "$2/$db" "$d" >&2; then
-            echo "oracle: FAIL: ${1#"$root"/}/$db differs from the $3's output ($2/$db)" >&2
-            tbad=1
-        fi
-    done
-    for d in "$2"/*; do
-        [ -e "$d" ] || continue
-        db=$(basename "$d")
-        if [ -d "$d" ] && [ ! -d "$1/$db" ]; then
-            echo "oracle: FAIL: the $3 produces $db/ but ${1#"$root"/}/$db/ is not committed" >&2
-            tbad=1
-        elif [ ! -d "$d" ] && [ ! -f "$1/$db" ]; then
-            echo "oracle: FAIL: the $3 produces $db but ${1#"$root"/}/$db is not committed" >&2
-            tbad=1
-        fi
-    done
-    [ "$tn" -gt 0 ] || { echo "oracle: FAIL: no subdirectory committed in ${1#"$root"/}" >&2; tbad=1; }
-    return "$tbad"
-}
-
-# check_generated LABEL WANT GOT PATTERN WHAT HINT COMMAND...: runs COMMAND, which writes
-# GOT, and compares GOT with the committed WANT both ways (PATTERN "tree": compare_tree).
+# check_generated LABEL WANT GOT WHAT HINT COMMAND...: runs COMMAND, which writes the
+# directory GOT, and compares it with the committed WANT: every file, subdirectories included,
+# byte for byte and both ways (diff -r names what is missing, extra or different).
 check_generated() {
-    label=$1 want=$2 got=$3 pattern=$4 what=$5 hint=$6
-    shift 6
+    label=$1 want=$2 got=$3 what=$4 hint=$5
+    shift 5
     mkdir -p "$got"
     if ! "$@"; then
         echo "oracle: FAIL: the $what failed" >&2
         status=1
-    elif [ "$pattern" = tree ] && ! compare_tree "$want" "$got" "$what"; then
-        echo "oracle: FAIL: $label does not match the $what" >&2
-        echo "oracle: (regenerate with: $hint)" >&2
+    elif [ -z "$(ls -A "$want" 2>/dev/null)" ]; then
+        echo "oracle: FAIL: nothing committed in ${want#"$root"/}" >&2
         status=1
-    elif [ "$pattern" != tree ] && ! compare_dirs "$want" "$got" "$pattern" "$what"; then
+    elif ! diff -r --brief "$want" "$got" >"$got.diff"; then
+        sed "s|^|oracle: FAIL: |" "$got.diff" >&2
         echo "oracle: FAIL: $label does not match the $what" >&2
         echo "oracle: (regenerate with: $hint)" >&2
         status=1
@@ -244,25 +177,25 @@ check_generated() {
 }
 
 # --- 2-5. sample checkpoints and goldens of the quantize and dequantize oracles ----------
-check_generated "testdata/quant-edge" "$qedge" "$out/quant-edge" "*" \
+check_generated "testdata/quant-edge" "$qedge" "$out/quant-edge" \
     "generator testdata/gen_quant_edge.py" "tests/oracle/run.sh --regenerate-quant" \
     "$venv/bin/python" "$root/testdata/gen_quant_edge.py" "$out/quant-edge"
 check_generated "$(ls "$qgolden"/*.json | wc -l | tr -d ' ') quantize goldens" "$qgolden" \
-    "$out/quant" "*.json" "quantize oracle tests/oracle/quant_oracle.py" \
+    "$out/quant" "quantize oracle tests/oracle/quant_oracle.py" \
     "tests/oracle/run.sh --regenerate-quant" \
     "$venv/bin/python" "$here/quant_oracle.py" "$qcases" "$out/quant"
-check_generated "testdata/deepseek-fp8-tiny" "$dsfp8" "$out/deepseek-fp8-tiny" "*" \
+check_generated "testdata/deepseek-fp8-tiny" "$dsfp8" "$out/deepseek-fp8-tiny" \
     "generator testdata/gen_deepseek_fp8.py" "tests/oracle/run.sh --regenerate-dequant" \
     "$venv/bin/python" "$root/testdata/gen_deepseek_fp8.py" "$out/deepseek-fp8-tiny"
 check_generated "$(ls "$dgolden"/*.json | wc -l | tr -d ' ') dequantize goldens" "$dgolden" \
-    "$out/dequant" "*.json" "dequantize oracle tests/oracle/dequant_oracle.py" \
+    "$out/dequant" "dequantize oracle tests/oracle/dequant_oracle.py" \
     "tests/oracle/run.sh --regenerate-dequant" \
     "$venv/bin/python" "$here/dequant_oracle.py" "$dcases" "$out/dequant"
 
 # --- 6. verify fixtures --------------------------------------------------------------------
 rm -rf "$out/verify"
 check_generated "$(ls -d "$vfix"/*/ 2>/dev/null | wc -l | tr -d ' ') verify fixtures (testdata/verify)" "$vfix" \
-    "$out/verify" tree "generator testdata/gen_verify_fixtures.py" \
+    "$out/verify" "generator testdata/gen_verify_fixtures.py" \
     "tests/oracle/run.sh --regenerate-verify" \
     "$venv/bin/python" "$root/testdata/gen_verify_fixtures.py" "$out/verify"
 
