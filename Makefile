@@ -63,7 +63,10 @@ LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread \
 	$(if $(filter 1,$(HAVE_CUDA)),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++) $(LDLIBS)
 LDFLAGS_ALL = $(SAN_FLAGS) $(LDFLAGS)
 
-NVCCFLAGS := -O2 -fmad=false -Xcompiler -fPIC,-ffp-contract=off -std=c++17 \
+# Bit-exact kernels: no FMA contraction, IEEE division and square root, no
+# flush-to-zero (nvcc's defaults, spelled out), no fast math.
+NVCCFLAGS := -O2 -fmad=false -prec-div=true -prec-sqrt=true -ftz=false \
+	-Xcompiler -fPIC,-ffp-contract=off -std=c++17 -Ilib \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
 	-gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS))
 

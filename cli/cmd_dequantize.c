@@ -44,8 +44,9 @@ static int report(const cli_common *common, const char *in, const char *out,
     if (!common->json) {
         printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
                r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
-        printf("bytes: %llu of tensors in, %llu out, %.2f s\n",
-               (unsigned long long)r->input_bytes, (unsigned long long)r->output_bytes, seconds);
+        printf("bytes: %llu of tensors in, %llu out, %.2f s on %s\n",
+               (unsigned long long)r->input_bytes, (unsigned long long)r->output_bytes, seconds,
+               fp8_device_name(r->device));
         return EXIT_OK;
     }
     cJSON *root = cJSON_CreateObject();
@@ -58,6 +59,7 @@ static int report(const cli_common *common, const char *in, const char *out,
     cJSON_AddNumberToObject(root, "copied", (double)r->copied);
     cJSON_AddItemToObject(root, "input_bytes", cli_json_u64(r->input_bytes));
     cJSON_AddItemToObject(root, "output_bytes", cli_json_u64(r->output_bytes));
+    cJSON_AddStringToObject(root, "device", fp8_device_name(r->device));
     cJSON_AddNumberToObject(root, "seconds", seconds);
     return cli_print_json(root);
 }
@@ -75,12 +77,8 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
-    if (common->device == FP8_DEVICE_CUDA) {
-        cli_error("dequantize-for-export: the CUDA kernels are not in this version; use --device "
-                  "cpu or auto");
-        return EXIT_DEVICE;
-    }
     opts.threads = common->threads;
+    opts.device = common->device;
     opts.cancel = cli_catch_signals();
     cli_progress_state prog = { 0 };
     if (cli_progress_wanted(common)) {

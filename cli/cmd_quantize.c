@@ -168,8 +168,10 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
     cJSON_AddNumberToObject(root, "kept", (double)(fp8_quant_plan_count(plan) - count_quantized(plan)));
     cJSON_AddItemToObject(root, "input_bytes", cli_json_u64(fp8_quant_plan_input_bytes(plan)));
     cJSON_AddItemToObject(root, "output_bytes", cli_json_u64(out_bytes));
-    if (!a->dry_run)
+    if (!a->dry_run) {
+        cJSON_AddStringToObject(root, "device", fp8_device_name(fp8_quant_plan_device(plan)));
         cJSON_AddNumberToObject(root, "seconds", seconds);
+    }
     return cli_print_json(root);
 }
 
@@ -211,7 +213,7 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
     printf("bytes: %" PRIu64 " of tensors in, %" PRIu64 " of files out", fp8_quant_plan_input_bytes(plan),
            out_bytes);
     if (!a->dry_run)
-        printf(", %.2f s", seconds);
+        printf(", %.2f s on %s", seconds, fp8_device_name(fp8_quant_plan_device(plan)));
     printf("\n");
 }
 
@@ -237,13 +239,10 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
     int rc = cli_parse("quantize", &argc, argv, common, &own);
     if (rc >= 0 || (rc = check_combinations(&a)) >= 0)
         return rc;
-    if (common->device == FP8_DEVICE_CUDA) {
-        cli_error("quantize: the CUDA kernels are not in this version; use --device cpu or auto");
-        return EXIT_DEVICE;
-    }
     const char *in = argv[1], *out = argv[2];
     a.opts.ignore = a.ignore;
     a.opts.threads = common->threads;
+    a.opts.device = common->device;
     a.opts.cancel = cli_catch_signals();
     cli_progress_state prog = { .label = "quantize" };
     if (cli_progress_wanted(common)) {

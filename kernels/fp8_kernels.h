@@ -1,13 +1,17 @@
 /*
  * fp8_kernels.h - the plain-C face of kernels/.  lib/backend_cuda.c is its
- * only caller; nothing outside kernels/ includes a CUDA header.
- * Every function returns a cudaError_t value as an int (0 = success).
+ * only caller in the library (bench/gpu_bench.cu times the launches too);
+ * nothing outside kernels/ includes a CUDA header.
+ * Every function returns a cudaError_t value as an int (0 = success); a
+ * failed call has already cleared the runtime's last-error state.
  */
 #ifndef FP8_KERNELS_H
 #define FP8_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "fp8_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,6 +25,78 @@ int fp8k_device_probe(int device);
 const char *fp8k_error_string(int err);
 /* Clears the runtime's sticky last-error state. */
 void fp8k_clear_error(void);
+
+/* Element types the kernels read or write. */
+typedef enum { FP8K_BF16, FP8K_F16, FP8K_F32 } fp8k_type;
+
+/*
+ * A band of `rows` x `cols` source elements (row-major) cut into groups of
+ * group_rows x group_cols (partial at the edges), one scale each, as
+ * lib/quant.h's fp8_band; with `fixed` every element is divided by `scale`
+ * and no scale is stored.
+ */
+typedef struct {
+    fp8k_type src;
+    fp8_scale_kind kind;
+    uint64_t rows, cols, group_rows, group_cols;
+    int fixed;
+    float scale;
+} fp8k_band;
+
+/*
+ * Dequantization of `rows` x `cols` E4M3 codes, rows [row0, row0 + rows) of
+ * a matrix whose scales (as fp32) form a grid of group_rows x group_cols
+ * groups: the band's first scale row is the one holding row0, and a scale
+ * row has ceil(cols / group_cols) scales.
+ */
+typedef struct {
+    fp8k_type out;
+    uint64_t rows, cols, row0, group_rows, group_cols;
+} fp8k_dequant;
+
+/* Bits of *bad the kernels set: the host redoes such a band on the CPU, which
+ * says exactly what is wrong and where. */
+enum {
+    FP8K_BAD_NONFINITE = 1, /* quantize: a NaN or infinity in the source */
+    FP8K_BAD_SCALE = 2,     /* quantize: a scale the kind cannot store (F16 overflow) */
+    FP8K_BAD_NAN_CODE = 4,  /* dequantize: an E4M3 NaN code */
+    FP8K_BAD_OVERFLOW = 8,  /* dequantize: q * s, or its rounding, is not finite */
+};
+
+/* ---- launches on device memory, asynchronous on `stream` (a cudaStream_t) */
+
+/* q gets rows * cols codes, scales the groups' stored scales (row-major,
+ * fp8_scale_size(kind) bytes each); *bad (device memory) gets FP8K_BAD_* bits ORed in. */
+int fp8k_launch_quantize(const fp8k_band *b, const void *src, uint8_t *q, void *scales,
+                         unsigned *bad, void *stream);
+/* *amax_bits (device memory, zeroed by the caller) is raised to the largest
+ * magnitude bits of n elements, in src's own format. */
+int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsigned *amax_bits,
+                     void *stream);
+/* y gets rows * cols values of type d->out: decode(q) * scales[group]. */
+int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q, const float *scales,
+                           void *y, unsigned *bad, void *stream);
+
+/* ---- a slot: what one host thread owns on the GPU */
+
+/*
+ * A stream, three pinned host buffers host[0..2] of bytes[i] bytes and three
+ * device buffers of the same sizes.  Each call below copies its inputs from
+ * the host buffers, runs on the slot's stream, copies the results back into
+ * the host buffers and waits for them, so the calls of different slots
+ * (threads) overlap: one slot's copies run while another's kernel does and a
+ * third thread reads the file.
+ */
+typedef struct fp8k_slot fp8k_slot;
+int fp8k_slot_create(int device, const size_t bytes[3], fp8k_slot **slot, void *host[3]);
+void fp8k_slot_free(fp8k_slot *slot);
+
+/* host[0]: the source band; host[1] gets the codes, host[2] the scales. */
+int fp8k_slot_quantize(fp8k_slot *s, const fp8k_band *b, unsigned *bad);
+/* host[0]: n elements; *amax_bits: their largest magnitude bits. */
+int fp8k_slot_amax(fp8k_slot *s, fp8k_type src, uint64_t n, unsigned *amax_bits);
+/* host[0]: the codes; host[1]: `nscales` fp32 scales; host[2] gets the values. */
+int fp8k_slot_dequantize(fp8k_slot *s, const fp8k_dequant *d, uint64_t nscales, unsigned *bad);
 
 #ifdef __cplusplus
 }

@@ -14,9 +14,8 @@
 
 #include "checkpoint.h"
 #include "dequant.h"
-#include "fp8_math.h"
+#include "gpu.h"
 #include "jobs.h"
-#include "quant.h"
 
 #define JOB_BYTES (4u << 20)
 #define HF_QUANT_CONFIG "hf_quant_config.json"
@@ -43,6 +42,7 @@ struct dq_plan {
     dq_item *items;
     char **out_shards;
     uint64_t input_bytes, *done;
+    fp8_device device;     /* resolved */
 };
 typedef struct dq_plan dq_plan;
 
@@ -217,6 +217,26 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
 
 /* ---------------------------------------------------------------- jobs */
 
+/* The scales that rows [row0, row0 + nrows) of expert x use: *first is the
+ * index of the first in the scale tensor, *count how many. */
+static void scale_span(const dq_plan *p, const dq_item *it, uint64_t x, uint64_t row0,
+                       uint64_t nrows, uint64_t *first, uint64_t *count)
+{
+    uint64_t cb = ceil_div(it->cols, p->block_cols), rb = ceil_div(it->rows, p->block_rows);
+    switch (it->kind) {
+    case SCALE_TENSOR: *first = x, *count = 1; break;
+    case SCALE_CHANNEL: *first = x * it->rows + row0, *count = nrows; break;
+    case SCALE_MX:
+        *first = (x * it->rows + row0) * (it->cols / 32);
+        *count = nrows * (it->cols / 32);
+        break;
+    default:
+        *first = (x * rb + row0 / p->block_rows) * cb;
+        *count = ((row0 + nrows - 1) / p->block_rows - row0 / p->block_rows + 1) * cb;
+    }
+}
+
+
 typedef struct {
     size_t item;
     uint64_t expert, row0, nrows; /* DQ_DEQUANT: whole rows of one expert */
@@ -240,18 +260,13 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
     if (it->action == DQ_COPY) {
         r->max_in = j.len > r->max_in ? j.len : r->max_in;
     } else {
-        uint64_t codes = j.nrows * it->cols, sbytes = fp8_tensor_nbytes(it->scale);
+        uint64_t codes = j.nrows * it->cols, first, count;
         uint64_t outb = codes * 6; /* fp32 values, then their 2-byte roundings */
         r->max_in = codes > r->max_in ? codes : r->max_in;
         r->max_out = outb > r->max_out ? outb : r->max_out;
-        /* at most the rows' worth of scales; never more than the whole tensor */
-        uint64_t need = it->kind == SCALE_MX      ? j.nrows * (it->cols / 32)
-                        : it->kind == SCALE_BLOCK ? (j.nrows / r->plan->block_rows + 2) *
-                                                        ceil_div(it->cols, r->plan->block_cols) *
-                                                        fp8_dtype_bits(it->scale->dtype) / 8
-                        : it->kind == SCALE_CHANNEL ? j.nrows * fp8_dtype_bits(it->scale->dtype) / 8
-                                                    : fp8_dtype_bits(it->scale->dtype) / 8;
-        need = need < sbytes ? need : sbytes;
+        /* the scales as fp32, then as stored */
+        scale_span(r->plan, it, j.expert, j.row0, j.nrows, &first, &count);
+        uint64_t need = count * (4 + fp8_dtype_bits(it->scale->dtype) / 8);
         r->max_scales = need > r->max_scales ? need : r->max_scales;
     }
     r->jobs[r->njobs++] = j;
@@ -294,106 +309,141 @@ static bool scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float 
     return *s > 0 && *s <= 3.4028234663852886e38f;
 }
 
-/* Rows [row0, row0 + nrows) of expert x of weight `it`, dequantized to fp32
- * in y: y = q * s, one fp32 multiplication.  `codes` holds nrows * N bytes,
- * `scales` the scales those rows use (fp8_fp8w_scale_bytes). */
-static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
-                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *scales,
-                          float *y, float *sout)
+/* How the scales of a span map onto its rows: a grid of groups. */
+static void scale_groups(const dq_plan *p, const dq_item *it, uint64_t *grows, uint64_t *gcols)
+{
+    switch (it->kind) {
+    case SCALE_TENSOR: *grows = UINT64_MAX, *gcols = it->cols ? it->cols : 1; break;
+    case SCALE_CHANNEL: *grows = 1, *gcols = it->cols ? it->cols : 1; break;
+    case SCALE_MX: *grows = 1, *gcols = 32; break;
+    default: *grows = p->block_rows, *gcols = p->block_cols;
+    }
+}
+
+/* Reads rows [row0, row0 + nrows) of expert x of weight `it` into `codes`
+ * and the stored scales they use into `raw`; sf gets those scales as fp32
+ * (*count of them), each checked to be finite and positive. */
+static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
+                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
+                          float *sf, uint64_t *count)
 {
     fp8_file *in = fp8_checkpoint_shard(p->ck, it->shard);
     fp8_file *sin = fp8_checkpoint_shard(p->ck, it->scale_shard);
-    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
     unsigned ssz = fp8_dtype_bits(it->scale->dtype) / 8;
-    uint64_t n = nrows * it->cols, base = (x * it->rows + row0) * it->cols;
-    fp8_status st = fp8_file_read(ctx, in, it->t, base, codes, n);
-    if (st)
+    uint64_t first;
+    scale_span(p, it, x, row0, nrows, &first, count);
+    fp8_status st = fp8_file_read(ctx, in, it->t, (x * it->rows + row0) * it->cols, codes,
+                                  nrows * it->cols);
+    if (st || (st = fp8_file_read(ctx, sin, it->scale, first * ssz, raw, *count * ssz)))
         return st;
-    /* the scales these rows use, and the index of the first one */
-    uint64_t first, count;
-    uint64_t cb = ceil_div(it->cols, p->block_cols), rb = ceil_div(it->rows, p->block_rows);
-    switch (it->kind) {
-    case SCALE_TENSOR: first = x, count = 1; break;
-    case SCALE_CHANNEL: first = x * it->rows + row0, count = nrows; break;
-    case SCALE_MX:
-        first = (x * it->rows + row0) * (it->cols / 32);
-        count = nrows * (it->cols / 32);
-        break;
-    default:
-        first = (x * rb + row0 / p->block_rows) * cb;
-        count = ((row0 + nrows - 1) / p->block_rows - row0 / p->block_rows + 1) * cb;
-    }
-    if ((st = fp8_file_read(ctx, sin, it->scale, first * ssz, scales, count * ssz)))
-        return st;
+    for (uint64_t k = 0; k < *count; k++)
+        if (!scale_value(it->scale->dtype, raw, k, &sf[k]))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': element %llu is not a finite positive scale",
+                            fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
+                            (unsigned long long)(first + k));
+    return FP8_OK;
+}
+
+/* y = q * s for loaded rows, one fp32 multiplication each; a NaN code is
+ * bad input (named by its flat index in the tensor). */
+static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
+                            uint64_t row0, uint64_t nrows, const uint8_t *codes,
+                            const float *sf, float *y, float *sout)
+{
+    uint64_t n = nrows * it->cols, base = (x * it->rows + row0) * it->cols, grows, gcols;
     for (uint64_t k = 0; k < n; k++) /* NaN codes first, so that the loops below need no test */
         if ((codes[k] & 0x7F) == 0x7F)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
                             "can be exported",
-                            file, it->t->name, (unsigned long long)(base + k),
-                            (unsigned)codes[k]);
-    float *sf = malloc(count * sizeof *sf);
-    if (!sf)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t k = 0; k < count; k++)
-        if (!scale_value(it->scale->dtype, scales, k, &sf[k])) {
-            free(sf);
-            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': element %llu is not a finite positive scale",
-                            fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
-                            (unsigned long long)(first + k));
-        }
+                            fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                            (unsigned long long)(base + k), (unsigned)codes[k]);
+    scale_groups(p, it, &grows, &gcols);
+    uint64_t per_row = ceil_div(it->cols, gcols);
     for (uint64_t row = 0; row < nrows; row++) {
         const uint8_t *q = codes + row * it->cols;
         float *yr = y + row * it->cols;
-        const float *sr;
-        switch (it->kind) {
-        case SCALE_TENSOR: fp8_dequant_span(q, it->cols, sf[0], yr); break;
-        case SCALE_CHANNEL: fp8_dequant_span(q, it->cols, sf[row], yr); break;
-        case SCALE_MX:
-            sr = sf + row * (it->cols / 32);
-            for (uint64_t c = 0; c < it->cols; c += 32)
-                fp8_dequant_span(q + c, 32, sr[c / 32], yr + c);
-            break;
-        default:
-            sr = sf + ((row0 + row) / p->block_rows - row0 / p->block_rows) * cb;
-            for (uint64_t c0 = 0; c0 < it->cols; c0 += p->block_cols) {
-                uint64_t w = it->cols - c0 < p->block_cols ? it->cols - c0 : p->block_cols;
-                fp8_dequant_span(q + c0, w, sr[c0 / p->block_cols], yr + c0);
-            }
+        const float *sr = sf + ((row0 + row) / grows - row0 / grows) * per_row;
+        for (uint64_t c0 = 0; c0 < it->cols; c0 += gcols) {
+            uint64_t w = it->cols - c0 < gcols ? it->cols - c0 : gcols;
+            fp8_dequant_span(q + c0, w, sr[c0 / gcols], yr + c0);
+            for (uint64_t c = c0; sout && c < c0 + w; c++) /* each element's scale, for verify */
+                sout[row * it->cols + c] = sr[c0 / gcols];
         }
     }
-    for (uint64_t k = 0; sout && k < n; k++) { /* each element's scale, for verify */
-        uint64_t row = k / it->cols, col = k % it->cols;
-        sout[k] = it->kind == SCALE_TENSOR    ? sf[0]
-                  : it->kind == SCALE_CHANNEL ? sf[row]
-                  : it->kind == SCALE_MX      ? sf[row * (it->cols / 32) + col / 32]
-                                              : sf[((row0 + row) / p->block_rows -
-                                                    row0 / p->block_rows) * cb +
-                                                   col / p->block_cols];
-    }
-    free(sf);
     return FP8_OK;
 }
 
+/* Rows [row0, row0 + nrows) of expert x of weight `it`, dequantized to fp32
+ * in y: y = q * s, one fp32 multiplication.  `codes` holds nrows * N bytes,
+ * `raw` the stored scales those rows use; sout (when not NULL) gets each
+ * element's scale. */
+static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
+                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
+                          float *y, float *sout)
+{
+    uint64_t first, count;
+    scale_span(p, it, x, row0, nrows, &first, &count);
+    float *sf = malloc(count * sizeof *sf);
+    if (!sf)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_status st = dq_load(ctx, p, it, x, row0, nrows, codes, raw, sf, &count);
+    if (!st)
+        st = dq_values(ctx, p, it, x, row0, nrows, codes, sf, y, sout);
+    free(sf);
+    return st;
+}
+
+/* A job's rows on the GPU: the values, rounded, land in `bytes`; *bad when
+ * a NaN code or an overflow needs the CPU to say where. */
+static fp8_status dq_gpu(dq_run *r, fp8_worker *w, const dq_job *j, uint64_t nscales,
+                         unsigned char **bytes, bool *bad)
+{
+    const dq_plan *p = r->plan;
+    const dq_item *it = &p->items[j->item];
+    fp8_gpu_dequant d = { p->opts->dtype, j->nrows, it->cols, j->row0, 0, 0, nscales };
+    scale_groups(p, it, &d.group_rows, &d.group_cols);
+    fp8_status st = fp8_gpu_dequantize(w->ctx, w->gpu, &d, bad);
+    if (st) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
+        return fp8_fail(w->ctx, st, "%s: tensor '%s': %s",
+                        fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, why);
+    }
+    *bytes = w->buf[2];
+    return FP8_OK;
+}
+
+/* The worker's buffers: buf[0] the codes, buf[1] the fp32 scales and after
+ * them the stored ones, buf[2] the fp32 values and after them their
+ * roundings (the GPU writes the final values at its start). */
 static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
 {
     const dq_plan *p = r->plan;
     const dq_item *it = &p->items[j->item];
     uint64_t n = j->nrows * it->cols, base = (j->expert * it->rows + j->row0) * it->cols;
-    float *y = (float *)(void *)w->buf[2];
-    fp8_status st =
-        dq_rows(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0], w->buf[1], y, NULL);
-    if (st)
-        return st;
+    uint64_t first, count;
+    scale_span(p, it, j->expert, j->row0, j->nrows, &first, &count);
+    float *sf = (float *)(void *)w->buf[1], *y = (float *)(void *)w->buf[2];
+    fp8_status st = dq_load(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0],
+                            w->buf[1] + 4 * count, sf, &count);
     fp8_dtype out = p->opts->dtype;
     unsigned char *bytes = w->buf[2];
-    bool finite;
-    if (out == FP8_DTYPE_F32) {
-        finite = fp8_finite_span(y, n);
-    } else { /* rounded values go after the fp32 ones */
-        bytes = w->buf[2] + 4 * n;
-        finite = fp8_round_span(y, n, out, (uint16_t *)(void *)bytes);
+    bool bad = true, finite = true;
+    if (!st && w->gpu)
+        st = dq_gpu(r, w, j, count, &bytes, &bad);
+    if (st)
+        return st;
+    if (bad) { /* the CPU: every job without a GPU, and a GPU job that found bad input */
+        if ((st = dq_values(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0], sf, y, NULL)))
+            return st;
+        if (out == FP8_DTYPE_F32) {
+            finite = fp8_finite_span(y, n);
+        } else { /* rounded values go after the fp32 ones */
+            bytes = w->buf[2] + 4 * n;
+            finite = fp8_round_span(y, n, out, (uint16_t *)(void *)bytes);
+        }
     }
     if (!finite)
         return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
@@ -450,7 +500,8 @@ static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *pa
             st = plan_jobs(ctx, &r, i);
     if (!st) {
         fp8_jobs spec = { .njobs = r.njobs, .bufsize = { r.max_in, r.max_scales, r.max_out },
-                          .threads = o->threads, .run = run_one, .bytes = bytes_of, .arg = &r,
+                          .threads = o->threads, .device = p->device, .run = run_one,
+                          .bytes = bytes_of, .arg = &r,
                           .what = p->input, .cancel = o->cancel, .progress = o->progress,
                           .progress_user = o->progress_user, .done = p->done,
                           .total = p->input_bytes };
@@ -527,7 +578,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if ((is_dir && (st = ck_config_read(ctx, input, &config))) || (st = name_shards(ctx, &p)))
         goto out;
     block_size(config, &p.block_rows, &p.block_cols);
-    if ((st = decide(ctx, &p)) ||
+    if ((st = decide(ctx, &p)) || (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
         (st = fp8_output_begin(ctx, &out, input, output, is_dir, opts->force, !opts->no_sync)))
         goto out;
     for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {
@@ -549,7 +600,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if (!st)
         st = fp8_output_commit(ctx, &out);
     if (!st && report) {
-        *report = (fp8_dequant_report){ .input_bytes = p.input_bytes };
+        *report = (fp8_dequant_report){ .input_bytes = p.input_bytes, .device = p.device };
         for (size_t i = 0; i < p.n; i++) {
             const dq_item *it = &p.items[i];
             report->dequantized += it->action == DQ_DEQUANT;

@@ -265,6 +265,10 @@ fp8_format fp8_format_default(fp8_scheme scheme);
 /* Whether SPEC 5's table has the pair. */
 bool fp8_format_supports(fp8_format format, fp8_scheme scheme);
 
+/* Where the math runs: AUTO is CUDA when a usable GPU is present, else the
+ * CPU; both give the same bytes. */
+typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;
+
 typedef struct {
     fp8_scheme scheme;
     fp8_format format;
@@ -275,6 +279,7 @@ typedef struct {
     size_t nignore;
     bool no_default_ignore;          /* drop the built-in list of what stays unquantized */
     int threads;                     /* 0: one per online CPU */
+    fp8_device device;               /* AUTO (default), CPU or CUDA */
     bool force;                      /* replace an existing output */
     bool no_sync;                    /* skip fsync: faster; a power loss soon after
                                         can leave a damaged output */
@@ -340,8 +345,11 @@ fp8_status fp8_quant_plan_output_bytes(fp8_ctx *ctx, const fp8_quant_plan *plan,
  * place at the end; on any failure nothing is left behind.  OUTPUT must not
  * exist unless opts->force (FP8_ERR_EXISTS).  A NaN or infinity in a tensor
  * to be quantized fails with FP8_ERR_BAD_INPUT naming the tensor and element.
+ * With opts->device CUDA and no usable GPU, or a CUDA failure, FP8_ERR_DEVICE.
  */
 fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *plan, const char *output);
+/* Where the last run's math ran: CPU or CUDA (AUTO before a run). */
+fp8_device fp8_quant_plan_device(const fp8_quant_plan *plan);
 
 /* ---------------------------------------------------------------- dequantize */
 
@@ -363,6 +371,7 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *plan, const char *ou
 typedef struct {
     fp8_dtype dtype;   /* FP8_DTYPE_BF16 (default), FP8_DTYPE_F16 or FP8_DTYPE_F32 */
     int threads;       /* 0: one per online CPU */
+    fp8_device device; /* AUTO (default), CPU or CUDA */
     bool force, no_sync;
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
@@ -374,6 +383,7 @@ typedef struct {
 typedef struct {
     size_t dequantized, dropped, copied; /* tensors */
     uint64_t input_bytes, output_bytes;  /* tensor data */
+    fp8_device device;                   /* where the math ran: CPU or CUDA */
 } fp8_dequant_report;
 
 fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
@@ -511,7 +521,7 @@ long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **
 
 /* ---------------------------------------------------------------- devices */
 
-typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;
+/* fp8_device (where the math runs) is declared with the options, above. */
 
 typedef struct {
     char name[96];
@@ -529,6 +539,8 @@ fp8_status fp8_cuda_devices(fp8_ctx *ctx, fp8_gpu_info *gpus, int max, int *coun
 /* Resolve --device: AUTO becomes CUDA when a usable GPU exists, else CPU;
  * CUDA with no usable GPU fails with FP8_ERR_DEVICE. */
 fp8_status fp8_device_resolve(fp8_ctx *ctx, fp8_device requested, fp8_device *resolved);
+/* "auto", "cpu" or "cuda". */
+const char *fp8_device_name(fp8_device device);
 /* The CPU code paths compiled in ("scalar", later "avx2" ...). */
 const char *fp8_cpu_paths(void);
 

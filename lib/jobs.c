@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "gpu.h"
 #include "jobs.h"
 #include "zio.h"
 
@@ -73,7 +74,9 @@ static void *work(void *arg)
 fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
 {
     long n = s->threads > 0 ? s->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    n = n < 1 ? 1 : (size_t)n > s->njobs ? (long)(s->njobs ? s->njobs : 1) : n;
+    n = n < 1 ? 1 : n;
+    n = s->device == FP8_DEVICE_CUDA && n < 2 ? 2 : n;
+    n = (size_t)n > s->njobs ? (long)(s->njobs ? s->njobs : 1) : n;
     job_queue q = { .spec = s, .err_job = SIZE_MAX };
     job_thread *ts = fp8_xcalloc((size_t)n, sizeof *ts);
     pthread_t *tids = fp8_xcalloc((size_t)n, sizeof *tids);
@@ -87,6 +90,11 @@ fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
     for (long i = 0; i < n; i++) {
         ts[i] = (job_thread){ .q = &q, .main_thread = i == 0 };
         bool ok = (ts[i].w.ctx = fp8_ctx_create()) != NULL;
+        if (ok && s->device == FP8_DEVICE_CUDA) {
+            if ((st = fp8_gpu_create(ctx, s->bufsize, &ts[i].w.gpu, ts[i].w.buf)))
+                goto out;
+            continue;
+        }
         for (int b = 0; b < 3; b++)
             ok = (ts[i].w.buf[b] = malloc(s->bufsize[b] ? s->bufsize[b] : 1)) && ok;
         if (!ok) {
@@ -105,6 +113,10 @@ fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
 out:
     for (long i = 0; ts && i < n; i++) {
         fp8_ctx_free(ts[i].w.ctx);
+        if (ts[i].w.gpu) {
+            fp8_gpu_free(ts[i].w.gpu); /* and its pinned buffers */
+            continue;
+        }
         for (int b = 0; b < 3; b++)
             free(ts[i].w.buf[b]);
     }

@@ -9,16 +9,19 @@
 
 /* ---------------------------------------------------------------- jobs */
 
-/* What one worker thread owns: its error context and its buffers. */
+/* What one worker thread owns: its error context, its buffers and, when the
+ * run is on the GPU, its share of it (the buffers are then pinned). */
 typedef struct {
     fp8_ctx *ctx;
     unsigned char *buf[3];
+    struct fp8_gpu *gpu;
 } fp8_worker;
 
 typedef struct {
     size_t njobs;
     size_t bufsize[3];          /* bytes of each worker buffer */
     int threads;                /* 0: one per online CPU */
+    fp8_device device;          /* CPU or CUDA (resolved); CUDA runs at least two workers */
     fp8_status (*run)(void *arg, fp8_worker *w, size_t job);
     uint64_t (*bytes)(void *arg, size_t job); /* input bytes of a job, for progress */
     void *arg;
@@ -34,6 +37,8 @@ typedef struct {
  * order and no new one is taken after a failure, so every job below a failed
  * one has run: the error returned is the lowest failed job's, the same for
  * any thread count.  Progress is reported from the calling thread only.
+ * On CUDA each worker has its own stream, so one worker's copies and kernel
+ * overlap another's file reads and writes: at least two workers run.
  */
 fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *spec);
 

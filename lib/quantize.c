@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "gpu.h"
 #include "jobs.h"
-#include "quant.h"
 
 #define JOB_BYTES (4u << 20)
 #define MAX_BLOCK 4096
@@ -86,6 +86,7 @@ struct fp8_quant_plan {
     regex_t *regexes;
     size_t nregexes;
     uint64_t input_bytes, work_bytes; /* work counts per-tensor inputs twice */
+    fp8_device device;     /* resolved by the run */
 };
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -386,6 +387,7 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
 }
 
 fp8_format fp8_quant_plan_format(const fp8_quant_plan *p) { return p->format; }
+fp8_device fp8_quant_plan_device(const fp8_quant_plan *p) { return p->device; }
 bool fp8_quant_plan_is_directory(const fp8_quant_plan *p)
 {
     return fp8_checkpoint_is_directory(p->ck);
@@ -463,12 +465,13 @@ typedef struct {
     uint64_t total;
 } shard_run;
 
-/* A job's view of its thread: the shard's run, the thread's context and
- * buffers (input, codes, scales). */
+/* A job's view of its thread: the shard's run, the thread's context,
+ * buffers (input, codes, scales) and GPU (NULL on the CPU). */
 typedef struct {
     shard_run *r;
     fp8_ctx *ctx;
     unsigned char *src, *q, *scales;
+    fp8_gpu *gpu;
 } worker;
 
 static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
@@ -592,6 +595,15 @@ static fp8_status nonfinite_error(worker *w, const job *j, uint64_t where)
                     v != v ? "NaN" : v > 0 ? "+infinity" : "-infinity");
 }
 
+/* A GPU failure, with the file and tensor it was working on. */
+static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
+    return fp8_fail(w->ctx, st, "%s: tensor '%s': %s", fp8_file_path(w->r->in),
+                    w->r->plan->items[j->item].tensor->name, why);
+}
+
 static fp8_status do_quantize(worker *w, const job *j)
 {
     shard_run *r = w->r;
@@ -602,9 +614,13 @@ static fp8_status do_quantize(worker *w, const job *j)
     fp8_status st = read_rect(w, j, src_size(dt), w->src);
     if (st)
         return st;
-    uint64_t where = 0;
+    uint64_t where = 0, n = j->nrows * j->ncols;
     if (j->kind == JOB_AMAX) {
-        if (fp8_amax(dt, w->src, j->nrows * j->ncols, &r->amax[j - r->jobs], &where))
+        bool bad = true;
+        float *amax = &r->amax[j - r->jobs];
+        if (w->gpu && (st = fp8_gpu_amax(w->ctx, w->gpu, dt, n, amax, &bad)))
+            return gpu_error(w, j, st);
+        if (bad && fp8_amax(dt, w->src, n, amax, &where)) /* the CPU says where */
             return nonfinite_error(w, j, where);
         return FP8_OK;
     }
@@ -629,7 +645,11 @@ static fp8_status do_quantize(worker *w, const job *j)
         b.scale = r->tensor_scale[r->scale_at[j->item] + j->expert];
         break;
     }
-    switch (fp8_band_quantize(&b, w->src, w->q, w->scales, &where)) {
+    bool bad = true;
+    if (w->gpu && (st = fp8_gpu_quantize(w->ctx, w->gpu, &b, &bad)))
+        return gpu_error(w, j, st);
+    /* the GPU's bytes are the CPU's; on bad input the CPU says what and where */
+    switch (bad ? fp8_band_quantize(&b, w->src, w->q, w->scales, &where) : FP8_BAND_OK) {
     case FP8_BAND_OK: break;
     case FP8_BAND_NONFINITE: return nonfinite_error(w, j, where);
     case FP8_BAND_SCALE_OVERFLOW:
@@ -669,7 +689,7 @@ static uint64_t job_bytes(const shard_run *r, const job *j)
 static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
 {
     shard_run *r = arg;
-    worker w = { r, fw->ctx, fw->buf[0], fw->buf[1], fw->buf[2] };
+    worker w = { r, fw->ctx, fw->buf[0], fw->buf[1], fw->buf[2], fw->gpu };
     return do_job(&w, &r->jobs[j]);
 }
 
@@ -683,7 +703,7 @@ static fp8_status run_jobs(fp8_ctx *ctx, shard_run *r)
 {
     const fp8_quant_options *o = &r->plan->opts;
     fp8_jobs spec = { .njobs = r->njobs, .bufsize = { r->max_src, r->max_q, r->max_scales },
-                      .threads = o->threads, .run = run_one, .bytes = bytes_of, .arg = r,
+                      .threads = o->threads, .device = r->plan->device, .run = run_one, .bytes = bytes_of, .arg = r,
                       .what = r->plan->input, .cancel = o->cancel, .progress = o->progress,
                       .progress_user = o->progress_user, .done = r->done, .total = r->total };
     return fp8_jobs_run(ctx, &spec);
@@ -954,9 +974,11 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
 {
     bool is_dir = fp8_checkpoint_is_directory(p->ck);
     uint64_t done = 0;
-    fp8_output out;
-    fp8_status st = fp8_output_begin(ctx, &out, p->input, output, is_dir, p->opts.force,
-                                     !p->opts.no_sync);
+    fp8_output out = { 0 };
+    fp8_status st = fp8_device_resolve(ctx, p->opts.device, &p->device);
+    if (!st)
+        st = fp8_output_begin(ctx, &out, p->input, output, is_dir, p->opts.force,
+                              !p->opts.no_sync);
     for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p->ck); s++) {
         char *path = fp8_output_file(&out, p->out_shards[s]);
         st = path ? write_shard(ctx, p, s, path, &done)

@@ -3,7 +3,7 @@
  * exit 3 and a message naming the file and the rule, exit codes, the inspect
  * report and its JSON, and --help kept in step with the man page.
  */
-#include "testutil.h"
+#include "golden.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -267,6 +267,79 @@ START_TEST(test_device_cuda_without_gpu_exit_5)
 }
 END_TEST
 
+/* Whether --version lists a GPU: then --device cuda and auto run on it. */
+static bool gpu_visible(void)
+{
+    char *out;
+    ck_assert_int_eq(tu_run("--version", &out, NULL), 0);
+    bool gpu = strstr(out, "\ngpu 0: ") != NULL;
+    free(out);
+    return gpu;
+}
+
+START_TEST(test_convert_on_cuda_without_gpu_exit_5_leaves_nothing)
+{
+    static const char *const commands[] = {
+        "quantize --device cuda testdata/llama-tiny",
+        "dequantize-for-export --device cuda testdata/deepseek-fp8-tiny",
+    };
+    bool gpu = gpu_visible();
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        char *dir = tu_tmpdir(), *args, *err;
+        ck_assert(asprintf(&args, "%s %s/out", commands[i], dir) > 0);
+        int rc = tu_run(args, NULL, &err);
+        if (gpu) { /* the same command does the work on a GPU machine */
+            ck_assert_msg(rc == 0, "%s: %s", args, err);
+            ck_assert_int_eq(count_entries(dir, "out"), 1);
+        } else {
+            ck_assert_int_eq(rc, 5);
+            ck_assert_msg(strstr(err, "--device cuda: ") != NULL, "%s", err);
+            ck_assert_int_eq(count_entries(dir, "out") + count_entries(dir, ".out"), 0);
+        }
+        free(err);
+        free(args);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
+/* --device auto (the GPU where there is one) writes exactly what --device
+ * cpu writes, and the JSON report says where the math ran. */
+START_TEST(test_device_auto_writes_the_cpu_bytes)
+{
+    static const char *const commands[] = {
+        "quantize testdata/quant-edge",
+        "quantize --scheme block --block 64x32 --scale-fmt ue8m0 testdata/quant-edge",
+        "quantize --scheme channel testdata/quant-edge",
+        "quantize --scheme tensor testdata/quant-edge",
+        "quantize --scheme mxfp8 testdata/quant-edge",
+        "quantize --scheme mxfp8 --mx-rounding floor testdata/quant-edge",
+        "quantize --scheme tensor --format compressed-tensors testdata/deepseek-moe-tiny",
+        "dequantize-for-export testdata/deepseek-fp8-tiny",
+        "dequantize-for-export --dtype f16 testdata/deepseek-fp8-tiny",
+        "dequantize-for-export --dtype f32 testdata/deepseek-fp8-tiny",
+    };
+    bool gpu = gpu_visible();
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        char *dir = tu_tmpdir(), *args, *out, *cmd;
+        const char *devices[] = { "cpu", "auto" };
+        for (int d = 0; d < 2; d++) {
+            ck_assert(asprintf(&args, "%s %s/%s --json -j 1 --device %s", commands[i], dir,
+                               devices[d], devices[d]) > 0);
+            ck_assert_msg(tu_run(args, &out, NULL) == 0, "%s", args);
+            const char *want = d == 0 || !gpu ? "\"device\":\t\"cpu\"" : "\"device\":\t\"cuda\"";
+            ck_assert_msg(strstr(out, want) != NULL, "%s: no %s in %s", args, want, out);
+            free(out);
+            free(args);
+        }
+        ck_assert(asprintf(&cmd, "diff -r %s/cpu %s/auto >/dev/null", dir, dir) > 0);
+        ck_assert_msg(system(cmd) == 0, "%s: --device auto and cpu differ", commands[i]);
+        free(cmd);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
 /* Collects every "--word" token of `text` into `set` (space-separated). */
 static void long_options(const char *text, char *set, size_t cap)
 {
@@ -355,6 +428,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_options_anywhere_and_double_dash);
     tcase_add_test(tc, test_unreadable_path_exit_4);
     tcase_add_test(tc, test_device_cuda_without_gpu_exit_5);
+    tcase_add_test(tc, test_convert_on_cuda_without_gpu_exit_5_leaves_nothing);
+    tcase_add_test(tc, test_device_auto_writes_the_cpu_bytes);
     tcase_add_test(tc, test_help_and_man_page_agree);
     suite_add_tcase(s, tc);
     return s;

@@ -1,0 +1,263 @@
+/*
+ * quantize.cu - the quantize, amax and dequantize kernels.  Every number goes
+ * through lib/fp8_math.h, the code the CPU reference uses, so the bytes are
+ * the reference's: the scale is fp8_scale_make() of the group's amax, each
+ * element is one IEEE fp32 division (nvcc's default -prec-div=true; the
+ * Makefile adds -fmad=false and no fast math) and the same E4M3 rounding.
+ *
+ * A group (a block, a row, 32 elements) is handled by a team of threads: a
+ * warp for groups up to 32 columns wide, else 128 or 256 threads.  The team
+ * finds the largest magnitude as an integer maximum of the magnitude bits
+ * (the IEEE order), every thread derives the same scale from it, and the team
+ * quantizes the group, reading it a second time (from L2: a group is at most
+ * a few hundred KiB).
+ */
+#include <cuda_runtime.h>
+
+#include "fp8_kernels.h"
+
+#define CTA 256
+
+template <int SRC> struct src_traits;
+template <> struct src_traits<FP8K_BF16> {
+    typedef uint16_t bits;
+    static constexpr uint32_t inf = 0x7F80, mag = 0x7FFF;
+    static __device__ float f32(uint32_t b) { return fp8_bf16_to_f32((uint16_t)b); }
+};
+template <> struct src_traits<FP8K_F16> {
+    typedef uint16_t bits;
+    static constexpr uint32_t inf = 0x7C00, mag = 0x7FFF;
+    static __device__ float f32(uint32_t b) { return fp8_f16_to_f32((uint16_t)b); }
+};
+template <> struct src_traits<FP8K_F32> {
+    typedef uint32_t bits;
+    static constexpr uint32_t inf = 0x7F800000, mag = 0x7FFFFFFF;
+    static __device__ float f32(uint32_t b) { return fp8_f32_from_bits(b); }
+};
+
+/* The largest of the team's values; every thread of the CTA calls it. */
+template <int TEAM> __device__ uint32_t team_max(uint32_t m, uint32_t *shared)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        m = other > m ? other : m;
+    }
+    if (TEAM == 32)
+        return m;
+    int warp = threadIdx.x / 32, first = warp / (TEAM / 32) * (TEAM / 32);
+    if (threadIdx.x % 32 == 0)
+        shared[warp] = m;
+    __syncthreads();
+    for (int k = 0; k < TEAM / 32; k++)
+        m = shared[first + k] > m ? shared[first + k] : m;
+    __syncthreads(); /* before the next group writes `shared` again */
+    return m;
+}
+
+struct band_args {
+    fp8k_band b;
+    uint64_t gcols, ngroups;
+};
+
+template <int SRC, int TEAM>
+__global__ void __launch_bounds__(CTA)
+    quantize_groups(band_args a, const void *__restrict__ src_, uint8_t *__restrict__ q,
+                    void *__restrict__ scales, unsigned *bad)
+{
+    typedef src_traits<SRC> T;
+    const typename T::bits *src = (const typename T::bits *)src_;
+    __shared__ uint32_t shared[CTA / 32];
+    const int teams = CTA / TEAM, team = threadIdx.x / TEAM, lane = threadIdx.x % TEAM;
+    const fp8k_band &b = a.b;
+    /* the loop runs the same number of times in every thread of the CTA, as
+     * team_max's barriers need */
+    for (uint64_t base = (uint64_t)blockIdx.x * teams; base < a.ngroups;
+         base += (uint64_t)gridDim.x * teams) {
+        uint64_t g = base + team;
+        bool live = g < a.ngroups;
+        uint64_t r0 = live ? g / a.gcols * b.group_rows : 0, c0 = live ? g % a.gcols * b.group_cols : 0;
+        uint64_t r1 = live ? min(r0 + b.group_rows, b.rows) : 0, c1 = min(c0 + b.group_cols, b.cols);
+        uint32_t m = 0;
+        if (!b.fixed)
+            for (uint64_t r = r0; r < r1; r++)
+                for (uint64_t c = c0 + lane; c < c1; c += TEAM) {
+                    uint32_t v = src[r * b.cols + c] & T::mag;
+                    m = v > m ? v : m;
+                }
+        m = team_max<TEAM>(m, shared);
+        if (!live)
+            continue;
+        if (m >= T::inf) { /* the CPU finds the first one */
+            if (lane == 0)
+                atomicOr(bad, FP8K_BAD_NONFINITE);
+            continue;
+        }
+        float s = b.scale;
+        if (!b.fixed) {
+            uint32_t stored = 0;
+            s = fp8_scale_make(b.kind, T::f32(m), &stored);
+            if (s == 0) {
+                if (lane == 0)
+                    atomicOr(bad, FP8K_BAD_SCALE);
+                continue;
+            }
+            if (lane == 0) {
+                unsigned size = fp8_scale_size(b.kind);
+                if (size == 4)
+                    ((uint32_t *)scales)[g] = stored;
+                else if (size == 2)
+                    ((uint16_t *)scales)[g] = (uint16_t)stored;
+                else
+                    ((uint8_t *)scales)[g] = (uint8_t)stored;
+            }
+        }
+        bool nonfinite = false; /* only a fixed scale skipped the amax */
+        for (uint64_t r = r0; r < r1; r++)
+            for (uint64_t c = c0 + lane; c < c1; c += TEAM) {
+                uint32_t v = src[r * b.cols + c];
+                nonfinite |= (v & T::mag) >= T::inf;
+                q[r * b.cols + c] = fp8_f32_to_e4m3(T::f32(v) / s);
+            }
+        if (nonfinite)
+            atomicOr(bad, FP8K_BAD_NONFINITE);
+    }
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+static int launch_error(cudaError_t err)
+{
+    if (err != cudaSuccess)
+        (void)cudaGetLastError();
+    return (int)err;
+}
+
+template <int SRC, int TEAM>
+static int launch_groups(const band_args &a, const void *src, uint8_t *q, void *scales,
+                         unsigned *bad, cudaStream_t stream)
+{
+    uint64_t ctas = ceil_div(a.ngroups, CTA / TEAM);
+    unsigned grid = (unsigned)(ctas < (1u << 20) ? ctas : (1u << 20));
+    quantize_groups<SRC, TEAM><<<grid, CTA, 0, stream>>>(a, src, q, scales, bad);
+    return launch_error(cudaGetLastError());
+}
+
+template <int SRC>
+static int launch_src(const band_args &a, const void *src, uint8_t *q, void *scales,
+                      unsigned *bad, cudaStream_t stream)
+{
+    uint64_t w = a.b.fixed ? a.b.cols : a.b.group_cols;
+    if (w <= 32)
+        return launch_groups<SRC, 32>(a, src, q, scales, bad, stream);
+    if (w <= 128)
+        return launch_groups<SRC, 128>(a, src, q, scales, bad, stream);
+    return launch_groups<SRC, 256>(a, src, q, scales, bad, stream);
+}
+
+extern "C" int fp8k_launch_quantize(const fp8k_band *b, const void *src, uint8_t *q,
+                                    void *scales, unsigned *bad, void *stream)
+{
+    band_args a = { *b, 0, 0 };
+    if (b->rows == 0 || b->cols == 0)
+        return 0;
+    if (b->fixed) { /* groups of one row: the same bytes, more parallel work */
+        a.b.group_rows = 1;
+        a.b.group_cols = b->cols;
+    }
+    a.gcols = ceil_div(a.b.cols, a.b.group_cols);
+    a.ngroups = ceil_div(a.b.rows, a.b.group_rows) * a.gcols;
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (b->src) {
+    case FP8K_BF16: return launch_src<FP8K_BF16>(a, src, q, scales, bad, st);
+    case FP8K_F16: return launch_src<FP8K_F16>(a, src, q, scales, bad, st);
+    case FP8K_F32: return launch_src<FP8K_F32>(a, src, q, scales, bad, st);
+    }
+    return (int)cudaErrorInvalidValue;
+}
+
+/* ---------------------------------------------------------------- amax */
+
+template <int SRC>
+__global__ void __launch_bounds__(CTA) amax_kernel(const void *__restrict__ x_, uint64_t n,
+                                                   unsigned *amax_bits)
+{
+    typedef src_traits<SRC> T;
+    const typename T::bits *x = (const typename T::bits *)x_;
+    __shared__ uint32_t shared[CTA / 32];
+    uint32_t m = 0;
+    for (uint64_t i = (uint64_t)blockIdx.x * CTA + threadIdx.x; i < n; i += (uint64_t)gridDim.x * CTA) {
+        uint32_t v = x[i] & T::mag;
+        m = v > m ? v : m;
+    }
+    m = team_max<CTA>(m, shared);
+    if (threadIdx.x == 0)
+        atomicMax(amax_bits, m);
+}
+
+extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsigned *amax_bits,
+                                void *stream)
+{
+    if (n == 0)
+        return 0;
+    uint64_t ctas = ceil_div(n, CTA * 8);
+    unsigned grid = (unsigned)(ctas < 4096 ? ctas : 4096);
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (src) {
+    case FP8K_BF16: amax_kernel<FP8K_BF16><<<grid, CTA, 0, st>>>(x, n, amax_bits); break;
+    case FP8K_F16: amax_kernel<FP8K_F16><<<grid, CTA, 0, st>>>(x, n, amax_bits); break;
+    case FP8K_F32: amax_kernel<FP8K_F32><<<grid, CTA, 0, st>>>(x, n, amax_bits); break;
+    default: return (int)cudaErrorInvalidValue;
+    }
+    return launch_error(cudaGetLastError());
+}
+
+/* ---------------------------------------------------------------- dequantize */
+
+template <int OUT>
+__global__ void __launch_bounds__(CTA)
+    dequant_kernel(fp8k_dequant d, uint64_t gcols, const uint8_t *__restrict__ q,
+                   const float *__restrict__ scales, void *__restrict__ y, unsigned *bad)
+{
+    unsigned flags = 0;
+    for (uint64_t row = blockIdx.y; row < d.rows; row += gridDim.y) {
+        const float *sr = scales + ((d.row0 + row) / d.group_rows - d.row0 / d.group_rows) * gcols;
+        for (uint64_t c = (uint64_t)blockIdx.x * CTA + threadIdx.x; c < d.cols;
+             c += (uint64_t)gridDim.x * CTA) {
+            uint64_t i = row * d.cols + c;
+            uint8_t code = q[i];
+            flags |= (code & 0x7F) == 0x7F ? FP8K_BAD_NAN_CODE : 0;
+            float v = fp8_e4m3_to_f32(code) * sr[c / d.group_cols];
+            uint32_t u = fp8_f32_bits(v);
+            if (OUT == FP8K_F32) {
+                flags |= (u & 0x7F800000) == 0x7F800000 ? FP8K_BAD_OVERFLOW : 0;
+                ((float *)y)[i] = v;
+            } else if (OUT == FP8K_BF16) { /* as fp8_round_span: NaN and infinity are flagged */
+                flags |= (u & 0x7F800000) == 0x7F800000 ? FP8K_BAD_OVERFLOW : 0;
+                ((uint16_t *)y)[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+            } else {
+                uint16_t h = fp8_f32_to_f16(v);
+                flags |= (h & 0x7C00) == 0x7C00 ? FP8K_BAD_OVERFLOW : 0;
+                ((uint16_t *)y)[i] = h;
+            }
+        }
+    }
+    if (flags)
+        atomicOr(bad, flags);
+}
+
+extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
+                                      const float *scales, void *y, unsigned *bad, void *stream)
+{
+    if (d->rows == 0 || d->cols == 0)
+        return 0;
+    uint64_t gx = ceil_div(d->cols, CTA), gcols = ceil_div(d->cols, d->group_cols);
+    dim3 grid((unsigned)(gx < 1024 ? gx : 1024), (unsigned)(d->rows < 65535 ? d->rows : 65535));
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (d->out) {
+    case FP8K_BF16: dequant_kernel<FP8K_BF16><<<grid, CTA, 0, st>>>(*d, gcols, q, scales, y, bad); break;
+    case FP8K_F16: dequant_kernel<FP8K_F16><<<grid, CTA, 0, st>>>(*d, gcols, q, scales, y, bad); break;
+    case FP8K_F32: dequant_kernel<FP8K_F32><<<grid, CTA, 0, st>>>(*d, gcols, q, scales, y, bad); break;
+    default: return (int)cudaErrorInvalidValue;
+    }
+    return launch_error(cudaGetLastError());
+}
