@@ -6,6 +6,8 @@
 #   make check-oracle regenerate writer goldens with the PyPI safetensors package and compare
 #   make fuzz         run the libFuzzer header target for FUZZ_SECONDS (clang)
 #   make bench        benchmarks (see bench/)
+#   make check-gpu    the CUDA kernels against the CPU reference (needs a GPU)
+#   make bench-gpu    kernel and end-to-end GPU benchmarks (needs a GPU)
 #
 # Knobs: HAVE_CUDA=0 (CPU only), DEBUG=1 (-O0), SANITIZE=1 (ASan+UBSan, CPU only,
 # built in build/asan), WERROR=1 (-Werror, as CI does), CUDA_ARCHS="90 100".
@@ -100,7 +102,8 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all check test demo deps check-oracle fuzz bench clean sanitize-check
+.PHONY: all check test demo deps check-oracle fuzz bench clean sanitize-check check-gpu \
+	bench-gpu check-ptx
 all: $(BUILD)/fp8conv
 
 $(BUILD)/%.o: %.c $(HDRS) $(STAMP)
@@ -123,7 +126,7 @@ $(BUILD)/libfp8conv.a: $(LIB_OBJ)
 $(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
 	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/golden.h $(BUILD)/libfp8conv.a $(STAMP)
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/golden.h tests/fill.h $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
@@ -160,10 +163,32 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory test
 
-test: $(BUILD)/fp8conv $(TEST_BIN)
+# The GPU suite is built with the others (so CI compiles it) and run by check-gpu.
+GPU_TEST := $(BUILD)/tests/gpu/check_gpu
+test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx)
 	@fail=0; for t in $(TEST_BIN); do \
 	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || fail=1; \
 	done; exit $$fail
+
+$(GPU_TEST): tests/gpu/check_gpu.c tests/testutil.h tests/fill.h $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
+
+# What nvcc made of the kernels' arithmetic, checked in the PTX for sm_90:
+# IEEE division and multiplication, no fused multiply-add, no flush to zero,
+# no approximate division (SPEC 3).
+check-ptx:
+	@mkdir -p $(BUILD)/kernels
+	$(NVCC) $(filter-out -gencode arch=%,$(NVCCFLAGS)) -arch=compute_90 -ptx kernels/quantize.cu \
+		-o $(BUILD)/kernels/quantize.ptx
+	bash tests/check_ptx.sh $(BUILD)/kernels/quantize.ptx
+
+check-gpu: deps
+	@test "$(HAVE_CUDA)" = 1 || { echo "check-gpu: needs the CUDA build (nvcc, HAVE_CUDA=1)"; exit 1; }
+	@$(MAKE) --no-print-directory $(BUILD)/fp8conv $(GPU_TEST) $(BUILD)/bench/make_model
+	$(GPU_TEST)
+	BUILD=$(BUILD) bash tests/gpu/run.sh
 
 sanitize-check: deps
 	@$(MAKE) --no-print-directory SANITIZE=1 test
@@ -203,6 +228,15 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
 
 bench: $(BUILD)/fp8conv $(BENCH_BIN)
 	BUILD=$(BUILD) bash bench/run.sh
+
+$(BUILD)/bench/gpu_bench: bench/gpu_bench.cu $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $< $(BUILD)/libfp8conv.a -o $@
+
+bench-gpu: deps
+	@test "$(HAVE_CUDA)" = 1 || { echo "bench-gpu: needs the CUDA build (nvcc, HAVE_CUDA=1)"; exit 1; }
+	@$(MAKE) --no-print-directory $(BUILD)/fp8conv $(BUILD)/bench/make_model $(BUILD)/bench/gpu_bench
+	BUILD=$(BUILD) bash bench/gpu_run.sh
 
 clean:
 	rm -rf build

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# GPU benchmarks (make bench-gpu; needs an NVIDIA GPU):
+#   1. each kernel on 256 MiB and 1 GiB bf16 tensors, as a fraction of the
+#      same run's device-to-device copy bandwidth;
+#   2. end to end: quantize and dequantize a GPU_LAYERS-layer Llama-shaped
+#      checkpoint (4 GiB by default) from the page cache with --device cuda,
+#      against the same run's pinned H2D / D2H copy of its bytes, and with
+#      --device cpu for comparison.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+F=$BUILD/fp8conv
+REPS=${REPS:-3}
+LAYERS=${GPU_LAYERS:-8}
+if ! "$F" --version | grep -q '^gpu 0: '; then
+    echo "bench-gpu: fp8conv --version lists no GPU: nothing was measured" >&2
+    exit 2
+fi
+"$F" --version
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null || true
+
+echo
+echo "== kernels (best of 10, CUDA events)"
+"$BUILD/bench/gpu_bench" kernels 256 1024
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+model=$work/model
+"$BUILD/bench/make_model" "$model" "$LAYERS" >/dev/null
+in_bytes=$(cat "$model"/*.safetensors | wc -c)
+
+best_s() { # best wall time of REPS runs of "$@", page cache warm
+    local best=
+    for _ in $(seq "$REPS"); do
+        rm -rf "$work/out"
+        cat "$model"/* "$work"/model-fp8/* >/dev/null 2>&1 || true
+        local t0 t1
+        t0=$(date +%s%N)
+        "$@" >/dev/null
+        t1=$(date +%s%N)
+        local s
+        s=$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", ns / 1e9 }')
+        if [ -z "$best" ] || awk -v a="$s" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$s; fi
+    done
+    echo "$best"
+}
+
+echo
+echo "== end to end: $LAYERS-layer model, $in_bytes bytes of bf16 tensors, page cache warm, best of $REPS"
+q_cuda=$(best_s "$F" quantize --no-sync --device cuda "$model" "$work/out")
+q_cpu=$(best_s "$F" quantize --no-sync --device cpu "$model" "$work/out")
+"$F" quantize -q --no-sync --device cuda "$model" "$work/model-fp8"
+out_bytes=$(cat "$work"/model-fp8/*.safetensors | wc -c)
+d_cuda=$(best_s "$F" dequantize-for-export --no-sync --device cuda "$work/model-fp8" "$work/out")
+d_cpu=$(best_s "$F" dequantize-for-export --no-sync --device cpu "$work/model-fp8" "$work/out")
+q_floor=$("$BUILD/bench/gpu_bench" copy "$in_bytes" "$out_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')
+d_floor=$("$BUILD/bench/gpu_bench" copy "$out_bytes" "$in_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+printf 'quantize --device cuda   %7.3f s   %s x the larger pinned copy (%s s)\n' "$q_cuda" "$(ratio "$q_cuda" "$q_floor")" "$q_floor"
+printf 'quantize --device cpu    %7.3f s   (%d threads)\n' "$q_cpu" "$(nproc)"
+printf 'dequantize --device cuda %7.3f s   %s x the larger pinned copy (%s s)\n' "$d_cuda" "$(ratio "$d_cuda" "$d_floor")" "$d_floor"
+printf 'dequantize --device cpu  %7.3f s\n' "$d_cpu"

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# End-to-end half of make check-gpu: the binary with --device cuda writes
+# the same files as with --device cpu (every scheme, the bundled fixtures and
+# a generated 1.2 GB model), reports bad input exactly as the CPU does, and a
+# CUDA failure mid-run is exit 5 with nothing left behind.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+F=$BUILD/fp8conv
+if ! "$F" --version | grep -q '^gpu 0: '; then
+    echo "check-gpu: fp8conv --version lists no GPU: nothing was tested" >&2
+    exit 2
+fi
+"$F" --version
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+pass=0
+
+same() { # NAME: $work/cpu and $work/cuda hold identical trees
+    if diff -r "$work/cpu" "$work/cuda" >/dev/null; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $1: --device cuda and --device cpu differ" >&2
+        fail=1
+    fi
+    rm -rf "$work/cpu" "$work/cuda"
+}
+
+"$BUILD/bench/make_model" "$work/model" 2 >/dev/null
+models="testdata/llama-tiny testdata/deepseek-moe-tiny testdata/quant-edge $work/model"
+schemes=("" "--scheme channel" "--scheme tensor" "--scheme mxfp8" "--scheme mxfp8 --mx-rounding floor"
+    "--scale-fmt ue8m0" "--block 64x32" "--scheme channel --format compressed-tensors"
+    "--scheme tensor --format modelopt")
+for m in $models; do
+    for s in "${schemes[@]}"; do
+        # shellcheck disable=SC2086
+        "$F" quantize -q --no-sync $s --device cpu "$m" "$work/cpu"
+        # shellcheck disable=SC2086
+        "$F" quantize -q --no-sync $s --device cuda "$m" "$work/cuda"
+        same "quantize $s $m"
+    done
+done
+"$F" quantize -q --no-sync --device cpu "$work/model" "$work/model-fp8"
+"$F" quantize -q --no-sync --device cpu --scheme mxfp8 "$work/model" "$work/model-mx"
+for m in testdata/deepseek-fp8-tiny "$work/model-fp8" "$work/model-mx"; do
+    for d in bf16 f16 f32; do
+        "$F" dequantize-for-export -q --no-sync --dtype $d --device cpu "$m" "$work/cpu"
+        "$F" dequantize-for-export -q --no-sync --dtype $d --device cuda "$m" "$work/cuda"
+        same "dequantize-for-export --dtype $d $m"
+    done
+done
+
+# bad input: the same exit status and message on both devices
+python3 - "$work/nan.safetensors" <<'EOF'
+import json, struct, sys
+data = bytearray(struct.pack("<H", 0x3F80) * 4096)
+struct.pack_into("<H", data, 2 * 3001, 0x7FC0)  # a NaN at row 23, column 57
+hdr = json.dumps({"w.weight": {"dtype": "BF16", "shape": [32, 128], "data_offsets": [0, len(data)]}}).encode()
+hdr += b" " * (-len(hdr) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
+EOF
+for s in "" "--scheme tensor" "--scheme mxfp8"; do
+    for dev in cpu cuda; do
+        # shellcheck disable=SC2086
+        "$F" quantize $s --device $dev "$work/nan.safetensors" "$work/out-$dev.safetensors" \
+            2>"$work/err-$dev" && rc=0 || rc=$?
+        echo "$rc" >>"$work/err-$dev"
+    done
+    if cmp -s "$work/err-cpu" "$work/err-cuda" && grep -q '^3$' "$work/err-cuda" &&
+        [ ! -e "$work/out-cuda.safetensors" ]; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: NaN input, $s: cpu and cuda disagree:" >&2
+        cat "$work/err-cpu" "$work/err-cuda" >&2
+        fail=1
+    fi
+done
+
+# a CUDA failure mid-run (the 5th GPU call fails): exit 5, nothing left
+for cmd in "quantize $work/model" "dequantize-for-export $work/model-fp8"; do
+    mkdir -p "$work/fault"
+    # shellcheck disable=SC2086
+    FP8CONV_CUDA_FAULT=5 "$F" $cmd --device cuda "$work/fault/out" 2>"$work/err" && rc=0 || rc=$?
+    if [ "$rc" = 5 ] && grep -q 'cuda: ' "$work/err" && [ -z "$(ls -A "$work/fault")" ]; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: injected CUDA fault in $cmd: exit $rc, left: $(ls -A "$work/fault")" >&2
+        cat "$work/err" >&2
+        fail=1
+    fi
+    rm -rf "$work/fault"
+done
+
+echo "check-gpu end to end: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
+exit $fail
