@@ -141,6 +141,17 @@ $(BUILD)/tests/check_fp8_math: tests/check_fp8_math.c tests/testutil.h $(HDRS) \
 		$(BUILD)/tests/oracle_cuda_fp8.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
+# The kernels run by their CPU emulation (any C++ compiler; no nvcc, no GPU).
+$(BUILD)/tests/kernels_emu.o: tests/kernels_emu.cpp kernels/quantize.cu $(HDRS) $(STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -g -ffp-contract=off $(SAN_FLAGS) -Ilib -Ikernels -pthread -c $< -o $@
+
+$(BUILD)/tests/check_kernels: tests/check_kernels.c tests/kernel_cases.h tests/testutil.h \
+		tests/fill.h $(HDRS) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(STAMP)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+		$(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
+		$(LDLIBS_ALL) -lstdc++ -o $@
+
 # ---------------------------------------------------------------- dependencies
 # Debian packages this project needs, as "pkg-config-module:debian-package" or
 # "command:debian-package" (what is missing gets installed, and said so).
@@ -170,7 +181,7 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || fail=1; \
 	done; exit $$fail
 
-$(GPU_TEST): tests/gpu/check_gpu.c tests/testutil.h tests/fill.h $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
+$(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/fill.h $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@

@@ -11,12 +11,27 @@
  * (the IEEE order), every thread derives the same scale from it, and the team
  * quantizes the group, reading it a second time (from L2: a group is at most
  * a few hundred KiB).
+ *
+ * tests/kernels_emu.cpp compiles this file for the CPU, with FP8K_LAUNCH
+ * running each CTA's threads as host threads, so that the kernels' indexing
+ * and reductions are tested against the reference on machines without a GPU.
  */
+#ifndef FP8K_LAUNCH
 #include <cuda_runtime.h>
+#define FP8K_LAUNCH(kernel, grid, stream, ...) kernel<<<grid, CTA, 0, stream>>>(__VA_ARGS__)
+#endif
 
 #include "fp8_kernels.h"
 
 #define CTA 256
+/* CTAs per launch (per grid dimension); the kernels' loops stride over the
+ * rest.  The CPU emulation sets them small to run those loops. */
+#ifndef FP8K_GROUP_CTAS
+#define FP8K_GROUP_CTAS (1u << 20)
+#define FP8K_AMAX_CTAS 4096u
+#define FP8K_DQ_CTAS_X 1024u
+#define FP8K_DQ_CTAS_Y 65535u
+#endif
 
 template <int SRC> struct src_traits;
 template <> struct src_traits<FP8K_BF16> {
@@ -137,8 +152,8 @@ static int launch_groups(const band_args &a, const void *src, uint8_t *q, void *
                          unsigned *bad, cudaStream_t stream)
 {
     uint64_t ctas = ceil_div(a.ngroups, CTA / TEAM);
-    unsigned grid = (unsigned)(ctas < (1u << 20) ? ctas : (1u << 20));
-    quantize_groups<SRC, TEAM><<<grid, CTA, 0, stream>>>(a, src, q, scales, bad);
+    unsigned grid = (unsigned)(ctas < FP8K_GROUP_CTAS ? ctas : FP8K_GROUP_CTAS);
+    FP8K_LAUNCH((quantize_groups<SRC, TEAM>), grid, stream, a, src, q, scales, bad);
     return launch_error(cudaGetLastError());
 }
 
@@ -200,12 +215,12 @@ extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsign
     if (n == 0)
         return 0;
     uint64_t ctas = ceil_div(n, CTA * 8);
-    unsigned grid = (unsigned)(ctas < 4096 ? ctas : 4096);
+    unsigned grid = (unsigned)(ctas < FP8K_AMAX_CTAS ? ctas : FP8K_AMAX_CTAS);
     cudaStream_t st = (cudaStream_t)stream;
     switch (src) {
-    case FP8K_BF16: amax_kernel<FP8K_BF16><<<grid, CTA, 0, st>>>(x, n, amax_bits); break;
-    case FP8K_F16: amax_kernel<FP8K_F16><<<grid, CTA, 0, st>>>(x, n, amax_bits); break;
-    case FP8K_F32: amax_kernel<FP8K_F32><<<grid, CTA, 0, st>>>(x, n, amax_bits); break;
+    case FP8K_BF16: FP8K_LAUNCH(amax_kernel<FP8K_BF16>, grid, st, x, n, amax_bits); break;
+    case FP8K_F16: FP8K_LAUNCH(amax_kernel<FP8K_F16>, grid, st, x, n, amax_bits); break;
+    case FP8K_F32: FP8K_LAUNCH(amax_kernel<FP8K_F32>, grid, st, x, n, amax_bits); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return launch_error(cudaGetLastError());
@@ -251,12 +266,13 @@ extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
     if (d->rows == 0 || d->cols == 0)
         return 0;
     uint64_t gx = ceil_div(d->cols, CTA), gcols = ceil_div(d->cols, d->group_cols);
-    dim3 grid((unsigned)(gx < 1024 ? gx : 1024), (unsigned)(d->rows < 65535 ? d->rows : 65535));
+    dim3 grid((unsigned)(gx < FP8K_DQ_CTAS_X ? gx : FP8K_DQ_CTAS_X),
+              (unsigned)(d->rows < FP8K_DQ_CTAS_Y ? d->rows : FP8K_DQ_CTAS_Y));
     cudaStream_t st = (cudaStream_t)stream;
     switch (d->out) {
-    case FP8K_BF16: dequant_kernel<FP8K_BF16><<<grid, CTA, 0, st>>>(*d, gcols, q, scales, y, bad); break;
-    case FP8K_F16: dequant_kernel<FP8K_F16><<<grid, CTA, 0, st>>>(*d, gcols, q, scales, y, bad); break;
-    case FP8K_F32: dequant_kernel<FP8K_F32><<<grid, CTA, 0, st>>>(*d, gcols, q, scales, y, bad); break;
+    case FP8K_BF16: FP8K_LAUNCH(dequant_kernel<FP8K_BF16>, grid, st, *d, gcols, q, scales, y, bad); break;
+    case FP8K_F16: FP8K_LAUNCH(dequant_kernel<FP8K_F16>, grid, st, *d, gcols, q, scales, y, bad); break;
+    case FP8K_F32: FP8K_LAUNCH(dequant_kernel<FP8K_F32>, grid, st, *d, gcols, q, scales, y, bad); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return launch_error(cudaGetLastError());

@@ -1,0 +1,270 @@
+/*
+ * kernel_cases.h - what the kernels must get right, byte for byte against
+ * the CPU reference: every scale kind, BF16, F16 and F32 sources, odd shapes
+ * and group shapes, random data of every magnitude, and the targeted cases:
+ * exact ties, subnormals, zeros, values above 448 after scaling, all-zero
+ * groups, underflowing scales, NaN and infinity, F16 scale overflow; amax;
+ * dequantization to BF16, F16 and F32 for every scale layout.  Two suites
+ * run them: tests/check_kernels.c on the CPU emulation of the kernels (every
+ * build), tests/gpu/check_gpu.c on a GPU (make check-gpu).
+ */
+#ifndef FP8_KERNEL_CASES_H
+#define FP8_KERNEL_CASES_H
+
+#include "testutil.h"
+
+#include "fill.h"
+#include "gpu.h"
+#include "quant.h"
+
+/* What runs the kernels; each call returns the kernels' "bad" flag. */
+typedef struct {
+    bool (*quantize)(const fp8_band *b, const void *x, uint8_t *q, void *scales);
+    bool (*amax)(fp8_dtype src, const void *x, uint64_t n, float *amax);
+    /* the scales `sf` as fp8_gpu_dequant describes them; y gets the values */
+    bool (*dequantize)(const fp8_gpu_dequant *d, const uint8_t *q, const float *sf, void *y);
+    bool quick; /* the emulation: smaller cases */
+} kc_engine;
+
+static inline unsigned kc_src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
+
+static const fp8_dtype kc_dtypes[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+
+/* Quantizes band b of x with the engine and with the reference; the same
+ * codes and scales, or the engine flags what the reference rejects. */
+static inline void kc_expect_band(const kc_engine *e, const fp8_band *b, const void *x,
+                                  const char *what)
+{
+    uint64_t n = b->rows * b->cols, ns = fp8_band_scale_count(b), where = 0;
+    unsigned ssz = fp8_scale_size(b->kind);
+    uint8_t *q = malloc(n + 1), *s = malloc(ns * ssz + 1);
+    uint8_t *gq = malloc(n + 1), *gs = malloc(ns * ssz + 1);
+    fp8_band_result want = fp8_band_quantize_ref(b, x, q, s, &where);
+    bool bad = e->quantize(b, x, gq, gs);
+    ck_assert_msg(bad == (want != FP8_BAND_OK), "%s: kernel flag %d, reference result %d", what,
+                  bad, want);
+    if (want == FP8_BAND_OK) {
+        for (uint64_t i = 0; i < n; i++)
+            ck_assert_msg(q[i] == gq[i], "%s: code %llu: reference 0x%02x, kernel 0x%02x", what,
+                          (unsigned long long)i, q[i], gq[i]);
+        ck_assert_msg(memcmp(s, gs, ns * ssz) == 0, "%s: scales differ", what);
+    }
+    free(q);
+    free(s);
+    free(gq);
+    free(gs);
+}
+
+static inline void kc_random_bands(const kc_engine *e)
+{
+    static const uint64_t dims[][2] = { { 1, 1 },    { 3, 7 },     { 129, 257 },  { 37, 96 },
+                                        { 128, 128 }, { 256, 160 }, { 100, 4096 }, { 2, 20480 } };
+    /* one block row (what quantize runs), 128x128 tiles, a row, MX, 64x32,
+     * 1x128, 128x1, a fixed scale */
+    static const uint64_t gr[] = { 0, 128, 1, 1, 64, 1, 128, 1 };
+    static const uint64_t gc[] = { 128, 128, 0, 32, 32, 128, 1, 1 };
+    size_t ndims = e->quick ? 4 : 8;
+    void *x = malloc(100 * 4096 * 4);
+    for (int kind = FP8_SCALE_F32; kind <= FP8_SCALE_E8M0_FLOOR; kind++)
+        for (size_t d = 0; d < 3; d++)
+            for (size_t k = 0; k < ndims; k++)
+                for (int shape = 0; shape < 8; shape++) {
+                    if (e->quick && (kind + (int)d + shape) % 3) /* a third of the mix */
+                        continue;
+                    fp8_band b = { .src = kc_dtypes[d], .kind = (fp8_scale_kind)kind,
+                                   .rows = dims[k][0], .cols = dims[k][1], .scale = 0.37f };
+                    b.group_rows = gr[shape] ? gr[shape] : b.rows;
+                    b.group_cols = gc[shape] ? gc[shape] : b.cols;
+                    b.fixed = shape == 7;
+                    fill(b.src, x, b.rows * b.cols);
+                    if (k % 2) /* an all-zero row */
+                        memset(x, 0, b.cols * kc_src_size(b.src));
+                    char what[160];
+                    snprintf(what, sizeof what, "kind %d, %s, %llux%llu, groups %llux%llu%s", kind,
+                             fp8_dtype_name(b.src), (unsigned long long)b.rows,
+                             (unsigned long long)b.cols, (unsigned long long)b.group_rows,
+                             (unsigned long long)b.group_cols, b.fixed ? " fixed" : "");
+                    kc_expect_band(e, &b, x, what);
+                }
+    free(x);
+}
+
+/* E4M3 midpoints: with amax 448 an F32 scale is exactly 1, so each value is
+ * quantized as is, and halfway values must round to the even code. */
+static inline void kc_targeted(const kc_engine *e)
+{
+    float x[288];
+    int n = 0;
+    x[n++] = 448.0f;
+    for (int c = 0; c < 0x7E; c++) { /* every midpoint between neighbours, both signs */
+        float mid = (fp8_e4m3_to_f32((uint8_t)c) + fp8_e4m3_to_f32((uint8_t)(c + 1))) / 2;
+        x[n++] = mid;
+        x[n++] = -mid;
+    }
+    x[n++] = -0.0f;
+    x[n++] = 0x1p-149f;  /* the smallest fp32 subnormal */
+    x[n++] = -0x1p-126f; /* fp32's smallest normal */
+    x[n++] = 0x1p-10f;   /* half the smallest E4M3 subnormal: ties to 0 */
+    x[n++] = 0x1.8p-9f;  /* 1.5 units of 2^-9: ties to 2 */
+    while (n % 32)
+        x[n++] = 0;
+    for (int kind = FP8_SCALE_F32; kind <= FP8_SCALE_E8M0_FLOOR; kind++) {
+        fp8_band b = { .src = FP8_DTYPE_F32, .kind = (fp8_scale_kind)kind, .rows = 1,
+                       .cols = (uint64_t)n, .group_rows = 1, .group_cols = (uint64_t)n };
+        kc_expect_band(e, &b, x, "ties, one group");
+        b.group_cols = 32; /* MX-sized groups: some all zero, some tiny */
+        kc_expect_band(e, &b, x, "ties, groups of 32");
+    }
+    /* above 448 after scaling: floor MX with a significand above 1.75 saturates */
+    float sat[32];
+    for (int i = 0; i < 32; i++)
+        sat[i] = (i % 2 ? -1.0f : 1.0f) * (1.99f - 0.01f * (float)i) * 0x1p20f;
+    fp8_band mx = { .src = FP8_DTYPE_F32, .kind = FP8_SCALE_E8M0_FLOOR, .rows = 1, .cols = 32,
+                    .group_rows = 1, .group_cols = 32 };
+    kc_expect_band(e, &mx, sat, "floor saturation");
+    /* scales that underflow: amax far below 448 times the smallest scale */
+    float tiny[64];
+    for (int i = 0; i < 64; i++)
+        tiny[i] = fp8_f32_from_bits((uint32_t)(i + 1));
+    for (int kind = FP8_SCALE_F32; kind <= FP8_SCALE_E8M0_FLOOR; kind++) {
+        fp8_band b = { .src = FP8_DTYPE_F32, .kind = (fp8_scale_kind)kind, .rows = 2, .cols = 32,
+                       .group_rows = 1, .group_cols = 32 };
+        kc_expect_band(e, &b, tiny, "underflowing scales");
+    }
+    /* BF16 and F16 subnormal sources */
+    uint16_t h[256];
+    for (int i = 0; i < 256; i++)
+        h[i] = (uint16_t)((i & 1) << 15 | (i >> 1));
+    for (size_t d = 0; d < 2; d++)
+        for (int kind = FP8_SCALE_F32; kind <= FP8_SCALE_E8M0_FLOOR; kind++) {
+            fp8_band b = { .src = kc_dtypes[d], .kind = (fp8_scale_kind)kind, .rows = 2,
+                           .cols = 128, .group_rows = 2, .group_cols = 32 };
+            kc_expect_band(e, &b, h, "16-bit subnormals");
+        }
+}
+
+static inline void kc_bad_input(const kc_engine *e)
+{
+    float x[300];
+    fill(FP8_DTYPE_F32, x, 300);
+    static const uint32_t bad_bits[] = { 0x7FC00000, 0xFF800000, 0x7F800000, 0x7F800001 };
+    for (int k = 0; k < 4; k++)
+        for (int fixed = 0; fixed < 2; fixed++) {
+            float y[300];
+            memcpy(y, x, sizeof y);
+            y[211] = fp8_f32_from_bits(bad_bits[k]);
+            fp8_band b = { .src = FP8_DTYPE_F32, .kind = FP8_SCALE_F32, .rows = 3, .cols = 100,
+                           .group_rows = 3, .group_cols = 128, .fixed = fixed, .scale = 2 };
+            kc_expect_band(e, &b, y, "a NaN or infinity");
+        }
+    float big[64];
+    for (int i = 0; i < 64; i++)
+        big[i] = 1e36f; /* amax / 448 above 65504: an F16 scale cannot hold it */
+    fp8_band f16 = { .src = FP8_DTYPE_F32, .kind = FP8_SCALE_F16, .rows = 1, .cols = 64,
+                     .group_rows = 1, .group_cols = 64 };
+    kc_expect_band(e, &f16, big, "F16 scale overflow");
+}
+
+static inline void kc_amax(const kc_engine *e)
+{
+    static const uint64_t sizes[] = { 1, 31, 1000, 65537, 3000001 };
+    void *x = malloc(3000001 * 4);
+    for (size_t d = 0; d < 3; d++)
+        for (size_t k = 0; k < (e->quick ? 4u : 5u); k++)
+            for (int poison = 0; poison < 2; poison++) {
+                uint64_t n = sizes[k], where;
+                fill(kc_dtypes[d], x, n);
+                if (poison) { /* an infinity in the last element */
+                    if (kc_dtypes[d] == FP8_DTYPE_F32)
+                        ((float *)x)[n - 1] = fp8_f32_from_bits(0xFF800000);
+                    else
+                        ((uint16_t *)x)[n - 1] = kc_dtypes[d] == FP8_DTYPE_BF16 ? 0x7F80 : 0x7C00;
+                }
+                float want = 0, got = 0;
+                fp8_band_result r = fp8_amax_ref(kc_dtypes[d], x, n, &want, &where);
+                bool bad = e->amax(kc_dtypes[d], x, n, &got);
+                ck_assert_int_eq(bad, r != FP8_BAND_OK);
+                if (!bad)
+                    ck_assert_msg(fp8_f32_bits(want) == fp8_f32_bits(got), "%s n %llu",
+                                  fp8_dtype_name(kc_dtypes[d]), (unsigned long long)n);
+            }
+    free(x);
+}
+
+/* The CPU's answer for one layout: the values rounded to d->out, or false
+ * when a code is NaN or a value is not finite. */
+static inline bool kc_cpu_dequant(const fp8_gpu_dequant *d, const uint8_t *q, const float *sf,
+                                  void *y)
+{
+    uint64_t per_row = d->cols / d->group_cols + (d->cols % d->group_cols != 0);
+    for (uint64_t r = 0; r < d->rows; r++) {
+        const float *sr = sf + ((d->row0 + r) / d->group_rows - d->row0 / d->group_rows) * per_row;
+        for (uint64_t c = 0; c < d->cols; c++) {
+            uint64_t i = r * d->cols + c;
+            float v;
+            if ((q[i] & 0x7F) == 0x7F)
+                return false;
+            fp8_dequant_span(q + i, 1, sr[c / d->group_cols], &v);
+            if (d->out == FP8_DTYPE_F32) {
+                if (!fp8_finite_span(&v, 1))
+                    return false;
+                ((float *)y)[i] = v;
+            } else if (!fp8_round_span(&v, 1, d->out, (uint16_t *)y + i)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+static inline void kc_dequant(const kc_engine *e)
+{
+    static const fp8_dtype outs[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+    /* rows, cols, row0, group rows, group cols: tensor, channel, blocks, MX;
+     * on a GPU, rows past the 65535 grid rows */
+    static const uint64_t layouts[][5] = {
+        { 7, 300, 0, UINT64_MAX, 300 }, { 129, 257, 5, 1, 257 }, { 200, 300, 100, 128, 128 },
+        { 64, 96, 0, 64, 32 },          { 33, 256, 3, 1, 32 },   { 70000, 64, 0, 128, 128 },
+    };
+    static const float special[] = { 1.0f, 0x1p-127f, 0x1p-149f, 3.7e-5f, 0.37f, 1e30f, 1e36f };
+    uint64_t most = 70000 * 64;
+    uint8_t *q = malloc(most);
+    float *sf = malloc(most * 4);
+    void *want_y = malloc(most * 4), *got_y = malloc(most * 4);
+    for (size_t o = 0; o < 3; o++)
+        for (size_t l = 0; l < (e->quick ? 5u : 6u); l++)
+            for (int variant = 0; variant < 3; variant++) {
+                fp8_gpu_dequant d = { outs[o],       layouts[l][0], layouts[l][1], layouts[l][2],
+                                      layouts[l][3], layouts[l][4], 0 };
+                uint64_t n = d.rows * d.cols, per_row = (d.cols + d.group_cols - 1) / d.group_cols;
+                uint64_t srows = d.group_rows == UINT64_MAX ? 1
+                                                            : (d.row0 + d.rows - 1) / d.group_rows -
+                                                                  d.row0 / d.group_rows + 1;
+                d.nscales = srows * per_row;
+                for (uint64_t i = 0; i < n; i++) {
+                    q[i] = (uint8_t)next_u32();
+                    q[i] = (q[i] & 0x7F) == 0x7F ? 0x7E : q[i];
+                }
+                for (uint64_t i = 0; i < d.nscales; i++) /* special ones, or in (0, 0.5] */
+                    sf[i] = variant == 0 ? special[i % 6]
+                                         : fp8_f32_from_bits(next_u32() % 0x3F000000 + 1);
+                if (variant == 2 && l % 2) /* a NaN code */
+                    q[n / 2] = 0xFF;
+                else if (variant == 2) /* products beyond fp32 */
+                    sf[d.nscales - 1] = special[6];
+                bool want = kc_cpu_dequant(&d, q, sf, want_y);
+                bool bad = e->dequantize(&d, q, sf, got_y);
+                ck_assert_msg(bad == !want, "out %s layout %zu variant %d: kernel flag %d",
+                              fp8_dtype_name(d.out), l, variant, bad);
+                if (want)
+                    ck_assert_msg(memcmp(want_y, got_y, n * kc_src_size(d.out)) == 0,
+                                  "out %s layout %zu variant %d: values differ",
+                                  fp8_dtype_name(d.out), l, variant);
+            }
+    free(q);
+    free(sf);
+    free(want_y);
+    free(got_y);
+}
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * kernels_emu.cpp - kernels/quantize.cu compiled for the CPU.  A launch runs
+ * the CTAs of the grid one after another; a CTA's threads are fibers
+ * (ucontext) on the calling thread, switched at every __syncthreads(), so a
+ * barrier is "every fiber has reached it", and a warp shuffle is an
+ * exchange between two barriers (the kernels call both with every thread of
+ * the CTA; a fiber that ends while others wait at a barrier is reported as
+ * the divergence it would be on a GPU).  The launch caps are set small, so
+ * that the kernels' grid-stride loops run.
+ *
+ * This tests the kernels' own logic (teams, groups, reductions, partial
+ * edges, strides, flags) against the reference where there is no GPU; what
+ * nvcc makes of it for a real GPU is make check-gpu's to test, and
+ * check-ptx's to inspect.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <algorithm>
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+static dim3 threadIdx, blockIdx, gridDim, blockDim;
+typedef void *cudaStream_t;
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+static cudaError_t cudaGetLastError() { return cudaSuccess; }
+using std::min;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __restrict__ __restrict
+#define __shared__ static /* one CTA runs at a time */
+
+enum { EMU_MAX_THREADS = 256, EMU_STACK = 64 << 10 };
+static ucontext_t emu_scheduler, emu_fibers[EMU_MAX_THREADS];
+static char *emu_stacks[EMU_MAX_THREADS];
+static bool emu_ended[EMU_MAX_THREADS];
+static void (*emu_body)(void *);
+static void *emu_body_arg;
+
+static void __syncthreads() { swapcontext(&emu_fibers[threadIdx.x], &emu_scheduler); }
+
+static uint32_t emu_lanes[EMU_MAX_THREADS];
+static uint32_t __shfl_xor_sync(unsigned mask, uint32_t v, int lane_mask)
+{
+    (void)mask;
+    unsigned t = threadIdx.x;
+    emu_lanes[t] = v;
+    __syncthreads();
+    uint32_t other = emu_lanes[(t & ~31u) | ((t & 31u) ^ (unsigned)lane_mask)];
+    __syncthreads();
+    return other;
+}
+
+static unsigned atomicOr(unsigned *p, unsigned v)
+{
+    unsigned old = *p;
+    *p |= v;
+    return old;
+}
+
+static unsigned atomicMax(unsigned *p, unsigned v)
+{
+    unsigned old = *p;
+    *p = old > v ? old : v;
+    return old;
+}
+
+static void emu_fiber_main()
+{
+    emu_body(emu_body_arg);
+    emu_ended[threadIdx.x] = true; /* then back to the scheduler (uc_link) */
+}
+
+/* Runs one CTA: every fiber up to its next barrier, round after round. */
+static void emu_run_cta(unsigned threads)
+{
+    for (unsigned t = 0; t < threads; t++) {
+        if (!emu_stacks[t] && !(emu_stacks[t] = (char *)malloc(EMU_STACK)))
+            abort();
+        getcontext(&emu_fibers[t]);
+        emu_fibers[t].uc_stack.ss_sp = emu_stacks[t];
+        emu_fibers[t].uc_stack.ss_size = EMU_STACK;
+        emu_fibers[t].uc_link = &emu_scheduler;
+        makecontext(&emu_fibers[t], emu_fiber_main, 0);
+        emu_ended[t] = false;
+    }
+    for (;;) {
+        unsigned ended = 0;
+        for (unsigned t = 0; t < threads; t++) {
+            threadIdx = dim3(t);
+            swapcontext(&emu_scheduler, &emu_fibers[t]);
+            ended += emu_ended[t];
+        }
+        if (ended == threads)
+            return;
+        if (ended) {
+            fprintf(stderr, "kernels_emu: %u of %u threads ended while others wait at a barrier\n",
+                    ended, threads);
+            abort();
+        }
+    }
+}
+
+template <class... P, class... A>
+static void emu_launch(dim3 grid, unsigned block, void (*kernel)(P...), A... args)
+{
+    if (block > EMU_MAX_THREADS)
+        abort();
+    gridDim = grid;
+    blockDim = dim3(block);
+    auto body = [&] { kernel(args...); };
+    emu_body = [](void *f) { (*(decltype(body) *)f)(); };
+    emu_body_arg = &body;
+    for (unsigned by = 0; by < grid.y; by++)
+        for (unsigned bx = 0; bx < grid.x; bx++) {
+            blockIdx = dim3(bx, by);
+            emu_run_cta(block);
+        }
+}
+
+#define FP8K_LAUNCH(kernel, grid, stream, ...) \
+    ((void)(stream), emu_launch(dim3(grid), CTA, kernel, __VA_ARGS__))
+#define FP8K_GROUP_CTAS 3u
+#define FP8K_AMAX_CTAS 3u
+#define FP8K_DQ_CTAS_X 2u
+#define FP8K_DQ_CTAS_Y 5u
+#define fp8k_launch_quantize fp8k_emu_quantize
+#define fp8k_launch_amax fp8k_emu_amax
+#define fp8k_launch_dequantize fp8k_emu_dequantize
+
+#include "../kernels/quantize.cu"
