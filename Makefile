@@ -152,6 +152,13 @@ $(BUILD)/tests/check_kernels: tests/check_kernels.c tests/kernel_cases.h tests/t
 		$(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
+# fp8conv with the emulation in place of kernels/: --device cuda end to end
+# on machines without a GPU (tests/gpu/run.sh --emulated, in make test).
+EMU_BIN := $(BUILD)/tests/fp8conv-emu
+$(EMU_BIN): $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a
+	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a \
+		$(LDLIBS_ALL) -lstdc++ -o $@
+
 # ---------------------------------------------------------------- dependencies
 # Debian packages this project needs, as "pkg-config-module:debian-package" or
 # "command:debian-package" (what is missing gets installed, and said so).
@@ -176,10 +183,13 @@ check: deps
 
 # The GPU suite is built with the others (so CI compiles it) and run by check-gpu.
 GPU_TEST := $(BUILD)/tests/gpu/check_gpu
-test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx)
+test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model)
 	@fail=0; for t in $(TEST_BIN); do \
 	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || fail=1; \
-	done; exit $$fail
+	done; \
+	if [ "$(HAVE_CUDA)" = 1 ]; then \
+	  echo "== tests/gpu/run.sh --emulated"; BUILD=$(BUILD) bash tests/gpu/run.sh --emulated || fail=1; \
+	fi; exit $$fail
 
 $(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/fill.h $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)

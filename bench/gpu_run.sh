@@ -12,11 +12,12 @@ BUILD=${BUILD:-build}
 F=$BUILD/fp8conv
 REPS=${REPS:-3}
 LAYERS=${GPU_LAYERS:-8}
-if ! "$F" --version | grep -q '^gpu 0: '; then
+version=$("$F" --version)
+if ! grep -q '^gpu 0: ' <<<"$version"; then
     echo "bench-gpu: fp8conv --version lists no GPU: nothing was measured" >&2
     exit 2
 fi
-"$F" --version
+echo "$version"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null || true
 
 echo

@@ -3,9 +3,12 @@
  * quantize benchmark: hidden 4096, intermediate 14336, 8 KV heads, LAYERS
  * layers (2 give 1.0 GiB), two shards plus an index, config.json.  Values
  * are finite pseudo-random weights of a realistic spread (|x| < 0.25), the
- * same on every run.
+ * same on every run, whose largest magnitude changes from one 32-row,
+ * 64-column patch to the next, so that every scale layout has scales that
+ * differ (a scale applied to the wrong rows shows).
  *
- * usage: make_model DIR [LAYERS]
+ * usage: make_model DIR [LAYERS [HIDDEN]]   (HIDDEN: 4096 unless given; the
+ * GPU tests use a narrow one, whose down_proj still spans several jobs)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,20 +17,20 @@
 
 #include "fp8conv.h"
 
-#define HIDDEN 4096
 #define INTER 14336
-#define KV 1024
 #define VOCAB 16000
+static uint64_t HIDDEN = 4096, KV = 1024;
 
 static uint64_t state = 0x2545F4914F6CDD1Dull;
 
-static uint16_t next_bf16(void)
+static uint16_t next_bf16(uint64_t row, uint64_t col)
 {
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
-    /* sign, exponent 2^-10 .. 2^-3, 7 mantissa bits */
-    uint16_t sign = (uint16_t)(state >> 63) << 15, exp = (uint16_t)(117 + (state >> 40) % 8);
+    /* sign, exponent 2^-14 .. 2^-3 (the top 2^-7 .. 2^-3 by patch), 7 mantissa bits */
+    unsigned top = 120 + (unsigned)((row >> 5) + (col >> 6)) % 5;
+    uint16_t sign = (uint16_t)(state >> 63) << 15, exp = (uint16_t)(top - (state >> 40) % 8);
     return sign | (uint16_t)(exp << 7) | (uint16_t)((state >> 20) & 0x7F);
 }
 
@@ -59,8 +62,10 @@ static void write_shard(fp8_ctx *ctx, const char *path, const spec *ts, size_t n
         const fp8_tensor_info *t = fp8_writer_tensor(w, i);
         for (uint64_t done = 0; done < t->elements;) {
             size_t k = t->elements - done < (1 << 20) ? (size_t)(t->elements - done) : (1 << 20);
+            uint64_t cols = t->rank == 2 ? t->shape[1] : 1;
             for (size_t j = 0; j < k; j++)
-                buf[j] = strstr(t->name, "norm") ? 0x3F80 : next_bf16();
+                buf[j] = strstr(t->name, "norm") ? 0x3F80
+                                                 : next_bf16((done + j) / cols, (done + j) % cols);
             if (fp8_writer_write(ctx, w, buf, k * 2))
                 die(ctx, path);
             done += k;
@@ -74,10 +79,15 @@ static void write_shard(fp8_ctx *ctx, const char *path, const spec *ts, size_t n
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: make_model DIR [LAYERS]\n");
+        fprintf(stderr, "usage: make_model DIR [LAYERS [HIDDEN]]\n");
         return 2;
     }
     int layers = argc > 2 ? atoi(argv[2]) : 2;
+    if (argc > 3 && (HIDDEN = strtoull(argv[3], NULL, 10)) < 4) {
+        fprintf(stderr, "make_model: HIDDEN must be at least 4\n");
+        return 2;
+    }
+    KV = HIDDEN / 4;
     const char *dir = argv[1];
     mkdir(dir, 0755);
     fp8_ctx *ctx = fp8_ctx_create();
@@ -97,7 +107,7 @@ int main(int argc, char **argv)
         else
             ts[n++] = (spec){ "model.norm.weight", HIDDEN, 0 };
         for (int l = shard * layers / 2; l < (shard + 1) * layers / 2; l++) {
-            static const struct { const char *n; uint64_t r, c; } lin[] = {
+            const struct { const char *n; uint64_t r, c; } lin[] = {
                 { "self_attn.q_proj", HIDDEN, HIDDEN }, { "self_attn.k_proj", KV, HIDDEN },
                 { "self_attn.v_proj", KV, HIDDEN },     { "self_attn.o_proj", HIDDEN, HIDDEN },
                 { "mlp.gate_proj", INTER, HIDDEN },     { "mlp.up_proj", INTER, HIDDEN },
@@ -122,10 +132,10 @@ int main(int argc, char **argv)
     if (!cfg)
         return perror(path), 1;
     fprintf(cfg, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
-                 "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                 "  \"hidden_size\": %llu,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                  "  \"num_attention_heads\": 32,\n  \"num_key_value_heads\": 8,\n"
                  "  \"vocab_size\": %d,\n  \"torch_dtype\": \"bfloat16\"\n}\n",
-            HIDDEN, INTER, layers, VOCAB);
+            (unsigned long long)HIDDEN, INTER, layers, VOCAB);
     fclose(cfg);
     fp8_ctx_free(ctx);
     return 0;

@@ -138,8 +138,6 @@ __global__ void __launch_bounds__(CTA)
     }
 }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
-
 static int launch_error(cudaError_t err)
 {
     if (err != cudaSuccess)
@@ -151,7 +149,7 @@ template <int SRC, int TEAM>
 static int launch_groups(const band_args &a, const void *src, uint8_t *q, void *scales,
                          unsigned *bad, cudaStream_t stream)
 {
-    uint64_t ctas = ceil_div(a.ngroups, CTA / TEAM);
+    uint64_t ctas = fp8k_ceil_div(a.ngroups, CTA / TEAM);
     unsigned grid = (unsigned)(ctas < FP8K_GROUP_CTAS ? ctas : FP8K_GROUP_CTAS);
     FP8K_LAUNCH((quantize_groups<SRC, TEAM>), grid, stream, a, src, q, scales, bad);
     return launch_error(cudaGetLastError());
@@ -179,8 +177,8 @@ extern "C" int fp8k_launch_quantize(const fp8k_band *b, const void *src, uint8_t
         a.b.group_rows = 1;
         a.b.group_cols = b->cols;
     }
-    a.gcols = ceil_div(a.b.cols, a.b.group_cols);
-    a.ngroups = ceil_div(a.b.rows, a.b.group_rows) * a.gcols;
+    a.gcols = fp8k_ceil_div(a.b.cols, a.b.group_cols);
+    a.ngroups = fp8k_ceil_div(a.b.rows, a.b.group_rows) * a.gcols;
     cudaStream_t st = (cudaStream_t)stream;
     switch (b->src) {
     case FP8K_BF16: return launch_src<FP8K_BF16>(a, src, q, scales, bad, st);
@@ -214,7 +212,7 @@ extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsign
 {
     if (n == 0)
         return 0;
-    uint64_t ctas = ceil_div(n, CTA * 8);
+    uint64_t ctas = fp8k_ceil_div(n, CTA * 8);
     unsigned grid = (unsigned)(ctas < FP8K_AMAX_CTAS ? ctas : FP8K_AMAX_CTAS);
     cudaStream_t st = (cudaStream_t)stream;
     switch (src) {
@@ -265,7 +263,7 @@ extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
 {
     if (d->rows == 0 || d->cols == 0)
         return 0;
-    uint64_t gx = ceil_div(d->cols, CTA), gcols = ceil_div(d->cols, d->group_cols);
+    uint64_t gx = fp8k_ceil_div(d->cols, CTA), gcols = fp8k_ceil_div(d->cols, d->group_cols);
     dim3 grid((unsigned)(gx < FP8K_DQ_CTAS_X ? gx : FP8K_DQ_CTAS_X),
               (unsigned)(d->rows < FP8K_DQ_CTAS_Y ? d->rows : FP8K_DQ_CTAS_Y));
     cudaStream_t st = (cudaStream_t)stream;

@@ -2,9 +2,12 @@
  * slot.cu - one host thread's share of the GPU: a stream, pinned host
  * buffers and device buffers of fixed sizes (so GPU memory is bounded by the
  * number of threads times a job's size, never by the model), and the round
- * trip copy in, kernel, copy out, wait.
+ * trip copy in, kernel, copy out, wait.  (tests/kernels_emu.cpp compiles it
+ * for the CPU too, over a host-memory stand-in for the runtime.)
  */
+#ifndef FP8K_LAUNCH
 #include <cuda_runtime.h>
+#endif
 #include <stdlib.h>
 
 #include "fp8_kernels.h"
@@ -101,13 +104,11 @@ static int finish(fp8k_slot *s, unsigned *word)
 
 static size_t type_size(fp8k_type t) { return t == FP8K_F32 ? 4 : 2; }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
-
 extern "C" int fp8k_slot_quantize(fp8k_slot *s, const fp8k_band *b, unsigned *bad)
 {
     uint64_t n = b->rows * b->cols;
     uint64_t nscales = b->fixed ? 0
-                                : ceil_div(b->rows, b->group_rows) * ceil_div(b->cols, b->group_cols);
+                                : fp8k_ceil_div(b->rows, b->group_rows) * fp8k_ceil_div(b->cols, b->group_cols);
     TRY(cudaSetDevice(s->device));
     TRY((cudaError_t)copy_in(s, 0, n * type_size(b->src)));
     TRY(cudaMemsetAsync(s->dword, 0, sizeof *s->dword, s->stream));

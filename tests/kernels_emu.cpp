@@ -8,10 +8,17 @@
  * the divergence it would be on a GPU).  The launch caps are set small, so
  * that the kernels' grid-stride loops run.
  *
+ * kernels/slot.cu is compiled here too, over a stand-in for the CUDA
+ * runtime in which "device" memory is host memory of its own (so a missing
+ * copy shows), and fp8k_device_* report one emulated GPU: linked into
+ * fp8conv instead of kernels/, this makes the fp8conv-emu that make check
+ * runs with --device cuda, end to end.  Every emulation thread has its own
+ * state, so the job engine's threads may launch at once.
+ *
  * This tests the kernels' own logic (teams, groups, reductions, partial
- * edges, strides, flags) against the reference where there is no GPU; what
- * nvcc makes of it for a real GPU is make check-gpu's to test, and
- * check-ptx's to inspect.
+ * edges, strides, flags) and the GPU path of lib/ against the reference
+ * where there is no GPU; what nvcc makes of it for a real GPU is make
+ * check-gpu's to test, and check-ptx's to inspect.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,11 +32,48 @@ struct dim3 {
     unsigned x, y, z;
     dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
-static dim3 threadIdx, blockIdx, gridDim, blockDim;
+static thread_local dim3 threadIdx, blockIdx, gridDim, blockDim;
+/* ---- a stand-in for the CUDA runtime: memory is host memory, streams are
+ * synchronous */
 typedef void *cudaStream_t;
-typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+typedef enum {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+} cudaError_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
+enum { cudaStreamNonBlocking = 1, cudaHostAllocDefault = 0 };
 static cudaError_t cudaGetLastError() { return cudaSuccess; }
+static cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+static cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned)
+{
+    *s = (cudaStream_t)1;
+    return cudaSuccess;
+}
+static cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+static cudaError_t emu_alloc(void **p, size_t n)
+{
+    return (*p = malloc(n)) ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static cudaError_t cudaMalloc(void **p, size_t n) { return emu_alloc(p, n); }
+static cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { return emu_alloc(p, n); }
+static cudaError_t cudaFree(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+static cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+static cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t)
+{
+    memcpy(d, s, n);
+    return cudaSuccess;
+}
+static cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t)
+{
+    memset(d, v, n);
+    return cudaSuccess;
+}
 using std::min;
 
 #define __global__
@@ -38,18 +82,18 @@ using std::min;
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __restrict__ __restrict
-#define __shared__ static /* one CTA runs at a time */
+#define __shared__ static thread_local /* one CTA runs at a time per thread */
 
 enum { EMU_MAX_THREADS = 256, EMU_STACK = 64 << 10 };
-static ucontext_t emu_scheduler, emu_fibers[EMU_MAX_THREADS];
-static char *emu_stacks[EMU_MAX_THREADS];
-static bool emu_ended[EMU_MAX_THREADS];
-static void (*emu_body)(void *);
-static void *emu_body_arg;
+static thread_local ucontext_t emu_scheduler, emu_fibers[EMU_MAX_THREADS];
+static thread_local char *emu_stacks[EMU_MAX_THREADS]; /* kept for the thread's life */
+static thread_local bool emu_ended[EMU_MAX_THREADS];
+static thread_local void (*emu_body)(void *);
+static thread_local void *emu_body_arg;
 
 static void __syncthreads() { swapcontext(&emu_fibers[threadIdx.x], &emu_scheduler); }
 
-static uint32_t emu_lanes[EMU_MAX_THREADS];
+static thread_local uint32_t emu_lanes[EMU_MAX_THREADS];
 static uint32_t __shfl_xor_sync(unsigned mask, uint32_t v, int lane_mask)
 {
     (void)mask;
@@ -139,3 +183,25 @@ static void emu_launch(dim3 grid, unsigned block, void (*kernel)(P...), A... arg
 #define fp8k_launch_dequantize fp8k_emu_dequantize
 
 #include "../kernels/quantize.cu"
+#include "../kernels/slot.cu"
+
+/* ---- one emulated device, as kernels/probe.cu reports real ones */
+
+extern "C" int fp8k_device_count(int *count)
+{
+    *count = 1;
+    return 0;
+}
+
+extern "C" int fp8k_device_props(int device, char *name, size_t name_cap, int *major, int *minor,
+                                 uint64_t *memory_bytes)
+{
+    snprintf(name, name_cap, "CPU emulation of the fp8conv kernels");
+    *major = *minor = 0;
+    *memory_bytes = 0;
+    return device == 0 ? 0 : (int)cudaErrorInvalidValue;
+}
+
+extern "C" int fp8k_device_probe(int device) { return device == 0 ? 0 : (int)cudaErrorInvalidValue; }
+extern "C" const char *fp8k_error_string(int err) { return err ? "emulated CUDA error" : "no error"; }
+extern "C" void fp8k_clear_error(void) {}

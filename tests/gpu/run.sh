@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # End-to-end half of make check-gpu: the binary with --device cuda writes
 # the same files as with --device cpu (every scheme, the bundled fixtures and
-# a generated 1.2 GB model), reports bad input exactly as the CPU does, and a
+# a generated 1 GiB model), reports bad input exactly as the CPU does, and a
 # CUDA failure mid-run is exit 5 with nothing left behind.
+#
+#   run.sh              on the GPU, with $BUILD/fp8conv
+#   run.sh --emulated   in make test: with $BUILD/tests/fp8conv-emu, whose
+#                       "GPU" is the CPU emulation of the kernels
+#                       (tests/kernels_emu.cpp); the bundled fixtures only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 F=$BUILD/fp8conv
-if ! "$F" --version | grep -q '^gpu 0: '; then
-    echo "check-gpu: fp8conv --version lists no GPU: nothing was tested" >&2
+emulated=${1:-}
+if [ "$emulated" = --emulated ]; then F=$BUILD/tests/fp8conv-emu; fi
+version=$("$F" --version)
+if ! grep -q '^gpu 0: ' <<<"$version"; then
+    echo "check-gpu: $F --version lists no GPU: nothing was tested" >&2
     exit 2
 fi
-"$F" --version
+grep '^gpu 0: ' <<<"$version"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
@@ -27,25 +35,39 @@ same() { # NAME: $work/cpu and $work/cuda hold identical trees
     rm -rf "$work/cpu" "$work/cuda"
 }
 
-"$BUILD/bench/make_model" "$work/model" 2 >/dev/null
-models="testdata/llama-tiny testdata/deepseek-moe-tiny testdata/quant-edge $work/model"
+if [ "$emulated" = --emulated ]; then
+    # the emulation is slow: a narrow model, whose down_proj (640 x 14336)
+    # still spans three jobs, one a band that starts and ends mid block
+    "$BUILD/bench/make_model" "$work/model" 1 640 >/dev/null
+    models="testdata/llama-tiny testdata/deepseek-moe-tiny testdata/quant-edge"
+    for s in "" "--scheme channel" "--scheme tensor"; do
+        # shellcheck disable=SC2086
+        "$BUILD/fp8conv" quantize -q --no-sync $s --device cpu "$work/model" "$work/cpu"
+        # shellcheck disable=SC2086
+        "$F" quantize -q --no-sync $s --device cuda "$work/model" "$work/cuda"
+        same "quantize $s (narrow model, several jobs a tensor)"
+    done
+else
+    "$BUILD/bench/make_model" "$work/model" 2 >/dev/null
+    models="testdata/llama-tiny testdata/deepseek-moe-tiny testdata/quant-edge $work/model"
+fi
 schemes=("" "--scheme channel" "--scheme tensor" "--scheme mxfp8" "--scheme mxfp8 --mx-rounding floor"
     "--scale-fmt ue8m0" "--block 64x32" "--scheme channel --format compressed-tensors"
     "--scheme tensor --format modelopt")
 for m in $models; do
     for s in "${schemes[@]}"; do
         # shellcheck disable=SC2086
-        "$F" quantize -q --no-sync $s --device cpu "$m" "$work/cpu"
+        "$BUILD/fp8conv" quantize -q --no-sync $s --device cpu "$m" "$work/cpu"
         # shellcheck disable=SC2086
         "$F" quantize -q --no-sync $s --device cuda "$m" "$work/cuda"
         same "quantize $s $m"
     done
 done
-"$F" quantize -q --no-sync --device cpu "$work/model" "$work/model-fp8"
-"$F" quantize -q --no-sync --device cpu --scheme mxfp8 "$work/model" "$work/model-mx"
+"$BUILD/fp8conv" quantize -q --no-sync --device cpu "$work/model" "$work/model-fp8"
+"$BUILD/fp8conv" quantize -q --no-sync --device cpu --scheme mxfp8 "$work/model" "$work/model-mx"
 for m in testdata/deepseek-fp8-tiny "$work/model-fp8" "$work/model-mx"; do
     for d in bf16 f16 f32; do
-        "$F" dequantize-for-export -q --no-sync --dtype $d --device cpu "$m" "$work/cpu"
+        "$BUILD/fp8conv" dequantize-for-export -q --no-sync --dtype $d --device cpu "$m" "$work/cpu"
         "$F" dequantize-for-export -q --no-sync --dtype $d --device cuda "$m" "$work/cuda"
         same "dequantize-for-export --dtype $d $m"
     done
@@ -62,8 +84,10 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
 EOF
 for s in "" "--scheme tensor" "--scheme mxfp8"; do
     for dev in cpu cuda; do
+        bin=$F
+        [ $dev = cpu ] && bin=$BUILD/fp8conv
         # shellcheck disable=SC2086
-        "$F" quantize $s --device $dev "$work/nan.safetensors" "$work/out-$dev.safetensors" \
+        "$bin" quantize $s --device $dev "$work/nan.safetensors" "$work/out-$dev.safetensors" \
             2>"$work/err-$dev" && rc=0 || rc=$?
         echo "$rc" >>"$work/err-$dev"
     done
@@ -92,5 +116,5 @@ for cmd in "quantize $work/model" "dequantize-for-export $work/model-fp8"; do
     rm -rf "$work/fault"
 done
 
-echo "check-gpu end to end: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
+echo "check-gpu end to end${emulated:+ ($emulated)}: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
 exit $fail
