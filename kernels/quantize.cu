@@ -116,15 +116,8 @@ __global__ void __launch_bounds__(CTA)
                     atomicOr(bad, FP8K_BAD_SCALE);
                 continue;
             }
-            if (lane == 0) {
-                unsigned size = fp8_scale_size(b.kind);
-                if (size == 4)
-                    ((uint32_t *)scales)[g] = stored;
-                else if (size == 2)
-                    ((uint16_t *)scales)[g] = (uint16_t)stored;
-                else
-                    ((uint8_t *)scales)[g] = (uint8_t)stored;
-            }
+            if (lane == 0)
+                fp8_scale_store(scales, fp8_scale_size(b.kind), g, stored);
         }
         bool nonfinite = false; /* only a fixed scale skipped the amax */
         for (uint64_t r = r0; r < r1; r++)

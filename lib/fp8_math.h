@@ -177,6 +177,17 @@ FP8_HD unsigned fp8_scale_size(fp8_scale_kind kind)
                                                            : 4;
 }
 
+/* Stores scale i (its bits from fp8_scale_make) in an array of `size`-byte scales. */
+FP8_HD void fp8_scale_store(void *scales, unsigned size, uint64_t i, uint32_t bits)
+{
+    if (size == 4)
+        ((uint32_t *)scales)[i] = bits;
+    else if (size == 2)
+        ((uint16_t *)scales)[i] = (uint16_t)bits;
+    else
+        ((uint8_t *)scales)[i] = (uint8_t)bits;
+}
+
 /*
  * The scale for a group whose largest magnitude is `amax` (finite, >= 0):
  * *stored gets its bits as written to the file (in the low bytes), and the

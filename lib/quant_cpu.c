@@ -160,12 +160,7 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
                 uint32_t bits = 0;
                 if ((s = fp8_scale_make(b->kind, bits_to_f32(b->src, m), &bits)) == 0)
                     return fp8_band_quantize_ref(b, src, q, scales, where);
-                if (ssize == 4)
-                    ((uint32_t *)scales)[g] = bits;
-                else if (ssize == 2)
-                    ((uint16_t *)scales)[g] = (uint16_t)bits;
-                else
-                    ((uint8_t *)scales)[g] = (uint8_t)bits;
+                fp8_scale_store(scales, ssize, g, bits);
             }
             for (uint64_t r = r0; r < r1; r++)
                 quantize_row(b->src, elem(b->src, src, r * b->cols + c0), w, s,

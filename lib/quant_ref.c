@@ -12,16 +12,6 @@ uint64_t fp8_band_scale_count(const fp8_band *b)
     return b->fixed ? 0 : ceil_div(b->rows, b->group_rows) * ceil_div(b->cols, b->group_cols);
 }
 
-static void store_scale(void *scales, unsigned size, uint64_t i, uint32_t bits)
-{
-    if (size == 4)
-        ((uint32_t *)scales)[i] = bits;
-    else if (size == 2)
-        ((uint16_t *)scales)[i] = (uint16_t)bits;
-    else
-        ((uint8_t *)scales)[i] = (uint8_t)bits;
-}
-
 static bool finite(float x) { return (fp8_f32_bits(x) & 0x7F800000) != 0x7F800000; }
 
 /* The first non-finite element of the band, in row-major order. */
@@ -62,7 +52,7 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
                     *where = r0 * b->cols + c0;
                     return FP8_BAND_SCALE_OVERFLOW;
                 }
-                store_scale(scales, fp8_scale_size(b->kind), g, bits);
+                fp8_scale_store(scales, fp8_scale_size(b->kind), g, bits);
             }
             for (uint64_t r = r0; r < r1; r++)
                 for (uint64_t c = c0; c < c1; c++)
