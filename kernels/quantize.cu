@@ -225,6 +225,7 @@ __global__ void __launch_bounds__(CTA)
                    const float *__restrict__ scales, void *__restrict__ y, unsigned *bad)
 {
     unsigned flags = 0;
+    const bool narrow = d.cols <= 0xFFFFFFFFu;
     for (uint64_t row = blockIdx.y; row < d.rows; row += gridDim.y) {
         const float *sr = scales + ((d.row0 + row) / d.group_rows - d.row0 / d.group_rows) * gcols;
         for (uint64_t c = (uint64_t)blockIdx.x * CTA + threadIdx.x; c < d.cols;
@@ -232,7 +233,9 @@ __global__ void __launch_bounds__(CTA)
             uint64_t i = row * d.cols + c;
             uint8_t code = q[i];
             flags |= (code & 0x7F) == 0x7F ? FP8K_BAD_NAN_CODE : 0;
-            float v = fp8_e4m3_to_f32(code) * sr[c / d.group_cols];
+            /* 32-bit division where it suffices: 64-bit division is slow on a GPU */
+            uint64_t k = narrow ? (uint32_t)c / (uint32_t)d.group_cols : c / d.group_cols;
+            float v = fp8_e4m3_to_f32(code) * sr[k];
             uint32_t u = fp8_f32_bits(v);
             if (OUT == FP8K_F32) {
                 flags |= (u & 0x7F800000) == 0x7F800000 ? FP8K_BAD_OVERFLOW : 0;
