@@ -48,31 +48,12 @@ static bool emu_dequantize(const fp8_gpu_dequant *d, const uint8_t *q, const flo
 
 static const kc_engine engine = { emu_quantize, emu_amax, emu_dequantize, true };
 
-START_TEST(test_emulated_random_bands_equal_reference) { kc_random_bands(&engine); }
-END_TEST
-
-START_TEST(test_emulated_ties_subnormals_zeros_and_saturation) { kc_targeted(&engine); }
-END_TEST
-
-START_TEST(test_emulated_bad_input_is_flagged) { kc_bad_input(&engine); }
-END_TEST
-
-START_TEST(test_emulated_amax_equals_reference) { kc_amax(&engine); }
-END_TEST
-
-START_TEST(test_emulated_dequant_equals_cpu) { kc_dequant(&engine); }
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("kernels (CPU emulation)");
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_emulated_random_bands_equal_reference);
-    tcase_add_test(tc, test_emulated_ties_subnormals_zeros_and_saturation);
-    tcase_add_test(tc, test_emulated_bad_input_is_flagged);
-    tcase_add_test(tc, test_emulated_amax_equals_reference);
-    tcase_add_test(tc, test_emulated_dequant_equals_cpu);
+    kc_add_tests(tc, &engine);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -267,4 +267,34 @@ static inline void kc_dequant(const kc_engine *e)
     free(got_y);
 }
 
+/* ---------------------------------------------------------------- the suite */
+
+static const kc_engine *kc_under_test; /* set before Check forks the tests */
+
+START_TEST(test_random_bands_equal_reference) { kc_random_bands(kc_under_test); }
+END_TEST
+
+START_TEST(test_ties_subnormals_zeros_and_saturation) { kc_targeted(kc_under_test); }
+END_TEST
+
+START_TEST(test_bad_input_is_flagged) { kc_bad_input(kc_under_test); }
+END_TEST
+
+START_TEST(test_amax_equals_reference) { kc_amax(kc_under_test); }
+END_TEST
+
+START_TEST(test_dequant_equals_cpu) { kc_dequant(kc_under_test); }
+END_TEST
+
+/* Adds every case above, run by `e`, to tc. */
+static inline void kc_add_tests(TCase *tc, const kc_engine *e)
+{
+    kc_under_test = e;
+    tcase_add_test(tc, test_random_bands_equal_reference);
+    tcase_add_test(tc, test_ties_subnormals_zeros_and_saturation);
+    tcase_add_test(tc, test_bad_input_is_flagged);
+    tcase_add_test(tc, test_amax_equals_reference);
+    tcase_add_test(tc, test_dequant_equals_cpu);
+}
+
 #endif

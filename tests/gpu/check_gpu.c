@@ -66,21 +66,6 @@ static const kc_engine engine = { gpu_quantize, gpu_amax, gpu_dequantize, false 
 static void setup(void) { gpu = gpu_open(70000 * 64 + 64); }
 static void teardown(void) { fp8_gpu_free(gpu); }
 
-START_TEST(test_random_bands_equal_reference) { kc_random_bands(&engine); }
-END_TEST
-
-START_TEST(test_ties_subnormals_zeros_and_saturation) { kc_targeted(&engine); }
-END_TEST
-
-START_TEST(test_bad_input_is_flagged) { kc_bad_input(&engine); }
-END_TEST
-
-START_TEST(test_amax_equals_reference) { kc_amax(&engine); }
-END_TEST
-
-START_TEST(test_dequant_equals_cpu) { kc_dequant(&engine); }
-END_TEST
-
 START_TEST(test_large_bands_equal_cpu)
 {
     uint64_t rows = 1 << 14, cols = 1 << 15, n = rows * cols;
@@ -121,11 +106,7 @@ int main(void)
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 600);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_random_bands_equal_reference);
-    tcase_add_test(tc, test_ties_subnormals_zeros_and_saturation);
-    tcase_add_test(tc, test_bad_input_is_flagged);
-    tcase_add_test(tc, test_amax_equals_reference);
-    tcase_add_test(tc, test_dequant_equals_cpu);
+    kc_add_tests(tc, &engine);
     tcase_add_test(tc, test_large_bands_equal_cpu);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
