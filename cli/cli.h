@@ -67,6 +67,8 @@ int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
 bool cli_choice(const char *option, const char *value, const char *const *names, int *choice);
 /* "fp8conv: " + message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A library context, or NULL after saying "out of memory" (then exit EXIT_IO). */
+fp8_ctx *cli_ctx_create(void);
 /* "[300, 200]" */
 void cli_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 /* A u64 as an exact JSON number (cJSON numbers are doubles), and a shape. */

@@ -87,11 +87,9 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
         prog.label = "dequantize";
     }
 
-    fp8_ctx *ctx = fp8_ctx_create();
-    if (!ctx) {
-        cli_error("out of memory");
+    fp8_ctx *ctx = cli_ctx_create();
+    if (!ctx)
         return EXIT_IO;
-    }
     fp8_dequant_report r;
     double t0 = cli_now();
     fp8_status st = fp8_dequantize(ctx, argv[1], argv[2], &opts, &r);

@@ -117,12 +117,10 @@ int cmd_diff(int argc, char **argv, cli_common *common)
     if (rc >= 0)
         return rc;
     opts.threads = common->threads;
-    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_ctx *ctx = cli_ctx_create();
     fp8_diff *d = NULL;
-    if (!ctx) {
-        cli_error("out of memory");
+    if (!ctx)
         return EXIT_IO;
-    }
     fp8_status st = fp8_diff_run(ctx, argv[1], argv[2], &opts, &d);
     if (st) {
         rc = cli_fail(ctx, st);

@@ -178,12 +178,10 @@ int cmd_inspect(int argc, char **argv, cli_common *common)
     int rc = cli_parse("inspect", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
-    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_ctx *ctx = cli_ctx_create();
     fp8_checkpoint *ck = NULL;
-    if (!ctx) {
-        cli_error("out of memory");
+    if (!ctx)
         return EXIT_IO;
-    }
     fp8_status st = fp8_checkpoint_open(ctx, argv[1], &ck);
     if (st) {
         rc = cli_fail(ctx, st);

@@ -250,12 +250,10 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
         a.opts.progress_user = &prog;
     }
 
-    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_ctx *ctx = cli_ctx_create();
     fp8_quant_plan *plan = NULL;
-    if (!ctx) {
-        cli_error("out of memory");
+    if (!ctx)
         return EXIT_IO;
-    }
 
     uint64_t out_bytes = 0;
     double t0 = cli_now();

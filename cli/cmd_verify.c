@@ -59,12 +59,10 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         cli_error("verify: --against compares values; it cannot go with --no-values");
         return EXIT_USAGE;
     }
-    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_ctx *ctx = cli_ctx_create();
     fp8_verify *v = NULL;
-    if (!ctx) {
-        cli_error("out of memory");
+    if (!ctx)
         return EXIT_IO;
-    }
     fp8_status st = fp8_verify_run(ctx, argv[1], &a.opts, &v);
     if (st) {
         rc = cli_fail(ctx, st);

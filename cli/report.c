@@ -89,3 +89,11 @@ int cli_print_json(cJSON *root)
     free(text);
     return EXIT_OK;
 }
+
+fp8_ctx *cli_ctx_create(void)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    if (!ctx)
+        cli_error("out of memory");
+    return ctx;
+}

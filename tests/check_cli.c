@@ -253,29 +253,25 @@ START_TEST(test_unreadable_path_exit_4)
 }
 END_TEST
 
-START_TEST(test_device_cuda_without_gpu_exit_5)
-{
-    char *out;
-    ck_assert_int_eq(tu_run("--version", &out, NULL), 0);
-    ck_assert_ptr_nonnull(strstr(out, "fp8conv " FP8CONV_VERSION));
-    bool no_gpu = strstr(out, "gpus: none visible") || strstr(out, "cuda: not compiled");
-    free(out);
-    int rc = tu_run("inspect --device cuda testdata/llama-tiny", NULL, NULL);
-    ck_assert_int_eq(rc, no_gpu ? 5 : 0);
-    ck_assert_int_eq(tu_run("inspect --device cpu testdata/llama-tiny", NULL, NULL), 0);
-    ck_assert_int_eq(tu_run("inspect --device auto testdata/llama-tiny", NULL, NULL), 0);
-}
-END_TEST
-
 /* Whether --version lists a GPU: then --device cuda and auto run on it. */
 static bool gpu_visible(void)
 {
     char *out;
     ck_assert_int_eq(tu_run("--version", &out, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "fp8conv " FP8CONV_VERSION));
     bool gpu = strstr(out, "\ngpu 0: ") != NULL;
     free(out);
     return gpu;
 }
+
+START_TEST(test_device_cuda_without_gpu_exit_5)
+{
+    int rc = tu_run("inspect --device cuda testdata/llama-tiny", NULL, NULL);
+    ck_assert_int_eq(rc, gpu_visible() ? 0 : 5);
+    ck_assert_int_eq(tu_run("inspect --device cpu testdata/llama-tiny", NULL, NULL), 0);
+    ck_assert_int_eq(tu_run("inspect --device auto testdata/llama-tiny", NULL, NULL), 0);
+}
+END_TEST
 
 START_TEST(test_convert_on_cuda_without_gpu_exit_5_leaves_nothing)
 {
