@@ -221,11 +221,16 @@ demo: deps
 	@$(BUILD)/fp8conv inspect testdata/llama-tiny
 	@mkdir -p $(dir $(DEMO_OUT))
 	@echo
-	@echo "== fp8conv quantize --force testdata/llama-tiny $(DEMO_OUT)"
-	@$(BUILD)/fp8conv quantize --force testdata/llama-tiny $(DEMO_OUT)
+	@echo "== fp8conv quantize --block 32x32 --force testdata/llama-tiny $(DEMO_OUT)"
+	@echo "   (the sample's intermediate size, 544, is not a multiple of 128: vLLM would refuse"
+	@echo "   128x128 blocks, so the demo uses 32x32)"
+	@$(BUILD)/fp8conv quantize --block 32x32 --force testdata/llama-tiny $(DEMO_OUT)
 	@echo
 	@echo "== fp8conv inspect $(DEMO_OUT)"
 	@$(BUILD)/fp8conv inspect $(DEMO_OUT)
+	@echo
+	@echo "== fp8conv verify $(DEMO_OUT)"
+	@$(BUILD)/fp8conv verify $(DEMO_OUT)
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh

@@ -164,6 +164,9 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
     cJSON *ign = cJSON_AddArrayToObject(root, "ignored");
     for (size_t i = 0; i < fp8_quant_plan_ignored_count(plan); i++)
         cJSON_AddItemToArray(ign, cJSON_CreateString(fp8_quant_plan_ignored(plan, i)));
+    cJSON *warn = cJSON_AddArrayToObject(root, "warnings");
+    for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
+        cJSON_AddItemToArray(warn, cJSON_CreateString(fp8_quant_plan_warning(plan, i)));
     cJSON_AddNumberToObject(root, "quantized", (double)count_quantized(plan));
     cJSON_AddNumberToObject(root, "kept", (double)(fp8_quant_plan_count(plan) - count_quantized(plan)));
     cJSON_AddItemToObject(root, "input_bytes", cli_json_u64(fp8_quant_plan_input_bytes(plan)));
@@ -267,6 +270,8 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
                 fprintf(stderr, "fp8conv: warning: %s: tensor '%s' stays %s: %s\n", it->shard,
                         it->tensor->name, fp8_dtype_name(it->tensor->dtype), it->reason);
         }
+        for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
+            fprintf(stderr, "fp8conv: warning: %s\n", fp8_quant_plan_warning(plan, i));
     }
     if (!st && !a.dry_run)
         st = fp8_quant_plan_run(ctx, plan, out);

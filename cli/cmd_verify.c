@@ -9,7 +9,7 @@
 
 #define VERIFY_JSON_VERSION 1
 
-enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES, OPT_TP, OPT_EP, OPT_AGAINST };
+enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES, OPT_TP, OPT_EP, OPT_AGAINST, OPT_LOADER };
 
 typedef struct {
     fp8_verify_options opts;
@@ -30,6 +30,13 @@ static int take_option(int code, const char *value, void *state)
         *(code == OPT_TP ? &a->opts.tp : &a->opts.ep) = (int)n;
     } else if (code == OPT_AGAINST) {
         a->opts.against = value;
+    } else if (code == OPT_LOADER) {
+        fp8_loader l;
+        if (!fp8_loader_from_name(value, &l)) {
+            cli_error("--loader: '%s' is not vllm, sglang or transformers", value);
+            return EXIT_USAGE;
+        }
+        a->opts.require |= 1u << l;
     } else if (code == OPT_STRICT)
         a->strict = true;
     else if (code == OPT_NO_VALUES)
@@ -37,6 +44,12 @@ static int take_option(int code, const char *value, void *state)
     else
         return EXIT_USAGE;
     return -1;
+}
+
+/* The loaders that must load it: --loader's, or the serving stacks. */
+static bool required(const verify_args *a, fp8_loader l)
+{
+    return (a->opts.require ? a->opts.require : FP8_LOADERS_SERVING) >> l & 1;
 }
 
 int cmd_verify(int argc, char **argv, cli_common *common)
@@ -47,6 +60,7 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         { "tp", required_argument, NULL, OPT_TP },
         { "ep", required_argument, NULL, OPT_EP },
         { "against", required_argument, NULL, OPT_AGAINST },
+        { "loader", required_argument, NULL, OPT_LOADER },
         { NULL, 0, NULL, 0 },
     };
     verify_args a = { .opts = FP8_VERIFY_OPTIONS_INIT };
@@ -69,9 +83,12 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         fp8_ctx_free(ctx);
         return rc;
     }
-    size_t errors = 0, warnings = 0;
+    size_t count[3] = { 0 }, errors, warnings, notes;
     for (size_t i = 0; i < fp8_verify_count(v); i++)
-        *(fp8_verify_finding(v, i)->severity == FP8_SEV_ERROR ? &errors : &warnings) += 1;
+        count[fp8_verify_finding(v, i)->severity]++;
+    errors = count[FP8_SEV_ERROR];
+    warnings = count[FP8_SEV_WARNING];
+    notes = count[FP8_SEV_NOTE];
     rc = errors || (a.strict && warnings) ? EXIT_FOUND : EXIT_OK;
     if (common->json && !common->quiet) {
         cJSON *root = cJSON_CreateObject();
@@ -101,6 +118,7 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         }
         cJSON_AddNumberToObject(root, "errors", (double)errors);
         cJSON_AddNumberToObject(root, "warnings", (double)warnings);
+        cJSON_AddNumberToObject(root, "notes", (double)notes);
         cJSON_AddBoolToObject(root, "ok", rc == EXIT_OK);
         cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
         for (size_t i = 0; i < fp8_verify_stats_count(v); i++) {
@@ -112,13 +130,35 @@ int cmd_verify(int argc, char **argv, cli_common *common)
             cJSON_AddItemToObject(o, "groups", cli_json_u64(t->groups));
             cJSON_AddItemToArray(tensors, o);
         }
+        cJSON *loaders = cJSON_AddArrayToObject(root, "loaders");
+        for (int l = 0; l < FP8_LOADER_COUNT; l++) {
+            cJSON *o = cJSON_CreateObject(), *why = NULL;
+            cJSON_AddStringToObject(o, "name", fp8_loader_name((fp8_loader)l));
+            cJSON_AddBoolToObject(o, "required", required(&a, (fp8_loader)l));
+            cJSON_AddBoolToObject(o, "loads", fp8_verify_loads(v, (fp8_loader)l));
+            why = cJSON_AddArrayToObject(o, "reasons");
+            for (size_t i = 0; i < fp8_verify_count(v); i++) {
+                const fp8_finding *f = fp8_verify_finding(v, i);
+                if (!(f->loaders >> l & 1))
+                    continue;
+                cJSON *r = cJSON_CreateObject();
+                cJSON_AddStringToObject(r, "rule", f->rule);
+                cJSON_AddStringToObject(r, "message", f->message);
+                cJSON_AddItemToArray(why, r);
+            }
+            cJSON_AddItemToArray(loaders, o);
+        }
         cJSON *list = cJSON_AddArrayToObject(root, "findings");
         for (size_t i = 0; i < fp8_verify_count(v); i++) {
             const fp8_finding *f = fp8_verify_finding(v, i);
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "severity", f->severity == FP8_SEV_ERROR ? "error" : "warning");
+            cJSON_AddStringToObject(o, "severity", fp8_severity_name(f->severity));
             cJSON_AddStringToObject(o, "rule", f->rule);
             cJSON_AddStringToObject(o, "message", f->message);
+            cJSON *stops = cJSON_AddArrayToObject(o, "loaders");
+            for (int l = 0; l < FP8_LOADER_COUNT; l++)
+                if (f->loaders >> l & 1)
+                    cJSON_AddItemToArray(stops, cJSON_CreateString(fp8_loader_name((fp8_loader)l)));
             cJSON_AddItemToArray(list, o);
         }
         if (cli_print_json(root))
@@ -126,8 +166,7 @@ int cmd_verify(int argc, char **argv, cli_common *common)
     } else if (!common->quiet) {
         for (size_t i = 0; i < fp8_verify_count(v); i++) {
             const fp8_finding *f = fp8_verify_finding(v, i);
-            printf("%s [%s] %s\n", f->severity == FP8_SEV_ERROR ? "error" : "warning", f->rule,
-                   f->message);
+            printf("%s [%s] %s\n", fp8_severity_name(f->severity), f->rule, f->message);
         }
         printf("%s: %zu FP8 weights; declared: %s\n", argv[1], fp8_verify_fp8_weights(v),
                fp8_verify_format(v));
@@ -137,6 +176,14 @@ int cmd_verify(int argc, char **argv, cli_common *common)
                 if (fp8_verify_tp_sizes(v) >> (t - 1) & 1)
                     printf(" %d", t);
             printf("%s\n", fp8_verify_tp_sizes(v) ? "" : " none");
+        }
+        if (fp8_verify_fp8_weights(v)) {
+            printf("loads in:");
+            for (int l = 0; l < FP8_LOADER_COUNT; l++)
+                printf("%s %s %s%s", l ? "," : "", fp8_loader_name((fp8_loader)l),
+                       fp8_verify_loads(v, (fp8_loader)l) ? "yes" : "no",
+                       required(&a, (fp8_loader)l) ? " (required)" : "");
+            printf("\n");
         }
         if (a.opts.values) {
             uint64_t zero = 0, groups = 0;
@@ -160,8 +207,11 @@ int cmd_verify(int argc, char **argv, cli_common *common)
                    miss ? miss : "");
         if (!a.opts.values)
             printf("values not scanned (--no-values)\n");
-        printf("%zu error%s, %zu warning%s: %s\n", errors, errors == 1 ? "" : "s", warnings,
-               warnings == 1 ? "" : "s", rc == EXIT_OK ? "ok" : "problems found");
+        printf("%zu error%s, %zu warning%s", errors, errors == 1 ? "" : "s", warnings,
+               warnings == 1 ? "" : "s");
+        if (notes)
+            printf(", %zu note%s", notes, notes == 1 ? "" : "s");
+        printf(": %s\n", rc == EXIT_OK ? "ok" : "problems found");
     }
     fp8_verify_free(v);
     fp8_ctx_free(ctx);

@@ -521,40 +521,63 @@ static fp8_status copy_file(fp8_ctx *ctx, const char *from, const char *to, uint
 }
 
 typedef struct {
-    const fp8_checkpoint *ck;
-    const char *to;
+    const char *from, *to;  /* the directories being copied */
+    bool top;               /* the checkpoint's own directory: skip its shards and index */
     const char *const *skip;
     const volatile sig_atomic_t *cancel;
+    int depth;
 } copy_job;
 
+static fp8_status copy_tree(fp8_ctx *ctx, const copy_job *c);
+
+/* At the top level every file but the checkpoint's own (shards, index and
+ * the `skip` list, which the command writes itself); in subfolders
+ * (sentence-transformers' 1_Pooling/, 2_Dense/ ...) every file, weights
+ * included, since those modules are not converted.  Hidden entries (.git,
+ * .cache, fp8conv's own temporary directories) and symbolic links to
+ * directories (which could loop) are skipped. */
 static fp8_status copy_if_other(fp8_ctx *ctx, void *arg, const char *name)
 {
     const copy_job *c = arg;
-    bool skipped = name[0] == '.' || ck_is_shard_name(name) || strcmp(name, INDEX_NAME) == 0;
-    for (size_t i = 0; c->skip && c->skip[i] && !skipped; i++)
+    bool skipped = name[0] == '.' ||
+                   (c->top && (ck_is_shard_name(name) || strcmp(name, INDEX_NAME) == 0));
+    for (size_t i = 0; c->top && c->skip && c->skip[i] && !skipped; i++)
         skipped = strcmp(name, c->skip[i]) == 0;
     if (skipped)
         return FP8_OK;
-    char *from = ck_join(c->ck->path, name), *dest = ck_join(c->to, name);
-    struct stat sb;
+    char *from = ck_join(c->from, name), *dest = ck_join(c->to, name);
+    struct stat sb, lsb;
     fp8_status st = FP8_OK;
     if (!from || !dest)
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", c->ck->path);
-    else if (stat(from, &sb) != 0)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", c->from);
+    else if (stat(from, &sb) != 0 || lstat(from, &lsb) != 0)
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot stat: %s", from, strerror(errno));
     else if (S_ISREG(sb.st_mode))
         st = copy_file(ctx, from, dest, (uint64_t)sb.st_size, c->cancel);
+    else if (S_ISDIR(lsb.st_mode) && c->depth < 16) {
+        copy_job sub = { from, dest, false, NULL, c->cancel, c->depth + 1 };
+        if (mkdir(dest, 0777) != 0)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create directory: %s", dest,
+                          strerror(errno));
+        else
+            st = copy_tree(ctx, &sub);
+    }
     free(from);
     free(dest);
     return st;
+}
+
+static fp8_status copy_tree(fp8_ctx *ctx, const copy_job *c)
+{
+    return each_entry(ctx, c->from, copy_if_other, (void *)c);
 }
 
 fp8_status ck_copy_other_files(fp8_ctx *ctx, const fp8_checkpoint *ck, const char *to,
                                const char *const *skip,
                                const volatile sig_atomic_t *cancel)
 {
-    copy_job c = { ck, to, skip, cancel };
-    return each_entry(ctx, ck->path, copy_if_other, &c);
+    copy_job c = { ck->path, to, true, skip, cancel, 0 };
+    return copy_tree(ctx, &c);
 }
 
 fp8_status ck_output_names(fp8_ctx *ctx, const fp8_checkpoint *ck, char ***names)

@@ -40,7 +40,9 @@ fp8_status ck_index_write(fp8_ctx *ctx, const char *dir, ck_index_entry *map, si
 /* Copies every regular top-level file of the checkpoint directory (symbolic
  * links followed, as in a Hugging Face cache snapshot) into `to`, except the
  * shards, the index, other *.safetensors files and the names in `skip`
- * (NULL-terminated). */
+ * (NULL-terminated); and every subfolder whole (sentence-transformers'
+ * 1_Pooling/, 2_Dense/ with its own weights, unconverted).  Hidden entries
+ * and symbolic links to directories are skipped. */
 fp8_status ck_copy_other_files(fp8_ctx *ctx, const fp8_checkpoint *ck, const char *to,
                                const char *const *skip,
                                const volatile sig_atomic_t *cancel);

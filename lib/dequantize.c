@@ -14,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "dequant.h"
+#include "formats.h"
 #include "gpu.h"
 #include "jobs.h"
 
@@ -57,30 +58,21 @@ static bool is_activation_scale(const char *name)
            strcmp(last, "v_scale") == 0;
 }
 
-/* The block size the config declares (hf-fp8 weight_block_size, or a
- * compressed-tensors group's block_structure); 128 x 128 otherwise. */
-static void block_size(const cJSON *config, uint32_t *rows, uint32_t *cols)
+/* The block size the config declares (the format table's reading of
+ * weight_block_size or block_structure); 128 x 128 otherwise. */
+static fp8_status block_size(fp8_ctx *ctx, const char *dir, const cJSON *config, uint32_t *rows,
+                             uint32_t *cols)
 {
-    *rows = *cols = 128;
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
-    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups"), *g;
-    cJSON_ArrayForEach(g, groups)
-    {
-        const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
-        if (!b)
-            b = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
-    }
-    if (cJSON_GetArraySize(b) != 2)
-        return;
-    /* numbers are raw text here (ck_config_read keeps them exact) */
-    const cJSON *r = cJSON_GetArrayItem(b, 0), *c = cJSON_GetArrayItem(b, 1);
-    unsigned long rv = r && r->valuestring ? strtoul(r->valuestring, NULL, 10) : 0;
-    unsigned long cv = c && c->valuestring ? strtoul(c->valuestring, NULL, 10) : 0;
-    if (rv >= 1 && rv <= 65536 && cv >= 1 && cv <= 65536) {
-        *rows = (uint32_t)rv;
-        *cols = (uint32_t)cv;
-    }
+    fmt_declaration d;
+    fmt_declaration_read(config, &d);
+    *rows = d.block_rows;
+    *cols = d.block_cols;
+    if (d.bad_key)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s/config.json: quantization_config %s is not as loaders read it (a "
+                        "block size is two integers from 1 to 65536)",
+                        dir, d.bad_key);
+    return FP8_OK;
 }
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
@@ -577,8 +569,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     bool is_dir = fp8_checkpoint_is_directory(p.ck);
     if ((is_dir && (st = ck_config_read(ctx, input, &config))) || (st = name_shards(ctx, &p)))
         goto out;
-    block_size(config, &p.block_rows, &p.block_cols);
-    if ((st = decide(ctx, &p)) || (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
+    if ((st = block_size(ctx, input, config, &p.block_rows, &p.block_cols)) ||
+        (st = decide(ctx, &p)) || (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
         (st = fp8_output_begin(ctx, &out, input, output, is_dir, opts->force, !opts->no_sync)))
         goto out;
     for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {
@@ -632,7 +624,8 @@ fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq
     p->ck = ck;
     p->input = fp8_checkpoint_shard_name(ck, 0);
     fp8_status st = dir ? ck_config_read(ctx, dir, &config) : FP8_OK;
-    block_size(config, &p->block_rows, &p->block_cols);
+    if (!st)
+        st = block_size(ctx, dir, config, &p->block_rows, &p->block_cols);
     cJSON_Delete(config);
     if (!st)
         st = decide(ctx, p);

@@ -93,6 +93,9 @@ FP8_HD uint16_t fp8_f32_to_f16(float x)
 
 #define FP8_E4M3_MAX 448.0f
 #define FP8_E4M3_MAX_CODE 0x7E
+/* Anything up to this, in units of the scale, rounds to 448 (the tie at 464
+ * goes to 448's even code): beyond it an element saturates. */
+#define FP8_E4M3_NO_CLIP 464.0f
 #define FP8_E4M3_NAN 0x7F
 
 /*
@@ -195,6 +198,13 @@ FP8_HD void fp8_scale_store(void *scales, unsigned size, uint64_t i, uint32_t bi
  * exactly the stored value.  An all-zero group gets 1 (byte 0, 2^-127, for
  * MX); a scale that would underflow to 0 gets the smallest positive value of
  * its dtype.  Returns 0 for an F16 scale above 65504, which cannot be stored.
+ *
+ * BF16 and F16 scales are amax / 448 rounded to nearest, which can fall a
+ * little below it: the largest elements then round to 448 as they would
+ * anyway, as long as amax <= 464 s (464 is the midpoint between 448 and the
+ * 480 that E4M3 lacks).  Only a subnormal scale, whose relative spacing is
+ * coarse, can fall further; it is taken one step up, so that no element
+ * saturates.
  */
 FP8_HD float fp8_scale_make(fp8_scale_kind kind, float amax, uint32_t *stored)
 {
@@ -208,6 +218,7 @@ FP8_HD float fp8_scale_make(fp8_scale_kind kind, float amax, uint32_t *stored)
     case FP8_SCALE_BF16: {
         uint16_t b = amax == 0 ? 0x3F80 : fp8_f32_to_bf16(s);
         b = (b & 0x7FFF) ? b : 0x0001; /* 2^-133 */
+        b += amax > FP8_E4M3_NO_CLIP * fp8_bf16_to_f32(b); /* subnormal: see above */
         *stored = b;
         return fp8_bf16_to_f32(b);
     }
@@ -216,6 +227,7 @@ FP8_HD float fp8_scale_make(fp8_scale_kind kind, float amax, uint32_t *stored)
             return 0;
         uint16_t h = amax == 0 ? 0x3C00 : fp8_f32_to_f16(s);
         h = (h & 0x7FFF) ? h : 0x0001; /* 2^-24 */
+        h += amax > FP8_E4M3_NO_CLIP * fp8_f16_to_f32(h); /* subnormal: see above */
         *stored = h;
         return fp8_f16_to_f32(h);
     }

@@ -331,6 +331,10 @@ const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *plan, size_t ind
 /* The modules written to the config's ignore list, sorted. */
 size_t fp8_quant_plan_ignored_count(const fp8_quant_plan *plan);
 const char *fp8_quant_plan_ignored(const fp8_quant_plan *plan, size_t index);
+/* Warnings about the whole output (e.g. a block size vLLM and SGLang cannot
+ * load at TP=1), each a full sentence naming the input. */
+size_t fp8_quant_plan_warning_count(const fp8_quant_plan *plan);
+const char *fp8_quant_plan_warning(const fp8_quant_plan *plan, size_t index);
 /* Bytes of tensor data read, and of the output's .safetensors files (headers
  * included). */
 uint64_t fp8_quant_plan_input_bytes(const fp8_quant_plan *plan);
@@ -470,12 +474,35 @@ const char *fp8_diff_digest(const fp8_diff *d, int side);
  * (|x - q*s| <= max(|x|/16, s/1024)), and whether re-quantizing the source
  * with the declared scheme reproduces the FP8 bytes.
  */
-typedef enum { FP8_SEV_ERROR, FP8_SEV_WARNING } fp8_severity;
+/* A note is a loader that is not required (see fp8_verify_options.require)
+ * and would refuse the checkpoint: said, never a failure, even --strict. */
+typedef enum { FP8_SEV_ERROR, FP8_SEV_WARNING, FP8_SEV_NOTE } fp8_severity;
+const char *fp8_severity_name(fp8_severity s); /* "error", "warning", "note" */
+
+/* The loaders verify predicts (bit 1 << value in masks). */
+typedef enum {
+    FP8_LOADER_VLLM,
+    FP8_LOADER_SGLANG,
+    FP8_LOADER_TRANSFORMERS,
+    FP8_LOADER_COUNT
+} fp8_loader;
+#define FP8_LOADERS_ALL ((1u << FP8_LOADER_COUNT) - 1)
+/* The loaders verify requires by default: the serving stacks. */
+#define FP8_LOADERS_SERVING ((1u << FP8_LOADER_VLLM) | (1u << FP8_LOADER_SGLANG))
+
+/* "vllm", "sglang", "transformers"; false for an unknown name. */
+const char *fp8_loader_name(fp8_loader loader);
+bool fp8_loader_from_name(const char *name, fp8_loader *loader);
 
 typedef struct {
     fp8_severity severity;
     const char *rule;  /* a stable identifier: "missing-scale", "nan-code", ... */
     char *message;     /* "FILE: TENSOR: what is wrong" */
+    /* The loaders this stops (bit 1 << fp8_loader): they refuse the
+     * checkpoint or would compute with wrong weights.  A finding that stops
+     * a required loader is an error; one that stops only others is a
+     * note. */
+    unsigned loaders;
 } fp8_finding;
 
 typedef struct {
@@ -484,6 +511,8 @@ typedef struct {
     int tp;            /* > 0: report every layer that would not load at this TP size */
     int ep;            /* > 1: MoE experts distributed whole over this many ranks */
     const char *against; /* the bf16 source: compare (needs values) */
+    unsigned require;  /* loaders that must load it (bit 1 << fp8_loader); 0: the
+                          serving stacks, FP8_LOADERS_SERVING */
 } fp8_verify_options;
 
 #define FP8_VERIFY_OPTIONS_INIT { .values = true }
@@ -510,6 +539,9 @@ typedef struct {
 } fp8_verify_stats;
 size_t fp8_verify_stats_count(const fp8_verify *v);
 const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t index);
+/* Whether `loader` would load the checkpoint and compute with the weights it
+ * means: no finding stops it. */
+bool fp8_verify_loads(const fp8_verify *v, fp8_loader loader);
 /* The TP sizes from 1 to 64 at which the checkpoint loads (bit t-1 for TP=t),
  * with the options' EP; 0 when config.json lacks the model's dimensions. */
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v);

@@ -22,8 +22,10 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "formats.h"
 #include "gpu.h"
 #include "jobs.h"
+#include "parallel.h"
 
 #define JOB_BYTES (4u << 20)
 #define MAX_BLOCK 4096
@@ -53,13 +55,10 @@ fp8_format fp8_format_default(fp8_scheme s)
 
 bool fp8_format_supports(fp8_format f, fp8_scheme s)
 {
-    switch (f) {
-    case FP8_FORMAT_HF_FP8: return s == FP8_SCHEME_BLOCK || s == FP8_SCHEME_TENSOR;
-    case FP8_FORMAT_COMPRESSED_TENSORS: return true;
-    case FP8_FORMAT_MODELOPT: return s != FP8_SCHEME_BLOCK;
-    case FP8_FORMAT_DEFAULT: return true;
-    }
-    return false;
+    if (f == FP8_FORMAT_DEFAULT)
+        f = fp8_format_default(s);
+    const fmt_spec *spec = fmt_spec_find(f, s);
+    return spec && !spec->refused;
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -75,7 +74,12 @@ typedef struct {
 struct fp8_quant_plan {
     fp8_quant_options opts;
     fp8_format format;
+    const fmt_spec *spec;  /* the format table's row for (format, scheme) */
     fp8_checkpoint *ck;
+    cJSON *config;         /* config.json, NULL when none */
+    uint64_t experts;      /* the config's expert count (routers have as many rows) */
+    char **warnings;       /* about the whole output (loadability) */
+    size_t nwarnings;
     char *input;
     size_t n;
     fp8_quant_item *items; /* sorted by name, as the checkpoint lists them */
@@ -106,37 +110,6 @@ static bool is_fp8(fp8_dtype d)
            d == FP8_DTYPE_F8_E4M3FNUZ || d == FP8_DTYPE_F8_E5M2FNUZ;
 }
 
-/* The built-in rules (SPEC 5): what a loader keeps in high precision. */
-static const char *default_rule(const char *name)
-{
-    const char *p = name;
-    for (;;) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-#define COMPONENT_IS(s) (n == sizeof(s) - 1 && memcmp(p, s, n) == 0)
-        if (COMPONENT_IS("embed_tokens") || COMPONENT_IS("wte") || COMPONENT_IS("wpe") ||
-            COMPONENT_IS("tok_embeddings") ||
-            (n >= 10 && memcmp(p + n - 10, "embeddings", 10) == 0))
-            return "embedding";
-        if (COMPONENT_IS("lm_head"))
-            return "output head";
-        if (COMPONENT_IS("eh_proj"))
-            return "MTP projection (eh_proj)";
-#undef COMPONENT_IS
-        if (!dot)
-            break;
-        p = dot + 1;
-    }
-    if (strcmp(name, "output.weight") == 0)
-        return "output head";
-    if (strstr(name, "norm"))
-        return "normalization";
-    if (has_suffix(name, ".mlp.gate.weight") || strstr(name, "router") ||
-        strstr(name, "shared_expert_gate"))
-        return "MoE router";
-    return NULL;
-}
-
 /* NULL when `t` is to be quantized; otherwise why not (maybe allocated into *owned). */
 static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t, bool *warn,
                                char **owned)
@@ -149,7 +122,8 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
         return "not a 2-D .weight or 3-D experts tensor";
     if (!is_float(t->dtype))
         return "not bf16, f16 or f32";
-    if (!p->opts.no_default_ignore && (rule = default_rule(t->name)))
+    if (!p->opts.no_default_ignore &&
+        (rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts)))
         return rule;
     for (size_t i = 0; i < p->nregexes; i++)
         if (regexec(&p->regexes[i], t->name, 0, NULL, 0) == 0)
@@ -170,53 +144,38 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
-/* The scale tensor of SPEC 5's table for a quantized tensor. */
+static fp8_status add_warning(fp8_ctx *ctx, fp8_quant_plan *p, char *message)
+{
+    char **w = message ? fp8_xreallocarray(p->warnings, p->nwarnings + 1, sizeof *w) : NULL;
+    if (!w) {
+        free(message);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    p->warnings = w;
+    p->warnings[p->nwarnings++] = message;
+    return FP8_OK;
+}
+
+/* The scale tensor of the format table's row for a quantized tensor. */
 static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *it,
                                plan_entry *e)
 {
     const fp8_tensor_info *t = it->tensor;
     const fp8_quant_options *o = &p->opts;
-    bool ct = p->format == FP8_FORMAT_COMPRESSED_TENSORS;
     e->experts = t->rank == 3 ? t->shape[0] : 1;
     e->rows = t->shape[t->rank - 2];
     e->cols = t->shape[t->rank - 1];
-    int r = 0;
-    if (t->rank == 3)
-        it->scale_shape[r++] = e->experts;
-    /* compressed-tensors stores float scales in the weight's dtype, the others in F32 */
-    fp8_dtype fdtype = ct ? t->dtype : FP8_DTYPE_F32;
-    fp8_scale_kind fkind = fdtype == FP8_DTYPE_BF16  ? FP8_SCALE_BF16
-                           : fdtype == FP8_DTYPE_F16 ? FP8_SCALE_F16
-                                                     : FP8_SCALE_F32;
-    it->scale_dtype = fdtype;
-    e->kind = fkind;
-    switch (o->scheme) {
-    case FP8_SCHEME_BLOCK:
-        it->scale_shape[r++] = ceil_div(e->rows, o->block_rows);
-        it->scale_shape[r++] = ceil_div(e->cols, o->block_cols);
-        if (o->scale_ue8m0)
-            e->kind = FP8_SCALE_UE8M0_F32;
-        break;
-    case FP8_SCHEME_CHANNEL:
-        it->scale_shape[r++] = e->rows;
-        if (ct)
-            it->scale_shape[r++] = 1;
-        break;
-    case FP8_SCHEME_TENSOR:
-        if (ct)
-            it->scale_shape[r++] = 1;
-        break;
-    case FP8_SCHEME_MXFP8:
-        it->scale_shape[r++] = e->rows;
-        it->scale_shape[r++] = e->cols / 32;
-        it->scale_dtype = FP8_DTYPE_U8;
+    it->scale_dtype = fmt_scale_dtype_of(p->spec, t->dtype);
+    fmt_scale_shape(p->spec, t->rank, t->shape, o->block_rows, o->block_cols, &it->scale_rank,
+                    it->scale_shape);
+    e->kind = it->scale_dtype == FP8_DTYPE_BF16  ? FP8_SCALE_BF16
+              : it->scale_dtype == FP8_DTYPE_F16 ? FP8_SCALE_F16
+                                                 : FP8_SCALE_F32;
+    if (o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0)
+        e->kind = FP8_SCALE_UE8M0_F32;
+    if (o->scheme == FP8_SCHEME_MXFP8)
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
-        break;
-    }
-    it->scale_rank = r;
-    const char *suffix =
-        p->format == FP8_FORMAT_HF_FP8 && o->scheme == FP8_SCHEME_BLOCK ? "_scale_inv" : "_scale";
-    if (asprintf(&e->owned_scale_name, "%s%s", t->name, suffix) < 0) {
+    if (asprintf(&e->owned_scale_name, "%s%s", t->name, p->spec->scale_suffix) < 0) {
         e->owned_scale_name = NULL;
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
@@ -226,6 +185,38 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
                         "%s: tensor '%s': its scale would be named '%s', which the input "
                         "already has",
                         it->shard, t->name, it->scale_name);
+    /* a block that spans the gate and up halves of a fused weight cannot be
+     * split by a loader: vLLM shards gate_up_proj into its two halves
+     * (transformers, which runs the fused weight whole, is not affected) */
+    uint64_t half = e->rows / 2;
+    char *msg = NULL;
+    if (o->scheme == FP8_SCHEME_BLOCK && fmt_is_fused_gate_up(t->name) &&
+        (e->rows % 2 || half % o->block_rows) &&
+        (asprintf(&msg, "%s: tensor '%s': a fused gate/up weight of %llu rows: its %u-row "
+                  "blocks span the gate and up halves (%llu rows each), which vLLM and SGLang "
+                  "split when they load it: they will refuse the output (use --block with a "
+                  "row count dividing %llu, or --scheme channel)",
+                  it->shard, t->name, (unsigned long long)e->rows, o->block_rows,
+                  (unsigned long long)half, (unsigned long long)half) < 0 ||
+         add_warning(ctx, p, msg)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    /* only --no-default-ignore gets here with a router */
+    const char *rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts);
+    if (rule && strcmp(rule, "MoE router") == 0 &&
+        (asprintf(&msg, "%s: tensor '%s' is an MoE router and is quantized "
+                  "(--no-default-ignore): transformers runs it on the raw FP8 codes and vLLM "
+                  "keeps routers unquantized",
+                  it->shard, t->name) < 0 ||
+         add_warning(ctx, p, msg)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    /* loader rules of the format table on MoE experts */
+    for (int l = 0; l < FP8_LOADER_COUNT; l++)
+        if (p->spec->no_experts[l] && fmt_is_expert(t->name))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': --scheme %s --format %s cannot be loaded for MoE "
+                            "experts: %s",
+                            it->shard, t->name, fp8_scheme_name(o->scheme),
+                            fp8_format_name(p->format), p->spec->no_experts[l]);
     return FP8_OK;
 }
 
@@ -235,12 +226,17 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
     if ((unsigned)o->scheme > FP8_SCHEME_MXFP8 || (unsigned)o->format > FP8_FORMAT_MODELOPT)
         return fp8_fail(ctx, FP8_ERR_USAGE, "unknown scheme or format");
     p->format = o->format == FP8_FORMAT_DEFAULT ? fp8_format_default(o->scheme) : o->format;
-    if (!fp8_format_supports(p->format, o->scheme))
+    p->spec = fmt_spec_find(p->format, o->scheme);
+    if (p->spec && p->spec->refused)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--scheme %s --format %s is not written: %s",
+                        fp8_scheme_name(o->scheme), fp8_format_name(p->format),
+                        p->spec->refused);
+    if (!p->spec)
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "--scheme %s cannot be written as --format %s; the pairs that exist: "
                         "block with hf-fp8 or compressed-tensors; channel with "
-                        "compressed-tensors or modelopt; tensor with hf-fp8, compressed-tensors "
-                        "or modelopt; mxfp8 with compressed-tensors or modelopt",
+                        "compressed-tensors or modelopt; tensor with hf-fp8 or "
+                        "compressed-tensors; mxfp8 with compressed-tensors or modelopt",
                         fp8_scheme_name(o->scheme), fp8_format_name(p->format));
     if (o->block_rows < 1 || o->block_rows > MAX_BLOCK || o->block_cols < 1 ||
         o->block_cols > MAX_BLOCK)
@@ -343,6 +339,38 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
     return FP8_OK;
 }
 
+static void first_reason(void *arg, const char *message)
+{
+    char **first = arg;
+    if (!*first)
+        *first = fp8_strdup(message);
+}
+
+/* vLLM and SGLang split merged and tensor-parallel layers into partitions
+ * that must each hold whole blocks (validate_fp8_block_shape): warn when the
+ * output would load at TP=1 not at all, naming the layer and the TP sizes
+ * that do load (verify makes it an error). */
+static fp8_status check_loadable(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    par_model m;
+    if (!p->config || !par_model_from_config(p->config, &m))
+        return FP8_OK;
+    par_quant q = { p->opts.scheme, p->opts.block_rows, p->opts.block_cols };
+    char *why = NULL, list[256] = "";
+    if (par_check(&m, &q, 1, 0, first_reason, &why) == 0)
+        return FP8_OK;
+    size_t o = 0;
+    for (int t = 2; t <= 64 && o < sizeof list - 8; t++)
+        if (par_check(&m, &q, t, 0, NULL, NULL) == 0)
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%d", o ? ", " : "", t);
+    char *msg = NULL;
+    if (asprintf(&msg, "%s: vLLM and SGLang would not load the output at TP=1: %s; TP sizes "
+                 "that load: %s", p->input, why ? why : "?", o ? list : "none (1..64)") < 0)
+        msg = NULL;
+    free(why);
+    return add_warning(ctx, p, msg);
+}
+
 fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
                                  fp8_quant_plan **out)
 {
@@ -356,7 +384,9 @@ fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quan
     p->opts = *opts;
     if ((st = check_options(ctx, p)) || (st = fp8_checkpoint_open(ctx, input, &p->ck)) ||
         (st = check_not_quantized(ctx, p)) || (st = name_shards(ctx, p)) ||
-        (st = decide(ctx, p))) {
+        (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
+        (p->experts = fmt_config_experts(p->config), false) || (st = decide(ctx, p)) ||
+        (st = check_loadable(ctx, p))) {
         fp8_quant_plan_free(p);
         return st;
     }
@@ -374,6 +404,10 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
     }
     for (size_t i = 0; i < p->nignored; i++)
         free(p->ignored[i]);
+    for (size_t i = 0; i < p->nwarnings; i++)
+        free(p->warnings[i]);
+    free(p->warnings);
+    cJSON_Delete(p->config);
     ck_output_names_free(p->out_shards, p->ck ? fp8_checkpoint_shard_count(p->ck) : 0);
     for (size_t i = 0; i < p->nregexes; i++)
         regfree(&p->regexes[i]);
@@ -403,6 +437,11 @@ const char *fp8_quant_plan_ignored(const fp8_quant_plan *p, size_t i)
     return i < p->nignored ? p->ignored[i] : NULL;
 }
 uint64_t fp8_quant_plan_input_bytes(const fp8_quant_plan *p) { return p->input_bytes; }
+size_t fp8_quant_plan_warning_count(const fp8_quant_plan *p) { return p->nwarnings; }
+const char *fp8_quant_plan_warning(const fp8_quant_plan *p, size_t i)
+{
+    return i < p->nwarnings ? p->warnings[i] : NULL;
+}
 
 /* Declares shard s's output tensors to a writer: each kept tensor as it is,
  * each quantized one as F8_E4M3 plus its scale. */
@@ -839,31 +878,18 @@ static cJSON *int_pair(uint32_t a, uint32_t b)
     return cJSON_CreateIntArray(v, 2);
 }
 
-static const char *modelopt_algo(fp8_scheme s)
-{
-    return s == FP8_SCHEME_CHANNEL ? "FP8_PER_CHANNEL_PER_TOKEN"
-           : s == FP8_SCHEME_MXFP8 ? "MXFP8"
-                                   : "FP8";
-}
-
 /* compressed-tensors' QuantizationArgs for the weights or the activations. */
-static cJSON *ct_args(const fp8_quant_options *o, bool weights)
+static cJSON *ct_args(const fp8_quant_plan *p, bool weights)
 {
-    static const char *const weight_strategy[] = { "block", "channel", "tensor", "group" };
+    const fp8_quant_options *o = &p->opts;
     cJSON *a = cJSON_CreateObject();
     cJSON_AddNumberToObject(a, "num_bits", 8);
     cJSON_AddStringToObject(a, "type", "float");
     cJSON_AddBoolToObject(a, "symmetric", true);
     cJSON_AddBoolToObject(a, "dynamic", !weights);
-    if (weights) {
-        cJSON_AddStringToObject(a, "strategy", weight_strategy[o->scheme]);
-        if (o->scheme == FP8_SCHEME_BLOCK)
-            cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
-    } else if (o->scheme == FP8_SCHEME_CHANNEL || o->scheme == FP8_SCHEME_TENSOR) {
-        cJSON_AddStringToObject(a, "strategy", "token");
-    } else {
-        cJSON_AddStringToObject(a, "strategy", "group");
-    }
+    cJSON_AddStringToObject(a, "strategy", weights ? p->spec->ct_weights : p->spec->ct_activations);
+    if (weights && o->scheme == FP8_SCHEME_BLOCK)
+        cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
     if (o->scheme == FP8_SCHEME_MXFP8) {
         cJSON_AddNumberToObject(a, "group_size", 32);
         cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
@@ -899,15 +925,15 @@ static cJSON *quantization_config(const fp8_quant_plan *p)
                                                "group_0");
         const char *linear = "Linear";
         cJSON_AddItemToObject(group, "targets", cJSON_CreateStringArray(&linear, 1));
-        cJSON_AddItemToObject(group, "weights", ct_args(o, true));
-        cJSON_AddItemToObject(group, "input_activations", ct_args(o, false));
+        cJSON_AddItemToObject(group, "weights", ct_args(p, true));
+        cJSON_AddItemToObject(group, "input_activations", ct_args(p, false));
         cJSON_AddItemToObject(q, "ignore", ignored);
         cJSON_AddNullToObject(q, "kv_cache_scheme");
         break;
     }
     default:
         cJSON_AddStringToObject(q, "quant_method", "modelopt");
-        cJSON_AddStringToObject(q, "quant_algo", modelopt_algo(o->scheme));
+        cJSON_AddStringToObject(q, "quant_algo", p->spec->modelopt_algo);
         cJSON_AddItemToObject(q, "ignore", ignored);
         break;
     }
@@ -922,7 +948,7 @@ static cJSON *hf_quant_config(const fp8_quant_plan *p)
     cJSON_AddStringToObject(producer, "name", "fp8conv");
     cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
     cJSON *q = cJSON_AddObjectToObject(root, "quantization");
-    cJSON_AddStringToObject(q, "quant_algo", modelopt_algo(p->opts.scheme));
+    cJSON_AddStringToObject(q, "quant_algo", p->spec->modelopt_algo);
     cJSON_AddItemToObject(q, "exclude_modules", string_array(p->ignored, p->nignored));
     if (p->opts.scheme == FP8_SCHEME_MXFP8)
         cJSON_AddNumberToObject(q, "group_size", 32);

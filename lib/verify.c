@@ -18,12 +18,14 @@
 #include "checkpoint.h"
 #include "fp8_math.h"
 #include "dequant.h"
+#include "formats.h"
 #include "jobs.h"
 #include "parallel.h"
 #include "quant.h"
 
 #define CHUNK (4u << 20)
 
+/* fp8_format's values: DEFAULT (none declared), HF_FP8, COMPRESSED_TENSORS, MODELOPT */
 typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
 
 struct fp8_verify {
@@ -31,6 +33,10 @@ struct fp8_verify {
     const char *path;
     v_format format;
     fp8_scheme scheme;
+    const fmt_spec *spec; /* the format table's row for what is declared */
+    const char *ct_activations; /* compressed-tensors input_activations strategy */
+    uint64_t experts;     /* the config's expert count */
+    unsigned require;     /* loaders that must load it */
     uint32_t block_rows, block_cols;
     bool ue8m0_claim, has_ignore_list;
     char **ignore;
@@ -51,34 +57,64 @@ struct fp8_verify {
     size_t nstats;
 };
 
-FP8_PRINTF(5, 6)
-static fp8_status add(fp8_ctx *ctx, fp8_verify *v, fp8_severity sev, const char *rule,
-                      const char *fmt, ...)
+static fp8_status vadd(fp8_ctx *ctx, fp8_verify *v, fp8_severity sev, unsigned loaders,
+                       const char *rule, const char *fmt, va_list ap)
 {
     if (!fp8_grow(&v->findings, v->n, &v->cap, sizeof *v->findings))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     fp8_finding *f = &v->findings[v->n];
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = vasprintf(&f->message, fmt, ap);
-    va_end(ap);
-    if (rc < 0)
+    if (vasprintf(&f->message, fmt, ap) < 0)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     f->severity = sev;
     f->rule = rule;
+    f->loaders = loaders;
     v->n++;
     return FP8_OK;
 }
 
-/* ---------------------------------------------------------------- config */
-
-static const char *raw_string(const cJSON *item) { return cJSON_IsString(item) ? item->valuestring : NULL; }
-
-/* A raw number item (ck_config_read keeps numbers as text) as an integer. */
-static long raw_int(const cJSON *item)
+/* A finding: an error stops every loader, a warning none. */
+FP8_PRINTF(5, 6)
+static fp8_status add(fp8_ctx *ctx, fp8_verify *v, fp8_severity sev, const char *rule,
+                      const char *fmt, ...)
 {
-    return item && item->valuestring && cJSON_IsRaw(item) ? strtol(item->valuestring, NULL, 10) : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    fp8_status st = vadd(ctx, v, sev, sev == FP8_SEV_ERROR ? FP8_LOADERS_ALL : 0, rule, fmt, ap);
+    va_end(ap);
+    return st;
 }
+
+/* A finding that stops some loaders only: an error when one of them is
+ * required, else a note. */
+FP8_PRINTF(5, 6)
+static fp8_status add_for(fp8_ctx *ctx, fp8_verify *v, unsigned loaders, const char *rule,
+                          const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fp8_status st = vadd(ctx, v, loaders & v->require ? FP8_SEV_ERROR : FP8_SEV_NOTE, loaders,
+                         rule, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* An error that says nothing of the loaders: a question verify cannot
+ * answer, or a checkpoint that is not what verify checks. */
+FP8_PRINTF(4, 5)
+static fp8_status add_unanswered(fp8_ctx *ctx, fp8_verify *v, const char *rule, const char *fmt,
+                                 ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fp8_status st = vadd(ctx, v, FP8_SEV_ERROR, 0, rule, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+#define SERVING FP8_LOADERS_SERVING
+#define BIT(l) (1u << (l))
+
+/* ---------------------------------------------------------------- config */
 
 static fp8_status add_ignore(fp8_ctx *ctx, fp8_verify *v, const cJSON *list)
 {
@@ -105,44 +141,27 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
 {
     cJSON *config = NULL, *hq = NULL;
     fp8_status st = FP8_OK;
-    v->block_rows = v->block_cols = 128;
     if (fp8_checkpoint_is_directory(v->ck) && (st = ck_config_read(ctx, v->path, &config)))
         return st;
+    fmt_declaration d;
+    fmt_declaration_read(config, &d);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
-    const char *method = raw_string(cJSON_GetObjectItemCaseSensitive(q, "quant_method"));
-    if (method && strcmp(method, "fp8") == 0) {
-        v->format = FMT_HF_FP8;
-        const cJSON *b = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
-        v->scheme = cJSON_GetArraySize(b) == 2 ? FP8_SCHEME_BLOCK : FP8_SCHEME_TENSOR;
-        if (v->scheme == FP8_SCHEME_BLOCK) {
-            v->block_rows = (uint32_t)raw_int(cJSON_GetArrayItem(b, 0));
-            v->block_cols = (uint32_t)raw_int(cJSON_GetArrayItem(b, 1));
-        }
-        const char *sf = raw_string(cJSON_GetObjectItemCaseSensitive(q, "scale_fmt"));
-        v->ue8m0_claim = sf && strcmp(sf, "ue8m0") == 0;
+    v->format = (v_format)d.format;
+    v->scheme = d.scheme;
+    v->block_rows = d.block_rows;
+    v->block_cols = d.block_cols;
+    v->ue8m0_claim = d.ue8m0;
+    v->experts = fmt_config_experts(config);
+    if (d.ct_activations && !(v->ct_activations = fp8_strdup(d.ct_activations)))
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (d.format != FP8_FORMAT_DEFAULT)
+        v->spec = fmt_spec_find(d.format, d.scheme);
+    if (st) {
+    } else if (v->format == FMT_HF_FP8) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "modules_to_not_convert"));
-    } else if (method && strcmp(method, "compressed-tensors") == 0) {
-        v->format = FMT_CT;
-        const cJSON *g = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
-        const cJSON *w = g && g->child ? cJSON_GetObjectItemCaseSensitive(g->child, "weights") : NULL;
-        const char *strategy = raw_string(cJSON_GetObjectItemCaseSensitive(w, "strategy"));
-        const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
-        v->scheme = !strategy                          ? FP8_SCHEME_TENSOR
-                    : strcmp(strategy, "block") == 0   ? FP8_SCHEME_BLOCK
-                    : strcmp(strategy, "channel") == 0 ? FP8_SCHEME_CHANNEL
-                    : strcmp(strategy, "group") == 0   ? FP8_SCHEME_MXFP8
-                                                       : FP8_SCHEME_TENSOR;
-        if (cJSON_GetArraySize(bs) == 2) {
-            v->block_rows = (uint32_t)raw_int(cJSON_GetArrayItem(bs, 0));
-            v->block_cols = (uint32_t)raw_int(cJSON_GetArrayItem(bs, 1));
-        }
+    } else if (v->format == FMT_CT) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
-    } else if (method && strcmp(method, "modelopt") == 0) {
-        v->format = FMT_MODELOPT;
-        const char *algo = raw_string(cJSON_GetObjectItemCaseSensitive(q, "quant_algo"));
-        v->scheme = algo && strcmp(algo, "MXFP8") == 0                       ? FP8_SCHEME_MXFP8
-                    : algo && strcmp(algo, "FP8_PER_CHANNEL_PER_TOKEN") == 0 ? FP8_SCHEME_CHANNEL
-                                                                             : FP8_SCHEME_TENSOR;
+    } else if (v->format == FMT_MODELOPT) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
         /* ModelOpt's own file lists its exclusions too */
         if (!st && !(st = ck_json_read(ctx, v->path, "hf_quant_config.json", &hq)) && hq)
@@ -150,16 +169,17 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                             cJSON_GetObjectItemCaseSensitive(
                                 cJSON_GetObjectItemCaseSensitive(hq, "quantization"),
                                 "exclude_modules"));
-    } else if (method) {
+    } else if (d.unknown_method) {
         st = add(ctx, v, FP8_SEV_ERROR, "quant-method",
                  "config.json: quant_method '%s' is not one verify knows (fp8, "
                  "compressed-tensors, modelopt)",
-                 method);
+                 d.unknown_method);
     }
-    if (!st && v->format != FMT_NONE &&
-        (v->block_rows < 1 || v->block_cols < 1 || v->block_rows > 65536 || v->block_cols > 65536)) {
-        st = add(ctx, v, FP8_SEV_ERROR, "quant-config", "config.json: the block size is not two "
-                 "positive integers");
+    if (!st && d.bad_key) {
+        st = add(ctx, v, FP8_SEV_ERROR, "quant-config",
+                 "config.json: quantization_config %s is not as loaders read it (a block size "
+                 "is two integers from 1 to 65536)",
+                 d.bad_key);
         v->block_rows = v->block_cols = 128; /* what the checks below then assume */
     }
     if (!st && v->format != FMT_NONE) {
@@ -190,8 +210,15 @@ static void report_tp(void *arg, const char *message)
 {
     tp_report *r = arg;
     if (!r->st)
-        r->st = add(r->ctx, r->v, FP8_SEV_ERROR, "tp", "%s: at TP=%d: %s", r->v->path, r->tp,
-                    message);
+        r->st = add_for(r->ctx, r->v, SERVING, "tp", "%s: at TP=%d: %s", r->v->path, r->tp,
+                        message);
+}
+
+static void first_message(void *arg, const char *message)
+{
+    char *first = arg;
+    if (!*first)
+        snprintf(first, 512, "%s", message);
 }
 
 /* Which TP sizes load; with --tp, the layers that would not load at it. */
@@ -199,10 +226,10 @@ static fp8_status check_parallel(fp8_ctx *ctx, fp8_verify *v, int tp, int ep)
 {
     if (!v->has_model || v->format == FMT_NONE) {
         if (tp > 1 || ep > 1)
-            return add(ctx, v, FP8_SEV_ERROR, "tp",
-                       "%s: --tp/--ep need config.json with hidden_size, num_attention_heads and "
-                       "a quantization_config",
-                       v->path);
+            return add_unanswered(ctx, v, "tp",
+                                  "%s: --tp/--ep need config.json with hidden_size, "
+                                  "num_attention_heads and a quantization_config",
+                                  v->path);
         return FP8_OK;
     }
     par_quant q = { v->scheme, v->block_rows, v->block_cols };
@@ -210,8 +237,15 @@ static fp8_status check_parallel(fp8_ctx *ctx, fp8_verify *v, int tp, int ep)
         if (par_check(&v->model, &q, t, ep, NULL, NULL) == 0)
             v->tp_ok |= 1ull << (t - 1);
     tp_report r = { ctx, v, tp, FP8_OK };
-    if (tp > 0)
+    if (tp > 0) {
         par_check(&v->model, &q, tp, ep, report_tp, &r);
+    } else if (!v->tp_ok) {
+        char why[512] = "";
+        par_check(&v->model, &q, 1, ep, first_message, why);
+        r.st = add_for(ctx, v, SERVING, "tp",
+                       "%s: vLLM and SGLang load it at no TP size from 1 to 64; at TP=1: %s",
+                       v->path, why);
+    }
     return r.st;
 }
 
@@ -234,33 +268,9 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); 
 static void expected_scale(const fp8_verify *v, const fp8_tensor_info *t, const char **suffix,
                            int *rank, uint64_t shape[3], bool *float_dtype)
 {
-    uint64_t m = t->shape[t->rank - 2], n = t->shape[t->rank - 1];
-    bool ct = v->format == FMT_CT;
-    int r = 0;
-    if (t->rank == 3)
-        shape[r++] = t->shape[0];
-    *suffix = v->format == FMT_HF_FP8 && v->scheme == FP8_SCHEME_BLOCK ? "_scale_inv" : "_scale";
-    *float_dtype = v->scheme != FP8_SCHEME_MXFP8;
-    switch (v->scheme) {
-    case FP8_SCHEME_BLOCK:
-        shape[r++] = ceil_div(m, v->block_rows);
-        shape[r++] = ceil_div(n, v->block_cols);
-        break;
-    case FP8_SCHEME_CHANNEL:
-        shape[r++] = m;
-        if (ct)
-            shape[r++] = 1;
-        break;
-    case FP8_SCHEME_TENSOR:
-        if (ct)
-            shape[r++] = 1;
-        break;
-    case FP8_SCHEME_MXFP8:
-        shape[r++] = m;
-        shape[r++] = n / 32;
-        break;
-    }
-    *rank = r;
+    *suffix = v->spec->scale_suffix;
+    *float_dtype = v->spec->scale_dtype != FMT_SCALE_U8;
+    fmt_scale_shape(v->spec, t->rank, t->shape, v->block_rows, v->block_cols, rank, shape);
 }
 
 static void shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
@@ -333,16 +343,16 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
         return add(ctx, v, FP8_SEV_ERROR, "scale-name", "%s: %s: has both '%s' and '%s'", file,
                    t->name, name, other);
     const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);
-    bool dtype_ok = float_dtype ? (v->format == FMT_CT ? is_float(s->dtype)
-                                                       : s->dtype == FP8_DTYPE_F32)
-                                : s->dtype == FP8_DTYPE_U8;
+    bool dtype_ok = v->spec->scale_dtype == FMT_SCALE_WEIGHT ? is_float(s->dtype)
+                    : s->dtype == fmt_scale_dtype_of(v->spec, s->dtype);
     fp8_status st = FP8_OK;
     if (!dtype_ok)
         st = add(ctx, v, FP8_SEV_ERROR, "scale-dtype", "%s: %s: dtype %s, but %s expects %s",
                  sfile, s->name, fp8_dtype_name(s->dtype), v->format_name,
                  !float_dtype ? "U8 (E8M0)"
-                 : v->format == FMT_CT ? "the weight's original dtype (BF16, F16 or F32)"
-                                       : "F32");
+                 : v->spec->scale_dtype == FMT_SCALE_WEIGHT
+                     ? "the weight's original dtype (BF16, F16 or F32)"
+                     : "F32");
     bool shape_ok = s->rank == rank;
     for (int d = 0; shape_ok && d < rank; d++)
         shape_ok = s->shape[d] == shape[d];
@@ -356,12 +366,97 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
     return st;
 }
 
+/* ---------------------------------------------------------------- loader rules */
+
+/* What the loader rules of the whole checkpoint need: its FP8 experts and
+ * the FP8 weights without a calibrated input_scale (first of each). */
+typedef struct {
+    size_t experts, no_input_scale;
+    const char *first_expert, *first_no_input_scale;
+} loader_tally;
+
+/* The rules a real loader applies to one FP8 weight beyond its scale:
+ * routers stay unquantized, a block must not span a fused gate/up weight's
+ * halves, static schemes need input_scale. */
+static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t,
+                                     const char *file, loader_tally *lr)
+{
+    fp8_status st = FP8_OK;
+    const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts);
+    if (keep && strcmp(keep, "MoE router") == 0)
+        st = add(ctx, v, FP8_SEV_ERROR, "router-quantized",
+                 "%s: %s is F8_E4M3, but it is an MoE router (its %llu rows are the %llu "
+                 "experts): transformers runs the router on the raw FP8 codes and vLLM keeps "
+                 "routers unquantized; it must stay in bf16",
+                 file, t->name, (unsigned long long)t->shape[t->rank - 2],
+                 (unsigned long long)v->experts);
+    uint64_t rows = t->shape[t->rank - 2];
+    if (!st && v->scheme == FP8_SCHEME_BLOCK && fmt_is_fused_gate_up(t->name) &&
+        (rows % 2 || (rows / 2) % v->block_rows))
+        st = add_for(ctx, v, SERVING, "fused-block",
+                     "%s: %s: a fused gate/up weight of %llu rows whose %u-row blocks span the "
+                     "gate and up halves; vLLM and SGLang split the halves when they load it and "
+                     "cannot split a block's scale",
+                     file, t->name, (unsigned long long)rows, v->block_rows);
+    if (t->rank == 3 || fmt_is_expert(t->name)) {
+        if (!lr->experts++)
+            lr->first_expert = t->name;
+    }
+    if (v->spec->needs_input_scale) {
+        char name[1024];
+        snprintf(name, sizeof name, "%.*s.input_scale",
+                 (int)(strlen(t->name) - (has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
+        if (!fp8_checkpoint_find(v->ck, name, NULL) && !lr->no_input_scale++)
+            lr->first_no_input_scale = t->name;
+    }
+    return st;
+}
+
+/* The loader rules of the format table that concern the whole checkpoint. */
+static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_tally *lr)
+{
+    fp8_status st = FP8_OK;
+    if (!v->spec)
+        return FP8_OK;
+    for (int l = 0; l < FP8_LOADER_COUNT && !st; l++) {
+        if (v->spec->no_load[l])
+            st = add_for(ctx, v, BIT(l), "loader-format", "%s: %s: %s", v->path,
+                         fmt_loader_title((fp8_loader)l), v->spec->no_load[l]);
+        if (!st && lr->experts && v->spec->no_experts[l])
+            st = add_for(ctx, v, BIT(l), "loader-experts", "%s: %zu FP8 expert weights (%s, ...): "
+                         "%s: %s", v->path, lr->experts, lr->first_expert,
+                         fmt_loader_title((fp8_loader)l), v->spec->no_experts[l]);
+    }
+    /* vLLM's compressed-tensors FP8 MoE method pairs tensor weights with
+     * tensor activations and channel weights with token activations */
+    const char *want = v->scheme == FP8_SCHEME_TENSOR    ? "tensor"
+                       : v->scheme == FP8_SCHEME_CHANNEL ? "token"
+                                                         : NULL;
+    if (!st && v->format == FMT_CT && lr->experts && want &&
+        (!v->ct_activations || strcmp(v->ct_activations, want) != 0))
+        st = add_for(ctx, v, SERVING, "moe-activations",
+                     "%s: %zu FP8 expert weights (%s, ...) with %s weights and %s activations: "
+                     "vLLM's CompressedTensorsW8A8Fp8MoEMethod takes %s weights only with "
+                     "input_activations strategy \"%s\" (else a bare AssertionError)",
+                     v->path, lr->experts, lr->first_expert, fp8_scheme_name(v->scheme),
+                     v->ct_activations ? v->ct_activations : "no", fp8_scheme_name(v->scheme),
+                     want);
+    if (!st && lr->no_input_scale)
+        st = add_for(ctx, v, SERVING, "input-scale",
+                     "%s: %zu FP8 weights (%s, ...) have no input_scale, but %s declares static "
+                     "activation scales: vLLM keeps a -3.4e38 placeholder and the layers compute "
+                     "garbage",
+                     v->path, lr->no_input_scale, lr->first_no_input_scale, v->format_name);
+    return st;
+}
+
 /* Headers, index, config against tensors. */
 static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
 {
     fp8_checkpoint *ck = v->ck;
     fp8_status st = FP8_OK;
     uint64_t bytes = 0, total;
+    loader_tally lr = { 0 };
     for (size_t s = 0; s < fp8_checkpoint_shard_count(ck) && !st; s++) {
         const char *fmt = fp8_file_metadata_get(fp8_checkpoint_shard(ck, s), "format");
         if (!fmt || strcmp(fmt, "pt") != 0)
@@ -385,6 +480,8 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
             if (v->format == FMT_NONE)
                 continue;
             st = check_weight(ctx, v, t, shard);
+            if (!st)
+                st = check_loader_rules(ctx, v, t, file, &lr);
             char module[1024];
             snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - (has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
             if (!st && ignored(v, module))
@@ -426,6 +523,12 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
                  "read them as plain weights",
                  v->path, v->fp8_weights,
                  fp8_checkpoint_is_directory(ck) ? "config.json" : "a single file");
+    if (!st && !v->fp8_weights)
+        st = add_unanswered(ctx, v, "no-fp8-weights",
+                            "%s: no F8_E4M3 weights: not an FP8 checkpoint (quantize makes one)",
+                            v->path);
+    if (!st)
+        st = check_loader_totals(ctx, v, &lr);
     return st;
 }
 
@@ -565,18 +668,18 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     fp8_finding *out = &sc->found[j];
     int rc = 0;
     if (first_nan != UINT64_MAX) {
-        *out = (fp8_finding){ FP8_SEV_ERROR, "nan-code", NULL };
+        *out = (fp8_finding){ FP8_SEV_ERROR, "nan-code", NULL, FP8_LOADERS_ALL };
         rc = asprintf(&out->message, "%s: %s: element %llu is the E4M3 NaN code", file, t->name,
                       (unsigned long long)first_nan);
     } else if (bad != UINT64_MAX) {
-        *out = (fp8_finding){ FP8_SEV_ERROR, "bad-scale", NULL };
+        *out = (fp8_finding){ FP8_SEV_ERROR, "bad-scale", NULL, FP8_LOADERS_ALL };
         rc = asprintf(&out->message,
                       t->dtype == FP8_DTYPE_U8
                           ? "%s: %s: element %llu is 0xFF, the E8M0 NaN"
                           : "%s: %s: element %llu is not a finite positive scale",
                       file, t->name, (unsigned long long)bad);
     } else if (not_pow2 != UINT64_MAX) {
-        *out = (fp8_finding){ FP8_SEV_ERROR, "ue8m0-claim", NULL };
+        *out = (fp8_finding){ FP8_SEV_ERROR, "ue8m0-claim", NULL, FP8_LOADERS_ALL };
         rc = asprintf(&out->message,
                       "%s: %s: element %llu is not a power of two, but the config says "
                       "scale_fmt ue8m0",
@@ -684,10 +787,12 @@ static fp8_status bound_one(void *arg, fp8_worker *wk, size_t j)
                                                                         (uint32_t)p[2] << 16 |
                                                                         (uint32_t)p[3] << 24);
             double d = xv - y[i], ax = xv < 0 ? -xv : xv, bound = ax / 16;
-            /* beyond 448 scales the code saturated: a scale rounded down to
-             * its stored dtype (compressed-tensors) clips the group's largest
-             * values; that is saturation, a warning, not a wrong code */
-            if (ax > 448.0 * sc[i] * (1 + 1e-6)) {
+            /* 448 is the nearest E4M3 value to anything up to 464 (the
+             * midpoint to 480, a tie that rounds to 448's even code), so a
+             * stored scale a little below amax / 448 (a BF16 scale rounded
+             * to nearest) only rounds the largest elements; beyond 464 * s
+             * the code saturated: a warning, not a wrong code */
+            if (ax > 464.0 * sc[i] * (1 + 1e-6)) {
                 b->clipped[j]++;
                 continue;
             }
@@ -792,10 +897,7 @@ static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, 
             total++;
             const fp8_tensor_info *b = fp8_checkpoint_find(re, a->name, &sb);
             char name[1024];
-            const char *suffix = v->format == FMT_HF_FP8 && v->scheme == FP8_SCHEME_BLOCK
-                                     ? "_scale_inv"
-                                     : "_scale";
-            snprintf(name, sizeof name, "%s%s", a->name, suffix);
+            snprintf(name, sizeof name, "%s%s", a->name, v->spec->scale_suffix);
             const fp8_tensor_info *as = fp8_checkpoint_find(v->ck, name, &ssa);
             const fp8_tensor_info *bs = fp8_checkpoint_find(re, name, &ssb);
             bool same = b && as && bs;
@@ -898,7 +1000,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      b.worst_x[j], b.worst_y[j]);
         if (!st && b.clipped[j])
             st = add(ctx, v, FP8_SEV_WARNING, "saturation",
-                     "%s: %s: %llu elements of %s exceed 448 * scale and were clipped to +-448",
+                     "%s: %s: %llu elements of %s exceed 464 * scale and were clipped to +-448",
                      v->path, t->name, (unsigned long long)b.clipped[j], src_path);
     }
 requant:
@@ -934,6 +1036,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
     if (!v)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     v->path = path;
+    v->require = opts->require ? opts->require : FP8_LOADERS_SERVING;
     v->requantized = v->reproduced = -1;
     fp8_status st = fp8_checkpoint_open(ctx, path, &v->ck);
     if (st == FP8_ERR_BAD_INPUT) { /* the container or the index is the finding */
@@ -967,10 +1070,24 @@ void fp8_verify_free(fp8_verify *v)
     free(v->ignore);
     free(v->findings);
     free(v->format_name);
+    free((char *)v->ct_activations);
     free(v->first_unreproduced);
     free(v->stats);
     fp8_checkpoint_close(v->ck);
     free(v);
+}
+
+const char *fp8_severity_name(fp8_severity s)
+{
+    return s == FP8_SEV_ERROR ? "error" : s == FP8_SEV_WARNING ? "warning" : "note";
+}
+
+bool fp8_verify_loads(const fp8_verify *v, fp8_loader loader)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (v->findings[i].loaders & BIT(loader))
+            return false;
+    return true;
 }
 
 size_t fp8_verify_count(const fp8_verify *v) { return v->n; }

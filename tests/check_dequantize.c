@@ -107,7 +107,6 @@ static const char *const exact_schemes[] = {
     "--scheme channel --format modelopt",
     "--scheme tensor --format hf-fp8",
     "--scheme tensor --format compressed-tensors",
-    "--scheme tensor --format modelopt",
     "--scheme mxfp8 --format compressed-tensors --mx-rounding floor",
 };
 static const char *const value_schemes[] = {
@@ -155,6 +154,10 @@ static void expect_only_non_bf16_sources(const cJSON *report, const char *what)
 START_TEST(test_round_trip_gives_the_same_fp8_bytes)
 {
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        /* per-channel ModelOpt experts are refused (vLLM loads per-tensor
+         * expert scales only): the dense llama alone */
+        if (strstr(exact_schemes[_i], "channel --format modelopt") && i > 0)
+            continue;
         char *dir = tu_tmpdir();
         int rc;
         cJSON *report = round_trip(dir, exact_schemes[_i], inputs[i], false, &rc);

@@ -83,10 +83,10 @@ static const shape_rule shape_rules[] = {
     { "--scheme block --format compressed-tensors", "_scale", "BF16", "[3, 2]", "[3, 2, 2]" },
     { "--scheme channel --format compressed-tensors", "_scale", "BF16", "[300, 1]",
       "[3, 136, 1]" },
-    { "--scheme channel --format modelopt", "_scale", "F32", "[300]", "[3, 136]" },
+    /* per-channel ModelOpt experts are refused (test_loader_rules_refuse_pairs) */
+    { "--scheme channel --format modelopt --ignore experts", "_scale", "F32", "[300]", NULL },
     { "--scheme tensor --format hf-fp8", "_scale", "F32", "[]", "[3]" },
     { "--scheme tensor --format compressed-tensors", "_scale", "BF16", "[1]", "[3, 1]" },
-    { "--scheme tensor --format modelopt", "_scale", "F32", "[]", "[3]" },
     { "--scheme mxfp8 --format compressed-tensors", "_scale", "U8", NULL, "[3, 136, 5]" },
     { "--scheme mxfp8 --format modelopt", "_scale", "U8", NULL, "[3, 136, 5]" },
 };
@@ -135,7 +135,8 @@ START_TEST(test_scale_names_dtypes_shapes_per_format)
     else /* mxfp8: 200 % 32 != 0, so it stays bf16 */
         ck_assert_int_eq(fp8_checkpoint_find(ck, "model.layers.0.mlp.gate_proj.weight", NULL)->dtype,
                          FP8_DTYPE_BF16);
-    expect_scale(ck, "model.layers.0.mlp.experts.down_proj", r, r->shape_3d);
+    if (r->shape_3d)
+        expect_scale(ck, "model.layers.0.mlp.experts.down_proj", r, r->shape_3d);
     fp8_checkpoint_close(ck);
     fp8_ctx_free(ctx);
     free(err);
@@ -252,6 +253,16 @@ START_TEST(test_scale_rules_of_spec)
     ck_assert_uint_eq(bits, 1);
     ck_assert(fp8_scale_make(FP8_SCALE_BF16, 0x1p-140f, &bits) == 0x1p-133f);
     ck_assert(fp8_scale_make(FP8_SCALE_F16, 0x1p-30f, &bits) == 0x1p-24f);
+    /* 16-bit scales round to nearest, even a little below amax / 448, as long
+     * as amax <= 464 s: 448 * (1 + 2^-8) keeps the bf16 1.0 */
+    ck_assert(fp8_scale_make(FP8_SCALE_BF16, 448 * (1 + 0x1p-8f), &bits) == 1.0f);
+    /* a subnormal one nearer to amax / 448 than that goes one step up:
+     * amax = 448 * 1.4 * 2^-24 rounds to the f16 2^-24, which would put
+     * amax at 627 s */
+    ck_assert(fp8_scale_make(FP8_SCALE_F16, 448 * 1.4f * 0x1p-24f, &bits) == 0x1p-23f);
+    ck_assert_uint_eq(bits, 0x0002);
+    ck_assert(fp8_scale_make(FP8_SCALE_BF16, 448 * 1.4f * 0x1p-133f, &bits) == 0x1p-132f);
+    ck_assert_uint_eq(bits, 0x0002);
     ck_assert(fp8_scale_make(FP8_SCALE_UE8M0_F32, 448, &bits) == 1.0f);
     ck_assert(fp8_scale_make(FP8_SCALE_UE8M0_F32, 449, &bits) == 2.0f);
     ck_assert(fp8_scale_make(FP8_SCALE_UE8M0_F32, 0x1p-149f, &bits) == 0x1p-149f);
@@ -475,6 +486,8 @@ static const struct {
     { "--scheme channel --format hf-fp8", "pairs that exist" },
     { "--scheme block --format modelopt", "pairs that exist" },
     { "--scheme mxfp8 --format hf-fp8", "pairs that exist" },
+    /* no correct output without calibration data: vLLM wants input_scale */
+    { "--scheme tensor --format modelopt", "calibrated input_scale" },
     { "--scheme blocky", "not one of block, channel, tensor or mxfp8" },
     { "--format onnx", "not one of" },
     { "--block 128", "ROWSxCOLS" },
@@ -486,6 +499,24 @@ static const struct {
     { "--ignore '('", "not a POSIX extended regex" },
     { "--bogus", "unknown option" },
 };
+
+/* A pair a loader cannot load for the model at hand is bad input: vLLM's
+ * ModelOpt FP8 MoE method takes per-tensor expert scales only. */
+START_TEST(test_loader_rules_refuse_pairs)
+{
+    char *dir = tu_tmpdir(), *args, *err;
+    ck_assert(asprintf(&args, "quantize --scheme channel --format modelopt testdata/quant-edge "
+                              "%s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "experts") && strstr(err, "ModelOptFp8MoEMethod") &&
+                      strstr(err, "--format compressed-tensors"),
+                  "%s", err);
+    ck_assert_int_eq(count_entries(dir, ""), 2);
+    free(err);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
 
 START_TEST(test_usage_errors_exit_2_and_write_nothing)
 {
@@ -553,6 +584,7 @@ int main(void)
     tcase_add_test(tc, test_single_file_in_single_file_out);
     tcase_add_test(tc, test_zstd_input_gives_the_same_output);
     tcase_add_test(tc, test_dry_run_writes_nothing_and_reports);
+    tcase_add_test(tc, test_loader_rules_refuse_pairs);
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
     tcase_add_test(tc, test_sigint_leaves_nothing);

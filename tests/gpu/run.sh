@@ -53,7 +53,7 @@ else
 fi
 schemes=("" "--scheme channel" "--scheme tensor" "--scheme mxfp8" "--scheme mxfp8 --mx-rounding floor"
     "--scale-fmt ue8m0" "--block 64x32" "--scheme channel --format compressed-tensors"
-    "--scheme tensor --format modelopt")
+    "--scheme tensor --format compressed-tensors")
 for m in $models; do
     for s in "${schemes[@]}"; do
         # shellcheck disable=SC2086

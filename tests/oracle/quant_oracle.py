@@ -35,7 +35,7 @@ Decisions (beyond SPEC 3-5):
   and name contains ".experts."), minus the default ignore list (dropped by --no-default-ignore):
   a '.'-component equal to embed_tokens, wte, wpe, tok_embeddings, lm_head or eh_proj, or ending
   in "embeddings"; the name "output.weight"; names containing "norm", "router" or
-  "shared_expert_gate"; names ending in ".mlp.gate.weight". Minus --ignore REGEX (re.search on the
+  "shared_expert_gate"; names ending in ".mlp.gate.weight" or ".block_sparse_moe.gate.weight" (Mixtral). Minus --ignore REGEX (re.search on the
   full name). mxfp8: a tensor with N % 32 != 0 (N = last dim) stays unquantized.
 - Ignore list: sorted module names (name minus ".weight") of every rank-2 BF16/F16/F32 tensor
   named *.weight that was not quantized, for whatever reason (rank-3 tensors never appear).
@@ -44,7 +44,9 @@ Decisions (beyond SPEC 3-5):
       s == 0 (underflow) -> 2^-149.
   ct (compressed-tensors block/channel/tensor): s = amax/448 in fp32, rounded RNE to the weight's
       dtype; amax 0 -> 1; rounded 0 -> smallest positive of that dtype (BF16 2^-133, F16 2^-24,
-      F32 2^-149); F16 with amax/448 > 65504 is bad input. Quantize with the rounded value.
+      F32 2^-149); a BF16/F16 value with amax > 464 * s (possible only when subnormal; 464 is
+      the midpoint between 448 and 480) goes one step up, so that nothing saturates; F16 with
+      amax/448 > 65504 is bad input. Quantize with the stored value.
   ue8m0 (hf-fp8 block + --scale-fmt ue8m0; stored F32): s = 2^E, E smallest integer with
       amax <= 448 * 2^E (exact, from frexp), E >= -149; amax 0 -> 1.
   mx (mxfp8, stored U8 = E + 127, E clamped to [-127, 127]): rceil E smallest with
@@ -94,7 +96,8 @@ SCHEMES = ("block", "channel", "tensor", "mxfp8")
 FORMATS = {  # SPEC section 5: the allowed scheme/format pairs, first = default
     "block": ("hf-fp8", "compressed-tensors"),
     "channel": ("compressed-tensors", "modelopt"),
-    "tensor": ("hf-fp8", "compressed-tensors", "modelopt"),
+    # modelopt FP8 (per tensor) is refused: vLLM reads it as static activations
+    "tensor": ("hf-fp8", "compressed-tensors"),
     "mxfp8": ("compressed-tensors", "modelopt"),
 }
 IGNORE_COMPONENTS = {"embed_tokens", "wte", "wpe", "tok_embeddings", "lm_head", "eh_proj"}
@@ -150,6 +153,11 @@ def scale_ct(amax, wdtype):
     tiny = np.array(SMALLEST[wdtype]).astype(FLOAT_DTYPES[wdtype])
     one = np.array(1.0).astype(FLOAT_DTYPES[wdtype])
     st = np.where(st.astype(F32) == 0, tiny, st).astype(FLOAT_DTYPES[wdtype])
+    # a (subnormal) scale so far below amax/448 that amax > 464 * s would saturate elements
+    # (464: the midpoint between 448 and 480) goes one step up; float64 products are exact
+    clips = (amax.astype(np.float64) > 464.0 * st.astype(np.float64)) & (wdtype != "F32")
+    up = np.nextafter(st, np.array(np.inf, dtype=FLOAT_DTYPES[wdtype]))
+    st = np.where(clips, up, st).astype(FLOAT_DTYPES[wdtype])
     st = np.where(amax == 0, one, st).astype(FLOAT_DTYPES[wdtype])
     return st, st.astype(F32)
 
@@ -281,7 +289,7 @@ def default_ignored(name):
     parts = name.split(".")
     if any(p in IGNORE_COMPONENTS or p.endswith("embeddings") for p in parts):
         return True
-    if name == "output.weight" or name.endswith(".mlp.gate.weight"):
+    if name == "output.weight" or name.endswith((".mlp.gate.weight", ".block_sparse_moe.gate.weight")):
         return True
     return any(s in name for s in ("norm", "router", "shared_expert_gate"))
 
@@ -367,7 +375,9 @@ def activation_args(plan):
     elif scheme == "mxfp8":
         a.update(strategy="group", group_size=32, scale_dtype="torch.uint8")
     else:
-        a["strategy"] = "token"
+        # vLLM's compressed-tensors FP8 MoE method takes tensor weights only with
+        # tensor activations, channel weights only with token activations
+        a["strategy"] = "tensor" if scheme == "tensor" else "token"
     return a
 
 
@@ -620,8 +630,12 @@ def loop_scale(amax, plan, wdtype):
         return 1.0
     s = float(F32(amax) / F32(448.0))
     if kind == "ct":
-        s = float(np.array(s, dtype=F32).astype(FLOAT_DTYPES[wdtype]).astype(F32))
-        return s if s != 0 else SMALLEST[wdtype]
+        d = FLOAT_DTYPES[wdtype]
+        h = np.array(s, dtype=F32).astype(d)
+        h = h if float(h) != 0 else np.array(SMALLEST[wdtype]).astype(d)
+        if wdtype != "F32" and Fraction(amax) > 464 * Fraction(float(h)):  # saturates: step up
+            h = np.nextafter(h, np.array(np.inf, dtype=d))
+        return float(h)
     return s if s != 0 else SMALLEST["F32"]
 
 

@@ -1,0 +1,297 @@
+/*
+ * formats.c - the format table (one row per scheme x format pair) and the
+ * model rules every command shares.  Each loader rule below was found by
+ * running the loader on fp8conv's output (make check-loaders) and is
+ * documented in the man page under LOADERS.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+
+#define VLLM FP8_LOADER_VLLM
+#define SGLANG FP8_LOADER_SGLANG
+#define HF FP8_LOADER_TRANSFORMERS
+
+static const char MODELOPT_STATIC[] =
+    "vLLM reads ModelOpt quant_algo FP8 as static per-tensor activation quantization and needs a "
+    "calibrated input_scale beside every FP8 weight (without one it keeps a -3.4e38 placeholder "
+    "and the linear layers compute garbage); fp8conv has no calibration data: use --format hf-fp8 "
+    "or --format compressed-tensors for per-tensor weights";
+static const char MODELOPT_MOE_CHANNEL[] =
+    "vLLM's ModelOptFp8MoEMethod registers per-tensor expert scales only (per-channel expert "
+    "scales fail with \"shape '[]' is invalid for input of size N\" in "
+    "_load_per_tensor_weight_scale): use --format compressed-tensors for per-channel MoE models";
+static const char HF_FP8_TENSOR_TRANSFORMERS[] =
+    "transformers' FineGrainedFP8 (quant_method fp8) looks for weight_scale_inv and per-block "
+    "scales; a per-tensor hf-fp8 checkpoint's weight_scale is left unused (vLLM and SGLang load "
+    "it): use --format compressed-tensors for transformers";
+static const char NO_MODELOPT_TRANSFORMERS[] =
+    "transformers has no quantizer for quant_method modelopt";
+
+static const fmt_spec table[] = {
+    { .format = FP8_FORMAT_HF_FP8, .scheme = FP8_SCHEME_BLOCK, .scale_suffix = "_scale_inv",
+      .scale_dtype = FMT_SCALE_F32 },
+    { .format = FP8_FORMAT_HF_FP8, .scheme = FP8_SCHEME_TENSOR, .scale_suffix = "_scale",
+      .scale_dtype = FMT_SCALE_F32, .no_load = { [HF] = HF_FP8_TENSOR_TRANSFORMERS } },
+    { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_BLOCK,
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .ct_weights = "block",
+      .ct_activations = "group" },
+    { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_CHANNEL,
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
+      .ct_weights = "channel", .ct_activations = "token" },
+    /* vLLM's CompressedTensorsW8A8Fp8MoEMethod pairs tensor weights with
+     * tensor activations only (token activations: a bare AssertionError) */
+    { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_TENSOR,
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
+      .ct_weights = "tensor", .ct_activations = "tensor" },
+    { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_MXFP8,
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .ct_weights = "group",
+      .ct_activations = "group" },
+    { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_CHANNEL, .scale_suffix = "_scale",
+      .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8_PER_CHANNEL_PER_TOKEN",
+      .no_experts = { [VLLM] = MODELOPT_MOE_CHANNEL, [SGLANG] = MODELOPT_MOE_CHANNEL },
+      .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
+    { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_TENSOR, .scale_suffix = "_scale",
+      .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8", .refused = MODELOPT_STATIC,
+      .needs_input_scale = true, .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
+    { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_MXFP8, .scale_suffix = "_scale",
+      .scale_dtype = FMT_SCALE_U8, .modelopt_algo = "MXFP8",
+      .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
+};
+
+const fmt_spec *fmt_spec_find(fp8_format format, fp8_scheme scheme)
+{
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (table[i].format == format && table[i].scheme == scheme)
+            return &table[i];
+    return NULL;
+}
+
+static const char *const loader_names[] = { "vllm", "sglang", "transformers" };
+static const char *const loader_titles[] = { "vLLM", "SGLang", "transformers" };
+
+const char *fp8_loader_name(fp8_loader l) { return (unsigned)l < FP8_LOADER_COUNT ? loader_names[l] : "?"; }
+const char *fmt_loader_title(fp8_loader l) { return (unsigned)l < FP8_LOADER_COUNT ? loader_titles[l] : "?"; }
+
+bool fp8_loader_from_name(const char *name, fp8_loader *l)
+{
+    for (int i = 0; i < FP8_LOADER_COUNT; i++)
+        if (strcmp(name, loader_names[i]) == 0) {
+            *l = (fp8_loader)i;
+            return true;
+        }
+    return false;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source)
+{
+    return f->scale_dtype == FMT_SCALE_U8 ? FP8_DTYPE_U8
+           : f->scale_dtype == FMT_SCALE_WEIGHT ? source
+                                                : FP8_DTYPE_F32;
+}
+
+void fmt_scale_shape(const fmt_spec *f, int wrank, const uint64_t *wshape, uint32_t R, uint32_t C,
+                     int *rank, uint64_t shape[3])
+{
+    uint64_t m = wshape[wrank - 2], n = wshape[wrank - 1];
+    int r = 0;
+    if (wrank == 3)
+        shape[r++] = wshape[0];
+    switch (f->scheme) {
+    case FP8_SCHEME_BLOCK:
+        shape[r++] = ceil_div(m, R);
+        shape[r++] = ceil_div(n, C);
+        break;
+    case FP8_SCHEME_CHANNEL:
+        shape[r++] = m;
+        if (f->keepdim)
+            shape[r++] = 1;
+        break;
+    case FP8_SCHEME_TENSOR:
+        if (f->keepdim)
+            shape[r++] = 1;
+        break;
+    case FP8_SCHEME_MXFP8:
+        shape[r++] = m;
+        shape[r++] = n / 32;
+        break;
+    }
+    *rank = r;
+}
+
+/* ---------------------------------------------------------------- declarations */
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A [R, C] pair of integers 1..65536 (ck_config_read keeps numbers as raw
+ * text, so 128.5 or 1e3 or 2^32 + 128 are seen as written). */
+static bool block_pair(const cJSON *b, uint32_t *rows, uint32_t *cols)
+{
+    if (cJSON_GetArraySize(b) != 2)
+        return false;
+    uint32_t v[2];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *e = cJSON_GetArrayItem(b, i);
+        const char *s = e && (cJSON_IsRaw(e) || cJSON_IsNumber(e)) ? e->valuestring : NULL;
+        char *end;
+        if (!s || !*s || strspn(s, "0123456789") != strlen(s))
+            return false;
+        unsigned long long x = strtoull(s, &end, 10);
+        if (x < 1 || x > 65536)
+            return false;
+        v[i] = (uint32_t)x;
+    }
+    *rows = v[0];
+    *cols = v[1];
+    return true;
+}
+
+void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
+{
+    memset(d, 0, sizeof *d);
+    d->format = FP8_FORMAT_DEFAULT;
+    d->block_rows = d->block_cols = 128;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const char *method = str_of(q, "quant_method");
+    const cJSON *b = NULL;
+    if (!method)
+        return;
+    if (strcmp(method, "fp8") == 0) {
+        d->format = FP8_FORMAT_HF_FP8;
+        b = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
+        d->scheme = b && !cJSON_IsNull(b) ? FP8_SCHEME_BLOCK : FP8_SCHEME_TENSOR;
+        const char *sf = str_of(q, "scale_fmt");
+        d->ue8m0 = sf && strcmp(sf, "ue8m0") == 0;
+        if (b && !cJSON_IsNull(b) && !block_pair(b, &d->block_rows, &d->block_cols))
+            d->bad_key = "weight_block_size";
+    } else if (strcmp(method, "compressed-tensors") == 0) {
+        d->format = FP8_FORMAT_COMPRESSED_TENSORS;
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
+        g = g ? g->child : NULL;
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
+        const char *strategy = str_of(w, "strategy");
+        d->ct_activations = str_of(a, "strategy");
+        d->scheme = FP8_SCHEME_TENSOR;
+        for (size_t i = 0; strategy && i < sizeof table / sizeof *table; i++)
+            if (table[i].ct_weights && strcmp(table[i].ct_weights, strategy) == 0)
+                d->scheme = table[i].scheme;
+        if (d->scheme == FP8_SCHEME_MXFP8) {
+            const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
+            const char *s = gs && (cJSON_IsRaw(gs) || cJSON_IsNumber(gs)) ? gs->valuestring : NULL;
+            if (!s || strcmp(s, "32") != 0)
+                d->bad_key = "weights.group_size (MX blocks are 32 elements)";
+        }
+        b = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
+        if (d->scheme == FP8_SCHEME_BLOCK && b && !block_pair(b, &d->block_rows, &d->block_cols))
+            d->bad_key = "block_structure";
+    } else if (strcmp(method, "modelopt") == 0) {
+        d->format = FP8_FORMAT_MODELOPT;
+        const char *algo = str_of(q, "quant_algo");
+        d->scheme = FP8_SCHEME_TENSOR;
+        for (size_t i = 0; algo && i < sizeof table / sizeof *table; i++)
+            if (table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0)
+                d->scheme = table[i].scheme;
+    } else {
+        d->unknown_method = method;
+    }
+    if (d->bad_key)
+        d->block_rows = d->block_cols = 0;
+}
+
+/* ---------------------------------------------------------------- model rules */
+
+static uint64_t u64_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const char *s = v && (cJSON_IsRaw(v) || cJSON_IsNumber(v)) ? v->valuestring : NULL;
+    if (s && *s && strspn(s, "0123456789") == strlen(s))
+        return strtoull(s, NULL, 10);
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+}
+
+uint64_t fmt_config_experts(const cJSON *config)
+{
+    static const char *const keys[] = { "n_routed_experts", "num_experts", "num_local_experts",
+                                        "moe_num_experts" };
+    const cJSON *where[] = { config, cJSON_GetObjectItemCaseSensitive(config, "text_config"),
+                             cJSON_GetObjectItemCaseSensitive(config, "ffn_config") };
+    for (size_t w = 0; w < 3; w++)
+        for (size_t k = 0; where[w] && k < 4; k++) {
+            uint64_t e = u64_of(where[w], keys[k]);
+            if (e)
+                return e;
+        }
+    return 0;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* Whether a dot-separated component of `name` satisfies `pred`. */
+static bool any_component(const char *name, bool (*pred)(const char *p, size_t n))
+{
+    for (const char *p = name;;) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (pred(p, n))
+            return true;
+        if (!dot)
+            return false;
+        p = dot + 1;
+    }
+}
+
+#define IS(s) (n == sizeof(s) - 1 && memcmp(p, s, n) == 0)
+static bool embedding_component(const char *p, size_t n)
+{
+    return IS("embed_tokens") || IS("wte") || IS("wpe") || IS("tok_embeddings") ||
+           (n >= 10 && memcmp(p + n - 10, "embeddings", 10) == 0);
+}
+static bool head_component(const char *p, size_t n) { return IS("lm_head"); }
+static bool mtp_component(const char *p, size_t n) { return IS("eh_proj"); }
+/* gate (Qwen, DeepSeek, OLMoE, GLM), router (GPT-OSS, Llama-4, DBRX, Jamba, Granite) */
+static bool router_component(const char *p, size_t n)
+{
+    return IS("gate") || IS("router") || IS("wg") || memmem(p, n, "router", 6) != NULL;
+}
+#undef IS
+
+const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts)
+{
+    if (any_component(name, embedding_component))
+        return "embedding";
+    if (any_component(name, head_component) || strcmp(name, "output.weight") == 0)
+        return "output head";
+    if (any_component(name, mtp_component))
+        return "MTP projection (eh_proj)";
+    if (strstr(name, "norm"))
+        return "normalization";
+    /* Mixtral and Phi-MoE call it block_sparse_moe.gate; a router by any
+     * name is a 2-D weight whose output dimension is the expert count */
+    if (has_suffix(name, ".mlp.gate.weight") || has_suffix(name, ".block_sparse_moe.gate.weight") ||
+        strstr(name, "router") || strstr(name, "shared_expert_gate") ||
+        (experts > 1 && rank == 2 && shape[0] == experts && !fmt_is_expert(name) &&
+         any_component(name, router_component)))
+        return "MoE router";
+    return NULL;
+}
+
+bool fmt_is_expert(const char *name) { return strstr(name, ".experts.") != NULL; }
+
+bool fmt_is_fused_gate_up(const char *name)
+{
+    return strstr(name, "gate_up_proj") || strstr(name, ".w13") || strstr(name, "w1_w3") ||
+           strstr(name, "gate_up.");
+}
