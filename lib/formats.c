@@ -132,7 +132,8 @@ static const char *str_of(const cJSON *o, const char *key)
 }
 
 /* A [R, C] pair of integers 1..65536 (ck_config_read keeps numbers as raw
- * text, so 128.5 or 1e3 or 2^32 + 128 are seen as written). */
+ * text, so 128.5 or 1e3 or 2^32 + 128 are seen as written; plain cJSON
+ * numbers are taken when integral). */
 static bool block_pair(const cJSON *b, uint32_t *rows, uint32_t *cols)
 {
     if (cJSON_GetArraySize(b) != 2)
@@ -141,10 +142,17 @@ static bool block_pair(const cJSON *b, uint32_t *rows, uint32_t *cols)
     for (int i = 0; i < 2; i++) {
         const cJSON *e = cJSON_GetArrayItem(b, i);
         const char *s = e && (cJSON_IsRaw(e) || cJSON_IsNumber(e)) ? e->valuestring : NULL;
-        char *end;
-        if (!s || !*s || strspn(s, "0123456789") != strlen(s))
+        unsigned long long x;
+        if (s) {
+            if (!*s || strspn(s, "0123456789") != strlen(s))
+                return false;
+            x = strtoull(s, NULL, 10);
+        } else if (cJSON_IsNumber(e) && e->valuedouble >= 1 && e->valuedouble <= 65536 &&
+                   e->valuedouble == (double)(unsigned long long)e->valuedouble) {
+            x = (unsigned long long)e->valuedouble; /* a config parsed by plain cJSON */
+        } else {
             return false;
-        unsigned long long x = strtoull(s, &end, 10);
+        }
         if (x < 1 || x > 65536)
             return false;
         v[i] = (uint32_t)x;
@@ -187,7 +195,7 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         if (d->scheme == FP8_SCHEME_MXFP8) {
             const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
             const char *s = gs && (cJSON_IsRaw(gs) || cJSON_IsNumber(gs)) ? gs->valuestring : NULL;
-            if (!s || strcmp(s, "32") != 0)
+            if (s ? strcmp(s, "32") != 0 : !(cJSON_IsNumber(gs) && gs->valuedouble == 32))
                 d->bad_key = "weights.group_size (MX blocks are 32 elements)";
         }
         b = cJSON_GetObjectItemCaseSensitive(w, "block_structure");

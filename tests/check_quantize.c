@@ -500,6 +500,36 @@ static const struct {
     { "--bogus", "unknown option" },
 };
 
+/* sentence-transformers keeps modules in subfolders (1_Pooling/, 2_Dense/
+ * with its own weights): copied whole, byte for byte; hidden entries and a
+ * link to a directory (which could loop) are not. */
+START_TEST(test_subfolders_are_copied)
+{
+    char *dir = tu_tmpdir(), *cmd;
+    ck_assert(asprintf(&cmd,
+                       "cp -r testdata/llama-tiny %s/in && mkdir -p %s/in/1_Pooling %s/in/2_Dense "
+                       "%s/in/.cache && echo '{\"pooling_mode_mean_tokens\": true}' > "
+                       "%s/in/1_Pooling/config.json && cp testdata/llama-tiny/"
+                       "model-00002-of-00002.safetensors %s/in/2_Dense/model.safetensors && "
+                       "echo x > %s/in/.cache/junk && ln -s . %s/in/loop",
+                       dir, dir, dir, dir, dir, dir, dir, dir) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    char *in, *out;
+    ck_assert(asprintf(&in, "%s/in", dir) > 0);
+    out = quantize_into(dir, "--block 32x32", in);
+    ck_assert(asprintf(&cmd, "cmp %s/1_Pooling/config.json %s/1_Pooling/config.json && "
+                             "cmp %s/2_Dense/model.safetensors %s/2_Dense/model.safetensors && "
+                             "test ! -e %s/.cache && test ! -e %s/loop",
+                       in, out, in, out, out, out) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    free(in);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* A pair a loader cannot load for the model at hand is bad input: vLLM's
  * ModelOpt FP8 MoE method takes per-tensor expert scales only. */
 START_TEST(test_loader_rules_refuse_pairs)
@@ -585,6 +615,7 @@ int main(void)
     tcase_add_test(tc, test_zstd_input_gives_the_same_output);
     tcase_add_test(tc, test_dry_run_writes_nothing_and_reports);
     tcase_add_test(tc, test_loader_rules_refuse_pairs);
+    tcase_add_test(tc, test_subfolders_are_copied);
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
     tcase_add_test(tc, test_sigint_leaves_nothing);

@@ -410,6 +410,158 @@ START_TEST(test_zero_blocks_are_counted_per_tensor)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- loader rules */
+
+/* quantize --json's warnings joined, and its exit status. */
+static char *quantize_warnings(const char *options, const char *input, const char *out, int *rc)
+{
+    char *args, *report;
+    ck_assert(asprintf(&args, "quantize --json %s '%s' '%s'", options, input, out) > 0);
+    *rc = tu_run(args, &report, NULL);
+    cJSON *j = cJSON_Parse(report), *w;
+    ck_assert_msg(j != NULL, "%s: %s", args, report);
+    size_t len = 1;
+    char *all = calloc(1, 1);
+    cJSON_ArrayForEach(w, cJSON_GetObjectItem(j, "warnings"))
+    {
+        len += strlen(w->valuestring) + 1;
+        all = realloc(all, len);
+        strcat(strcat(all, w->valuestring), "\n");
+    }
+    cJSON_Delete(j);
+    free(report);
+    free(args);
+    return all;
+}
+
+static const char MIXTRAL_CONFIG[] =
+    "{\"model_type\": \"mixtral\", \"hidden_size\": 128, \"num_attention_heads\": 2, "
+    "\"num_key_value_heads\": 2, \"intermediate_size\": 128, \"num_local_experts\": 4}\n";
+static const tu_tensor MIXTRAL[] = {
+    { "model.layers.0.block_sparse_moe.gate.weight", 2, { 4, 128 } },
+    { "model.layers.0.block_sparse_moe.experts.0.w1.weight", 2, { 128, 128 } },
+    { "model.layers.0.block_sparse_moe.experts.0.w2.weight", 2, { 128, 128 } },
+    { "model.layers.0.block_sparse_moe.experts.0.w3.weight", 2, { 128, 128 } },
+    { "model.layers.0.self_attn.q_proj.weight", 2, { 128, 128 } },
+    { "model.layers.0.self_attn.k_proj.weight", 2, { 128, 128 } },
+    { "model.layers.0.self_attn.v_proj.weight", 2, { 128, 128 } },
+    { "model.layers.0.self_attn.o_proj.weight", 2, { 128, 128 } },
+};
+
+/* Mixtral's router (block_sparse_moe.gate) stays bf16 by default; quantized
+ * under --no-default-ignore, quantize warns and verify fails. */
+START_TEST(test_mixtral_router_stays_bf16_or_fails_verify)
+{
+    char *dir = tu_tmpdir(), out[512], out2[512];
+    char *model = make_named_model(dir, "mixtral", MIXTRAL_CONFIG, MIXTRAL, 8);
+    snprintf(out, sizeof out, "%s/fp8", dir);
+    snprintf(out2, sizeof out2, "%s/fp8-all", dir);
+    int rc;
+    char *w = quantize_warnings("", model, out, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(w, "");
+    free(w);
+    cJSON *j = verify_json(out, "--strict", &rc);
+    ck_assert_msg(rc == 0, "verify --strict: %d errors", cJSON_GetObjectItem(j, "errors")->valueint);
+    cJSON_Delete(j);
+    w = quantize_warnings("--no-default-ignore", model, out2, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strstr(w, "block_sparse_moe.gate.weight") && strstr(w, "router"), "%s", w);
+    free(w);
+    j = verify_json(out2, "", &rc);
+    ck_assert_int_eq(rc, 1);
+    const cJSON *f = finding(j, "router-quantized");
+    ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring,
+                          "model.layers.0.block_sparse_moe.gate.weight"));
+    cJSON_Delete(j);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A fused gate_up_proj of 2 x 160 rows: 128-row blocks span its halves,
+ * which vLLM splits (quantize warns, verify fails); 32-row blocks do not. */
+START_TEST(test_blocks_spanning_fused_gate_up_halves)
+{
+    static const char config[] =
+        "{\"model_type\": \"phi3\", \"hidden_size\": 128, \"num_attention_heads\": 2, "
+        "\"num_key_value_heads\": 2, \"intermediate_size\": 160}\n";
+    static const tu_tensor t[] = {
+        { "model.layers.0.mlp.gate_up_proj.weight", 2, { 320, 128 } },
+        { "model.layers.0.mlp.down_proj.weight", 2, { 128, 160 } },
+    };
+    char *dir = tu_tmpdir(), out[512], out2[512];
+    char *model = make_named_model(dir, "phi", config, t, 2);
+    snprintf(out, sizeof out, "%s/fp8", dir);
+    snprintf(out2, sizeof out2, "%s/fp8-32", dir);
+    int rc;
+    char *w = quantize_warnings("", model, out, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strstr(w, "gate_up_proj") && strstr(w, "span the gate and up halves"), "%s", w);
+    free(w);
+    cJSON *j = verify_json(out, "", &rc);
+    ck_assert_int_eq(rc, 1);
+    const cJSON *f = finding(j, "fused-block");
+    ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "gate_up_proj"));
+    cJSON_Delete(j);
+    w = quantize_warnings("--block 32x32", model, out2, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(w, "");
+    free(w);
+    j = verify_json(out2, "--strict", &rc);
+    ck_assert_int_eq(rc, 0);
+    cJSON_Delete(j);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_no_fp8_weights_is_an_error)
+{
+    int rc;
+    cJSON *j = verify_json("testdata/llama-tiny", "", &rc);
+    ck_assert_int_eq(rc, 1);
+    ck_assert(finding(j, "no-fp8-weights") != NULL);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* compressed-tensors per-tensor MoE experts with token activations: vLLM's
+ * CompressedTensorsW8A8Fp8MoEMethod asserts tensor activations. */
+START_TEST(test_tensor_experts_need_tensor_activations)
+{
+    char *dir = tu_tmpdir(), *out = quantize_into(dir, "--scheme tensor --format compressed-tensors",
+                                                  "testdata/deepseek-moe-tiny");
+    int rc;
+    cJSON *j = verify_json(out, "", &rc);
+    ck_assert(finding(j, "moe-activations") == NULL);
+    cJSON_Delete(j);
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", out);
+    char *text = tu_slurp(path, NULL);
+    cJSON *config = cJSON_Parse(text);
+    cJSON *a = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(config, "quantization_config"), "config_groups"),
+            "group_0"),
+        "input_activations");
+    ck_assert(a != NULL);
+    cJSON_ReplaceItemInObject(a, "strategy", cJSON_CreateString("token"));
+    char *edited = cJSON_Print(config);
+    tu_spit(path, edited, strlen(edited));
+    j = verify_json(out, "", &rc);
+    ck_assert_int_eq(rc, 1);
+    const cJSON *f = finding(j, "moe-activations");
+    ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "AssertionError"));
+    cJSON_Delete(j);
+    free(edited);
+    cJSON_Delete(config);
+    free(text);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- --against */
 
 START_TEST(test_against_the_source_is_clean_and_reproduced)
@@ -548,6 +700,10 @@ int main(void)
     tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
     tcase_add_test(tc, test_rounded_scales_pass_the_strictest_check);
     tcase_add_test(tc, test_against_finds_saturation_from_floor_scales);
+    tcase_add_test(tc, test_mixtral_router_stays_bf16_or_fails_verify);
+    tcase_add_test(tc, test_blocks_spanning_fused_gate_up_halves);
+    tcase_add_test(tc, test_no_fp8_weights_is_an_error);
+    tcase_add_test(tc, test_tensor_experts_need_tensor_activations);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -282,4 +282,46 @@ static inline char *make_model(const char *dir, const char *name, uint64_t rows,
     return model;
 }
 
+/* A directory checkpoint `dir`/`name` (one model.safetensors) with the given
+ * config.json text and bf16 tensors of the given names and shapes (rank 2 or
+ * 3), filled with a deterministic pattern. */
+typedef struct {
+    const char *name;
+    int rank;
+    uint64_t shape[3];
+} tu_tensor;
+
+static inline char *make_named_model(const char *dir, const char *name, const char *config,
+                                     const tu_tensor *t, size_t n)
+{
+    char *model, *path;
+    ck_assert(asprintf(&model, "%s/%s", dir, name) > 0);
+    ck_assert(mkdir(model, 0755) == 0);
+    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(fp8_writer_add_tensor(ctx, w, t[i].name, FP8_DTYPE_BF16, t[i].rank,
+                                        t[i].shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++) {
+        const fp8_tensor_info *ti = fp8_writer_tensor(w, i);
+        uint16_t *buf = malloc(ti->elements * 2 + 2);
+        for (uint64_t e = 0; e < ti->elements; e++)
+            buf[e] = (uint16_t)(0x3000 + ((e + i) * 2654435761u >> 7) % 0x1800) |
+                     (uint16_t)((e & 1) << 15);
+        ck_assert(fp8_writer_write(ctx, w, buf, ti->elements * 2) == FP8_OK);
+        free(buf);
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    free(path);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, config, strlen(config));
+    free(path);
+    return model;
+}
+
 #endif
