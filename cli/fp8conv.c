@@ -50,7 +50,9 @@ static const cli_command commands[] = {
       "                             parallel size N (vLLM/SGLang partitions)\n"
       "      --ep M                 MoE experts spread whole over M expert-parallel ranks\n"
       "      --against SRC          compare with the bf16 source: E4M3 error bound, and\n"
-      "                             whether re-quantizing SRC reproduces the FP8 bytes\n" },
+      "                             whether re-quantizing SRC reproduces the FP8 bytes\n"
+      "      --loader NAME          require that loader too: vllm, sglang, transformers\n"
+      "                             (repeatable; default vllm and sglang)\n" },
     { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
       "Options:\n"
       "      --dequant              compare FP8 weights by dequantized value (q * scale)\n" },

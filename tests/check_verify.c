@@ -516,6 +516,39 @@ START_TEST(test_blocks_spanning_fused_gate_up_halves)
 }
 END_TEST
 
+/* ModelOpt has no transformers quantizer: a note by default (vLLM and
+ * SGLang are the loaders required), an error with --loader transformers. */
+START_TEST(test_a_loader_not_required_is_a_note)
+{
+    char *dir = tu_tmpdir(),
+         *out = quantize_into(dir, "--scheme channel --format modelopt", "testdata/llama-tiny");
+    int rc;
+    cJSON *j = verify_json(out, "--strict", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "notes")->valueint, 1);
+    const cJSON *f = finding(j, "loader-format"), *l;
+    ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "loaders"))
+    {
+        bool hf = strcmp(cJSON_GetObjectItem(l, "name")->valuestring, "transformers") == 0;
+        ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(l, "loads")) == !hf);
+        ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(l, "required")) == !hf);
+    }
+    cJSON_Delete(j);
+    j = verify_json(out, "--loader transformers", &rc);
+    ck_assert_int_eq(rc, 1);
+    f = finding(j, "loader-format");
+    ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "error") == 0);
+    cJSON_Delete(j);
+    char *args;
+    ck_assert(asprintf(&args, "verify --loader tensorrt '%s'", out) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 2);
+    free(args);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_no_fp8_weights_is_an_error)
 {
     int rc;
@@ -703,6 +736,7 @@ int main(void)
     tcase_add_test(tc, test_mixtral_router_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_blocks_spanning_fused_gate_up_halves);
     tcase_add_test(tc, test_no_fp8_weights_is_an_error);
+    tcase_add_test(tc, test_a_loader_not_required_is_a_note);
     tcase_add_test(tc, test_tensor_experts_need_tensor_activations);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""make check-loaders: every scheme x format pair fp8conv writes, for every test model, judged by
+the programs that load it (vLLM's CPU build, transformers, compressed-tensors,
+sentence-transformers), and verify's prediction held against what they did.
+
+Usage: python tests/loaders/matrix.py [--fp8conv build/fp8conv] [--work build/loaders]
+                                      [--models llama,...] [--pairs block/hf-fp8,...]
+                                      [--readme README.md [--update-readme]]
+
+For each model (tests/loaders/make_models.py) and pair:
+  1. fp8conv quantize --json; a refusal must be exit 2 or 3 with a message naming the loader rule;
+  2. fp8conv verify --json: which loaders it says load the output;
+  3. fp8conv dequantize-for-export: the bf16 export, the weights fp8conv means;
+  4. vllm_check.py (weights vLLM loads and computes with vs the export, prompt logprobs vs the
+     export's) and hf_check.py (transformers default load, transformers dequantizing,
+     compressed-tensors' own decompression, sentence-transformers on MiniLM);
+  5. each cell gets one verdict (see VERDICTS); the run fails on any cell where fp8conv wrote a
+     checkpoint that verify passes and a loader fails or computes other weights, and on any
+     cell where verify's prediction for vLLM or transformers differs from what they did.
+Then the tensor-parallel cases (TP_CASES): vLLM at TP=2 against verify --tp 2.
+The matrix is written to WORK/matrix.md (and .json); with --readme, the README's copy (between
+the loaders-matrix markers) must equal it, or is rewritten with --update-readme.
+Exit 0 when every cell is consistent, 1 otherwise, 2 on a harness error."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = sys.executable
+
+PAIRS = [("block", "hf-fp8"), ("block", "compressed-tensors"), ("channel", "compressed-tensors"),
+         ("channel", "modelopt"), ("tensor", "hf-fp8"), ("tensor", "compressed-tensors"),
+         ("tensor", "modelopt"), ("mxfp8", "compressed-tensors"), ("mxfp8", "modelopt")]
+MODELS = ["llama", "qwen3moe", "mixtral", "deepseek", "minilm"]
+# (model, scheme, format, tp): llama's 2 KV heads of 64 give k/v partitions of 64 rows at TP=2,
+# which 128-row blocks cannot tile; qwen3moe's 4 KV heads give 128.
+TP_CASES = [("llama", "block", "hf-fp8", 2), ("qwen3moe", "block", "hf-fp8", 2),
+            ("llama", "channel", "compressed-tensors", 2)]
+
+BEGIN, END = "<!-- loaders-matrix:begin -->", "<!-- loaders-matrix:end -->"
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def first_line(text):
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[0].strip() if lines else ""
+
+
+def short_error(err):
+    """The exception's type and first line: what a user would search for."""
+    return first_line(err)[:240]
+
+
+class Cell:
+    def __init__(self, model, scheme, fmt):
+        self.model, self.scheme, self.fmt = model, scheme, fmt
+        self.quantize = None      # "written" | "refused"
+        self.message = ""         # fp8conv's refusal, or its warnings
+        self.verify = {}          # loader -> bool
+        self.verify_errors = 0
+        self.vllm = None          # verdict, see judge_vllm
+        self.vllm_note = ""
+        self.hf = {}              # check -> "ok" | "fail: ..." | None
+        self.problems = []
+
+    def key(self):
+        return "%s %s/%s" % (self.model, self.scheme, self.fmt)
+
+
+def judge_vllm(r):
+    """-> (verdict, note). Verdicts: "ok" (loads, weights equal the export, generation agrees),
+    "kernel" (the CPU build lacks a kernel; the weights it loaded were checked and are right),
+    "fails" (refuses the checkpoint, or computes other weights)."""
+    w = r.get("weights") or {}
+    weights_ok = bool(w.get("layers")) and not w.get("bad")
+    err = r.get("missing_kernel") or r.get("error")
+    if r.get("ok"):
+        return "ok", ""
+    if (r.get("kernel_unavailable") or r.get("missing_kernel")) and weights_ok:
+        return "kernel", short_error(err)
+    return "fails", short_error(err) or "weights or generation differ: %s" % json.dumps(
+        {"weights": {k: w.get(k) for k in ("layers", "exact", "max_ulp", "bad")},
+         "generation": (r.get("generation") or {}).get("pass")})
+
+
+def hf_verdicts(r):
+    out = {}
+    for name, c in (r.get("checks") or {}).items():
+        if c is None:
+            continue
+        out[name] = "ok" if c.get("ok") else "fail: " + short_error(c.get("error") or
+                                                                      json.dumps(c)[:200])
+    return out
+
+
+def quantize_cell(a, cell, src, q):
+    shutil.rmtree(q, ignore_errors=True)
+    r = run([a.fp8conv, "quantize", "--json", "--scheme", cell.scheme, "--format", cell.fmt, src, q])
+    if r.returncode != 0:
+        cell.quantize = "refused"
+        cell.message = first_line(r.stderr).replace("fp8conv: ", "", 1)
+        if r.returncode not in (2, 3) or "vLLM" not in r.stderr:
+            cell.problems.append("refused with exit %d without naming the loader rule: %s"
+                                 % (r.returncode, r.stderr.strip()))
+        return False
+    cell.quantize = "written"
+    cell.message = "; ".join(json.loads(r.stdout).get("warnings", []))
+    return True
+
+
+def verify_cell(a, cell, q, tp=None):
+    cmd = [a.fp8conv, "verify", "--json"] + (["--tp", str(tp)] if tp else []) + [q]
+    r = run(cmd)
+    if r.returncode not in (0, 1):
+        raise SystemExit("harness: %s: exit %d: %s" % (" ".join(cmd), r.returncode, r.stderr))
+    v = json.loads(r.stdout)
+    return {l["name"]: l["loads"] for l in v["loaders"]}, v["errors"], v
+
+
+def export(a, q, e):
+    shutil.rmtree(e, ignore_errors=True)
+    r = run([a.fp8conv, "dequantize-for-export", "-q", q, e])
+    if r.returncode != 0:
+        raise SystemExit("harness: dequantize-for-export %s: %s" % (q, r.stderr))
+
+
+def checker(script, args, out):
+    r = run([PY, os.path.join(HERE, script)] + args + ["--json", out])
+    if r.returncode != 0 or not os.path.exists(out):
+        raise SystemExit("harness: %s %s failed (exit %d):\n%s\n%s"
+                         % (script, " ".join(args), r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
+    with open(out) as f:
+        return json.load(f)
+
+
+def judge(cell):
+    """Holds verify's prediction against the loaders."""
+    if cell.quantize != "written":
+        return
+    vllm_loads = cell.vllm in ("ok", "kernel")
+    if cell.verify.get("vllm") != vllm_loads:
+        cell.problems.append("verify says vLLM %s it; vLLM %s (%s)" % (
+            "loads" if cell.verify.get("vllm") else "refuses",
+            {"ok": "loads it", "kernel": "loads it (a kernel is missing on this CPU)",
+             "fails": "fails"}[cell.vllm], cell.vllm_note))
+    d = cell.hf.get("default")
+    if d is not None and cell.verify.get("transformers") != (d == "ok"):
+        cell.problems.append("verify says transformers %s it; transformers: %s" % (
+            "loads" if cell.verify.get("transformers") else "refuses", d))
+    for name in ("dequantize", "ct_decompress", "sentence_transformers"):
+        v = cell.hf.get(name)
+        if v is not None and v != "ok" and cell.verify.get("transformers"):
+            cell.problems.append("%s: %s" % (name, v))
+
+
+def yes(b):
+    return "loads" if b else "refuses"
+
+
+def matrix_md(cells, tp_rows, versions):
+    out = ["Tested with %s. `make check-loaders` writes this table; each cell is one model quantized "
+           "with one pair, loaded by each program." % versions, "",
+           "| model | scheme / format | fp8conv | verify (vLLM, transformers) | vLLM | transformers "
+           "| transformers dequantize | compressed-tensors | sentence-transformers |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    notes = {}
+
+    def note(text):
+        if not text:
+            return ""
+        if text not in notes:
+            notes[text] = len(notes) + 1
+        return " [%d]" % notes[text]
+
+    def hf(v):
+        return "—" if v is None else ("ok" if v == "ok" else "fails" + note(v[6:]))
+
+    for c in cells:
+        if c.quantize == "refused":
+            row = ["refused" + note(c.message)] + ["—"] * 6
+        else:
+            vl = {"ok": "ok", "kernel": "weights ok, kernel missing" + note(c.vllm_note),
+                  "fails": "fails" + note(c.vllm_note)}[c.vllm]
+            row = ["written" + note(c.message),
+                   "%s, %s" % (yes(c.verify.get("vllm")), yes(c.verify.get("transformers"))), vl,
+                   hf(c.hf.get("default")), hf(c.hf.get("dequantize")),
+                   hf(c.hf.get("ct_decompress")), hf(c.hf.get("sentence_transformers"))]
+        out.append("| %s | %s/%s | %s |" % (c.model, c.scheme, c.fmt, " | ".join(row)))
+    if tp_rows:
+        out += ["", "| tensor parallel | verify --tp | vLLM |", "|---|---|---|"]
+        for t in tp_rows:
+            out.append("| %s %s/%s TP=%d | %s | %s |" % (
+                t["model"], t["scheme"], t["format"], t["tp"], yes(t["verify"]),
+                {"ok": "loads", "kernel": "loads, kernel missing" + note(t["note"]),
+                 "fails": "refuses" + note(t["note"])}[t["vllm"]]))
+    out.append("")
+    for text, n in notes.items():
+        out.append("[%d] %s  " % (n, text.replace("|", "\\|")))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fp8conv", default=os.path.join(ROOT, "build", "fp8conv"))
+    ap.add_argument("--work", default=os.path.join(ROOT, "build", "loaders"))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--pairs", default=",".join("%s/%s" % p for p in PAIRS))
+    ap.add_argument("--no-tp", action="store_true")
+    ap.add_argument("--readme")
+    ap.add_argument("--update-readme", action="store_true")
+    a = ap.parse_args()
+    a.fp8conv = os.path.abspath(a.fp8conv)
+    models = a.models.split(",")
+    pairs = [tuple(p.split("/")) for p in a.pairs.split(",")]
+    t0 = time.time()
+    os.makedirs(a.work, exist_ok=True)
+    mdir = os.path.join(a.work, "models")
+    r = run([PY, os.path.join(HERE, "make_models.py"), mdir] + models)
+    if r.returncode != 0:
+        raise SystemExit("harness: make_models.py: %s%s" % (r.stdout, r.stderr))
+    cells, tp_rows = [], []
+    for model in models:
+        src = os.path.join(mdir, model)
+        for scheme, fmt in pairs:
+            cell = Cell(model, scheme, fmt)
+            cells.append(cell)
+            tag = "%s-%s-%s" % (model, scheme, fmt)
+            q, e = os.path.join(a.work, "q", tag), os.path.join(a.work, "e", tag)
+            t1 = time.time()
+            if quantize_cell(a, cell, src, q):
+                cell.verify, cell.verify_errors, _ = verify_cell(a, cell, q)
+                export(a, q, e)
+                rv = checker("vllm_check.py", ["--model", q, "--export", e],
+                             os.path.join(a.work, "r", tag + ".vllm.json"))
+                cell.vllm, cell.vllm_note = judge_vllm(rv)
+                extra = ["--sentence-transformers", "--original", src] if model == "minilm" else []
+                rh = checker("hf_check.py", ["--model", q, "--export", e] + extra,
+                             os.path.join(a.work, "r", tag + ".hf.json"))
+                cell.hf = hf_verdicts(rh)
+                judge(cell)
+            print("loaders: %-40s %-8s vllm=%-6s hf=%s %s(%.0f s)" % (
+                cell.key(), cell.quantize, cell.vllm or "-",
+                ",".join("%s:%s" % (k, v[:4]) for k, v in cell.hf.items()) or "-",
+                "PROBLEM: " + "; ".join(cell.problems) + " " if cell.problems else "",
+                time.time() - t1), flush=True)
+    problems = [(c.key(), p) for c in cells for p in c.problems]
+    for model, scheme, fmt, tp in ([] if a.no_tp else TP_CASES):
+        if model not in models:
+            continue
+        tag = "%s-%s-%s" % (model, scheme, fmt)
+        q, e = os.path.join(a.work, "q", tag), os.path.join(a.work, "e", tag)
+        if not os.path.isdir(q) or not os.path.isdir(e):
+            continue
+        t1 = time.time()
+        loads, errors, v = verify_cell(a, None, q, tp)
+        rv = checker("vllm_check.py", ["--model", q, "--export", e, "--tp", str(tp)],
+                     os.path.join(a.work, "r", tag + ".tp%d.vllm.json" % tp))
+        verdict, why = judge_vllm(rv)
+        row = {"model": model, "scheme": scheme, "format": fmt, "tp": tp,
+               "verify": errors == 0, "vllm": verdict, "note": why}
+        tp_rows.append(row)
+        if row["verify"] != (verdict in ("ok", "kernel")):
+            problems.append(("%s TP=%d" % (tag, tp), "verify --tp %d says %s; vLLM: %s %s"
+                             % (tp, yes(row["verify"]), verdict, why)))
+        print("loaders: %-40s TP=%d verify=%s vllm=%s %s(%.0f s)" % (
+            tag, tp, yes(row["verify"]), verdict, why[:120] + " " if why else "",
+            time.time() - t1), flush=True)
+    vr = run([PY, "-c", "import vllm, transformers, compressed_tensors, sentence_transformers, torch;"
+              "print('vLLM %s (CPU build), torch %s, transformers %s, compressed-tensors %s, "
+              "sentence-transformers %s' % (vllm.__version__, torch.__version__.split('+')[0], "
+              "transformers.__version__, compressed_tensors.__version__, "
+              "sentence_transformers.__version__))"])
+    md = matrix_md(cells, tp_rows, vr.stdout.strip())
+    with open(os.path.join(a.work, "matrix.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(a.work, "matrix.json"), "w") as f:
+        json.dump({"cells": [vars(c) for c in cells], "tp": tp_rows}, f, indent=1)
+    print(md)
+    if a.readme:
+        text = open(a.readme).read()
+        i, j = text.find(BEGIN), text.find(END)
+        if i < 0 or j < i:
+            raise SystemExit("harness: %s has no %s ... %s block" % (a.readme, BEGIN, END))
+        have = text[i + len(BEGIN):j].strip() + "\n"
+        if a.update_readme:
+            with open(a.readme, "w") as f:
+                f.write(text[:i + len(BEGIN)] + "\n" + md + text[j:])
+        elif have != md:
+            problems.append(("README", "the compatibility matrix in %s is not this run's "
+                             "(make check-loaders UPDATE_README=1 rewrites it)" % a.readme))
+    for key, p in problems:
+        print("loaders: PROBLEM: %s: %s" % (key, p))
+    n = sum(1 for c in cells if c.quantize == "written")
+    print("loaders: %d cells (%d written, %d refused), %d tensor-parallel runs, %d problems, %.0f s"
+          % (len(cells), n, len(cells) - n, len(tp_rows), len(problems), time.time() - t0))
+    print("%d passed, %d failed" % (len(cells) + len(tp_rows) - len(set(k for k, _ in problems)),
+                                    len(set(k for k, _ in problems))))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
