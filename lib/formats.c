@@ -24,20 +24,40 @@ static const char MODELOPT_MOE_CHANNEL[] =
     "scales fail with \"shape '[]' is invalid for input of size N\" in "
     "_load_per_tensor_weight_scale): use --format compressed-tensors for per-channel MoE models";
 static const char HF_FP8_TENSOR_TRANSFORMERS[] =
-    "transformers' FineGrainedFP8 (quant_method fp8) looks for weight_scale_inv and per-block "
+    "its FineGrainedFP8 quantizer (quant_method fp8) looks for weight_scale_inv and per-block "
     "scales; a per-tensor hf-fp8 checkpoint's weight_scale is left unused (vLLM and SGLang load "
     "it): use --format compressed-tensors for transformers";
 static const char NO_MODELOPT_TRANSFORMERS[] =
-    "transformers has no quantizer for quant_method modelopt";
+    "it has no quantizer for quant_method modelopt and loads the FP8 codes as plain weights";
+/* transformers 5.19 on a CPU: FineGrainedFP8 dequantizes at load
+ * (integrations/finegrained_fp8.py, Fp8Dequantize) with full blocks only:
+ * "Weight shape (320, 352) not divisible by scale grid (3, 3)", or, where the
+ * shapes happen to divide, other weights (a [192, 256] weight with 128 x 128
+ * blocks: 196 ulp off); compressed-tensors' block decompressor fails too
+ * ("The size of tensor a (4) must match the size of tensor b (3)"). */
+static const char HF_WHOLE_BLOCKS[] =
+    "its block dequantizers take whole blocks only (FineGrainedFP8 Fp8Dequantize: \"Weight "
+    "shape ... not divisible by scale grid\", or other weights where the shapes happen to "
+    "divide; compressed-tensors: a tensor size mismatch): use a block that divides every FP8 "
+    "weight";
+static const char HF_CT_EXPERTS[] =
+    "its compressed-tensors loader cannot decompress block or MX scales of fused MoE experts "
+    "(DecompressExperts: \"The size of tensor a (256) must match the size of tensor b (2)\"): "
+    "use --scheme channel or tensor for transformers";
+static const char HF_CT_MX_F32[] =
+    "its compressed-tensors loader decompresses MX weights to bf16, and a float32 model's "
+    "forward then fails (\"self and mat2 must have the same dtype, but got Float and "
+    "BFloat16\")";
 
 static const fmt_spec table[] = {
     { .format = FP8_FORMAT_HF_FP8, .scheme = FP8_SCHEME_BLOCK, .scale_suffix = "_scale_inv",
-      .scale_dtype = FMT_SCALE_F32 },
+      .scale_dtype = FMT_SCALE_F32, .whole_blocks = { [HF] = HF_WHOLE_BLOCKS } },
     { .format = FP8_FORMAT_HF_FP8, .scheme = FP8_SCHEME_TENSOR, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_F32, .no_load = { [HF] = HF_FP8_TENSOR_TRANSFORMERS } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_BLOCK,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .ct_weights = "block",
-      .ct_activations = "group" },
+      .ct_activations = "group", .whole_blocks = { [HF] = HF_WHOLE_BLOCKS },
+      .no_experts = { [HF] = HF_CT_EXPERTS } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_CHANNEL,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
       .ct_weights = "channel", .ct_activations = "token" },
@@ -48,7 +68,8 @@ static const fmt_spec table[] = {
       .ct_weights = "tensor", .ct_activations = "tensor" },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_MXFP8,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .ct_weights = "group",
-      .ct_activations = "group" },
+      .ct_activations = "group", .no_experts = { [HF] = HF_CT_EXPERTS },
+      .no_f32_model = { [HF] = HF_CT_MX_F32 } },
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_CHANNEL, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8_PER_CHANNEL_PER_TOKEN",
       .no_experts = { [VLLM] = MODELOPT_MOE_CHANNEL, [SGLANG] = MODELOPT_MOE_CHANNEL },
@@ -239,6 +260,13 @@ uint64_t fmt_config_experts(const cJSON *config)
                 return e;
         }
     return 0;
+}
+
+bool fmt_config_is_f32(const cJSON *config)
+{
+    const char *d = str_of(config, "torch_dtype");
+    d = d ? d : str_of(config, "dtype");
+    return d && strcmp(d, "float32") == 0;
 }
 
 static bool has_suffix(const char *s, const char *suffix)

@@ -37,6 +37,12 @@ typedef struct {
     const char *no_experts[FP8_LOADER_COUNT];
     /* Non-NULL: the loader cannot load the layout at all, because of this rule. */
     const char *no_load[FP8_LOADER_COUNT];
+    /* Non-NULL: the loader cannot load a weight whose dims are not whole
+     * blocks (it refuses, or computes other weights), because of this rule. */
+    const char *whole_blocks[FP8_LOADER_COUNT];
+    /* Non-NULL: the loader fails on a float32 model (config torch_dtype or
+     * dtype "float32") in this layout, because of this rule. */
+    const char *no_f32_model[FP8_LOADER_COUNT];
     /* The loader needs a calibrated input_scale beside every FP8 weight. */
     bool needs_input_scale;
 } fmt_spec;
@@ -74,6 +80,10 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d);
  * num_local_experts, ffn_config.moe_num_experts; also under text_config); 0
  * for a dense model. */
 uint64_t fmt_config_experts(const cJSON *config);
+
+/* Whether the config says the model computes in float32 (torch_dtype, or
+ * transformers 5's dtype, "float32"). */
+bool fmt_config_is_f32(const cJSON *config);
 
 /* Why a tensor stays unquantized by the built-in rules (embedding, output
  * head, norm, MoE router, MTP projection); NULL when no rule keeps it.

@@ -209,9 +209,10 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
                   it->shard, t->name) < 0 ||
          add_warning(ctx, p, msg)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    /* loader rules of the format table on MoE experts */
+    /* loader rules of the format table on MoE experts: refused where a
+     * serving stack cannot load them (transformers' rules are verify's notes) */
     for (int l = 0; l < FP8_LOADER_COUNT; l++)
-        if (p->spec->no_experts[l] && fmt_is_expert(t->name))
+        if ((FP8_LOADERS_SERVING >> l & 1) && p->spec->no_experts[l] && fmt_is_expert(t->name))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': --scheme %s --format %s cannot be loaded for MoE "
                             "experts: %s",

@@ -47,6 +47,7 @@ struct fp8_verify {
     size_t fp8_weights;
     uint64_t saturated; /* codes at +-448 (atomic while scanning) */
     bool has_model;     /* config.json has the dims parallelism splits */
+    bool f32_model;     /* config.json's torch_dtype (or dtype) is float32 */
     par_model model;
     uint64_t tp_ok;     /* bit t-1: loads at TP=t, for t in 1..64 */
     /* --against: FP8 weights re-quantized from SRC, and how many came out the
@@ -192,6 +193,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
             v->format_name = NULL;
     }
     v->has_model = par_model_from_config(config, &v->model);
+    v->f32_model = fmt_config_is_f32(config);
     cJSON_Delete(config);
     cJSON_Delete(hq);
     return st;
@@ -371,8 +373,8 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
 /* What the loader rules of the whole checkpoint need: its FP8 experts and
  * the FP8 weights without a calibrated input_scale (first of each). */
 typedef struct {
-    size_t experts, no_input_scale;
-    const char *first_expert, *first_no_input_scale;
+    size_t experts, no_input_scale, partial;
+    const char *first_expert, *first_no_input_scale, *first_partial;
 } loader_tally;
 
 /* The rules a real loader applies to one FP8 weight beyond its scale:
@@ -402,6 +404,9 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
         if (!lr->experts++)
             lr->first_expert = t->name;
     }
+    if (v->scheme == FP8_SCHEME_BLOCK &&
+        (rows % v->block_rows || t->shape[t->rank - 1] % v->block_cols) && !lr->partial++)
+        lr->first_partial = t->name;
     if (v->spec->needs_input_scale) {
         char name[1024];
         snprintf(name, sizeof name, "%.*s.input_scale",
@@ -426,6 +431,14 @@ static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_
             st = add_for(ctx, v, BIT(l), "loader-experts", "%s: %zu FP8 expert weights (%s, ...): "
                          "%s: %s", v->path, lr->experts, lr->first_expert,
                          fmt_loader_title((fp8_loader)l), v->spec->no_experts[l]);
+        if (!st && lr->partial && v->spec->whole_blocks[l])
+            st = add_for(ctx, v, BIT(l), "partial-blocks",
+                         "%s: %zu FP8 weights (%s, ...) are not whole %ux%u blocks: %s: %s",
+                         v->path, lr->partial, lr->first_partial, v->block_rows, v->block_cols,
+                         fmt_loader_title((fp8_loader)l), v->spec->whole_blocks[l]);
+        if (!st && v->f32_model && v->spec->no_f32_model[l])
+            st = add_for(ctx, v, BIT(l), "loader-dtype", "%s: a float32 model: %s: %s", v->path,
+                         fmt_loader_title((fp8_loader)l), v->spec->no_f32_model[l]);
     }
     /* vLLM's compressed-tensors FP8 MoE method pairs tensor weights with
      * tensor activations and channel weights with token activations */

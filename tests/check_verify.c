@@ -549,6 +549,26 @@ START_TEST(test_a_loader_not_required_is_a_note)
 }
 END_TEST
 
+/* transformers dequantizes whole blocks only: llama-tiny's down_proj has
+ * 544 columns, 8.5 blocks of 64 (vLLM takes the partial edge block). */
+START_TEST(test_partial_blocks_stop_transformers_only)
+{
+    char *dir = tu_tmpdir(), *out = quantize_into(dir, "--block 32x64", "testdata/llama-tiny");
+    int rc;
+    cJSON *j = verify_json(out, "--strict", &rc);
+    ck_assert_int_eq(rc, 0);
+    const cJSON *f = finding(j, "partial-blocks");
+    ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
+    ck_assert(strstr(cJSON_GetObjectItem(f, "message")->valuestring, "down_proj"));
+    cJSON_Delete(j);
+    j = verify_json(out, "--loader transformers", &rc);
+    ck_assert_int_eq(rc, 1);
+    cJSON_Delete(j);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_no_fp8_weights_is_an_error)
 {
     int rc;
@@ -737,6 +757,7 @@ int main(void)
     tcase_add_test(tc, test_blocks_spanning_fused_gate_up_halves);
     tcase_add_test(tc, test_no_fp8_weights_is_an_error);
     tcase_add_test(tc, test_a_loader_not_required_is_a_note);
+    tcase_add_test(tc, test_partial_blocks_stop_transformers_only);
     tcase_add_test(tc, test_tensor_experts_need_tensor_activations);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
