@@ -262,11 +262,11 @@ uint64_t fmt_config_experts(const cJSON *config)
     return 0;
 }
 
-bool fmt_config_is_f32(const cJSON *config)
+int fmt_config_is_f32(const cJSON *config)
 {
     const char *d = str_of(config, "torch_dtype");
     d = d ? d : str_of(config, "dtype");
-    return d && strcmp(d, "float32") == 0;
+    return d ? strcmp(d, "float32") == 0 : -1;
 }
 
 static bool has_suffix(const char *s, const char *suffix)

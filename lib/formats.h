@@ -81,9 +81,9 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d);
  * for a dense model. */
 uint64_t fmt_config_experts(const cJSON *config);
 
-/* Whether the config says the model computes in float32 (torch_dtype, or
- * transformers 5's dtype, "float32"). */
-bool fmt_config_is_f32(const cJSON *config);
+/* The dtype the config says the model computes in (torch_dtype, or
+ * transformers 5's dtype): 1 "float32", 0 another, -1 none declared. */
+int fmt_config_is_f32(const cJSON *config);
 
 /* Why a tensor stays unquantized by the built-in rules (embedding, output
  * head, norm, MoE router, MTP projection); NULL when no rule keeps it.

@@ -137,6 +137,11 @@ static fp8_status add_ignore(fp8_ctx *ctx, fp8_verify *v, const cJSON *list)
     return FP8_OK;
 }
 
+static bool is_float(fp8_dtype d)
+{
+    return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
+}
+
 /* What the config declares: format, scheme, block size, ignore list. */
 static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
 {
@@ -193,7 +198,15 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
             v->format_name = NULL;
     }
     v->has_model = par_model_from_config(config, &v->model);
-    v->f32_model = fmt_config_is_f32(config);
+    /* undeclared, transformers computes in the checkpoint's own float dtype
+     * (all-MiniLM-L6-v2's config names none, and its weights are F32) */
+    int f32 = fmt_config_is_f32(config);
+    for (size_t i = 0; f32 < 0 && i < fp8_checkpoint_tensor_count(v->ck); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
+        if (t->rank >= 2 && is_float(t->dtype))
+            f32 = t->dtype == FP8_DTYPE_F32;
+    }
+    v->f32_model = f32 > 0;
     cJSON_Delete(config);
     cJSON_Delete(hq);
     return st;
@@ -259,10 +272,6 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
-static bool is_float(fp8_dtype d)
-{
-    return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
-}
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 

@@ -569,6 +569,33 @@ START_TEST(test_partial_blocks_stop_transformers_only)
 }
 END_TEST
 
+/* compressed-tensors' MX decompression gives bf16 weights, which a float32
+ * model's forward rejects in transformers. */
+START_TEST(test_mx_on_a_float32_model_stops_transformers)
+{
+    char *dir = tu_tmpdir(), *cmd, *in;
+    ck_assert(asprintf(&in, "%s/in", dir) > 0);
+    ck_assert(asprintf(&cmd, "cp -r testdata/llama-tiny %s && sed -i 's/\"bfloat16\"/\"float32\"/' "
+                             "%s/config.json",
+                       in, in) > 0);
+    ck_assert(system(cmd) == 0);
+    char *out = quantize_into(dir, "--scheme mxfp8 --format compressed-tensors", in);
+    int rc;
+    cJSON *j = verify_json(out, "", &rc);
+    ck_assert_int_eq(rc, 0);
+    const cJSON *f = finding(j, "loader-dtype");
+    ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
+    cJSON_Delete(j);
+    j = verify_json(out, "--loader transformers", &rc);
+    ck_assert_int_eq(rc, 1);
+    cJSON_Delete(j);
+    free(out);
+    free(cmd);
+    free(in);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_no_fp8_weights_is_an_error)
 {
     int rc;
@@ -758,6 +785,7 @@ int main(void)
     tcase_add_test(tc, test_no_fp8_weights_is_an_error);
     tcase_add_test(tc, test_a_loader_not_required_is_a_note);
     tcase_add_test(tc, test_partial_blocks_stop_transformers_only);
+    tcase_add_test(tc, test_mx_on_a_float32_model_stops_transformers);
     tcase_add_test(tc, test_tensor_experts_need_tensor_activations);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
