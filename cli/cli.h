@@ -67,6 +67,11 @@ int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
 bool cli_choice(const char *option, const char *value, const char *const *names, int *choice);
 /* "fp8conv: " + message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* printf to stdout, and fputs to `fp`, with control characters (but
+ * newline, tab and return) shown as \xNN: names in a report come from
+ * the checkpoint, and a terminal must not obey them. */
+int cli_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_put_text(FILE *fp, const char *s);
 /* A library context, or NULL after saying "out of memory" (then exit EXIT_IO). */
 fp8_ctx *cli_ctx_create(void);
 /* "[300, 200]" */

@@ -42,9 +42,9 @@ static int report(const cli_common *common, const char *in, const char *out,
     if (common->quiet)
         return EXIT_OK;
     if (!common->json) {
-        printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
+        cli_printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
                r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
-        printf("bytes: %llu of tensors in, %llu out, %.2f s on %s\n",
+        cli_printf("bytes: %llu of tensors in, %llu out, %.2f s on %s\n",
                (unsigned long long)r->input_bytes, (unsigned long long)r->output_bytes, seconds,
                fp8_device_name(r->device));
         return EXIT_OK;

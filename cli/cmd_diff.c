@@ -32,32 +32,32 @@ static void print_text(const fp8_diff *d)
         different += e->kind != FP8_DIFF_SAME;
         switch (e->kind) {
         case FP8_DIFF_SAME: break;
-        case FP8_DIFF_ONLY_A: printf("only in A: %s\n", e->name); break;
-        case FP8_DIFF_ONLY_B: printf("only in B: %s\n", e->name); break;
+        case FP8_DIFF_ONLY_A: cli_printf("only in A: %s\n", e->name); break;
+        case FP8_DIFF_ONLY_B: cli_printf("only in B: %s\n", e->name); break;
         case FP8_DIFF_DTYPE:
-            printf("dtype differs: %s: %s in A, %s in B\n", e->name, fp8_dtype_name(e->a->dtype),
+            cli_printf("dtype differs: %s: %s in A, %s in B\n", e->name, fp8_dtype_name(e->a->dtype),
                    fp8_dtype_name(e->b->dtype));
             break;
         case FP8_DIFF_SHAPE:
             cli_shape_text(e->a->rank, e->a->shape, sa, sizeof sa);
             cli_shape_text(e->b->rank, e->b->shape, sb, sizeof sb);
-            printf("shape differs: %s: %s in A, %s in B\n", e->name, sa, sb);
+            cli_printf("shape differs: %s: %s in A, %s in B\n", e->name, sa, sb);
             break;
         case FP8_DIFF_VALUES:
-            printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements%s, first at %" PRIu64,
+            cli_printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements%s, first at %" PRIu64,
                    e->name, e->differing, e->elements, e->dequantized ? " (dequantized)" : "",
                    e->first_index);
             if (e->max_abs == e->max_abs)
-                printf(", max |a - b| %.9g, max %" PRIu64 " ulp", e->max_abs, e->max_ulp);
-            printf("\n");
+                cli_printf(", max |a - b| %.9g, max %" PRIu64 " ulp", e->max_abs, e->max_ulp);
+            cli_printf("\n");
             break;
         }
     }
-    printf("A: digest %s\nB: digest %s\n", fp8_diff_digest(d, 0), fp8_diff_digest(d, 1));
+    cli_printf("A: digest %s\nB: digest %s\n", fp8_diff_digest(d, 0), fp8_diff_digest(d, 1));
     if (different)
-        printf("different: %zu of %zu tensors\n", different, fp8_diff_count(d));
+        cli_printf("different: %zu of %zu tensors\n", different, fp8_diff_count(d));
     else
-        printf("identical: %zu tensors\n", fp8_diff_count(d));
+        cli_printf("identical: %zu tensors\n", fp8_diff_count(d));
 }
 
 static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequant)

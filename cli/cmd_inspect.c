@@ -130,39 +130,39 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
         wdtype = ld > wdtype ? ld : wdtype;
         wfile = lf > wfile ? lf : wfile;
     }
-    printf("%-*s  %-*s  %-*s  %12s  %-*s%s\n", wname, "NAME", wdtype, "DTYPE", wshape, "SHAPE",
+    cli_printf("%-*s  %-*s  %-*s  %12s  %-*s%s\n", wname, "NAME", wdtype, "DTYPE", wshape, "SHAPE",
            "BYTES", tot->hashes ? wfile : 0, "FILE", tot->hashes ? "  XXH3_128" : "");
     for (size_t i = 0; i < n; i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
         cli_shape_text(t->rank, t->shape, shape, sizeof shape);
-        printf("%-*s  %-*s  %-*s  %12" PRIu64 "  %-*s%s%s\n", wname, t->name, wdtype,
+        cli_printf("%-*s  %-*s  %-*s  %12" PRIu64 "  %-*s%s%s\n", wname, t->name, wdtype,
                fp8_dtype_name(t->dtype), wshape, shape, fp8_tensor_nbytes(t),
                tot->hashes ? wfile : 0, fp8_checkpoint_shard_name(ck, s),
                tot->hashes ? "  " : "", tot->hashes ? tot->hashes[i] : "");
     }
-    printf("\ntensors: %zu  shards: %zu%s  bytes: %" PRIu64 "\n", n,
+    cli_printf("\ntensors: %zu  shards: %zu%s  bytes: %" PRIu64 "\n", n,
            fp8_checkpoint_shard_count(ck), fp8_checkpoint_has_index(ck) ? " (indexed)" : "",
            tot->total);
-    printf("bytes by dtype:");
+    cli_printf("bytes by dtype:");
     for (int d = FP8_DTYPE_COUNT - 1; d >= 0; d--)
         if (tot->tensors[d])
-            printf(" %s %" PRIu64 " (%zu tensors)", fp8_dtype_name((fp8_dtype)d), tot->bytes[d],
+            cli_printf(" %s %" PRIu64 " (%zu tensors)", fp8_dtype_name((fp8_dtype)d), tot->bytes[d],
                    tot->tensors[d]);
-    printf("\n");
+    cli_printf("\n");
     if (tot->hashes)
-        printf("digest: %s (XXH3-128 of the tensor hashes; independent of sharding)\n",
+        cli_printf("digest: %s (XXH3-128 of the tensor hashes; independent of sharding)\n",
                tot->digest);
     uint64_t total_size;
     if (fp8_checkpoint_index_total_size(ck, &total_size))
-        printf("index total_size: %" PRIu64 "%s\n", total_size,
+        cli_printf("index total_size: %" PRIu64 "%s\n", total_size,
                total_size == tot->total ? "" : " (differs from the tensor bytes)");
     if (!fp8_checkpoint_has_config(ck))
-        printf("config.json: none\n");
+        cli_printf("config.json: none\n");
     else if (!fp8_checkpoint_has_quant_config(ck))
-        printf("config.json: no quantization_config\n");
+        cli_printf("config.json: no quantization_config\n");
     else
-        printf("config.json: quantization_config, quant_method %s\n",
+        cli_printf("config.json: quantization_config, quant_method %s\n",
                fp8_checkpoint_quant_method(ck) ? fp8_checkpoint_quant_method(ck) : "(none)");
     return EXIT_OK;
 }

@@ -186,11 +186,11 @@ static void print_plan(const fp8_quant_plan *plan)
         cli_shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
         if (it->quantize) {
             cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
-            printf("quantize  %s %s %s -> F8_E4M3 + %s %s %s\n", it->tensor->name,
+            cli_printf("quantize  %s %s %s -> F8_E4M3 + %s %s %s\n", it->tensor->name,
                    fp8_dtype_name(it->tensor->dtype), shape, it->scale_name,
                    fp8_dtype_name(it->scale_dtype), sshape);
         } else {
-            printf("keep      %s %s %s: %s\n", it->tensor->name, fp8_dtype_name(it->tensor->dtype),
+            cli_printf("keep      %s %s %s: %s\n", it->tensor->name, fp8_dtype_name(it->tensor->dtype),
                    shape, it->reason);
         }
     }
@@ -200,24 +200,24 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
                           uint64_t out_bytes, double seconds)
 {
     size_t q = count_quantized(plan), n = fp8_quant_plan_count(plan);
-    printf("%s %s: scheme %s", a->dry_run ? "would write" : "wrote", out,
+    cli_printf("%s %s: scheme %s", a->dry_run ? "would write" : "wrote", out,
            fp8_scheme_name(a->opts.scheme));
     if (a->opts.scheme == FP8_SCHEME_BLOCK)
-        printf(" %ux%u%s", a->opts.block_rows, a->opts.block_cols,
+        cli_printf(" %ux%u%s", a->opts.block_rows, a->opts.block_cols,
                a->opts.scale_ue8m0 ? " ue8m0" : "");
     if (a->opts.scheme == FP8_SCHEME_MXFP8)
-        printf(" %s", a->opts.mx_rounding == FP8_MX_FLOOR ? "floor" : "rceil");
-    printf(", format %s\n", fp8_format_name(fp8_quant_plan_format(plan)));
-    printf("tensors: %zu quantized, %zu kept\n", q, n - q);
-    printf("not converted:");
+        cli_printf(" %s", a->opts.mx_rounding == FP8_MX_FLOOR ? "floor" : "rceil");
+    cli_printf(", format %s\n", fp8_format_name(fp8_quant_plan_format(plan)));
+    cli_printf("tensors: %zu quantized, %zu kept\n", q, n - q);
+    cli_printf("not converted:");
     for (size_t i = 0; i < fp8_quant_plan_ignored_count(plan); i++)
-        printf(" %s", fp8_quant_plan_ignored(plan, i));
-    printf("%s\n", fp8_quant_plan_ignored_count(plan) ? "" : " (none)");
-    printf("bytes: %" PRIu64 " of tensors in, %" PRIu64 " of files out", fp8_quant_plan_input_bytes(plan),
+        cli_printf(" %s", fp8_quant_plan_ignored(plan, i));
+    cli_printf("%s\n", fp8_quant_plan_ignored_count(plan) ? "" : " (none)");
+    cli_printf("bytes: %" PRIu64 " of tensors in, %" PRIu64 " of files out", fp8_quant_plan_input_bytes(plan),
            out_bytes);
     if (!a->dry_run)
-        printf(", %.2f s on %s", seconds, fp8_device_name(fp8_quant_plan_device(plan)));
-    printf("\n");
+        cli_printf(", %.2f s on %s", seconds, fp8_device_name(fp8_quant_plan_device(plan)));
+    cli_printf("\n");
 }
 
 /* ---------------------------------------------------------------- progress, signals */

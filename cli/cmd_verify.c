@@ -73,6 +73,8 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         cli_error("verify: --against compares values; it cannot go with --no-values");
         return EXIT_USAGE;
     }
+    if (a.opts.against)
+        a.opts.cancel = cli_catch_signals();
     fp8_ctx *ctx = cli_ctx_create();
     fp8_verify *v = NULL;
     if (!ctx)
@@ -166,24 +168,24 @@ int cmd_verify(int argc, char **argv, cli_common *common)
     } else if (!common->quiet) {
         for (size_t i = 0; i < fp8_verify_count(v); i++) {
             const fp8_finding *f = fp8_verify_finding(v, i);
-            printf("%s [%s] %s\n", fp8_severity_name(f->severity), f->rule, f->message);
+            cli_printf("%s [%s] %s\n", fp8_severity_name(f->severity), f->rule, f->message);
         }
-        printf("%s: %zu FP8 weights; declared: %s\n", argv[1], fp8_verify_fp8_weights(v),
+        cli_printf("%s: %zu FP8 weights; declared: %s\n", argv[1], fp8_verify_fp8_weights(v),
                fp8_verify_format(v));
         if (fp8_verify_tp_sizes(v) || fp8_verify_fp8_weights(v)) {
-            printf("loads at TP (1..64%s):", a.opts.ep > 1 ? ", with --ep" : "");
+            cli_printf("loads at TP (1..64%s):", a.opts.ep > 1 ? ", with --ep" : "");
             for (int t = 1; t <= 64; t++)
                 if (fp8_verify_tp_sizes(v) >> (t - 1) & 1)
-                    printf(" %d", t);
-            printf("%s\n", fp8_verify_tp_sizes(v) ? "" : " none");
+                    cli_printf(" %d", t);
+            cli_printf("%s\n", fp8_verify_tp_sizes(v) ? "" : " none");
         }
         if (fp8_verify_fp8_weights(v)) {
-            printf("loads in:");
+            cli_printf("loads in:");
             for (int l = 0; l < FP8_LOADER_COUNT; l++)
-                printf("%s %s %s%s", l ? "," : "", fp8_loader_name((fp8_loader)l),
+                cli_printf("%s %s %s%s", l ? "," : "", fp8_loader_name((fp8_loader)l),
                        fp8_verify_loads(v, (fp8_loader)l) ? "yes" : "no",
                        required(&a, (fp8_loader)l) ? " (required)" : "");
-            printf("\n");
+            cli_printf("\n");
         }
         if (a.opts.values) {
             uint64_t zero = 0, groups = 0;
@@ -191,7 +193,7 @@ int cmd_verify(int argc, char **argv, cli_common *common)
                 zero += fp8_verify_stats_at(v, i)->zero_groups;
                 groups += fp8_verify_stats_at(v, i)->groups;
             }
-            printf("codes at +-448: %llu; all-zero scale groups: %llu of %llu (per tensor: "
+            cli_printf("codes at +-448: %llu; all-zero scale groups: %llu of %llu (per tensor: "
                    "--json)\n",
                    (unsigned long long)fp8_verify_saturated(v), (unsigned long long)zero,
                    (unsigned long long)groups);
@@ -200,18 +202,18 @@ int cmd_verify(int argc, char **argv, cli_common *common)
         const char *miss;
         reproduced = fp8_verify_reproduced(v, &requantized, &miss);
         if (a.opts.against && reproduced < 0)
-            printf("re-quantizing %s: not possible with the declared scheme\n", a.opts.against);
+            cli_printf("re-quantizing %s: not possible with the declared scheme\n", a.opts.against);
         else if (a.opts.against)
-            printf("re-quantizing %s reproduces %ld of %ld FP8 weights byte for byte%s%s\n",
+            cli_printf("re-quantizing %s reproduces %ld of %ld FP8 weights byte for byte%s%s\n",
                    a.opts.against, reproduced, requantized, miss ? "; first that differs: " : "",
                    miss ? miss : "");
         if (!a.opts.values)
-            printf("values not scanned (--no-values)\n");
-        printf("%zu error%s, %zu warning%s", errors, errors == 1 ? "" : "s", warnings,
+            cli_printf("values not scanned (--no-values)\n");
+        cli_printf("%zu error%s, %zu warning%s", errors, errors == 1 ? "" : "s", warnings,
                warnings == 1 ? "" : "s");
         if (notes)
-            printf(", %zu note%s", notes, notes == 1 ? "" : "s");
-        printf(": %s\n", rc == EXIT_OK ? "ok" : "problems found");
+            cli_printf(", %zu note%s", notes, notes == 1 ? "" : "s");
+        cli_printf(": %s\n", rc == EXIT_OK ? "ok" : "problems found");
     }
     fp8_verify_free(v);
     fp8_ctx_free(ctx);

@@ -2,7 +2,11 @@
  * fp8conv.c - main: global options, the command table, common options,
  * library status to exit code.
  */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,10 +81,15 @@ static const char exit_help[] =
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
-    fputs("fp8conv: ", stderr);
+    char *text;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vasprintf(&text, fmt, ap);
     va_end(ap);
+    fputs("fp8conv: ", stderr);
+    if (n >= 0) {
+        cli_put_text(stderr, text);
+        free(text);
+    }
     fputc('\n', stderr);
 }
 
@@ -285,8 +294,35 @@ int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
     return -1;
 }
 
+/* A report that did not reach stdout (a full disk, a closed descriptor) is
+ * an I/O error, whatever the command found. */
+static int finish_stdout(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
+        cli_error("cannot write the report to standard output: %s", strerror(errno));
+        return EXIT_IO;
+    }
+    return rc;
+}
+
+/* A descriptor 0, 1 or 2 closed by the caller would be taken by the next
+ * file opened, and a report written into it: hold each with /dev/null,
+ * opened read-only so that writing the report still fails. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int got = open("/dev/null", O_RDONLY);
+            if (got >= 0 && got != fd) {
+                dup2(got, fd);
+                close(got);
+            }
+        }
+}
+
 int main(int argc, char **argv)
 {
+    hold_std_fds();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -294,15 +330,15 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
         usage(stdout);
-        return EXIT_OK;
+        return finish_stdout(EXIT_OK);
     }
     if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0)
-        return version();
+        return finish_stdout(version());
     const cli_command *cmd = find_command(name);
     if (!cmd) {
         cli_error("unknown command '%s' (see fp8conv --help)", name);
         return EXIT_USAGE;
     }
     cli_common common = { .device = FP8_DEVICE_AUTO, .progress = PROGRESS_AUTO };
-    return cmd->run(argc - 1, argv + 1, &common);
+    return finish_stdout(cmd->run(argc - 1, argv + 1, &common));
 }

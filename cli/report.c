@@ -1,7 +1,9 @@
 /*
  * report.c - pieces of the text and JSON reports that commands share.
  */
+#define _GNU_SOURCE
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,6 +62,33 @@ void cli_show_progress(void *user, uint64_t done, uint64_t total)
             (double)total / 1e6);
 }
 
+void cli_put_text(FILE *fp, const char *s)
+{
+    /* a tensor name or a path may hold control characters: shown as \xNN,
+     * never sent raw to a terminal */
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7F)
+            fprintf(fp, "\\x%02x", c);
+        else
+            putc(c, fp);
+    }
+}
+
+int cli_printf(const char *fmt, ...)
+{
+    char *text;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    cli_put_text(stdout, text);
+    free(text);
+    return n;
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)
@@ -68,12 +97,16 @@ static void on_signal(int sig)
     interrupted = 1;
 }
 
+/* A closed terminal (SIGHUP) or a reader gone from a pipe on stdout or
+ * stderr (SIGPIPE, as in `fp8conv quantize ... 2>&1 | head`) stops a run as
+ * Ctrl-C does: cleanly, removing what it had written. */
 const volatile sig_atomic_t *cli_catch_signals(void)
 {
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
     struct sigaction sa = { .sa_handler = on_signal };
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        sigaction(sigs[i], &sa, NULL);
     return &interrupted;
 }
 
@@ -90,10 +123,18 @@ int cli_print_json(cJSON *root)
     return EXIT_OK;
 }
 
+static void print_note(void *user, const char *message)
+{
+    (void)user;
+    fprintf(stderr, "fp8conv: note: %s\n", message);
+}
+
 fp8_ctx *cli_ctx_create(void)
 {
     fp8_ctx *ctx = fp8_ctx_create();
     if (!ctx)
         cli_error("out of memory");
+    else
+        fp8_ctx_set_notify(ctx, print_note, NULL);
     return ctx;
 }

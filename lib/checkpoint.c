@@ -47,17 +47,53 @@ char *ck_join(const char *dir, const char *name)
     return asprintf(&p, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : p;
 }
 
+/* What a path that is not a regular file is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a regular file";
+}
+
+fp8_status ck_open_regular(fp8_ctx *ctx, const char *path, bool may_be_absent, int *fd)
+{
+    struct stat sb;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer */
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) {
+        int e = errno;
+        if (e == ENOENT && lstat(path, &sb) == 0) /* a symbolic link to nothing */
+            return fp8_fail(ctx, FP8_ERR_IO, "%s: a symbolic link to a file that does not exist",
+                            path);
+        if (e == ENOENT && may_be_absent)
+            return FP8_OK;
+        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    if (fstat(*fd, &sb) == 0 && S_ISREG(sb.st_mode))
+        return FP8_OK;
+    close(*fd);
+    *fd = -1;
+    return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s, not a regular file; fp8conv reads files",
+                    path, file_kind(sb.st_mode));
+}
+
 /* Reads a small JSON file; *root is NULL (and FP8_OK) when the file does not
  * exist.  With `exact`, numbers keep their source text (st_json_parse_exact). */
 static fp8_status read_json_file(fp8_ctx *ctx, const char *path, bool exact, cJSON **root)
 {
     *root = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return errno == ENOENT ? FP8_OK
-                               : fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", path,
-                                          strerror(errno));
-    fp8_status st = FP8_OK;
+    int fd;
+    fp8_status st = ck_open_regular(ctx, path, true, &fd);
+    if (st || fd < 0)
+        return st;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        close(fd);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+    }
     char *buf = malloc(MAX_SIDE_JSON + 1);
     size_t n = buf ? fread(buf, 1, MAX_SIDE_JSON + 1, fp) : 0;
     if (!buf)
@@ -163,12 +199,46 @@ static fp8_status add_if_shard(fp8_ctx *ctx, void *ck, const char *name)
     return ck_is_shard_name(name) ? add_shard_name(ctx, ck, name) : FP8_OK;
 }
 
+/* What a directory without safetensors holds instead, for the message. */
+typedef struct {
+    const char *pickle, *gguf;
+} other_weights;
+
+static fp8_status note_other(fp8_ctx *ctx, void *arg, const char *name)
+{
+    (void)ctx;
+    other_weights *o = arg;
+    if (!o->pickle && (zio_has_suffix(name, ".bin") || zio_has_suffix(name, ".pt") ||
+                       zio_has_suffix(name, ".pth")))
+        o->pickle = strdup(name);
+    if (!o->gguf && zio_has_suffix(name, ".gguf"))
+        o->gguf = strdup(name);
+    return FP8_OK;
+}
+
 static fp8_status dir_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
     fp8_status st = each_entry(ctx, ck->path, add_if_shard, ck);
-    if (!st && ck->nshards == 0)
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no *.safetensors files and no %s", ck->path,
-                      INDEX_NAME);
+    if (st || ck->nshards)
+        return st;
+    other_weights o = { 0 };
+    each_entry(ctx, ck->path, note_other, &o);
+    if (o.pickle)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: no *.safetensors file, but PyTorch pickle weights (%s): fp8conv reads "
+                      "safetensors; convert them first with transformers: "
+                      "from_pretrained(...).save_pretrained(DIR, safe_serialization=True)",
+                      ck->path, o.pickle);
+    else if (o.gguf)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: no *.safetensors file, but a GGUF file (%s, llama.cpp's format): "
+                      "fp8conv reads safetensors checkpoints",
+                      ck->path, o.gguf);
+    else
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: not a checkpoint: no *.safetensors file in it", ck->path);
+    free((char *)o.pickle);
+    free((char *)o.gguf);
     return st;
 }
 
@@ -493,9 +563,9 @@ static fp8_status copy_file(fp8_ctx *ctx, const char *from, const char *to, uint
     char *buf = malloc(1u << 20);
     fp8_status st = buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", from);
     /* zio_reader_open would decompress a zstd file: copy the bytes as they are */
-    int fd = st ? -1 : open(from, O_RDONLY | O_CLOEXEC);
-    if (!st && fd < 0)
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", from, strerror(errno));
+    int fd = -1;
+    if (!st)
+        st = ck_open_regular(ctx, from, false, &fd);
     if (!st)
         st = zio_writer_create(ctx, to, size, &w);
     for (uint64_t done = 0; !st && done < size;) {
@@ -561,6 +631,10 @@ static fp8_status copy_if_other(fp8_ctx *ctx, void *arg, const char *name)
                           strerror(errno));
         else
             st = copy_tree(ctx, &sub);
+    } else if (!S_ISDIR(sb.st_mode)) {
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: %s, not a regular file; fp8conv copies files and folders only", from,
+                      file_kind(sb.st_mode));
     }
     free(from);
     free(dest);

@@ -55,6 +55,10 @@ void ck_output_names_free(char **names, size_t n);
 
 /* Removes a file or a directory tree; quiet, best effort (for cleanup). */
 void ck_remove_tree(const char *path);
+/* Opens a file to read, refusing what is not a regular file (a FIFO would
+ * block) and naming a dangling symbolic link; *fd is -1 and FP8_OK when
+ * the file does not exist and `may_be_absent`. */
+fp8_status ck_open_regular(fp8_ctx *ctx, const char *path, bool may_be_absent, int *fd);
 
 /* dir + "/" + name, or NULL when out of memory. */
 char *ck_join(const char *dir, const char *name);

@@ -3,6 +3,7 @@
  * sharding (SPEC 8), and content hashes (XXH3-128 from libxxhash).
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,7 +146,7 @@ static void count_difference(fp8_diff_entry *e, uint64_t index, bool numeric, do
         e->first_index = index;
     if (!numeric)
         return;
-    double d = va > vb ? va - vb : vb - va;
+    double d = fabs(va - vb); /* +0 for +0 against -0, never -0 */
     if (d == d && (e->max_abs != e->max_abs || d > e->max_abs))
         e->max_abs = d;
     uint64_t u = distance(oa, ob);

@@ -55,6 +55,11 @@ void fp8_ctx_free(fp8_ctx *ctx);
 /* The message of the last failure ("" when none).  It names the file and the
  * tensor; the CLI prefixes it with "fp8conv: ". */
 const char *fp8_ctx_message(const fp8_ctx *ctx);
+/* Where the library says something the user should know that is not a
+ * failure (a stale temporary directory it removed); the CLI prints it as a
+ * note.  Without one, such messages are dropped. */
+void fp8_ctx_set_notify(fp8_ctx *ctx, void (*notify)(void *user, const char *message),
+                        void *user);
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -513,6 +518,9 @@ typedef struct {
     const char *against; /* the bf16 source: compare (needs values) */
     unsigned require;  /* loaders that must load it (bit 1 << fp8_loader); 0: the
                           serving stacks, FP8_LOADERS_SERVING */
+    /* As in fp8_quant_options: --against stops, removing its copy, once
+     * *cancel becomes nonzero. */
+    const volatile sig_atomic_t *cancel;
 } fp8_verify_options;
 
 #define FP8_VERIFY_OPTIONS_INIT { .values = true }

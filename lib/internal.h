@@ -16,6 +16,9 @@
  * is raised in one line:  return fp8_fail(ctx, FP8_ERR_IO, "%s: ...", path); */
 fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...) FP8_PRINTF(3, 4);
 
+/* Passes a message to the context's notify callback (fp8_ctx_set_notify). */
+void fp8_notify(fp8_ctx *ctx, const char *fmt, ...) FP8_PRINTF(2, 3);
+
 /* The file name to use in messages: the base name of `path`. */
 const char *fp8_basename(const char *path);
 

@@ -46,8 +46,9 @@ fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *spec);
 
 /*
  * An output (a directory or a file) built in a temporary directory beside
- * its final path (.NAME.tmp-XXXXXX, same file system) and renamed into place
- * by fp8_output_commit; fp8_output_end removes whatever is left.
+ * its final path (.NAME.tmp-XXXXXX, same file system, holding a record of
+ * its owner) and published by fp8_output_commit; fp8_output_end removes
+ * whatever is left.  output.c says what may be replaced and how.
  */
 typedef struct {
     char *path, *tmp;
@@ -56,14 +57,18 @@ typedef struct {
     bool exists, is_dir, durable;
 } fp8_output;
 
-/* Checks OUTPUT (must not exist unless `force`; must not be `input`; a file
- * output may not be .zst) and creates the temporary directory. */
+/* Checks OUTPUT (a name, not empty, "." or ".."; not existing unless
+ * `force`, and then only what fp8conv wrote; neither INPUT, inside it, nor
+ * holding it; a file output not .zst), removes the temporary directories of
+ * dead runs on the same OUTPUT (saying so through fp8_notify), and creates
+ * this run's. */
 fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, const char *output,
                             bool is_dir, bool force, bool durable);
 /* Where to write `name` (a directory output) or the file (a file output;
  * `name` unused); NULL when out of memory. */
 char *fp8_output_file(const fp8_output *o, const char *name);
-/* Moves the result into place; an existing output is removed only after. */
+/* Publishes the result: OUTPUT is at every moment absent, the old output or
+ * the new one (never replaced unless `force`). */
 fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o);
 void fp8_output_end(fp8_output *o);
 

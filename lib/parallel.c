@@ -23,51 +23,76 @@
 
 #include "parallel.h"
 
+/* Config numbers divide and multiply: each is trusted only as a whole
+ * number up to 2^31 (so that products of two stay exact); anything else,
+ * and a 0 where a count must be positive, makes the model unknown. */
+#define CFG_MAX (1ull << 31)
+#define CFG_BAD UINT64_MAX
+
 static uint64_t cfg_u64(const cJSON *config, const char *key, uint64_t dflt)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(config, key);
+    if (!item || cJSON_IsNull(item))
+        return dflt;
     /* numbers are raw text (ck_config_read keeps them exact) or cJSON numbers */
-    if (cJSON_IsRaw(item) && item->valuestring && item->valuestring[0] != '-')
-        return strtoull(item->valuestring, NULL, 10);
-    if (cJSON_IsNumber(item) && item->valuedouble >= 0)
+    const char *s = cJSON_IsRaw(item) || cJSON_IsNumber(item) ? item->valuestring : NULL;
+    if (s && *s && strlen(s) <= 10 && strspn(s, "0123456789") == strlen(s)) {
+        uint64_t x = strtoull(s, NULL, 10);
+        return x <= CFG_MAX ? x : CFG_BAD;
+    }
+    if (!s && cJSON_IsNumber(item) && item->valuedouble >= 0 &&
+        item->valuedouble <= (double)CFG_MAX && item->valuedouble == (double)(uint64_t)item->valuedouble)
         return (uint64_t)item->valuedouble;
-    return dflt;
+    return CFG_BAD;
+}
+
+typedef struct {
+    const cJSON *config;
+    bool bad;
+} cfg_reader;
+
+static uint64_t get(cfg_reader *c, const char *key, uint64_t dflt)
+{
+    uint64_t x = cfg_u64(c->config, key, dflt);
+    c->bad |= x == CFG_BAD;
+    return x == CFG_BAD ? 0 : x;
 }
 
 bool par_model_from_config(const cJSON *config, par_model *m)
 {
+    cfg_reader c = { config, false };
     memset(m, 0, sizeof *m);
-    m->hidden = cfg_u64(config, "hidden_size", 0);
-    m->heads = cfg_u64(config, "num_attention_heads", 0);
-    if (!m->hidden || !m->heads)
+    m->hidden = get(&c, "hidden_size", 0);
+    m->heads = get(&c, "num_attention_heads", 0);
+    if (!m->hidden || !m->heads || c.bad)
         return false;
-    m->kv_heads = cfg_u64(config, "num_key_value_heads", m->heads);
-    m->head_dim = cfg_u64(config, "head_dim", m->hidden / m->heads);
-    m->inter = cfg_u64(config, "intermediate_size", 0);
+    m->kv_heads = get(&c, "num_key_value_heads", m->heads);
+    m->head_dim = get(&c, "head_dim", m->hidden / m->heads);
+    m->inter = get(&c, "intermediate_size", 0);
     /* MLA (DeepSeek-V2/V3) */
-    m->kv_lora_rank = cfg_u64(config, "kv_lora_rank", 0);
+    m->kv_lora_rank = get(&c, "kv_lora_rank", 0);
     if (m->kv_lora_rank) {
-        uint64_t nope = cfg_u64(config, "qk_nope_head_dim", 0);
-        m->q_head_dim = nope + cfg_u64(config, "qk_rope_head_dim", 0);
-        m->kv_b_head_dim = nope + cfg_u64(config, "v_head_dim", 0);
-        m->v_head_dim = cfg_u64(config, "v_head_dim", 0);
+        uint64_t nope = get(&c, "qk_nope_head_dim", 0);
+        m->q_head_dim = nope + get(&c, "qk_rope_head_dim", 0);
+        m->kv_b_head_dim = nope + get(&c, "v_head_dim", 0);
+        m->v_head_dim = get(&c, "v_head_dim", 0);
     }
     /* MoE: DeepSeek n_routed_experts, Qwen num_experts, Mixtral num_local_experts */
-    m->experts = cfg_u64(config, "n_routed_experts",
-                         cfg_u64(config, "num_experts", cfg_u64(config, "num_local_experts", 0)));
+    m->experts = get(&c, "n_routed_experts",
+                     get(&c, "num_experts", get(&c, "num_local_experts", 0)));
     if (m->experts) {
-        m->moe_inter = cfg_u64(config, "moe_intermediate_size", m->inter);
-        m->shared_inter = m->moe_inter * cfg_u64(config, "n_shared_experts", 0) +
-                          cfg_u64(config, "shared_expert_intermediate_size", 0);
+        m->moe_inter = get(&c, "moe_intermediate_size", m->inter);
+        m->shared_inter = m->moe_inter * get(&c, "n_shared_experts", 0) +
+                          get(&c, "shared_expert_intermediate_size", 0);
         /* dense MLP layers beside the MoE ones: DeepSeek's first_k_dense_replace,
          * Qwen's mlp_only_layers; Mixtral has none */
         const cJSON *only = cJSON_GetObjectItemCaseSensitive(config, "mlp_only_layers");
-        m->dense_mlp = cfg_u64(config, "first_k_dense_replace", 0) > 0 ||
-                       cJSON_GetArraySize(only) > 0;
+        m->dense_mlp = get(&c, "first_k_dense_replace", 0) > 0 || cJSON_GetArraySize(only) > 0;
     } else {
         m->dense_mlp = m->inter > 0;
     }
-    return true;
+    /* the head counts divide: 0 would be a division by zero */
+    return !c.bad && m->kv_heads && m->head_dim;
 }
 
 typedef struct {

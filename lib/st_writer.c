@@ -27,6 +27,7 @@ struct fp8_writer {
     zio_writer *out;
     size_t n, cap;
     fp8_tensor_info *tensors;
+    const fp8_tensor_info **by_name; /* once laid out: for fp8_writer_find */
     size_t nmeta;
     wr_meta *meta;
     bool laid_out, begun, volatile_ok;
@@ -61,6 +62,7 @@ void fp8_writer_free(fp8_writer *w)
         free(w->meta[i].value);
     }
     free(w->tensors);
+    free(w->by_name);
     free(w->meta);
     free(w->header);
     free(w->path);
@@ -159,6 +161,12 @@ static int cmp_layout(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+static int cmp_by_name(const void *a, const void *b)
+{
+    return strcmp((*(const fp8_tensor_info *const *)a)->name,
+                  (*(const fp8_tensor_info *const *)b)->name);
+}
+
 static int cmp_meta_key(const void *a, const void *b)
 {
     return strcmp(((const wr_meta *)a)->key, ((const wr_meta *)b)->key);
@@ -172,10 +180,19 @@ static fp8_status layout(fp8_ctx *ctx, fp8_writer *w)
     if (w->n)
         qsort(w->tensors, w->n, sizeof *w->tensors, cmp_layout);
     qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta_key);
+    /* by name: a job finds its tensor in O(log n), not by a scan (a shard of
+     * a million tensors), and a name added twice, whatever its dtypes, is seen */
+    free(w->by_name);
+    if (!(w->by_name = fp8_xcalloc(w->n, sizeof *w->by_name)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", w->path);
+    for (size_t i = 0; i < w->n; i++)
+        w->by_name[i] = &w->tensors[i];
+    if (w->n)
+        qsort(w->by_name, w->n, sizeof *w->by_name, cmp_by_name);
     for (size_t i = 1; i < w->n; i++)
-        if (strcmp(w->tensors[i - 1].name, w->tensors[i].name) == 0)
+        if (strcmp(w->by_name[i - 1]->name, w->by_name[i]->name) == 0)
             return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s' added twice", w->path,
-                            w->tensors[i].name);
+                            w->by_name[i]->name);
 
     fp8_text b = { 0 };
     fp8_text_str(&b, "{\"__metadata__\":{");
@@ -275,10 +292,12 @@ void fp8_writer_set_durable(fp8_writer *w, bool durable) { w->volatile_ok = !dur
 
 const fp8_tensor_info *fp8_writer_find(const fp8_writer *w, const char *name)
 {
-    for (size_t i = 0; w->laid_out && i < w->n; i++)
-        if (strcmp(w->tensors[i].name, name) == 0)
-            return &w->tensors[i];
-    return NULL;
+    if (!w->laid_out || !w->n)
+        return NULL;
+    fp8_tensor_info key = { .name = name };
+    const fp8_tensor_info *k = &key, *const *hit =
+        bsearch(&k, w->by_name, w->n, sizeof *w->by_name, cmp_by_name);
+    return hit ? *hit : NULL;
 }
 
 fp8_status fp8_writer_pwrite(fp8_ctx *ctx, fp8_writer *w, const fp8_tensor_info *t,

@@ -10,6 +10,8 @@
 
 struct fp8_ctx {
     char message[1024];
+    void (*notify)(void *user, const char *message);
+    void *notify_user;
 };
 
 const char *fp8_status_str(fp8_status status)
@@ -39,6 +41,25 @@ void fp8_ctx_free(fp8_ctx *ctx)
 const char *fp8_ctx_message(const fp8_ctx *ctx)
 {
     return ctx ? ctx->message : "";
+}
+
+void fp8_ctx_set_notify(fp8_ctx *ctx, void (*notify)(void *user, const char *message),
+                        void *user)
+{
+    ctx->notify = notify;
+    ctx->notify_user = user;
+}
+
+void fp8_notify(fp8_ctx *ctx, const char *fmt, ...)
+{
+    if (!ctx || !ctx->notify)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctx->notify(ctx->notify_user, msg);
 }
 
 fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <fnmatch.h>
 #include <regex.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,8 +148,14 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
 {
     cJSON *config = NULL, *hq = NULL;
     fp8_status st = FP8_OK;
-    if (fp8_checkpoint_is_directory(v->ck) && (st = ck_config_read(ctx, v->path, &config)))
-        return st;
+    if (fp8_checkpoint_is_directory(v->ck) && (st = ck_config_read(ctx, v->path, &config))) {
+        if (st != FP8_ERR_BAD_INPUT) /* a config.json no loader parses is a finding */
+            return st;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", fp8_ctx_message(ctx));
+        if ((st = add(ctx, v, FP8_SEV_ERROR, "config-json", "%s", msg)))
+            return st;
+    }
     fmt_declaration d;
     fmt_declaration_read(config, &d);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
@@ -198,6 +205,12 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
             v->format_name = NULL;
     }
     v->has_model = par_model_from_config(config, &v->model);
+    if (!st && !v->has_model && cJSON_GetObjectItemCaseSensitive(config, "hidden_size") &&
+        cJSON_GetObjectItemCaseSensitive(config, "num_attention_heads"))
+        st = add(ctx, v, FP8_SEV_ERROR, "config-numbers",
+                 "config.json: the model's sizes (hidden_size, num_attention_heads, "
+                 "num_key_value_heads, head_dim, intermediate sizes, expert counts) must be "
+                 "whole numbers up to 2^31 and the head counts positive: loaders divide by them");
     /* undeclared, transformers computes in the checkpoint's own float dtype
      * (all-MiniLM-L6-v2's config names none, and its weights are F32) */
     int f32 = fmt_config_is_f32(config);
@@ -568,9 +581,9 @@ typedef struct {
 
 /* The E4M3 codes of weight t, read a band of whole rows at a time so that
  * every scale group is a contiguous span of a row: NaN codes (the first
- * one's flat index), codes at +-448, and the groups with a nonzero code
- * (seen[g], when `seen` is not NULL, numbered as SPEC 5's scale tensor lays
- * them out).  A row longer than the worker's buffer gets its own. */
+ * one's flat index), codes at +-448, and each group's largest code
+ * magnitude (seen[g] = code & 0x7F, NaN aside, when `seen` is not NULL,
+ * numbered as SPEC 5's scale tensor lays them out).  A row longer than the worker's buffer gets its own. */
 static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor_info *t,
                              fp8_file *f, unsigned char *buf, unsigned char *seen,
                              uint64_t *first_nan, uint64_t *saturated)
@@ -607,14 +620,63 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
                         *first_nan = row * N + c0 + i;
                 if (!seen || !cs.nonzero)
                     continue;
-                seen[v->scheme == FP8_SCHEME_BLOCK     ? (x * rb + r / R) * cb + c0 / C
-                     : v->scheme == FP8_SCHEME_MXFP8   ? (x * M + r) * (N / 32) + c0 / 32
-                     : v->scheme == FP8_SCHEME_CHANNEL ? x * M + r
-                                                       : x] = 1;
+                unsigned char most = 0;
+                for (uint64_t i = 0; i < w; i++) {
+                    unsigned char m = p[c0 + i] & 0x7F;
+                    most = m > most && m != 0x7F ? m : most;
+                }
+                unsigned char *g = &seen[v->scheme == FP8_SCHEME_BLOCK ? (x * rb + r / R) * cb + c0 / C
+                                         : v->scheme == FP8_SCHEME_MXFP8
+                                             ? (x * M + r) * (N / 32) + c0 / 32
+                                         : v->scheme == FP8_SCHEME_CHANNEL ? x * M + r
+                                                                           : x];
+                *g = most > *g ? most : *g;
             }
         }
     }
     free(own);
+    return st;
+}
+
+/* The first scale group of weight t whose largest code times its scale
+ * is not finite in the model's dtype (one fp32 multiplication, then bf16
+ * rounding unless the model is fp32), as dequantization computes it.  A
+ * scale tensor of another shape or dtype is the structure checks' to
+ * report. */
+static fp8_status find_overflow(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor_info *t,
+                                const unsigned char *most, uint64_t ngroups, uint64_t *first)
+{
+    char name[1024];
+    size_t shard;
+    snprintf(name, sizeof name, "%s%s", t->name, v->spec->scale_suffix);
+    const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, &shard);
+    bool u8 = v->spec->scale_dtype == FMT_SCALE_U8;
+    if (!s || s->elements != ngroups || (u8 ? s->dtype != FP8_DTYPE_U8 : !is_float(s->dtype)))
+        return FP8_OK;
+    unsigned char *raw = malloc(fp8_tensor_nbytes(s) ? fp8_tensor_nbytes(s) : 1);
+    if (!raw)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, 0, raw,
+                                  fp8_tensor_nbytes(s));
+    for (uint64_t g = 0; !st && g < ngroups; g++) {
+        if (!most[g])
+            continue;
+        float sc;
+        switch (s->dtype) {
+        case FP8_DTYPE_U8: sc = raw[g] == 0xFF ? 0 : fp8_pow2(raw[g] - 127); break;
+        case FP8_DTYPE_F32: memcpy(&sc, raw + 4 * g, 4); break;
+        case FP8_DTYPE_BF16: sc = fp8_bf16_to_f32((uint16_t)(raw[2 * g] | raw[2 * g + 1] << 8)); break;
+        default: sc = fp8_f16_to_f32((uint16_t)(raw[2 * g] | raw[2 * g + 1] << 8)); break;
+        }
+        float y = fp8_e4m3_to_f32(most[g]) * sc;
+        uint32_t mag = fp8_f32_bits(y) & 0x7FFFFFFF;
+        /* bf16 rounds to nearest even: from 0x7F7F8000 up it is inf */
+        if (y == y && (v->f32_model ? mag >= 0x7F800000 : mag >= 0x7F7F8000)) {
+            *first = g;
+            break;
+        }
+    }
+    free(raw);
     return st;
 }
 
@@ -649,8 +711,11 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         if (!(seen = calloc(ngroups ? ngroups : 1, 1)))
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
+    uint64_t overflow = UINT64_MAX;
     if (t->dtype == FP8_DTYPE_F8_E4M3) {
         fp8_status st = scan_codes(w->ctx, v, t, f, w->buf[0], seen, &first_nan, &saturated);
+        if (!st && seen)
+            st = find_overflow(w->ctx, v, t, seen, ngroups, &overflow);
         if (st) {
             free(seen);
             return st;
@@ -668,7 +733,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         for (size_t i = 0; i < len; i += esize) {
             uint64_t idx = (off + i) / esize;
             float s;
-            if (t->dtype == FP8_DTYPE_U8) {
+            if (t->dtype == FP8_DTYPE_U8) { /* E8M0: 0xFF is its NaN */
                 if (p[i] == 0xFF && bad == UINT64_MAX)
                     bad = idx;
                 continue;
@@ -695,6 +760,13 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         *out = (fp8_finding){ FP8_SEV_ERROR, "nan-code", NULL, FP8_LOADERS_ALL };
         rc = asprintf(&out->message, "%s: %s: element %llu is the E4M3 NaN code", file, t->name,
                       (unsigned long long)first_nan);
+    } else if (overflow != UINT64_MAX) {
+        *out = (fp8_finding){ FP8_SEV_ERROR, "overflow", NULL, FP8_LOADERS_ALL };
+        rc = asprintf(&out->message,
+                      "%s: %s: scale group %llu: its largest code times its scale overflows %s "
+                      "(dequantize-for-export refuses it; a loader computes inf)",
+                      file, t->name, (unsigned long long)overflow,
+                      v->f32_model ? "fp32" : "bf16");
     } else if (bad != UINT64_MAX) {
         *out = (fp8_finding){ FP8_SEV_ERROR, "bad-scale", NULL, FP8_LOADERS_ALL };
         rc = asprintf(&out->message,
@@ -874,7 +946,8 @@ static fp8_status same_bytes(fp8_ctx *ctx, fp8_checkpoint *ca, const fp8_tensor_
 
 /* Re-quantizes SRC with the declared scheme into a temporary directory and
  * counts the FP8 weights (with their scales) it reproduces byte for byte. */
-static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads)
+static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
+                             const volatile sig_atomic_t *cancel)
 {
     static const fp8_format formats[] = { FP8_FORMAT_DEFAULT, FP8_FORMAT_HF_FP8,
                                           FP8_FORMAT_COMPRESSED_TENSORS, FP8_FORMAT_MODELOPT };
@@ -886,27 +959,47 @@ static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, 
     o.scale_ue8m0 = v->ue8m0_claim;
     o.threads = threads;
     o.no_sync = true;
+    o.cancel = cancel;
     const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char *dir = NULL, *out = NULL;
     fp8_quant_plan *plan = NULL;
     fp8_checkpoint *re = NULL;
     fp8_status st = FP8_OK;
     v->requantized = v->reproduced = 0;
-    if (asprintf(&dir, "%s/fp8conv-verify-XXXXXX", tmpdir) < 0 || !mkdtemp(dir) ||
-        asprintf(&out, "%s/out", dir) < 0) {
-        v->requantized = v->reproduced = -1; /* could not try: say so, not fail */
+    if (asprintf(&dir, "%s/fp8conv-verify-XXXXXX", tmpdir) < 0) {
+        dir = NULL;
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (!mkdtemp(dir)) {
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a directory for the re-quantized "
+                      "copy: %s (TMPDIR sets where)", dir, strerror(errno));
+        free(dir);
+        dir = NULL;
+        goto out;
+    }
+    if (asprintf(&out, "%s/out", dir) < 0) {
+        out = NULL;
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
         /* MX scales round up (rceil) by default; try floor when that misses */
         o.mx_rounding = attempt ? FP8_MX_FLOOR : FP8_MX_RCEIL;
+        /* a plan the scheme refuses means "not possible"; failing to write
+         * or read the copy (a full TMPDIR, a signal) is an I/O error */
         fp8_ctx *qctx = fp8_ctx_create();
-        bool ok = qctx && !fp8_quant_plan_create(qctx, src_path, &o, &plan) &&
-                  !fp8_quant_plan_run(qctx, plan, out) && !fp8_checkpoint_open(qctx, out, &re);
+        fp8_status qst = qctx ? fp8_quant_plan_create(qctx, src_path, &o, &plan) : FP8_ERR_NOMEM;
+        if (!qst && (qst = fp8_quant_plan_run(qctx, plan, out)) == FP8_OK)
+            qst = fp8_checkpoint_open(qctx, out, &re);
+        bool io = !qctx || qst == FP8_ERR_IO || qst == FP8_ERR_NOMEM;
+        if (io)
+            st = fp8_fail(ctx, qst ? qst : FP8_ERR_NOMEM, "--against %s: re-quantizing into %s: %s",
+                          src_path, dir, qctx ? fp8_ctx_message(qctx) : "out of memory");
         fp8_ctx_free(qctx);
         fp8_quant_plan_free(plan);
         plan = NULL;
-        if (!ok) {
+        if (st || qst) {
             v->requantized = v->reproduced = -1;
             break;
         }
@@ -949,7 +1042,8 @@ out:
     return st;
 }
 
-static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads)
+static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
+                                const volatile sig_atomic_t *cancel)
 {
     fp8_checkpoint *src = NULL;
     dq_weights *w = NULL;
@@ -1029,7 +1123,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
 requant:
     if (!st && can_dequantize && v->format != FMT_NONE)
-        st = requantize(ctx, v, src_path, threads);
+        st = requantize(ctx, v, src_path, threads, cancel);
 out:
     free(b.weights);
     free(b.bad);
@@ -1071,7 +1165,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
     } else if (!st && !(st = read_declaration(ctx, v)) && !(st = check_structure(ctx, v)) &&
                !(st = check_parallel(ctx, v, opts->tp, opts->ep)) && opts->values &&
                !(st = check_values(ctx, v, opts->threads)) && opts->against) {
-        st = check_against(ctx, v, opts->against, opts->threads);
+        st = check_against(ctx, v, opts->against, opts->threads, opts->cancel);
     }
     if (st) {
         fp8_verify_free(v);

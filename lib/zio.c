@@ -178,7 +178,7 @@ fp8_status zio_reader_open(fp8_ctx *ctx, const char *path, zio_reader **out)
     if (st)
         return st;
     struct stat sb;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (r->fd < 0) {
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         goto out;
@@ -188,7 +188,9 @@ fp8_status zio_reader_open(fp8_ctx *ctx, const char *path, zio_reader **out)
         goto out;
     }
     if (!S_ISREG(sb.st_mode)) {
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: not a regular file", path);
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not a regular file (%s)", path,
+                      S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISDIR(sb.st_mode) ? "a directory"
+                                                                                : "a device or socket");
         goto out;
     }
     r->file_size = (uint64_t)sb.st_size;

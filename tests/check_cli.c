@@ -74,7 +74,7 @@ static const struct {
     { "dir_index_not_json", "model.safetensors.index.json: not valid JSON" },
     { "dir_index_no_weight_map", "no \"weight_map\" object" },
     { "dir_shard_malformed", "model-00002-of-00002.safetensors: tensor 'c.weight': data_offsets [4, 12] overlap" },
-    { "dir_empty", "no *.safetensors files" },
+    { "dir_empty", "not a checkpoint: no *.safetensors file in it" },
 };
 #define NMALFORMED (sizeof malformed / sizeof malformed[0])
 

@@ -375,14 +375,31 @@ START_TEST(test_existing_output_needs_force)
     ck_assert(exists(marker));
     free(err);
     free(args);
+    /* issue 11.2: --force replaces only what fp8conv wrote */
     ck_assert(asprintf(&args, "quantize -q --force testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 2);
+    ck_assert_msg(strstr(err, "not written by fp8conv"), "%s", err);
+    ck_assert(exists(marker));
+    free(err);
+    char *out = strndup(marker, strlen(marker) - strlen("/marker"));
+    ck_assert(unlink(marker) == 0 && rmdir(out) == 0);
+    ck_assert(asprintf(&err, "quantize -q testdata/llama-tiny %s", out) > 0);
+    ck_assert_int_eq(tu_run(err, NULL, NULL), 0);
+    free(err);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0); /* over its own output */
+    tu_spit(marker, "x", 1);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 2);
+    ck_assert_msg(strstr(err, "holds 'marker', which fp8conv did not write"), "%s", err);
+    ck_assert(exists(marker));
+    free(err);
+    ck_assert(unlink(marker) == 0);
     ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    ck_assert(!exists(marker));
     free(args);
     ck_assert(asprintf(&args, "%s/out/config.json", dir) > 0);
     ck_assert(exists(args));
     free(args);
     ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    free(out);
     free(marker);
     tu_tmpdir_free(dir);
 }
@@ -585,6 +602,19 @@ START_TEST(test_sigterm_leaves_nothing)
 }
 END_TEST
 
+/* issue 11.7: a closed terminal, and `... 2>&1 | head` once head is gone */
+START_TEST(test_sighup_leaves_nothing)
+{
+    expect_signal_leaves_nothing(SIGHUP);
+}
+END_TEST
+
+START_TEST(test_sigpipe_leaves_nothing)
+{
+    expect_signal_leaves_nothing(SIGPIPE);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quantize");
@@ -620,6 +650,8 @@ int main(void)
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
     tcase_add_test(tc, test_sigint_leaves_nothing);
     tcase_add_test(tc, test_sigterm_leaves_nothing);
+    tcase_add_test(tc, test_sighup_leaves_nothing);
+    tcase_add_test(tc, test_sigpipe_leaves_nothing);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
