@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "jobs.h"
 #include "safetensors.h"
 #include "zio.h"
 
@@ -444,6 +445,14 @@ const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ck, const char 
             hi = mid;
     }
     return NULL;
+}
+
+size_t ck_lane(const fp8_checkpoint *ck, size_t shard, const fp8_tensor_info *t, uint64_t at,
+               size_t base, uint64_t *offset)
+{
+    *offset = t->begin + at;
+    return shard < ck->nshards && fp8_file_is_compressed(ck->shards[shard]) ? base + shard
+                                                                             : FP8_NO_LANE;
 }
 
 /* ---------------------------------------------------------------- writing */

@@ -13,6 +13,13 @@
 
 /* The path the checkpoint was opened with. */
 const char *ck_path(const fp8_checkpoint *ck);
+/* The fp8_jobs lane of a job reading tensor `t` of shard `shard` from byte
+ * `at` of its data: lane `base + shard` when the shard is compressed (a
+ * stream, read forward), else FP8_NO_LANE; *offset is where the read starts
+ * in the shard.  `base` keeps two checkpoints' lanes apart. */
+size_t ck_lane(const fp8_checkpoint *ck, size_t shard, const fp8_tensor_info *t, uint64_t at,
+               size_t base, uint64_t *offset);
+
 /* Whether `name` is a shard file name (*.safetensors, *.safetensors.zst). */
 bool ck_is_shard_name(const char *name);
 

@@ -420,6 +420,7 @@ static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
     float *sf = (float *)(void *)w->buf[1], *y = (float *)(void *)w->buf[2];
     fp8_status st = dq_load(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0],
                             w->buf[1] + 4 * count, sf, &count);
+    fp8_worker_end_turn(w);
     fp8_dtype out = p->opts->dtype;
     unsigned char *bytes = w->buf[2];
     bool bad = true, finite = true;
@@ -457,6 +458,7 @@ static fp8_status run_one(void *arg, fp8_worker *w, size_t j)
         return do_dequant(r, w, job);
     fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(r->plan->ck, it->shard), it->t,
                                   job->offset, w->buf[0], job->len);
+    fp8_worker_end_turn(w);
     return st ? st
               : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->t->name),
                                   job->offset, w->buf[0], job->len);
@@ -468,6 +470,18 @@ static uint64_t bytes_of(void *arg, size_t j)
     const dq_job *job = &r->jobs[j];
     return r->plan->items[job->item].action == DQ_COPY ? job->len
                                                         : job->nrows * r->plan->items[job->item].cols;
+}
+
+/* A compressed shard is read in file order (codes, and their scales when
+ * they follow in the same shard, come from the stream's window). */
+static size_t lane_of(void *arg, size_t j, uint64_t *offset)
+{
+    dq_run *r = arg;
+    const dq_job *job = &r->jobs[j];
+    const dq_item *it = &r->plan->items[job->item];
+    uint64_t at = it->action == DQ_COPY ? job->offset
+                                        : (job->expert * it->rows + job->row0) * it->cols;
+    return ck_lane(r->plan->ck, it->shard, it->t, at, 0, offset) == FP8_NO_LANE ? FP8_NO_LANE : 0;
 }
 
 static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *path)
@@ -496,7 +510,7 @@ static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *pa
                           .bytes = bytes_of, .arg = &r,
                           .what = p->input, .cancel = o->cancel, .progress = o->progress,
                           .progress_user = o->progress_user, .done = p->done,
-                          .total = p->input_bytes };
+                          .total = p->input_bytes, .lane = lane_of, .nlanes = 1 };
         st = fp8_jobs_run(ctx, &spec);
     }
     if (!st)

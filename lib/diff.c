@@ -11,6 +11,7 @@
 
 #include "dequant.h"
 #include "fp8_math.h"
+#include "checkpoint.h"
 #include "jobs.h"
 
 #define CHUNK (4u << 20)      /* bytes read per side per step */
@@ -26,15 +27,15 @@ static void hex_of(XXH128_hash_t h, fp8_hash_hex out)
         snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
 }
 
-/* XXH3-128 of name, dtype, shape (as text, NUL-separated) and bytes. */
-static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsigned char *buf,
-                              fp8_hash_hex out)
+/* Starts the XXH3-128 of a tensor: its name, dtype and shape (as text,
+ * NUL-separated); its bytes follow. */
+static XXH3_state_t *hash_begin(fp8_ctx *ctx, const fp8_tensor_info *t)
 {
-    size_t s;
-    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
     XXH3_state_t *h = XXH3_createState();
-    if (!h)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (!h) {
+        fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     char shape[512];
     size_t o = 0;
     for (int d = 0; d < t->rank && o < sizeof shape; d++)
@@ -44,6 +45,18 @@ static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsign
     XXH3_128bits_update(h, t->name, strlen(t->name) + 1);
     XXH3_128bits_update(h, fp8_dtype_name(t->dtype), strlen(fp8_dtype_name(t->dtype)) + 1);
     XXH3_128bits_update(h, shape, strlen(shape) + 1);
+    return h;
+}
+
+/* XXH3-128 of name, dtype, shape (as text, NUL-separated) and bytes. */
+static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsigned char *buf,
+                              fp8_hash_hex out)
+{
+    size_t s;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+    XXH3_state_t *h = hash_begin(ctx, t);
+    if (!h)
+        return FP8_ERR_NOMEM;
     fp8_status st = FP8_OK;
     for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += CHUNK) {
         size_t len = fp8_tensor_nbytes(t) - off < CHUNK ? (size_t)(fp8_tensor_nbytes(t) - off)
@@ -80,13 +93,22 @@ static uint64_t hash_bytes(void *arg, size_t j)
     return fp8_tensor_nbytes(fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL));
 }
 
+static size_t hash_lane(void *arg, size_t j, uint64_t *offset)
+{
+    hash_job *h = arg;
+    size_t s;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(h->ck, j, &s);
+    return ck_lane(h->ck, s, t, 0, 0, offset);
+}
+
 fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
                                fp8_hash_hex *hashes, fp8_hash_hex digest)
 {
     hash_job h = { ck, hashes };
     fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { CHUNK },
                       .threads = threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
-                      .what = "hash" };
+                      .what = "hash", .lane = hash_lane,
+                      .nlanes = fp8_checkpoint_shard_count(ck) };
     fp8_status st = fp8_jobs_run(ctx, &spec);
     if (!st)
         digest_of(hashes, fp8_checkpoint_tensor_count(ck), digest);
@@ -162,6 +184,8 @@ struct fp8_diff {
     size_t n;
     fp8_diff_entry *e;
     size_t *shard[2]; /* by entry: the shard of its tensor on each side */
+    size_t *index[2]; /* by entry: its tensor's index in each checkpoint */
+    bool *hashed[2];  /* by tensor: hashed by the comparison of its bytes */
     fp8_hash_hex *hashes[2], digest[2];
 };
 
@@ -174,11 +198,17 @@ static fp8_status compare_bytes(fp8_ctx *ctx, fp8_diff *d, fp8_diff_entry *e,
     unsigned size = bits >= 8 && e->a->dtype != FP8_DTYPE_C64 ? bits / 8 : 1;
     uint64_t nbytes = fp8_tensor_nbytes(e->a);
     e->elements = nbytes / size;
-    fp8_status st = FP8_OK;
+    /* the bytes are read once: both sides' hashes are taken on the way */
+    XXH3_state_t *ha = hash_begin(ctx, e->a), *hb = ha ? hash_begin(ctx, e->b) : NULL;
+    fp8_status st = ha && hb ? FP8_OK : FP8_ERR_NOMEM;
     for (uint64_t off = 0; off < nbytes && !st; off += CHUNK) {
         size_t len = nbytes - off < CHUNK ? (size_t)(nbytes - off) : CHUNK;
         if ((st = fp8_file_read(ctx, fa, e->a, off, ba, len)) ||
-            (st = fp8_file_read(ctx, fb, e->b, off, bb, len)) || memcmp(ba, bb, len) == 0)
+            (st = fp8_file_read(ctx, fb, e->b, off, bb, len)))
+            continue;
+        XXH3_128bits_update(ha, ba, len);
+        XXH3_128bits_update(hb, bb, len);
+        if (memcmp(ba, bb, len) == 0)
             continue;
         for (size_t i = 0; i < len; i += size) {
             if (memcmp(ba + i, bb + i, size) == 0)
@@ -190,6 +220,12 @@ static fp8_status compare_bytes(fp8_ctx *ctx, fp8_diff *d, fp8_diff_entry *e,
             count_difference(e, (off + i) / size, numeric, va, vb, oa, ob);
         }
     }
+    if (!st) {
+        hex_of(XXH3_128bits_digest(ha), d->hashes[0][d->index[0][k]]);
+        hex_of(XXH3_128bits_digest(hb), d->hashes[1][d->index[1][k]]);
+    }
+    XXH3_freeState(ha);
+    XXH3_freeState(hb);
     return st;
 }
 
@@ -248,24 +284,85 @@ static fp8_status compare_values(fp8_ctx *ctx, fp8_diff *d, size_t k)
     return st;
 }
 
-/* Jobs: hashing every tensor of A, then of B, then comparing each entry. */
+/* Jobs, in two runs.  The first hashes every tensor of A, then of B, then
+ * compares the bytes of each entry of one dtype and shape (hashing both
+ * sides on the way, so that their hash jobs have nothing to do); the second
+ * compares the entries compared by value.  Each run reads every file once,
+ * a compressed one in file order (lanes). */
 static fp8_status diff_one(void *arg, fp8_worker *w, size_t j)
 {
     fp8_diff *d = arg;
     size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
     if (j < na)
-        return hash_tensor(w->ctx, d->ck[0], j, w->buf[0], d->hashes[0][j]);
+        return d->hashed[0][j] ? FP8_OK
+                               : hash_tensor(w->ctx, d->ck[0], j, w->buf[0], d->hashes[0][j]);
     if (j < na + nb)
-        return hash_tensor(w->ctx, d->ck[1], j - na, w->buf[0], d->hashes[1][j - na]);
+        return d->hashed[1][j - na]
+                   ? FP8_OK
+                   : hash_tensor(w->ctx, d->ck[1], j - na, w->buf[0], d->hashes[1][j - na]);
     size_t k = j - na - nb;
     fp8_diff_entry *e = &d->e[k];
-    if (e->kind != FP8_DIFF_VALUES)
-        return FP8_OK; /* decided from the headers */
-    fp8_status st = e->dequantized ? compare_values(w->ctx, d, k)
-                                   : compare_bytes(w->ctx, d, e, w->buf[0], w->buf[1], k);
+    if (e->kind != FP8_DIFF_VALUES || e->dequantized)
+        return FP8_OK; /* decided from the headers, or the second run's */
+    fp8_status st = compare_bytes(w->ctx, d, e, w->buf[0], w->buf[1], k);
     if (!st && e->differing == 0)
         e->kind = FP8_DIFF_SAME;
     return st;
+}
+
+static fp8_status values_one(void *arg, fp8_worker *w, size_t k)
+{
+    fp8_diff *d = arg;
+    fp8_diff_entry *e = &d->e[k];
+    if (e->kind != FP8_DIFF_VALUES || !e->dequantized)
+        return FP8_OK;
+    fp8_status st = compare_values(w->ctx, d, k);
+    if (!st && e->differing == 0)
+        e->kind = FP8_DIFF_SAME;
+    return st;
+}
+
+/* Lanes: A's shards, then B's; an entry goes in A's shard's lane when that
+ * one is compressed, else in B's. */
+static size_t entry_lane(fp8_diff *d, size_t k, uint64_t *offset)
+{
+    size_t lane = d->e[k].a ? ck_lane(d->ck[0], d->shard[0][k], d->e[k].a, 0, 0, offset)
+                            : FP8_NO_LANE;
+    if (lane == FP8_NO_LANE && d->e[k].b)
+        lane = ck_lane(d->ck[1], d->shard[1][k], d->e[k].b, 0,
+                       fp8_checkpoint_shard_count(d->ck[0]), offset);
+    return lane;
+}
+
+static size_t diff_lane(void *arg, size_t j, uint64_t *offset)
+{
+    fp8_diff *d = arg;
+    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
+    size_t s;
+    *offset = 0;
+    if (j < na) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(d->ck[0], j, &s);
+        return d->hashed[0][j] ? FP8_NO_LANE : ck_lane(d->ck[0], s, t, 0, 0, offset);
+    }
+    if (j < na + nb) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(d->ck[1], j - na, &s);
+        return d->hashed[1][j - na]
+                   ? FP8_NO_LANE
+                   : ck_lane(d->ck[1], s, t, 0, fp8_checkpoint_shard_count(d->ck[0]), offset);
+    }
+    size_t k = j - na - nb;
+    if (d->e[k].kind != FP8_DIFF_VALUES || d->e[k].dequantized)
+        return FP8_NO_LANE;
+    return entry_lane(d, k, offset);
+}
+
+static size_t values_lane(void *arg, size_t k, uint64_t *offset)
+{
+    fp8_diff *d = arg;
+    *offset = 0;
+    if (d->e[k].kind != FP8_DIFF_VALUES || !d->e[k].dequantized)
+        return FP8_NO_LANE;
+    return entry_lane(d, k, offset);
 }
 
 static uint64_t diff_bytes(void *arg, size_t j)
@@ -318,11 +415,16 @@ static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
     d->e = fp8_xcalloc(na + nb + 1, sizeof *d->e);
     d->shard[0] = fp8_xcalloc(na + nb + 1, sizeof *d->shard[0]);
     d->shard[1] = fp8_xcalloc(na + nb + 1, sizeof *d->shard[1]);
-    if (!d->e || !d->shard[0] || !d->shard[1])
+    d->index[0] = fp8_xcalloc(na + nb + 1, sizeof *d->index[0]);
+    d->index[1] = fp8_xcalloc(na + nb + 1, sizeof *d->index[1]);
+    d->hashed[0] = fp8_xcalloc(na + 1, sizeof *d->hashed[0]);
+    d->hashed[1] = fp8_xcalloc(nb + 1, sizeof *d->hashed[1]);
+    if (!d->e || !d->shard[0] || !d->shard[1] || !d->index[0] || !d->index[1] ||
+        !d->hashed[0] || !d->hashed[1])
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     size_t i = 0, j = 0;
     while (i < na || j < nb) {
-        size_t sa = 0, sb = 0;
+        size_t sa = 0, sb = 0, ia = i, ib = j;
         const fp8_tensor_info *a = i < na ? fp8_checkpoint_tensor(d->ck[0], i, &sa) : NULL;
         const fp8_tensor_info *b = j < nb ? fp8_checkpoint_tensor(d->ck[1], j, &sb) : NULL;
         int c = !a ? 1 : !b ? -1 : strcmp(a->name, b->name);
@@ -340,7 +442,11 @@ static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
                                .max_abs = 0.0 / 0.0 };
         d->shard[0][d->n] = sa;
         d->shard[1][d->n] = sb;
+        d->index[0][d->n] = ia;
+        d->index[1][d->n] = ib;
         classify(d, e);
+        if (e->kind == FP8_DIFF_VALUES && !e->dequantized)
+            d->hashed[0][ia] = d->hashed[1][ib] = true;
         d->n++;
     }
     return FP8_OK;
@@ -371,10 +477,17 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
     if (!st) {
         size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
         size_t nb = fp8_checkpoint_tensor_count(d->ck[1]);
+        size_t lanes = fp8_checkpoint_shard_count(d->ck[0]) + fp8_checkpoint_shard_count(d->ck[1]);
         fp8_jobs spec = { .njobs = na + nb + d->n, .bufsize = { CHUNK, CHUNK },
                           .threads = opts->threads, .run = diff_one, .bytes = diff_bytes,
-                          .arg = d, .what = "diff" };
+                          .arg = d, .what = "diff", .lane = diff_lane, .nlanes = lanes };
         st = fp8_jobs_run(ctx, &spec);
+        if (!st) {
+            spec.njobs = d->n;
+            spec.run = values_one;
+            spec.lane = values_lane;
+            st = fp8_jobs_run(ctx, &spec);
+        }
         if (!st) {
             digest_of(d->hashes[0], na, d->digest[0]);
             digest_of(d->hashes[1], nb, d->digest[1]);
@@ -396,6 +509,8 @@ void fp8_diff_free(fp8_diff *d)
         fp8_checkpoint_close(d->ck[s]);
         free(d->hashes[s]);
         free(d->shard[s]);
+        free(d->index[s]);
+        free(d->hashed[s]);
     }
     free(d->e);
     free(d);

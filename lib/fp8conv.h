@@ -148,12 +148,19 @@ void fp8_file_metadata(const fp8_file *file, size_t index, const char **key, con
 const char *fp8_file_metadata_get(const fp8_file *file, const char *key);
 
 /* Read `len` bytes of tensor `t` starting `offset` bytes into it.  Plain files
- * use positioned reads; compressed files are cheapest read in buffer order
- * (a backward read restarts the decompression). */
+ * use positioned reads; compressed files are cheapest read in buffer order:
+ * a stream keeps what a read skipped and a little behind, and a read before
+ * that restarts the decompression.  The commands read each compressed shard
+ * once, in file order.  A file's descriptor is open only while needed (a
+ * pool bounded under RLIMIT_NOFILE); one replaced since its header was read
+ * is an FP8_ERR_IO. */
 fp8_status fp8_file_read(fp8_ctx *ctx, fp8_file *file, const fp8_tensor_info *t,
                          uint64_t offset, void *buf, size_t len);
-/* Bytes read from the underlying file so far (for tests of the streaming promise). */
+/* Bytes read from the underlying file so far (for tests of the streaming
+ * promise); for a compressed file, the bytes decompressed. */
 uint64_t fp8_file_bytes_read(const fp8_file *file);
+/* The bytes all compressed files of the process have decompressed so far. */
+uint64_t fp8_zstd_bytes_decompressed(void);
 
 /* ---------------------------------------------------------------- writer */
 

@@ -15,7 +15,12 @@ typedef struct {
     fp8_ctx *ctx;
     unsigned char *buf[3];
     struct fp8_gpu *gpu;
+    struct fp8_lanes *lanes; /* the turn it holds, if any (fp8_worker_end_turn) */
+    size_t lane;
+    bool turn;
 } fp8_worker;
+
+#define FP8_NO_LANE SIZE_MAX
 
 typedef struct {
     size_t njobs;
@@ -30,17 +35,30 @@ typedef struct {
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
     uint64_t *done, total;      /* progress over several runs */
+    /* Jobs that read a compressed (stream) file take turns: lane() names a
+     * job's lane (below nlanes; FP8_NO_LANE for none) and the file offset
+     * where its reads start.  A lane's jobs run in offset order (ties in job
+     * order), each once the one before has ended its turn (returned, or
+     * called fp8_worker_end_turn after its last read), so that the stream
+     * is only read forward.  Jobs of no lane keep their place and run as
+     * before.  NULL: no lanes. */
+    size_t (*lane)(void *arg, size_t job, uint64_t *offset);
+    size_t nlanes;
 } fp8_jobs;
 
 /*
  * Runs jobs 0..njobs-1 on the calling thread and helpers.  Jobs are taken in
- * order and no new one is taken after a failure, so every job below a failed
- * one has run: the error returned is the lowest failed job's, the same for
- * any thread count.  Progress is reported from the calling thread only.
+ * order (lanes reorder a lane's jobs among their places) and no new one is
+ * taken after a failure, so every job taken before a failed one has run: the
+ * error returned is the first failed job's, the same for any thread count.  Progress is reported from the calling thread only.
  * On CUDA each worker has its own stream, so one worker's copies and kernel
  * overlap another's file reads and writes: at least two workers run.
  */
 fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *spec);
+
+/* Lets the next job of the worker's lane start reading (a no-op without a
+ * turn): for a job whose reads are done but whose work is not. */
+void fp8_worker_end_turn(fp8_worker *w);
 
 /* ---------------------------------------------------------------- outputs */
 

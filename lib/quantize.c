@@ -512,6 +512,7 @@ typedef struct {
     fp8_ctx *ctx;
     unsigned char *src, *q, *scales;
     fp8_gpu *gpu;
+    fp8_worker *fw;
 } worker;
 
 static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
@@ -654,6 +655,7 @@ static fp8_status do_quantize(worker *w, const job *j)
     fp8_status st = read_rect(w, j, src_size(dt), w->src);
     if (st)
         return st;
+    fp8_worker_end_turn(w->fw);
     uint64_t where = 0, n = j->nrows * j->ncols;
     if (j->kind == JOB_AMAX) {
         bool bad = true;
@@ -729,7 +731,7 @@ static uint64_t job_bytes(const shard_run *r, const job *j)
 static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
 {
     shard_run *r = arg;
-    worker w = { r, fw->ctx, fw->buf[0], fw->buf[1], fw->buf[2], fw->gpu };
+    worker w = { r, fw->ctx, fw->buf[0], fw->buf[1], fw->buf[2], fw->gpu, fw };
     return do_job(&w, &r->jobs[j]);
 }
 
@@ -739,13 +741,27 @@ static uint64_t bytes_of(void *arg, size_t j)
     return job_bytes(r, &r->jobs[j]);
 }
 
+/* A compressed shard is one lane, read in file order. */
+static size_t lane_of(void *arg, size_t j, uint64_t *offset)
+{
+    shard_run *r = arg;
+    const job *jb = &r->jobs[j];
+    const fp8_tensor_info *t = r->plan->items[jb->item].tensor;
+    *offset = t->begin + (jb->kind == JOB_COPY ? jb->offset
+                                                : flat_index(&r->plan->entries[jb->item], jb->expert,
+                                                             jb->row0, jb->col0) *
+                                                      src_size(t->dtype));
+    return fp8_file_is_compressed(r->in) ? 0 : FP8_NO_LANE;
+}
+
 static fp8_status run_jobs(fp8_ctx *ctx, shard_run *r)
 {
     const fp8_quant_options *o = &r->plan->opts;
     fp8_jobs spec = { .njobs = r->njobs, .bufsize = { r->max_src, r->max_q, r->max_scales },
                       .threads = o->threads, .device = r->plan->device, .run = run_one, .bytes = bytes_of, .arg = r,
                       .what = r->plan->input, .cancel = o->cancel, .progress = o->progress,
-                      .progress_user = o->progress_user, .done = r->done, .total = r->total };
+                      .progress_user = o->progress_user, .done = r->done, .total = r->total,
+                      .lane = lane_of, .nlanes = 1 };
     return fp8_jobs_run(ctx, &spec);
 }
 

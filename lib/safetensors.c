@@ -792,6 +792,7 @@ uint64_t fp8_file_header_size(const fp8_file *f) { return f->header_size; }
 uint64_t fp8_file_data_size(const fp8_file *f) { return f->data_size; }
 size_t fp8_file_tensor_count(const fp8_file *f) { return f->ntensors; }
 uint64_t fp8_file_bytes_read(const fp8_file *f) { return zio_reader_bytes_read(f->src); }
+uint64_t fp8_zstd_bytes_decompressed(void) { return zio_decompressed_total(); }
 bool fp8_file_has_metadata(const fp8_file *f) { return f->has_metadata; }
 size_t fp8_file_metadata_count(const fp8_file *f) { return f->nmeta; }
 

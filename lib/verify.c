@@ -801,6 +801,14 @@ static uint64_t scan_bytes(void *arg, size_t j)
     return 0;
 }
 
+static size_t scan_lane(void *arg, size_t j, uint64_t *offset)
+{
+    value_scan *sc = arg;
+    size_t shard;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(sc->v->ck, sc->weights[j], &shard);
+    return ck_lane(sc->v->ck, shard, t, 0, 0, offset);
+}
+
 static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
 {
     value_scan sc = { .v = v };
@@ -820,7 +828,8 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
                                                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st) {
         fp8_jobs spec = { .njobs = sc.n, .bufsize = { CHUNK }, .threads = threads,
-                          .run = scan_one, .bytes = scan_bytes, .arg = &sc, .what = "verify" };
+                          .run = scan_one, .bytes = scan_bytes, .arg = &sc, .what = "verify",
+                          .lane = scan_lane, .nlanes = fp8_checkpoint_shard_count(v->ck) };
         st = fp8_jobs_run(ctx, &spec);
     }
     for (size_t j = 0; j < sc.n; j++) {
@@ -913,6 +922,19 @@ static uint64_t bound_bytes(void *arg, size_t j)
     (void)arg;
     (void)j;
     return 0;
+}
+
+/* In the lane of the weight's shard when compressed, else of the source's. */
+static size_t bound_lane(void *arg, size_t j, uint64_t *offset)
+{
+    bound_scan *b = arg;
+    size_t shard, sshard;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(b->v->ck, b->weights[j], &shard);
+    size_t lane = ck_lane(b->v->ck, shard, t, 0, 0, offset);
+    const fp8_tensor_info *x = fp8_checkpoint_find(b->src, t->name, &sshard);
+    if (lane == FP8_NO_LANE && x)
+        lane = ck_lane(b->src, sshard, x, 0, fp8_checkpoint_shard_count(b->v->ck), offset);
+    return lane;
 }
 
 static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
@@ -1105,7 +1127,8 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         goto out;
     }
     fp8_jobs spec = { .njobs = b.n, .threads = threads, .run = bound_one, .bytes = bound_bytes,
-                      .arg = &b, .what = "verify" };
+                      .arg = &b, .what = "verify", .lane = bound_lane,
+                      .nlanes = fp8_checkpoint_shard_count(v->ck) + fp8_checkpoint_shard_count(src) };
     st = fp8_jobs_run(ctx, &spec);
     for (size_t j = 0; j < b.n && !st; j++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, b.weights[j], NULL);

@@ -2,9 +2,19 @@
  * zio.c - byte sources (plain file, memory, zstd stream) and atomic sinks.
  *
  * The only user of zstd.  Compressed files are never decompressed to disk:
- * reads are served from one streaming decompressor, which moves forward by
- * decompressing into a scratch buffer and restarts from the beginning only
- * when asked for an earlier offset.
+ * reads are served from one streaming decompressor, which only moves
+ * forward.  What it decompressed stays in a window of blocks in memory while
+ * it may still be wanted: bytes that a read skipped over (a weight's rows
+ * skipped to reach its scales), and a little behind the last read.  Only a
+ * read before the window restarts the stream from the beginning.  Callers
+ * visit a compressed file's tensors in file order (see fp8_jobs' lanes), so
+ * that each byte is decompressed once.
+ *
+ * Plain files do not keep their descriptor: a small pool of open
+ * descriptors, bounded well under RLIMIT_NOFILE, serves every reader, so
+ * that a checkpoint of thousands of shards opens.  A file reopened is
+ * checked to be the one whose header was parsed (device, inode, size,
+ * modification time).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -23,23 +34,39 @@ enum { ZIO_PLAIN, ZIO_MEMORY, ZIO_ZSTD };
 
 #define ZIO_ZSTD_MAGIC 0xFD2FB528u
 #define ZIO_BUF (1u << 20)
+#define ZIO_BLOCK ZIO_BUF            /* window blocks, aligned on the stream */
+#define ZIO_BEHIND (1u << 20)        /* kept behind the furthest read */
+#define ZIO_WINDOW (512ull << 20)    /* the most a window holds */
 
 struct zio_reader {
     int kind;
     char *name;
+    /* the descriptor, behind fd_lock: open while in the pool (fd >= 0),
+     * kept open while users > 0 */
     int fd;
+    int users;
+    zio_reader *lru_prev, *lru_next;
+    dev_t dev;             /* what the file was when opened */
+    ino_t ino;
+    struct timespec mtime;
     uint64_t file_size;    /* size of the file on disk (compressed for zstd) */
     const unsigned char *mem;
     uint64_t delivered;    /* zio_reader_bytes_read() */
     /* zstd state, behind the lock (plain and memory reads need none) */
     pthread_mutex_t lock;
     ZSTD_DCtx *dctx;
-    unsigned char *inbuf, *scratch;
+    unsigned char *inbuf;
     ZSTD_inBuffer in;
     uint64_t in_offset;    /* next compressed byte to fetch */
     bool in_eof;
     size_t last_ret;       /* ZSTD_decompressStream's hint; 0 = at a frame boundary */
     uint64_t pos;          /* decompressed bytes produced so far */
+    bool out_eof;          /* the content ends at pos */
+    /* the window: content [win_start, pos) in blocks of ZIO_BLOCK */
+    unsigned char **blk;
+    size_t nblk, blkcap;
+    uint64_t win_start;
+    uint64_t consumed;     /* read up to here, skipped bytes after it kept */
     bool size_known;
     uint64_t size;
 };
@@ -48,6 +75,99 @@ bool zio_has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* ---------------------------------------------------------------- descriptors */
+
+static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t decompressed_total; /* atomic: zio_decompressed_total() */
+static zio_reader *lru_head, *lru_tail; /* readers with an open descriptor, latest first */
+static size_t fd_open, fd_cap;
+
+/* A quarter of RLIMIT_NOFILE, at most 64: the rest is the caller's. */
+static size_t pool_cap(void)
+{
+    if (!fd_cap) {
+        struct rlimit rl;
+        rlim_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+        fd_cap = lim / 4 < 4 ? 4 : lim / 4 > 64 ? 64 : (size_t)(lim / 4);
+    }
+    return fd_cap;
+}
+
+static void lru_unlink(zio_reader *r)
+{
+    *(r->lru_prev ? &r->lru_prev->lru_next : &lru_head) = r->lru_next;
+    *(r->lru_next ? &r->lru_next->lru_prev : &lru_tail) = r->lru_prev;
+    r->lru_prev = r->lru_next = NULL;
+}
+
+static void lru_push(zio_reader *r)
+{
+    r->lru_next = lru_head;
+    *(lru_head ? &lru_head->lru_prev : &lru_tail) = r;
+    lru_head = r;
+}
+
+/* Closes the least recently used idle descriptors beyond the cap. */
+static void pool_trim(void)
+{
+    for (zio_reader *r = lru_tail, *prev; r && fd_open > pool_cap(); r = prev) {
+        prev = r->lru_prev;
+        if (r->users)
+            continue;
+        lru_unlink(r);
+        close(r->fd);
+        r->fd = -1;
+        fd_open--;
+    }
+}
+
+static bool same_file(const zio_reader *r, const struct stat *sb)
+{
+    return sb->st_dev == r->dev && sb->st_ino == r->ino &&
+           (uint64_t)sb->st_size == r->file_size && sb->st_mtim.tv_sec == r->mtime.tv_sec &&
+           sb->st_mtim.tv_nsec == r->mtime.tv_nsec;
+}
+
+/* The reader's descriptor, reopened if the pool closed it; pair with fd_put. */
+static fp8_status fd_get(fp8_ctx *ctx, zio_reader *r, int *fd)
+{
+    fp8_status st = FP8_OK;
+    pthread_mutex_lock(&fd_lock);
+    if (r->fd >= 0) {
+        lru_unlink(r);
+    } else {
+        struct stat sb;
+        r->fd = open(r->name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (r->fd < 0) {
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot reopen: %s", r->name, strerror(errno));
+        } else if (fstat(r->fd, &sb) != 0 || !same_file(r, &sb)) {
+            st = fp8_fail(ctx, FP8_ERR_IO,
+                          "%s: the file changed since its header was read (replaced or modified)",
+                          r->name);
+            close(r->fd);
+            r->fd = -1;
+        }
+        if (!st)
+            fd_open++;
+    }
+    if (!st) {
+        lru_push(r);
+        r->users++;
+        *fd = r->fd;
+        pool_trim();
+    }
+    pthread_mutex_unlock(&fd_lock);
+    return st;
+}
+
+static void fd_put(zio_reader *r)
+{
+    pthread_mutex_lock(&fd_lock);
+    r->users--;
+    pool_trim();
+    pthread_mutex_unlock(&fd_lock);
 }
 
 /* pread until `len` bytes or end of file; *got reports how many. */
@@ -71,6 +191,19 @@ static fp8_status pread_full(fp8_ctx *ctx, int fd, const char *name, void *buf, 
     return FP8_OK;
 }
 
+/* pread_full on the reader's file, through the descriptor pool. */
+static fp8_status reader_pread(fp8_ctx *ctx, zio_reader *r, void *buf, size_t len,
+                               uint64_t offset, size_t *got)
+{
+    int fd;
+    fp8_status st = fd_get(ctx, r, &fd);
+    if (st)
+        return st;
+    st = pread_full(ctx, fd, r->name, buf, len, offset, got);
+    fd_put(r);
+    return st;
+}
+
 static fp8_status reader_new(fp8_ctx *ctx, const char *name, int kind, zio_reader **out)
 {
     zio_reader *r = calloc(1, sizeof *r);
@@ -85,6 +218,14 @@ static fp8_status reader_new(fp8_ctx *ctx, const char *name, int kind, zio_reade
     return FP8_OK;
 }
 
+static void window_clear(zio_reader *r)
+{
+    for (size_t i = 0; i < r->nblk; i++)
+        free(r->blk[i]);
+    r->nblk = 0;
+    r->win_start = r->consumed = r->pos;
+}
+
 static fp8_status zstd_rewind(fp8_ctx *ctx, zio_reader *r)
 {
     size_t rc = ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
@@ -96,6 +237,8 @@ static fp8_status zstd_rewind(fp8_ctx *ctx, zio_reader *r)
     r->in_eof = false;
     r->last_ret = 0;
     r->pos = 0;
+    r->out_eof = false;
+    window_clear(r);
     return FP8_OK;
 }
 
@@ -106,7 +249,7 @@ static fp8_status zstd_pull(fp8_ctx *ctx, zio_reader *r, void *dst, size_t cap, 
     while (out.pos < out.size) {
         if (r->in.pos == r->in.size && !r->in_eof) {
             size_t got;
-            fp8_status st = pread_full(ctx, r->fd, r->name, r->inbuf, ZIO_BUF, r->in_offset, &got);
+            fp8_status st = reader_pread(ctx, r, r->inbuf, ZIO_BUF, r->in_offset, &got);
             if (st)
                 return st;
             r->in_offset += got;
@@ -142,7 +285,7 @@ static bool zstd_declared_size(zio_reader *r, uint64_t *size)
 {
     unsigned char h[18]; /* the largest frame header (RFC 8878, 3.1.1.1) */
     size_t got;
-    if (pread_full(NULL, r->fd, r->name, h, sizeof h, 0, &got) || got < 6)
+    if (reader_pread(NULL, r, h, sizeof h, 0, &got) || got < 6)
         return false;
     unsigned long long fcs = ZSTD_getFrameContentSize(h, got);
     if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR)
@@ -154,7 +297,7 @@ static bool zstd_declared_size(zio_reader *r, uint64_t *size)
                    (fcs_size[fhd >> 6] ? fcs_size[fhd >> 6] : single_segment);
     for (;;) {
         unsigned char b[3];
-        if (pread_full(NULL, r->fd, r->name, b, 3, off, &got) || got < 3)
+        if (reader_pread(NULL, r, b, 3, off, &got) || got < 3)
             return false;
         uint32_t bh = b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16;
         unsigned type = (bh >> 1) & 3;
@@ -178,36 +321,46 @@ fp8_status zio_reader_open(fp8_ctx *ctx, const char *path, zio_reader **out)
     if (st)
         return st;
     struct stat sb;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (r->fd < 0) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
+    if (fd < 0) {
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         goto out;
     }
-    if (fstat(r->fd, &sb) != 0) {
+    if (fstat(fd, &sb) != 0) {
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
         goto out;
     }
     if (!S_ISREG(sb.st_mode)) {
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not a regular file (%s)", path,
                       S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISDIR(sb.st_mode) ? "a directory"
                                                                                 : "a device or socket");
+        close(fd);
         goto out;
     }
+    r->dev = sb.st_dev;
+    r->ino = sb.st_ino;
+    r->mtime = sb.st_mtim;
     r->file_size = (uint64_t)sb.st_size;
     r->size_known = true;
     r->size = r->file_size;
+    pthread_mutex_lock(&fd_lock); /* into the pool, which may close it when idle */
+    r->fd = fd;
+    fd_open++;
+    lru_push(r);
+    pool_trim();
+    pthread_mutex_unlock(&fd_lock);
 
     unsigned char magic[4];
     size_t got;
-    if ((st = pread_full(ctx, r->fd, path, magic, 4, 0, &got)))
+    if ((st = reader_pread(ctx, r, magic, 4, 0, &got)))
         goto out;
     if (got == 4 && (magic[0] | magic[1] << 8 | magic[2] << 16 | (uint32_t)magic[3] << 24) ==
                         ZIO_ZSTD_MAGIC) {
         r->kind = ZIO_ZSTD;
         r->dctx = ZSTD_createDCtx();
         r->inbuf = malloc(ZIO_BUF);
-        r->scratch = malloc(ZIO_BUF);
-        if (!r->dctx || !r->inbuf || !r->scratch) {
+        if (!r->dctx || !r->inbuf) {
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
             goto out;
         }
@@ -239,49 +392,133 @@ void zio_reader_close(zio_reader *r)
 {
     if (!r)
         return;
-    if (r->fd >= 0)
+    pthread_mutex_lock(&fd_lock);
+    if (r->fd >= 0) {
+        lru_unlink(r);
         close(r->fd);
+        fd_open--;
+    }
+    pthread_mutex_unlock(&fd_lock);
     pthread_mutex_destroy(&r->lock);
     ZSTD_freeDCtx(r->dctx);
+    window_clear(r);
+    free(r->blk);
     free(r->inbuf);
-    free(r->scratch);
     free(r->name);
     free(r);
 }
 
 const char *zio_reader_name(const zio_reader *r) { return r->name; }
 bool zio_reader_compressed(const zio_reader *r) { return r->kind == ZIO_ZSTD; }
+uint64_t zio_decompressed_total(void)
+{
+    return __atomic_load_n(&decompressed_total, __ATOMIC_RELAXED);
+}
+
 uint64_t zio_reader_bytes_read(const zio_reader *r)
 {
     return __atomic_load_n(&r->delivered, __ATOMIC_RELAXED);
 }
 
-/* Moves the stream forward to `offset` (or its end, if shorter). */
-static fp8_status zstd_seek(fp8_ctx *ctx, zio_reader *r, uint64_t offset)
+/* Drops the blocks no longer wanted: those before `keep`, before the first
+ * byte not yet read (r->consumed) and ZIO_BEHIND before the stream's
+ * position; and any beyond ZIO_WINDOW behind it but before `keep` (a later
+ * read there restarts the stream). */
+static void window_trim(zio_reader *r, uint64_t keep)
+{
+    uint64_t behind = r->pos > ZIO_BEHIND ? r->pos - ZIO_BEHIND : 0;
+    uint64_t from = r->consumed < behind ? r->consumed : behind;
+    from = keep < from ? keep : from;
+    if (r->pos > ZIO_WINDOW && from < r->pos - ZIO_WINDOW)
+        from = keep < r->pos - ZIO_WINDOW ? keep : r->pos - ZIO_WINDOW;
+    size_t drop = 0;
+    while (drop + 1 < r->nblk && r->win_start + ZIO_BLOCK * (drop + 1) <= from)
+        free(r->blk[drop++]);
+    if (drop) {
+        memmove(r->blk, r->blk + drop, (r->nblk - drop) * sizeof *r->blk);
+        r->nblk -= drop;
+        r->win_start += ZIO_BLOCK * drop;
+    }
+    if (r->consumed < r->win_start)
+        r->consumed = r->win_start;
+}
+
+/* Decompresses until the window reaches `end` (or the content ends),
+ * keeping what is wanted from `keep` on. */
+static fp8_status zstd_advance(fp8_ctx *ctx, zio_reader *r, uint64_t end, uint64_t keep)
+{
+    while (r->pos < end && !r->out_eof) {
+        size_t at = (size_t)(r->pos % ZIO_BLOCK);
+        if (at == 0) {
+            window_trim(r, keep);
+            if (!fp8_grow(&r->blk, r->nblk, &r->blkcap, sizeof *r->blk) ||
+                !(r->blk[r->nblk] = malloc(ZIO_BLOCK)))
+                return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", r->name);
+            if (r->nblk == 0)
+                r->win_start = r->pos;
+            r->nblk++;
+        }
+        uint64_t want = end - r->pos;
+        size_t n = 0, cap = want < ZIO_BLOCK - at ? (size_t)want : ZIO_BLOCK - at;
+        fp8_status st = zstd_pull(ctx, r, r->blk[r->nblk - 1] + at, cap, &n);
+        if (st)
+            return st;
+        __atomic_add_fetch(&r->delivered, n, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&decompressed_total, n, __ATOMIC_RELAXED);
+        r->out_eof = n < cap;
+    }
+    window_trim(r, keep);
+    return FP8_OK;
+}
+
+/* Copies content [offset, offset + len) from the window, as far as it goes. */
+static size_t window_copy(const zio_reader *r, uint64_t offset, void *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len && offset + done < r->pos) {
+        uint64_t o = offset + done - r->win_start;
+        size_t at = (size_t)(o % ZIO_BLOCK), n = ZIO_BLOCK - at;
+        n = n < len - done ? n : len - done;
+        n = offset + done + n > r->pos ? (size_t)(r->pos - offset - done) : n;
+        memcpy((char *)buf + done, r->blk[o / ZIO_BLOCK] + at, n);
+        done += n;
+    }
+    return done;
+}
+
+static fp8_status zstd_read(fp8_ctx *ctx, zio_reader *r, uint64_t offset, void *buf, size_t len,
+                            size_t *got)
 {
     fp8_status st;
-    if (offset < r->pos && (st = zstd_rewind(ctx, r)))
+    uint64_t end = len > UINT64_MAX - offset ? UINT64_MAX : offset + len;
+    if (offset < r->win_start && (st = zstd_rewind(ctx, r)))
         return st;
-    while (r->pos < offset) {
-        uint64_t want = offset - r->pos;
-        size_t n, cap = want < ZIO_BUF ? (size_t)want : ZIO_BUF;
-        if ((st = zstd_pull(ctx, r, r->scratch, cap, &n)))
-            return st;
-        r->delivered += n;
-        if (n < cap)
-            break;
-    }
+    if (offset > r->pos) /* skipped bytes stay in the window for a later read */
+        r->consumed = r->consumed < r->pos ? r->consumed : r->pos;
+    if ((st = zstd_advance(ctx, r, end, offset)))
+        return st;
+    *got = offset < r->pos ? window_copy(r, offset, buf, len) : 0;
+    if (offset <= r->consumed && offset + *got > r->consumed)
+        r->consumed = offset + *got;
+    window_trim(r, UINT64_MAX);
     return FP8_OK;
 }
 
 fp8_status zio_reader_size(fp8_ctx *ctx, zio_reader *r, uint64_t *size)
 {
     if (!r->size_known) {
-        fp8_status st = zstd_seek(ctx, r, UINT64_MAX);
+        pthread_mutex_lock(&r->lock);
+        /* counting keeps nothing: a later read restarts the stream */
+        r->consumed = UINT64_MAX;
+        fp8_status st = zstd_advance(ctx, r, UINT64_MAX, UINT64_MAX);
+        r->consumed = r->win_start;
+        if (!st) {
+            r->size = r->pos;
+            r->size_known = true;
+        }
+        pthread_mutex_unlock(&r->lock);
         if (st)
             return st;
-        r->size = r->pos;
-        r->size_known = true;
     }
     *size = r->size;
     return FP8_OK;
@@ -301,14 +538,13 @@ fp8_status zio_reader_read(fp8_ctx *ctx, zio_reader *r, uint64_t offset, void *b
         }
         break;
     case ZIO_PLAIN:
-        st = pread_full(ctx, r->fd, r->name, buf, len, offset, got);
+        st = reader_pread(ctx, r, buf, len, offset, got);
         break;
     case ZIO_ZSTD:
         pthread_mutex_lock(&r->lock);
-        if (!(st = zstd_seek(ctx, r, offset)) && r->pos >= offset)
-            st = zstd_pull(ctx, r, buf, len, got);
+        st = zstd_read(ctx, r, offset, buf, len, got);
         pthread_mutex_unlock(&r->lock);
-        break;
+        return st; /* zstd_advance counted what it decompressed */
     }
     __atomic_add_fetch(&r->delivered, *got, __ATOMIC_RELAXED);
     return st;

@@ -24,8 +24,11 @@ fp8_status zio_reader_size(fp8_ctx *ctx, zio_reader *r, uint64_t *size);
 /* Reads up to `len` bytes at `offset`; *got < len only at the end of content. */
 fp8_status zio_reader_read(fp8_ctx *ctx, zio_reader *r, uint64_t offset, void *buf,
                            size_t len, size_t *got);
-/* Bytes of content delivered so far, skipped bytes of a stream included. */
+/* Bytes of content delivered so far; for a zstd file, the bytes
+ * decompressed (a stream's skipped bytes included, a restart counted again). */
 uint64_t zio_reader_bytes_read(const zio_reader *r);
+/* The bytes every zstd reader of the process has decompressed. */
+uint64_t zio_decompressed_total(void);
 
 typedef struct zio_writer zio_writer;
 

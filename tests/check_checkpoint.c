@@ -4,6 +4,9 @@
  */
 #include "testutil.h"
 
+#include <sys/resource.h>
+#include <zstd.h>
+
 static fp8_checkpoint *open_ck(const char *path, fp8_status expect, const char *msg_part)
 {
     fp8_ctx *ctx = fp8_ctx_create();
@@ -115,6 +118,187 @@ START_TEST(test_device_resolution_never_fails_for_cpu_or_auto)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- zstd shards */
+
+/* A copy of checkpoint directory `from` in `to` with every shard compressed
+ * (NAME.safetensors.zst, the index naming them); returns the bytes of the
+ * shards' content. */
+static uint64_t compressed_copy(const char *from, const char *to)
+{
+    char *cmd;
+    ck_assert(asprintf(&cmd, "cp -r %s %s && sed -i 's/\\.safetensors\"/.safetensors.zst\"/g' "
+                             "%s/model.safetensors.index.json",
+                       from, to, to) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    fp8_checkpoint *ck = open_ck(from, FP8_OK, NULL);
+    uint64_t content = 0;
+    for (size_t s = 0; s < fp8_checkpoint_shard_count(ck); s++) {
+        char plain[512], zst[600];
+        snprintf(plain, sizeof plain, "%s/%s", to, fp8_checkpoint_shard_name(ck, s));
+        snprintf(zst, sizeof zst, "%s.zst", plain);
+        size_t n;
+        char *raw = tu_slurp(plain, &n);
+        size_t cap = ZSTD_compressBound(n);
+        char *z = malloc(cap);
+        size_t zn = ZSTD_compress(z, cap, raw, n, 3);
+        ck_assert(!ZSTD_isError(zn));
+        tu_spit(zst, z, zn);
+        ck_assert(unlink(plain) == 0);
+        content += n;
+        free(raw);
+        free(z);
+    }
+    fp8_checkpoint_close(ck);
+    return content;
+}
+
+/* What one command decompressed, against the shards' content. */
+static void assert_read_once(const char *what, uint64_t before, uint64_t content, double bound)
+{
+    uint64_t used = fp8_zstd_bytes_decompressed() - before;
+    ck_assert_msg(used >= content && (double)used <= bound * (double)content,
+                  "%s decompressed %llu bytes of %llu-byte shards (%.2fx)", what,
+                  (unsigned long long)used, (unsigned long long)content,
+                  (double)used / (double)content);
+}
+
+/* Issue 11 (13): every command read a compressed shard's tensors in name
+ * order from several threads, and each backward read restarted the stream
+ * (26x the data for inspect --hash).  Each now reads a shard once, in file
+ * order (deepseek-fp8-tiny's shards put the F32 scales first, as the
+ * reference writer does, so name order is not file order). */
+START_TEST(test_zstd_shard_read_once_in_file_order)
+{
+    char *dir = tu_tmpdir(), fp8[512], bf16[512], out[512];
+    snprintf(fp8, sizeof fp8, "%s/fp8", dir);
+    snprintf(bf16, sizeof bf16, "%s/bf16", dir);
+    uint64_t fp8_size = compressed_copy("testdata/deepseek-fp8-tiny", fp8);
+    uint64_t bf16_size = compressed_copy("testdata/llama-tiny", bf16);
+    fp8_ctx *ctx = fp8_ctx_create();
+
+    uint64_t before = fp8_zstd_bytes_decompressed();
+    fp8_checkpoint *ck = open_ck(fp8, FP8_OK, NULL);
+    fp8_hash_hex *hashes = calloc(fp8_checkpoint_tensor_count(ck), sizeof *hashes), digest;
+    ck_assert_int_eq(fp8_checkpoint_hash(ctx, ck, 2, hashes, digest), FP8_OK);
+    fp8_checkpoint_close(ck);
+    free(hashes);
+    assert_read_once("hash", before, fp8_size, 1.1);
+
+    before = fp8_zstd_bytes_decompressed();
+    fp8_diff *d = NULL;
+    fp8_diff_options dopts = { .threads = 2 };
+    ck_assert_int_eq(fp8_diff_run(ctx, fp8, "testdata/deepseek-fp8-tiny", &dopts, &d), FP8_OK);
+    ck_assert(fp8_diff_identical(d));
+    fp8_diff_free(d);
+    assert_read_once("diff", before, fp8_size, 1.1);
+
+    /* by value: the hashes, then the values (two runs, each in file order) */
+    before = fp8_zstd_bytes_decompressed();
+    dopts.dequant = true;
+    ck_assert_int_eq(fp8_diff_run(ctx, fp8, "testdata/deepseek-fp8-tiny", &dopts, &d), FP8_OK);
+    fp8_diff_free(d);
+    assert_read_once("diff --dequant", before, fp8_size, 2.2);
+
+    before = fp8_zstd_bytes_decompressed();
+    fp8_verify *v = NULL;
+    fp8_verify_options vopts = FP8_VERIFY_OPTIONS_INIT;
+    vopts.threads = 2;
+    ck_assert_int_eq(fp8_verify_run(ctx, fp8, &vopts, &v), FP8_OK);
+    fp8_verify_free(v);
+    assert_read_once("verify", before, fp8_size, 1.1);
+
+    before = fp8_zstd_bytes_decompressed();
+    fp8_dequant_options qo = FP8_DEQUANT_OPTIONS_INIT;
+    qo.threads = 2;
+    qo.no_sync = true;
+    snprintf(out, sizeof out, "%s/dq", dir);
+    ck_assert_int_eq(fp8_dequantize(ctx, fp8, out, &qo, NULL), FP8_OK);
+    assert_read_once("dequantize-for-export", before, fp8_size, 1.1);
+
+    before = fp8_zstd_bytes_decompressed();
+    fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
+    o.threads = 2;
+    o.no_sync = true;
+    fp8_quant_plan *plan = NULL;
+    snprintf(out, sizeof out, "%s/q", dir);
+    ck_assert_int_eq(fp8_quant_plan_create(ctx, bf16, &o, &plan), FP8_OK);
+    ck_assert_msg(fp8_quant_plan_run(ctx, plan, out) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    fp8_quant_plan_free(plan);
+    assert_read_once("quantize", before, bf16_size, 1.1);
+
+    fp8_ctx_free(ctx);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- descriptors */
+
+/* `n` one-tensor shards (no index) in `dir`. */
+static void many_shards(const char *dir, int n, unsigned seed)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    ck_assert(mkdir(dir, 0755) == 0);
+    for (int i = 0; i < n; i++) {
+        char path[512], name[64];
+        snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, i + 1, n);
+        snprintf(name, sizeof name, "layers.%d.weight", i);
+        unsigned char data[64];
+        tu_pattern(data, sizeof data, seed + (unsigned)i);
+        uint64_t shape[2] = { 8, 4 };
+        fp8_writer *w;
+        ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+        fp8_writer_set_durable(w, false);
+        ck_assert(fp8_writer_add_tensor(ctx, w, name, FP8_DTYPE_BF16, 2, shape) == FP8_OK);
+        ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+        ck_assert(fp8_writer_write(ctx, w, data, sizeof data) == FP8_OK);
+        ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+        fp8_writer_free(w);
+    }
+    fp8_ctx_free(ctx);
+}
+
+/* Issue 11 (14a): every shard kept its descriptor open, so a 600-shard diff
+ * (both checkpoints open) failed under ulimit -n 1024.  Descriptors now come
+ * from a pool bounded under RLIMIT_NOFILE; a shard replaced while its
+ * descriptor was closed is still found out. */
+START_TEST(test_many_shards_open_under_low_fd_limit)
+{
+    char *dir = tu_tmpdir(), a[512], b[512];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    many_shards(a, 150, 1);
+    many_shards(b, 150, 1);
+    struct rlimit rl = { 64, 64 };
+    ck_assert(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_diff *d = NULL;
+    fp8_diff_options dopts = { .threads = 2 };
+    ck_assert_msg(fp8_diff_run(ctx, a, b, &dopts, &d) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    ck_assert(fp8_diff_identical(d));
+    ck_assert_uint_eq(fp8_diff_count(d), 150);
+    fp8_diff_free(d);
+
+    fp8_checkpoint *ck = open_ck(a, FP8_OK, NULL);
+    fp8_hash_hex *hashes = calloc(150, sizeof *hashes), digest;
+    ck_assert_int_eq(fp8_checkpoint_hash(ctx, ck, 2, hashes, digest), FP8_OK);
+    /* the first shard's descriptor went back to the pool long ago: replace it */
+    char first[600], cmd[4000];
+    snprintf(first, sizeof first, "%s/model-00001-of-00150.safetensors", a);
+    snprintf(cmd, sizeof cmd, "cp %s %s.new && touch -d '2001-01-01' %s.new && mv %s.new %s",
+             first, first, first, first, first);
+    ck_assert(system(cmd) == 0);
+    ck_assert_int_eq(fp8_checkpoint_hash(ctx, ck, 2, hashes, digest), FP8_ERR_IO);
+    ck_assert_msg(strstr(fp8_ctx_message(ctx), "changed since its header was read"), "%s",
+                  fp8_ctx_message(ctx));
+    fp8_checkpoint_close(ck);
+    free(hashes);
+    fp8_ctx_free(ctx);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -126,6 +310,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_malformed_directories);
     tcase_add_test(tc, test_config_with_bad_json_is_bad_input);
     tcase_add_test(tc, test_device_resolution_never_fails_for_cpu_or_auto);
+    tcase_add_test(tc, test_zstd_shard_read_once_in_file_order);
+    tcase_add_test(tc, test_many_shards_open_under_low_fd_limit);
     suite_add_tcase(s, tc);
     return s;
 }
