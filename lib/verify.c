@@ -190,9 +190,10 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     }
     if (!st && d.bad_key) {
         st = add(ctx, v, FP8_SEV_ERROR, "quant-config",
-                 "config.json: quantization_config %s is not as loaders read it (a block size "
-                 "is two integers from 1 to 65536)",
-                 d.bad_key);
+                 "config.json: quantization_config %s is not as loaders read it%s", d.bad_key,
+                 strstr(d.bad_key, "group_size")
+                     ? ""
+                     : " (a block size is two integers from 1 to 65536)");
         v->block_rows = v->block_cols = 128; /* what the checks below then assume */
     }
     if (!st && v->format != FMT_NONE) {
