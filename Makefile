@@ -184,12 +184,21 @@ check: deps
 # The GPU suite is built with the others (so CI compiles it) and run by check-gpu.
 GPU_TEST := $(BUILD)/tests/gpu/check_gpu
 test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model)
-	@fail=0; for t in $(TEST_BIN); do \
-	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || fail=1; \
+	@fail=0; log=$$(mktemp); for t in $(TEST_BIN); do \
+	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t 2>&1 | tee -a $$log; \
+	  [ $${PIPESTATUS[0]} = 0 ] || { fail=1; echo "$$t: FAILED" >>$$log; }; \
 	done; \
 	if [ "$(HAVE_CUDA)" = 1 ]; then \
-	  echo "== tests/gpu/run.sh --emulated"; BUILD=$(BUILD) bash tests/gpu/run.sh --emulated || fail=1; \
-	fi; exit $$fail
+	  echo "== tests/gpu/run.sh --emulated"; \
+	  BUILD=$(BUILD) bash tests/gpu/run.sh --emulated 2>&1 | tee -a $$log; \
+	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
+	fi; \
+	awk '/Checks: [0-9]+, Failures/ { gsub(",", ""); n += $$3; f += $$5 + $$7 } \
+	     /^check-gpu end to end .*passed/ { n += $$(NF-3); f += $$(NF-1) } \
+	     /: FAILED$$/ { crashed++ } \
+	     END { printf "make check: %d passed, %d failed%s\n", n - f, f + crashed, \
+	           crashed ? " (" crashed " suite(s) did not finish)" : "" }' $$log; \
+	rm -f $$log; exit $$fail
 
 $(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/fill.h $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
@@ -220,6 +229,7 @@ demo: deps
 	@echo "== fp8conv inspect testdata/llama-tiny"
 	@$(BUILD)/fp8conv inspect testdata/llama-tiny
 	@mkdir -p $(dir $(DEMO_OUT))
+	@rm -rf $(DEMO_OUT) # the demo's own output, so that --force finds only fp8conv's
 	@echo
 	@echo "== fp8conv quantize --block 32x32 --force testdata/llama-tiny $(DEMO_OUT)"
 	@echo "   (the sample's intermediate size, 544, is not a multiple of 128: vLLM would refuse"

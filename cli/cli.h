@@ -86,14 +86,21 @@ const volatile sig_atomic_t *cli_catch_signals(void);
 int cli_print_json(cJSON *root);
 /* Seconds on a monotonic clock. */
 double cli_now(void);
-/* A progress line on stderr, at most ten times a second. */
+/* A progress line on stderr, at most ten times a second, as tqdm and rsync
+ * show it: percent, bytes done of total, rate, elapsed time and ETA; never
+ * 100% before the command is done; cli_progress_end prints the closing line
+ * (total, time, throughput) once the command returns. */
 typedef struct {
     const char *label;
-    double last;
+    double start, last;
+    uint64_t total;
     bool shown;
 } cli_progress_state;
 bool cli_progress_wanted(const cli_common *common);
 void cli_show_progress(void *user, uint64_t done, uint64_t total);
+void cli_progress_end(cli_progress_state *p, bool ok);
+/* "1.75 GiB", "512 B": sizes for people (exact bytes go in --json). */
+void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
 int cli_exit_code(fp8_status st);

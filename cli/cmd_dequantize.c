@@ -93,8 +93,7 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     fp8_dequant_report r;
     double t0 = cli_now();
     fp8_status st = fp8_dequantize(ctx, argv[1], argv[2], &opts, &r);
-    if (prog.shown)
-        fputc('\n', stderr);
+    cli_progress_end(&prog, st == FP8_OK);
     rc = st ? cli_fail(ctx, st) : report(common, argv[1], argv[2], &opts, &r, cli_now() - t0);
     fp8_ctx_free(ctx);
     return rc;

@@ -275,8 +275,7 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
     }
     if (!st && !a.dry_run)
         st = fp8_quant_plan_run(ctx, plan, out);
-    if (prog.shown)
-        fputc('\n', stderr);
+    cli_progress_end(&prog, st == FP8_OK);
     if (st) {
         rc = cli_fail(ctx, st);
     } else if (common->quiet) {

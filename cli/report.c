@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,17 +50,72 @@ bool cli_progress_wanted(const cli_common *common)
            (common->progress == PROGRESS_AUTO && !common->quiet && isatty(STDERR_FILENO));
 }
 
+void cli_human_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
+}
+
+static void clock_text(double s, char *buf, size_t cap)
+{
+    long t = s < 0 ? 0 : (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
+}
+
 void cli_show_progress(void *user, uint64_t done, uint64_t total)
 {
     cli_progress_state *p = user;
     double t = cli_now();
-    if (done < total && t - p->last < 0.1)
+    if (!p->start)
+        p->start = t;
+    p->total = total;
+    if (t - p->last < 0.1 && p->shown)
         return;
     p->last = t;
     p->shown = true;
-    fprintf(stderr, "\r%s: %3.0f%% (%.1f of %.1f MB)", p->label,
-            total ? 100.0 * (double)done / (double)total : 100.0, (double)done / 1e6,
-            (double)total / 1e6);
+    double el = t - p->start, frac = total ? (double)done / (double)total : 0;
+    char d[32], tot[32], rate[32], elapsed[64], eta[64] = "?";
+    cli_human_bytes(done, d, sizeof d);
+    cli_human_bytes(total, tot, sizeof tot);
+    if (el > 0.2)
+        cli_human_bytes((uint64_t)((double)done / el), rate, sizeof rate);
+    else
+        snprintf(rate, sizeof rate, "?");
+    clock_text(el, elapsed, sizeof elapsed);
+    if (frac > 0.01 && el > 0.2)
+        clock_text(el * (1 - frac) / frac, eta, sizeof eta);
+    /* the files after the tensors are still to write: 99% until the end */
+    int pct = (int)(frac * 100);
+    fprintf(stderr, "\r%s: %3d%% %s of %s, %s%s, %s elapsed, ETA %s  ", p->label,
+            pct > 99 ? 99 : pct, d, tot, rate, strcmp(rate, "?") ? "/s" : " B/s", elapsed, eta);
+}
+
+void cli_progress_end(cli_progress_state *p, bool ok)
+{
+    if (!p->shown)
+        return;
+    double el = cli_now() - p->start;
+    char tot[32], rate[32], elapsed[64];
+    cli_human_bytes(p->total, tot, sizeof tot);
+    cli_human_bytes(el > 0 ? (uint64_t)((double)p->total / el) : 0, rate, sizeof rate);
+    clock_text(el, elapsed, sizeof elapsed);
+    if (ok)
+        fprintf(stderr, "\r%s: done: %s in %s (%.1f s), %s/s%*s\n", p->label, tot, elapsed, el,
+                rate, 20, "");
+    else
+        fputc('\n', stderr);
 }
 
 void cli_put_text(FILE *fp, const char *s)

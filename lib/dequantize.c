@@ -207,6 +207,19 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
     return FP8_OK;
 }
 
+/* A copy of a bf16 checkpoint is not an export: a pipeline pointed at the
+ * wrong directory must not pass. */
+static fp8_status check_has_fp8(fp8_ctx *ctx, const dq_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->items[i].action == DQ_DEQUANT)
+            return FP8_OK;
+    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                    "%s: no F8_E4M3 weight: not an FP8 checkpoint, nothing to dequantize "
+                    "(fp8conv quantize makes one from it)",
+                    p->input);
+}
+
 /* ---------------------------------------------------------------- jobs */
 
 /* The scales that rows [row0, row0 + nrows) of expert x use: *first is the
@@ -584,7 +597,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if ((is_dir && (st = ck_config_read(ctx, input, &config))) || (st = name_shards(ctx, &p)))
         goto out;
     if ((st = block_size(ctx, input, config, &p.block_rows, &p.block_cols)) ||
-        (st = decide(ctx, &p)) || (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
+        (st = decide(ctx, &p)) || (st = check_has_fp8(ctx, &p)) ||
+        (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
         (st = fp8_output_begin(ctx, &out, input, output, is_dir, opts->force, !opts->no_sync)))
         goto out;
     for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {

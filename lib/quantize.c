@@ -269,18 +269,21 @@ static fp8_status check_not_quantized(fp8_ctx *ctx, const fp8_quant_plan *p)
     if (fp8_checkpoint_has_quant_config(ck))
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s/config.json: already has a quantization_config (quant_method %s); "
-                        "quantize takes bf16, f16 or f32 checkpoints",
+                        "quantize takes bf16, f16 or f32 checkpoints (to re-quantize, export it "
+                        "first: fp8conv dequantize-for-export --dtype f32 %s DIR)",
                         p->input,
-                        fp8_checkpoint_quant_method(ck) ? fp8_checkpoint_quant_method(ck) : "?");
+                        fp8_checkpoint_quant_method(ck) ? fp8_checkpoint_quant_method(ck) : "?",
+                        p->input);
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
         if (is_fp8(t->dtype))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s' is already %s; quantize takes bf16, f16 or f32 "
-                            "checkpoints",
+                            "checkpoints (export it first: fp8conv dequantize-for-export "
+                            "--dtype f32 %s DIR)",
                             fp8_checkpoint_shard_name(ck, s), t->name,
-                            fp8_dtype_name(t->dtype));
+                            fp8_dtype_name(t->dtype), p->input);
     }
     if (fp8_checkpoint_is_directory(ck)) {
         char *hq = ck_join(p->input, HF_QUANT_CONFIG);

@@ -689,6 +689,23 @@ out:
     free(dims);
     return st;
 }
+/* What a file that is not safetensors is, when its first bytes say so. */
+static const char *other_format(const unsigned char *b)
+{
+    return memcmp(b, "GGUF", 4) == 0           ? "a GGUF file (llama.cpp's format)"
+           : memcmp(b, "PK\x03\x04", 4) == 0  ? "a zip archive (PyTorch's torch.save format?)"
+           : b[0] == 0x80 && b[1] >= 2 && b[1] <= 5 ? "a Python pickle (PyTorch's .bin?)"
+                                                  : NULL;
+}
+
+static fp8_status fail_other_format(fp8_ctx *ctx, const char *path, const unsigned char *b)
+{
+    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                    "%s: %s, not safetensors; fp8conv reads safetensors (transformers writes "
+                    "them with save_pretrained(DIR, safe_serialization=True))",
+                    path, other_format(b));
+}
+
 
 static fp8_status file_load(fp8_ctx *ctx, zio_reader *src, fp8_file **out)
 {
@@ -716,9 +733,12 @@ static fp8_status file_load(fp8_ctx *ctx, zio_reader *src, fp8_file **out)
     for (int i = 7; i >= 0; i--)
         n = n << 8 | len8[i];
     if (n > ST_MAX_HEADER) {
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: header length %llu exceeds the limit of 100,000,000 bytes", f->path,
-                      (unsigned long long)n);
+        if (other_format(len8))
+            st = fail_other_format(ctx, f->path, len8);
+        else
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: header length %llu exceeds the limit of 100,000,000 bytes", f->path,
+                          (unsigned long long)n);
         goto out;
     }
     hdr = malloc((size_t)n + 1);
@@ -730,9 +750,11 @@ static fp8_status file_load(fp8_ctx *ctx, zio_reader *src, fp8_file **out)
     if ((st = zio_reader_read(ctx, src, 8, hdr, (size_t)n, &got)))
         goto out;
     if (got < n) {
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: header length %llu runs past the end of the file (%llu bytes)",
-                      f->path, (unsigned long long)n, (unsigned long long)(8 + got));
+        st = other_format(len8)
+                 ? fail_other_format(ctx, f->path, len8)
+                 : fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: header length %llu runs past the end of the file (%llu bytes)",
+                            f->path, (unsigned long long)n, (unsigned long long)(8 + got));
         goto out;
     }
     hdr[n] = '\0';

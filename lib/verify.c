@@ -30,6 +30,7 @@
 typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
 
 struct fp8_verify {
+    char *config_dir;      /* where config.json is read: the checkpoint, or a lone file's folder */
     fp8_checkpoint *ck;
     const char *path;
     v_format format;
@@ -148,7 +149,21 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
 {
     cJSON *config = NULL, *hq = NULL;
     fp8_status st = FP8_OK;
-    if (fp8_checkpoint_is_directory(v->ck) && (st = ck_config_read(ctx, v->path, &config))) {
+    /* a lone shard is verified against the config.json beside it, if any */
+    if (fp8_checkpoint_is_directory(v->ck)) {
+        v->config_dir = fp8_strdup(v->path);
+    } else {
+        const char *slash = strrchr(v->path, '/');
+        char *dir = slash ? strndup(v->path, (size_t)(slash - v->path + (slash == v->path)))
+                          : fp8_strdup(".");
+        char *cfg = dir ? ck_join(dir, "config.json") : NULL;
+        struct stat sb;
+        if (cfg && lstat(cfg, &sb) == 0)
+            v->config_dir = dir, dir = NULL;
+        free(cfg);
+        free(dir);
+    }
+    if (v->config_dir && (st = ck_config_read(ctx, v->config_dir, &config))) {
         if (st != FP8_ERR_BAD_INPUT) /* a config.json no loader parses is a finding */
             return st;
         char msg[1024];
@@ -177,7 +192,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     } else if (v->format == FMT_MODELOPT) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
         /* ModelOpt's own file lists its exclusions too */
-        if (!st && !(st = ck_json_read(ctx, v->path, "hf_quant_config.json", &hq)) && hq)
+        if (!st && !(st = ck_json_read(ctx, v->config_dir, "hf_quant_config.json", &hq)) && hq)
             st = add_ignore(ctx, v,
                             cJSON_GetObjectItemCaseSensitive(
                                 cJSON_GetObjectItemCaseSensitive(hq, "quantization"),
@@ -260,6 +275,14 @@ static fp8_status check_parallel(fp8_ctx *ctx, fp8_verify *v, int tp, int ep)
                                   "num_attention_heads and a quantization_config",
                                   v->path);
         return FP8_OK;
+    }
+    /* EP's own rule, whatever the TP: whole experts per rank */
+    if (ep > 1 && v->model.experts % (uint64_t)ep) {
+        fp8_status st = add_for(ctx, v, SERVING, "ep",
+                                "%s: --ep %d: the %llu experts do not divide over %d ranks", v->path,
+                                ep, (unsigned long long)v->model.experts, ep);
+        if (st)
+            return st;
     }
     par_quant q = { v->scheme, v->block_rows, v->block_cols };
     for (int t = 1; t <= 64; t++)
@@ -560,7 +583,7 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
                  "%s: %zu F8_E4M3 tensors, but %s declares no quantization_config: loaders will "
                  "read them as plain weights",
                  v->path, v->fp8_weights,
-                 fp8_checkpoint_is_directory(ck) ? "config.json" : "a single file");
+                 v->config_dir ? "config.json" : "a single file with no config.json beside it");
     if (!st && !v->fp8_weights)
         st = add_unanswered(ctx, v, "no-fp8-weights",
                             "%s: no F8_E4M3 weights: not an FP8 checkpoint (quantize makes one)",
@@ -1207,6 +1230,7 @@ void fp8_verify_free(fp8_verify *v)
         return;
     for (size_t i = 0; i < v->n; i++)
         free(v->findings[i].message);
+    free(v->config_dir);
     for (size_t i = 0; i < v->nignore; i++)
         free(v->ignore[i]);
     free(v->ignore);

@@ -1,0 +1,133 @@
+/*
+ * check_newuser.c - what a new user meets (issue 16): wrong input fails
+ * with a message naming what the file is and the command to use.
+ */
+#include "golden.h"
+
+/* 16.1: a CI job pointed at the bf16 directory must not pass */
+START_TEST(test_dequantize_of_bf16_checkpoint_is_refused)
+{
+    char *dir = tu_tmpdir(), *err, *args;
+    ck_assert(asprintf(&args, "dequantize-for-export -q testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "not an FP8 checkpoint") && strstr(err, "fp8conv quantize"), "%s",
+                  err);
+    ck_assert_int_eq(count_entries(dir, "out"), 0);
+    ck_assert_int_eq(count_entries(dir, ".out"), 0);
+    free(err);
+    free(args);
+    ck_assert(asprintf(&args, "verify --strict testdata/llama-tiny") > 0);
+    char *out;
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(strstr(out, "no-fp8-weights"), "%s", out);
+    free(out);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_verify_ep_that_does_not_divide_experts_says_why)
+{
+    char *dir = tu_tmpdir(), *fp8 = quantize_into(dir, "--block 16x16", "testdata/deepseek-moe-tiny");
+    char *args, *out;
+    ck_assert(asprintf(&args, "verify --no-values --ep 3 '%s'", fp8) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(strstr(out, "error [ep]") && strstr(out, "4 experts do not divide over 3"), "%s",
+                  out);
+    free(out);
+    free(args);
+    free(fp8);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* 16.3: messages that say what the file is */
+START_TEST(test_gguf_and_pickle_files_are_named)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+        const char *says;
+    } files[] = {
+        { "GGUF\x03\0\0\0\0\0\0\0\0\0\0\0", 16, "a GGUF file" },
+        { "PK\x03\x04\0\0\0\0\0\0\0\0", 12, "a zip archive" },
+        { "\x80\x02}q\0(X\x01\0\0\0", 12, "a Python pickle" },
+    };
+    char *dir = tu_tmpdir(), *path, *args, *err;
+    ck_assert(asprintf(&path, "%s/model.safetensors", dir) > 0);
+    tu_spit(path, files[_i].bytes, files[_i].len);
+    ck_assert(asprintf(&args, "inspect '%s'", path) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, files[_i].says) && strstr(err, "safe_serialization=True"), "%s", err);
+    free(err);
+    free(args);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_fp8_input_to_quantize_points_to_export)
+{
+    char *dir = tu_tmpdir(), *fp8 = quantize_into(dir, "--block 16x16", "testdata/llama-tiny");
+    char *args, *err;
+    ck_assert(asprintf(&args, "quantize -q '%s' %s/again", fp8, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "fp8conv dequantize-for-export --dtype f32"), "%s", err);
+    free(err);
+    free(args);
+    free(fp8);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* 16.6: one shard of a checkpoint is verified against the config beside it */
+START_TEST(test_verify_lone_shard_reads_config_beside_it)
+{
+    char *dir = tu_tmpdir(), *fp8 = quantize_into(dir, "--block 16x16", "testdata/llama-tiny");
+    char *args, *out;
+    ck_assert(asprintf(&args, "verify '%s/model-00001-of-00002.safetensors'", fp8) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 0);
+    ck_assert_msg(strstr(out, "declared: hf-fp8") && !strstr(out, "no-quant-config"), "%s", out);
+    free(out);
+    free(args);
+    free(fp8);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* 16.2: progress that tells time, and a closing line */
+START_TEST(test_progress_shows_rate_eta_and_a_closing_line)
+{
+    static const char *const cmd[] = { "quantize --block 16x16", "dequantize-for-export" };
+    static const char *const label[] = { "quantize: ", "dequantize: " };
+    char *dir = tu_tmpdir(), *in = _i ? quantize_into(dir, "--block 16x16", "testdata/llama-tiny")
+                                      : strdup("testdata/llama-tiny");
+    char *args, *err;
+    ck_assert(asprintf(&args, "%s --progress always '%s' %s/out", cmd[_i], in, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 0);
+    char done[64];
+    snprintf(done, sizeof done, "%sdone: ", label[_i]);
+    ck_assert_msg(strstr(err, label[_i]) && strstr(err, "/s, ") && strstr(err, "elapsed, ETA") &&
+                      strstr(err, done) && !strstr(err, "100%"),
+                  "%s", err);
+    free(err);
+    free(args);
+    free(in);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("newuser");
+    TCase *tc = tcase_create("wrong input");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_dequantize_of_bf16_checkpoint_is_refused);
+    tcase_add_test(tc, test_verify_ep_that_does_not_divide_experts_says_why);
+    tcase_add_loop_test(tc, test_gguf_and_pickle_files_are_named, 0, 3);
+    tcase_add_test(tc, test_fp8_input_to_quantize_points_to_export);
+    tcase_add_test(tc, test_verify_lone_shard_reads_config_beside_it);
+    tcase_add_loop_test(tc, test_progress_shows_rate_eta_and_a_closing_line, 0, 2);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
