@@ -403,6 +403,13 @@ static void sync_dir(const char *dir)
     }
 }
 
+static fp8_status appeared(fp8_ctx *ctx, const fp8_output *o)
+{
+    return fp8_fail(ctx, FP8_ERR_EXISTS,
+                    "%s: appeared while this run was working (another run?); this run's output "
+                    "was not published", o->path);
+}
+
 /* Where renameat2 has no flags (an old kernel, some FUSE and network file
  * systems): a file is published with link(), which never replaces; a
  * directory after a check (a window in which a second run can win), and
@@ -414,11 +421,16 @@ static fp8_status publish_fallback(fp8_ctx *ctx, fp8_output *o, const char *buil
         if (!o->is_dir) {
             if (link(built, o->path) == 0)
                 return unlink(built), FP8_OK;
-        } else if (access(o->path, F_OK) != 0 && rename(built, o->path) == 0) {
-            return FP8_OK;
+        } else if (access(o->path, F_OK) != 0) {
+            if (rename(built, o->path) == 0)
+                return FP8_OK;
+        } else {
+            errno = EEXIST;
         }
-        return fp8_fail(ctx, errno == EEXIST || errno == ENOTEMPTY ? FP8_ERR_EXISTS : FP8_ERR_IO,
-                        "%s: cannot publish the output: %s", o->path, strerror(errno));
+        return errno == EEXIST || errno == ENOTEMPTY
+                   ? appeared(ctx, o)
+                   : fp8_fail(ctx, FP8_ERR_IO, "%s: cannot publish the output: %s", o->path,
+                              strerror(errno));
     }
     char *aside = NULL, *old = NULL;
     fp8_status st = FP8_OK;
@@ -470,9 +482,7 @@ fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o)
         if (replace && o->is_dir) /* the old tree, now at o->tmp, is fp8_output_end's */
             write_owner(ctx, o->tmp, o->base);
     } else if (errno == EEXIST) {
-        st = fp8_fail(ctx, FP8_ERR_EXISTS,
-                      "%s: appeared while this run was working (another run?); this run's "
-                      "output was not published", o->path);
+        st = appeared(ctx, o);
     } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) {
         o->exists = replace;
         st = publish_fallback(ctx, o, built);
