@@ -39,6 +39,8 @@ typedef struct {
     const char *summary; /* one line */
     int (*run)(int argc, char **argv, cli_common *common);
     const char *options; /* the command's own options, for --help */
+    const char *examples; /* two or three, as in the man page's EXAMPLES */
+    const char *exits;    /* the exit statuses this command uses */
 } cli_command;
 
 int cmd_inspect(int argc, char **argv, cli_common *common);

@@ -18,7 +18,11 @@ static const cli_command commands[] = {
     { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect,
       "Options:\n"
       "      --hash                 also read the data: XXH3-128 of every tensor, and the\n"
-      "                             checkpoint's digest (independent of sharding)\n" },
+      "                             checkpoint's digest (independent of sharding)\n",
+      "  fp8conv inspect testdata/deepseek-moe-tiny\n"
+      "  fp8conv inspect --json model/ | jq .summary.bytes_by_dtype\n"
+      "  fp8conv inspect -q model/ && echo valid\n",
+      "0 read; 2 usage error; 3 not a valid checkpoint; 4 I/O error" },
     { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8", cmd_quantize,
       "Options:\n"
       "      --scheme block|channel|tensor|mxfp8\n"
@@ -38,14 +42,23 @@ static const cli_command commands[] = {
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
-      "  -n, --dry-run              print the plan, write nothing\n" },
+      "  -n, --dry-run              print the plan, write nothing\n",
+      "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
+      "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
+      "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n",
+      "0 written; 2 usage error, or OUTPUT exists; 3 bad input (already FP8, NaN or inf);\n"
+      "4 I/O error or interrupted; 5 device error" },
     { "dequantize-for-export", "INPUT OUTPUT", "convert an FP8 checkpoint back to bf16/f16/f32",
       cmd_dequantize,
       "Options:\n"
       "      --dtype bf16|f16|f32   the output dtype of dequantized weights (default bf16)\n"
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
-      "                             after can leave it damaged)\n" },
+      "                             after can leave it damaged)\n",
+      "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
+      "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
+      "0 written; 2 usage error, or OUTPUT exists; 3 bad input (not FP8, a bad scale);\n"
+      "4 I/O error or interrupted; 5 device error" },
     { "verify", "CHECKPOINT", "check an FP8 checkpoint offline (exit 1 on a problem)", cmd_verify,
       "Options:\n"
       "      --strict               warnings fail too (exit 1)\n"
@@ -56,10 +69,18 @@ static const cli_command commands[] = {
       "      --against SRC          compare with the bf16 source: E4M3 error bound, and\n"
       "                             whether re-quantizing SRC reproduces the FP8 bytes\n"
       "      --loader NAME          require that loader too: vllm, sglang, transformers\n"
-      "                             (repeatable; default vllm and sglang)\n" },
+      "                             (repeatable; default vllm and sglang)\n",
+      "  fp8conv verify model-fp8/ || exit 1\n"
+      "  fp8conv verify --no-values --tp 8 model-fp8/\n"
+      "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",
+      "0 no problem found; 1 a problem (an error, or with --strict a warning);\n"
+      "2 usage error; 4 I/O error or interrupted" },
     { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
       "Options:\n"
-      "      --dequant              compare FP8 weights by dequantized value (q * scale)\n" },
+      "      --dequant              compare FP8 weights by dequantized value (q * scale)\n",
+      "  fp8conv diff a/ b/ && echo same\n"
+      "  fp8conv diff --dequant model-fp8/ model-f32/ && echo same values\n",
+      "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -128,7 +149,7 @@ static void usage(FILE *out)
     fprintf(out,
             "\n"
             "Global options:\n"
-            "  -h, --help                 this help; COMMAND --help for a command's\n"
+            "  -h, --help                 this help; a command's: fp8conv help COMMAND\n"
             "  -V, --version              version, compiled backends, visible GPUs\n"
             "\n%s\n%s"
             "See fp8conv(1).\n",
@@ -145,8 +166,14 @@ static const cli_command *find_command(const char *name)
 
 static void command_usage(const cli_command *cmd, FILE *out)
 {
-    fprintf(out, "usage: fp8conv %s [OPTIONS] %s\n\n%s.\n\n%s%s\n%s", cmd->name, cmd->args,
-            cmd->summary, cmd->options, common_help, exit_help);
+    fprintf(out,
+            "usage: fp8conv %s [OPTIONS] %s\n\n%s.\n\n%s\n"
+            "Common options: --device, -j/--threads, --json, -q/--quiet, --progress, -h\n"
+            "(fp8conv --help says what they do).\n\n"
+            "Examples:\n%s\n"
+            "Exit status: %s.\n"
+            "See fp8conv(1).\n",
+            cmd->name, cmd->args, cmd->summary, cmd->options, cmd->examples, cmd->exits);
 }
 
 static int version(void)
@@ -334,6 +361,19 @@ int main(int argc, char **argv)
     }
     if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0)
         return finish_stdout(version());
+    /* `fp8conv help [COMMAND]`, as git and cargo have it */
+    if (strcmp(name, "help") == 0) {
+        const cli_command *c = argc > 2 ? find_command(argv[2]) : NULL;
+        if (argc > 3 || (argc == 3 && !c)) {
+            cli_error("help: expected no operand or one command name (see fp8conv --help)");
+            return EXIT_USAGE;
+        }
+        if (c)
+            command_usage(c, stdout);
+        else
+            usage(stdout);
+        return finish_stdout(EXIT_OK);
+    }
     const cli_command *cmd = find_command(name);
     if (!cmd) {
         cli_error("unknown command '%s' (see fp8conv --help)", name);

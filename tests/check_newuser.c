@@ -117,6 +117,30 @@ START_TEST(test_progress_shows_rate_eta_and_a_closing_line)
 }
 END_TEST
 
+/* 16.5: each command's help has examples and its own exit statuses, not the
+ * whole common-options block; `fp8conv help CMD` is `CMD --help` */
+START_TEST(test_help_command_has_examples_and_its_own_exits)
+{
+    static const char *const commands[] = { "inspect", "quantize", "dequantize-for-export",
+                                            "verify", "diff" };
+    char *a, *b, args[64];
+    snprintf(args, sizeof args, "help %s", commands[_i]);
+    ck_assert_int_eq(tu_run(args, &a, NULL), 0);
+    snprintf(args, sizeof args, "%s --help", commands[_i]);
+    ck_assert_int_eq(tu_run(args, &b, NULL), 0);
+    ck_assert_str_eq(a, b);
+    char want[64];
+    snprintf(want, sizeof want, "Examples:\n  fp8conv %s ", commands[_i]);
+    ck_assert_msg(strstr(a, want), "%s", a);
+    ck_assert_msg(!strstr(a, "--device auto|cpu|cuda"), "the common block is repeated:\n%s", a);
+    /* inspect never finds problems: verify's exit 1 is not in its help */
+    if (_i == 0)
+        ck_assert_msg(!strstr(a, "1 verify"), "%s", a);
+    free(a);
+    free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("newuser");
@@ -128,6 +152,7 @@ int main(void)
     tcase_add_test(tc, test_fp8_input_to_quantize_points_to_export);
     tcase_add_test(tc, test_verify_lone_shard_reads_config_beside_it);
     tcase_add_loop_test(tc, test_progress_shows_rate_eta_and_a_closing_line, 0, 2);
+    tcase_add_loop_test(tc, test_help_command_has_examples_and_its_own_exits, 0, 5);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
