@@ -180,11 +180,17 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
     it->scale_name = e->owned_scale_name;
-    if (fp8_checkpoint_find(p->ck, it->scale_name, NULL))
-        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': its scale would be named '%s', which the input "
-                        "already has",
-                        it->shard, t->name, it->scale_name);
+    /* any scale name beside the one written: a loader would find two */
+    static const char *const suffixes[] = { "_scale_inv", "_scale" };
+    for (int k = 0; k < 2; k++) {
+        char other[1024];
+        snprintf(other, sizeof other, "%s%s", t->name, suffixes[k]);
+        if (fp8_checkpoint_find(p->ck, other, NULL))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': the input already has '%s', a scale's name: "
+                            "beside the scale fp8conv writes ('%s'), a loader would find two",
+                            it->shard, t->name, other, it->scale_name);
+    }
     /* a block that spans the gate and up halves of a fused weight cannot be
      * split by a loader: vLLM shards gate_up_proj into its two halves
      * (transformers, which runs the fused weight whole, is not affected) */

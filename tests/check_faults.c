@@ -510,6 +510,37 @@ START_TEST(test_pickle_directory_says_what_to_do)
 }
 END_TEST
 
+/* found by fuzz_dir: a bf16 input with a tensor named like a scale came out
+ * with two scales for one weight (dequantize then refused it) */
+START_TEST(test_input_with_a_scale_name_is_refused)
+{
+    char *dir = tu_tmpdir(), *path, *err, *args;
+    ck_assert(asprintf(&path, "%s/m.safetensors", dir) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { 32, 32 }, one[1] = { 1 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.mlp.up_proj.weight", FP8_DTYPE_BF16,
+                                    2, shape) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.mlp.up_proj.weight_scale",
+                                    FP8_DTYPE_F32, 1, one) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    unsigned char data[32 * 32 * 2 + 4] = { 0 };
+    ck_assert(fp8_writer_write(ctx, w, data, sizeof data) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    ck_assert(asprintf(&args, "quantize -q --block 16x16 '%s' %s/out.safetensors", path, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "a loader would find two"), "%s", err);
+    ck_assert_int_eq(count_entries(dir, "out"), 0);
+    free(err);
+    free(args);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -532,6 +563,7 @@ int main(void)
     tcase_add_test(tc, test_diff_never_prints_negative_zero);
     tcase_add_test(tc, test_bad_config_json_is_a_verify_finding);
     tcase_add_test(tc, test_pickle_directory_says_what_to_do);
+    tcase_add_test(tc, test_input_with_a_scale_name_is_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
