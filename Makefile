@@ -33,15 +33,18 @@ ifeq ($(origin HAVE_CUDA),undefined)
 HAVE_CUDA := $(if $(NVCC),1,0)
 endif
 CUDA_ARCHS ?= 75 80 86 89 90 100 120
+# What the Makefile decided, said once (not again by the sub-makes of check, demo, ...).
+say = $(if $(filter 0,$(MAKELEVEL)),$(info $(1)))
+
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 ifeq ($(HAVE_CUDA),1)
 ifeq ($(NVCC),)
 $(error HAVE_CUDA=1 but nvcc was not found on PATH or in /usr/local/cuda/bin)
 endif
-$(info fp8conv: nvcc found ($(NVCC)): building CUDA kernels for $(foreach a,$(CUDA_ARCHS),sm_$(a)))
+$(call say,fp8conv: nvcc found ($(NVCC)): building CUDA kernels for $(foreach a,$(CUDA_ARCHS),sm_$(a)))
 else
-$(info fp8conv: $(if $(NVCC),HAVE_CUDA=0,nvcc not found): CPU only)
+$(call say,fp8conv: $(if $(NVCC),HAVE_CUDA=0,nvcc not found): CPU only)
 endif
 
 # ---------------------------------------------------------------- flags
@@ -88,9 +91,9 @@ NV_FP8_H := $(firstword $(wildcard $(CUDA_HOME)/include/cuda_fp8.h /usr/local/cu
 ifeq ($(NV_FP8_H),)
 TEST_SRC := $(filter-out tests/check_fp8_math.c,$(TEST_SRC))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-$(info fp8conv: cuda_fp8.h not found: the NVIDIA-oracle test check_fp8_math is NOT built)
+$(call say,fp8conv: cuda_fp8.h not found: the NVIDIA-oracle test check_fp8_math is NOT built)
 else
-$(info fp8conv: oracle $(NV_FP8_H) found: building check_fp8_math)
+$(call say,fp8conv: oracle $(NV_FP8_H) found: building check_fp8_math)
 endif
 
 # Objects depend on the configuration, so that changing a knob (HAVE_CUDA=0,
@@ -163,6 +166,17 @@ $(EMU_BIN): $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a
 # Debian packages this project needs, as "pkg-config-module:debian-package" or
 # "command:debian-package" (what is missing gets installed, and said so).
 DEPS_PC := libcjson:libcjson-dev libzstd:libzstd-dev check:check libxxhash:libxxhash-dev
+# A plain `make` (or `make build/...`, `make bench`) without them would print
+# pages of compiler errors: say in one line what is missing instead.  Targets
+# that depend on `deps` (check, demo, ...) install them themselves.
+BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench,$(MAKECMDGOALS)),all)
+ifneq ($(BUILD_ONLY),)
+MISSING_DEPS := $(if $(shell command -v pkg-config),,pkg-config) \
+	$(foreach d,$(DEPS_PC),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) 2>/dev/null && echo y),,$(word 2,$(subst :, ,$(d)))))
+ifneq ($(strip $(MISSING_DEPS)),)
+$(error fp8conv: missing Debian packages:$(MISSING_DEPS); run 'make deps' (it installs them) or apt-get install them)
+endif
+endif
 deps:
 	@missing=""; \
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \

@@ -48,7 +48,9 @@ static void print_text(const fp8_diff *d)
                    e->name, e->differing, e->elements, e->dequantized ? " (dequantized)" : "",
                    e->first_index);
             if (e->max_abs == e->max_abs)
-                cli_printf(", max |a - b| %.9g, max %" PRIu64 " ulp", e->max_abs, e->max_ulp);
+                /* ULPs of the compared dtype: fp32 for dequantized values */
+                cli_printf(", max |a - b| %.9g, max %" PRIu64 " ulp of %s", e->max_abs, e->max_ulp,
+                           e->dequantized ? "F32" : fp8_dtype_name(e->a->dtype));
             cli_printf("\n");
             break;
         }
@@ -57,7 +59,7 @@ static void print_text(const fp8_diff *d)
     if (different)
         cli_printf("different: %zu of %zu tensors\n", different, fp8_diff_count(d));
     else
-        cli_printf("identical: %zu tensors\n", fp8_diff_count(d));
+        cli_printf("identical: %zu tensor%s\n", fp8_diff_count(d), fp8_diff_count(d) == 1 ? "" : "s");
 }
 
 static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequant)

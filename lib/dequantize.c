@@ -124,6 +124,8 @@ mismatch:;
     for (int k = 0; k < s->rank && o < sizeof shape; k++)
         o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", k ? ", " : "",
                               (unsigned long long)s->shape[k]);
+    if (o < sizeof shape)
+        snprintf(shape + o, sizeof shape - o, "]");
     return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                     "%s: tensor '%s': scale %s %s fits no per-tensor, per-channel, %ux%u block "
                     "or mxfp8 layout of weight '%s'",

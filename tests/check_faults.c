@@ -468,7 +468,14 @@ START_TEST(test_diff_never_prints_negative_zero)
     char *args;
     ck_assert(asprintf(&args, "diff '%s' '%s'", a, b) > 0);
     ck_assert_int_eq(tu_run(args, &out, NULL), 1);
-    ck_assert_msg(strstr(out, "max |a - b| 0,") && !strstr(out, "-0"), "%s", out);
+    ck_assert_msg(strstr(out, "max |a - b| 0,") && !strstr(out, "-0") &&
+                      strstr(out, "max 0 ulp of F32"),
+                  "%s", out);
+    free(out);
+    free(args);
+    ck_assert(asprintf(&args, "diff '%s' '%s'", a, a) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 0);
+    ck_assert_msg(strstr(out, "identical: 1 tensor\n"), "%s", out);
     free(out);
     free(args);
     free(a);

@@ -141,6 +141,42 @@ START_TEST(test_help_command_has_examples_and_its_own_exits)
 }
 END_TEST
 
+/* 16.4: a plain `make` without the Debian packages says so in one line */
+START_TEST(test_make_without_deps_says_which_in_one_line)
+{
+    char *dir = tu_tmpdir(), *cmd, *path;
+    ck_assert(asprintf(&cmd, "PKG_CONFIG_LIBDIR=%s PKG_CONFIG_PATH=%s make --no-print-directory "
+                       "all >%s/out 2>&1", dir, dir, dir) > 0);
+    int status = system(cmd);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    ck_assert(asprintf(&path, "%s/out", dir) > 0);
+    char *out = tu_slurp(path, NULL);
+    int lines = 0;
+    for (const char *p = out; *p; p++)
+        lines += *p == '\n';
+    ck_assert_msg(strstr(out, "missing Debian packages: libcjson-dev libzstd-dev check "
+                              "libxxhash-dev; run 'make deps'") && lines <= 4,
+                  "%s", out);
+    free(out);
+    free(path);
+    free(cmd);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* 16.8: the small ones */
+START_TEST(test_scale_shape_message_closes_its_bracket)
+{
+    char *dir = tu_tmpdir(), *args, *err;
+    ck_assert(asprintf(&args, "dequantize-for-export testdata/verify/scale-shape %s/o", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "scale F32 [5, 2] fits no"), "%s", err);
+    free(err);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("newuser");
@@ -153,6 +189,8 @@ int main(void)
     tcase_add_test(tc, test_verify_lone_shard_reads_config_beside_it);
     tcase_add_loop_test(tc, test_progress_shows_rate_eta_and_a_closing_line, 0, 2);
     tcase_add_loop_test(tc, test_help_command_has_examples_and_its_own_exits, 0, 5);
+    tcase_add_test(tc, test_make_without_deps_says_which_in_one_line);
+    tcase_add_test(tc, test_scale_shape_message_closes_its_bracket);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
