@@ -12,8 +12,8 @@
 #include "fp8_math.h"
 #include "jobs.h"
 
-#define CHUNK (4u << 20)      /* bytes read per side per step */
-#define BAND_ELEMENTS (1u << 20) /* dequantized elements per step */
+#define CHUNK FP8_CHUNK_BYTES  /* bytes read per side per step */
+#define BAND_ELEMENTS (FP8_CHUNK_BYTES / 4) /* dequantized elements per step */
 
 /* ---------------------------------------------------------------- hashes */
 

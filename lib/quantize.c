@@ -27,7 +27,7 @@
 #include "jobs.h"
 #include "parallel.h"
 
-#define JOB_BYTES (4u << 20)
+#define JOB_BYTES ((uint64_t)FP8_CHUNK_BYTES)
 #define MAX_BLOCK 4096
 #define HF_QUANT_CONFIG "hf_quant_config.json"
 
