@@ -226,7 +226,8 @@ static fp8_status check_index(fp8_ctx *ctx, fp8_checkpoint *ck, const char *ipat
 static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
     fp8_status st;
-    qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, cmp_str);
+    if (ck->nshards) /* an index may map no tensor: no names, a NULL array */
+        qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, cmp_str);
     ck->shards = fp8_xcalloc(ck->nshards, sizeof *ck->shards);
     if (!ck->shards)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
