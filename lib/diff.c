@@ -34,7 +34,7 @@ static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsign
     XXH3_state_t *h = XXH3_createState();
     if (!h)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    char shape[512];
+    char shape[512] = ""; /* a scalar's shape is the empty text */
     size_t o = 0;
     for (int d = 0; d < t->rank && o < sizeof shape; d++)
         o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", d ? "," : "",
