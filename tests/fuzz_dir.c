@@ -1130,10 +1130,12 @@ static void run_quantize(fp8_ctx *ctx, const decoded *d, const char *in, bool fi
     fp8_quant_plan *plan = NULL;
     fp8_status st = fp8_quant_plan_create(ctx, in, &o, &plan);
     size_t quantized = 0;
+    bool warned = false;
     const char *kept_scales[64]; /* input tensors named like scales, copied */
     size_t nkept_scales = 0;
     if (st == FP8_OK) {
         CHECK(fp8_quant_plan_format(plan) == format);
+        warned = fp8_quant_plan_warning_count(plan) > 0;
         for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
             const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
             size_t n = strlen(it->tensor->name);
@@ -1187,6 +1189,11 @@ static void run_quantize(fp8_ctx *ctx, const decoded *d, const char *in, bool fi
         for (size_t k = 0; k < nkept_scales && !about_kept_scale; k++)
             about_kept_scale = strstr(f->message, kept_scales[k]) != NULL;
         if (about_kept_scale)
+            continue;
+        /* A block size the serving stacks cannot load (3 x 16): quantize
+         * writes it when asked and warns in its plan; verify's "tp" says the
+         * same as an error.  Not a broken output. */
+        if (!strcmp(f->rule, "tp") && warned)
             continue;
         if (f->severity == FP8_SEV_ERROR) {
             fprintf(stderr, "fuzz_dir: verify of quantize %s %s output: %s: %s\n",
