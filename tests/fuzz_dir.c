@@ -1156,8 +1156,17 @@ static void run_quantize(fp8_ctx *ctx, const decoded *d, const char *in, bool fi
 
     /* the output opens and passes its own verify, with the format asked for */
     fp8_checkpoint *ck = NULL;
-    if (fp8_checkpoint_open(ctx, s.out, &ck) != FP8_OK)
+    if (fp8_checkpoint_open(ctx, s.out, &ck) != FP8_OK) {
+        /* The fuzz build reads config.json up to 64 KiB (FP8_MAX_SIDE_JSON),
+         * and quantize writes it indented: a deep 16 KiB input can grow past
+         * that.  The limit is this build's, not the output's fault. */
+        if (strstr(fp8_ctx_message(ctx), "config.json: larger than")) {
+            fp8_quant_plan_free(plan);
+            slot_clear(&s);
+            return;
+        }
         fprintf(stderr, "fuzz_dir: quantize output: %s\n", fp8_ctx_message(ctx));
+    }
     CHECK(ck);
     fp8_checkpoint_close(ck);
     fp8_verify_options vo = FP8_VERIFY_OPTIONS_INIT;
