@@ -4,7 +4,8 @@
 #   make check        install missing Debian packages, build, run every test
 #   make demo         install missing packages, build, quantize the bundled sample and inspect it
 #   make check-oracle regenerate writer goldens with the PyPI safetensors package and compare
-#   make fuzz         run the libFuzzer header target for FUZZ_SECONDS (clang)
+#   make fuzz         run the libFuzzer targets (header, then whole directories) for
+#                     FUZZ_SECONDS each (clang)
 #   make bench        benchmarks (see bench/)
 #   make check-gpu    the CUDA kernels against the CPU reference (needs a GPU)
 #   make bench-gpu    kernel and end-to-end GPU benchmarks (needs a GPU)
@@ -105,7 +106,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all check test demo deps check-oracle check-loaders fuzz bench clean sanitize-check check-gpu \
+.PHONY: all check test demo deps check-oracle check-loaders fuzz fuzz-header fuzz-dir bench clean sanitize-check check-gpu \
 	bench-gpu check-ptx
 all: $(BUILD)/fp8conv
 
@@ -269,16 +270,36 @@ check-loaders: deps $(BUILD)/fp8conv
 	build/venv-loaders/bin/python tests/loaders/matrix.py --fp8conv $(BUILD)/fp8conv \
 		--work $(BUILD)/loaders --readme README.md $(if $(UPDATE_README),--update-readme)
 
+# Two targets, one after the other, FUZZ_SECONDS each: fuzz_header (one
+# safetensors image) and fuzz_dir (whole checkpoint directories through every
+# command; tests/fuzz_dir.c).  The fuzz build caps config.json and the index at
+# 64 KiB (FP8_MAX_SIDE_JSON) and streams in 4 KiB steps (FP8_CHUNK_BYTES): large
+# buffers are slow under ASan, and tiny tensors then cross chunk boundaries.
 FUZZ_BUILD := build/fuzz
-fuzz:
+FUZZ_CFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off \
+	-DFP8_MAX_SIDE_JSON=65536 -DFP8_CHUNK_BYTES=4096 $(PKG_CFLAGS) -Ilib
+FUZZ_DIR_SEEDS := $(FUZZ_BUILD)/corpus-dir-seeds
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz_%.c $(LIB_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) $< $(LIB_SRC) $(PKG_LIBS) -lm -lpthread -o $@
+
+fuzz: fuzz-header fuzz-dir
+
+fuzz-header: $(FUZZ_BUILD)/fuzz_header
 	@mkdir -p $(FUZZ_BUILD)/corpus
-	clang -std=c11 -D_DEFAULT_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all -ffp-contract=off $(PKG_CFLAGS) -Ilib \
-		tests/fuzz_header.c $(LIB_SRC) \
-		$(PKG_LIBS) -lm -o $(FUZZ_BUILD)/fuzz_header
 	cp testdata/accepted/*.safetensors testdata/malformed/*.safetensors $(FUZZ_BUILD)/corpus/
 	$(FUZZ_BUILD)/fuzz_header -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
 		-print_final_stats=1 $(FUZZ_BUILD)/corpus
+
+# The corpus of fuzz_dir grows in corpus-dir; its seeds are testdata/'s
+# checkpoints encoded by the target itself (tests/fuzz_dir_seeds.sh).
+fuzz-dir: $(FUZZ_BUILD)/fuzz_dir
+	@mkdir -p $(FUZZ_BUILD)/corpus-dir
+	bash tests/fuzz_dir_seeds.sh $(FUZZ_BUILD)/fuzz_dir $(FUZZ_DIR_SEEDS)
+	$(FUZZ_BUILD)/fuzz_dir -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
+		-rss_limit_mb=4096 -print_final_stats=1 $(FUZZ_BUILD)/corpus-dir $(FUZZ_DIR_SEEDS)
 
 BENCH_BIN := $(BUILD)/bench/runstat $(BUILD)/bench/make_model
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)

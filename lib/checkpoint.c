@@ -20,7 +20,12 @@
 #include "zio.h"
 
 #define INDEX_NAME CK_INDEX_NAME
-#define MAX_SIDE_JSON (64u << 20) /* config.json and the index are small; refuse monsters */
+/* config.json and the index are small; refuse monsters.  The fuzz build makes
+ * it small too: reading allocates it whole, several times per command. */
+#ifndef FP8_MAX_SIDE_JSON
+#define FP8_MAX_SIDE_JSON (64u << 20)
+#endif
+#define MAX_SIDE_JSON ((unsigned)(FP8_MAX_SIDE_JSON))
 
 typedef struct {
     const fp8_tensor_info *t;
@@ -292,7 +297,8 @@ static fp8_status check_index(fp8_ctx *ctx, fp8_checkpoint *ck, const char *ipat
 static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
     fp8_status st;
-    qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, cmp_str);
+    if (ck->nshards) /* an index may map no tensor: no names, a NULL array */
+        qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, cmp_str);
     ck->shards = fp8_xcalloc(ck->nshards, sizeof *ck->shards);
     if (!ck->shards)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
@@ -569,7 +575,7 @@ static fp8_status copy_file(fp8_ctx *ctx, const char *from, const char *to, uint
                             const volatile sig_atomic_t *cancel)
 {
     zio_writer *w = NULL;
-    char *buf = malloc(1u << 20);
+    char *buf = malloc(FP8_CHUNK_BYTES / 4);
     fp8_status st = buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", from);
     /* zio_reader_open would decompress a zstd file: copy the bytes as they are */
     int fd = -1;
@@ -578,7 +584,7 @@ static fp8_status copy_file(fp8_ctx *ctx, const char *from, const char *to, uint
     if (!st)
         st = zio_writer_create(ctx, to, size, &w);
     for (uint64_t done = 0; !st && done < size;) {
-        ssize_t n = read(fd, buf, 1u << 20);
+        ssize_t n = read(fd, buf, FP8_CHUNK_BYTES / 4);
         if (n < 0 && errno == EINTR)
             continue;
         if (cancel && *cancel)

@@ -18,7 +18,7 @@
 #include "gpu.h"
 #include "jobs.h"
 
-#define JOB_BYTES (4u << 20)
+#define JOB_BYTES ((uint64_t)FP8_CHUNK_BYTES)
 #define HF_QUANT_CONFIG "hf_quant_config.json"
 
 typedef enum { SCALE_TENSOR, SCALE_CHANNEL, SCALE_BLOCK, SCALE_MX } dq_scale_kind;

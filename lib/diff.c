@@ -14,8 +14,8 @@
 #include "checkpoint.h"
 #include "jobs.h"
 
-#define CHUNK (4u << 20)      /* bytes read per side per step */
-#define BAND_ELEMENTS (1u << 20) /* dequantized elements per step */
+#define CHUNK FP8_CHUNK_BYTES  /* bytes read per side per step */
+#define BAND_ELEMENTS (FP8_CHUNK_BYTES / 4) /* dequantized elements per step */
 
 /* ---------------------------------------------------------------- hashes */
 
@@ -36,7 +36,7 @@ static XXH3_state_t *hash_begin(fp8_ctx *ctx, const fp8_tensor_info *t)
         fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    char shape[512];
+    char shape[512] = ""; /* a scalar's shape is the empty text */
     size_t o = 0;
     for (int d = 0; d < t->rank && o < sizeof shape; d++)
         o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", d ? "," : "",

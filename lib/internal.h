@@ -12,6 +12,14 @@
 #define FP8_PRINTF(f, a)
 #endif
 
+/* The bytes a streaming loop moves at a time (4 MiB: a job of quantize and
+ * dequantize, a read of verify and diff).  The fuzz build makes it small, so
+ * that each input is cheap (a large buffer is costly under ASan) and tiny
+ * tensors still cross job and chunk boundaries. */
+#ifndef FP8_CHUNK_BYTES
+#define FP8_CHUNK_BYTES (4u << 20)
+#endif
+
 /* Records the message for the failure and returns `status`, so that an error
  * is raised in one line:  return fp8_fail(ctx, FP8_ERR_IO, "%s: ...", path); */
 fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...) FP8_PRINTF(3, 4);

@@ -162,7 +162,9 @@ int par_check(const par_model *m, const par_quant *q, int tp, int ep,
         check_split(&c, "self_attn.q_proj (qkv, column-parallel)", m->heads * m->head_dim, t,
                     true, true);
         /* fewer KV heads than ranks: each rank holds one, replicated */
-        if (m->kv_heads >= t && m->kv_heads % t)
+        if (!m->kv_heads)
+            fail(&c, "self_attn: num_key_value_heads is 0");
+        else if (m->kv_heads >= t && m->kv_heads % t)
             fail(&c, "self_attn: num_key_value_heads %llu is not divisible by TP=%d",
                  (unsigned long long)m->kv_heads, tp);
         else if (m->kv_heads < t && t % m->kv_heads)

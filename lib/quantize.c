@@ -27,7 +27,7 @@
 #include "jobs.h"
 #include "parallel.h"
 
-#define JOB_BYTES (4u << 20)
+#define JOB_BYTES ((uint64_t)FP8_CHUNK_BYTES)
 #define MAX_BLOCK 4096
 #define HF_QUANT_CONFIG "hf_quant_config.json"
 
@@ -1012,6 +1012,10 @@ static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char
     cJSON *config = NULL;
     fp8_status st = ck_config_read(ctx, p->input, &config);
     if (!st && config) {
+        /* "quantization_config": null (or a repeated key) must not stay
+         * beside the new one: readers differ on which of two they take */
+        while (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
+            cJSON_DeleteItemFromObjectCaseSensitive(config, "quantization_config");
         cJSON_AddItemToObject(config, "quantization_config", quantization_config(p));
         st = ck_json_write_owned(ctx, dir, "config.json", config);
     }

@@ -24,7 +24,7 @@
 #include "parallel.h"
 #include "quant.h"
 
-#define CHUNK (4u << 20)
+#define CHUNK FP8_CHUNK_BYTES
 
 /* fp8_format's values: DEFAULT (none declared), HF_FP8, COMPRESSED_TENSORS, MODELOPT */
 typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
@@ -893,7 +893,7 @@ static fp8_status bound_one(void *arg, fp8_worker *wk, size_t j)
     size_t sshard;
     const fp8_tensor_info *t = fp8_checkpoint_tensor(b->v->ck, b->weights[j], NULL);
     const fp8_tensor_info *x = fp8_checkpoint_find(b->src, t->name, &sshard);
-    uint64_t cols = t->shape[t->rank - 1], band = cols ? ((1u << 20) / cols) * cols : 0;
+    uint64_t cols = t->shape[t->rank - 1], band = cols ? ((CHUNK / 4) / cols) * cols : 0;
     band = band ? band : cols;
     unsigned xs = fp8_dtype_bits(x->dtype) / 8;
     float *y = malloc(band * 4 + 4), *sc = malloc(band * 4 + 4);
@@ -976,11 +976,11 @@ static fp8_status same_bytes(fp8_ctx *ctx, fp8_checkpoint *ca, const fp8_tensor_
                              fp8_checkpoint *cb, const fp8_tensor_info *b, size_t sb, bool *same)
 {
     *same = a->dtype == b->dtype && fp8_tensor_nbytes(a) == fp8_tensor_nbytes(b);
-    unsigned char *x = malloc(1u << 20), *y = malloc(1u << 20);
+    unsigned char *x = malloc(CHUNK / 4), *y = malloc(CHUNK / 4);
     fp8_status st = x && y ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t off = 0; !st && *same && off < fp8_tensor_nbytes(a); off += 1u << 20) {
-        size_t len = fp8_tensor_nbytes(a) - off < (1u << 20) ? (size_t)(fp8_tensor_nbytes(a) - off)
-                                                              : 1u << 20;
+    for (uint64_t off = 0; !st && *same && off < fp8_tensor_nbytes(a); off += CHUNK / 4) {
+        size_t len = fp8_tensor_nbytes(a) - off < CHUNK / 4 ? (size_t)(fp8_tensor_nbytes(a) - off)
+                                                             : CHUNK / 4;
         if (!(st = fp8_file_read(ctx, fp8_checkpoint_shard(ca, sa), a, off, x, len)) &&
             !(st = fp8_file_read(ctx, fp8_checkpoint_shard(cb, sb), b, off, y, len)))
             *same = memcmp(x, y, len) == 0;

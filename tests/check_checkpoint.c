@@ -100,6 +100,22 @@ START_TEST(test_config_with_bad_json_is_bad_input)
 }
 END_TEST
 
+/* fuzz_dir found it: an index whose weight_map is empty names no shard, and
+ * opening sorted the NULL list of shard names (qsort(NULL, 0): UBSan). */
+START_TEST(test_index_mapping_no_tensor_opens_empty)
+{
+    char *dir = tu_tmpdir(), path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    tu_spit(path, "{\"metadata\":{},\"weight_map\":{}}", 31);
+    fp8_checkpoint *ck = open_ck(dir, FP8_OK, NULL);
+    ck_assert(fp8_checkpoint_has_index(ck));
+    ck_assert_uint_eq(fp8_checkpoint_shard_count(ck), 0);
+    ck_assert_uint_eq(fp8_checkpoint_tensor_count(ck), 0);
+    fp8_checkpoint_close(ck);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_device_resolution_never_fails_for_cpu_or_auto)
 {
     fp8_ctx *ctx = fp8_ctx_create();
@@ -309,6 +325,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_resharded_copy_has_same_tensors);
     tcase_add_test(tc, test_malformed_directories);
     tcase_add_test(tc, test_config_with_bad_json_is_bad_input);
+    tcase_add_test(tc, test_index_mapping_no_tensor_opens_empty);
     tcase_add_test(tc, test_device_resolution_never_fails_for_cpu_or_auto);
     tcase_add_test(tc, test_zstd_shard_read_once_in_file_order);
     tcase_add_test(tc, test_many_shards_open_under_low_fd_limit);

@@ -5,6 +5,8 @@
  */
 #include "golden.h"
 
+#include <xxhash.h>
+
 /* Copies the tensors of `from` into `nshards` shard files under dir/name (an
  * index when nshards > 1), tensor i going to shard i % nshards; with
  * `flip` >= 0, bit 0 of byte `flip` of tensor `flip_name` is flipped. */
@@ -237,6 +239,54 @@ START_TEST(test_dequant_compares_fp8_by_value)
 }
 END_TEST
 
+/* fuzz_dir found it: a scalar's hash read its shape text uninitialized (the
+ * loop over no dimension wrote nothing), so it changed from run to run; a
+ * tensor with a shape hashed just before leaves its text there. */
+START_TEST(test_scalar_hash_is_of_the_empty_shape)
+{
+    char *dir = tu_tmpdir(), path[512];
+    snprintf(path, sizeof path, "%s/scalar.safetensors", dir);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    const uint64_t shape[2] = { 123, 45 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "a", FP8_DTYPE_U8, 2, shape) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, "b", FP8_DTYPE_F32, 0, NULL) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    unsigned char zeros[123 * 45] = { 0 };
+    const float x = 3.5f;
+    ck_assert(fp8_writer_write(ctx, w, &x, 4) == FP8_OK); /* F32 before U8 */
+    ck_assert(fp8_writer_write(ctx, w, zeros, sizeof zeros) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+
+    /* name, dtype, the shape as text (empty), each with its NUL; the bytes */
+    XXH3_state_t *h = XXH3_createState();
+    XXH3_128bits_reset(h);
+    XXH3_128bits_update(h, "b", 2);
+    XXH3_128bits_update(h, "F32", 4);
+    XXH3_128bits_update(h, "", 1);
+    XXH3_128bits_update(h, &x, 4);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+    XXH3_freeState(h);
+    char want[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(want + 2 * i, 3, "%02x", c.digest[i]);
+
+    fp8_checkpoint *ck;
+    ck_assert(fp8_checkpoint_open(ctx, path, &ck) == FP8_OK);
+    for (int run = 0; run < 3; run++) {
+        fp8_hash_hex hashes[2], digest;
+        ck_assert(fp8_checkpoint_hash(ctx, ck, 1, hashes, digest) == FP8_OK);
+        ck_assert_str_eq(hashes[1], want);
+    }
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_unreadable_or_malformed_input_exits_4_or_3)
 {
     char *err;
@@ -262,6 +312,7 @@ int main(void)
     tcase_add_test(tc, test_missing_tensors_and_mismatches_are_reported);
     tcase_add_test(tc, test_shape_mismatch_is_reported);
     tcase_add_test(tc, test_dequant_compares_fp8_by_value);
+    tcase_add_test(tc, test_scalar_hash_is_of_the_empty_shape);
     tcase_add_test(tc, test_unreadable_or_malformed_input_exits_4_or_3);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -547,6 +547,44 @@ START_TEST(test_subfolders_are_copied)
 }
 END_TEST
 
+/* fuzz_dir found it: a config.json with "quantization_config": null (no
+ * quantization, so accepted) came out with two quantization_config keys, the
+ * null first: verify read none, Python's json (the loaders) the last. */
+START_TEST(test_null_quantization_config_is_replaced_not_duplicated)
+{
+    char *dir = tu_tmpdir(), *cmd;
+    ck_assert(asprintf(&cmd,
+                       "cp -r testdata/llama-tiny %s/in && sed -i "
+                       "'s/^{/{\\n  \"quantization_config\": null,/' %s/in/config.json && "
+                       "grep -q '\"quantization_config\": null' %s/in/config.json",
+                       dir, dir, dir) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    char *in, *out, *path;
+    ck_assert(asprintf(&in, "%s/in", dir) > 0);
+    out = quantize_into(dir, "--block 32x32", in);
+    ck_assert(asprintf(&path, "%s/config.json", out) > 0);
+    size_t len;
+    char *text = tu_slurp(path, &len);
+    size_t keys = 0;
+    for (const char *p = text; (p = strstr(p, "\"quantization_config\"")); p++)
+        keys++;
+    ck_assert_uint_eq(keys, 1);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_verify *v;
+    fp8_verify_options o = FP8_VERIFY_OPTIONS_INIT;
+    ck_assert(fp8_verify_run(ctx, out, &o, &v) == FP8_OK);
+    ck_assert_str_eq(fp8_verify_format(v), "hf-fp8, scheme block 32x32");
+    fp8_verify_free(v);
+    fp8_ctx_free(ctx);
+    free(text);
+    free(path);
+    free(in);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* A pair a loader cannot load for the model at hand is bad input: vLLM's
  * ModelOpt FP8 MoE method takes per-tensor expert scales only. */
 START_TEST(test_loader_rules_refuse_pairs)
@@ -646,6 +684,7 @@ int main(void)
     tcase_add_test(tc, test_dry_run_writes_nothing_and_reports);
     tcase_add_test(tc, test_loader_rules_refuse_pairs);
     tcase_add_test(tc, test_subfolders_are_copied);
+    tcase_add_test(tc, test_null_quantization_config_is_replaced_not_duplicated);
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
     tcase_add_test(tc, test_sigint_leaves_nothing);

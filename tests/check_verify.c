@@ -285,6 +285,27 @@ static const struct {
       "--tp 8 --ep 8" },
 };
 
+/* fuzz_dir found it: "num_key_value_heads": 0 divided by zero in the TP
+ * check (SIGFPE in verify --tp, or in any verify of such a config). */
+START_TEST(test_zero_kv_heads_is_a_finding_not_a_crash)
+{
+    char *dir = tu_tmpdir(), *ck = config_only(dir, "llama-3-8b.json"), *cmd;
+    ck_assert(asprintf(&cmd, "sed -i 's/\"num_key_value_heads\": 8/\"num_key_value_heads\": 0/' "
+                             "%s/config.json && grep -q '\"num_key_value_heads\": 0' %s/config.json",
+                       ck, ck) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    int rc;
+    cJSON *j = verify_json(ck, "--tp 2", &rc);
+    ck_assert_int_eq(rc, 1);
+    static const char *const why[1] = { "num_key_value_heads is 0" };
+    expect_tp_failures(j, why, 1);
+    cJSON_Delete(j);
+    free(ck);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_tp_answers_for_real_configs)
 {
     char *dir = tu_tmpdir(), *ck = config_only(dir, tp_cases[_i].config), sizes[256];
@@ -771,6 +792,7 @@ int main(void)
     tcase_add_loop_test(tc, test_everything_quantize_writes_is_clean_or_warned, 0, count_cases(QUANT_CASES));
     tcase_add_test(tc, test_no_values_reads_headers_only);
     tcase_add_test(tc, test_all_problems_are_reported_not_just_the_first);
+    tcase_add_test(tc, test_zero_kv_heads_is_a_finding_not_a_crash);
     tcase_add_loop_test(tc, test_tp_answers_for_real_configs, 0,
                         (int)(sizeof tp_cases / sizeof tp_cases[0]));
     tcase_add_test(tc, test_config_rules);
