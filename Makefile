@@ -167,6 +167,9 @@ $(EMU_BIN): $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a
 # Debian packages this project needs, as "pkg-config-module:debian-package" or
 # "command:debian-package" (what is missing gets installed, and said so).
 DEPS_PC := libcjson:libcjson-dev libzstd:libzstd-dev check:check libxxhash:libxxhash-dev
+# commands the tests run (the documented command lines pipe into jq; zstd
+# makes the compressed sample)
+DEPS_CMD := python3:python3 jq:jq zstd:zstd
 # A plain `make` (or `make build/...`, `make bench`) without them would print
 # pages of compiler errors: say in one line what is missing instead.  Targets
 # that depend on `deps` (check, demo, ...) install them themselves.
@@ -185,6 +188,9 @@ deps:
 	  pc=$${d%%:*}; pkg=$${d##*:}; \
 	  pkg-config --exists $$pc 2>/dev/null || missing="$$missing $$pkg"; \
 	done; \
+	for d in $(DEPS_CMD); do \
+	  command -v $${d%%:*} >/dev/null || missing="$$missing $${d##*:}"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "fp8conv: installing missing Debian packages:$$missing"; \
 	  if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
@@ -199,17 +205,22 @@ check: deps
 # The GPU suite is built with the others (so CI compiles it) and run by check-gpu.
 GPU_TEST := $(BUILD)/tests/gpu/check_gpu
 test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model)
-	@fail=0; log=$$(mktemp); for t in $(TEST_BIN); do \
-	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t 2>&1 | tee -a $$log; \
-	  [ $${PIPESTATUS[0]} = 0 ] || { fail=1; echo "$$t: FAILED" >>$$log; }; \
-	done; \
+	@fail=0; log=$$(mktemp); one=$$(mktemp); for t in $(TEST_BIN); do \
+	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t 2>&1 | tee $$one; \
+	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
+	  cat $$one >>$$log; grep -q "Checks: " $$one || echo "$$t: FAILED" >>$$log; \
+	done; rm -f $$one; \
 	if [ "$(HAVE_CUDA)" = 1 ]; then \
 	  echo "== tests/gpu/run.sh --emulated"; \
 	  BUILD=$(BUILD) bash tests/gpu/run.sh --emulated 2>&1 | tee -a $$log; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	fi; \
+	echo "== tests/docs_run.py (every command line of README.md, the man page's EXAMPLES, --help)"; \
+	python3 tests/docs_run.py $(BUILD) 2>&1 | tee -a $$log; \
+	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	awk '/Checks: [0-9]+, Failures/ { gsub(",", ""); n += $$3; f += $$5 + $$7 } \
-	     /^check-gpu end to end .*passed/ { n += $$(NF-3); f += $$(NF-1) } \
+	     /^check-(gpu|docs) end to end/ { for (i = 2; i < NF; i++) if ($$i == "passed,") \
+	                                         { n += $$(i-1); f += $$(i+1) } } \
 	     /: FAILED$$/ { crashed++ } \
 	     END { printf "make check: %d passed, %d failed%s\n", n - f, f + crashed, \
 	           crashed ? " (" crashed " suite(s) did not finish)" : "" }' $$log; \

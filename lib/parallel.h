@@ -22,7 +22,7 @@ typedef struct {
 } par_quant;
 
 /* false when the config lacks hidden_size or num_attention_heads, or one
- * of the numbers read is not a whole number up to 2^31 (a count of heads 0). */
+ * of the numbers read is not a whole number up to 2^31. */
 bool par_model_from_config(const cJSON *config, par_model *m);
 /* The number of layers that would not load at TP=tp (EP=ep when > 1), each
  * described to `report` (may be NULL). */

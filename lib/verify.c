@@ -226,7 +226,8 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
         st = add(ctx, v, FP8_SEV_ERROR, "config-numbers",
                  "config.json: the model's sizes (hidden_size, num_attention_heads, "
                  "num_key_value_heads, head_dim, intermediate sizes, expert counts) must be "
-                 "whole numbers up to 2^31 and the head counts positive: loaders divide by them");
+                 "whole numbers up to 2^31, and num_attention_heads positive: loaders divide by "
+                 "them");
     /* undeclared, transformers computes in the checkpoint's own float dtype
      * (all-MiniLM-L6-v2's config names none, and its weights are F32) */
     int f32 = fmt_config_is_f32(config);

@@ -50,6 +50,16 @@ START_TEST(test_kv_heads_zero_is_a_finding_not_sigfpe)
     char *args;
     ck_assert(asprintf(&args, "verify --no-values --tp 2 '%s'", fp8) > 0);
     ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(strstr(out, "num_key_value_heads is 0"), "%s", out);
+    free(out);
+    free(args);
+    /* a size that is no whole number: the model is unknown, and said so */
+    free(cmd);
+    ck_assert(asprintf(&cmd, "sed -i 's/\"hidden_size\": [0-9]*/\"hidden_size\": 4096.5/' '%s'",
+                       cfg) > 0);
+    ck_assert(system(cmd) == 0);
+    ck_assert(asprintf(&args, "verify --no-values '%s'", fp8) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
     ck_assert_msg(strstr(out, "config-numbers"), "%s", out);
     free(out);
     free(args);

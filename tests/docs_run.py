@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Docs that run: every command line in README.md's code blocks, in the man
+page's EXAMPLES and in each command's --help examples is executed verbatim,
+each in a fresh sandbox that holds the paths it names (model/, model-fp8/,
+a/, b/, Llama-3.1-8B, model.safetensors.zst, ...), made from the bundled
+samples.  A line passes when its shell exits 0 or 1 (verify and diff report
+findings and differences with 1; nothing else uses it) and fp8conv printed
+no error (a "fp8conv: " line that is not a warning or a note).
+
+Usage: tests/docs_run.py BUILD   (from the repository root; make check runs it)
+"""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.getcwd()
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+BIN = os.path.join(ROOT, BUILD, "fp8conv")
+
+# Lines not run here, and why (said in the output, never counted as passed).
+NOT_RUN = {
+    "make check": "this test runs inside make check",
+    "make deps": "installs Debian packages (make check's first step does it)",
+}
+
+
+def readme_lines():
+    lines, block = [], False
+    for n, line in enumerate(open(os.path.join(ROOT, "README.md")), 1):
+        if line.startswith("```"):
+            block = not block
+            continue
+        if block and re.match(r"(build/fp8conv|fp8conv|make) ", line):
+            lines.append(("README.md:%d" % n, line.rstrip("\n")))
+    return lines
+
+
+def unroff(s):
+    s = s.replace("\\(aq", "'").replace("\\-", "-").replace("\\&", "")
+    return s.replace("\\e", "\\")
+
+
+def man_lines():
+    text = open(os.path.join(ROOT, "man", "fp8conv.1")).read().split("\n")
+    start = text.index(".Sh EXAMPLES")
+    out, i = [], start + 1
+    while i < len(text) and not (text[i].startswith(".Sh ") and i > start):
+        line = text[i]
+        cmd = None
+        if line.startswith("$ "):
+            cmd = line[2:]
+        elif line.startswith(".Dl $ "):
+            cmd = line[6:]
+        if cmd is not None:
+            where = "man/fp8conv.1:%d" % (i + 1)
+            # continuation lines are indented
+            while i + 1 < len(text) and text[i + 1][:1] in (" ", "\t"):
+                i += 1
+                cmd += "\n" + text[i]
+            out.append((where, unroff(cmd)))
+        i += 1
+    return out
+
+
+def help_lines():
+    out = []
+    for cmd in ("inspect", "quantize", "dequantize-for-export", "verify", "diff"):
+        text = subprocess.run([BIN, "help", cmd], capture_output=True, text=True).stdout
+        body = text.split("Examples:\n", 1)[1].split("\n\n", 1)[0]
+        out += [("fp8conv help %s" % cmd, l.strip()) for l in body.split("\n") if l.strip()]
+    return out
+
+
+def fp8(args, cwd):
+    r = subprocess.run([BIN] + args, cwd=cwd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit("docs_run: preparing the sandbox: fp8conv %s: %s" % (" ".join(args), r.stderr))
+
+
+def make_template(top):
+    """The paths the docs name, made once; each line gets a fresh copy."""
+    t = os.path.join(top, "template")
+    os.makedirs(t)
+    os.symlink(os.path.join(ROOT, "testdata"), os.path.join(t, "testdata"))
+    os.makedirs(os.path.join(t, "build"))
+    os.symlink(BIN, os.path.join(t, "build", "fp8conv"))
+    sample = os.path.join(ROOT, "testdata", "llama-tiny")
+    for name in ("model", "a", "b", "Llama-3.1-8B", os.path.join("path", "to", "model")):
+        shutil.copytree(sample, os.path.join(t, name))
+    fp8(["quantize", "-q", "--block", "32x32", "model", "model-fp8"], t)
+    fp8(["quantize", "-q", "--block", "16x16", "model", "other-fp8"], t)
+    fp8(["dequantize-for-export", "-q", "model-fp8", "model-bf16"], t)
+    fp8(["dequantize-for-export", "-q", "--dtype", "f32", "model-fp8", "model-f32"], t)
+    shard = os.path.join(t, "model-fp8", "model-00001-of-00002.safetensors")
+    subprocess.run(["zstd", "-q", shard, "-o", os.path.join(t, "model.safetensors.zst")],
+                   check=True)
+    return t
+
+
+def output_operand(line):
+    """The OUTPUT a quantize or dequantize-for-export line writes (to remove
+    from the sandbox first), or None."""
+    words = shlex.split(line.replace("\\\n", " "), comments=True)
+    for i, w in enumerate(words):
+        if w.endswith("fp8conv") and i + 1 < len(words) and words[i + 1] in (
+                "quantize", "dequantize-for-export"):
+            args = []
+            for a in words[i + 2:]:
+                if a in ("|", "&&", "||", ";"):
+                    break
+                args.append(a)
+            if "--dry-run" in args or "-n" in args:
+                return None
+            paths = [a for a in args if not a.startswith("-")]
+            return paths[-1].rstrip("/") if paths else None
+    return None
+
+
+def main():
+    lines = readme_lines() + man_lines() + help_lines()
+    top = tempfile.mkdtemp(prefix="fp8conv-docs-")
+    env = dict(os.environ)
+    bindir = os.path.join(top, "bin")
+    os.makedirs(bindir)
+    os.symlink(BIN, os.path.join(bindir, "fp8conv"))
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    passed = failed = not_run = 0
+    try:
+        template = make_template(top)
+        for i, (where, line) in enumerate(lines):
+            first = line.split("#")[0].strip()
+            reason = NOT_RUN.get(first)
+            if first.startswith("make demo") and BUILD != "build":
+                reason = "it builds and runs build/fp8conv; this run tests %s" % BIN
+            if reason:
+                print("not run  %s: %s (%s)" % (where, first, reason))
+                not_run += 1
+                continue
+            box = os.path.join(top, "run%d" % i)
+            shutil.copytree(template, box, symlinks=True)
+            out = output_operand(line)
+            if out and os.path.lexists(os.path.join(box, out)):
+                shutil.rmtree(os.path.join(box, out))
+            cwd = ROOT if first.startswith("make ") else box
+            r = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True,
+                               text=True, timeout=600)
+            errors = [l for l in r.stderr.split("\n")
+                      if l.startswith("fp8conv: ") and not l.startswith(("fp8conv: warning:",
+                                                                         "fp8conv: note:"))
+                      and not l.startswith("fp8conv: nvcc") and not l.startswith("fp8conv: oracle")
+                      and not l.startswith("fp8conv: all build")]
+            other = [l for l in r.stderr.split("\n") if "command not found" in l
+                     or "No such file" in l or l.startswith("jq: error")]
+            ok = r.returncode in (0, 1) and not errors and not other
+            print("%s %s: %s" % ("ok      " if ok else "FAILED  ", where, line.replace("\n", " ")))
+            if not ok:
+                print("         exit %d\n         %s" % (r.returncode,
+                      "\n         ".join((errors + other)[:5] or r.stderr.split("\n")[-5:])))
+            passed += ok
+            failed += not ok
+            shutil.rmtree(box, ignore_errors=True)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    print("check-docs end to end: %d passed, %d failed (%d not run, said above)"
+          % (passed, failed, not_run))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
