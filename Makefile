@@ -106,7 +106,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all check test demo deps check-oracle check-loaders fuzz fuzz-header fuzz-dir bench clean sanitize-check check-gpu \
+.PHONY: all install check test demo deps check-oracle check-loaders fuzz fuzz-header fuzz-dir bench clean sanitize-check check-gpu \
 	bench-gpu check-ptx
 all: $(BUILD)/fp8conv
 
@@ -173,7 +173,7 @@ DEPS_CMD := python3:python3 jq:jq zstd:zstd
 # A plain `make` (or `make build/...`, `make bench`) without them would print
 # pages of compiler errors: say in one line what is missing instead.  Targets
 # that depend on `deps` (check, demo, ...) install them themselves.
-BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench,$(MAKECMDGOALS)),all)
+BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench install,$(MAKECMDGOALS)),all)
 ifneq ($(BUILD_ONLY),)
 MISSING_DEPS := $(if $(shell command -v pkg-config),,pkg-config) \
 	$(foreach d,$(DEPS_PC),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) 2>/dev/null && echo y),,$(word 2,$(subst :, ,$(d)))))
@@ -267,6 +267,16 @@ demo: deps
 	@echo
 	@echo "== fp8conv verify $(DEMO_OUT)"
 	@$(BUILD)/fp8conv verify $(DEMO_OUT)
+
+# The binary, the man page and the bash completion (made by the binary from
+# its own option tables) under PREFIX, in Debian's bash-completion layout.
+PREFIX ?= /usr/local
+install: $(BUILD)/fp8conv
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 755 $(BUILD)/fp8conv $(DESTDIR)$(PREFIX)/bin/fp8conv
+	install -m 644 man/fp8conv.1 $(DESTDIR)$(PREFIX)/share/man/man1/fp8conv.1
+	$(BUILD)/fp8conv completion bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/fp8conv
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh

@@ -41,7 +41,11 @@ typedef struct {
     const char *options; /* the command's own options, for --help */
     const char *examples; /* two or three, as in the man page's EXAMPLES */
     const char *exits;    /* the exit statuses this command uses */
+    const struct option *longopts; /* its getopt table, also read by completion */
 } cli_command;
+
+extern const struct option cli_inspect_options[], cli_quantize_options[],
+    cli_dequantize_options[], cli_verify_options[], cli_diff_options[];
 
 int cmd_inspect(int argc, char **argv, cli_common *common);
 int cmd_quantize(int argc, char **argv, cli_common *common);

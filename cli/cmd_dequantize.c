@@ -64,16 +64,18 @@ static int report(const cli_common *common, const char *in, const char *out,
     return cli_print_json(root);
 }
 
+/* The command's own long options (getopt, --help, bash completion). */
+const struct option cli_dequantize_options[] = {
+    { "dtype", required_argument, NULL, OPT_DTYPE },
+    { "force", no_argument, NULL, OPT_FORCE },
+    { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    { NULL, 0, NULL, 0 },
+};
+
 int cmd_dequantize(int argc, char **argv, cli_common *common)
 {
-    static const struct option longopts[] = {
-        { "dtype", required_argument, NULL, OPT_DTYPE },
-        { "force", no_argument, NULL, OPT_FORCE },
-        { "no-sync", no_argument, NULL, OPT_NO_SYNC },
-        { NULL, 0, NULL, 0 },
-    };
     fp8_dequant_options opts = FP8_DEQUANT_OPTIONS_INIT;
-    cli_options own = { longopts, take_option, &opts };
+    cli_options own = { cli_dequantize_options, take_option, &opts };
     int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;

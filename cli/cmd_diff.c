@@ -107,14 +107,16 @@ static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequ
     return cli_print_json(root);
 }
 
+/* The command's own long options (getopt, --help, bash completion). */
+const struct option cli_diff_options[] = {
+    { "dequant", no_argument, NULL, OPT_DEQUANT },
+    { NULL, 0, NULL, 0 },
+};
+
 int cmd_diff(int argc, char **argv, cli_common *common)
 {
-    static const struct option longopts[] = {
-        { "dequant", no_argument, NULL, OPT_DEQUANT },
-        { NULL, 0, NULL, 0 },
-    };
     fp8_diff_options opts = { 0 };
-    cli_options own = { longopts, take_option, &opts.dequant };
+    cli_options own = { cli_diff_options, take_option, &opts.dequant };
     int rc = cli_parse("diff", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;

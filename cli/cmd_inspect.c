@@ -167,14 +167,16 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
     return EXIT_OK;
 }
 
+/* The command's own long options (getopt, --help, bash completion). */
+const struct option cli_inspect_options[] = {
+    { "hash", no_argument, NULL, OPT_HASH },
+    { NULL, 0, NULL, 0 },
+};
+
 int cmd_inspect(int argc, char **argv, cli_common *common)
 {
-    static const struct option longopts[] = {
-        { "hash", no_argument, NULL, OPT_HASH },
-        { NULL, 0, NULL, 0 },
-    };
     bool hash = false;
-    cli_options own = { longopts, take_option, &hash };
+    cli_options own = { cli_inspect_options, take_option, &hash };
     int rc = cli_parse("inspect", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;

@@ -222,23 +222,25 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
 
 /* ---------------------------------------------------------------- progress, signals */
 
+/* The command's own long options (getopt, --help, bash completion). */
+const struct option cli_quantize_options[] = {
+    { "scheme", required_argument, NULL, OPT_SCHEME },
+    { "format", required_argument, NULL, OPT_FORMAT },
+    { "block", required_argument, NULL, OPT_BLOCK },
+    { "scale-fmt", required_argument, NULL, OPT_SCALE_FMT },
+    { "mx-rounding", required_argument, NULL, OPT_MX_ROUNDING },
+    { "ignore", required_argument, NULL, OPT_IGNORE },
+    { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
+    { "force", no_argument, NULL, OPT_FORCE },
+    { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+    { NULL, 0, NULL, 0 },
+};
+
 int cmd_quantize(int argc, char **argv, cli_common *common)
 {
-    static const struct option longopts[] = {
-        { "scheme", required_argument, NULL, OPT_SCHEME },
-        { "format", required_argument, NULL, OPT_FORMAT },
-        { "block", required_argument, NULL, OPT_BLOCK },
-        { "scale-fmt", required_argument, NULL, OPT_SCALE_FMT },
-        { "mx-rounding", required_argument, NULL, OPT_MX_ROUNDING },
-        { "ignore", required_argument, NULL, OPT_IGNORE },
-        { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
-        { "force", no_argument, NULL, OPT_FORCE },
-        { "no-sync", no_argument, NULL, OPT_NO_SYNC },
-        { "dry-run", no_argument, NULL, OPT_DRY_RUN },
-        { NULL, 0, NULL, 0 },
-    };
     quantize_args a = { .opts = FP8_QUANT_OPTIONS_INIT };
-    cli_options own = { longopts, take_option, &a };
+    cli_options own = { cli_quantize_options, take_option, &a };
     int rc = cli_parse("quantize", &argc, argv, common, &own);
     if (rc >= 0 || (rc = check_combinations(&a)) >= 0)
         return rc;

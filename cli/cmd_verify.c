@@ -52,19 +52,21 @@ static bool required(const verify_args *a, fp8_loader l)
     return (a->opts.require ? a->opts.require : FP8_LOADERS_SERVING) >> l & 1;
 }
 
+/* The command's own long options (getopt, --help, bash completion). */
+const struct option cli_verify_options[] = {
+    { "strict", no_argument, NULL, OPT_STRICT },
+    { "no-values", no_argument, NULL, OPT_NO_VALUES },
+    { "tp", required_argument, NULL, OPT_TP },
+    { "ep", required_argument, NULL, OPT_EP },
+    { "against", required_argument, NULL, OPT_AGAINST },
+    { "loader", required_argument, NULL, OPT_LOADER },
+    { NULL, 0, NULL, 0 },
+};
+
 int cmd_verify(int argc, char **argv, cli_common *common)
 {
-    static const struct option longopts[] = {
-        { "strict", no_argument, NULL, OPT_STRICT },
-        { "no-values", no_argument, NULL, OPT_NO_VALUES },
-        { "tp", required_argument, NULL, OPT_TP },
-        { "ep", required_argument, NULL, OPT_EP },
-        { "against", required_argument, NULL, OPT_AGAINST },
-        { "loader", required_argument, NULL, OPT_LOADER },
-        { NULL, 0, NULL, 0 },
-    };
     verify_args a = { .opts = FP8_VERIFY_OPTIONS_INIT };
-    cli_options own = { longopts, take_option, &a };
+    cli_options own = { cli_verify_options, take_option, &a };
     int rc = cli_parse("verify", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;

@@ -22,7 +22,8 @@ static const cli_command commands[] = {
       "  fp8conv inspect testdata/deepseek-moe-tiny\n"
       "  fp8conv inspect --json model/ | jq .summary.bytes_by_dtype\n"
       "  fp8conv inspect -q model/ && echo valid\n",
-      "0 read; 2 usage error; 3 not a valid checkpoint; 4 I/O error" },
+      "0 read; 2 usage error; 3 not a valid checkpoint; 4 I/O error",
+      cli_inspect_options },
     { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8", cmd_quantize,
       "Options:\n"
       "      --scheme block|channel|tensor|mxfp8\n"
@@ -47,7 +48,8 @@ static const cli_command commands[] = {
       "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n",
       "0 written; 2 usage error, or OUTPUT exists; 3 bad input (already FP8, NaN or inf);\n"
-      "4 I/O error or interrupted; 5 device error" },
+      "4 I/O error or interrupted; 5 device error",
+      cli_quantize_options },
     { "dequantize-for-export", "INPUT OUTPUT", "convert an FP8 checkpoint back to bf16/f16/f32",
       cmd_dequantize,
       "Options:\n"
@@ -58,7 +60,8 @@ static const cli_command commands[] = {
       "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
       "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
       "0 written; 2 usage error, or OUTPUT exists; 3 bad input (not FP8, a bad scale);\n"
-      "4 I/O error or interrupted; 5 device error" },
+      "4 I/O error or interrupted; 5 device error",
+      cli_dequantize_options },
     { "verify", "CHECKPOINT", "check an FP8 checkpoint offline (exit 1 on a problem)", cmd_verify,
       "Options:\n"
       "      --strict               warnings fail too (exit 1)\n"
@@ -68,19 +71,22 @@ static const cli_command commands[] = {
       "      --ep M                 MoE experts spread whole over M expert-parallel ranks\n"
       "      --against SRC          compare with the bf16 source: E4M3 error bound, and\n"
       "                             whether re-quantizing SRC reproduces the FP8 bytes\n"
-      "      --loader NAME          require that loader too: vllm, sglang, transformers\n"
-      "                             (repeatable; default vllm and sglang)\n",
+      "      --loader vllm|sglang|transformers\n"
+      "                             require that loader too (repeatable; default vllm and\n"
+      "                             sglang)\n",
       "  fp8conv verify model-fp8/ || exit 1\n"
       "  fp8conv verify --no-values --tp 8 model-fp8/\n"
       "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",
       "0 no problem found; 1 a problem (an error, or with --strict a warning);\n"
-      "2 usage error; 4 I/O error or interrupted" },
+      "2 usage error; 4 I/O error or interrupted",
+      cli_verify_options },
     { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
       "Options:\n"
       "      --dequant              compare FP8 weights by dequantized value (q * scale)\n",
       "  fp8conv diff a/ b/ && echo same\n"
       "  fp8conv diff --dequant model-fp8/ model-f32/ && echo same values\n",
-      "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error" },
+      "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error",
+      cli_diff_options },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -94,6 +100,16 @@ static const char common_help[] =
     "      --progress auto|always|never\n"
     "                             progress bar on stderr (auto: when stderr is a terminal)\n"
     "  -h, --help                 this help\n";
+
+static const struct option common_opts[] = {
+    { "device", required_argument, NULL, 'd' },
+    { "threads", required_argument, NULL, 'j' },
+    { "json", no_argument, NULL, 'J' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "progress", required_argument, NULL, 'P' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
 
 static const char exit_help[] =
     "Exit status: 0 success; 1 verify found a problem or diff found a difference;\n"
@@ -146,6 +162,9 @@ static void usage(FILE *out)
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(out, "  %-22s %-13s %s\n", commands[i].name, commands[i].args,
                 commands[i].summary);
+    fprintf(out, "  %-22s %-13s %s\n  %-22s %-13s %s\n", "help", "[COMMAND]",
+            "this help, or a command's (examples, exit statuses)", "completion", "bash",
+            "a bash completion script (make install installs it)");
     fprintf(out,
             "\n"
             "Global options:\n"
@@ -235,15 +254,7 @@ bool cli_choice(const char *option, const char *value, const char *const *names,
 int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
               const cli_options *own)
 {
-    static const struct option common_opts[] = {
-        { "device", required_argument, NULL, 'd' },
-        { "threads", required_argument, NULL, 'j' },
-        { "json", no_argument, NULL, 'J' },
-        { "quiet", no_argument, NULL, 'q' },
-        { "progress", required_argument, NULL, 'P' },
-        { "help", no_argument, NULL, 'h' },
-    };
-    enum { NCOMMON = sizeof common_opts / sizeof common_opts[0], MAXOPTS = 32 };
+    enum { NCOMMON = sizeof common_opts / sizeof common_opts[0] - 1, MAXOPTS = 32 };
     struct option longopts[NCOMMON + MAXOPTS + 1];
     size_t n_opts = NCOMMON;
     memcpy(longopts, common_opts, sizeof common_opts);
@@ -347,6 +358,108 @@ static void hold_std_fds(void)
         }
 }
 
+/* ---------------------------------------------------------------- completion */
+
+/* The values of a choice option, as its help line spells them
+ * ("--scheme block|channel|tensor|mxfp8"), or "" when it has none. */
+static void choices(const char *help, const char *name, char *out, size_t cap)
+{
+    char key[64];
+    snprintf(key, sizeof key, "--%s ", name);
+    const char *p = strstr(help, key);
+    size_t n = p ? strcspn(p + strlen(key), " \n") : 0;
+    out[0] = '\0';
+    if (p && memchr(p + strlen(key), '|', n))
+        for (size_t i = 0, o = 0; i < n && o + 1 < cap; i++, out[o] = '\0') {
+            char c = p[strlen(key) + i];
+            out[o++] = c == '|' ? ' ' : c;
+        }
+}
+
+/* Whether the option's value is a path, as its help line names it. */
+static bool takes_path(const char *help, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, "--%s ", name);
+    const char *p = strstr(help, key);
+    return p && (strncmp(p + strlen(key), "SRC", 3) == 0 || strncmp(p + strlen(key), "PATH", 4) == 0 ||
+                 strncmp(p + strlen(key), "DIR", 3) == 0);
+}
+
+static void complete_values(const struct option *o, const char *help)
+{
+    for (; o->name; o++) {
+        char values[256];
+        choices(help, o->name, values, sizeof values);
+        if (*values)
+            printf("        --%s) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n", o->name,
+                   values);
+        else if (o->has_arg == required_argument && takes_path(help, o->name))
+            printf("        --%s) COMPREPLY=($(compgen -f -- \"$cur\")); compopt -o filenames; "
+                   "return ;;\n", o->name);
+        else if (o->has_arg == required_argument) /* a number, a regex: nothing to propose */
+            printf("        --%s) return ;;\n", o->name);
+    }
+}
+
+static void option_words(const struct option *o)
+{
+    for (; o->name; o++)
+        printf(" --%s", o->name);
+}
+
+/* `fp8conv completion bash`: a bash completion script made from the same
+ * option tables and help text as --help (make install puts it where
+ * bash-completion looks). */
+static int completion(const char *shell)
+{
+    if (strcmp(shell, "bash") != 0) {
+        cli_error("completion: only bash is supported, not '%s'", shell);
+        return EXIT_USAGE;
+    }
+    printf("# bash completion for fp8conv, made by `fp8conv completion bash` (fp8conv %s)\n"
+           "_fp8conv() {\n"
+           "    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd= i\n"
+           "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
+           "        [[ ${COMP_WORDS[i]} == -* ]] || { cmd=${COMP_WORDS[i]}; break; }\n"
+           "    done\n"
+           "    if [[ -z $cmd ]]; then\n"
+           "        COMPREPLY=($(compgen -W \"help completion --help --version",
+           FP8CONV_VERSION);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        printf(" %s", commands[i].name);
+    printf("\" -- \"$cur\")); return\n"
+           "    fi\n"
+           "    case $prev in\n");
+    complete_values(common_opts, common_help);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        complete_values(commands[i].longopts, commands[i].options);
+    printf("        -j) return ;;\n"
+           "    esac\n"
+           "    local opts=\"");
+    option_words(common_opts);
+    printf("\"\n    case $cmd in\n");
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        printf("        %s) opts+=\"", commands[i].name);
+        option_words(commands[i].longopts);
+        printf("\" ;;\n");
+    }
+    printf("        help) COMPREPLY=($(compgen -W \"");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        printf("%s%s", i ? " " : "", commands[i].name);
+    printf("\" -- \"$cur\")); return ;;\n"
+           "        completion) COMPREPLY=($(compgen -W bash -- \"$cur\")); return ;;\n"
+           "    esac\n"
+           "    if [[ $cur == -* ]]; then\n"
+           "        COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
+           "    else\n"
+           "        COMPREPLY=($(compgen -f -- \"$cur\")); compopt -o filenames\n"
+           "    fi\n"
+           "}\n"
+           "complete -F _fp8conv fp8conv\n");
+    return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     hold_std_fds();
@@ -361,6 +474,13 @@ int main(int argc, char **argv)
     }
     if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0)
         return finish_stdout(version());
+    if (strcmp(name, "completion") == 0) {
+        if (argc != 3) {
+            cli_error("completion: expected a shell name: fp8conv completion bash");
+            return EXIT_USAGE;
+        }
+        return finish_stdout(completion(argv[2]));
+    }
     /* `fp8conv help [COMMAND]`, as git and cargo have it */
     if (strcmp(name, "help") == 0) {
         const cli_command *c = argc > 2 ? find_command(argv[2]) : NULL;

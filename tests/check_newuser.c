@@ -177,6 +177,57 @@ START_TEST(test_scale_shape_message_closes_its_bracket)
 }
 END_TEST
 
+/* 16: bash completion from the option tables, installed by make install */
+static char *complete(const char *script, const char *words, int cword)
+{
+    char *dir = tu_tmpdir(), *cmd, *path;
+    ck_assert(asprintf(&cmd, "bash -c 'source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _fp8conv "
+                       "2>/dev/null; echo \"${COMPREPLY[*]}\"' >%s/out", script, words, cword,
+                       dir) > 0);
+    ck_assert(system(cmd) == 0);
+    ck_assert(asprintf(&path, "%s/out", dir) > 0);
+    char *out = tu_slurp(path, NULL);
+    free(path);
+    free(cmd);
+    tu_tmpdir_free(dir);
+    return out;
+}
+
+START_TEST(test_make_install_puts_binary_man_and_completion_under_prefix)
+{
+    char *dir = tu_tmpdir(), *cmd, *script;
+    ck_assert(asprintf(&script, "%s/share/bash-completion/completions/fp8conv", dir) > 0);
+    if (strcmp(FP8_BUILD_DIR, "build") == 0) {
+        ck_assert(asprintf(&cmd, "make --no-print-directory install PREFIX=%s >/dev/null", dir) > 0);
+        ck_assert_int_eq(system(cmd), 0);
+        char *p;
+        ck_assert(asprintf(&p, "%s/bin/fp8conv", dir) > 0 && access(p, X_OK) == 0);
+        free(p);
+        ck_assert(asprintf(&p, "%s/share/man/man1/fp8conv.1", dir) > 0 && access(p, R_OK) == 0);
+        free(p);
+    } else { /* a sanitizer build: make install would rebuild build/; the script alone */
+        ck_assert(asprintf(&cmd, "mkdir -p %s/share/bash-completion/completions && %s completion "
+                           "bash >%s", dir, FP8CONV_BIN, script) > 0);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    char *out = complete(script, "fp8conv quantize --sch", 2);
+    ck_assert_str_eq(out, "--scheme\n");
+    free(out);
+    out = complete(script, "fp8conv quantize --scheme m", 3);
+    ck_assert_str_eq(out, "mxfp8\n");
+    free(out);
+    out = complete(script, "fp8conv ver", 1);
+    ck_assert_str_eq(out, "verify\n");
+    free(out);
+    out = complete(script, "fp8conv verify --loader s", 3);
+    ck_assert_str_eq(out, "sglang\n");
+    free(out);
+    free(cmd);
+    free(script);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("newuser");
@@ -191,6 +242,7 @@ int main(void)
     tcase_add_loop_test(tc, test_help_command_has_examples_and_its_own_exits, 0, 5);
     tcase_add_test(tc, test_make_without_deps_says_which_in_one_line);
     tcase_add_test(tc, test_scale_shape_message_closes_its_bracket);
+    tcase_add_test(tc, test_make_install_puts_binary_man_and_completion_under_prefix);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
