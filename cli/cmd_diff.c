@@ -121,11 +121,17 @@ int cmd_diff(int argc, char **argv, cli_common *common)
     if (rc >= 0)
         return rc;
     opts.threads = common->threads;
+    cli_progress_state prog = { .label = "diff" };
+    if (cli_progress_wanted(common)) {
+        opts.progress = cli_show_progress;
+        opts.progress_user = &prog;
+    }
     fp8_ctx *ctx = cli_ctx_create();
     fp8_diff *d = NULL;
     if (!ctx)
         return EXIT_IO;
     fp8_status st = fp8_diff_run(ctx, argv[1], argv[2], &opts, &d);
+    cli_progress_end(&prog, st == FP8_OK);
     if (st) {
         rc = cli_fail(ctx, st);
     } else {

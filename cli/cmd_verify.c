@@ -77,11 +77,17 @@ int cmd_verify(int argc, char **argv, cli_common *common)
     }
     if (a.opts.against)
         a.opts.cancel = cli_catch_signals();
+    cli_progress_state prog = { .label = "verify" };
+    if (cli_progress_wanted(common)) {
+        a.opts.progress = cli_show_progress;
+        a.opts.progress_user = &prog;
+    }
     fp8_ctx *ctx = cli_ctx_create();
     fp8_verify *v = NULL;
     if (!ctx)
         return EXIT_IO;
     fp8_status st = fp8_verify_run(ctx, argv[1], &a.opts, &v);
+    cli_progress_end(&prog, st == FP8_OK);
     if (st) {
         rc = cli_fail(ctx, st);
         fp8_ctx_free(ctx);

@@ -187,6 +187,7 @@ struct fp8_diff {
     size_t *index[2]; /* by entry: its tensor's index in each checkpoint */
     bool *hashed[2];  /* by tensor: hashed by the comparison of its bytes */
     fp8_hash_hex *hashes[2], digest[2];
+    bool values_pass; /* which of the two job lists runs, for progress */
 };
 
 static fp8_status compare_bytes(fp8_ctx *ctx, fp8_diff *d, fp8_diff_entry *e,
@@ -365,11 +366,29 @@ static size_t values_lane(void *arg, size_t k, uint64_t *offset)
     return entry_lane(d, k, offset);
 }
 
+/* The bytes a job reads, for progress: every tensor once, by its hash job
+ * or by the comparison of a pair that hashes both on the way; the values
+ * pass reads the pairs compared by dequantized value again. */
 static uint64_t diff_bytes(void *arg, size_t j)
 {
-    (void)arg;
-    (void)j;
-    return 0;
+    fp8_diff *d = arg;
+    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
+    if (d->values_pass) {
+        const fp8_diff_entry *e = &d->e[j];
+        return e->kind == FP8_DIFF_VALUES && e->dequantized
+                   ? fp8_tensor_nbytes(e->a) + fp8_tensor_nbytes(e->b)
+                   : 0;
+    }
+    if (j < na)
+        return d->hashed[0][j] ? 0 : fp8_tensor_nbytes(fp8_checkpoint_tensor(d->ck[0], j, NULL));
+    if (j < na + nb)
+        return d->hashed[1][j - na]
+                   ? 0
+                   : fp8_tensor_nbytes(fp8_checkpoint_tensor(d->ck[1], j - na, NULL));
+    const fp8_diff_entry *e = &d->e[j - na - nb];
+    return e->kind == FP8_DIFF_VALUES && !e->dequantized
+               ? fp8_tensor_nbytes(e->a) + fp8_tensor_nbytes(e->b)
+               : 0;
 }
 
 static bool is_float(fp8_dtype dt)
@@ -478,14 +497,22 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
         size_t nb = fp8_checkpoint_tensor_count(d->ck[1]);
         size_t lanes = fp8_checkpoint_shard_count(d->ck[0]) + fp8_checkpoint_shard_count(d->ck[1]);
+        uint64_t done = 0;
         fp8_jobs spec = { .njobs = na + nb + d->n, .bufsize = { CHUNK, CHUNK },
                           .threads = opts->threads, .run = diff_one, .bytes = diff_bytes,
-                          .arg = d, .what = "diff", .lane = diff_lane, .nlanes = lanes };
+                          .arg = d, .what = "diff", .lane = diff_lane, .nlanes = lanes,
+                          .progress = opts->progress, .progress_user = opts->progress_user,
+                          .done = &done };
+        for (size_t j = 0; j < spec.njobs; j++)
+            spec.total += diff_bytes(d, j);
         st = fp8_jobs_run(ctx, &spec);
         if (!st) {
             spec.njobs = d->n;
             spec.run = values_one;
             spec.lane = values_lane;
+            d->values_pass = true;
+            for (size_t k = 0; k < d->n; k++)
+                spec.total += diff_bytes(d, k);
             st = fp8_jobs_run(ctx, &spec);
         }
         if (!st) {

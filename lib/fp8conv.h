@@ -442,6 +442,10 @@ typedef struct {
 typedef struct {
     bool dequant; /* compare FP8 weights (with their scales) by dequantized fp32 value */
     int threads;  /* 0: one per online CPU */
+    /* Called from the calling thread with bytes read so far and the total
+     * (the total grows once the value comparisons are known); may be NULL. */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 } fp8_diff_options;
 
 typedef struct fp8_diff fp8_diff;
@@ -528,6 +532,10 @@ typedef struct {
     /* As in fp8_quant_options: --against stops, removing its copy, once
      * *cancel becomes nonzero. */
     const volatile sig_atomic_t *cancel;
+    /* Bytes read so far of a total that grows as each pass (the values,
+     * --against's bounds and re-quantization) begins; may be NULL. */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 } fp8_verify_options;
 
 #define FP8_VERIFY_OPTIONS_INIT { .values = true }

@@ -30,6 +30,8 @@
 typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
 
 struct fp8_verify {
+    const fp8_verify_options *opts;
+    uint64_t done, total;  /* progress over all passes */
     char *config_dir;      /* where config.json is read: the checkpoint, or a lone file's folder */
     fp8_checkpoint *ck;
     const char *path;
@@ -821,9 +823,8 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
 
 static uint64_t scan_bytes(void *arg, size_t j)
 {
-    (void)arg;
-    (void)j;
-    return 0;
+    const value_scan *sc = arg;
+    return fp8_tensor_nbytes(fp8_checkpoint_tensor(sc->v->ck, sc->weights[j], NULL));
 }
 
 static size_t scan_lane(void *arg, size_t j, uint64_t *offset)
@@ -852,7 +853,11 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     fp8_status st = sc.weights && sc.found && sc.stats && v->stats ? FP8_OK
                                                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st) {
+        for (size_t j = 0; j < sc.n; j++)
+            v->total += scan_bytes(&sc, j);
         fp8_jobs spec = { .njobs = sc.n, .bufsize = { CHUNK }, .threads = threads,
+                          .progress = v->opts->progress, .progress_user = v->opts->progress_user,
+                          .done = &v->done, .total = v->total,
                           .run = scan_one, .bytes = scan_bytes, .arg = &sc, .what = "verify",
                           .lane = scan_lane, .nlanes = fp8_checkpoint_shard_count(v->ck) };
         st = fp8_jobs_run(ctx, &spec);
@@ -944,9 +949,10 @@ static fp8_status bound_one(void *arg, fp8_worker *wk, size_t j)
 
 static uint64_t bound_bytes(void *arg, size_t j)
 {
-    (void)arg;
-    (void)j;
-    return 0;
+    const bound_scan *b = arg;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(b->v->ck, b->weights[j], NULL);
+    const fp8_tensor_info *x = fp8_checkpoint_find(b->src, t->name, NULL);
+    return fp8_tensor_nbytes(t) + (x ? fp8_tensor_nbytes(x) : 0);
 }
 
 /* In the lane of the weight's shard when compressed, else of the source's. */
@@ -993,6 +999,13 @@ static fp8_status same_bytes(fp8_ctx *ctx, fp8_checkpoint *ca, const fp8_tensor_
 
 /* Re-quantizes SRC with the declared scheme into a temporary directory and
  * counts the FP8 weights (with their scales) it reproduces byte for byte. */
+/* The re-quantization's progress, after the passes before it. */
+static void requantize_progress(void *user, uint64_t done, uint64_t total)
+{
+    const fp8_verify *v = user;
+    v->opts->progress(v->opts->progress_user, v->done + done, v->total + total);
+}
+
 static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
                              const volatile sig_atomic_t *cancel)
 {
@@ -1007,6 +1020,10 @@ static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, 
     o.threads = threads;
     o.no_sync = true;
     o.cancel = cancel;
+    if (v->opts->progress) {
+        o.progress = requantize_progress;
+        o.progress_user = v;
+    }
     const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char *dir = NULL, *out = NULL;
     fp8_quant_plan *plan = NULL;
@@ -1151,7 +1168,11 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
+    for (size_t j = 0; j < b.n; j++)
+        v->total += bound_bytes(&b, j);
     fp8_jobs spec = { .njobs = b.n, .threads = threads, .run = bound_one, .bytes = bound_bytes,
+                      .progress = v->opts->progress, .progress_user = v->opts->progress_user,
+                      .done = &v->done, .total = v->total,
                       .arg = &b, .what = "verify", .lane = bound_lane,
                       .nlanes = fp8_checkpoint_shard_count(v->ck) + fp8_checkpoint_shard_count(src) };
     st = fp8_jobs_run(ctx, &spec);
@@ -1202,6 +1223,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
     if (!v)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     v->path = path;
+    v->opts = opts;
     v->require = opts->require ? opts->require : FP8_LOADERS_SERVING;
     v->requantized = v->reproduced = -1;
     fp8_status st = fp8_checkpoint_open(ctx, path, &v->ck);
