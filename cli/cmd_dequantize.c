@@ -44,9 +44,11 @@ static int report(const cli_common *common, const char *in, const char *out,
     if (!common->json) {
         cli_printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
                r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
-        cli_printf("bytes: %llu of tensors in, %llu out, %.2f s on %s\n",
-               (unsigned long long)r->input_bytes, (unsigned long long)r->output_bytes, seconds,
-               fp8_device_name(r->device));
+        char inb[32], outb[32];
+        cli_human_bytes(r->input_bytes, inb, sizeof inb);
+        cli_human_bytes(r->output_bytes, outb, sizeof outb);
+        cli_printf("bytes: %s of tensors in, %s out, %.2f s on %s\n", inb, outb, seconds,
+                   fp8_device_name(r->device));
         return EXIT_OK;
     }
     cJSON *root = cJSON_CreateObject();

@@ -141,14 +141,17 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
                tot->hashes ? wfile : 0, fp8_checkpoint_shard_name(ck, s),
                tot->hashes ? "  " : "", tot->hashes ? tot->hashes[i] : "");
     }
-    cli_printf("\ntensors: %zu  shards: %zu%s  bytes: %" PRIu64 "\n", n,
-           fp8_checkpoint_shard_count(ck), fp8_checkpoint_has_index(ck) ? " (indexed)" : "",
-           tot->total);
+    char size[32];
+    cli_human_bytes(tot->total, size, sizeof size);
+    cli_printf("\ntensors: %zu  shards: %zu%s  bytes: %s\n", n, fp8_checkpoint_shard_count(ck),
+               fp8_checkpoint_has_index(ck) ? " (indexed)" : "", size);
     cli_printf("bytes by dtype:");
     for (int d = FP8_DTYPE_COUNT - 1; d >= 0; d--)
-        if (tot->tensors[d])
-            cli_printf(" %s %" PRIu64 " (%zu tensors)", fp8_dtype_name((fp8_dtype)d), tot->bytes[d],
-                   tot->tensors[d]);
+        if (tot->tensors[d]) {
+            cli_human_bytes(tot->bytes[d], size, sizeof size);
+            cli_printf(" %s %s (%zu tensor%s)", fp8_dtype_name((fp8_dtype)d), size,
+                       tot->tensors[d], tot->tensors[d] == 1 ? "" : "s");
+        }
     cli_printf("\n");
     if (tot->hashes)
         cli_printf("digest: %s (XXH3-128 of the tensor hashes; independent of sharding)\n",

@@ -213,8 +213,10 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
     for (size_t i = 0; i < fp8_quant_plan_ignored_count(plan); i++)
         cli_printf(" %s", fp8_quant_plan_ignored(plan, i));
     cli_printf("%s\n", fp8_quant_plan_ignored_count(plan) ? "" : " (none)");
-    cli_printf("bytes: %" PRIu64 " of tensors in, %" PRIu64 " of files out", fp8_quant_plan_input_bytes(plan),
-           out_bytes);
+    char inb[32], outb[32];
+    cli_human_bytes(fp8_quant_plan_input_bytes(plan), inb, sizeof inb);
+    cli_human_bytes(out_bytes, outb, sizeof outb);
+    cli_printf("bytes: %s of tensors in, %s of files out", inb, outb);
     if (!a->dry_run)
         cli_printf(", %.2f s on %s", seconds, fp8_device_name(fp8_quant_plan_device(plan)));
     cli_printf("\n");

@@ -133,7 +133,8 @@ START_TEST(test_inspect_sample_table_and_summary)
     ck_assert_ptr_nonnull(strstr(out, "model.layers.0.mlp.down_proj.weight"));
     ck_assert_ptr_nonnull(strstr(out, "[192, 544]"));
     ck_assert_ptr_nonnull(strstr(out, "model-00002-of-00002.safetensors"));
-    ck_assert_ptr_nonnull(strstr(out, "tensors: 21  shards: 2 (indexed)  bytes: 2416512"));
+    ck_assert_ptr_nonnull(strstr(out, "tensors: 21  shards: 2 (indexed)  bytes: 2.30 MiB\n"));
+    ck_assert_ptr_nonnull(strstr(out, "bytes by dtype: BF16 2.30 MiB (21 tensors)\n"));
     ck_assert_ptr_nonnull(strstr(out, "index total_size: 2416512\n"));
     ck_assert_ptr_nonnull(strstr(out, "config.json: no quantization_config"));
     free(out);

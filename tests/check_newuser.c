@@ -233,6 +233,28 @@ START_TEST(test_make_install_puts_binary_man_and_completion_under_prefix)
 }
 END_TEST
 
+/* 16.5: sizes for people in the text, exact bytes in --json */
+START_TEST(test_reports_print_human_sizes_and_json_exact_bytes)
+{
+    char *out;
+    ck_assert_int_eq(tu_run("inspect testdata/deepseek-moe-tiny", &out, NULL), 0);
+    ck_assert_msg(strstr(out, "bytes: 2.82 MiB\n") &&
+                      strstr(out, "bytes by dtype: F32 16 B (1 tensor) BF16 2.82 MiB (40 tensors)"),
+                  "%s", out);
+    free(out);
+    ck_assert_int_eq(tu_run("inspect --json testdata/deepseek-moe-tiny", &out, NULL), 0);
+    ck_assert_msg(strstr(out, "2954384"), "%s", out);
+    free(out);
+    char *dir = tu_tmpdir(), *args;
+    ck_assert(asprintf(&args, "quantize --block 16x16 testdata/llama-tiny %s/o", dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 0);
+    ck_assert_msg(strstr(out, "bytes: 2.30 MiB of tensors in, "), "%s", out);
+    free(out);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("newuser");
@@ -248,6 +270,7 @@ int main(void)
     tcase_add_test(tc, test_make_without_deps_says_which_in_one_line);
     tcase_add_test(tc, test_scale_shape_message_closes_its_bracket);
     tcase_add_test(tc, test_make_install_puts_binary_man_and_completion_under_prefix);
+    tcase_add_test(tc, test_reports_print_human_sizes_and_json_exact_bytes);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
