@@ -1205,6 +1205,9 @@ static void run_quantize(fp8_ctx *ctx, const decoded *d, const char *in, bool fi
          * same as an error.  Not a broken output. */
         if (!strcmp(f->rule, "tp") && warned)
             continue;
+        /* The model sizes are the input config's, copied: not quantize's doing. */
+        if (!strcmp(f->rule, "config-numbers"))
+            continue;
         /* A file output: FP8 weights and no config.json to say so, by design. */
         if (file_out && !strcmp(f->rule, "no-quant-config"))
             continue;
