@@ -196,8 +196,16 @@ int cmd_inspect(int argc, char **argv, cli_common *common)
         size_t n = fp8_checkpoint_tensor_count(ck);
         if (hash && !(tot.hashes = calloc(n + 1, sizeof *tot.hashes)))
             st = FP8_ERR_NOMEM;
-        else if (hash)
-            st = fp8_checkpoint_hash(ctx, ck, common->threads, tot.hashes, tot.digest);
+        else if (hash) {
+            cli_progress_state prog = { .label = "inspect --hash" };
+            fp8_hash_options o = { .threads = common->threads };
+            if (cli_progress_wanted(common)) {
+                o.progress = cli_show_progress;
+                o.progress_user = &prog;
+            }
+            st = fp8_checkpoint_hash_with(ctx, ck, &o, tot.hashes, tot.digest);
+            cli_progress_end(&prog, st == FP8_OK);
+        }
         rc = st             ? cli_fail(ctx, st)
              : common->quiet ? EXIT_OK
              : common->json  ? print_json(argv[1], ck, &tot)

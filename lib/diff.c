@@ -104,11 +104,22 @@ static size_t hash_lane(void *arg, size_t j, uint64_t *offset)
 fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
                                fp8_hash_hex *hashes, fp8_hash_hex digest)
 {
+    fp8_hash_options o = { .threads = threads };
+    return fp8_checkpoint_hash_with(ctx, ck, &o, hashes, digest);
+}
+
+fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_hash_options *o,
+                                    fp8_hash_hex *hashes, fp8_hash_hex digest)
+{
     hash_job h = { ck, hashes };
+    uint64_t done = 0;
     fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { CHUNK },
-                      .threads = threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
+                      .threads = o->threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
                       .what = "hash", .lane = hash_lane,
-                      .nlanes = fp8_checkpoint_shard_count(ck) };
+                      .nlanes = fp8_checkpoint_shard_count(ck), .progress = o->progress,
+                      .progress_user = o->progress_user, .done = &done };
+    for (size_t j = 0; j < spec.njobs; j++)
+        spec.total += hash_bytes(&h, j);
     fp8_status st = fp8_jobs_run(ctx, &spec);
     if (!st)
         digest_of(hashes, fp8_checkpoint_tensor_count(ck), digest);

@@ -418,6 +418,14 @@ typedef char fp8_hash_hex[33];
 /* hashes[i] gets the hash of fp8_checkpoint_tensor(ck, i); reads all data. */
 fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
                                fp8_hash_hex *hashes, fp8_hash_hex digest);
+/* The same, with progress over the bytes read (inspect --hash on a terminal). */
+typedef struct {
+    int threads; /* 0: one per online CPU */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+} fp8_hash_options;
+fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_hash_options *opts,
+                                    fp8_hash_hex *hashes, fp8_hash_hex digest);
 
 typedef enum {
     FP8_DIFF_SAME,     /* identical */

@@ -99,17 +99,19 @@ END_TEST
  * that reads tensor data */
 START_TEST(test_progress_shows_rate_eta_and_a_closing_line)
 {
-    static const char *const label[] = { "quantize: ", "dequantize: ", "diff: ", "verify: " };
+    static const char *const label[] = { "quantize: ", "dequantize: ", "diff: ", "verify: ",
+                                         "inspect --hash: " };
     char *dir = tu_tmpdir(), *fp8 = quantize_into(dir, "--block 16x16", "testdata/llama-tiny");
     char *args, *err;
     switch (_i) {
     case 0: ck_assert(asprintf(&args, "quantize --progress always testdata/llama-tiny %s/o", dir) > 0); break;
     case 1: ck_assert(asprintf(&args, "dequantize-for-export --progress always %s %s/o", fp8, dir) > 0); break;
     case 2: ck_assert(asprintf(&args, "diff --dequant --progress always %s testdata/llama-tiny", fp8) > 0); break;
-    default: ck_assert(asprintf(&args, "verify --progress always --against testdata/llama-tiny %s", fp8) > 0);
+    case 3: ck_assert(asprintf(&args, "verify --progress always --against testdata/llama-tiny %s", fp8) > 0); break;
+    default: ck_assert(asprintf(&args, "inspect --hash --progress always %s", fp8) > 0);
     }
     int rc = tu_run(args, NULL, &err);
-    ck_assert_msg(rc == 0 || (rc == 1 && _i >= 2), "%s: exit %d: %s", args, rc, err);
+    ck_assert_msg(rc == 0 || (rc == 1 && (_i == 2 || _i == 3)), "%s: exit %d: %s", args, rc, err);
     char done[64];
     snprintf(done, sizeof done, "%sdone: ", label[_i]);
     ck_assert_msg(strstr(err, label[_i]) && strstr(err, "/s, ") && strstr(err, "elapsed, ETA") &&
@@ -265,7 +267,7 @@ int main(void)
     tcase_add_loop_test(tc, test_gguf_and_pickle_files_are_named, 0, 3);
     tcase_add_test(tc, test_fp8_input_to_quantize_points_to_export);
     tcase_add_test(tc, test_verify_lone_shard_reads_config_beside_it);
-    tcase_add_loop_test(tc, test_progress_shows_rate_eta_and_a_closing_line, 0, 4);
+    tcase_add_loop_test(tc, test_progress_shows_rate_eta_and_a_closing_line, 0, 5);
     tcase_add_loop_test(tc, test_help_command_has_examples_and_its_own_exits, 0, 5);
     tcase_add_test(tc, test_make_without_deps_says_which_in_one_line);
     tcase_add_test(tc, test_scale_shape_message_closes_its_bracket);
