@@ -381,6 +381,22 @@ static fp8_status check_loadable(fp8_ctx *ctx, fp8_quant_plan *p)
     return add_warning(ctx, p, msg);
 }
 
+/* A single-file output has no config.json: nothing records a block size, and
+ * readers (dequantize-for-export, verify, loaders) take 128x128. */
+static fp8_status check_lone_block(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    char *msg = NULL;
+    if (fp8_checkpoint_is_directory(p->ck) || p->opts.scheme != FP8_SCHEME_BLOCK ||
+        (p->opts.block_rows == 128 && p->opts.block_cols == 128))
+        return FP8_OK;
+    if (asprintf(&msg, "%s: a single-file output has no config.json to record the %ux%u block "
+                 "size; dequantize-for-export, verify and loaders will read it as 128x128 "
+                 "(quantize the checkpoint's directory instead)",
+                 p->input, p->opts.block_rows, p->opts.block_cols) < 0)
+        msg = NULL;
+    return add_warning(ctx, p, msg);
+}
+
 fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
                                  fp8_quant_plan **out)
 {
@@ -396,7 +412,7 @@ fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quan
         (st = check_not_quantized(ctx, p)) || (st = name_shards(ctx, p)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
         (p->experts = fmt_config_experts(p->config), false) || (st = decide(ctx, p)) ||
-        (st = check_loadable(ctx, p))) {
+        (st = check_loadable(ctx, p)) || (st = check_lone_block(ctx, p))) {
         fp8_quant_plan_free(p);
         return st;
     }

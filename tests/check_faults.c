@@ -558,6 +558,21 @@ START_TEST(test_input_with_a_scale_name_is_refused)
 }
 END_TEST
 
+/* found by fuzz_dir: a single file quantized with --block 16x16 could not
+ * be dequantized (nothing records the block size): quantize says so */
+START_TEST(test_lone_file_with_other_block_is_warned)
+{
+    char *dir = tu_tmpdir(), *args, *err;
+    ck_assert(asprintf(&args, "quantize --block 16x16 testdata/quant-edge/model.safetensors "
+                       "%s/x.safetensors", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 0);
+    ck_assert_msg(strstr(err, "no config.json to record the 16x16 block size"), "%s", err);
+    free(err);
+    free(args);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -581,6 +596,7 @@ int main(void)
     tcase_add_test(tc, test_bad_config_json_is_a_verify_finding);
     tcase_add_test(tc, test_pickle_directory_says_what_to_do);
     tcase_add_test(tc, test_input_with_a_scale_name_is_refused);
+    tcase_add_test(tc, test_lone_file_with_other_block_is_warned);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
