@@ -34,27 +34,8 @@ typedef struct {
     bool dry_run, block_given, mx_given, scale_fmt_given;
 } quantize_args;
 
-static const char *const scheme_names[] = { "block", "channel", "tensor", "mxfp8", NULL };
-static const char *const format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", NULL };
 static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
 static const char *const mx_names[] = { "rceil", "floor", NULL };
-
-/* "RxC" with 1 <= R, C <= 4096. */
-static bool parse_block(const char *s, uint32_t *rows, uint32_t *cols)
-{
-    char *end;
-    unsigned long r = strtoul(s, &end, 10);
-    if (end == s || *end != 'x' || s[0] == '-' || s[0] == '+')
-        return false;
-    const char *c_at = end + 1;
-    unsigned long c = strtoul(c_at, &end, 10);
-    if (end == c_at || *end || *c_at == '-' || *c_at == '+' || r < 1 || r > 4096 || c < 1 ||
-        c > 4096)
-        return false;
-    *rows = (uint32_t)r;
-    *cols = (uint32_t)c;
-    return true;
-}
 
 static int take_option(int code, const char *value, void *state)
 {
@@ -63,17 +44,17 @@ static int take_option(int code, const char *value, void *state)
     int choice;
     switch (code) {
     case OPT_SCHEME:
-        if (!cli_choice("--scheme", value, scheme_names, &choice))
+        if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
             return EXIT_USAGE;
         o->scheme = (fp8_scheme)choice;
         break;
     case OPT_FORMAT:
-        if (!cli_choice("--format", value, format_names, &choice))
+        if (!cli_choice("--format", value, cli_format_names, &choice))
             return EXIT_USAGE;
         o->format = (fp8_format)(choice + 1);
         break;
     case OPT_BLOCK:
-        if (!parse_block(value, &o->block_rows, &o->block_cols)) {
+        if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
             cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 128x128)",
                       value);
             return EXIT_USAGE;

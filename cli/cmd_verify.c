@@ -9,7 +9,17 @@
 
 #define VERIFY_JSON_VERSION 1
 
-enum { OPT_STRICT = CLI_OPT_FIRST, OPT_NO_VALUES, OPT_TP, OPT_EP, OPT_AGAINST, OPT_LOADER };
+enum {
+    OPT_STRICT = CLI_OPT_FIRST,
+    OPT_NO_VALUES,
+    OPT_TP,
+    OPT_EP,
+    OPT_AGAINST,
+    OPT_LOADER,
+    OPT_FORMAT,
+    OPT_SCHEME,
+    OPT_BLOCK,
+};
 
 typedef struct {
     fp8_verify_options opts;
@@ -37,6 +47,22 @@ static int take_option(int code, const char *value, void *state)
             return EXIT_USAGE;
         }
         a->opts.require |= 1u << l;
+    } else if (code == OPT_FORMAT || code == OPT_SCHEME) {
+        int choice;
+        if (code == OPT_FORMAT && !cli_choice("--format", value, cli_format_names, &choice))
+            return EXIT_USAGE;
+        if (code == OPT_SCHEME && !cli_choice("--scheme", value, cli_scheme_names, &choice))
+            return EXIT_USAGE;
+        if (code == OPT_FORMAT)
+            a->opts.assume_format = (fp8_format)(choice + 1);
+        else
+            a->opts.assume_scheme = (fp8_scheme)choice;
+    } else if (code == OPT_BLOCK) {
+        if (!cli_parse_block(value, &a->opts.assume_block_rows, &a->opts.assume_block_cols)) {
+            cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 128x128)",
+                      value);
+            return EXIT_USAGE;
+        }
     } else if (code == OPT_STRICT)
         a->strict = true;
     else if (code == OPT_NO_VALUES)
@@ -60,6 +86,9 @@ const struct option cli_verify_options[] = {
     { "ep", required_argument, NULL, OPT_EP },
     { "against", required_argument, NULL, OPT_AGAINST },
     { "loader", required_argument, NULL, OPT_LOADER },
+    { "format", required_argument, NULL, OPT_FORMAT },
+    { "scheme", required_argument, NULL, OPT_SCHEME },
+    { "block", required_argument, NULL, OPT_BLOCK },
     { NULL, 0, NULL, 0 },
 };
 

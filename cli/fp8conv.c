@@ -73,7 +73,13 @@ static const cli_command commands[] = {
       "                             whether re-quantizing SRC reproduces the FP8 bytes\n"
       "      --loader vllm|sglang|transformers\n"
       "                             require that loader too (repeatable; default vllm and\n"
-      "                             sglang)\n",
+      "                             sglang)\n"
+      "      --format hf-fp8|compressed-tensors|modelopt\n"
+      "                             for a file without config.json: check it against this\n"
+      "                             layout, as quantize declares it\n"
+      "      --scheme block|channel|tensor|mxfp8\n"
+      "                             with --format (default block)\n"
+      "      --block RxC            with --format --scheme block (default 128x128)\n",
       "  fp8conv verify model-fp8/ || exit 1\n"
       "  fp8conv verify --no-values --tp 8 model-fp8/\n"
       "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",

@@ -194,3 +194,24 @@ fp8_ctx *cli_ctx_create(void)
         fp8_ctx_set_notify(ctx, print_note, NULL);
     return ctx;
 }
+
+const char *const cli_scheme_names[] = { "block", "channel", "tensor", "mxfp8", NULL };
+const char *const cli_format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", NULL };
+
+/* "RxC" with 1 <= R, C <= 4096. */
+bool cli_parse_block(const char *s, uint32_t *rows, uint32_t *cols)
+{
+    char *end;
+    unsigned long r = strtoul(s, &end, 10);
+    if (end == s || *end != 'x' || s[0] == '-' || s[0] == '+')
+        return false;
+    const char *c_at = end + 1;
+    unsigned long c = strtoul(c_at, &end, 10);
+    if (end == c_at || *end || *c_at == '-' || *c_at == '+' || r < 1 || r > 4096 || c < 1 ||
+        c > 4096)
+        return false;
+    *rows = (uint32_t)r;
+    *cols = (uint32_t)c;
+    return true;
+}
+

@@ -331,3 +331,73 @@ bool fmt_is_fused_gate_up(const char *name)
     return strstr(name, "gate_up_proj") || strstr(name, ".w13") || strstr(name, "w1_w3") ||
            strstr(name, "gate_up.");
 }
+
+/* ---------------------------------------------------------------- declarations */
+
+static cJSON *int_pair(uint32_t a, uint32_t b)
+{
+    int v[2] = { (int)a, (int)b };
+    return cJSON_CreateIntArray(v, 2);
+}
+
+/* compressed-tensors' QuantizationArgs for the weights or the activations. */
+static cJSON *ct_args(const fmt_spec *spec, const fp8_quant_options *o, bool weights)
+{
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "num_bits", 8);
+    cJSON_AddStringToObject(a, "type", "float");
+    cJSON_AddBoolToObject(a, "symmetric", true);
+    cJSON_AddBoolToObject(a, "dynamic", !weights);
+    cJSON_AddStringToObject(a, "strategy", weights ? spec->ct_weights : spec->ct_activations);
+    if (weights && o->scheme == FP8_SCHEME_BLOCK)
+        cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
+    if (o->scheme == FP8_SCHEME_MXFP8) {
+        cJSON_AddNumberToObject(a, "group_size", 32);
+        cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
+    } else if (!weights && o->scheme == FP8_SCHEME_BLOCK) {
+        /* activations are quantized per 1 x C group, matching the weight block */
+        cJSON_AddNumberToObject(a, "group_size", o->block_cols);
+    }
+    return a;
+}
+
+cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
+                               char *const *ignore, size_t nignore)
+{
+    cJSON *q = cJSON_CreateObject(), *ignored = cJSON_CreateArray();
+    for (size_t i = 0; i < nignore; i++)
+        cJSON_AddItemToArray(ignored, cJSON_CreateString(ignore[i]));
+    switch (spec->format) {
+    case FP8_FORMAT_HF_FP8:
+        cJSON_AddStringToObject(q, "quant_method", "fp8");
+        cJSON_AddStringToObject(q, "fmt", "e4m3");
+        cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
+        if (o->scheme == FP8_SCHEME_BLOCK)
+            cJSON_AddItemToObject(q, "weight_block_size", int_pair(o->block_rows, o->block_cols));
+        if (o->scale_ue8m0)
+            cJSON_AddStringToObject(q, "scale_fmt", "ue8m0");
+        cJSON_AddItemToObject(q, "modules_to_not_convert", ignored);
+        break;
+    case FP8_FORMAT_COMPRESSED_TENSORS: {
+        cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
+        cJSON_AddStringToObject(q, "format", o->scheme == FP8_SCHEME_MXFP8 ? "mxfp8-quantized"
+                                                                           : "float-quantized");
+        cJSON_AddStringToObject(q, "quantization_status", "compressed");
+        cJSON *group = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"),
+                                               "group_0");
+        const char *linear = "Linear";
+        cJSON_AddItemToObject(group, "targets", cJSON_CreateStringArray(&linear, 1));
+        cJSON_AddItemToObject(group, "weights", ct_args(spec, o, true));
+        cJSON_AddItemToObject(group, "input_activations", ct_args(spec, o, false));
+        cJSON_AddItemToObject(q, "ignore", ignored);
+        cJSON_AddNullToObject(q, "kv_cache_scheme");
+        break;
+    }
+    default:
+        cJSON_AddStringToObject(q, "quant_method", "modelopt");
+        cJSON_AddStringToObject(q, "quant_algo", spec->modelopt_algo);
+        cJSON_AddItemToObject(q, "ignore", ignored);
+        break;
+    }
+    return q;
+}

@@ -49,6 +49,10 @@ typedef struct {
 
 /* The table's row for a pair; NULL when the table has none. */
 const fmt_spec *fmt_spec_find(fp8_format format, fp8_scheme scheme);
+/* config.json's quantization_config for a pair (SPEC 5): what quantize
+ * writes, and what verify --format assumes for a checkpoint without one. */
+cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
+                               char *const *ignore, size_t nignore);
 /* "vLLM", "SGLang", "transformers" (fp8_loader_name() is the option's spelling). */
 const char *fmt_loader_title(fp8_loader l);
 

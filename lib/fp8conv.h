@@ -540,6 +540,12 @@ typedef struct {
     /* As in fp8_quant_options: --against stops, removing its copy, once
      * *cancel becomes nonzero. */
     const volatile sig_atomic_t *cancel;
+    /* For a checkpoint with no config.json (a lone file): the layout to
+     * check it against, as quantize would declare it (FP8_FORMAT_DEFAULT:
+     * none; scheme and block as in fp8_quant_options). */
+    fp8_format assume_format;
+    fp8_scheme assume_scheme;
+    uint32_t assume_block_rows, assume_block_cols;
     /* Bytes read so far of a total that grows as each pass (the values,
      * --against's bounds and re-quantization) begins; may be NULL. */
     void (*progress)(void *user, uint64_t done, uint64_t total);

@@ -914,74 +914,6 @@ static cJSON *string_array(char *const *strings, size_t n)
     return a;
 }
 
-static cJSON *int_pair(uint32_t a, uint32_t b)
-{
-    int v[2] = { (int)a, (int)b };
-    return cJSON_CreateIntArray(v, 2);
-}
-
-/* compressed-tensors' QuantizationArgs for the weights or the activations. */
-static cJSON *ct_args(const fp8_quant_plan *p, bool weights)
-{
-    const fp8_quant_options *o = &p->opts;
-    cJSON *a = cJSON_CreateObject();
-    cJSON_AddNumberToObject(a, "num_bits", 8);
-    cJSON_AddStringToObject(a, "type", "float");
-    cJSON_AddBoolToObject(a, "symmetric", true);
-    cJSON_AddBoolToObject(a, "dynamic", !weights);
-    cJSON_AddStringToObject(a, "strategy", weights ? p->spec->ct_weights : p->spec->ct_activations);
-    if (weights && o->scheme == FP8_SCHEME_BLOCK)
-        cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
-    if (o->scheme == FP8_SCHEME_MXFP8) {
-        cJSON_AddNumberToObject(a, "group_size", 32);
-        cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
-    } else if (!weights && o->scheme == FP8_SCHEME_BLOCK) {
-        /* activations are quantized per 1 x C group, matching the weight block */
-        cJSON_AddNumberToObject(a, "group_size", o->block_cols);
-    }
-    return a;
-}
-
-/* config.json's quantization_config (SPEC 5). */
-static cJSON *quantization_config(const fp8_quant_plan *p)
-{
-    const fp8_quant_options *o = &p->opts;
-    cJSON *q = cJSON_CreateObject(), *ignored = string_array(p->ignored, p->nignored);
-    switch (p->format) {
-    case FP8_FORMAT_HF_FP8:
-        cJSON_AddStringToObject(q, "quant_method", "fp8");
-        cJSON_AddStringToObject(q, "fmt", "e4m3");
-        cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
-        if (o->scheme == FP8_SCHEME_BLOCK)
-            cJSON_AddItemToObject(q, "weight_block_size", int_pair(o->block_rows, o->block_cols));
-        if (o->scale_ue8m0)
-            cJSON_AddStringToObject(q, "scale_fmt", "ue8m0");
-        cJSON_AddItemToObject(q, "modules_to_not_convert", ignored);
-        break;
-    case FP8_FORMAT_COMPRESSED_TENSORS: {
-        cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
-        cJSON_AddStringToObject(q, "format", o->scheme == FP8_SCHEME_MXFP8 ? "mxfp8-quantized"
-                                                                           : "float-quantized");
-        cJSON_AddStringToObject(q, "quantization_status", "compressed");
-        cJSON *group = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"),
-                                               "group_0");
-        const char *linear = "Linear";
-        cJSON_AddItemToObject(group, "targets", cJSON_CreateStringArray(&linear, 1));
-        cJSON_AddItemToObject(group, "weights", ct_args(p, true));
-        cJSON_AddItemToObject(group, "input_activations", ct_args(p, false));
-        cJSON_AddItemToObject(q, "ignore", ignored);
-        cJSON_AddNullToObject(q, "kv_cache_scheme");
-        break;
-    }
-    default:
-        cJSON_AddStringToObject(q, "quant_method", "modelopt");
-        cJSON_AddStringToObject(q, "quant_algo", p->spec->modelopt_algo);
-        cJSON_AddItemToObject(q, "ignore", ignored);
-        break;
-    }
-    return q;
-}
-
 /* ModelOpt's hf_quant_config.json. */
 static cJSON *hf_quant_config(const fp8_quant_plan *p)
 {
@@ -1032,7 +964,8 @@ static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char
          * beside the new one: readers differ on which of two they take */
         while (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
             cJSON_DeleteItemFromObjectCaseSensitive(config, "quantization_config");
-        cJSON_AddItemToObject(config, "quantization_config", quantization_config(p));
+        cJSON_AddItemToObject(config, "quantization_config",
+                              fmt_quantization_config(p->spec, &p->opts, p->ignored, p->nignored));
         st = ck_json_write_owned(ctx, dir, "config.json", config);
     }
     if (!st && p->format == FP8_FORMAT_MODELOPT)

@@ -31,6 +31,7 @@ typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
 
 struct fp8_verify {
     const fp8_verify_options *opts;
+    bool assumed;          /* the declaration is --format's, not a config.json's */
     uint64_t done, total;  /* progress over all passes */
     char *config_dir;      /* where config.json is read: the checkpoint, or a lone file's folder */
     fp8_checkpoint *ck;
@@ -165,7 +166,28 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
         free(cfg);
         free(dir);
     }
-    if (v->config_dir && (st = ck_config_read(ctx, v->config_dir, &config))) {
+    if (v->opts->assume_format != FP8_FORMAT_DEFAULT) {
+        /* --format: the declaration quantize would write, for a file with none */
+        const fmt_spec *spec = fmt_spec_find(v->opts->assume_format, v->opts->assume_scheme);
+        if (v->config_dir)
+            return fp8_fail(ctx, FP8_ERR_USAGE,
+                            "%s: --format is for a checkpoint without config.json; %s/config.json "
+                            "declares its own", v->path, v->config_dir);
+        if (!spec)
+            return fp8_fail(ctx, FP8_ERR_USAGE, "--format %s with --scheme %s: no such layout",
+                            fp8_format_name(v->opts->assume_format),
+                            fp8_scheme_name(v->opts->assume_scheme));
+        fp8_quant_options qo = FP8_QUANT_OPTIONS_INIT;
+        qo.scheme = v->opts->assume_scheme;
+        if (v->opts->assume_block_rows) {
+            qo.block_rows = v->opts->assume_block_rows;
+            qo.block_cols = v->opts->assume_block_cols;
+        }
+        config = cJSON_CreateObject();
+        cJSON_AddItemToObject(config, "quantization_config",
+                              fmt_quantization_config(spec, &qo, NULL, 0));
+        v->assumed = true;
+    } else if (v->config_dir && (st = ck_config_read(ctx, v->config_dir, &config))) {
         if (st != FP8_ERR_BAD_INPUT) /* a config.json no loader parses is a finding */
             return st;
         char msg[1024];
@@ -218,10 +240,18 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
         char block[32] = "";
         if (v->scheme == FP8_SCHEME_BLOCK)
             snprintf(block, sizeof block, " %ux%u", v->block_rows, v->block_cols);
-        if (asprintf(&v->format_name, "%s, scheme %s%s%s", fmt_names[v->format],
-                     fp8_scheme_name(v->scheme), block, v->ue8m0_claim ? " ue8m0" : "") < 0)
+        if (asprintf(&v->format_name, "%s, scheme %s%s%s%s", fmt_names[v->format],
+                     fp8_scheme_name(v->scheme), block, v->ue8m0_claim ? " ue8m0" : "",
+                     v->assumed ? " (assumed: --format)" : "") < 0)
             v->format_name = NULL;
     }
+    if (v->assumed) /* --format names no ignore list: which modules stay is unknown */
+        v->has_ignore_list = false;
+    if (!st && v->assumed)
+        st = add(ctx, v, FP8_SEV_WARNING, "config-assumed",
+                 "%s: no config.json: checked against the layout --format names; a loader needs "
+                 "a config.json whose quantization_config declares it",
+                 v->path);
     v->has_model = par_model_from_config(config, &v->model);
     if (!st && !v->has_model && cJSON_GetObjectItemCaseSensitive(config, "hidden_size") &&
         cJSON_GetObjectItemCaseSensitive(config, "num_attention_heads"))

@@ -257,6 +257,40 @@ START_TEST(test_reports_print_human_sizes_and_json_exact_bytes)
 }
 END_TEST
 
+/* 16.6: --format for a lone file without config.json */
+START_TEST(test_verify_format_for_a_lone_file_without_config)
+{
+    char *dir = tu_tmpdir(), *args, *out, *err;
+    ck_assert(asprintf(&args, "quantize -q --block 16x16 testdata/quant-edge/model.safetensors "
+                       "%s/x.safetensors", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    ck_assert(asprintf(&args, "verify --no-values %s/x.safetensors", dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(strstr(out, "[no-quant-config]"), "%s", out);
+    free(out);
+    free(args);
+    ck_assert(asprintf(&args, "verify --no-values --format hf-fp8 --block 16x16 %s/x.safetensors",
+                       dir) > 0);
+    tu_run(args, &out, NULL);
+    ck_assert_msg(strstr(out, "declared: hf-fp8, scheme block 16x16 (assumed: --format)") &&
+                      strstr(out, "[config-assumed]") && !strstr(out, "[no-quant-config]") &&
+                      !strstr(out, "[scale-shape]") && !strstr(out, "[missing-scale]"),
+                  "%s", out);
+    free(out);
+    free(args);
+    ck_assert(asprintf(&args, "verify --format hf-fp8 %s/x.safetensors", dir) > 0);
+    tu_run(args, &out, NULL);
+    ck_assert_msg(strstr(out, "[scale-shape]"), "128x128 assumed, 16x16 written: %s", out);
+    free(out);
+    free(args);
+    ck_assert_int_eq(tu_run("verify --format hf-fp8 testdata/llama-tiny", NULL, &err), 2);
+    ck_assert_msg(strstr(err, "--format is for a checkpoint without config.json"), "%s", err);
+    free(err);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("newuser");
@@ -273,6 +307,7 @@ int main(void)
     tcase_add_test(tc, test_scale_shape_message_closes_its_bracket);
     tcase_add_test(tc, test_make_install_puts_binary_man_and_completion_under_prefix);
     tcase_add_test(tc, test_reports_print_human_sizes_and_json_exact_bytes);
+    tcase_add_test(tc, test_verify_format_for_a_lone_file_without_config);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
