@@ -381,11 +381,20 @@ static fp8_status check_loadable(fp8_ctx *ctx, fp8_quant_plan *p)
     return add_warning(ctx, p, msg);
 }
 
-/* A single-file output has no config.json: nothing records a block size, and
- * readers (dequantize-for-export, verify, loaders) take 128x128. */
+/* An output without config.json (a single file, or a directory whose input
+ * has none) declares nothing: warn; a single file's block size other than
+ * 128x128 is recorded nowhere, and readers take 128x128. */
 static fp8_status check_lone_block(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     char *msg = NULL;
+    if (fp8_checkpoint_is_directory(p->ck) && !p->config) {
+        /* nothing to write the quantization_config into */
+        if (asprintf(&msg, "%s: no config.json: the output declares no quantization_config, and "
+                     "loaders will read its FP8 weights as plain ones (add the model's "
+                     "config.json to the input)", p->input) < 0)
+            msg = NULL;
+        return add_warning(ctx, p, msg);
+    }
     if (fp8_checkpoint_is_directory(p->ck) || p->opts.scheme != FP8_SCHEME_BLOCK ||
         (p->opts.block_rows == 128 && p->opts.block_cols == 128))
         return FP8_OK;

@@ -569,6 +569,18 @@ START_TEST(test_lone_file_with_other_block_is_warned)
     ck_assert_msg(strstr(err, "no config.json to record the 16x16 block size"), "%s", err);
     free(err);
     free(args);
+    /* a directory without config.json: the output declares nothing */
+    ck_assert(asprintf(&args, "mkdir %s/nc && cp testdata/llama-tiny/*.safetensors %s/nc && "
+                       "%s quantize --block 16x16 %s/nc %s/out 2>%s/err", dir, dir, FP8CONV_BIN,
+                       dir, dir, dir) > 0);
+    ck_assert_int_eq(system(args), 0);
+    free(args);
+    ck_assert(asprintf(&args, "%s/err", dir) > 0);
+    err = tu_slurp(args, NULL);
+    ck_assert_msg(strstr(err, "no config.json: the output declares no quantization_config"), "%s",
+                  err);
+    free(err);
+    free(args);
     tu_tmpdir_free(dir);
 }
 END_TEST
