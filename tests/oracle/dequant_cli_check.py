@@ -38,6 +38,9 @@ def read_json(path):
         return json.loads(f.read().decode("utf-8"))
 
 
+MARKER = ".fp8conv-output"
+
+
 def compare(golden, outdir, indir):
     """-> list of differences between the output directory and the golden."""
     diffs = []
@@ -47,6 +50,15 @@ def compare(golden, outdir, indir):
         want_files.add(INDEX_NAME)
     if golden["config"] is not None:
         want_files.add("config.json")
+    # fp8conv's marker (man fp8conv: --force) lists every other entry, one a line
+    want_files.add(MARKER)
+    if MARKER in files:
+        with open(os.path.join(outdir, MARKER)) as fh:
+            listed = [l.rstrip("\n") for l in fh if not l.startswith("#")]
+        if listed != [f for f in files if f != MARKER]:
+            diffs.append("%s lists %s, the directory holds %s" % (MARKER, listed, files))
+    else:
+        diffs.append("no %s marker" % MARKER)
     for f in sorted(set(files) - want_files):
         diffs.append("unexpected file %s" % f)
     for f in sorted(want_files - set(files)):
