@@ -99,15 +99,17 @@ double cli_now(void);
 /* A progress line on stderr, at most ten times a second, as tqdm and rsync
  * show it: percent, bytes done of total, rate, elapsed time and ETA; never
  * 100% before the command is done; cli_progress_end prints the closing line
- * (total, time, throughput) once the command returns. */
+ * (total, time, throughput) once the command returns.  The tensor last
+ * worked on ends the line, its name cut from the left to fit. */
 typedef struct {
     const char *label;
     double start, last;
     uint64_t total;
+    size_t width; /* of the line last shown */
     bool shown;
 } cli_progress_state;
 bool cli_progress_wanted(const cli_common *common);
-void cli_show_progress(void *user, uint64_t done, uint64_t total);
+void cli_show_progress(void *user, uint64_t done, uint64_t total, const char *tensor);
 void cli_progress_end(cli_progress_state *p, bool ok);
 /* "1.75 GiB", "512 B": sizes for people (exact bytes go in --json). */
 void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);

@@ -74,7 +74,7 @@ static void clock_text(double s, char *buf, size_t cap)
         snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
 }
 
-void cli_show_progress(void *user, uint64_t done, uint64_t total)
+void cli_show_progress(void *user, uint64_t done, uint64_t total, const char *tensor)
 {
     cli_progress_state *p = user;
     double t = cli_now();
@@ -98,8 +98,24 @@ void cli_show_progress(void *user, uint64_t done, uint64_t total)
         clock_text(el * (1 - frac) / frac, eta, sizeof eta);
     /* the files after the tensors are still to write: 99% until the end */
     int pct = (int)(frac * 100);
-    fprintf(stderr, "\r%s: %3d%% %s of %s, %s%s, %s elapsed, ETA %s  ", p->label,
-            pct > 99 ? 99 : pct, d, tot, rate, strcmp(rate, "?") ? "/s" : " B/s", elapsed, eta);
+    char line[256];
+    int n = snprintf(line, sizeof line, "%s: %3d%% %s of %s, %s%s, %s elapsed, ETA %s", p->label,
+                     pct > 99 ? 99 : pct, d, tot, rate, strcmp(rate, "?") ? "/s" : " B/s",
+                     elapsed, eta);
+    /* the tensor, its tail kept, within 96 columns; spaces wipe what is
+     * left of a longer line before */
+    size_t used = n > 0 ? (size_t)n : 0, len = tensor ? strlen(tensor) : 0;
+    size_t room = used < 94 ? 94 - used : 0;
+    fprintf(stderr, "\r%s", line);
+    if (tensor && room > 8) {
+        fputs("  ", stderr);
+        if (len > room)
+            fputs("...", stderr);
+        cli_put_text(stderr, len > room ? tensor + len - (room - 3) : tensor);
+        used += 2 + (len > room ? room : len);
+    }
+    fprintf(stderr, "%*s", p->width > used ? (int)(p->width - used) : 0, "");
+    p->width = used;
 }
 
 void cli_progress_end(cli_progress_state *p, bool ok)
@@ -111,9 +127,12 @@ void cli_progress_end(cli_progress_state *p, bool ok)
     cli_human_bytes(p->total, tot, sizeof tot);
     cli_human_bytes(el > 0 ? (uint64_t)((double)p->total / el) : 0, rate, sizeof rate);
     clock_text(el, elapsed, sizeof elapsed);
-    if (ok)
-        fprintf(stderr, "\r%s: done: %s in %s (%.1f s), %s/s%*s\n", p->label, tot, elapsed, el,
-                rate, 20, "");
+    if (ok) {
+        int n = fprintf(stderr, "\r%s: done: %s in %s (%.1f s), %s/s", p->label, tot, elapsed, el,
+                        rate);
+        size_t used = n > 1 ? (size_t)n - 1 : 0; /* less the \r */
+        fprintf(stderr, "%*s\n", p->width > used ? (int)(p->width - used) : 0, "");
+    }
     else
         fputc('\n', stderr);
 }

@@ -489,6 +489,12 @@ static uint64_t bytes_of(void *arg, size_t j)
 
 /* A compressed shard is read in file order (codes, and their scales when
  * they follow in the same shard, come from the stream's window). */
+static const char *label_of(void *arg, size_t j)
+{
+    const dq_run *r = arg;
+    return r->plan->items[r->jobs[j].item].t->name;
+}
+
 static size_t lane_of(void *arg, size_t j, uint64_t *offset)
 {
     dq_run *r = arg;
@@ -525,7 +531,8 @@ static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *pa
                           .bytes = bytes_of, .arg = &r,
                           .what = p->input, .cancel = o->cancel, .progress = o->progress,
                           .progress_user = o->progress_user, .done = p->done,
-                          .total = p->input_bytes, .lane = lane_of, .nlanes = 1 };
+                          .total = p->input_bytes, .lane = lane_of, .nlanes = 1,
+                          .label = label_of };
         st = fp8_jobs_run(ctx, &spec);
     }
     if (!st)

@@ -93,6 +93,11 @@ static uint64_t hash_bytes(void *arg, size_t j)
     return fp8_tensor_nbytes(fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL));
 }
 
+static const char *hash_label(void *arg, size_t j)
+{
+    return fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL)->name;
+}
+
 static size_t hash_lane(void *arg, size_t j, uint64_t *offset)
 {
     hash_job *h = arg;
@@ -116,7 +121,8 @@ fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_
     fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { CHUNK },
                       .threads = o->threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
                       .what = "hash", .lane = hash_lane,
-                      .nlanes = fp8_checkpoint_shard_count(ck), .progress = o->progress,
+                      .nlanes = fp8_checkpoint_shard_count(ck), .label = hash_label,
+                      .progress = o->progress,
                       .progress_user = o->progress_user, .done = &done };
     for (size_t j = 0; j < spec.njobs; j++)
         spec.total += hash_bytes(&h, j);
@@ -377,6 +383,20 @@ static size_t values_lane(void *arg, size_t k, uint64_t *offset)
     return entry_lane(d, k, offset);
 }
 
+/* The tensor a job works on, for progress. */
+static const char *diff_label(void *arg, size_t j)
+{
+    fp8_diff *d = arg;
+    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
+    if (d->values_pass)
+        return d->e[j].name;
+    if (j < na)
+        return fp8_checkpoint_tensor(d->ck[0], j, NULL)->name;
+    if (j < na + nb)
+        return fp8_checkpoint_tensor(d->ck[1], j - na, NULL)->name;
+    return d->e[j - na - nb].name;
+}
+
 /* The bytes a job reads, for progress: every tensor once, by its hash job
  * or by the comparison of a pair that hashes both on the way; the values
  * pass reads the pairs compared by dequantized value again. */
@@ -513,7 +533,7 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
                           .threads = opts->threads, .run = diff_one, .bytes = diff_bytes,
                           .arg = d, .what = "diff", .lane = diff_lane, .nlanes = lanes,
                           .progress = opts->progress, .progress_user = opts->progress_user,
-                          .done = &done };
+                          .done = &done, .label = diff_label };
         for (size_t j = 0; j < spec.njobs; j++)
             spec.total += diff_bytes(d, j);
         st = fp8_jobs_run(ctx, &spec);

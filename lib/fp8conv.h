@@ -295,8 +295,10 @@ typedef struct {
     bool force;                      /* replace an existing output */
     bool no_sync;                    /* skip fsync: faster; a power loss soon after
                                         can leave a damaged output */
-    /* Called from the calling thread as work completes (bytes of input). */
-    void (*progress)(void *user, uint64_t done, uint64_t total);
+    /* Called from the calling thread as work completes (bytes of input), with
+     * the tensor it just worked on (NULL at the end).  The other commands'
+     * options have the same callback. */
+    void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
     /* When set and *cancel becomes nonzero (a signal handler may set it), the
      * run stops, removes what it wrote and fails with FP8_ERR_IO. */
@@ -389,7 +391,7 @@ typedef struct {
     int threads;       /* 0: one per online CPU */
     fp8_device device; /* AUTO (default), CPU or CUDA */
     bool force, no_sync;
-    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
     const volatile sig_atomic_t *cancel;
 } fp8_dequant_options;
@@ -421,7 +423,7 @@ fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
 /* The same, with progress over the bytes read (inspect --hash on a terminal). */
 typedef struct {
     int threads; /* 0: one per online CPU */
-    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
 } fp8_hash_options;
 fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_hash_options *opts,
@@ -452,7 +454,7 @@ typedef struct {
     int threads;  /* 0: one per online CPU */
     /* Called from the calling thread with bytes read so far and the total
      * (the total grows once the value comparisons are known); may be NULL. */
-    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
 } fp8_diff_options;
 
@@ -548,7 +550,7 @@ typedef struct {
     uint32_t assume_block_rows, assume_block_cols;
     /* Bytes read so far of a total that grows as each pass (the values,
      * --against's bounds and re-quantization) begins; may be NULL. */
-    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
 } fp8_verify_options;
 

@@ -166,7 +166,7 @@ static void *work(void *arg)
             record_error(q, place, st, fp8_ctx_message(t->w.ctx));
         uint64_t done = s->done ? __atomic_add_fetch(s->done, s->bytes(s->arg, j), __ATOMIC_RELAXED) : 0;
         if (t->main_thread && s->progress)
-            s->progress(s->progress_user, done, s->total);
+            s->progress(s->progress_user, done, s->total, s->label ? s->label(s->arg, j) : NULL);
     }
     return NULL;
 }

@@ -32,7 +32,8 @@ typedef struct {
     void *arg;
     const char *what;           /* named in "interrupted" */
     const volatile sig_atomic_t *cancel;
-    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
+    const char *(*label)(void *arg, size_t job); /* the tensor a job works on, for progress */
     void *progress_user;
     uint64_t *done, total;      /* progress over several runs */
     /* Jobs that read a compressed (stream) file take turns: lane() names a

@@ -788,6 +788,12 @@ static size_t lane_of(void *arg, size_t j, uint64_t *offset)
     return fp8_file_is_compressed(r->in) ? 0 : FP8_NO_LANE;
 }
 
+static const char *label_of(void *arg, size_t j)
+{
+    const shard_run *r = arg;
+    return r->plan->items[r->jobs[j].item].tensor->name;
+}
+
 static fp8_status run_jobs(fp8_ctx *ctx, shard_run *r)
 {
     const fp8_quant_options *o = &r->plan->opts;
@@ -795,7 +801,7 @@ static fp8_status run_jobs(fp8_ctx *ctx, shard_run *r)
                       .threads = o->threads, .device = r->plan->device, .run = run_one, .bytes = bytes_of, .arg = r,
                       .what = r->plan->input, .cancel = o->cancel, .progress = o->progress,
                       .progress_user = o->progress_user, .done = r->done, .total = r->total,
-                      .lane = lane_of, .nlanes = 1 };
+                      .lane = lane_of, .nlanes = 1, .label = label_of };
     return fp8_jobs_run(ctx, &spec);
 }
 
@@ -1014,6 +1020,6 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
         st = fp8_output_commit(ctx, &out);
     fp8_output_end(&out);
     if (!st && p->opts.progress)
-        p->opts.progress(p->opts.progress_user, p->work_bytes, p->work_bytes);
+        p->opts.progress(p->opts.progress_user, p->work_bytes, p->work_bytes, NULL);
     return st;
 }

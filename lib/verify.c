@@ -851,6 +851,12 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     return FP8_OK;
 }
 
+static const char *scan_label(void *arg, size_t j)
+{
+    const value_scan *sc = arg;
+    return fp8_checkpoint_tensor(sc->v->ck, sc->weights[j], NULL)->name;
+}
+
 static uint64_t scan_bytes(void *arg, size_t j)
 {
     const value_scan *sc = arg;
@@ -887,7 +893,7 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
             v->total += scan_bytes(&sc, j);
         fp8_jobs spec = { .njobs = sc.n, .bufsize = { CHUNK }, .threads = threads,
                           .progress = v->opts->progress, .progress_user = v->opts->progress_user,
-                          .done = &v->done, .total = v->total,
+                          .done = &v->done, .total = v->total, .label = scan_label,
                           .run = scan_one, .bytes = scan_bytes, .arg = &sc, .what = "verify",
                           .lane = scan_lane, .nlanes = fp8_checkpoint_shard_count(v->ck) };
         st = fp8_jobs_run(ctx, &spec);
@@ -977,6 +983,12 @@ static fp8_status bound_one(void *arg, fp8_worker *wk, size_t j)
     return st;
 }
 
+static const char *bound_label(void *arg, size_t j)
+{
+    const bound_scan *b = arg;
+    return fp8_checkpoint_tensor(b->v->ck, b->weights[j], NULL)->name;
+}
+
 static uint64_t bound_bytes(void *arg, size_t j)
 {
     const bound_scan *b = arg;
@@ -1030,10 +1042,10 @@ static fp8_status same_bytes(fp8_ctx *ctx, fp8_checkpoint *ca, const fp8_tensor_
 /* Re-quantizes SRC with the declared scheme into a temporary directory and
  * counts the FP8 weights (with their scales) it reproduces byte for byte. */
 /* The re-quantization's progress, after the passes before it. */
-static void requantize_progress(void *user, uint64_t done, uint64_t total)
+static void requantize_progress(void *user, uint64_t done, uint64_t total, const char *tensor)
 {
     const fp8_verify *v = user;
-    v->opts->progress(v->opts->progress_user, v->done + done, v->total + total);
+    v->opts->progress(v->opts->progress_user, v->done + done, v->total + total, tensor);
 }
 
 static fp8_status requantize(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
@@ -1202,7 +1214,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         v->total += bound_bytes(&b, j);
     fp8_jobs spec = { .njobs = b.n, .threads = threads, .run = bound_one, .bytes = bound_bytes,
                       .progress = v->opts->progress, .progress_user = v->opts->progress_user,
-                      .done = &v->done, .total = v->total,
+                      .done = &v->done, .total = v->total, .label = bound_label,
                       .arg = &b, .what = "verify", .lane = bound_lane,
                       .nlanes = fp8_checkpoint_shard_count(v->ck) + fp8_checkpoint_shard_count(src) };
     st = fp8_jobs_run(ctx, &spec);
