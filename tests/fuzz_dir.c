@@ -1244,9 +1244,10 @@ static void run_quantize(fp8_ctx *ctx, const decoded *d, const char *in, bool fi
      * checkpoint: dequantize refuses it, by design.  Known, reported: a kept
      * input tensor named like a scale can make a weight's second scale
      * ("two scales ... which one is meant?"). */
-    /* A single-file output with another block than 128x128: nothing records
-     * it (quantize warns), and dequantize reads 128x128. */
-    bool lone_block = file_out && scheme == FP8_SCHEME_BLOCK &&
+    /* An output without config.json (a single file, or a directory whose
+     * input had none) with another block than 128x128: nothing records it
+     * (quantize warns), and dequantize reads 128x128. */
+    bool lone_block = !has_config && scheme == FP8_SCHEME_BLOCK &&
                       strstr(fp8_ctx_message(ctx), "fits no per-tensor");
     CHECK(st == FP8_OK || nkept_scales || lone_block ||
           (!nquantized && strstr(fp8_ctx_message(ctx), "no F8_E4M3 weight")));
