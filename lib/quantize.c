@@ -283,6 +283,15 @@ static fp8_status check_not_quantized(fp8_ctx *ctx, const fp8_quant_plan *p)
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+        size_t n = strlen(t->name);
+        bool scale_name = (n >= 13 && !strcmp(t->name + n - 13, ".weight_scale")) ||
+                          (n >= 10 && !strcmp(t->name + n - 10, "_scale_inv"));
+        if (scale_name)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s' is named as an FP8 weight's scale: the input looks "
+                            "quantized already; quantize takes bf16, f16 or f32 checkpoints "
+                            "(export it first: fp8conv dequantize-for-export --dtype f32 %s DIR)",
+                            fp8_checkpoint_shard_name(ck, s), t->name, p->input);
         if (is_fp8(t->dtype))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s' is already %s; quantize takes bf16, f16 or f32 "

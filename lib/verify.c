@@ -595,7 +595,10 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
             char base[1024];
             snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - strlen(suffix)), t->name);
             const fp8_tensor_info *w = fp8_checkpoint_find(ck, base, NULL);
-            if (!w || w->dtype != FP8_DTYPE_F8_E4M3)
+            /* a bare X_scale with no tensor X and no weight in its name is a
+             * model's own parameter (CLIP's logit_scale), not a quantization scale */
+            bool parameter = !w && !strcmp(suffix, "_scale") && !has_suffix(base, "weight");
+            if (!parameter && (!w || w->dtype != FP8_DTYPE_F8_E4M3))
                 st = add(ctx, v, FP8_SEV_ERROR, "orphan-scale",
                          "%s: %s: a scale without an F8_E4M3 weight '%s'", file, t->name, base);
             continue;
