@@ -216,6 +216,9 @@ fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
     work(&ts[0]);
     for (int i = 1; i < started; i++)
         pthread_join(tids[i], NULL);
+    /* once more when all is done: helpers may have run every job */
+    if (s->progress && s->done)
+        s->progress(s->progress_user, __atomic_load_n(s->done, __ATOMIC_RELAXED), s->total, NULL);
     if (q.err_job != SIZE_MAX)
         st = fp8_fail(ctx, q.err_st, "%s", q.err_msg ? q.err_msg : "out of memory");
 out:

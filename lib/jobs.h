@@ -51,7 +51,9 @@ typedef struct {
  * Runs jobs 0..njobs-1 on the calling thread and helpers.  Jobs are taken in
  * order (lanes reorder a lane's jobs among their places) and no new one is
  * taken after a failure, so every job taken before a failed one has run: the
- * error returned is the first failed job's, the same for any thread count.  Progress is reported from the calling thread only.
+ * error returned is the first failed job's, the same for any thread count.
+ * Progress is reported from the calling thread only (with the job's label),
+ * and once more when all jobs are done (helpers may have run all of them).
  * On CUDA each worker has its own stream, so one worker's copies and kernel
  * overlap another's file reads and writes: at least two workers run.
  */

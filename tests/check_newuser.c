@@ -104,12 +104,13 @@ START_TEST(test_progress_shows_rate_eta_and_a_closing_line)
     char *dir = tu_tmpdir(), *fp8 = quantize_into(dir, "--block 16x16", "testdata/llama-tiny");
     char *args, *err;
     switch (_i) {
-    case 0: ck_assert(asprintf(&args, "quantize --progress always testdata/llama-tiny %s/o", dir) > 0); break;
-    case 1: ck_assert(asprintf(&args, "dequantize-for-export --progress always %s %s/o", fp8, dir) > 0); break;
-    case 2: ck_assert(asprintf(&args, "diff --dequant --progress always %s testdata/llama-tiny", fp8) > 0); break;
-    case 3: ck_assert(asprintf(&args, "verify --progress always --against testdata/llama-tiny %s", fp8) > 0); break;
-    default: ck_assert(asprintf(&args, "inspect --hash --progress always %s", fp8) > 0);
+    case 0: ck_assert(asprintf(&args, "quantize -j 1 --progress always testdata/llama-tiny %s/o", dir) > 0); break;
+    case 1: ck_assert(asprintf(&args, "dequantize-for-export -j 1 --progress always %s %s/o", fp8, dir) > 0); break;
+    case 2: ck_assert(asprintf(&args, "diff -j 1 --dequant --progress always %s testdata/llama-tiny", fp8) > 0); break;
+    case 3: ck_assert(asprintf(&args, "verify -j 1 --progress always --against testdata/llama-tiny %s", fp8) > 0); break;
+    default: ck_assert(asprintf(&args, "inspect -j 1 --hash --progress always %s", fp8) > 0);
     }
+    /* -j 1: the calling thread, which reports progress, runs every job */
     int rc = tu_run(args, NULL, &err);
     ck_assert_msg(rc == 0 || (rc == 1 && (_i == 2 || _i == 3)), "%s: exit %d: %s", args, rc, err);
     char done[64];
