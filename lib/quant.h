@@ -9,6 +9,15 @@
 #include "fp8_math.h"
 #include "internal.h"
 
+/* Per-element loops are compiled for plain x86-64, AVX2 and AVX-512 and the
+ * best is picked at run time.  Keep such functions static: clang (14) emits
+ * no resolver for an external target_clones function used from another file. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
+#define FP8_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#else
+#define FP8_CLONES
+#endif
+
 /*
  * A band: `rows` rows of `cols` source elements each, contiguous and
  * row-major (a piece of one [M, N] matrix).  The band is cut into groups

@@ -11,12 +11,6 @@
  */
 #include "quant.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
-#define FP8_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#else
-#define FP8_CLONES
-#endif
-
 /*
  * fp32 to E4M3 without branches; equal to fp8_f32_to_e4m3 for every input
  * (tests/check_fp8_math.c checks).  Normal results round the rebiased bits
