@@ -6,7 +6,8 @@
 #   make check-oracle regenerate writer goldens with the PyPI safetensors package and compare
 #   make fuzz         run the libFuzzer targets (header, then whole directories) for
 #                     FUZZ_SECONDS each (clang)
-#   make bench        benchmarks (see bench/)
+#   make bench        every command against its floor (bench/run.sh, bench/RESULTS.md)
+#   make bench-peers  quantize against llm-compressor and a torch script (bench/peers.sh)
 #   make check-gpu    the CUDA kernels against the CPU reference (needs a GPU)
 #   make bench-gpu    kernel and end-to-end GPU benchmarks (needs a GPU)
 #
@@ -106,7 +107,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install check test demo deps check-oracle check-loaders fuzz fuzz-header fuzz-dir bench clean sanitize-check check-gpu \
+.PHONY: all install check test demo deps check-oracle check-loaders fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx
 all: $(BUILD)/fp8conv
 
@@ -173,7 +174,7 @@ DEPS_CMD := python3:python3 jq:jq zstd:zstd
 # A plain `make` (or `make build/...`, `make bench`) without them would print
 # pages of compiler errors: say in one line what is missing instead.  Targets
 # that depend on `deps` (check, demo, ...) install them themselves.
-BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench install,$(MAKECMDGOALS)),all)
+BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench bench-peers install,$(MAKECMDGOALS)),all)
 ifneq ($(BUILD_ONLY),)
 MISSING_DEPS := $(if $(shell command -v pkg-config),,pkg-config) \
 	$(foreach d,$(DEPS_PC),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) 2>/dev/null && echo y),,$(word 2,$(subst :, ,$(d)))))
@@ -329,6 +330,11 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
 
 bench: $(BUILD)/fp8conv $(BENCH_BIN)
 	BUILD=$(BUILD) bash bench/run.sh
+
+# The tools fp8conv replaces, measured beside it (bench/peers.sh): installs
+# llm-compressor and torch once in build/venv-peers.
+bench-peers: $(BUILD)/fp8conv $(BENCH_BIN)
+	BUILD=$(BUILD) bash bench/peers.sh
 
 $(BUILD)/bench/gpu_bench: bench/gpu_bench.cu $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)

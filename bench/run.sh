@@ -1,119 +1,115 @@
 #!/usr/bin/env bash
-# Benchmarks.  Times are reported with a floor measured in the same run
-# (copying the same bytes), since the machines are shared and noisy.
+# make bench: every command against a floor measured in the same run (the
+# machines are shared and noisy, so only ratios mean anything).  Prints the
+# tables and puts them into bench/RESULTS.md between the "make bench" markers
+# (BENCH_WRITE=0 leaves the file alone).
+#
+# Knobs: REPS (best of, 5), SIZES (quantize model sizes in GB, "1 4 8"),
+# BUILD (build), BIN (BUILD/fp8conv).  The models are generated once into
+# BUILD/bench-model-{1,4,8}g (bench/make_model.c: 1.0, 4.1 and 8.4 GB of bf16
+# tensors: 2, 9 and 19 layers) and kept.
+#
+# Method: page cache warm (the inputs are read before each command's runs);
+# `sync` before every run, outside the timing, so that no run pays for the
+# writeback of the one before (a copy of 4 GB leaves seconds of dirty pages,
+# and the kernel throttles whoever writes next); output removed between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${BIN:-build/fp8conv}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/fp8conv}
+REPS=${REPS:-5}
+SIZES=${SIZES:-1 4 8}
+. bench/common.sh
 
-# best of N wall-clock runs of a command, in milliseconds
-best_ms() {
-    local n=$1 best=
-    shift
-    for _ in $(seq "$n"); do
-        local t0 t1
-        t0=$(date +%s%N)
-        "$@" >/dev/null
-        t1=$(date +%s%N)
-        local ms=$(((t1 - t0) / 1000))
-        if [ -z "$best" ] || [ "$ms" -lt "$best" ]; then best=$ms; fi
-    done
-    echo "$best"
-}
+describe_machine
 
-echo "== inspect: a header with 10,000 tensors (header-only scan)"
+# ---------------------------------------------------------------- inspect
+out '\n== inspect: a header with 10,000 tensors (header-only scan)\n'
 python3 bench/make_wide.py "$work/wide.safetensors" 10000
 hdr=$(python3 -c 'import struct,sys; print(struct.unpack("<Q", open(sys.argv[1],"rb").read(8))[0])' "$work/wide.safetensors")
 head -c $((8 + hdr)) "$work/wide.safetensors" >"$work/header-only"
-size=$(stat -c %s "$work/wide.safetensors")
-t_inspect=$(best_ms 5 "$BIN" inspect "$work/wide.safetensors")
-t_json=$(best_ms 5 "$BIN" inspect --json "$work/wide.safetensors")
-t_floor=$(best_ms 5 cat "$work/header-only")
+t_inspect=$(best_us 5 "$BIN" inspect "$work/wide.safetensors")
+t_json=$(best_us 5 "$BIN" inspect --json "$work/wide.safetensors")
+t_floor=$(best_us 5 cat "$work/header-only")
 ms() { awk -v us="$1" 'BEGIN { printf "%.1f", us / 1000 }'; }
-printf 'file %d bytes, header %d bytes\n' "$size" "$hdr"
-printf 'inspect           %8s ms\n' "$(ms "$t_inspect")"
-printf 'inspect --json    %8s ms\n' "$(ms "$t_json")"
-printf 'floor: cat header %8s ms   (inspect / floor = %s)\n' "$(ms "$t_floor")" \
-    "$(awk -v a="$t_inspect" -v b="$t_floor" 'BEGIN { printf "%.1fx", a / b }')"
+out 'file %d bytes, header %d bytes\n' "$(stat -c %s "$work/wide.safetensors")" "$hdr"
+out 'inspect           %8s ms\n' "$(ms "$t_inspect")"
+out 'inspect --json    %8s ms\n' "$(ms "$t_json")"
+out 'floor: cat header %8s ms   (inspect / floor = %sx)\n' "$(ms "$t_floor")" "$(ratio "$t_inspect" "$t_floor")"
 
-# ---------------------------------------------------------------- quantize
-# A 1.0 GiB bf16 Llama-shaped checkpoint (generated once, kept in the build
-# directory), quantized with every scheme; the floor is `cp -r` of the same
-# directory in the same run.  Page cache warm for both; best of $REPS.
-BUILD=${BUILD:-build}
-REPS=${REPS:-5}
-model=${BENCH_MODEL:-$BUILD/bench-model-1g}
-if [ ! -f "$model/config.json" ]; then
-    echo "== generating $model (once)"
-    rm -rf "$model"
-    "$BUILD/bench/make_model" "$model" 2
-fi
-in_bytes=$(cat "$model"/*.safetensors | wc -c)
-cat "$model"/* >/dev/null
-
-# runs "$@" REPS times; prints "best_wall_seconds max_rss_kib"
-measure() {
-    local best= rss=0
-    for _ in $(seq "$REPS"); do
-        rm -rf "$work/out"
-        local stat
-        stat=$("$BUILD/bench/runstat" "$@" 2>&1 >/dev/null | tail -1)
-        local wall=${stat% *} kib=${stat#* }
-        best=$(awk -v a="$best" -v b="$wall" 'BEGIN { print (a == "" || b < a) ? b : a }')
-        rss=$((kib > rss ? kib : rss))
-    done
-    rm -rf "$work/out"
-    echo "$best $rss"
-}
-
-echo
-echo "== quantize: $model ($in_bytes bytes of tensors, $(nproc) cores, best of $REPS)"
-# Two floors: cp -r leaves writeback to the kernel, as quantize --no-sync
-# does; by default quantize fsyncs its output, so it is also compared with
-# a copy followed by sync.
-read -r t_cp _ < <(measure cp -r "$model" "$work/out")
-read -r t_cps _ < <(measure sh -c 'cp -r "$1" "$2" && sync' sh "$model" "$work/out")
-gbs() { awk -v b="$in_bytes" -v t="$1" 'BEGIN { printf "%.2f", b / t / 1e9 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-printf '%-52s %7s %8s %6s %9s %9s\n' "" "wall s" "in GB/s" "x cp" "x cp+sync" "peak RSS"
-printf '%-52s %7.3f %8s %6s %9s %9s\n' "floor: cp -r" "$t_cp" "$(gbs "$t_cp")" 1.00 - -
-printf '%-52s %7.3f %8s %6s %9s %9s\n' "floor: cp -r && sync" "$t_cps" "$(gbs "$t_cps")" - 1.00 -
+# ---------------------------------------------------------------- quantize, every scheme
+# cp -r leaves writeback to the kernel, as --no-sync does; by default
+# quantize fsyncs its output, so it is also compared with cp -r && sync.
+model=$(model_of 1)
+bytes=$(cat "$model"/*.safetensors | wc -c)
+warm "$model"/*
+out '\n== quantize, every scheme: %s (%d bytes of bf16 tensors)\n' "$model" "$bytes"
+row_header
+floor "cp -r" cp -r "$model" "$work/out"
+t_cp=$floor_s
+floor "cp -r && sync" sh -c 'cp -r "$1" "$2" && sync' sh "$model" "$work/out"
+t_cps=$floor_s
 for scheme in "block" "block --scale-fmt ue8m0" "channel" "tensor" "mxfp8"; do
-    for sync in "" "--no-sync"; do
-        # shellcheck disable=SC2086
-        read -r t rss < <(measure "$BIN" quantize -q --progress never $sync --scheme $scheme \
-            "$model" "$work/out")
-        printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "quantize --scheme $scheme $sync" "$t" \
-            "$(gbs "$t")" "$(ratio "$t" "$t_cp")" "$(ratio "$t" "$t_cps")" $((rss / 1024))
-    done
-done
-
-# ---------------------------------------------------------------- dequantize, diff
-# The block-quantized model back to bf16, and diff of the model with a copy
-# of itself (reads both, hashes both), against the same cp -r floor.
-rm -rf "$work/fp8"
-"$BIN" quantize -q --no-sync "$model" "$work/fp8"
-cp -r "$model" "$work/copy"
-echo
-echo "== dequantize-for-export and diff (floor: cp -r of the bf16 model, $t_cp s)"
-for sync in "" "--no-sync"; do
-    read -r t rss < <(measure "$BIN" dequantize-for-export -q $sync "$work/fp8" "$work/out")
-    printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "dequantize-for-export $sync" "$t" \
-        "$(gbs "$t")" "$(ratio "$t" "$t_cp")" "$(ratio "$t" "$t_cps")" $((rss / 1024))
-done
-read -r t rss < <(measure "$BIN" diff -q "$model" "$work/copy")
-printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "diff (identical copies)" "$t" "$(gbs "$t")" \
-    "$(ratio "$t" "$t_cp")" - $((rss / 1024))
-
-# verify reads the FP8 checkpoint (0.5 GB): the floor here is cp -r of it
-read -r t_cp8 _ < <(measure cp -r "$work/fp8" "$work/out")
-echo
-echo "== verify the block FP8 checkpoint (floor: cp -r of it, $t_cp8 s)"
-for args in "" "--no-values --tp 8" "--against $model"; do
     # shellcheck disable=SC2086
-    read -r t rss < <(measure "$BIN" verify -q $args "$work/fp8")
-    printf '%-52s %7.3f %8s %6s %9s %5d MiB\n' "verify ${args/$model/SRC}" "$t" "-" \
-        "$(ratio "$t" "$t_cp8")" - $((rss / 1024))
+    row "quantize --scheme $scheme" "cp -r && sync" "$t_cps" - \
+        "$BIN" quantize -q --progress never --scheme $scheme "$model" "$work/out"
+    # shellcheck disable=SC2086
+    row "quantize --scheme $scheme --no-sync" "cp -r" "$t_cp" - \
+        "$BIN" quantize -q --progress never --no-sync --scheme $scheme "$model" "$work/out"
 done
-rm -rf "$work/fp8" "$work/copy"
+
+# ---------------------------------------------------------------- quantize, every size
+out '\n== quantize --no-sync (block) at every size, against cp -r of the same model\n'
+row_header
+for gb in $SIZES; do
+    m=$(model_of "$gb")
+    warm "$m"/*
+    floor "cp -r, $gb GB model" cp -r "$m" "$work/out"
+    row "quantize --no-sync, $gb GB model" "cp -r, $gb GB model" "$floor_s" 0.8 \
+        "$BIN" quantize -q --progress never --no-sync "$m" "$work/out"
+done
+
+# ---------------------------------------------------------------- the other commands
+# On the 1 GB model: FP8 = its block quantization, RT = FP8 exported back to
+# bf16 (differs from the model nearly everywhere), COPY = a copy of it.
+model=$(model_of 1)
+"$BIN" quantize -q --progress never --no-sync "$model" "$work/fp8"
+"$BIN" dequantize-for-export -q --progress never --no-sync "$work/fp8" "$work/rt"
+cp -r "$model" "$work/copy"
+sync
+out '\n== every command on the 1 GB model (FP8: its block quantization; RT: FP8 exported to bf16)\n'
+row_header
+warm "$model"/* "$work"/fp8/*
+floor "cp -r MODEL" cp -r "$model" "$work/out"
+t_cp=$floor_s
+floor "cp -r MODEL && sync" sh -c 'cp -r "$1" "$2" && sync' sh "$model" "$work/out"
+t_cps=$floor_s
+row "dequantize-for-export --no-sync FP8" "cp -r MODEL" "$t_cp" 1.5 \
+    "$BIN" dequantize-for-export -q --progress never --no-sync "$work/fp8" "$work/out"
+row "dequantize-for-export FP8" "cp -r MODEL && sync" "$t_cps" - \
+    "$BIN" dequantize-for-export -q --progress never "$work/fp8" "$work/out"
+
+warm "$model"/* "$work"/copy/*
+floor "cat MODEL COPY" sh -c 'cat "$1"/* "$2"/* >/dev/null' sh "$model" "$work/copy"
+row "diff MODEL COPY (identical)" "cat MODEL COPY" "$floor_s" 3 "$BIN" diff -q "$model" "$work/copy"
+warm "$model"/* "$work"/rt/*
+floor "cat MODEL RT" sh -c 'cat "$1"/* "$2"/* >/dev/null' sh "$model" "$work/rt"
+row "diff MODEL RT (differ everywhere)" "cat MODEL RT" "$floor_s" 3 "$BIN" diff -q "$model" "$work/rt"
+
+warm "$model"/* "$work"/fp8/*
+floor "cat FP8 MODEL" sh -c 'cat "$1"/* "$2"/* >/dev/null' sh "$work/fp8" "$model"
+t_cat2=$floor_s
+row "diff --dequant FP8 MODEL" "cat FP8 MODEL" "$t_cat2" 3 "$BIN" diff -q --dequant "$work/fp8" "$model"
+row "verify --against MODEL FP8" "cat FP8 MODEL" "$t_cat2" 3 \
+    "$BIN" verify -q --progress never --against "$model" "$work/fp8"
+floor "quantize --no-sync MODEL" "$BIN" quantize -q --progress never --no-sync "$model" "$work/out"
+row "verify --against MODEL FP8" "quantize --no-sync MODEL" "$floor_s" 2 \
+    "$BIN" verify -q --progress never --against "$model" "$work/fp8"
+
+floor "cat FP8" sh -c 'cat "$1"/* >/dev/null' sh "$work/fp8"
+t_cat8=$floor_s
+row "verify FP8" "cat FP8" "$t_cat8" - "$BIN" verify -q --progress never "$work/fp8"
+row "verify --no-values --tp 8 FP8" "cat FP8" "$t_cat8" - "$BIN" verify -q --no-values --tp 8 "$work/fp8"
+row "inspect --hash FP8" "cat FP8" "$t_cat8" - "$BIN" inspect --hash --progress never "$work/fp8"
+
+write_results "make bench"
