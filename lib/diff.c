@@ -10,9 +10,11 @@
 #include <xxhash.h>
 
 #include "dequant.h"
+#include "diff_stats.h"
 #include "fp8_math.h"
 #include "checkpoint.h"
 #include "jobs.h"
+#include "quant.h"
 
 #define CHUNK FP8_CHUNK_BYTES  /* bytes read per side per step */
 #define BAND_ELEMENTS (FP8_CHUNK_BYTES / 4) /* dequantized elements per step */
@@ -134,16 +136,25 @@ fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_
 
 /* ---------------------------------------------------------------- element values */
 
+/* The reference of the statistics (diff_cpu.c is the fast path): one
+ * element at a time, through doubles. */
+
+unsigned diff_element_size(fp8_dtype dt)
+{
+    unsigned bits = fp8_dtype_bits(dt);
+    return bits >= 8 && dt != FP8_DTYPE_C64 ? bits / 8 : 1;
+}
+
 /* An element's value and its position on the ordered line of its dtype (so
  * that the distance of two positions counts ULPs); false for dtypes without
  * numeric values here (F4, F6, C64, FNUZ). */
 static bool element(fp8_dtype dt, const unsigned char *p, double *v, int64_t *ord)
 {
     uint64_t u = 0;
-    unsigned size = fp8_dtype_bits(dt) / 8;
+    unsigned size = diff_element_size(dt); /* what the caller holds: a byte of C64 */
     for (unsigned i = 0; i < size; i++)
         u |= (uint64_t)p[i] << (8 * i);
-    uint64_t sign = size ? u >> (8 * size - 1) : 0, mag = u & ~(sign << (8 * size - 1));
+    uint64_t sign = u >> (8 * size - 1), mag = u & ~(sign << (8 * size - 1));
     *ord = sign ? -(int64_t)mag : (int64_t)mag;
     switch (dt) {
     case FP8_DTYPE_F32: *v = fp8_f32_from_bits((uint32_t)u); return true;
@@ -177,19 +188,66 @@ static uint64_t distance(int64_t a, int64_t b)
     return d < 0 ? (uint64_t)0 - (uint64_t)d : (uint64_t)d;
 }
 
-/* Folds one differing element into the entry. */
-static void count_difference(fp8_diff_entry *e, uint64_t index, bool numeric, double va,
-                             double vb, int64_t oa, int64_t ob)
+/* Folds one differing element into the statistics. */
+static void count_difference(diff_stats *s, uint64_t index, bool numeric, double va, double vb,
+                             int64_t oa, int64_t ob)
 {
-    if (e->differing++ == 0)
-        e->first_index = index;
+    if (s->differing++ == 0)
+        s->first_index = index;
     if (!numeric)
         return;
     double d = fabs(va - vb); /* +0 for +0 against -0, never -0 */
-    if (d == d && (e->max_abs != e->max_abs || d > e->max_abs))
-        e->max_abs = d;
+    if (d == d && (s->max_abs != s->max_abs || d > s->max_abs))
+        s->max_abs = d;
     uint64_t u = distance(oa, ob);
-    e->max_ulp = u > e->max_ulp ? u : e->max_ulp;
+    s->max_ulp = u > s->max_ulp ? u : s->max_ulp;
+}
+
+void diff_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t base,
+                    diff_stats *s)
+{
+    unsigned size = diff_element_size(dt);
+    const unsigned char *pa = a, *pb = b;
+    for (uint64_t i = 0; i < n; i++, pa += size, pb += size) {
+        if (memcmp(pa, pb, size) == 0)
+            continue;
+        double va = 0, vb = 0;
+        int64_t oa = 0, ob = 0;
+        bool numeric = element(dt, pa, &va, &oa) && element(dt, pb, &vb, &ob);
+        count_difference(s, base + i, numeric, va, vb, oa, ob);
+    }
+}
+
+void diff_values_ref(const float *a, const float *b, uint64_t n, uint64_t base, diff_stats *s)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (a[i] == b[i] || (a[i] != a[i] && b[i] != b[i]))
+            continue;
+        double va, vb;
+        int64_t oa, ob;
+        element(FP8_DTYPE_F32, (const unsigned char *)&a[i], &va, &oa);
+        element(FP8_DTYPE_F32, (const unsigned char *)&b[i], &vb, &ob);
+        count_difference(s, base + i, true, va, vb, oa, ob);
+    }
+}
+
+void diff_to_f32_ref(fp8_dtype dt, const void *x, uint64_t n, float *y)
+{
+    for (uint64_t i = 0; i < n; i++)
+        y[i] = fp8_load_f32(dt, x, i);
+}
+
+void diff_stats_merge(diff_stats *into, const diff_stats *from)
+{
+    if (!from->differing)
+        return;
+    if (!into->differing || from->first_index < into->first_index)
+        into->first_index = from->first_index;
+    into->differing += from->differing;
+    double d = from->max_abs; /* NaN: none, as in count_difference */
+    if (d == d && (into->max_abs != into->max_abs || d > into->max_abs))
+        into->max_abs = d;
+    into->max_ulp = from->max_ulp > into->max_ulp ? from->max_ulp : into->max_ulp;
 }
 
 /* ---------------------------------------------------------------- diff */
@@ -212,9 +270,9 @@ static fp8_status compare_bytes(fp8_ctx *ctx, fp8_diff *d, fp8_diff_entry *e,
 {
     fp8_file *fa = fp8_checkpoint_shard(d->ck[0], d->shard[0][k]);
     fp8_file *fb = fp8_checkpoint_shard(d->ck[1], d->shard[1][k]);
-    unsigned bits = fp8_dtype_bits(e->a->dtype);
-    unsigned size = bits >= 8 && e->a->dtype != FP8_DTYPE_C64 ? bits / 8 : 1;
+    unsigned size = diff_element_size(e->a->dtype);
     uint64_t nbytes = fp8_tensor_nbytes(e->a);
+    diff_stats s = DIFF_STATS_INIT;
     e->elements = nbytes / size;
     /* the bytes are read once: both sides' hashes are taken on the way */
     XXH3_state_t *ha = hash_begin(ctx, e->a), *hb = ha ? hash_begin(ctx, e->b) : NULL;
@@ -226,18 +284,12 @@ static fp8_status compare_bytes(fp8_ctx *ctx, fp8_diff *d, fp8_diff_entry *e,
             continue;
         XXH3_128bits_update(ha, ba, len);
         XXH3_128bits_update(hb, bb, len);
-        if (memcmp(ba, bb, len) == 0)
-            continue;
-        for (size_t i = 0; i < len; i += size) {
-            if (memcmp(ba + i, bb + i, size) == 0)
-                continue;
-            double va = 0, vb = 0;
-            int64_t oa = 0, ob = 0;
-            bool numeric = element(e->a->dtype, ba + i, &va, &oa) &&
-                           element(e->b->dtype, bb + i, &vb, &ob);
-            count_difference(e, (off + i) / size, numeric, va, vb, oa, ob);
-        }
+        diff_bytes(e->a->dtype, ba, bb, len / size, off / size, &s);
     }
+    e->differing = s.differing;
+    e->first_index = s.first_index;
+    e->max_abs = s.max_abs;
+    e->max_ulp = s.max_ulp;
     if (!st) {
         hex_of(XXH3_128bits_digest(ha), d->hashes[0][d->index[0][k]]);
         hex_of(XXH3_128bits_digest(hb), d->hashes[1][d->index[1][k]]);
@@ -257,12 +309,8 @@ static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uin
     unsigned size = fp8_dtype_bits(t->dtype) / 8;
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
                                   first * size, raw, n * size);
-    for (uint64_t i = 0; !st && i < n; i++) {
-        double v;
-        int64_t o;
-        element(t->dtype, raw + i * size, &v, &o);
-        y[i] = (float)v; /* exact: BF16, F16 and F32 all fit */
-    }
+    if (!st)
+        diff_to_f32(t->dtype, raw, n, y); /* exact: BF16, F16 and F32 all fit */
     return st;
 }
 
@@ -276,26 +324,19 @@ static fp8_status compare_values(fp8_ctx *ctx, fp8_diff *d, size_t k)
     float *ya = malloc(band * 4 + 1), *yb = malloc(band * 4 + 1);
     unsigned char *raw = malloc(band * 4 + 1);
     fp8_status st = ya && yb && raw ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    diff_stats s = DIFF_STATS_INIT;
     e->elements = t->elements;
     for (uint64_t first = 0; !st && first < t->elements; first += band) {
         uint64_t n = t->elements - first < band ? t->elements - first : band;
         if ((st = side_values(ctx, d, 0, k, first, n, raw, ya)) ||
             (st = side_values(ctx, d, 1, k, first, n, raw, yb)))
             break;
-        for (uint64_t i = 0; i < n; i++) {
-            float a = ya[i], b = yb[i];
-            if (a == b || (a != a && b != b))
-                continue;
-            unsigned char pa[4], pb[4];
-            memcpy(pa, &a, 4);
-            memcpy(pb, &b, 4);
-            double va, vb;
-            int64_t oa, ob;
-            element(FP8_DTYPE_F32, pa, &va, &oa);
-            element(FP8_DTYPE_F32, pb, &vb, &ob);
-            count_difference(e, first + i, true, va, vb, oa, ob);
-        }
+        diff_values(ya, yb, n, first, &s);
     }
+    e->differing = s.differing;
+    e->first_index = s.first_index;
+    e->max_abs = s.max_abs;
+    e->max_ulp = s.max_ulp;
     free(ya);
     free(yb);
     free(raw);
@@ -400,7 +441,7 @@ static const char *diff_label(void *arg, size_t j)
 /* The bytes a job reads, for progress: every tensor once, by its hash job
  * or by the comparison of a pair that hashes both on the way; the values
  * pass reads the pairs compared by dequantized value again. */
-static uint64_t diff_bytes(void *arg, size_t j)
+static uint64_t job_bytes(void *arg, size_t j)
 {
     fp8_diff *d = arg;
     size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
@@ -530,12 +571,12 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         size_t lanes = fp8_checkpoint_shard_count(d->ck[0]) + fp8_checkpoint_shard_count(d->ck[1]);
         uint64_t done = 0;
         fp8_jobs spec = { .njobs = na + nb + d->n, .bufsize = { CHUNK, CHUNK },
-                          .threads = opts->threads, .run = diff_one, .bytes = diff_bytes,
+                          .threads = opts->threads, .run = diff_one, .bytes = job_bytes,
                           .arg = d, .what = "diff", .lane = diff_lane, .nlanes = lanes,
                           .progress = opts->progress, .progress_user = opts->progress_user,
                           .done = &done, .label = diff_label };
         for (size_t j = 0; j < spec.njobs; j++)
-            spec.total += diff_bytes(d, j);
+            spec.total += job_bytes(d, j);
         st = fp8_jobs_run(ctx, &spec);
         if (!st) {
             spec.njobs = d->n;
@@ -543,7 +584,7 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
             spec.lane = values_lane;
             d->values_pass = true;
             for (size_t k = 0; k < d->n; k++)
-                spec.total += diff_bytes(d, k);
+                spec.total += job_bytes(d, k);
             st = fp8_jobs_run(ctx, &spec);
         }
         if (!st) {
