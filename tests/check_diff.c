@@ -2,7 +2,8 @@
  * check_diff.c - fp8conv diff and inspect --hash: independent of sharding,
  * finds and names a one-bit change, reports each kind of difference, and
  * --dequant compares FP8 weights by value; the fast statistics give the
- * reference's on every dtype and tricky value.
+ * reference's on every dtype and tricky value, and the report is the same
+ * for any thread count.
  */
 #include "golden.h"
 
@@ -630,6 +631,159 @@ START_TEST(test_fast_conversion_to_f32_keeps_every_bf16_and_f16_code)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- bands and threads */
+
+typedef struct {
+    const char *name;
+    fp8_dtype dtype;
+    uint64_t rows, cols;
+    unsigned char *a, *b; /* the contents on each side */
+} side_tensor;
+
+static void write_side(const char *path, side_tensor *t, size_t n, int side)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t shape[2] = { t[i].rows, t[i].cols };
+        ck_assert(fp8_writer_add_tensor(ctx, w, t[i].name, t[i].dtype, 2, shape) == FP8_OK);
+    }
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t k = 0; k < fp8_writer_tensor_count(w); k++) {
+        const fp8_tensor_info *ti = fp8_writer_tensor(w, k);
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(t[i].name, ti->name) == 0)
+                ck_assert(fp8_writer_write(ctx, w, side ? t[i].b : t[i].a,
+                                           (size_t)fp8_tensor_nbytes(ti)) == FP8_OK);
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+}
+
+static char *diff_text(const char *a, const char *b, const char *extra, int *rc)
+{
+    char *args, *out;
+    ck_assert(asprintf(&args, "diff --json %s '%s' '%s'", extra, a, b) > 0);
+    *rc = tu_run(args, &out, NULL);
+    free(args);
+    return out;
+}
+
+START_TEST(test_report_is_the_same_for_any_thread_count)
+{
+    /* tensors of several bands (2 MiB a side), differing in some bands only */
+    side_tensor t[] = {
+        { "big.bf16", FP8_DTYPE_BF16, 2100, 2048, NULL, NULL },
+        { "e4m3", FP8_DTYPE_F8_E4M3, 2500, 1001, NULL, NULL },
+        { "f16", FP8_DTYPE_F16, 1000, 1100, NULL, NULL },
+        { "f32", FP8_DTYPE_F32, 600, 1000, NULL, NULL },
+        { "i32", FP8_DTYPE_I32, 1000, 700, NULL, NULL },
+        { "same", FP8_DTYPE_BF16, 64, 64, NULL, NULL },
+    };
+    size_t nt = sizeof t / sizeof *t;
+    for (size_t i = 0; i < nt; i++) {
+        unsigned size = diff_element_size(t[i].dtype);
+        uint64_t n = t[i].rows * t[i].cols;
+        t[i].a = malloc(n * size);
+        if (t[i].dtype == FP8_DTYPE_BF16 || t[i].dtype == FP8_DTYPE_F16 ||
+            t[i].dtype == FP8_DTYPE_F32)
+            fill(t[i].dtype, t[i].a, n);
+        else
+            for (uint64_t k = 0; k < n * size; k++)
+                t[i].a[k] = (unsigned char)next_u32();
+        t[i].b = malloc(n * size);
+        memcpy(t[i].b, t[i].a, n * size);
+    }
+    uint16_t *big = (uint16_t *)(void *)t[0].b; /* from its second band on */
+    for (uint64_t k = 1500000; k < 2100 * 2048; k += 997)
+        big[k] ^= (uint16_t)(1 + k % 5);
+    big[3000000] = 0x7FC0; /* NaN against a number */
+    for (uint64_t k = 0; k < 2500 * 1001; k++) /* everywhere */
+        t[1].b[k] ^= (unsigned char)(next_u32() % 3);
+    ((uint16_t *)(void *)t[2].b)[1000 * 1100 - 1] ^= 0x8000; /* the last element only */
+    for (uint64_t k = 7; k < 600 * 1000; k += 101)
+        ((uint32_t *)(void *)t[3].b)[k] += 3;
+    ((int32_t *)(void *)t[4].b)[699999] = INT32_MIN;
+    ((int32_t *)(void *)t[4].a)[699999] = INT32_MAX;
+
+    char *dir = tu_tmpdir(), pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/a.safetensors", dir);
+    snprintf(pb, sizeof pb, "%s/b.safetensors", dir);
+    write_side(pa, t, nt, 0);
+    write_side(pb, t, nt, 1);
+    int rc;
+    char *one = diff_text(pa, pb, "-j 1", &rc);
+    ck_assert_int_eq(rc, 1);
+    const char *threads[] = { "-j 2", "-j 3", "-j 8" };
+    for (int k = 0; k < 3; k++) {
+        char *other = diff_text(pa, pb, threads[k], &rc);
+        ck_assert_int_eq(rc, 1);
+        ck_assert_msg(strcmp(one, other) == 0, "%s:\n%s\n-j 1:\n%s", threads[k], other, one);
+        free(other);
+    }
+    /* and each tensor's statistics are the reference's over the whole tensor */
+    cJSON *j = cJSON_Parse(one);
+    const cJSON *diffs = cJSON_GetObjectItem(j, "differences");
+    ck_assert_int_eq(cJSON_GetArraySize(diffs), (int)nt - 1);
+    for (size_t i = 0; i < nt; i++) {
+        diff_stats ref = DIFF_STATS_INIT;
+        diff_bytes_ref(t[i].dtype, t[i].a, t[i].b, t[i].rows * t[i].cols, 0, &ref);
+        const cJSON *d = NULL, *x;
+        cJSON_ArrayForEach(x, diffs)
+            if (strcmp(cJSON_GetObjectItem(x, "name")->valuestring, t[i].name) == 0)
+                d = x;
+        if (ref.differing == 0) {
+            ck_assert_msg(!d, "%s", t[i].name);
+            continue;
+        }
+        ck_assert_msg(d, "%s", t[i].name);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "differing")->valuedouble, (double)ref.differing);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "first_index")->valuedouble,
+                            (double)ref.first_index);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "max_ulp")->valuedouble, (double)ref.max_ulp);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "max_abs_diff")->valuedouble, ref.max_abs);
+    }
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(diffs, 0), "first_index")->valueint,
+                     1500000);
+    cJSON_Delete(j);
+    free(one);
+    for (size_t i = 0; i < nt; i++) {
+        free(t[i].a);
+        free(t[i].b);
+    }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dequant_report_is_the_same_for_any_thread_count)
+{
+    /* 2100 rows of 2048: nine bands of whole rows */
+    char *dir = tu_tmpdir(), *model = make_model(dir, "model", 2100, 2048, -1, 0);
+    char *fp8 = quantize_into(dir, "", model);
+    int rc;
+    char *one = diff_text(fp8, model, "--dequant -j 1", &rc);
+    ck_assert_int_eq(rc, 1);
+    const char *threads[] = { "--dequant -j 2", "--dequant -j 3", "--dequant -j 8" };
+    for (int k = 0; k < 3; k++) {
+        char *other = diff_text(fp8, model, threads[k], &rc);
+        ck_assert_int_eq(rc, 1);
+        ck_assert_msg(strcmp(one, other) == 0, "%s:\n%s\n-j 1:\n%s", threads[k], other, one);
+        free(other);
+    }
+    cJSON *j = cJSON_Parse(one);
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "differences"), 0);
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(d, "dequantized")));
+    ck_assert_double_eq(cJSON_GetObjectItem(d, "elements")->valuedouble, 2100.0 * 2048);
+    cJSON_Delete(j);
+    free(one);
+    free(fp8);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diff");
@@ -648,6 +802,8 @@ int main(void)
     tcase_add_test(tc, test_first_difference_at_first_or_last_element_of_any_length);
     tcase_add_test(tc, test_fast_values_equal_reference);
     tcase_add_test(tc, test_fast_conversion_to_f32_keeps_every_bf16_and_f16_code);
+    tcase_add_test(tc, test_report_is_the_same_for_any_thread_count);
+    tcase_add_test(tc, test_dequant_report_is_the_same_for_any_thread_count);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
