@@ -10,12 +10,13 @@
 #include <xxhash.h>
 
 #include "dequant.h"
+#include "diff_stats.h"
 #include "fp8_math.h"
 #include "checkpoint.h"
 #include "jobs.h"
+#include "quant.h"
 
-#define CHUNK FP8_CHUNK_BYTES  /* bytes read per side per step */
-#define BAND_ELEMENTS (FP8_CHUNK_BYTES / 4) /* dequantized elements per step */
+#define CHUNK FP8_CHUNK_BYTES /* bytes a hash reads at a time */
 
 /* ---------------------------------------------------------------- hashes */
 
@@ -134,16 +135,25 @@ fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_
 
 /* ---------------------------------------------------------------- element values */
 
+/* The reference of the statistics (diff_cpu.c is the fast path): one
+ * element at a time, through doubles. */
+
+unsigned diff_element_size(fp8_dtype dt)
+{
+    unsigned bits = fp8_dtype_bits(dt);
+    return bits >= 8 && dt != FP8_DTYPE_C64 ? bits / 8 : 1;
+}
+
 /* An element's value and its position on the ordered line of its dtype (so
  * that the distance of two positions counts ULPs); false for dtypes without
  * numeric values here (F4, F6, C64, FNUZ). */
 static bool element(fp8_dtype dt, const unsigned char *p, double *v, int64_t *ord)
 {
     uint64_t u = 0;
-    unsigned size = fp8_dtype_bits(dt) / 8;
+    unsigned size = diff_element_size(dt); /* what the caller holds: a byte of C64 */
     for (unsigned i = 0; i < size; i++)
         u |= (uint64_t)p[i] << (8 * i);
-    uint64_t sign = size ? u >> (8 * size - 1) : 0, mag = u & ~(sign << (8 * size - 1));
+    uint64_t sign = u >> (8 * size - 1), mag = u & ~(sign << (8 * size - 1));
     *ord = sign ? -(int64_t)mag : (int64_t)mag;
     switch (dt) {
     case FP8_DTYPE_F32: *v = fp8_f32_from_bits((uint32_t)u); return true;
@@ -177,22 +187,89 @@ static uint64_t distance(int64_t a, int64_t b)
     return d < 0 ? (uint64_t)0 - (uint64_t)d : (uint64_t)d;
 }
 
-/* Folds one differing element into the entry. */
-static void count_difference(fp8_diff_entry *e, uint64_t index, bool numeric, double va,
-                             double vb, int64_t oa, int64_t ob)
+/* Folds one differing element into the statistics. */
+static void count_difference(diff_stats *s, uint64_t index, bool numeric, double va, double vb,
+                             int64_t oa, int64_t ob)
 {
-    if (e->differing++ == 0)
-        e->first_index = index;
+    if (s->differing++ == 0)
+        s->first_index = index;
     if (!numeric)
         return;
     double d = fabs(va - vb); /* +0 for +0 against -0, never -0 */
-    if (d == d && (e->max_abs != e->max_abs || d > e->max_abs))
-        e->max_abs = d;
+    if (d == d && (s->max_abs != s->max_abs || d > s->max_abs))
+        s->max_abs = d;
     uint64_t u = distance(oa, ob);
-    e->max_ulp = u > e->max_ulp ? u : e->max_ulp;
+    s->max_ulp = u > s->max_ulp ? u : s->max_ulp;
+}
+
+void diff_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t base,
+                    diff_stats *s)
+{
+    unsigned size = diff_element_size(dt);
+    const unsigned char *pa = a, *pb = b;
+    for (uint64_t i = 0; i < n; i++, pa += size, pb += size) {
+        if (memcmp(pa, pb, size) == 0)
+            continue;
+        double va = 0, vb = 0;
+        int64_t oa = 0, ob = 0;
+        bool numeric = element(dt, pa, &va, &oa) && element(dt, pb, &vb, &ob);
+        count_difference(s, base + i, numeric, va, vb, oa, ob);
+    }
+}
+
+void diff_values_ref(const float *a, const float *b, uint64_t n, uint64_t base, diff_stats *s)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (a[i] == b[i] || (a[i] != a[i] && b[i] != b[i]))
+            continue;
+        double va, vb;
+        int64_t oa, ob;
+        element(FP8_DTYPE_F32, (const unsigned char *)&a[i], &va, &oa);
+        element(FP8_DTYPE_F32, (const unsigned char *)&b[i], &vb, &ob);
+        count_difference(s, base + i, true, va, vb, oa, ob);
+    }
+}
+
+void diff_to_f32_ref(fp8_dtype dt, const void *x, uint64_t n, float *y)
+{
+    for (uint64_t i = 0; i < n; i++)
+        y[i] = fp8_load_f32(dt, x, i);
+}
+
+void diff_stats_merge(diff_stats *into, const diff_stats *from)
+{
+    if (!from->differing)
+        return;
+    if (!into->differing || from->first_index < into->first_index)
+        into->first_index = from->first_index;
+    into->differing += from->differing;
+    double d = from->max_abs; /* NaN: none, as in count_difference */
+    if (d == d && (into->max_abs != into->max_abs || d > into->max_abs))
+        into->max_abs = d;
+    into->max_ulp = from->max_ulp > into->max_ulp ? from->max_ulp : into->max_ulp;
 }
 
 /* ---------------------------------------------------------------- diff */
+
+/*
+ * Two runs of jobs.  The first hashes every tensor of A and of B (a hash
+ * is sequential over a tensor's bytes: one job per tensor); the second
+ * compares, element by element, the pairs of one dtype and shape whose
+ * hashes differ, and the pairs compared by dequantized value, in bands of
+ * a few MiB, so that a large tensor keeps every thread busy.  Each band has
+ * its own statistics, merged in band order: the report is the same for any
+ * thread count.  Each run reads every file it needs once, a compressed one
+ * in file order (lanes).
+ */
+
+#define BAND_BYTES (FP8_CHUNK_BYTES / 2) /* bytes of a band on each side */
+#define BAND_VALUES (BAND_BYTES / 4)     /* fp32 values of a band (whole rows) */
+
+typedef struct {
+    size_t entry;
+    uint64_t first, n; /* elements */
+    diff_stats stats;
+} diff_band;
 
 struct fp8_diff {
     fp8_checkpoint *ck[2];
@@ -202,224 +279,198 @@ struct fp8_diff {
     fp8_diff_entry *e;
     size_t *shard[2]; /* by entry: the shard of its tensor on each side */
     size_t *index[2]; /* by entry: its tensor's index in each checkpoint */
-    bool *hashed[2];  /* by tensor: hashed by the comparison of its bytes */
     fp8_hash_hex *hashes[2], digest[2];
-    bool values_pass; /* which of the two job lists runs, for progress */
+    diff_band *bands;
+    size_t nbands;
 };
 
-static fp8_status compare_bytes(fp8_ctx *ctx, fp8_diff *d, fp8_diff_entry *e,
-                                unsigned char *ba, unsigned char *bb, size_t k)
+/* ---- the first run: hashes */
+
+static const fp8_tensor_info *side_tensor(fp8_diff *d, size_t j, int *side, size_t *shard)
 {
-    fp8_file *fa = fp8_checkpoint_shard(d->ck[0], d->shard[0][k]);
-    fp8_file *fb = fp8_checkpoint_shard(d->ck[1], d->shard[1][k]);
-    unsigned bits = fp8_dtype_bits(e->a->dtype);
-    unsigned size = bits >= 8 && e->a->dtype != FP8_DTYPE_C64 ? bits / 8 : 1;
-    uint64_t nbytes = fp8_tensor_nbytes(e->a);
-    e->elements = nbytes / size;
-    /* the bytes are read once: both sides' hashes are taken on the way */
-    XXH3_state_t *ha = hash_begin(ctx, e->a), *hb = ha ? hash_begin(ctx, e->b) : NULL;
-    fp8_status st = ha && hb ? FP8_OK : FP8_ERR_NOMEM;
-    for (uint64_t off = 0; off < nbytes && !st; off += CHUNK) {
-        size_t len = nbytes - off < CHUNK ? (size_t)(nbytes - off) : CHUNK;
-        if ((st = fp8_file_read(ctx, fa, e->a, off, ba, len)) ||
-            (st = fp8_file_read(ctx, fb, e->b, off, bb, len)))
-            continue;
-        XXH3_128bits_update(ha, ba, len);
-        XXH3_128bits_update(hb, bb, len);
-        if (memcmp(ba, bb, len) == 0)
-            continue;
-        for (size_t i = 0; i < len; i += size) {
-            if (memcmp(ba + i, bb + i, size) == 0)
-                continue;
-            double va = 0, vb = 0;
-            int64_t oa = 0, ob = 0;
-            bool numeric = element(e->a->dtype, ba + i, &va, &oa) &&
-                           element(e->b->dtype, bb + i, &vb, &ob);
-            count_difference(e, (off + i) / size, numeric, va, vb, oa, ob);
-        }
-    }
-    if (!st) {
-        hex_of(XXH3_128bits_digest(ha), d->hashes[0][d->index[0][k]]);
-        hex_of(XXH3_128bits_digest(hb), d->hashes[1][d->index[1][k]]);
-    }
-    XXH3_freeState(ha);
-    XXH3_freeState(hb);
-    return st;
+    size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
+    *side = j >= na;
+    return fp8_checkpoint_tensor(d->ck[*side], j - (*side ? na : 0), shard);
 }
 
-/* fp32 values of elements [first, first + n) of one side's tensor. */
+static fp8_status hash_side(void *arg, fp8_worker *w, size_t j)
+{
+    fp8_diff *d = arg;
+    size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
+    return j < na ? hash_tensor(w->ctx, d->ck[0], j, w->buf[0], d->hashes[0][j])
+                  : hash_tensor(w->ctx, d->ck[1], j - na, w->buf[0], d->hashes[1][j - na]);
+}
+
+/* Lanes: A's shards, then B's. */
+static size_t hash_side_lane(void *arg, size_t j, uint64_t *offset)
+{
+    fp8_diff *d = arg;
+    int side;
+    size_t s;
+    const fp8_tensor_info *t = side_tensor(d, j, &side, &s);
+    return ck_lane(d->ck[side], s, t, 0, side ? fp8_checkpoint_shard_count(d->ck[0]) : 0, offset);
+}
+
+static uint64_t hash_side_bytes(void *arg, size_t j)
+{
+    int side;
+    size_t s;
+    return fp8_tensor_nbytes(side_tensor(arg, j, &side, &s));
+}
+
+static const char *hash_side_label(void *arg, size_t j)
+{
+    int side;
+    size_t s;
+    return side_tensor(arg, j, &side, &s)->name;
+}
+
+/* ---- the second run: bands */
+
+/* Bytes of one element of the entry's tensor on one side, as read. */
+static unsigned side_size(const fp8_diff *d, const fp8_diff_entry *e, int side)
+{
+    return diff_element_size(side ? e->b->dtype : e->a->dtype);
+}
+
+/* fp32 values of elements [first, first + n) of one side's tensor; `raw`
+ * holds n elements of its dtype. */
 static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uint64_t first,
                               uint64_t n, unsigned char *raw, float *y)
 {
     const fp8_tensor_info *t = side ? d->e[k].b : d->e[k].a;
     if (dq_weights_role(d->w[side], t->name) == DQ_DEQUANT)
         return dq_weights_read(ctx, d->w[side], t->name, first, n, y, NULL);
-    unsigned size = fp8_dtype_bits(t->dtype) / 8;
+    unsigned size = diff_element_size(t->dtype);
+    unsigned char *to = t->dtype == FP8_DTYPE_F32 ? (unsigned char *)y : raw;
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
-                                  first * size, raw, n * size);
-    for (uint64_t i = 0; !st && i < n; i++) {
-        double v;
-        int64_t o;
-        element(t->dtype, raw + i * size, &v, &o);
-        y[i] = (float)v; /* exact: BF16, F16 and F32 all fit */
-    }
+                                  first * size, to, n * size);
+    if (!st && to == raw)
+        diff_to_f32(t->dtype, raw, n, y); /* exact: BF16 and F16 fit in fp32 */
     return st;
 }
 
-static fp8_status compare_values(fp8_ctx *ctx, fp8_diff *d, size_t k)
+static fp8_status compare_band(fp8_ctx *ctx, fp8_diff *d, fp8_worker *w, diff_band *b)
 {
-    fp8_diff_entry *e = &d->e[k];
-    const fp8_tensor_info *t = e->a;
-    uint64_t cols = t->shape[t->rank - 1], rows = cols ? BAND_ELEMENTS / cols : 0;
-    rows = rows ? rows : 1;
-    uint64_t band = rows * cols;
-    float *ya = malloc(band * 4 + 1), *yb = malloc(band * 4 + 1);
-    unsigned char *raw = malloc(band * 4 + 1);
-    fp8_status st = ya && yb && raw ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    e->elements = t->elements;
-    for (uint64_t first = 0; !st && first < t->elements; first += band) {
-        uint64_t n = t->elements - first < band ? t->elements - first : band;
-        if ((st = side_values(ctx, d, 0, k, first, n, raw, ya)) ||
-            (st = side_values(ctx, d, 1, k, first, n, raw, yb)))
-            break;
-        for (uint64_t i = 0; i < n; i++) {
-            float a = ya[i], b = yb[i];
-            if (a == b || (a != a && b != b))
-                continue;
-            unsigned char pa[4], pb[4];
-            memcpy(pa, &a, 4);
-            memcpy(pb, &b, 4);
-            double va, vb;
-            int64_t oa, ob;
-            element(FP8_DTYPE_F32, pa, &va, &oa);
-            element(FP8_DTYPE_F32, pb, &vb, &ob);
-            count_difference(e, first + i, true, va, vb, oa, ob);
+    fp8_diff_entry *e = &d->e[b->entry];
+    size_t k = b->entry;
+    unsigned char *ba = w->buf[0], *bb = w->buf[1], *raw = w->buf[2], *own = NULL;
+    fp8_status st = FP8_OK;
+    if (!e->dequantized) {
+        unsigned size = side_size(d, e, 0);
+        if (!(st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[0], d->shard[0][k]), e->a,
+                                 b->first * size, ba, b->n * size)) &&
+            !(st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[1], d->shard[1][k]), e->b,
+                                 b->first * size, bb, b->n * size))) {
+            fp8_worker_end_turn(w);
+            diff_bytes(e->a->dtype, ba, bb, b->n, b->first, &b->stats);
         }
+        return st;
     }
-    free(ya);
-    free(yb);
-    free(raw);
+    if (b->n > BAND_VALUES) { /* one row longer than a band: a buffer of its own */
+        own = malloc(3 * b->n * 4);
+        if (!own)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        ba = own, bb = own + b->n * 4, raw = own + 2 * b->n * 4;
+    }
+    float *ya = (float *)(void *)ba, *yb = (float *)(void *)bb;
+    if (!(st = side_values(ctx, d, 0, k, b->first, b->n, raw, ya)) &&
+        !(st = side_values(ctx, d, 1, k, b->first, b->n, raw, yb))) {
+        fp8_worker_end_turn(w);
+        diff_values(ya, yb, b->n, b->first, &b->stats);
+    }
+    free(own);
     return st;
 }
 
-/* Jobs, in two runs.  The first hashes every tensor of A, then of B, then
- * compares the bytes of each entry of one dtype and shape (hashing both
- * sides on the way, so that their hash jobs have nothing to do); the second
- * compares the entries compared by value.  Each run reads every file once,
- * a compressed one in file order (lanes). */
-static fp8_status diff_one(void *arg, fp8_worker *w, size_t j)
+static fp8_status band_one(void *arg, fp8_worker *w, size_t j)
 {
     fp8_diff *d = arg;
-    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
-    if (j < na)
-        return d->hashed[0][j] ? FP8_OK
-                               : hash_tensor(w->ctx, d->ck[0], j, w->buf[0], d->hashes[0][j]);
-    if (j < na + nb)
-        return d->hashed[1][j - na]
-                   ? FP8_OK
-                   : hash_tensor(w->ctx, d->ck[1], j - na, w->buf[0], d->hashes[1][j - na]);
-    size_t k = j - na - nb;
-    fp8_diff_entry *e = &d->e[k];
-    if (e->kind != FP8_DIFF_VALUES || e->dequantized)
-        return FP8_OK; /* decided from the headers, or the second run's */
-    fp8_status st = compare_bytes(w->ctx, d, e, w->buf[0], w->buf[1], k);
-    if (!st && e->differing == 0)
-        e->kind = FP8_DIFF_SAME;
-    return st;
+    return compare_band(w->ctx, d, w, &d->bands[j]);
 }
 
-static fp8_status values_one(void *arg, fp8_worker *w, size_t k)
+/* A band goes in the lane of A's shard when that one is compressed, else in
+ * that of B's. */
+static size_t band_lane(void *arg, size_t j, uint64_t *offset)
 {
     fp8_diff *d = arg;
-    fp8_diff_entry *e = &d->e[k];
-    if (e->kind != FP8_DIFF_VALUES || !e->dequantized)
-        return FP8_OK;
-    fp8_status st = compare_values(w->ctx, d, k);
-    if (!st && e->differing == 0)
-        e->kind = FP8_DIFF_SAME;
-    return st;
-}
-
-/* Lanes: A's shards, then B's; an entry goes in A's shard's lane when that
- * one is compressed, else in B's. */
-static size_t entry_lane(fp8_diff *d, size_t k, uint64_t *offset)
-{
-    size_t lane = d->e[k].a ? ck_lane(d->ck[0], d->shard[0][k], d->e[k].a, 0, 0, offset)
-                            : FP8_NO_LANE;
-    if (lane == FP8_NO_LANE && d->e[k].b)
-        lane = ck_lane(d->ck[1], d->shard[1][k], d->e[k].b, 0,
+    const diff_band *b = &d->bands[j];
+    const fp8_diff_entry *e = &d->e[b->entry];
+    size_t lane = ck_lane(d->ck[0], d->shard[0][b->entry], e->a, b->first * side_size(d, e, 0), 0,
+                          offset);
+    if (lane == FP8_NO_LANE)
+        lane = ck_lane(d->ck[1], d->shard[1][b->entry], e->b, b->first * side_size(d, e, 1),
                        fp8_checkpoint_shard_count(d->ck[0]), offset);
     return lane;
 }
 
-static size_t diff_lane(void *arg, size_t j, uint64_t *offset)
+static uint64_t band_bytes(void *arg, size_t j)
 {
     fp8_diff *d = arg;
-    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
-    size_t s;
-    *offset = 0;
-    if (j < na) {
-        const fp8_tensor_info *t = fp8_checkpoint_tensor(d->ck[0], j, &s);
-        return d->hashed[0][j] ? FP8_NO_LANE : ck_lane(d->ck[0], s, t, 0, 0, offset);
-    }
-    if (j < na + nb) {
-        const fp8_tensor_info *t = fp8_checkpoint_tensor(d->ck[1], j - na, &s);
-        return d->hashed[1][j - na]
-                   ? FP8_NO_LANE
-                   : ck_lane(d->ck[1], s, t, 0, fp8_checkpoint_shard_count(d->ck[0]), offset);
-    }
-    size_t k = j - na - nb;
-    if (d->e[k].kind != FP8_DIFF_VALUES || d->e[k].dequantized)
-        return FP8_NO_LANE;
-    return entry_lane(d, k, offset);
+    const diff_band *b = &d->bands[j];
+    const fp8_diff_entry *e = &d->e[b->entry];
+    return b->n * (side_size(d, e, 0) + side_size(d, e, 1));
 }
 
-static size_t values_lane(void *arg, size_t k, uint64_t *offset)
+static const char *band_label(void *arg, size_t j)
 {
     fp8_diff *d = arg;
-    *offset = 0;
-    if (d->e[k].kind != FP8_DIFF_VALUES || !d->e[k].dequantized)
-        return FP8_NO_LANE;
-    return entry_lane(d, k, offset);
+    return d->e[d->bands[j].entry].name;
 }
 
-/* The tensor a job works on, for progress. */
-static const char *diff_label(void *arg, size_t j)
+/* The bands of the entries left to compare by element: a pair of one dtype
+ * and shape whose hashes are equal is identical (their name, dtype and shape
+ * are, and XXH3-128 tells their bytes apart). */
+static fp8_status plan_bands(fp8_ctx *ctx, fp8_diff *d)
 {
-    fp8_diff *d = arg;
-    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
-    if (d->values_pass)
-        return d->e[j].name;
-    if (j < na)
-        return fp8_checkpoint_tensor(d->ck[0], j, NULL)->name;
-    if (j < na + nb)
-        return fp8_checkpoint_tensor(d->ck[1], j - na, NULL)->name;
-    return d->e[j - na - nb].name;
-}
-
-/* The bytes a job reads, for progress: every tensor once, by its hash job
- * or by the comparison of a pair that hashes both on the way; the values
- * pass reads the pairs compared by dequantized value again. */
-static uint64_t diff_bytes(void *arg, size_t j)
-{
-    fp8_diff *d = arg;
-    size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
-    if (d->values_pass) {
-        const fp8_diff_entry *e = &d->e[j];
-        return e->kind == FP8_DIFF_VALUES && e->dequantized
-                   ? fp8_tensor_nbytes(e->a) + fp8_tensor_nbytes(e->b)
-                   : 0;
+    size_t cap = 0;
+    for (size_t k = 0; k < d->n; k++) {
+        fp8_diff_entry *e = &d->e[k];
+        if (e->kind != FP8_DIFF_VALUES)
+            continue;
+        uint64_t step;
+        if (e->dequantized) {
+            const fp8_tensor_info *t = e->a;
+            uint64_t cols = t->rank ? t->shape[t->rank - 1] : 1;
+            uint64_t rows = cols ? BAND_VALUES / cols : 0;
+            e->elements = t->elements;
+            step = (rows ? rows : 1) * cols;
+        } else {
+            unsigned size = side_size(d, e, 0);
+            e->elements = fp8_tensor_nbytes(e->a) / size;
+            if (strcmp(d->hashes[0][d->index[0][k]], d->hashes[1][d->index[1][k]]) == 0) {
+                e->kind = FP8_DIFF_SAME;
+                continue;
+            }
+            step = BAND_BYTES / size;
+        }
+        for (uint64_t first = 0; step && first < e->elements; first += step) {
+            if (!fp8_grow(&d->bands, d->nbands, &cap, sizeof *d->bands))
+                return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            d->bands[d->nbands++] = (diff_band){
+                .entry = k, .first = first,
+                .n = e->elements - first < step ? e->elements - first : step,
+                .stats = DIFF_STATS_INIT };
+        }
     }
-    if (j < na)
-        return d->hashed[0][j] ? 0 : fp8_tensor_nbytes(fp8_checkpoint_tensor(d->ck[0], j, NULL));
-    if (j < na + nb)
-        return d->hashed[1][j - na]
-                   ? 0
-                   : fp8_tensor_nbytes(fp8_checkpoint_tensor(d->ck[1], j - na, NULL));
-    const fp8_diff_entry *e = &d->e[j - na - nb];
-    return e->kind == FP8_DIFF_VALUES && !e->dequantized
-               ? fp8_tensor_nbytes(e->a) + fp8_tensor_nbytes(e->b)
-               : 0;
+    return FP8_OK;
+}
+
+/* Each entry's statistics: its bands' (any order of merges gives the same). */
+static void merge_bands(fp8_diff *d)
+{
+    for (size_t j = 0; j < d->nbands; j++) {
+        fp8_diff_entry *e = &d->e[d->bands[j].entry];
+        diff_stats s = { e->differing, e->first_index, e->max_abs, e->max_ulp };
+        diff_stats_merge(&s, &d->bands[j].stats);
+        e->differing = s.differing;
+        e->first_index = s.first_index;
+        e->max_abs = s.max_abs;
+        e->max_ulp = s.max_ulp;
+    }
+    for (size_t k = 0; k < d->n; k++)
+        if (d->e[k].kind == FP8_DIFF_VALUES && d->e[k].differing == 0)
+            d->e[k].kind = FP8_DIFF_SAME;
 }
 
 static bool is_float(fp8_dtype dt)
@@ -467,10 +518,7 @@ static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
     d->shard[1] = fp8_xcalloc(na + nb + 1, sizeof *d->shard[1]);
     d->index[0] = fp8_xcalloc(na + nb + 1, sizeof *d->index[0]);
     d->index[1] = fp8_xcalloc(na + nb + 1, sizeof *d->index[1]);
-    d->hashed[0] = fp8_xcalloc(na + 1, sizeof *d->hashed[0]);
-    d->hashed[1] = fp8_xcalloc(nb + 1, sizeof *d->hashed[1]);
-    if (!d->e || !d->shard[0] || !d->shard[1] || !d->index[0] || !d->index[1] ||
-        !d->hashed[0] || !d->hashed[1])
+    if (!d->e || !d->shard[0] || !d->shard[1] || !d->index[0] || !d->index[1])
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     size_t i = 0, j = 0;
     while (i < na || j < nb) {
@@ -495,8 +543,6 @@ static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
         d->index[0][d->n] = ia;
         d->index[1][d->n] = ib;
         classify(d, e);
-        if (e->kind == FP8_DIFF_VALUES && !e->dequantized)
-            d->hashed[0][ia] = d->hashed[1][ib] = true;
         d->n++;
     }
     return FP8_OK;
@@ -527,26 +573,30 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
     if (!st) {
         size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
         size_t nb = fp8_checkpoint_tensor_count(d->ck[1]);
-        size_t lanes = fp8_checkpoint_shard_count(d->ck[0]) + fp8_checkpoint_shard_count(d->ck[1]);
         uint64_t done = 0;
-        fp8_jobs spec = { .njobs = na + nb + d->n, .bufsize = { CHUNK, CHUNK },
-                          .threads = opts->threads, .run = diff_one, .bytes = diff_bytes,
-                          .arg = d, .what = "diff", .lane = diff_lane, .nlanes = lanes,
+        fp8_jobs hash = { .njobs = na + nb, .bufsize = { CHUNK }, .threads = opts->threads,
+                          .run = hash_side, .bytes = hash_side_bytes, .arg = d, .what = "diff",
+                          .lane = hash_side_lane,
+                          .nlanes = fp8_checkpoint_shard_count(d->ck[0]) +
+                                    fp8_checkpoint_shard_count(d->ck[1]),
                           .progress = opts->progress, .progress_user = opts->progress_user,
-                          .done = &done, .label = diff_label };
-        for (size_t j = 0; j < spec.njobs; j++)
-            spec.total += diff_bytes(d, j);
-        st = fp8_jobs_run(ctx, &spec);
-        if (!st) {
-            spec.njobs = d->n;
-            spec.run = values_one;
-            spec.lane = values_lane;
-            d->values_pass = true;
-            for (size_t k = 0; k < d->n; k++)
-                spec.total += diff_bytes(d, k);
-            st = fp8_jobs_run(ctx, &spec);
+                          .done = &done, .label = hash_side_label };
+        for (size_t j = 0; j < hash.njobs; j++)
+            hash.total += hash_side_bytes(d, j);
+        if (!(st = fp8_jobs_run(ctx, &hash)) && !(st = plan_bands(ctx, d))) {
+            fp8_jobs bands = hash;
+            bands.njobs = d->nbands;
+            bands.bufsize[0] = bands.bufsize[1] = bands.bufsize[2] = BAND_BYTES;
+            bands.run = band_one;
+            bands.bytes = band_bytes;
+            bands.lane = band_lane;
+            bands.label = band_label;
+            for (size_t j = 0; j < bands.njobs; j++)
+                bands.total += band_bytes(d, j);
+            st = fp8_jobs_run(ctx, &bands);
         }
         if (!st) {
+            merge_bands(d);
             digest_of(d->hashes[0], na, d->digest[0]);
             digest_of(d->hashes[1], nb, d->digest[1]);
         }
@@ -568,9 +618,9 @@ void fp8_diff_free(fp8_diff *d)
         free(d->hashes[s]);
         free(d->shard[s]);
         free(d->index[s]);
-        free(d->hashed[s]);
     }
     free(d->e);
+    free(d->bands);
     free(d);
 }
 

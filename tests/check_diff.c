@@ -1,11 +1,18 @@
 /*
  * check_diff.c - fp8conv diff and inspect --hash: independent of sharding,
  * finds and names a one-bit change, reports each kind of difference, and
- * --dequant compares FP8 weights by value.
+ * --dequant compares FP8 weights by value; the fast statistics give the
+ * reference's on every dtype and tricky value, and the report is the same
+ * for any thread count.
  */
 #include "golden.h"
 
+#include <float.h>
+#include <math.h>
 #include <xxhash.h>
+
+#include "diff_stats.h"
+#include "fill.h"
 
 /* Copies the tensors of `from` into `nshards` shard files under dir/name (an
  * index when nshards > 1), tensor i going to shard i % nshards; with
@@ -302,6 +309,481 @@ START_TEST(test_unreadable_or_malformed_input_exits_4_or_3)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- statistics: fast = reference */
+
+static void expect_same_stats(const diff_stats *want, const diff_stats *got, const char *what)
+{
+    ck_assert_msg(want->differing == got->differing, "%s: differing %llu, want %llu", what,
+                  (unsigned long long)got->differing, (unsigned long long)want->differing);
+    if (want->differing)
+        ck_assert_msg(want->first_index == got->first_index, "%s: first %llu, want %llu", what,
+                      (unsigned long long)got->first_index, (unsigned long long)want->first_index);
+    ck_assert_msg(want->max_ulp == got->max_ulp, "%s: max_ulp %llu, want %llu", what,
+                  (unsigned long long)got->max_ulp, (unsigned long long)want->max_ulp);
+    ck_assert_msg(memcmp(&want->max_abs, &got->max_abs, sizeof want->max_abs) == 0 ||
+                      (isnan(want->max_abs) && isnan(got->max_abs)),
+                  "%s: max_abs %.17g, want %.17g", what, got->max_abs, want->max_abs);
+}
+
+/* The fast path over n elements of dt (whole, from another base index, and
+ * cut in two at several places, the halves merged in either order) gives
+ * the reference's statistics; returns them. */
+static diff_stats expect_fast_bytes(fp8_dtype dt, const void *a, const void *b, uint64_t n)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%s, %llu elements", fp8_dtype_name(dt), (unsigned long long)n);
+    unsigned size = diff_element_size(dt);
+    diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT;
+    diff_bytes_ref(dt, a, b, n, 0, &ref);
+    diff_bytes(dt, a, b, n, 0, &fast);
+    expect_same_stats(&ref, &fast, what);
+    diff_stats far = DIFF_STATS_INIT;
+    diff_bytes(dt, a, b, n, 1000003, &far);
+    far.first_index -= far.differing ? 1000003 : 0;
+    expect_same_stats(&ref, &far, what);
+    uint64_t cuts[] = { 1, 7, n / 3, n / 2 + 1, n - 1 };
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        uint64_t k = cuts[c] < n ? cuts[c] : n;
+        const unsigned char *pa = a, *pb = b;
+        diff_stats lo = DIFF_STATS_INIT, hi = DIFF_STATS_INIT;
+        diff_bytes(dt, pa, pb, k, 0, &lo);
+        diff_bytes(dt, pa + k * size, pb + k * size, n - k, k, &hi);
+        diff_stats x = DIFF_STATS_INIT, y = DIFF_STATS_INIT;
+        diff_stats_merge(&x, &lo);
+        diff_stats_merge(&x, &hi);
+        diff_stats_merge(&y, &hi);
+        diff_stats_merge(&y, &lo);
+        expect_same_stats(&ref, &x, what);
+        expect_same_stats(&ref, &y, what);
+    }
+    return ref;
+}
+
+/* Each pair alone: repeated over 67 elements (the vector loop and its tail
+ * both see it), so that no other pair's maximum hides a wrong one. */
+static void expect_each_pair(fp8_dtype dt, const void *a, const void *b, uint64_t n)
+{
+    unsigned size = diff_element_size(dt);
+    unsigned char ra[67 * 8], rb[67 * 8];
+    for (uint64_t i = 0; i < n; i++) {
+        for (int k = 0; k < 67; k++) {
+            memcpy(ra + k * size, (const unsigned char *)a + i * size, size);
+            memcpy(rb + k * size, (const unsigned char *)b + i * size, size);
+        }
+        diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT;
+        diff_bytes_ref(dt, ra, rb, 67, 0, &ref);
+        diff_bytes(dt, ra, rb, 67, 0, &fast);
+        char what[64];
+        snprintf(what, sizeof what, "%s, element %llu", fp8_dtype_name(dt), (unsigned long long)i);
+        expect_same_stats(&ref, &fast, what);
+    }
+}
+
+/* Element i of an array of `size`-byte codes. */
+static void put_code(void *p, unsigned size, uint64_t i, uint64_t code)
+{
+    memcpy((unsigned char *)p + i * size, &code, size); /* little-endian */
+}
+
+static uint64_t next_u64(void) { return (uint64_t)next_u32() << 32 | next_u32(); }
+
+/* Codes worth comparing with each other, per dtype: zeros of both signs,
+ * subnormals, the largest finite, infinities, NaNs of several payloads. */
+static size_t special_codes(fp8_dtype dt, uint64_t *c)
+{
+    static const uint64_t bf16[] = { 0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x3F80, 0xBF80,
+                                     0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0x7FC1, 0xFFC0, 0x7F81 };
+    static const uint64_t f16[] = { 0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00,
+                                    0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x7E01, 0xFE00, 0x7C01 };
+    static const uint64_t f32[] = { 0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF,
+                                    0x00800000, 0x3F800000, 0xBF800000, 0x7F7FFFFF, 0xFF7FFFFF,
+                                    0x7F800000, 0xFF800000, 0x7FC00000, 0x7FC00001, 0xFFC00000,
+                                    0x7F800001 };
+    static const uint64_t wide[] = { 0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF,
+                                     0x80000000, 0xFFFFFFFF, 0x7FFFFFFFFFFFFFFF,
+                                     0x8000000000000000, 0xFFFFFFFFFFFFFFFF, 0x7FF0000000000000,
+                                     0xFFF0000000000000, 0x7FF8000000000000, 0x7FF8000000000001,
+                                     0x3FF0000000000000, 0x0000000000000001 };
+    const uint64_t *from = dt == FP8_DTYPE_BF16 ? bf16 : dt == FP8_DTYPE_F16 ? f16
+                           : dt == FP8_DTYPE_F32 ? f32 : wide;
+    size_t n = dt == FP8_DTYPE_BF16 ? 16 : dt == FP8_DTYPE_F16 ? 16 : dt == FP8_DTYPE_F32 ? 16 : 21;
+    unsigned bits = 8 * diff_element_size(dt);
+    for (size_t i = 0; i < n; i++)
+        c[i] = bits == 64 ? from[i] : from[i] & ((1ull << bits) - 1);
+    return n;
+}
+
+/* a and b: every pair of special codes, then random pairs (equal, a few
+ * ULPs apart, of opposite signs, unrelated), then the pairs again at an odd
+ * offset; n is not a multiple of any vector width or block. */
+static uint64_t fill_pairs(fp8_dtype dt, unsigned char *a, unsigned char *b, uint64_t n)
+{
+    unsigned size = diff_element_size(dt);
+    uint64_t sp[32], keep = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
+    size_t ns = special_codes(dt, sp);
+    uint64_t i = 0;
+    for (size_t x = 0; x < ns; x++)
+        for (size_t y = 0; y < ns; y++, i++) {
+            put_code(a, size, i, sp[x]);
+            put_code(b, size, i, sp[y]);
+        }
+    for (; i < n; i++) {
+        uint64_t u = next_u64() & keep, v = u, r = next_u32() % 8;
+        if (r == 1 || r == 2)
+            v = (u + 1 + next_u32() % 4) & keep;
+        else if (r == 3)
+            v = u ^ (1ull << (8 * size - 1)); /* the same magnitude across zero */
+        else if (r == 4)
+            v = next_u64() & keep;
+        put_code(a, size, i, u);
+        put_code(b, size, i, v);
+    }
+    for (size_t x = 0; x < ns && n > 5000 + x; x++) {
+        put_code(a, size, n - 5000 + x, sp[x]);
+        put_code(b, size, n - 5000 + x, sp[ns - 1 - x]);
+    }
+    return n;
+}
+
+static const fp8_dtype every_dtype[] = {
+    FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32, FP8_DTYPE_F8_E4M3, FP8_DTYPE_F8_E5M2,
+    FP8_DTYPE_F8_E8M0, FP8_DTYPE_F64, FP8_DTYPE_I8, FP8_DTYPE_I16, FP8_DTYPE_I32, FP8_DTYPE_I64,
+    FP8_DTYPE_U8, FP8_DTYPE_U16, FP8_DTYPE_U32, FP8_DTYPE_U64, FP8_DTYPE_BOOL, FP8_DTYPE_C64,
+};
+
+START_TEST(test_fast_stats_equal_reference_on_every_dtype)
+{
+    uint64_t n = 3 * 4096 + 1234 + 37;
+    unsigned char *a = malloc(n * 8), *b = malloc(n * 8);
+    for (size_t d = 0; d < sizeof every_dtype / sizeof *every_dtype; d++) {
+        fill_pairs(every_dtype[d], a, b, n);
+        diff_stats s = expect_fast_bytes(every_dtype[d], a, b, n);
+        ck_assert_msg(s.differing > 0, "%s", fp8_dtype_name(every_dtype[d]));
+        expect_each_pair(every_dtype[d], a, b, n);
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_fast_stats_equal_reference_on_every_pair_of_byte_codes)
+{
+    const fp8_dtype bytes[] = { FP8_DTYPE_F8_E4M3, FP8_DTYPE_F8_E5M2, FP8_DTYPE_F8_E8M0,
+                                FP8_DTYPE_U8, FP8_DTYPE_I8 };
+    unsigned char a[65536], b[65536];
+    for (unsigned i = 0; i < 65536; i++)
+        a[i] = (unsigned char)(i >> 8), b[i] = (unsigned char)i;
+    for (size_t d = 0; d < sizeof bytes / sizeof *bytes; d++) {
+        expect_fast_bytes(bytes[d], a, b, 65536);
+        expect_each_pair(bytes[d], a, b, 65536);
+    }
+}
+END_TEST
+
+/* One pair of elements of dt, by both paths: the statistics are `want`'s. */
+static void expect_pair(fp8_dtype dt, uint64_t ca, uint64_t cb, uint64_t differing, double max_abs,
+                        uint64_t max_ulp)
+{
+    unsigned char a[8], b[8];
+    unsigned size = diff_element_size(dt);
+    put_code(a, size, 0, ca);
+    put_code(b, size, 0, cb);
+    diff_stats want = { differing, 0, max_abs, max_ulp };
+    diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT;
+    diff_bytes_ref(dt, a, b, 1, 0, &ref);
+    diff_bytes(dt, a, b, 1, 0, &fast);
+    expect_same_stats(&want, &ref, "reference");
+    expect_same_stats(&want, &fast, "fast");
+}
+
+START_TEST(test_tricky_pairs_give_the_documented_statistics)
+{
+    double none = 0.0 / 0.0;
+    /* +0 against -0: the bytes differ, the values do not */
+    expect_pair(FP8_DTYPE_BF16, 0x0000, 0x8000, 1, 0, 0);
+    expect_pair(FP8_DTYPE_F32, 0x00000000, 0x80000000, 1, 0, 0);
+    /* NaN against the same NaN: equal bytes; another payload: differing, no |a - b| */
+    expect_pair(FP8_DTYPE_BF16, 0x7FC0, 0x7FC0, 0, none, 0);
+    expect_pair(FP8_DTYPE_BF16, 0x7FC0, 0x7FC1, 1, none, 1);
+    expect_pair(FP8_DTYPE_F16, 0x7E00, 0xFE00, 1, none, 2 * 0x7E00);
+    /* NaN against a number: ULPs, no |a - b| */
+    expect_pair(FP8_DTYPE_F8_E4M3, 0x7F, 0x7E, 1, none, 1);
+    expect_pair(FP8_DTYPE_F32, 0x7FC00000, 0x3F800000, 1, none, 0x7FC00000 - 0x3F800000);
+    /* infinities */
+    expect_pair(FP8_DTYPE_BF16, 0x7F80, 0xFF80, 1, INFINITY, 2 * 0x7F80);
+    expect_pair(FP8_DTYPE_F16, 0x7C00, 0x7BFF, 1, INFINITY, 1);
+    /* subnormals, and ULPs across zero */
+    expect_pair(FP8_DTYPE_BF16, 0x0001, 0x8001, 1, 2 * 0x1p-133, 2);
+    expect_pair(FP8_DTYPE_F16, 0x0001, 0x0003, 1, 2 * 0x1p-24, 2);
+    expect_pair(FP8_DTYPE_F8_E4M3, 0x01, 0x81, 1, 2 * 0x1p-9, 2);
+    expect_pair(FP8_DTYPE_F32, 0x7F7FFFFF, 0xFF7FFFFF, 1, 2.0 * FLT_MAX, 2ull * 0x7F7FFFFF);
+    /* integers: ULPs are integer distances, saturated */
+    expect_pair(FP8_DTYPE_I8, 0x80, 0x7F, 1, 255, 255);
+    expect_pair(FP8_DTYPE_I64, 0x8000000000000000, 0x7FFFFFFFFFFFFFFF, 1, 0x1p64, UINT64_MAX);
+    expect_pair(FP8_DTYPE_U16, 0, 0xFFFF, 1, 65535, 65535);
+    /* E8M0: 0xFF is NaN, 0x7F is 1 */
+    expect_pair(FP8_DTYPE_F8_E8M0, 0xFF, 0x7F, 1, none, 128);
+    expect_pair(FP8_DTYPE_F8_E8M0, 0x80, 0x7F, 1, 1, 1);
+}
+END_TEST
+
+START_TEST(test_first_difference_at_first_or_last_element_of_any_length)
+{
+    const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F32, FP8_DTYPE_F8_E4M3, FP8_DTYPE_F16,
+                              FP8_DTYPE_I32 };
+    const uint64_t lengths[] = { 1, 2, 15, 16, 17, 31, 33, 63, 65, 1023, 2047, 2048, 2049, 4095,
+                                 4097, 3 * 4096 + 5 };
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+        for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++) {
+            uint64_t n = lengths[l];
+            unsigned size = diff_element_size(dts[d]);
+            unsigned char *a = calloc(n, size), *b = calloc(n, size);
+            for (int where = 0; where < 2; where++) {
+                memset(b, 0, n * size);
+                uint64_t at = where ? n - 1 : 0;
+                b[at * size] = 1; /* the smallest subnormal, or 1 */
+                diff_stats s = expect_fast_bytes(dts[d], a, b, n);
+                ck_assert_int_eq(s.differing, 1);
+                ck_assert_int_eq(s.first_index, at);
+                ck_assert_int_eq(s.max_ulp, 1);
+                if (where == 1 && n > 1) { /* and one at the first element too */
+                    b[0] = 2;
+                    s = expect_fast_bytes(dts[d], a, b, n);
+                    ck_assert_int_eq(s.differing, 2);
+                    ck_assert_int_eq(s.first_index, 0);
+                    ck_assert_int_eq(s.max_ulp, 2);
+                    b[0] = 0;
+                }
+            }
+            free(a);
+            free(b);
+        }
+}
+END_TEST
+
+START_TEST(test_fast_values_equal_reference)
+{
+    /* every pair of special fp32 values, then random values nearly equal */
+    uint64_t sp[32], n = 3 * 1024 + 517;
+    size_t ns = special_codes(FP8_DTYPE_F32, sp);
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    uint64_t i = 0;
+    for (size_t x = 0; x < ns; x++)
+        for (size_t y = 0; y < ns; y++, i++) {
+            a[i] = fp8_f32_from_bits((uint32_t)sp[x]);
+            b[i] = fp8_f32_from_bits((uint32_t)sp[y]);
+        }
+    fill(FP8_DTYPE_F32, a + i, n - i);
+    for (; i < n; i++) {
+        uint32_t r = next_u32() % 4;
+        b[i] = r == 0 ? fp8_f32_from_bits(fp8_f32_bits(a[i]) + 1 + next_u32() % 3)
+               : r == 1 ? -a[i] : a[i];
+    }
+    diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT;
+    diff_values_ref(a, b, n, 0, &ref);
+    diff_values(a, b, n, 0, &fast);
+    expect_same_stats(&ref, &fast, "values");
+    ck_assert(ref.differing > 0);
+    for (uint64_t j = 0; j < ns * ns; j++) { /* each special pair alone (see expect_each_pair) */
+        float ra[67], rb[67];
+        for (int k = 0; k < 67; k++)
+            ra[k] = a[j], rb[k] = b[j];
+        diff_stats r1 = DIFF_STATS_INIT, f1 = DIFF_STATS_INIT;
+        diff_values_ref(ra, rb, 67, 0, &r1);
+        diff_values(ra, rb, 67, 0, &f1);
+        expect_same_stats(&r1, &f1, "a special pair of values");
+    }
+    /* +0 against -0 and NaN against another NaN are no difference */
+    float za[3] = { 0.0f, fp8_f32_from_bits(0x7FC00000), fp8_f32_from_bits(0x7F800001) };
+    float zb[3] = { -0.0f, fp8_f32_from_bits(0xFFC00001), fp8_f32_from_bits(0x7FC00000) };
+    diff_stats none = DIFF_STATS_INIT;
+    diff_values(za, zb, 3, 0, &none);
+    ck_assert_int_eq(none.differing, 0);
+    diff_values_ref(za, zb, 3, 0, &none);
+    ck_assert_int_eq(none.differing, 0);
+    /* NaN against a number: counted, ULPs, no |a - b| */
+    float na[2] = { 1.0f, fp8_f32_from_bits(0x7FC00000) }, nb[2] = { 1.0f, 1.0f };
+    diff_stats want = { 1, 1, 0.0 / 0.0, 0x7FC00000 - 0x3F800000 }, got = DIFF_STATS_INIT;
+    diff_values(na, nb, 2, 0, &got);
+    expect_same_stats(&want, &got, "NaN against 1");
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_fast_conversion_to_f32_keeps_every_bf16_and_f16_code)
+{
+    uint16_t x[65536];
+    float ref[65536], fast[65536];
+    for (unsigned i = 0; i < 65536; i++)
+        x[i] = (uint16_t)i;
+    const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16 };
+    for (int d = 0; d < 2; d++) {
+        diff_to_f32_ref(dts[d], x, 65536, ref);
+        diff_to_f32(dts[d], x, 65536, fast);
+        for (unsigned i = 0; i < 65536; i++)
+            ck_assert_msg(fp8_f32_bits(ref[i]) == fp8_f32_bits(fast[i]), "%s 0x%04x: %08x, want %08x",
+                          fp8_dtype_name(dts[d]), i, fp8_f32_bits(fast[i]), fp8_f32_bits(ref[i]));
+    }
+    uint32_t w[4] = { 0x7F800001, 0xFFC00001, 0x80000000, 0x00000001 };
+    diff_to_f32(FP8_DTYPE_F32, w, 4, fast);
+    ck_assert(memcmp(w, fast, sizeof w) == 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- bands and threads */
+
+typedef struct {
+    const char *name;
+    fp8_dtype dtype;
+    uint64_t rows, cols;
+    unsigned char *a, *b; /* the contents on each side */
+} side_tensor;
+
+static void write_side(const char *path, side_tensor *t, size_t n, int side)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t shape[2] = { t[i].rows, t[i].cols };
+        ck_assert(fp8_writer_add_tensor(ctx, w, t[i].name, t[i].dtype, 2, shape) == FP8_OK);
+    }
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t k = 0; k < fp8_writer_tensor_count(w); k++) {
+        const fp8_tensor_info *ti = fp8_writer_tensor(w, k);
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(t[i].name, ti->name) == 0)
+                ck_assert(fp8_writer_write(ctx, w, side ? t[i].b : t[i].a,
+                                           (size_t)fp8_tensor_nbytes(ti)) == FP8_OK);
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+}
+
+static char *diff_text(const char *a, const char *b, const char *extra, int *rc)
+{
+    char *args, *out;
+    ck_assert(asprintf(&args, "diff --json %s '%s' '%s'", extra, a, b) > 0);
+    *rc = tu_run(args, &out, NULL);
+    free(args);
+    return out;
+}
+
+START_TEST(test_report_is_the_same_for_any_thread_count)
+{
+    /* tensors of several bands (2 MiB a side), differing in some bands only */
+    side_tensor t[] = {
+        { "big.bf16", FP8_DTYPE_BF16, 2100, 2048, NULL, NULL },
+        { "e4m3", FP8_DTYPE_F8_E4M3, 2500, 1001, NULL, NULL },
+        { "f16", FP8_DTYPE_F16, 1000, 1100, NULL, NULL },
+        { "f32", FP8_DTYPE_F32, 600, 1000, NULL, NULL },
+        { "i32", FP8_DTYPE_I32, 1000, 700, NULL, NULL },
+        { "same", FP8_DTYPE_BF16, 64, 64, NULL, NULL },
+    };
+    size_t nt = sizeof t / sizeof *t;
+    for (size_t i = 0; i < nt; i++) {
+        unsigned size = diff_element_size(t[i].dtype);
+        uint64_t n = t[i].rows * t[i].cols;
+        t[i].a = malloc(n * size);
+        if (t[i].dtype == FP8_DTYPE_BF16 || t[i].dtype == FP8_DTYPE_F16 ||
+            t[i].dtype == FP8_DTYPE_F32)
+            fill(t[i].dtype, t[i].a, n);
+        else
+            for (uint64_t k = 0; k < n * size; k++)
+                t[i].a[k] = (unsigned char)next_u32();
+        t[i].b = malloc(n * size);
+        memcpy(t[i].b, t[i].a, n * size);
+    }
+    uint16_t *big = (uint16_t *)(void *)t[0].b; /* from its second band on */
+    for (uint64_t k = 1500000; k < 2100 * 2048; k += 997)
+        big[k] ^= (uint16_t)(1 + k % 5);
+    big[3000000] = 0x7FC0; /* NaN against a number */
+    for (uint64_t k = 0; k < 2500 * 1001; k++) /* everywhere */
+        t[1].b[k] ^= (unsigned char)(next_u32() % 3);
+    ((uint16_t *)(void *)t[2].b)[1000 * 1100 - 1] ^= 0x8000; /* the last element only */
+    for (uint64_t k = 7; k < 600 * 1000; k += 101)
+        ((uint32_t *)(void *)t[3].b)[k] += 3;
+    ((int32_t *)(void *)t[4].b)[699999] = INT32_MIN;
+    ((int32_t *)(void *)t[4].a)[699999] = INT32_MAX;
+
+    char *dir = tu_tmpdir(), pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/a.safetensors", dir);
+    snprintf(pb, sizeof pb, "%s/b.safetensors", dir);
+    write_side(pa, t, nt, 0);
+    write_side(pb, t, nt, 1);
+    int rc;
+    char *one = diff_text(pa, pb, "-j 1", &rc);
+    ck_assert_int_eq(rc, 1);
+    const char *threads[] = { "-j 2", "-j 3", "-j 8" };
+    for (int k = 0; k < 3; k++) {
+        char *other = diff_text(pa, pb, threads[k], &rc);
+        ck_assert_int_eq(rc, 1);
+        ck_assert_msg(strcmp(one, other) == 0, "%s:\n%s\n-j 1:\n%s", threads[k], other, one);
+        free(other);
+    }
+    /* and each tensor's statistics are the reference's over the whole tensor */
+    cJSON *j = cJSON_Parse(one);
+    const cJSON *diffs = cJSON_GetObjectItem(j, "differences");
+    ck_assert_int_eq(cJSON_GetArraySize(diffs), (int)nt - 1);
+    for (size_t i = 0; i < nt; i++) {
+        diff_stats ref = DIFF_STATS_INIT;
+        diff_bytes_ref(t[i].dtype, t[i].a, t[i].b, t[i].rows * t[i].cols, 0, &ref);
+        const cJSON *d = NULL, *x;
+        cJSON_ArrayForEach(x, diffs)
+            if (strcmp(cJSON_GetObjectItem(x, "name")->valuestring, t[i].name) == 0)
+                d = x;
+        if (ref.differing == 0) {
+            ck_assert_msg(!d, "%s", t[i].name);
+            continue;
+        }
+        ck_assert_msg(d, "%s", t[i].name);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "differing")->valuedouble, (double)ref.differing);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "first_index")->valuedouble,
+                            (double)ref.first_index);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "max_ulp")->valuedouble, (double)ref.max_ulp);
+        ck_assert_double_eq(cJSON_GetObjectItem(d, "max_abs_diff")->valuedouble, ref.max_abs);
+    }
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(diffs, 0), "first_index")->valueint,
+                     1500000);
+    cJSON_Delete(j);
+    free(one);
+    for (size_t i = 0; i < nt; i++) {
+        free(t[i].a);
+        free(t[i].b);
+    }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dequant_report_is_the_same_for_any_thread_count)
+{
+    /* 2100 rows of 2048: nine bands of whole rows */
+    char *dir = tu_tmpdir(), *model = make_model(dir, "model", 2100, 2048, -1, 0);
+    char *fp8 = quantize_into(dir, "", model);
+    int rc;
+    char *one = diff_text(fp8, model, "--dequant -j 1", &rc);
+    ck_assert_int_eq(rc, 1);
+    const char *threads[] = { "--dequant -j 2", "--dequant -j 3", "--dequant -j 8" };
+    for (int k = 0; k < 3; k++) {
+        char *other = diff_text(fp8, model, threads[k], &rc);
+        ck_assert_int_eq(rc, 1);
+        ck_assert_msg(strcmp(one, other) == 0, "%s:\n%s\n-j 1:\n%s", threads[k], other, one);
+        free(other);
+    }
+    cJSON *j = cJSON_Parse(one);
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "differences"), 0);
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(d, "dequantized")));
+    ck_assert_double_eq(cJSON_GetObjectItem(d, "elements")->valuedouble, 2100.0 * 2048);
+    cJSON_Delete(j);
+    free(one);
+    free(fp8);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diff");
@@ -314,6 +796,14 @@ int main(void)
     tcase_add_test(tc, test_dequant_compares_fp8_by_value);
     tcase_add_test(tc, test_scalar_hash_is_of_the_empty_shape);
     tcase_add_test(tc, test_unreadable_or_malformed_input_exits_4_or_3);
+    tcase_add_test(tc, test_fast_stats_equal_reference_on_every_dtype);
+    tcase_add_test(tc, test_fast_stats_equal_reference_on_every_pair_of_byte_codes);
+    tcase_add_test(tc, test_tricky_pairs_give_the_documented_statistics);
+    tcase_add_test(tc, test_first_difference_at_first_or_last_element_of_any_length);
+    tcase_add_test(tc, test_fast_values_equal_reference);
+    tcase_add_test(tc, test_fast_conversion_to_f32_keeps_every_bf16_and_f16_code);
+    tcase_add_test(tc, test_report_is_the_same_for_any_thread_count);
+    tcase_add_test(tc, test_dequant_report_is_the_same_for_any_thread_count);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
