@@ -18,7 +18,12 @@
 #include "gpu.h"
 #include "jobs.h"
 
-#define JOB_BYTES ((uint64_t)FP8_CHUNK_BYTES)
+/* Input bytes per job.  On the CPU, a job's codes and its values stay in a
+ * core's L2 cache from the read through the kernel to the write, which
+ * copies them into the page cache from there (and the worker buffers stay
+ * small); the GPU wants big transfers. */
+#define JOB_BYTES_CPU ((uint64_t)256 << 10)
+#define JOB_BYTES_GPU ((uint64_t)FP8_CHUNK_BYTES)
 #define HF_QUANT_CONFIG "hf_quant_config.json"
 
 typedef enum { SCALE_TENSOR, SCALE_CHANNEL, SCALE_BLOCK, SCALE_MX } dq_scale_kind;
@@ -283,16 +288,17 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
 static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
 {
     const dq_item *it = &r->plan->items[i];
+    uint64_t job = r->plan->device == FP8_DEVICE_CUDA ? JOB_BYTES_GPU : JOB_BYTES_CPU;
     fp8_status st = FP8_OK;
     if (it->action == DQ_COPY) {
-        for (uint64_t off = 0; off < fp8_tensor_nbytes(it->t) && !st; off += JOB_BYTES) {
+        for (uint64_t off = 0; off < fp8_tensor_nbytes(it->t) && !st; off += job) {
             uint64_t len = fp8_tensor_nbytes(it->t) - off;
             st = add_job(ctx, r, (dq_job){ .item = i, .offset = off,
-                                           .len = len < JOB_BYTES ? len : JOB_BYTES });
+                                           .len = len < job ? len : job });
         }
         return st;
     }
-    uint64_t band = it->cols && JOB_BYTES / it->cols ? JOB_BYTES / it->cols : 1;
+    uint64_t band = it->cols && job / it->cols ? job / it->cols : 1;
     for (uint64_t x = 0; x < it->experts; x++)
         for (uint64_t r0 = 0; r0 < it->rows && !st; r0 += band)
             st = add_job(ctx, r, (dq_job){ .item = i, .expert = x, .row0 = r0,
