@@ -78,7 +78,7 @@ fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s,
  * results; fp8_dequant_row takes the best the CPU runs. */
 typedef enum {
     FP8_DEQ_PATH_CLONES,     /* branch-free loops, compiled by FP8_CLONES */
-    FP8_DEQ_PATH_AVX512BF16, /* explicit AVX-512 with the F16C and BF16 conversions */
+    FP8_DEQ_PATH_AVX512BF16, /* explicit AVX-512, with its f16 and bf16 conversions */
     FP8_DEQ_PATH_COUNT
 } fp8_deq_path;
 bool fp8_dequant_path_runs(fp8_deq_path path);

@@ -278,10 +278,11 @@ static unsigned dequant_clones(const uint8_t *q, uint64_t n, const float *s, uin
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
 #include <immintrin.h>
-#define FP8_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
+#define FP8_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /*
- * The explicit AVX-512 path, 16 codes at a time.  An E4M3 code is an f16
+ * The explicit AVX-512 path, 16 codes at a time (vcvtph2ps and vcvtps2ph on
+ * 512 bits are AVX-512F's own).  An E4M3 code is an f16
  * with its exponent 8 lower (the same 3 mantissa bits, subnormals included),
  * so vcvtph2ps decodes it exactly as decode(q) / 256; times 256 s, which is
  * exact while 256 s is finite, that is decode(q) * s rounded once.
@@ -300,8 +301,7 @@ static unsigned dequant_clones(const uint8_t *q, uint64_t n, const float *s, uin
 static bool cpu_has_avx512bf16(void)
 {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
-           __builtin_cpu_supports("f16c");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
 }
 
 FP8_AVX512BF16 static unsigned dequant_avx512bf16(const uint8_t *q, uint64_t n, const float *s,
