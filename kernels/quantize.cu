@@ -240,9 +240,10 @@ __global__ void __launch_bounds__(CTA)
             if (OUT == FP8K_F32) {
                 flags |= (u & 0x7F800000) == 0x7F800000 ? FP8K_BAD_OVERFLOW : 0;
                 ((float *)y)[i] = v;
-            } else if (OUT == FP8K_BF16) { /* as fp8_round_span: NaN and infinity are flagged */
-                flags |= (u & 0x7F800000) == 0x7F800000 ? FP8K_BAD_OVERFLOW : 0;
-                ((uint16_t *)y)[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+            } else if (OUT == FP8K_BF16) { /* as fp8_dequant_row_ref: an infinite bf16 is flagged */
+                uint16_t h = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+                flags |= (h & 0x7F80) == 0x7F80 ? FP8K_BAD_OVERFLOW : 0;
+                ((uint16_t *)y)[i] = h;
             } else {
                 uint16_t h = fp8_f32_to_f16(v);
                 flags |= (h & 0x7C00) == 0x7C00 ? FP8K_BAD_OVERFLOW : 0;

@@ -18,7 +18,12 @@
 #include "gpu.h"
 #include "jobs.h"
 
-#define JOB_BYTES ((uint64_t)FP8_CHUNK_BYTES)
+/* Input bytes per job.  On the CPU, a job's codes and its values stay in a
+ * core's L2 cache from the read through the kernel to the write, which
+ * copies them into the page cache from there (and the worker buffers stay
+ * small); the GPU wants big transfers. */
+#define JOB_BYTES_CPU ((uint64_t)256 << 10)
+#define JOB_BYTES_GPU ((uint64_t)FP8_CHUNK_BYTES)
 #define HF_QUANT_CONFIG "hf_quant_config.json"
 
 typedef enum { SCALE_TENSOR, SCALE_CHANNEL, SCALE_BLOCK, SCALE_MX } dq_scale_kind;
@@ -268,7 +273,7 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
         r->max_in = j.len > r->max_in ? j.len : r->max_in;
     } else {
         uint64_t codes = j.nrows * it->cols, first, count;
-        uint64_t outb = codes * 6; /* fp32 values, then their 2-byte roundings */
+        uint64_t outb = codes * out_size(r->plan->opts->dtype);
         r->max_in = codes > r->max_in ? codes : r->max_in;
         r->max_out = outb > r->max_out ? outb : r->max_out;
         /* the scales as fp32, then as stored */
@@ -283,16 +288,17 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
 static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
 {
     const dq_item *it = &r->plan->items[i];
+    uint64_t job = r->plan->device == FP8_DEVICE_CUDA ? JOB_BYTES_GPU : JOB_BYTES_CPU;
     fp8_status st = FP8_OK;
     if (it->action == DQ_COPY) {
-        for (uint64_t off = 0; off < fp8_tensor_nbytes(it->t) && !st; off += JOB_BYTES) {
+        for (uint64_t off = 0; off < fp8_tensor_nbytes(it->t) && !st; off += job) {
             uint64_t len = fp8_tensor_nbytes(it->t) - off;
             st = add_job(ctx, r, (dq_job){ .item = i, .offset = off,
-                                           .len = len < JOB_BYTES ? len : JOB_BYTES });
+                                           .len = len < job ? len : job });
         }
         return st;
     }
-    uint64_t band = it->cols && JOB_BYTES / it->cols ? JOB_BYTES / it->cols : 1;
+    uint64_t band = it->cols && job / it->cols ? job / it->cols : 1;
     for (uint64_t x = 0; x < it->experts; x++)
         for (uint64_t r0 = 0; r0 < it->rows && !st; r0 += band)
             st = add_job(ctx, r, (dq_job){ .item = i, .expert = x, .row0 = r0,
@@ -402,10 +408,9 @@ static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
     return st;
 }
 
-/* A job's rows on the GPU: the values, rounded, land in `bytes`; *bad when
+/* A job's rows on the GPU: the values, rounded, land in buf[2]; *bad when
  * a NaN code or an overflow needs the CPU to say where. */
-static fp8_status dq_gpu(dq_run *r, fp8_worker *w, const dq_job *j, uint64_t nscales,
-                         unsigned char **bytes, bool *bad)
+static fp8_status dq_gpu(dq_run *r, fp8_worker *w, const dq_job *j, uint64_t nscales, bool *bad)
 {
     const dq_plan *p = r->plan;
     const dq_item *it = &p->items[j->item];
@@ -418,13 +423,47 @@ static fp8_status dq_gpu(dq_run *r, fp8_worker *w, const dq_job *j, uint64_t nsc
         return fp8_fail(w->ctx, st, "%s: tensor '%s': %s",
                         fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, why);
     }
-    *bytes = w->buf[2];
+    return FP8_OK;
+}
+
+/* A job's rows on the CPU, from the codes straight to the output dtype in
+ * `bytes`.  Bad input is named by the first row that has some: its first
+ * NaN code (by its flat index in the tensor), else its overflow. */
+static fp8_status dq_cpu(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, const dq_job *j,
+                         const uint8_t *codes, const float *sf, unsigned char *bytes)
+{
+    fp8_dtype out = p->opts->dtype;
+    uint64_t grows, gcols, where = 0, row;
+    scale_groups(p, it, &grows, &gcols);
+    uint64_t per_row = ceil_div(it->cols, gcols), width = it->cols * out_size(out);
+    fp8_deq_result r = FP8_DEQ_OK;
+    for (row = 0; row < j->nrows && !r; row++) {
+        const float *sr = sf + ((j->row0 + row) / grows - j->row0 / grows) * per_row;
+        r = fp8_dequant_row(codes + row * it->cols, it->cols, sr, gcols, out,
+                            bytes + row * width, &where);
+    }
+    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+    if (r == FP8_DEQ_NAN_CODE) {
+        where += (j->expert * it->rows + j->row0 + row - 1) * it->cols;
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
+                        "can be exported",
+                        file, it->t->name, (unsigned long long)where,
+                        (unsigned)codes[(row - 1) * it->cols + where % it->cols]);
+    }
+    if (r == FP8_DEQ_OVERFLOW)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        out == FP8_DTYPE_F16
+                            ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
+                            : "%s: tensor '%s': a value q * scale overflows %s (a scale beyond "
+                              "any real checkpoint's)",
+                        file, it->t->name, out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
     return FP8_OK;
 }
 
 /* The worker's buffers: buf[0] the codes, buf[1] the fp32 scales and after
- * them the stored ones, buf[2] the fp32 values and after them their
- * roundings (the GPU writes the final values at its start). */
+ * them the stored ones, buf[2] the values in the output dtype (the GPU's, or
+ * the CPU's). */
 static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
 {
     const dq_plan *p = r->plan;
@@ -432,36 +471,21 @@ static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
     uint64_t n = j->nrows * it->cols, base = (j->expert * it->rows + j->row0) * it->cols;
     uint64_t first, count;
     scale_span(p, it, j->expert, j->row0, j->nrows, &first, &count);
-    float *sf = (float *)(void *)w->buf[1], *y = (float *)(void *)w->buf[2];
+    float *sf = (float *)(void *)w->buf[1];
     fp8_status st = dq_load(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0],
                             w->buf[1] + 4 * count, sf, &count);
     fp8_worker_end_turn(w);
     fp8_dtype out = p->opts->dtype;
-    unsigned char *bytes = w->buf[2];
-    bool bad = true, finite = true;
+    bool bad = true;
     if (!st && w->gpu)
-        st = dq_gpu(r, w, j, count, &bytes, &bad);
+        st = dq_gpu(r, w, j, count, &bad);
+    /* the CPU: every job without a GPU, and a GPU job that found bad input */
+    if (!st && bad)
+        st = dq_cpu(w->ctx, p, it, j, w->buf[0], sf, w->buf[2]);
     if (st)
         return st;
-    if (bad) { /* the CPU: every job without a GPU, and a GPU job that found bad input */
-        if ((st = dq_values(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0], sf, y, NULL)))
-            return st;
-        if (out == FP8_DTYPE_F32) {
-            finite = fp8_finite_span(y, n);
-        } else { /* rounded values go after the fp32 ones */
-            bytes = w->buf[2] + 4 * n;
-            finite = fp8_round_span(y, n, out, (uint16_t *)(void *)bytes);
-        }
-    }
-    if (!finite)
-        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                        out == FP8_DTYPE_F16
-                            ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
-                            : "%s: tensor '%s': a value q * scale overflows fp32 (a scale beyond "
-                              "any real checkpoint's)",
-                        fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name);
     return fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->t->name),
-                             base * out_size(out), bytes, n * out_size(out));
+                             base * out_size(out), w->buf[2], n * out_size(out));
 }
 
 static fp8_status run_one(void *arg, fp8_worker *w, size_t j)

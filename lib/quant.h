@@ -60,13 +60,38 @@ fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *am
 fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax,
                          uint64_t *where);
 
-/* Dequantization, fast path (quant_cpu.c): y = decode(q) * s for n codes
- * that are not NaN; rounding of fp32 values to BF16 or F16 (nearest even),
- * false when a result is infinite (the fp32 product overflowed, or f16's
- * range did); whether n fp32 values are all finite. */
+/*
+ * Dequantization of a row segment: n E4M3 codes, code i scaled by
+ * s[i / group], y = decode(q) * s in one fp32 multiplication, rounded to
+ * `out` (BF16 or F16: nearest even; F32: as is) into y, n elements.  Bad
+ * input, checked in this order:
+ *   FP8_DEQ_NAN_CODE: *where is the first NaN code (0x7F, 0xFF);
+ *   FP8_DEQ_OVERFLOW: no NaN code; *where is the first value that is
+ *   infinite in `out` (the fp32 product overflowed, or the rounding did).
+ * y is then partly written.  The scales are finite and > 0.
+ */
+typedef enum { FP8_DEQ_OK, FP8_DEQ_NAN_CODE, FP8_DEQ_OVERFLOW } fp8_deq_result;
+fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s, uint64_t group,
+                                   fp8_dtype out, void *y, uint64_t *where);
+
+/* The fast paths of fp8_dequant_row (quant_cpu.c), each with the reference's
+ * results; fp8_dequant_row takes the best the CPU runs. */
+typedef enum {
+    FP8_DEQ_PATH_CLONES,     /* branch-free loops, compiled by FP8_CLONES */
+    FP8_DEQ_PATH_AVX512BF16, /* explicit AVX-512, with its f16 and bf16 conversions */
+    FP8_DEQ_PATH_COUNT
+} fp8_deq_path;
+bool fp8_dequant_path_runs(fp8_deq_path path);
+const char *fp8_dequant_path_name(fp8_deq_path path);
+fp8_deq_result fp8_dequant_row_on(fp8_deq_path path, const uint8_t *q, uint64_t n,
+                                  const float *s, uint64_t group, fp8_dtype out, void *y,
+                                  uint64_t *where);
+fp8_deq_result fp8_dequant_row(const uint8_t *q, uint64_t n, const float *s, uint64_t group,
+                               fp8_dtype out, void *y, uint64_t *where);
+
+/* y = decode(q) * s in fp32 for n codes that are not NaN (diff and verify
+ * want the values themselves). */
 void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y);
-bool fp8_round_span(const float *y, uint64_t n, fp8_dtype out, uint16_t *h);
-bool fp8_finite_span(const float *y, uint64_t n);
 
 /* What verify wants to know of a span of E4M3 codes: whether any is
  * nonzero (ignoring the sign), any is NaN, and how many are +-448. */

@@ -1,5 +1,6 @@
 /*
- * quant_ref.c - the scalar reference quantizer: SPEC section 4 in code.
+ * quant_ref.c - the scalar reference quantizer and dequantizer: SPEC
+ * sections 4 and 6 in code.
  * Short and obvious on purpose; every fast path (quant_cpu.c, the CUDA
  * kernels) is tested byte for byte against it.
  */
@@ -77,4 +78,35 @@ fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *am
     }
     *amax = m;
     return FP8_BAND_OK;
+}
+
+fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s, uint64_t group,
+                                   fp8_dtype out, void *y, uint64_t *where)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if ((q[i] & 0x7F) == 0x7F) {
+            *where = i;
+            return FP8_DEQ_NAN_CODE;
+        }
+    for (uint64_t i = 0; i < n; i++) {
+        float v = fp8_e4m3_to_f32(q[i]) * s[i / group];
+        bool inf;
+        if (out == FP8_DTYPE_F32) {
+            ((float *)y)[i] = v;
+            inf = !finite(v);
+        } else if (out == FP8_DTYPE_BF16) {
+            uint16_t h = fp8_f32_to_bf16(v);
+            ((uint16_t *)y)[i] = h;
+            inf = (h & 0x7FFF) == 0x7F80;
+        } else {
+            uint16_t h = fp8_f32_to_f16(v);
+            ((uint16_t *)y)[i] = h;
+            inf = (h & 0x7FFF) == 0x7C00;
+        }
+        if (inf) {
+            *where = i;
+            return FP8_DEQ_OVERFLOW;
+        }
+    }
+    return FP8_DEQ_OK;
 }

@@ -5,11 +5,17 @@
  *     for every format quantize writes and the official DeepSeek-V3 layout
  *     with scales in another shard;
  *   - the round trip quantize -> dequantize -> quantize;
- *   - bad input (no scale, NaN code, E8M0 0xFF, f16 overflow) leaves nothing.
+ *   - bad input (no scale, NaN code, E8M0 0xFF, f16 overflow) leaves nothing;
+ *   - every fast path of fp8_dequant_row that this CPU runs against
+ *     fp8_dequant_row_ref: every code against every kind of scale, every
+ *     output dtype, odd widths and group sizes, NaN codes and overflows.
  */
 #include "golden.h"
 
 #include <signal.h>
+
+#include "fill.h"
+#include "quant.h"
 
 #define CASES "tests/oracle/dequant_cases.json"
 #define QUANT_CASES "tests/oracle/quant_cases.json"
@@ -338,6 +344,248 @@ START_TEST(test_f16_overflow_is_bad_input)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- fast paths */
+
+static const fp8_dtype dq_outs[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+
+static unsigned dq_size(fp8_dtype out) { return out == FP8_DTYPE_F32 ? 4 : 2; }
+
+/* One row on `path` and on the reference: the same result, the same index,
+ * the same bytes (up to the bad element, where the reference stops). */
+static void expect_row_equal(fp8_deq_path path, const uint8_t *q, uint64_t n, const float *s,
+                             uint64_t group, fp8_dtype out, const char *what)
+{
+    unsigned size = dq_size(out);
+    unsigned char *want = malloc(n * size + 1), *got = malloc(n * size + 1);
+    uint64_t wwhere = UINT64_MAX, gwhere = UINT64_MAX;
+    fp8_deq_result wr = fp8_dequant_row_ref(q, n, s, group, out, want, &wwhere);
+    fp8_deq_result gr = fp8_dequant_row_on(path, q, n, s, group, out, got, &gwhere);
+    /* no ck_assert per element: Check writes a record for each */
+    if (wr != gr || (wr != FP8_DEQ_OK && wwhere != gwhere))
+        ck_abort_msg("%s, %s, %s, n %llu group %llu: result %d at %llu, the reference's %d at %llu",
+                     what, fp8_dequant_path_name(path), fp8_dtype_name(out), (unsigned long long)n,
+                     (unsigned long long)group, gr, (unsigned long long)gwhere, wr,
+                     (unsigned long long)wwhere);
+    uint64_t upto = wr == FP8_DEQ_OK ? n : wr == FP8_DEQ_OVERFLOW ? wwhere + 1 : 0;
+    for (uint64_t i = 0; i < upto; i++)
+        if (memcmp(want + i * size, got + i * size, size) != 0)
+            ck_abort_msg("%s, %s, %s: element %llu (code 0x%02x, scale %a) differs", what,
+                         fp8_dequant_path_name(path), fp8_dtype_name(out), (unsigned long long)i,
+                         q[i], (double)s[i / group]);
+    free(want);
+    free(got);
+}
+
+/* Scales of every kind a checkpoint holds or a bad one could: every E8M0
+ * power of two, every bf16 and f16 positive finite value (sampled), random
+ * fp32 values of every magnitude, fp32 subnormals, the edges of the AVX-512
+ * path's range (2^-117, 2^120) and values whose products overflow. */
+static size_t scale_zoo(float *s, size_t cap)
+{
+    size_t n = 0;
+    for (int e = -127; e <= 127; e++)
+        s[n++] = fp8_pow2(e);
+    for (uint32_t b = 0x0001; b < 0x7F80; b += 37) /* bf16, subnormals included */
+        s[n++] = fp8_bf16_to_f32((uint16_t)b);
+    for (uint32_t h = 0x0001; h < 0x7C00; h += 29) /* f16 */
+        s[n++] = fp8_f16_to_f32((uint16_t)h);
+    static const uint32_t edges[] = { 0x00000001, 0x007FFFFF, 0x00800000, 0x05000000, 0x04FFFFFF,
+                                      0x05000001, 0x7B800000, 0x7B7FFFFF, 0x7B800001, 0x7F7FFFFF,
+                                      0x3F800000, 0x3F7FFFFF };
+    for (size_t k = 0; k < sizeof edges / sizeof edges[0]; k++)
+        s[n++] = fp8_f32_from_bits(edges[k]);
+    s[n++] = fp8_f32_from_bits(0x7F7FC000) / 448.0f; /* 448 s: finite, but infinite as bf16 */
+    while (n < cap) {
+        uint32_t r = next_u32() % 0x7F7FFFFF + 1; /* (0, FLT_MAX], a third subnormal */
+        s[n] = fp8_f32_from_bits(n % 3 ? r : r % 0x00800000 + 1);
+        n++;
+    }
+    return n;
+}
+
+START_TEST(test_fast_dequant_every_code_every_scale_equals_reference)
+{
+    enum { ZOO = 3000 };
+    float *scales = malloc(ZOO * sizeof *scales);
+    size_t nscales = scale_zoo(scales, ZOO);
+    uint8_t codes[254];
+    for (int b = 0, k = 0; b < 256; b++)
+        if ((b & 0x7F) != 0x7F)
+            codes[k++] = (uint8_t)b;
+    for (fp8_deq_path path = 0; path < FP8_DEQ_PATH_COUNT; path++) {
+        if (!fp8_dequant_path_runs(path)) {
+            fprintf(stderr, "dequant path %s: not run on this CPU\n", fp8_dequant_path_name(path));
+            continue;
+        }
+        fprintf(stderr, "dequant path %s: tested\n", fp8_dequant_path_name(path));
+        for (size_t o = 0; o < 3; o++)
+            for (size_t k = 0; k < nscales; k++) {
+                /* all codes in one group, then each code alone (an overflow
+                 * stops the row: the codes after it are checked alone) */
+                expect_row_equal(path, codes, 254, &scales[k], 254, dq_outs[o], "all codes");
+                for (int c = 0; c < 254; c++)
+                    expect_row_equal(path, &codes[c], 1, &scales[k], 1, dq_outs[o], "one code");
+            }
+    }
+    free(scales);
+}
+END_TEST
+
+/* Random codes of every class (zeros, -0, subnormals, +-448) in rows of odd
+ * widths, cut into the groups of every scale layout. */
+START_TEST(test_fast_dequant_odd_widths_and_groups_equal_reference)
+{
+    static const uint64_t widths[] = { 1, 7, 15, 16, 17, 31, 33, 127, 129, 1000, 4096 };
+    static const uint64_t groups[] = { 0 /* the width: per tensor or channel */, 32, 128, 1, 7 };
+    uint8_t q[4096];
+    float s[4096];
+    for (fp8_deq_path path = 0; path < FP8_DEQ_PATH_COUNT; path++) {
+        if (!fp8_dequant_path_runs(path))
+            continue;
+        for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+            for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+                for (int variant = 0; variant < 4; variant++) {
+                    uint64_t n = widths[w], group = groups[g] ? groups[g] : n;
+                    for (uint64_t i = 0; i < n; i++) {
+                        uint32_t r = next_u32();
+                        static const uint8_t special[] = { 0x00, 0x80, 0x01, 0x87, 0x7E, 0xFE, 0x08 };
+                        q[i] = r % 4 ? (uint8_t)(r >> 8) : special[(r >> 8) % 7];
+                        q[i] = (q[i] & 0x7F) == 0x7F ? 0x7E : q[i];
+                    }
+                    for (uint64_t k = 0; k < (n + group - 1) / group; k++) {
+                        uint32_t r = next_u32();
+                        switch (variant) {
+                        case 0: s[k] = fp8_f32_from_bits(r % 0x3F000000 + 1); break; /* f32 */
+                        case 1: s[k] = fp8_bf16_to_f32((uint16_t)(r % 0x3F00 + 1)); break;
+                        case 2: s[k] = fp8_f16_to_f32((uint16_t)(r % 0x7C00 + 1)); break;
+                        default: s[k] = fp8_pow2((int)(r % 255) - 127); /* E8M0 */
+                        }
+                    }
+                    for (size_t o = 0; o < 3; o++)
+                        expect_row_equal(path, q, n, s, group, dq_outs[o], "random codes");
+                }
+    }
+}
+END_TEST
+
+/* A NaN code is named wherever it is, before any overflow in its row. */
+START_TEST(test_fast_dequant_names_the_first_nan_code)
+{
+    static const uint64_t widths[] = { 1, 33, 1000 };
+    uint8_t q[1000];
+    float s[1000];
+    for (fp8_deq_path path = 0; path < FP8_DEQ_PATH_COUNT; path++) {
+        if (!fp8_dequant_path_runs(path))
+            continue;
+        for (size_t w = 0; w < 3; w++) {
+            uint64_t n = widths[w], at[3] = { 0, n / 2, n - 1 };
+            for (int k = 0; k < 3; k++)
+                for (int overflow = 0; overflow < 2; overflow++)
+                    for (size_t o = 0; o < 3; o++) {
+                        for (uint64_t i = 0; i < n; i++) {
+                            q[i] = (uint8_t)(i % 0x7E);
+                            s[i] = 1;
+                        }
+                        q[at[k]] = k == 1 ? 0x7F : 0xFF;
+                        if (overflow && at[k]) /* an infinite value before the NaN code */
+                            q[0] = 0x7E, s[0] = 1e38f;
+                        if (at[k] + 1 < n)
+                            q[n - 1] = 0xFF; /* a second NaN code, after the first */
+                        uint64_t where = UINT64_MAX;
+                        unsigned char y[4000];
+                        ck_assert_int_eq(fp8_dequant_row_on(path, q, n, s, 1, dq_outs[o], y, &where),
+                                         FP8_DEQ_NAN_CODE);
+                        ck_assert_uint_eq(where, at[k]);
+                        expect_row_equal(path, q, n, s, 1, dq_outs[o], "NaN code");
+                    }
+        }
+    }
+}
+END_TEST
+
+/* An infinite value is an overflow, named by its index: fp32 products
+ * beyond FLT_MAX, f16 beyond 65504, and fp32 values that round to bf16's
+ * infinity. */
+START_TEST(test_fast_dequant_names_the_first_overflow)
+{
+    static const struct {
+        float scale;
+        fp8_deq_result bf16, f16, f32;
+    } cases[] = {
+        { 1000.0f, FP8_DEQ_OK, FP8_DEQ_OVERFLOW, FP8_DEQ_OK },
+        { 1e37f, FP8_DEQ_OVERFLOW, FP8_DEQ_OVERFLOW, FP8_DEQ_OVERFLOW },
+        { 0x1.fffp127f / 448.0f, FP8_DEQ_OVERFLOW, FP8_DEQ_OVERFLOW, FP8_DEQ_OK },
+    };
+    uint8_t q[300];
+    float s[300];
+    unsigned char y[1200];
+    for (fp8_deq_path path = 0; path < FP8_DEQ_PATH_COUNT; path++) {
+        if (!fp8_dequant_path_runs(path))
+            continue;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            for (uint64_t at = 0; at < 300; at += 149) {
+                for (int i = 0; i < 300; i++) {
+                    q[i] = 0x38 | (i & 0x80); /* +-1 */
+                    s[i] = i == (int)at ? cases[c].scale : 1.0f;
+                }
+                q[at] = 0xFE; /* -448 */
+                fp8_deq_result want[] = { cases[c].bf16, cases[c].f16, cases[c].f32 };
+                for (size_t o = 0; o < 3; o++) {
+                    uint64_t where = UINT64_MAX;
+                    ck_assert_int_eq(fp8_dequant_row_on(path, q, 300, s, 1, dq_outs[o], y, &where),
+                                     want[o]);
+                    if (want[o])
+                        ck_assert_uint_eq(where, at);
+                    expect_row_equal(path, q, 300, s, 1, dq_outs[o], "overflow");
+                }
+            }
+    }
+}
+END_TEST
+
+/* diff's and verify's fp32 values. */
+START_TEST(test_dequant_span_equals_reference)
+{
+    enum { ZOO = 3000 };
+    float *scales = malloc(ZOO * sizeof *scales), y[256];
+    size_t nscales = scale_zoo(scales, ZOO);
+    uint8_t codes[256];
+    for (int b = 0; b < 256; b++)
+        codes[b] = (uint8_t)((b & 0x7F) == 0x7F ? 0 : b);
+    for (size_t k = 0; k < nscales; k++) {
+        fp8_dequant_span(codes, 256, scales[k], y);
+        for (int b = 0; b < 256; b++) {
+            float want = fp8_e4m3_to_f32(codes[b]) * scales[k];
+            if (fp8_f32_bits(y[b]) != fp8_f32_bits(want))
+                ck_abort_msg("code 0x%02x * %a", b, (double)scales[k]);
+        }
+    }
+    free(scales);
+}
+END_TEST
+
+START_TEST(test_bf16_overflow_is_bad_input)
+{
+    float big = 1e37f; /* 448 * 1e37 is beyond fp32 */
+    char *dir = tu_tmpdir();
+    char *model = make_fp8(dir, 0x7E, "w.weight_scale_inv", FP8_DTYPE_F32, 0, NULL, &big, 4);
+    expect_bad(model, dir, "", "overflows bf16");
+    expect_bad(model, dir, "--dtype f32", "overflows fp32");
+    big = 0x1.fffp127f / 448.0f; /* finite in fp32, infinite once rounded to bf16 */
+    free(model);
+    tu_tmpdir_free(dir);
+    dir = tu_tmpdir();
+    model = make_fp8(dir, 0x7E, "w.weight_scale_inv", FP8_DTYPE_F32, 0, NULL, &big, 4);
+    expect_bad(model, dir, "", "overflows bf16");
+    char *args;
+    ck_assert(asprintf(&args, "dequantize-for-export -q --dtype f32 '%s' '%s/out'", model, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dequantize");
@@ -363,6 +611,16 @@ int main(void)
     tcase_add_test(tc, test_e8m0_nan_scale_is_bad_input);
     tcase_add_test(tc, test_scale_of_no_known_shape_is_bad_input);
     tcase_add_test(tc, test_f16_overflow_is_bad_input);
+    tcase_add_test(tc, test_bf16_overflow_is_bad_input);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fast paths");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_fast_dequant_every_code_every_scale_equals_reference);
+    tcase_add_test(tc, test_fast_dequant_odd_widths_and_groups_equal_reference);
+    tcase_add_test(tc, test_fast_dequant_names_the_first_nan_code);
+    tcase_add_test(tc, test_fast_dequant_names_the_first_overflow);
+    tcase_add_test(tc, test_dequant_span_equals_reference);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
