@@ -358,32 +358,39 @@ static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
     return FP8_OK;
 }
 
-/* y = q * s for loaded rows, one fp32 multiplication each; a NaN code is
- * bad input (named by its flat index in the tensor). */
+/* y = q * s for loaded rows, one fp32 multiplication each, in one pass with
+ * the NaN check (fp8_dequant_row); a NaN code is bad input (named by its
+ * flat index in the tensor).  A product that overflows fp32 stays an
+ * infinity here: diff and verify compare values, they do not export them. */
 static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
                             uint64_t row0, uint64_t nrows, const uint8_t *codes,
                             const float *sf, float *y, float *sout)
 {
-    uint64_t n = nrows * it->cols, base = (x * it->rows + row0) * it->cols, grows, gcols;
-    for (uint64_t k = 0; k < n; k++) /* NaN codes first, so that the loops below need no test */
-        if ((codes[k] & 0x7F) == 0x7F)
-            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
-                            "can be exported",
-                            fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
-                            (unsigned long long)(base + k), (unsigned)codes[k]);
+    uint64_t grows, gcols;
     scale_groups(p, it, &grows, &gcols);
     uint64_t per_row = ceil_div(it->cols, gcols);
     for (uint64_t row = 0; row < nrows; row++) {
         const uint8_t *q = codes + row * it->cols;
         float *yr = y + row * it->cols;
         const float *sr = sf + ((row0 + row) / grows - row0 / grows) * per_row;
-        for (uint64_t c0 = 0; c0 < it->cols; c0 += gcols) {
-            uint64_t w = it->cols - c0 < gcols ? it->cols - c0 : gcols;
-            fp8_dequant_span(q + c0, w, sr[c0 / gcols], yr + c0);
-            for (uint64_t c = c0; sout && c < c0 + w; c++) /* each element's scale, for verify */
-                sout[row * it->cols + c] = sr[c0 / gcols];
+        uint64_t where = 0;
+        switch (fp8_dequant_row(q, it->cols, sr, gcols, FP8_DTYPE_F32, yr, &where)) {
+        case FP8_DEQ_OK: break;
+        case FP8_DEQ_NAN_CODE:
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
+                            "can be exported",
+                            fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                            (unsigned long long)((x * it->rows + row0 + row) * it->cols + where),
+                            (unsigned)q[where]);
+        case FP8_DEQ_OVERFLOW: /* rare: the row again, keeping its infinities */
+            for (uint64_t c0 = 0; c0 < it->cols; c0 += gcols)
+                fp8_dequant_span(q + c0, it->cols - c0 < gcols ? it->cols - c0 : gcols,
+                                 sr[c0 / gcols], yr + c0);
+            break;
         }
+        for (uint64_t c = 0; sout && c < it->cols; c++) /* each element's scale, for verify */
+            sout[row * it->cols + c] = sr[c / gcols];
     }
     return FP8_OK;
 }

@@ -293,6 +293,41 @@ START_TEST(test_fp8_weight_without_scale_is_bad_input)
 }
 END_TEST
 
+/* A NaN code past the first row is named by its flat index, by
+ * dequantize-for-export and by diff --dequant (which read the values
+ * through the same fused pass). */
+START_TEST(test_nan_code_in_a_later_row_is_named_by_its_index)
+{
+    float one = 1;
+    char *dir = tu_tmpdir(), *file, *args, *err;
+    char *model = make_fp8(dir, 0x38, "w.weight_scale", FP8_DTYPE_F32, 0, NULL, &one, 4);
+    ck_assert(asprintf(&file, "%s/model.safetensors", model) > 0);
+    size_t len;
+    unsigned char *bytes = (unsigned char *)tu_slurp(file, &len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | bytes[i];
+    char *h = strndup((char *)bytes + 8, hlen);
+    const char *at = strstr(h, "\"w.weight\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,64],"
+                               "\"data_offsets\":[");
+    ck_assert_msg(at, "header: %s", h);
+    unsigned long begin = strtoul(strstr(at, "data_offsets\":[") + 15, NULL, 10);
+    bytes[8 + hlen + begin + 64 + 5] = 0xFF; /* row 1, column 5: element 69 */
+    tu_spit(file, bytes, len);
+    expect_bad(model, dir, "", "element 69 is the E4M3 NaN code 0xff");
+    ck_assert(asprintf(&args, "diff --dequant '%s' '%s'", model, model) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 3);
+    ck_assert_msg(strstr(err, "element 69 is the E4M3 NaN code 0xff"), "message: %s", err);
+    free(err);
+    free(args);
+    free(h);
+    free(bytes);
+    free(file);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_nan_code_is_bad_input)
 {
     float one = 1;
@@ -608,6 +643,7 @@ int main(void)
     tc = tcase_create("bad input");
     tcase_add_test(tc, test_fp8_weight_without_scale_is_bad_input);
     tcase_add_test(tc, test_nan_code_is_bad_input);
+    tcase_add_test(tc, test_nan_code_in_a_later_row_is_named_by_its_index);
     tcase_add_test(tc, test_e8m0_nan_scale_is_bad_input);
     tcase_add_test(tc, test_scale_of_no_known_shape_is_bad_input);
     tcase_add_test(tc, test_f16_overflow_is_bad_input);
