@@ -53,6 +53,18 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
 fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q, void *scales,
                                   uint64_t *where);
 
+/* The band quantize writes for rows [row0, row0 + nrows) and columns
+ * [col0, col0 + ncols) of expert x of quantized item i of a plan (with block
+ * scaling, rows of one block row): its source dtype, scale kind and groups,
+ * and *first, the index of its first scale in the item's scale tensor.  The
+ * per-tensor scheme's band is `fixed`: its scale, made from the matrix's
+ * amax (fp8_scale_make with the band's kind), is the caller's to set.
+ * verify --against re-quantizes with it, so that it compares the bytes
+ * quantize would write. */
+void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t row0,
+                         uint64_t nrows, uint64_t col0, uint64_t ncols, fp8_band *b,
+                         uint64_t *first);
+
 /* The largest magnitude of n contiguous elements (pass 1 of per-tensor
  * scaling); FP8_BAND_NONFINITE with *where on a NaN or infinity. */
 fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *amax,
