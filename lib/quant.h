@@ -88,6 +88,18 @@ typedef struct {
 } fp8_code_stats;
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
 
+/* verify --against's bound (SPEC 7) over n elements: x the source (BF16,
+ * F16 or F32), y its dequantized values (when q is not NULL, y = E4M3
+ * q[i] * s[i] in fp32), s each element's scale.  counts[0] += the elements
+ * beyond 464 * s (clipped), counts[1] += the others further from x than
+ * max(|x|/16, s/1024), both with a 1e-6 margin, in double; n < 2^32.  The
+ * reference tests each element; the fast one (verify.c) tests blocks in
+ * fp32 first, and the blocks fp32 is unsure of as the reference does. */
+void fp8_bound_span_ref(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
+                        const float *s, uint64_t n, uint64_t counts[2]);
+void fp8_bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
+                    const float *s, uint64_t n, uint64_t counts[2]);
+
 /* quant_cpu.c's branch-free fp32 -> E4M3, exposed for its exhaustive test. */
 uint8_t fp8_e4m3_fast(float x);
 
