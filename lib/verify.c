@@ -978,6 +978,7 @@ typedef struct {
     size_t n, *by_tensor;  /* by_tensor: v->ck's tensor -> item, SIZE_MAX when none */
     size_t njobs;
     bool amax_pass;        /* the per-tensor scheme's first pass */
+    bool floor_pass;       /* MX scales not reproduced rounded up: re-quantize rounded down */
     uint64_t max_band, max_scales, max_cols;
     float *amax;           /* per-tensor scheme: by matrix */
     float *scale;
@@ -1223,8 +1224,12 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                       : v->scheme == FP8_SCHEME_TENSOR ? 0
                                                        : r * ceil_div(N, gcols);
         if (r == 0 || v->scheme != FP8_SCHEME_BLOCK || (row0 + r) % v->block_rows == 0)
-            for (uint64_t c = 0; c < N; c++)
-                se[c] = sf[k0 + c / gcols];
+            for (uint64_t c0 = 0, g = k0; c0 < N; c0 += gcols, g++) {
+                uint64_t width = N - c0 < gcols ? N - c0 : gcols;
+                float sg = sf[g];
+                for (uint64_t c = 0; c < width; c++)
+                    se[c0 + c] = sg;
+            }
         bound_add(a, it, it->x->dtype, src + r * N * xs, codes + r * N, NULL, se, N, at + r * N);
     }
     return FP8_OK;
@@ -1248,7 +1253,8 @@ static fp8_status bound_dq(against *a, fp8_worker *w, ag_item *it, uint64_t x, u
 
 /* Re-quantizes a band of the source as quantize does and compares it with
  * the checkpoint's codes and stored scales (`codes` and `raw`, from scale
- * `sfirst` on); MX scales are tried rounded up (the default) and down. */
+ * `sfirst` on): with the plan's scales, or (the floor pass) MX scales
+ * rounded down. */
 static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, uint64_t nrows,
                             const unsigned char *src, const uint8_t *codes,
                             const unsigned char *raw, uint64_t sfirst, uint8_t *q,
@@ -1257,7 +1263,7 @@ static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, 
     const fp8_verify *v = a->v;
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     uint64_t step = v->scheme == FP8_SCHEME_BLOCK ? v->block_rows : nrows;
-    for (int k = 0; k < (v->scheme == FP8_SCHEME_MXFP8 ? 2 : 1); k++) {
+    for (int k = a->floor_pass; k < 1 + a->floor_pass; k++) {
         bool same = true;
         uint64_t nscales = 0, where;
         unsigned ssize = 0;
@@ -1330,6 +1336,8 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
     if (a->amax_pass)
         return it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
+    if (a->floor_pass && !it->compare)
+        return FP8_OK;
     uint64_t n = nrows * it->cols, at = src_at(it, x, row0), sfirst = 0, scount = 0;
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     unsigned char *src = w->buf[0], *raw = w->buf[2];
@@ -1352,7 +1360,7 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
         st = fp8_file_read(w->ctx, fp8_checkpoint_shard(a->src, it->xshard), it->x, at * xs, src,
                            n * xs);
     fp8_worker_end_turn(w);
-    if (!st && it->bound)
+    if (!st && it->bound && !a->floor_pass)
         st = it->own ? bound_own(a, w, it, x, row0, nrows, src, codes, raw, sfirst, scount, sf, se)
                      : bound_dq(a, w, it, x, row0, nrows, src);
     if (!st && requant)
@@ -1403,6 +1411,8 @@ static uint64_t against_bytes(void *arg, size_t j)
     uint64_t n = nrows * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
     if (a->amax_pass)
         return it->item != SIZE_MAX ? n * xs : 0;
+    if (a->floor_pass)
+        return it->compare ? n * xs + n : 0;
     return n * xs + (it->bound || it->compare ? n : 0);
 }
 
@@ -1610,33 +1620,31 @@ static void against_tensor_scales(against *a)
     }
 }
 
-/* Whether re-quantizing reproduces each FP8 weight (with MX scales rounded
- * up, else down); -1 when it was not possible. */
+/* How many FP8 weights re-quantizing reproduces (with the MX scales of
+ * the latest pass) and the first that it does not; -1 when it was not
+ * possible. */
 static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against *a)
 {
+    long total = 0, same = 0;
+    int k = a->floor_pass;
     v->requantized = v->reproduced = -1;
+    free(v->first_unreproduced);
+    v->first_unreproduced = NULL;
     if (!a->plan || a->impossible)
         return FP8_OK;
-    for (int k = 0; k < (v->scheme == FP8_SCHEME_MXFP8 ? 2 : 1); k++) {
-        long total = 0, same = 0;
-        free(v->first_unreproduced);
-        v->first_unreproduced = NULL;
-        for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
-            const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-            if (t->dtype != FP8_DTYPE_F8_E4M3)
-                continue;
-            const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
-            bool ok = it && it->compare && !it->differs[k];
-            total++;
-            same += ok;
-            if (!ok && !v->first_unreproduced && !(v->first_unreproduced = fp8_strdup(t->name)))
-                return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        }
-        v->requantized = total;
-        v->reproduced = same;
-        if (same == total)
-            break;
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
+        if (t->dtype != FP8_DTYPE_F8_E4M3)
+            continue;
+        const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
+        bool ok = it && it->compare && !it->differs[k];
+        total++;
+        same += ok;
+        if (!ok && !v->first_unreproduced && !(v->first_unreproduced = fp8_strdup(t->name)))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
+    v->requantized = total;
+    v->reproduced = same;
     return FP8_OK;
 }
 
@@ -1721,6 +1729,13 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
     if (!st && can_dequantize && v->format != FMT_NONE)
         st = against_reproduced(ctx, v, &a);
+    /* MX scales round up (rceil) by default; try floor when that misses */
+    if (!st && v->reproduced >= 0 && v->reproduced < v->requantized &&
+        v->scheme == FP8_SCHEME_MXFP8) {
+        a.floor_pass = true;
+        if (!(st = against_run(ctx, &a, threads, cancel, src_path)))
+            st = against_reproduced(ctx, v, &a);
+    }
 out:
     free(bound);
     free(a.items);
