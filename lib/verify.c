@@ -960,6 +960,7 @@ typedef struct {
      * layout, which dequantize reads as it does); otherwise dq_weights_read */
     bool own;
     bool compare;  /* the weight and its scale can be compared with the re-quantized bytes */
+    bool copy;     /* a tensor quantize keeps: t's bytes against x's (rows are bytes) */
     uint64_t experts, rows, cols, band;
     size_t first_job;
     size_t at;     /* per-tensor scheme: its first matrix in against.amax */
@@ -1322,6 +1323,19 @@ static fp8_status amax_one(against *a, fp8_worker *w, ag_item *it, uint64_t x, u
     return FP8_OK;
 }
 
+/* Bytes [at, at + n) of a kept tensor, in the checkpoint and the source. */
+static fp8_status copy_one(against *a, fp8_worker *w, ag_item *it, uint64_t at, uint64_t n)
+{
+    fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(a->v->ck, it->shard), it->t, at,
+                                  w->buf[1], n);
+    if (!st)
+        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(a->src, it->xshard), it->x, at,
+                           w->buf[0], n);
+    if (!st && memcmp(w->buf[0], w->buf[1], n) != 0)
+        __atomic_store_n(&it->differs[0], true, __ATOMIC_RELAXED);
+    return st;
+}
+
 /*
  * A job: rows [row0, row0 + nrows) of matrix x of an item.  The worker's
  * buffers: buf[0] the source; buf[1] the checkpoint's codes, then the
@@ -1338,6 +1352,8 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
         return it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
     if (a->floor_pass && !it->compare)
         return FP8_OK;
+    if (it->copy)
+        return copy_one(a, w, it, row0, nrows);
     uint64_t n = nrows * it->cols, at = src_at(it, x, row0), sfirst = 0, scount = 0;
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     unsigned char *src = w->buf[0], *raw = w->buf[2];
@@ -1378,25 +1394,6 @@ static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
     return true;
 }
 
-/* Whether two tensors of two checkpoints hold the same bytes. */
-static fp8_status same_bytes(fp8_ctx *ctx, fp8_checkpoint *ca, const fp8_tensor_info *a, size_t sa,
-                             fp8_checkpoint *cb, const fp8_tensor_info *b, size_t sb, bool *same)
-{
-    *same = a->dtype == b->dtype && fp8_tensor_nbytes(a) == fp8_tensor_nbytes(b);
-    unsigned char *x = malloc(CHUNK / 4), *y = malloc(CHUNK / 4);
-    fp8_status st = x && y ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t off = 0; !st && *same && off < fp8_tensor_nbytes(a); off += CHUNK / 4) {
-        size_t len = fp8_tensor_nbytes(a) - off < CHUNK / 4 ? (size_t)(fp8_tensor_nbytes(a) - off)
-                                                             : CHUNK / 4;
-        if (!(st = fp8_file_read(ctx, fp8_checkpoint_shard(ca, sa), a, off, x, len)) &&
-            !(st = fp8_file_read(ctx, fp8_checkpoint_shard(cb, sb), b, off, y, len)))
-            *same = memcmp(x, y, len) == 0;
-    }
-    free(x);
-    free(y);
-    return st;
-}
-
 static const char *against_label(void *arg, size_t j)
 {
     uint64_t x, row0, nrows;
@@ -1411,6 +1408,8 @@ static uint64_t against_bytes(void *arg, size_t j)
     uint64_t n = nrows * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
     if (a->amax_pass)
         return it->item != SIZE_MAX ? n * xs : 0;
+    if (it->copy)
+        return a->floor_pass ? 0 : 2 * n;
     if (a->floor_pass)
         return it->compare ? n * xs + n : 0;
     return n * xs + (it->bound || it->compare ? n : 0);
@@ -1422,13 +1421,13 @@ static size_t against_lane(void *arg, size_t j, uint64_t *offset)
     const against *a = arg;
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
-    uint64_t at = src_at(it, x, row0);
+    uint64_t at = src_at(it, x, row0), xs = it->copy ? 1 : fp8_dtype_bits(it->x->dtype) / 8;
     size_t lane = FP8_NO_LANE;
-    if (!a->amax_pass && (it->bound || it->compare))
+    if (!a->amax_pass && (it->bound || it->compare || it->copy))
         lane = ck_lane(a->v->ck, it->shard, it->t, at, 0, offset);
     if (lane == FP8_NO_LANE)
-        lane = ck_lane(a->src, it->xshard, it->x, at * (fp8_dtype_bits(it->x->dtype) / 8),
-                       fp8_checkpoint_shard_count(a->v->ck), offset);
+        lane = ck_lane(a->src, it->xshard, it->x, at * xs, fp8_checkpoint_shard_count(a->v->ck),
+                       offset);
     return lane;
 }
 
@@ -1564,12 +1563,12 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
  * tensor of v->ck) or re-quantized, then the source tensors quantize
  * quantizes that the checkpoint holds no FP8 weight for (a NaN there still
  * makes re-quantizing impossible). */
-static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound)
+static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, const bool *copy)
 {
     fp8_verify *v = a->v;
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
     size_t np = a->plan ? fp8_quant_plan_count(a->plan) : 0;
-    a->items = fp8_xcalloc(nt + np + 1, sizeof *a->items);
+    a->items = fp8_xcalloc(2 * nt + np + 1, sizeof *a->items);
     a->by_tensor = fp8_xcalloc(nt + 1, sizeof *a->by_tensor);
     if (!a->items || !a->by_tensor)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -1594,6 +1593,23 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound)
         it->name = qi->tensor->name;
         it->x = fp8_checkpoint_find(a->src, it->name, &it->xshard);
         against_item(a, it, false, k);
+    }
+    for (size_t i = 0; i < nt; i++) { /* kept tensors, a band of bytes at a time */
+        if (!copy[i])
+            continue;
+        ag_item *it = &a->items[a->n++];
+        it->t = fp8_checkpoint_tensor(v->ck, i, &it->shard);
+        it->name = it->t->name;
+        it->x = fp8_checkpoint_find(a->src, it->name, &it->xshard);
+        it->item = SIZE_MAX;
+        it->copy = true;
+        it->experts = it->cols = 1;
+        it->rows = fp8_tensor_nbytes(it->t);
+        it->band = BAND_ELEMS;
+        it->first_job = a->njobs;
+        a->njobs += ceil_div(it->rows, it->band);
+        uint64_t band = it->band < it->rows ? it->band : it->rows;
+        a->max_band = band > a->max_band ? band : a->max_band;
     }
     a->amax = fp8_xcalloc(a->nmatrices + 1, sizeof *a->amax);
     a->scale = fp8_xcalloc(a->nmatrices + 1, sizeof *a->scale);
@@ -1664,21 +1680,19 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                                                    &w);
     fp8_ctx_free(wctx);
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
-    bool *bound = fp8_xcalloc(nt + 1, sizeof *bound);
-    if (!bound) {
+    bool *bound = fp8_xcalloc(nt + 1, sizeof *bound), *copy = fp8_xcalloc(nt + 1, sizeof *copy);
+    if (!bound || !copy) {
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
     /* the same tensors, with the same shapes; kept tensors copied bit for bit */
     for (size_t i = 0; i < nt && !st; i++) {
-        size_t sa, sb;
-        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &sa);
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
         if (role == DQ_DROP || (t->dtype != FP8_DTYPE_F8_E4M3 && (has_suffix(t->name, "_scale") ||
                                                                   has_suffix(t->name, "_scale_inv"))))
             continue;
-        const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, &sb);
-        bool same = false;
+        const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, NULL);
         if (!x)
             st = add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s is not in %s", v->path,
                      t->name, src_path);
@@ -1687,7 +1701,9 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      v->path, t->name, src_path);
         else if (t->dtype == FP8_DTYPE_F8_E4M3 && is_float(x->dtype))
             bound[i] = w != NULL;
-        else if (!(st = same_bytes(ctx, v->ck, t, sa, src, x, sb, &same)) && !same)
+        else if (t->dtype == x->dtype)
+            copy[i] = true; /* compared by the jobs */
+        else
             st = add(ctx, v, FP8_SEV_ERROR, "against-copy",
                      "%s: %s: not quantized, yet its bytes differ from %s's", v->path, t->name,
                      src_path);
@@ -1703,7 +1719,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     if (!st && can_dequantize && v->format != FMT_NONE)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
-        st = against_items(ctx, &a, bound);
+        st = against_items(ctx, &a, bound, copy);
     if (!st && a.plan && v->scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
         a.amax_pass = true;
         st = against_run(ctx, &a, threads, cancel, src_path);
@@ -1715,7 +1731,11 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         st = against_run(ctx, &a, threads, cancel, src_path);
     for (size_t i = 0; i < a.n && !st; i++) {
         const ag_item *it = &a.items[i];
-        if (it->bad)
+        if (it->copy && it->differs[0])
+            st = add(ctx, v, FP8_SEV_ERROR, "against-copy",
+                     "%s: %s: not quantized, yet its bytes differ from %s's", v->path, it->name,
+                     src_path);
+        if (!st && it->bad)
             st = add(ctx, v, FP8_SEV_ERROR, "against-bound",
                      "%s: %s: %llu of %llu elements are further from %s than E4M3 rounding "
                      "allows (max(|x|/16, scale/1024)); first at %llu: x = %.9g, q * scale = %.9g",
@@ -1738,6 +1758,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
 out:
     free(bound);
+    free(copy);
     free(a.items);
     free(a.by_tensor);
     free(a.amax);
