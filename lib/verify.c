@@ -980,7 +980,7 @@ typedef struct {
     size_t njobs;
     bool amax_pass;        /* the per-tensor scheme's first pass */
     bool floor_pass;       /* MX scales not reproduced rounded up: re-quantize rounded down */
-    uint64_t max_band, max_scales, max_cols;
+    uint64_t max_band, max_src, max_scales, max_cols; /* a band's elements, source bytes, ... */
     float *amax;           /* per-tensor scheme: by matrix */
     float *scale;
     uint32_t *scale_bits;
@@ -1444,7 +1444,7 @@ static fp8_status against_run(fp8_ctx *ctx, against *a, int threads,
                       .lane = against_lane,
                       .nlanes = fp8_checkpoint_shard_count(v->ck) +
                                 fp8_checkpoint_shard_count(a->src),
-                      .bufsize = { a->max_band * 4, a->max_band * 2,
+                      .bufsize = { a->max_src, a->max_band * 2,
                                    a->max_scales * 12 + a->max_cols * 4 } };
     fp8_status st = fp8_jobs_run(ctx, &spec);
     if (!st && cancel && *cancel)
@@ -1550,7 +1550,9 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         a->njobs += it->experts * ceil_div(it->rows, it->band);
     uint64_t band = it->band < it->rows ? it->band : it->rows, first, count;
     scale_span(v, it, 0, 0, band, &first, &count);
+    uint64_t src = band * it->cols * (fp8_dtype_bits(x->dtype) / 8);
     a->max_band = band * it->cols > a->max_band ? band * it->cols : a->max_band;
+    a->max_src = src > a->max_src ? src : a->max_src;
     a->max_scales = count > a->max_scales ? count : a->max_scales;
     a->max_cols = it->cols > a->max_cols ? it->cols : a->max_cols;
     if (item != SIZE_MAX) {
@@ -1610,6 +1612,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         a->njobs += ceil_div(it->rows, it->band);
         uint64_t band = it->band < it->rows ? it->band : it->rows;
         a->max_band = band > a->max_band ? band : a->max_band;
+        a->max_src = band > a->max_src ? band : a->max_src;
     }
     a->amax = fp8_xcalloc(a->nmatrices + 1, sizeof *a->amax);
     a->scale = fp8_xcalloc(a->nmatrices + 1, sizeof *a->scale);
