@@ -539,8 +539,8 @@ typedef struct {
     const char *against; /* the bf16 source: compare (needs values) */
     unsigned require;  /* loaders that must load it (bit 1 << fp8_loader); 0: the
                           serving stacks, FP8_LOADERS_SERVING */
-    /* As in fp8_quant_options: --against stops, removing its copy, once
-     * *cancel becomes nonzero. */
+    /* When set and *cancel becomes nonzero, --against stops and fails with
+     * FP8_ERR_IO (it compares in memory and writes nothing). */
     const volatile sig_atomic_t *cancel;
     /* For a checkpoint with no config.json (a lone file): the layout to
      * check it against, as quantize would declare it (FP8_FORMAT_DEFAULT:

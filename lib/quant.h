@@ -53,6 +53,18 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
 fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q, void *scales,
                                   uint64_t *where);
 
+/* The band quantize writes for rows [row0, row0 + nrows) and columns
+ * [col0, col0 + ncols) of expert x of quantized item i of a plan (with block
+ * scaling, rows of one block row): its source dtype, scale kind and groups,
+ * and *first, the index of its first scale in the item's scale tensor.  The
+ * per-tensor scheme's band is `fixed`: its scale, made from the matrix's
+ * amax (fp8_scale_make with the band's kind), is the caller's to set.
+ * verify --against re-quantizes with it, so that it compares the bytes
+ * quantize would write. */
+void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t row0,
+                         uint64_t nrows, uint64_t col0, uint64_t ncols, fp8_band *b,
+                         uint64_t *first);
+
 /* The largest magnitude of n contiguous elements (pass 1 of per-tensor
  * scaling); FP8_BAND_NONFINITE with *where on a NaN or infinity. */
 fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *amax,
@@ -100,6 +112,18 @@ typedef struct {
     uint64_t saturated;
 } fp8_code_stats;
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
+
+/* verify --against's bound (SPEC 7) over n elements: x the source (BF16,
+ * F16 or F32), y its dequantized values (when q is not NULL, y = E4M3
+ * q[i] * s[i] in fp32), s each element's scale.  counts[0] += the elements
+ * beyond 464 * s (clipped), counts[1] += the others further from x than
+ * max(|x|/16, s/1024), both with a 1e-6 margin, in double; n < 2^32.  The
+ * reference tests each element; the fast one (verify.c) tests blocks in
+ * fp32 first, and the blocks fp32 is unsure of as the reference does. */
+void fp8_bound_span_ref(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
+                        const float *s, uint64_t n, uint64_t counts[2]);
+void fp8_bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
+                    const float *s, uint64_t n, uint64_t counts[2]);
 
 /* quant_cpu.c's branch-free fp32 -> E4M3, exposed for its exhaustive test. */
 uint8_t fp8_e4m3_fast(float x);

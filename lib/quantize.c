@@ -688,6 +688,31 @@ static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
                     w->r->plan->items[j->item].tensor->name, why);
 }
 
+void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t row0,
+                         uint64_t nrows, uint64_t col0, uint64_t ncols, fp8_band *b,
+                         uint64_t *first)
+{
+    const plan_entry *e = &p->entries[i];
+    *b = (fp8_band){ .src = p->items[i].tensor->dtype, .kind = e->kind, .rows = nrows,
+                     .cols = ncols, .group_rows = 1, .group_cols = ncols };
+    *first = 0;
+    switch (p->opts.scheme) {
+    case FP8_SCHEME_BLOCK:
+        b->group_rows = nrows;
+        b->group_cols = p->opts.block_cols;
+        *first = (x * ceil_div(e->rows, p->opts.block_rows) + row0 / p->opts.block_rows) *
+                     ceil_div(e->cols, p->opts.block_cols) +
+                 col0 / p->opts.block_cols;
+        break;
+    case FP8_SCHEME_CHANNEL: *first = x * e->rows + row0; break;
+    case FP8_SCHEME_MXFP8:
+        b->group_cols = 32;
+        *first = (x * e->rows + row0) * (e->cols / 32);
+        break;
+    case FP8_SCHEME_TENSOR: b->fixed = true; break;
+    }
+}
+
 static fp8_status do_quantize(worker *w, const job *j)
 {
     shard_run *r = w->r;
@@ -709,27 +734,11 @@ static fp8_status do_quantize(worker *w, const job *j)
             return nonfinite_error(w, j, where);
         return FP8_OK;
     }
-    fp8_band b = { .src = dt, .kind = e->kind, .rows = j->nrows, .cols = j->ncols,
-                   .group_rows = 1, .group_cols = j->ncols };
-    uint64_t first = 0; /* index of the job's first scale in the scale tensor */
-    switch (p->opts.scheme) {
-    case FP8_SCHEME_BLOCK:
-        b.group_rows = j->nrows;
-        b.group_cols = p->opts.block_cols;
-        first = (j->expert * ceil_div(e->rows, p->opts.block_rows) + j->row0 / p->opts.block_rows) *
-                    ceil_div(e->cols, p->opts.block_cols) +
-                j->col0 / p->opts.block_cols;
-        break;
-    case FP8_SCHEME_CHANNEL: first = j->expert * e->rows + j->row0; break;
-    case FP8_SCHEME_MXFP8:
-        b.group_cols = 32;
-        first = (j->expert * e->rows + j->row0) * (e->cols / 32);
-        break;
-    case FP8_SCHEME_TENSOR:
-        b.fixed = true;
+    fp8_band b;
+    uint64_t first; /* index of the job's first scale in the scale tensor */
+    fp8_quant_plan_band(p, j->item, j->expert, j->row0, j->nrows, j->col0, j->ncols, &b, &first);
+    if (b.fixed)
         b.scale = r->tensor_scale[r->scale_at[j->item] + j->expert];
-        break;
-    }
     bool bad = true;
     if (w->gpu && (st = fp8_gpu_quantize(w->ctx, w->gpu, &b, &bad)))
         return gpu_error(w, j, st);

@@ -6,6 +6,7 @@
  * quantize writes are clean.
  */
 #include "golden.h"
+#include "quant.h"
 
 #define VERIFY_DIR "testdata/verify"
 #define QUANT_CASES "tests/oracle/quant_cases.json"
@@ -686,6 +687,74 @@ START_TEST(test_against_the_source_is_clean_and_reproduced)
 }
 END_TEST
 
+/* A deterministic xorshift stream. */
+static uint32_t next_random(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return (uint32_t)(*state >> 16);
+}
+
+/* The fast bound (fp32 first, double where fp32 is unsure) counts what the
+ * element-by-element double reference counts: sources of each dtype near
+ * their bound on both sides, at 448..480 times the scale, NaN, infinite and
+ * zero; scales from subnormal to 3e38; codes of every kind; odd lengths. */
+START_TEST(test_fast_bound_counts_what_the_reference_counts)
+{
+    static const fp8_dtype dtypes[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+    enum { N = 1000 };
+    static const float scales[] = { 1.0f, 0x1p-7f, 3.1e-5f, 0x1p-140f, 0x1p-149f, 2e-38f, 3e38f,
+                                    1e30f, 0.0117f };
+    float x[N], y[N], s[N];
+    uint8_t q[N];
+    uint16_t h[N];
+    uint64_t state = 0x9E3779B97F4A7C15ull, seen[2] = { 0, 0 };
+    for (int round = 0; round < 200; round++) {
+        fp8_dtype dt = dtypes[round % 3];
+        for (int i = 0; i < N; i++) {
+            uint32_t r = next_random(&state);
+            q[i] = (uint8_t)r;
+            s[i] = scales[(r >> 8) % (sizeof scales / sizeof scales[0])];
+            if (round % 7 == 0) /* one scale for the whole span, as a group has */
+                s[i] = scales[round % (sizeof scales / sizeof scales[0])];
+            y[i] = fp8_e4m3_to_f32(q[i]) * s[i];
+            /* around the bound: a relative error of about 1/16, or about 448..480 scales */
+            float rel = ((float)(r >> 16 & 0xFF) - 128) / 1024.0f;
+            switch ((r >> 24) % 8) {
+            case 0: x[i] = y[i] * (1 + 1.0f / 16 + rel / 64); break;
+            case 1: x[i] = y[i] * (1 - 1.0f / 16 + rel / 64); break;
+            case 2: x[i] = s[i] * (456 + rel * 64) * ((r & 1) ? -1 : 1); break;
+            case 3: x[i] = y[i] + s[i] / 1024 * (1 + rel / 8); break;
+            case 4: x[i] = (r & 2) ? NAN : (r & 1) ? INFINITY : 0; break;
+            default: x[i] = y[i] * (1 + rel / 8); break;
+            }
+            if (dt == FP8_DTYPE_BF16)
+                h[i] = fp8_f32_to_bf16(x[i]);
+            else if (dt == FP8_DTYPE_F16)
+                h[i] = fp8_f32_to_f16(x[i]);
+        }
+        const void *src = dt == FP8_DTYPE_F32 ? (const void *)x : (const void *)h;
+        for (int n = round % 40; n <= N; n += n < 80 ? 1 : 307) {
+            for (int given = 0; given < 2; given++) {
+                uint64_t fast[2] = { 0, 0 }, ref[2] = { 0, 0 };
+                const uint8_t *codes = given ? NULL : q;
+                fp8_bound_span(dt, src, codes, y, s, (uint64_t)n, fast);
+                fp8_bound_span_ref(dt, src, codes, y, s, (uint64_t)n, ref);
+                ck_assert_msg(fast[0] == ref[0] && fast[1] == ref[1],
+                              "dtype %d, n %d, y %s: clipped %llu vs %llu, outside %llu vs %llu",
+                              (int)dt, n, given ? "given" : "from codes",
+                              (unsigned long long)fast[0], (unsigned long long)ref[0],
+                              (unsigned long long)fast[1], (unsigned long long)ref[1]);
+                seen[0] += ref[0];
+                seen[1] += ref[1];
+            }
+        }
+    }
+    ck_assert(seen[0] > 0 && seen[1] > 0); /* both counts were exercised */
+}
+END_TEST
+
 /* Sets the first `count` bytes (all, for SIZE_MAX) of tensor `name` in the
  * shard file at `path` to `byte`, in place. */
 static void overwrite_tensor(const char *path, const char *name, int byte, size_t count)
@@ -798,6 +867,7 @@ int main(void)
     tcase_add_test(tc, test_config_rules);
     tcase_add_test(tc, test_fp8_tensor_of_rank_1_is_an_error);
     tcase_add_test(tc, test_zero_blocks_are_counted_per_tensor);
+    tcase_add_test(tc, test_fast_bound_counts_what_the_reference_counts);
     tcase_add_test(tc, test_against_the_source_is_clean_and_reproduced);
     tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
     tcase_add_test(tc, test_rounded_scales_pass_the_strictest_check);
