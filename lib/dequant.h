@@ -24,4 +24,9 @@ dq_action dq_weights_role(const dq_weights *w, const char *name);
 fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
                            uint64_t n, float *y, float *scales_out);
 
+/* Stored scale i of a scale tensor of dtype dt (F32, BF16, F16, or E8M0 /
+ * U8: 2^(b - 127)) as fp32; false when it is not finite and positive (E8M0
+ * 0xFF is its NaN). */
+bool dq_scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s);
+
 #endif

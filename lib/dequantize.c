@@ -306,8 +306,7 @@ static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
     return st;
 }
 
-/* A stored scale as fp32; false when it is not finite and positive. */
-static bool scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
+bool dq_scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
 {
     switch (dt) {
     case FP8_DTYPE_F32: memcpy(s, p + 4 * i, 4); break;
@@ -350,7 +349,7 @@ static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
     if (st || (st = fp8_file_read(ctx, sin, it->scale, first * ssz, raw, *count * ssz)))
         return st;
     for (uint64_t k = 0; k < *count; k++)
-        if (!scale_value(it->scale->dtype, raw, k, &sf[k]))
+        if (!dq_scale_value(it->scale->dtype, raw, k, &sf[k]))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': element %llu is not a finite positive scale",
                             fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,

@@ -1174,20 +1174,6 @@ static void bound_add(against *a, ag_item *it, fp8_dtype dt, const void *x, cons
     }
 }
 
-/* A stored scale as fp32, as dequantize reads it; false when it is not
- * finite and positive. */
-static bool scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
-{
-    switch (dt) {
-    case FP8_DTYPE_F32: memcpy(s, p + 4 * i, 4); break;
-    case FP8_DTYPE_BF16: *s = fp8_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)); break;
-    case FP8_DTYPE_F16: *s = fp8_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)); break;
-    default: /* E8M0: 2^(b - 127); 0xFF is its NaN */
-        *s = p[i] == 0xFF ? 0 : fp8_pow2(p[i] - 127);
-        return p[i] != 0xFF;
-    }
-    return *s > 0 && *s <= 3.4028234663852886e38f;
-}
 
 /* The bound of a band whose codes and stored scales are read here, failing
  * as dequantize fails on them (and as dq_weights_read did for verify): a
@@ -1203,7 +1189,7 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                      : v->scheme == FP8_SCHEME_MXFP8 ? 32
                                                      : N;
     for (uint64_t k = 0; k < scount; k++)
-        if (!scale_value(it->s->dtype, raw, k, &sf[k]))
+        if (!dq_scale_value(it->s->dtype, raw, k, &sf[k]))
             return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': element %llu is not a finite positive scale",
                             fp8_checkpoint_shard_name(v->ck, it->sshard), it->s->name,
