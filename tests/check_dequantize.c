@@ -284,6 +284,15 @@ static void expect_bad(const char *model, const char *dir, const char *extra, co
     free(args);
 }
 
+/* The checkpoint exports (exit 0) with the given options. */
+static void expect_exports(const char *model, const char *dir, const char *extra)
+{
+    char *args;
+    ck_assert(asprintf(&args, "dequantize-for-export -q %s '%s' '%s/out'", extra, model, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+}
+
 START_TEST(test_fp8_weight_without_scale_is_bad_input)
 {
     char *dir = tu_tmpdir(), *model = make_fp8(dir, 0x38, NULL, FP8_DTYPE_F32, 0, NULL, NULL, 0);
@@ -369,11 +378,7 @@ START_TEST(test_f16_overflow_is_bad_input)
     char *dir = tu_tmpdir();
     char *model = make_fp8(dir, 0x7E, "w.weight_scale_inv", FP8_DTYPE_F32, 0, NULL, &big, 4);
     expect_bad(model, dir, "--dtype f16", "overflows f16");
-    /* the same checkpoint exports to bf16 */
-    char *args;
-    ck_assert(asprintf(&args, "dequantize-for-export -q '%s' '%s/out'", model, dir) > 0);
-    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    free(args);
+    expect_exports(model, dir, ""); /* the same checkpoint exports to bf16 */
     free(model);
     tu_tmpdir_free(dir);
 }
@@ -612,10 +617,7 @@ START_TEST(test_bf16_overflow_is_bad_input)
     dir = tu_tmpdir();
     model = make_fp8(dir, 0x7E, "w.weight_scale_inv", FP8_DTYPE_F32, 0, NULL, &big, 4);
     expect_bad(model, dir, "", "overflows bf16");
-    char *args;
-    ck_assert(asprintf(&args, "dequantize-for-export -q --dtype f32 '%s' '%s/out'", model, dir) > 0);
-    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    free(args);
+    expect_exports(model, dir, "--dtype f32");
     free(model);
     tu_tmpdir_free(dir);
 }
