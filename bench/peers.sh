@@ -23,7 +23,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bench-peers: creating $venv (one-time, about 1 GB from PyPI)" >&2
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/python" -m pip --disable-pip-version-check -q install -r "$req"
+    "$venv/bin/python" -m pip --disable-pip-version-check --no-cache-dir -q install -r "$req"
     echo "$want" >"$stamp"
 fi
 py=$venv/bin/python

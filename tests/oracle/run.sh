@@ -77,7 +77,7 @@ fi
 stamp="$venv/.oracle-requirements"
 if ! cmp -s "$req" "$stamp" 2>/dev/null; then
     echo "oracle: installing $(grep -v '^#' "$req" | tr '\n' ' ')"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" \
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir -r "$req" \
         || die "pip install -r $req failed (needs PyPI once; then the venv is reused offline)"
     cp "$req" "$stamp"
 fi
