@@ -16,7 +16,6 @@
 #include "jobs.h"
 #include "quant.h"
 
-#define CHUNK FP8_CHUNK_BYTES /* bytes a hash reads at a time */
 
 /* ---------------------------------------------------------------- hashes */
 
@@ -51,7 +50,7 @@ static XXH3_state_t *hash_begin(fp8_ctx *ctx, const fp8_tensor_info *t)
 
 /* XXH3-128 of name, dtype, shape (as text, NUL-separated) and bytes. */
 static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsigned char *buf,
-                              fp8_hash_hex out)
+                              uint64_t chunk, fp8_hash_hex out)
 {
     size_t s;
     const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
@@ -59,9 +58,8 @@ static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsign
     if (!h)
         return FP8_ERR_NOMEM;
     fp8_status st = FP8_OK;
-    for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += CHUNK) {
-        size_t len = fp8_tensor_nbytes(t) - off < CHUNK ? (size_t)(fp8_tensor_nbytes(t) - off)
-                                                        : CHUNK;
+    for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += chunk) {
+        size_t len = (size_t)(fp8_tensor_nbytes(t) - off < chunk ? fp8_tensor_nbytes(t) - off : chunk);
         if (!(st = fp8_file_read(ctx, fp8_checkpoint_shard(ck, s), t, off, buf, len)))
             XXH3_128bits_update(h, buf, len);
     }
@@ -81,12 +79,13 @@ static void digest_of(const fp8_hash_hex *hashes, size_t n, fp8_hash_hex out)
 typedef struct {
     fp8_checkpoint *ck;
     fp8_hash_hex *hashes;
+    uint64_t chunk; /* bytes a hash reads at a time */
 } hash_job;
 
 static fp8_status hash_one(void *arg, fp8_worker *w, size_t j)
 {
     hash_job *h = arg;
-    return hash_tensor(w->ctx, h->ck, j, w->buf[0], h->hashes[j]);
+    return hash_tensor(w->ctx, h->ck, j, w->buf[0], h->chunk, h->hashes[j]);
 }
 
 static uint64_t hash_bytes(void *arg, size_t j)
@@ -117,9 +116,9 @@ fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
 fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_hash_options *o,
                                     fp8_hash_hex *hashes, fp8_hash_hex digest)
 {
-    hash_job h = { ck, hashes };
+    hash_job h = { ck, hashes, fp8_jobs_chunk(o->threads, FP8_DEVICE_CPU) };
     uint64_t done = 0;
-    fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { CHUNK },
+    fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { h.chunk },
                       .threads = o->threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
                       .what = "hash", .lane = hash_lane,
                       .nlanes = fp8_checkpoint_shard_count(ck), .label = hash_label,
@@ -262,8 +261,8 @@ void diff_stats_merge(diff_stats *into, const diff_stats *from)
  * in file order (lanes).
  */
 
-#define BAND_BYTES (FP8_CHUNK_BYTES / 2) /* bytes of a band on each side */
-#define BAND_VALUES (BAND_BYTES / 4)     /* fp32 values of a band (whole rows) */
+#define BAND_BYTES(d) ((d)->chunk / 2)     /* bytes of a band on each side */
+#define BAND_VALUES(d) (BAND_BYTES(d) / 4)  /* fp32 values of a band (whole rows) */
 
 typedef struct {
     size_t entry;
@@ -275,6 +274,7 @@ struct fp8_diff {
     fp8_checkpoint *ck[2];
     dq_weights *w[2];
     bool dequant;
+    uint64_t chunk; /* bytes a hash reads at a time; a band is half of it */
     size_t n;
     fp8_diff_entry *e;
     size_t *shard[2]; /* by entry: the shard of its tensor on each side */
@@ -297,8 +297,8 @@ static fp8_status hash_side(void *arg, fp8_worker *w, size_t j)
 {
     fp8_diff *d = arg;
     size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
-    return j < na ? hash_tensor(w->ctx, d->ck[0], j, w->buf[0], d->hashes[0][j])
-                  : hash_tensor(w->ctx, d->ck[1], j - na, w->buf[0], d->hashes[1][j - na]);
+    return j < na ? hash_tensor(w->ctx, d->ck[0], j, w->buf[0], d->chunk, d->hashes[0][j])
+                  : hash_tensor(w->ctx, d->ck[1], j - na, w->buf[0], d->chunk, d->hashes[1][j - na]);
 }
 
 /* Lanes: A's shards, then B's. */
@@ -367,7 +367,7 @@ static fp8_status compare_band(fp8_ctx *ctx, fp8_diff *d, fp8_worker *w, diff_ba
         }
         return st;
     }
-    if (b->n > BAND_VALUES) { /* one row longer than a band: a buffer of its own */
+    if (b->n > BAND_VALUES(d)) { /* one row longer than a band: a buffer of its own */
         own = malloc(3 * b->n * 4);
         if (!own)
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -432,7 +432,7 @@ static fp8_status plan_bands(fp8_ctx *ctx, fp8_diff *d)
         if (e->dequantized) {
             const fp8_tensor_info *t = e->a;
             uint64_t cols = t->rank ? t->shape[t->rank - 1] : 1;
-            uint64_t rows = cols ? BAND_VALUES / cols : 0;
+            uint64_t rows = cols ? BAND_VALUES(d) / cols : 0;
             e->elements = t->elements;
             step = (rows ? rows : 1) * cols;
         } else {
@@ -442,7 +442,7 @@ static fp8_status plan_bands(fp8_ctx *ctx, fp8_diff *d)
                 e->kind = FP8_DIFF_SAME;
                 continue;
             }
-            step = BAND_BYTES / size;
+            step = BAND_BYTES(d) / size;
         }
         for (uint64_t first = 0; step && first < e->elements; first += step) {
             if (!fp8_grow(&d->bands, d->nbands, &cap, sizeof *d->bands))
@@ -574,7 +574,8 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
         size_t nb = fp8_checkpoint_tensor_count(d->ck[1]);
         uint64_t done = 0;
-        fp8_jobs hash = { .njobs = na + nb, .bufsize = { CHUNK }, .threads = opts->threads,
+        d->chunk = fp8_jobs_chunk(opts->threads, FP8_DEVICE_CPU);
+        fp8_jobs hash = { .njobs = na + nb, .bufsize = { d->chunk }, .threads = opts->threads,
                           .run = hash_side, .bytes = hash_side_bytes, .arg = d, .what = "diff",
                           .lane = hash_side_lane,
                           .nlanes = fp8_checkpoint_shard_count(d->ck[0]) +
@@ -586,7 +587,7 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         if (!(st = fp8_jobs_run(ctx, &hash)) && !(st = plan_bands(ctx, d))) {
             fp8_jobs bands = hash;
             bands.njobs = d->nbands;
-            bands.bufsize[0] = bands.bufsize[1] = bands.bufsize[2] = BAND_BYTES;
+            bands.bufsize[0] = bands.bufsize[1] = bands.bufsize[2] = BAND_BYTES(d);
             bands.run = band_one;
             bands.bytes = band_bytes;
             bands.lane = band_lane;

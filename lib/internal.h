@@ -19,6 +19,11 @@
 #ifndef FP8_CHUNK_BYTES
 #define FP8_CHUNK_BYTES (4u << 20)
 #endif
+/* What the workers' buffers may hold between them on the CPU, so that peak
+ * memory does not grow with the core count: with many threads each job takes
+ * a smaller chunk (fp8_jobs_chunk), and where jobs cannot shrink enough
+ * (a block row of a very wide matrix) fewer threads run (fp8_jobs_run). */
+#define FP8_JOBS_MEMORY ((uint64_t)48 << 20)
 
 /* Records the message for the failure and returns `status`, so that an error
  * is raised in one line:  return fp8_fail(ctx, FP8_ERR_IO, "%s: ...", path); */

@@ -171,11 +171,29 @@ static void *work(void *arg)
     return NULL;
 }
 
+/* The workers a run starts, before the cap at its job count. */
+static long run_threads(int threads, fp8_device device)
+{
+    long n = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+    n = n < 1 ? 1 : n;
+    return device == FP8_DEVICE_CUDA && n < 2 ? 2 : n;
+}
+
+uint64_t fp8_jobs_chunk(int threads, fp8_device device)
+{
+    uint64_t chunk = FP8_CHUNK_BYTES, n = (uint64_t)run_threads(threads, device);
+    while (device != FP8_DEVICE_CUDA && n * chunk * 2 > FP8_JOBS_MEMORY &&
+           chunk > FP8_CHUNK_BYTES / 16)
+        chunk /= 2;
+    return chunk;
+}
+
 fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
 {
-    long n = s->threads > 0 ? s->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    n = n < 1 ? 1 : n;
-    n = s->device == FP8_DEVICE_CUDA && n < 2 ? 2 : n;
+    long n = run_threads(s->threads, s->device);
+    uint64_t per = (uint64_t)s->bufsize[0] + s->bufsize[1] + s->bufsize[2];
+    if (s->device != FP8_DEVICE_CUDA && per && (uint64_t)n * per > FP8_JOBS_MEMORY)
+        n = FP8_JOBS_MEMORY / per > 1 ? (long)(FP8_JOBS_MEMORY / per) : 1;
     n = (size_t)n > s->njobs ? (long)(s->njobs ? s->njobs : 1) : n;
     job_queue q = { .spec = s, .err_job = SIZE_MAX };
     job_thread *ts = fp8_xcalloc((size_t)n, sizeof *ts);

@@ -55,9 +55,18 @@ typedef struct {
  * Progress is reported from the calling thread only (with the job's label),
  * and once more when all jobs are done (helpers may have run all of them).
  * On CUDA each worker has its own stream, so one worker's copies and kernel
- * overlap another's file reads and writes: at least two workers run.
+ * overlap another's file reads and writes: at least two workers run.  On
+ * the CPU, fewer workers than `threads` run where their buffers together
+ * would pass FP8_JOBS_MEMORY (at least one).
  */
 fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *spec);
+
+/* The bytes a job of a run with `threads` moves at a time (its input, or a
+ * read): FP8_CHUNK_BYTES, halved (down to a sixteenth of it) while the
+ * workers' buffers, about two chunks each, would pass FP8_JOBS_MEMORY;
+ * always FP8_CHUNK_BYTES on CUDA, whose pinned buffers are per stream.
+ * What a command computes never depends on it. */
+uint64_t fp8_jobs_chunk(int threads, fp8_device device);
 
 /* Lets the next job of the worker's lane start reading (a no-op without a
  * turn): for a job whose reads are done but whose work is not. */

@@ -3,9 +3,10 @@
  * the output formats of SPEC 5 (scale names, dtypes, shapes, config), and the
  * streaming, multi-threaded run that writes the output.
  *
- * The run cuts every tensor into jobs of at most JOB_BYTES of input (a band
- * of rows; for block scaling a band of one block row, split by columns when
- * wide), which threads take in order.  A job's output depends only on its
+ * The run cuts every tensor into jobs of at most a chunk of input
+ * (fp8_jobs_chunk: smaller with many threads; a band of rows, for block
+ * scaling a band of one block row, split by columns when wide), which
+ * threads take in order.  A job's output depends only on its
  * input, and each job writes its own bytes of the output file, so the output
  * is the same for any number of threads, and memory is a few jobs' worth.
  */
@@ -27,7 +28,6 @@
 #include "jobs.h"
 #include "parallel.h"
 
-#define JOB_BYTES ((uint64_t)FP8_CHUNK_BYTES)
 #define MAX_BLOCK 4096
 #define HF_QUANT_CONFIG "hf_quant_config.json"
 
@@ -546,6 +546,7 @@ typedef struct {
     size_t max_src, max_q, max_scales; /* buffer sizes a worker needs */
     uint64_t *done;         /* bytes of work finished, over the whole run (atomic) */
     uint64_t total;
+    uint64_t chunk;         /* the most input a job takes */
 } shard_run;
 
 /* A job's view of its thread: the shard's run, the thread's context,
@@ -591,20 +592,20 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     const fp8_tensor_info *t = p->items[i].tensor;
     fp8_status st = FP8_OK;
     if (kind == JOB_COPY) {
-        for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += JOB_BYTES) {
+        for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += r->chunk) {
             uint64_t len = fp8_tensor_nbytes(t) - off;
             st = add_job(ctx, r, (job){ .kind = JOB_COPY, .item = i, .offset = off,
-                                        .len = len < JOB_BYTES ? len : JOB_BYTES });
+                                        .len = len < r->chunk ? len : r->chunk });
         }
         return st;
     }
     uint64_t row_bytes = e->cols * src_size(t->dtype);
-    uint64_t band = JOB_BYTES / row_bytes ? JOB_BYTES / row_bytes : 1, width = e->cols;
+    uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
     if (p->opts.scheme == FP8_SCHEME_BLOCK) {
         band = p->opts.block_rows;
         uint64_t tile = band * p->opts.block_cols * src_size(t->dtype);
-        if (band * row_bytes > JOB_BYTES) /* wide: split the block row by columns */
-            width = (JOB_BYTES / tile ? JOB_BYTES / tile : 1) * p->opts.block_cols;
+        if (band * row_bytes > r->chunk) /* wide: split the block row by columns */
+            width = (r->chunk / tile ? r->chunk / tile : 1) * p->opts.block_cols;
     }
     for (uint64_t x = 0; x < e->experts; x++)
         for (uint64_t r0 = 0; r0 < e->rows; r0 += band)
@@ -884,7 +885,8 @@ static fp8_status write_shard(fp8_ctx *ctx, fp8_quant_plan *p, size_t s, const c
 {
     fp8_status st;
     shard_run r = { .plan = p, .in = fp8_checkpoint_shard(p->ck, s), .done = done,
-                    .total = p->work_bytes };
+                    .total = p->work_bytes,
+                    .chunk = fp8_jobs_chunk(p->opts.threads, p->device) };
     size_t *items = fp8_xcalloc(p->n ? p->n : 1, sizeof *items), nitems = 0;
     r.scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r.scale_at);
     if (!items || !r.scale_at) {

@@ -29,8 +29,6 @@
 #include "parallel.h"
 #include "quant.h"
 
-#define CHUNK FP8_CHUNK_BYTES
-
 /* fp8_format's values: DEFAULT (none declared), HF_FP8, COMPRESSED_TENSORS, MODELOPT */
 typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
 
@@ -63,6 +61,7 @@ struct fp8_verify {
     /* --against: FP8 weights re-quantized from SRC, and how many came out the
      * same bytes (weight and scale); -1 when not tried */
     long requantized, reproduced;
+    uint64_t chunk;     /* bytes a job reads at a time (fp8_jobs_chunk) */
     char *first_unreproduced;
     fp8_verify_stats *stats; /* per FP8 weight, when values were scanned */
     size_t nstats;
@@ -670,11 +669,11 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
     uint64_t M = t->rank >= 2 ? t->shape[t->rank - 2] : 1;
     if (!t->elements || !N)
         return FP8_OK;
-    unsigned char *own = N > CHUNK ? malloc(N) : NULL;
-    if (N > CHUNK && !own)
+    unsigned char *own = N > v->chunk ? malloc(N) : NULL;
+    if (N > v->chunk && !own)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     buf = own ? own : buf;
-    uint64_t rows = t->elements / N, band = own ? 1 : CHUNK / N;
+    uint64_t rows = t->elements / N, band = own ? 1 : v->chunk / N;
     uint64_t R = v->block_rows, C = v->block_cols, rb = ceil_div(M, R), cb = ceil_div(N, C);
     uint64_t step = !seen                           ? N
                     : v->scheme == FP8_SCHEME_BLOCK ? C
@@ -796,8 +795,8 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         }
         nbytes = 0; /* done: the loop below is for scales */
     }
-    for (uint64_t off = 0; off < nbytes; off += CHUNK) {
-        size_t len = nbytes - off < CHUNK ? (size_t)(nbytes - off) : CHUNK;
+    for (uint64_t off = 0; off < nbytes; off += v->chunk) {
+        size_t len = nbytes - off < v->chunk ? (size_t)(nbytes - off) : v->chunk;
         fp8_status st = fp8_file_read(w->ctx, f, t, off, w->buf[0], len);
         if (st) {
             free(seen);
@@ -908,7 +907,7 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     if (!st) {
         for (size_t j = 0; j < sc.n; j++)
             v->total += scan_bytes(&sc, j);
-        fp8_jobs spec = { .njobs = sc.n, .bufsize = { CHUNK }, .threads = threads,
+        fp8_jobs spec = { .njobs = sc.n, .bufsize = { v->chunk }, .threads = threads,
                           .progress = v->opts->progress, .progress_user = v->opts->progress_user,
                           .done = &v->done, .total = v->total, .label = scan_label,
                           .run = scan_one, .bytes = scan_bytes, .arg = &sc, .what = "verify",
@@ -945,7 +944,7 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
  * flags), so the report is the same for any number of threads.
  */
 
-#define BAND_ELEMS ((uint64_t)CHUNK / 4) /* elements in a job's band, about */
+#define BAND_ELEMS(v) ((v)->chunk / 4) /* elements in a job's band, about */
 
 typedef struct {
     const char *name;
@@ -1528,7 +1527,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
                       fp8_tensor_nbytes(s) ==
                           scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
     }
-    it->band = it->cols && BAND_ELEMS / it->cols ? BAND_ELEMS / it->cols : 1;
+    it->band = it->cols && BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
     if (v->scheme == FP8_SCHEME_BLOCK) /* whole block rows */
         it->band = it->band < v->block_rows ? v->block_rows : it->band / v->block_rows * v->block_rows;
     it->first_job = a->njobs;
@@ -1593,7 +1592,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->copy = true;
         it->experts = it->cols = 1;
         it->rows = fp8_tensor_nbytes(it->t);
-        it->band = BAND_ELEMS;
+        it->band = BAND_ELEMS(v);
         it->first_job = a->njobs;
         a->njobs += ceil_div(it->rows, it->band);
         uint64_t band = it->band < it->rows ? it->band : it->rows;
@@ -1781,6 +1780,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
     v->opts = opts;
     v->require = opts->require ? opts->require : FP8_LOADERS_SERVING;
     v->requantized = v->reproduced = -1;
+    v->chunk = fp8_jobs_chunk(opts->threads, FP8_DEVICE_CPU);
     fp8_status st = fp8_checkpoint_open(ctx, path, &v->ck);
     if (st == FP8_ERR_BAD_INPUT) { /* the container or the index is the finding */
         const char *msg = fp8_ctx_message(ctx);

@@ -716,8 +716,8 @@ START_TEST(test_report_is_the_same_for_any_thread_count)
     int rc;
     char *one = diff_text(pa, pb, "-j 1", &rc);
     ck_assert_int_eq(rc, 1);
-    const char *threads[] = { "-j 2", "-j 3", "-j 8" };
-    for (int k = 0; k < 3; k++) {
+    const char *threads[] = { "-j 2", "-j 3", "-j 8", "-j 64" }; /* 64: bands of 128 KiB */
+    for (int k = 0; k < 4; k++) {
         char *other = diff_text(pa, pb, threads[k], &rc);
         ck_assert_int_eq(rc, 1);
         ck_assert_msg(strcmp(one, other) == 0, "%s:\n%s\n-j 1:\n%s", threads[k], other, one);
@@ -765,8 +765,9 @@ START_TEST(test_dequant_report_is_the_same_for_any_thread_count)
     int rc;
     char *one = diff_text(fp8, model, "--dequant -j 1", &rc);
     ck_assert_int_eq(rc, 1);
-    const char *threads[] = { "--dequant -j 2", "--dequant -j 3", "--dequant -j 8" };
-    for (int k = 0; k < 3; k++) {
+    const char *threads[] = { "--dequant -j 2", "--dequant -j 3", "--dequant -j 8",
+                              "--dequant -j 64" };
+    for (int k = 0; k < 4; k++) {
         char *other = diff_text(fp8, model, threads[k], &rc);
         ck_assert_int_eq(rc, 1);
         ck_assert_msg(strcmp(one, other) == 0, "%s:\n%s\n-j 1:\n%s", threads[k], other, one);

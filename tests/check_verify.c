@@ -852,6 +852,40 @@ START_TEST(test_against_a_changed_source_finds_the_tensor)
 }
 END_TEST
 
+START_TEST(test_against_report_is_the_same_for_any_thread_count)
+{
+    /* 20480 columns: at -j 64 a channel job takes a sixteenth of the rows it
+     * takes at -j 1 (fp8_jobs_chunk); a block job is a block row of 5 MiB,
+     * so fewer workers run than asked (FP8_JOBS_MEMORY) */
+    char *dir = tu_tmpdir(), *one = NULL, sub[512];
+    char *model = make_model(dir, "m", 300, 20480, -1, 0);
+    char *src = make_model(dir, "src", 300, 20480, 150 * 20480 + 7, 0x4700); /* 32768 */
+    snprintf(sub, sizeof sub, "%s/%d", dir, _i);
+    ck_assert(mkdir(sub, 0755) == 0);
+    char *fp8 = quantize_into(sub, _i ? "--scheme channel" : "", model);
+    const int threads[] = { 1, 2, 64 };
+    for (int k = 0; k < 3; k++) {
+        char *args, *out;
+        ck_assert(asprintf(&args, "verify --json -j %d --against '%s' '%s'", threads[k], src,
+                           fp8) > 0);
+        ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+        ck_assert_msg(strstr(out, "model.layers.0.mlp.down_proj.weight"), "%s", out);
+        if (!one)
+            one = out;
+        else {
+            ck_assert_msg(strcmp(one, out) == 0, "-j %d:\n%s\n-j 1:\n%s", threads[k], out, one);
+            free(out);
+        }
+        free(args);
+    }
+    free(one);
+    free(src);
+    free(fp8);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("verify");
@@ -870,6 +904,7 @@ int main(void)
     tcase_add_test(tc, test_fast_bound_counts_what_the_reference_counts);
     tcase_add_test(tc, test_against_the_source_is_clean_and_reproduced);
     tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
+    tcase_add_loop_test(tc, test_against_report_is_the_same_for_any_thread_count, 0, 2);
     tcase_add_test(tc, test_rounded_scales_pass_the_strictest_check);
     tcase_add_test(tc, test_against_finds_saturation_from_floor_scales);
     tcase_add_test(tc, test_mixtral_router_stays_bf16_or_fails_verify);
