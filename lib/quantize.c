@@ -545,7 +545,6 @@ typedef struct {
     size_t *scale_at;       /* by item: first index into tensor_scale */
     size_t max_src, max_q, max_scales; /* buffer sizes a worker needs */
     uint64_t *done;         /* bytes of work finished, over the whole run (atomic) */
-    uint64_t total;
     uint64_t chunk;         /* the most input a job takes */
 } shard_run;
 
@@ -781,46 +780,109 @@ static uint64_t job_bytes(const shard_run *r, const job *j)
     return j->nrows * j->ncols * src_size(r->plan->items[j->item].tensor->dtype);
 }
 
+/* ---------------------------------------------------------------- the run: shards at once */
+
+/* Output shards written at once, their jobs interleaved (place j runs job
+ * slot[j].job of shard slot[j].shard): the threads then mostly write
+ * different files, where in one file every write waits for the file's lock. */
+#define SHARDS_AT_ONCE 4
+
+typedef struct {
+    size_t shard, job;
+    double at; /* where the job starts in its shard's work, from 0 to 1 */
+} slot;
+
+typedef struct {
+    fp8_quant_plan *plan;
+    shard_run *r;
+    size_t n;
+    slot *slots;
+    size_t nslots;
+} shard_group;
+
+static int cmp_slot(const void *a, const void *b)
+{
+    const slot *x = a, *y = b;
+    if (x->at != y->at)
+        return x->at < y->at ? -1 : 1;
+    return x->shard != y->shard ? (x->shard < y->shard ? -1 : 1) : (x->job > y->job) - (x->job < y->job);
+}
+
+static shard_run *slot_run(const shard_group *g, size_t j, const job **jb)
+{
+    shard_run *r = &g->r[g->slots[j].shard];
+    *jb = &r->jobs[g->slots[j].job];
+    return r;
+}
+
 static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
 {
-    shard_run *r = arg;
+    const job *jb;
+    shard_run *r = slot_run(arg, j, &jb);
     worker w = { r, fw->ctx, fw->buf[0], fw->buf[1], fw->buf[2], fw->gpu, fw };
-    return do_job(&w, &r->jobs[j]);
+    return do_job(&w, jb);
 }
 
 static uint64_t bytes_of(void *arg, size_t j)
 {
-    shard_run *r = arg;
-    return job_bytes(r, &r->jobs[j]);
+    const job *jb;
+    const shard_run *r = slot_run(arg, j, &jb);
+    return job_bytes(r, jb);
 }
 
 /* A compressed shard is one lane, read in file order. */
 static size_t lane_of(void *arg, size_t j, uint64_t *offset)
 {
-    shard_run *r = arg;
-    const job *jb = &r->jobs[j];
+    const shard_group *g = arg;
+    const job *jb;
+    const shard_run *r = slot_run(g, j, &jb);
     const fp8_tensor_info *t = r->plan->items[jb->item].tensor;
     *offset = t->begin + (jb->kind == JOB_COPY ? jb->offset
                                                 : flat_index(&r->plan->entries[jb->item], jb->expert,
                                                              jb->row0, jb->col0) *
                                                       src_size(t->dtype));
-    return fp8_file_is_compressed(r->in) ? 0 : FP8_NO_LANE;
+    return fp8_file_is_compressed(r->in) ? g->slots[j].shard : FP8_NO_LANE;
 }
 
 static const char *label_of(void *arg, size_t j)
 {
-    const shard_run *r = arg;
-    return r->plan->items[r->jobs[j].item].tensor->name;
+    const job *jb;
+    const shard_run *r = slot_run(arg, j, &jb);
+    return r->plan->items[jb->item].tensor->name;
 }
 
-static fp8_status run_jobs(fp8_ctx *ctx, shard_run *r)
+/* Runs every planned job of the group's shards, interleaved by how far into
+ * its shard each one starts, so that the shards end together. */
+static fp8_status run_jobs(fp8_ctx *ctx, shard_group *g)
 {
-    const fp8_quant_options *o = &r->plan->opts;
-    fp8_jobs spec = { .njobs = r->njobs, .bufsize = { r->max_src, r->max_q, r->max_scales },
-                      .threads = o->threads, .device = r->plan->device, .run = run_one, .bytes = bytes_of, .arg = r,
-                      .what = r->plan->input, .cancel = o->cancel, .progress = o->progress,
-                      .progress_user = o->progress_user, .done = r->done, .total = r->total,
-                      .lane = lane_of, .nlanes = 1, .label = label_of };
+    const fp8_quant_options *o = &g->plan->opts;
+    size_t n = 0, bufsize[3] = { 0 };
+    for (size_t k = 0; k < g->n; k++)
+        n += g->r[k].njobs;
+    free(g->slots);
+    if (!(g->slots = fp8_xcalloc(n ? n : 1, sizeof *g->slots)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    g->nslots = 0;
+    for (size_t k = 0; k < g->n; k++) {
+        shard_run *r = &g->r[k];
+        uint64_t total = 0, at = 0;
+        for (size_t j = 0; j < r->njobs; j++)
+            total += job_bytes(r, &r->jobs[j]);
+        for (size_t j = 0; j < r->njobs; j++) {
+            g->slots[g->nslots++] = (slot){ k, j, total ? (double)at / (double)total : 0 };
+            at += job_bytes(r, &r->jobs[j]);
+        }
+        bufsize[0] = r->max_src > bufsize[0] ? r->max_src : bufsize[0];
+        bufsize[1] = r->max_q > bufsize[1] ? r->max_q : bufsize[1];
+        bufsize[2] = r->max_scales > bufsize[2] ? r->max_scales : bufsize[2];
+    }
+    qsort(g->slots, g->nslots, sizeof *g->slots, cmp_slot);
+    fp8_jobs spec = { .njobs = g->nslots, .bufsize = { bufsize[0], bufsize[1], bufsize[2] },
+                      .threads = o->threads, .device = g->plan->device, .run = run_one,
+                      .bytes = bytes_of, .arg = g, .what = g->plan->input, .cancel = o->cancel,
+                      .progress = o->progress, .progress_user = o->progress_user,
+                      .done = g->r[0].done, .total = g->plan->work_bytes, .lane = lane_of,
+                      .nlanes = g->n, .label = label_of };
     return fp8_jobs_run(ctx, &spec);
 }
 
@@ -879,62 +941,74 @@ static int cmp_item_offset(const void *a, const void *b, void *plan)
     return x < y ? -1 : x > y;
 }
 
-/* Writes output shard s to `path`. */
-static fp8_status write_shard(fp8_ctx *ctx, fp8_quant_plan *p, size_t s, const char *path,
-                              uint64_t *done)
+/* Items of shard s (only those quantized, if `quantized`) in the input's
+ * byte order, so that reads move forward through the file; returns how many. */
+static size_t shard_items(const fp8_quant_plan *p, size_t s, bool quantized, size_t *items)
 {
-    fp8_status st;
-    shard_run r = { .plan = p, .in = fp8_checkpoint_shard(p->ck, s), .done = done,
-                    .total = p->work_bytes,
-                    .chunk = fp8_jobs_chunk(p->opts.threads, p->device) };
-    size_t *items = fp8_xcalloc(p->n ? p->n : 1, sizeof *items), nitems = 0;
-    r.scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r.scale_at);
-    if (!items || !r.scale_at) {
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        goto out;
-    }
+    size_t n = 0;
     for (size_t i = 0; i < p->n; i++)
-        if (p->entries[i].shard == s)
-            items[nitems++] = i;
-    /* in the input's byte order, so that reads move forward through the file */
-    qsort_r(items, nitems, sizeof *items, cmp_item_offset, p);
+        if (p->entries[i].shard == s && (!quantized || p->items[i].quantize))
+            items[n++] = i;
+    qsort_r(items, n, sizeof *items, cmp_item_offset, (void *)p);
+    return n;
+}
 
-    if ((st = fp8_writer_create(ctx, path, &r.out)) || (st = declare_shard(ctx, p, s, r.out)))
-        goto out;
-    fp8_writer_set_durable(r.out, !p->opts.no_sync);
-    if ((st = fp8_writer_begin(ctx, r.out)))
-        goto out;
-
-    if (p->opts.scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
-        size_t nq = 0;
-        for (size_t k = 0; k < nitems && !st; k++)
-            if (p->items[items[k]].quantize) {
-                items[nq++] = items[k];
-                st = plan_jobs(ctx, &r, items[k], JOB_AMAX);
-            }
-        r.amax = fp8_xcalloc(r.njobs ? r.njobs : 1, sizeof *r.amax);
-        if (!st && !r.amax)
+/* Writes output shards s0 .. s0+n-1 (n <= SHARDS_AT_ONCE) at once. */
+static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_output *out, size_t s0,
+                               size_t n, uint64_t *done)
+{
+    shard_run r[SHARDS_AT_ONCE] = { 0 };
+    shard_group g = { .plan = p, .r = r, .n = n };
+    size_t *items = fp8_xcalloc(p->n ? p->n : 1, sizeof *items), ni;
+    uint64_t chunk = fp8_jobs_chunk(p->opts.threads, p->device);
+    fp8_status st = items ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < n && !st; k++) {
+        r[k] = (shard_run){ .plan = p, .in = fp8_checkpoint_shard(p->ck, s0 + k), .done = done,
+                            .chunk = chunk,
+                            .scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r[k].scale_at) };
+        char *path = fp8_output_file(out, p->out_shards[s0 + k]);
+        if (!path || !r[k].scale_at)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        if (st || (st = run_jobs(ctx, &r)) || (st = finish_tensor_scales(ctx, &r, items, nq)))
-            goto out;
-        r.njobs = 0;
-        nitems = 0; /* rebuild the full list for pass 2 */
-        for (size_t i = 0; i < p->n; i++)
-            if (p->entries[i].shard == s)
-                items[nitems++] = i;
-        qsort_r(items, nitems, sizeof *items, cmp_item_offset, p);
+        else if (!(st = fp8_writer_create(ctx, path, &r[k].out)) &&
+                 !(st = declare_shard(ctx, p, s0 + k, r[k].out))) {
+            fp8_writer_set_durable(r[k].out, !p->opts.no_sync);
+            st = fp8_writer_begin(ctx, r[k].out);
+        }
+        free(path);
     }
-    for (size_t k = 0; k < nitems && !st; k++)
-        st = plan_jobs(ctx, &r, items[k], p->items[items[k]].quantize ? JOB_QUANTIZE : JOB_COPY);
-    if (st || (st = run_jobs(ctx, &r)))
-        goto out;
-    st = fp8_writer_commit(ctx, r.out);
-out:
-    fp8_writer_free(r.out);
-    free(r.jobs);
-    free(r.amax);
-    free(r.tensor_scale);
-    free(r.scale_at);
+    if (!st && p->opts.scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
+        for (size_t k = 0; k < n && !st; k++) {
+            ni = shard_items(p, s0 + k, true, items);
+            for (size_t i = 0; i < ni && !st; i++)
+                st = plan_jobs(ctx, &r[k], items[i], JOB_AMAX);
+            if (!st && !(r[k].amax = fp8_xcalloc(r[k].njobs ? r[k].njobs : 1, sizeof *r[k].amax)))
+                st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (!st)
+            st = run_jobs(ctx, &g);
+        for (size_t k = 0; k < n && !st; k++) {
+            ni = shard_items(p, s0 + k, true, items);
+            st = finish_tensor_scales(ctx, &r[k], items, ni);
+            r[k].njobs = 0;
+        }
+    }
+    for (size_t k = 0; k < n && !st; k++) {
+        ni = shard_items(p, s0 + k, false, items);
+        for (size_t i = 0; i < ni && !st; i++)
+            st = plan_jobs(ctx, &r[k], items[i], p->items[items[i]].quantize ? JOB_QUANTIZE : JOB_COPY);
+    }
+    if (!st)
+        st = run_jobs(ctx, &g);
+    for (size_t k = 0; k < n && !st; k++)
+        st = fp8_writer_commit(ctx, r[k].out);
+    for (size_t k = 0; k < n; k++) {
+        fp8_writer_free(r[k].out);
+        free(r[k].jobs);
+        free(r[k].amax);
+        free(r[k].tensor_scale);
+        free(r[k].scale_at);
+    }
+    free(g.slots);
     free(items);
     return st;
 }
@@ -1019,12 +1093,10 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
     if (!st)
         st = fp8_output_begin(ctx, &out, p->input, output, is_dir, p->opts.force,
                               !p->opts.no_sync);
-    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p->ck); s++) {
-        char *path = fp8_output_file(&out, p->out_shards[s]);
-        st = path ? write_shard(ctx, p, s, path, &done)
-                  : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        free(path);
-    }
+    size_t nshards = fp8_checkpoint_shard_count(p->ck);
+    for (size_t s = 0; !st && s < nshards; s += SHARDS_AT_ONCE)
+        st = write_shards(ctx, p, &out, s, nshards - s < SHARDS_AT_ONCE ? nshards - s : SHARDS_AT_ONCE,
+                          &done);
     if (!st && is_dir) {
         const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
         if (fp8_checkpoint_has_index(p->ck) || fp8_checkpoint_shard_count(p->ck) > 1)
