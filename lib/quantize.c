@@ -805,7 +805,9 @@ static int cmp_slot(const void *a, const void *b)
     const slot *x = a, *y = b;
     if (x->at != y->at)
         return x->at < y->at ? -1 : 1;
-    return x->shard != y->shard ? (x->shard < y->shard ? -1 : 1) : (x->job > y->job) - (x->job < y->job);
+    if (x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
 }
 
 static shard_run *slot_run(const shard_group *g, size_t j, const job **jb)
