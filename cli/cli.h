@@ -45,11 +45,12 @@ typedef struct {
 } cli_command;
 
 extern const struct option cli_inspect_options[], cli_quantize_options[],
-    cli_dequantize_options[], cli_verify_options[], cli_diff_options[];
+    cli_dequantize_options[], cli_verify_options[], cli_diff_options[], cli_convert_options[];
 
 int cmd_inspect(int argc, char **argv, cli_common *common);
 int cmd_quantize(int argc, char **argv, cli_common *common);
 int cmd_dequantize(int argc, char **argv, cli_common *common);
+int cmd_convert(int argc, char **argv, cli_common *common);
 int cmd_diff(int argc, char **argv, cli_common *common);
 int cmd_verify(int argc, char **argv, cli_common *common);
 

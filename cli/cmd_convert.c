@@ -1,0 +1,200 @@
+/*
+ * cmd_convert.c - fp8conv convert INPUT OUTPUT: an FP8 checkpoint into
+ * another FP8 layout; per FP8 weight, whether it was copied exactly or
+ * re-quantized from its values, and how much the values changed.
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define CONVERT_JSON_VERSION 1
+
+enum {
+    OPT_SCHEME = CLI_OPT_FIRST,
+    OPT_FORMAT,
+    OPT_BLOCK,
+    OPT_SCALE_FMT,
+    OPT_MX_ROUNDING,
+    OPT_EXACT,
+    OPT_FORCE,
+    OPT_NO_SYNC,
+};
+
+static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
+static const char *const mx_names[] = { "rceil", "floor", NULL };
+
+static int take_option(int code, const char *value, void *state)
+{
+    fp8_convert_options *a = state;
+    fp8_quant_options *o = &a->target;
+    int choice;
+    switch (code) {
+    case OPT_SCHEME:
+        if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
+            return EXIT_USAGE;
+        o->scheme = (fp8_scheme)choice;
+        a->scheme_set = true;
+        break;
+    case OPT_FORMAT:
+        if (!cli_choice("--format", value, cli_format_names, &choice))
+            return EXIT_USAGE;
+        o->format = (fp8_format)(choice + 1);
+        break;
+    case OPT_BLOCK:
+        if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
+            cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 64x64)",
+                      value);
+            return EXIT_USAGE;
+        }
+        a->block_set = true;
+        break;
+    case OPT_SCALE_FMT:
+        if (!cli_choice("--scale-fmt", value, scale_fmt_names, &choice))
+            return EXIT_USAGE;
+        o->scale_ue8m0 = choice == 1;
+        a->scale_fmt_set = true;
+        break;
+    case OPT_MX_ROUNDING:
+        if (!cli_choice("--mx-rounding", value, mx_names, &choice))
+            return EXIT_USAGE;
+        o->mx_rounding = (fp8_mx_rounding)choice;
+        break;
+    case OPT_EXACT: a->exact = true; break;
+    case OPT_FORCE: o->force = true; break;
+    case OPT_NO_SYNC: o->no_sync = true; break;
+    }
+    return -1;
+}
+
+static void describe_target(const fp8_convert *c, char *buf, size_t cap)
+{
+    const fp8_quant_options *o = fp8_convert_target(c);
+    size_t n = (size_t)snprintf(buf, cap, "scheme %s", fp8_scheme_name(o->scheme));
+    if (o->scheme == FP8_SCHEME_BLOCK && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, " %ux%u%s", o->block_rows, o->block_cols,
+                              o->scale_ue8m0 ? " ue8m0" : "");
+    if (n < cap)
+        snprintf(buf + n, cap - n, ", format %s",
+                 fp8_format_name(fp8_quant_plan_format(fp8_convert_plan(c))));
+}
+
+static int print_json(const fp8_convert *c, const char *in, const char *out, double seconds)
+{
+    const fp8_quant_options *o = fp8_convert_target(c);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "convert_version", CONVERT_JSON_VERSION);
+    cJSON_AddStringToObject(root, "input", in);
+    cJSON_AddStringToObject(root, "output", out);
+    cJSON_AddStringToObject(root, "scheme", fp8_scheme_name(o->scheme));
+    if (o->scheme == FP8_SCHEME_BLOCK) {
+        int b[2] = { (int)o->block_rows, (int)o->block_cols };
+        cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
+    }
+    cJSON_AddStringToObject(root, "format", fp8_format_name(fp8_quant_plan_format(fp8_convert_plan(c))));
+    cJSON *weights = cJSON_AddArrayToObject(root, "weights");
+    size_t exact = 0;
+    for (size_t i = 0; i < fp8_convert_weight_count(c); i++) {
+        const fp8_convert_weight *w = fp8_convert_weight_at(c, i);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "name", w->name);
+        cJSON_AddStringToObject(j, "path", w->exact ? "exact" : "values");
+        if (!w->exact)
+            cJSON_AddStringToObject(j, "why", w->why);
+        cJSON_AddItemToObject(j, "elements", cli_json_u64(w->elements));
+        cJSON_AddItemToObject(j, "changed", cli_json_u64(w->changed));
+        cJSON_AddNumberToObject(j, "max_change", w->max_change);
+        cJSON_AddItemToArray(weights, j);
+        exact += w->exact;
+    }
+    cJSON_AddNumberToObject(root, "exact", (double)exact);
+    cJSON_AddNumberToObject(root, "requantized", (double)(fp8_convert_weight_count(c) - exact));
+    cJSON_AddNumberToObject(root, "activation_scales_dropped", (double)fp8_convert_dropped(c));
+    const fp8_quant_plan *plan = fp8_convert_plan(c);
+    cJSON *warn = cJSON_AddArrayToObject(root, "warnings");
+    for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
+        cJSON_AddItemToArray(warn, cJSON_CreateString(fp8_quant_plan_warning(plan, i)));
+    cJSON_AddStringToObject(root, "device", fp8_device_name(fp8_quant_plan_device(plan)));
+    cJSON_AddNumberToObject(root, "seconds", seconds);
+    return cli_print_json(root);
+}
+
+static void print_report(const fp8_convert *c, const char *out, double seconds)
+{
+    char target[96];
+    size_t exact = 0, n = fp8_convert_weight_count(c);
+    for (size_t i = 0; i < n; i++) {
+        const fp8_convert_weight *w = fp8_convert_weight_at(c, i);
+        exact += w->exact;
+        if (w->exact)
+            cli_printf("exact     %s\n", w->name);
+        else
+            cli_printf("values    %s: %llu of %llu values changed, largest change %g (%s)\n",
+                       w->name, (unsigned long long)w->changed,
+                       (unsigned long long)w->elements, w->max_change, w->why);
+    }
+    describe_target(c, target, sizeof target);
+    cli_printf("wrote %s: %s\n", out, target);
+    cli_printf("FP8 weights: %zu exact (codes copied), %zu re-quantized from their values", exact,
+               n - exact);
+    if (fp8_convert_dropped(c))
+        cli_printf(", %zu activation scales dropped", fp8_convert_dropped(c));
+    cli_printf("; %.2f s on %s\n", seconds,
+               fp8_device_name(fp8_quant_plan_device(fp8_convert_plan(c))));
+}
+
+const struct option cli_convert_options[] = {
+    { "scheme", required_argument, NULL, OPT_SCHEME },
+    { "format", required_argument, NULL, OPT_FORMAT },
+    { "block", required_argument, NULL, OPT_BLOCK },
+    { "scale-fmt", required_argument, NULL, OPT_SCALE_FMT },
+    { "mx-rounding", required_argument, NULL, OPT_MX_ROUNDING },
+    { "exact", no_argument, NULL, OPT_EXACT },
+    { "force", no_argument, NULL, OPT_FORCE },
+    { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    { NULL, 0, NULL, 0 },
+};
+
+int cmd_convert(int argc, char **argv, cli_common *common)
+{
+    fp8_convert_options opts = FP8_CONVERT_OPTIONS_INIT;
+    cli_options own = { cli_convert_options, take_option, &opts };
+    int rc = cli_parse("convert", &argc, argv, common, &own);
+    if (rc >= 0)
+        return rc;
+    const char *in = argv[1], *out = argv[2];
+    opts.target.threads = common->threads;
+    opts.target.device = common->device;
+    opts.target.cancel = cli_catch_signals();
+    cli_progress_state prog = { .label = "convert" };
+    if (cli_progress_wanted(common)) {
+        opts.target.progress = cli_show_progress;
+        opts.target.progress_user = &prog;
+    }
+    fp8_ctx *ctx = cli_ctx_create();
+    if (!ctx)
+        return EXIT_IO;
+    fp8_convert *c = NULL;
+    double t0 = cli_now();
+    fp8_status st = fp8_convert_create(ctx, in, &opts, &c);
+    if (!st && !common->quiet) {
+        const fp8_quant_plan *plan = fp8_convert_plan(c);
+        for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
+            fprintf(stderr, "fp8conv: warning: %s\n", fp8_quant_plan_warning(plan, i));
+    }
+    if (!st)
+        st = fp8_convert_run(ctx, c, out);
+    cli_progress_end(&prog, st == FP8_OK);
+    if (st)
+        rc = cli_fail(ctx, st);
+    else if (common->quiet)
+        rc = EXIT_OK;
+    else if (common->json)
+        rc = print_json(c, in, out, cli_now() - t0);
+    else
+        print_report(c, out, cli_now() - t0), rc = EXIT_OK;
+    fp8_convert_free(c);
+    fp8_ctx_free(ctx);
+    return rc;
+}
