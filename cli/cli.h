@@ -116,6 +116,10 @@ void cli_progress_end(cli_progress_state *p, bool ok);
 void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
+/* --like REF for quantize and convert: REF's layout into *o (fp8_like_apply),
+ * each note printed as a warning (unless --quiet). */
+fp8_status cli_like_open(fp8_ctx *ctx, const char *ref, const char *input,
+                         const cli_common *common, fp8_quant_options *o, fp8_like **out);
 int cli_exit_code(fp8_status st);
 
 #endif

@@ -20,14 +20,22 @@ enum {
     OPT_EXACT,
     OPT_FORCE,
     OPT_NO_SYNC,
+    OPT_LIKE,
 };
+
+typedef struct {
+    fp8_convert_options opts;
+    const char *like;
+    bool format_given;
+} convert_args;
 
 static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
 static const char *const mx_names[] = { "rceil", "floor", NULL };
 
 static int take_option(int code, const char *value, void *state)
 {
-    fp8_convert_options *a = state;
+    convert_args *args = state;
+    fp8_convert_options *a = &args->opts;
     fp8_quant_options *o = &a->target;
     int choice;
     switch (code) {
@@ -41,6 +49,7 @@ static int take_option(int code, const char *value, void *state)
         if (!cli_choice("--format", value, cli_format_names, &choice))
             return EXIT_USAGE;
         o->format = (fp8_format)(choice + 1);
+        args->format_given = true;
         break;
     case OPT_BLOCK:
         if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
@@ -64,6 +73,7 @@ static int take_option(int code, const char *value, void *state)
     case OPT_EXACT: a->exact = true; break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
+    case OPT_LIKE: args->like = value; break;
     }
     return -1;
 }
@@ -153,31 +163,43 @@ const struct option cli_convert_options[] = {
     { "exact", no_argument, NULL, OPT_EXACT },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    { "like", required_argument, NULL, OPT_LIKE },
     { NULL, 0, NULL, 0 },
 };
 
 int cmd_convert(int argc, char **argv, cli_common *common)
 {
-    fp8_convert_options opts = FP8_CONVERT_OPTIONS_INIT;
-    cli_options own = { cli_convert_options, take_option, &opts };
+    convert_args args = { .opts = FP8_CONVERT_OPTIONS_INIT };
+    fp8_convert_options *o = &args.opts;
+    cli_options own = { cli_convert_options, take_option, &args };
     int rc = cli_parse("convert", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
+    if (args.like && (o->scheme_set || o->block_set || o->scale_fmt_set || args.format_given)) {
+        cli_error("--like copies the layout: it cannot go with --scheme, --format, --block or "
+                  "--scale-fmt");
+        return EXIT_USAGE;
+    }
     const char *in = argv[1], *out = argv[2];
-    opts.target.threads = common->threads;
-    opts.target.device = common->device;
-    opts.target.cancel = cli_catch_signals();
+    o->target.threads = common->threads;
+    o->target.device = common->device;
+    o->target.cancel = cli_catch_signals();
     cli_progress_state prog = { .label = "convert" };
     if (cli_progress_wanted(common)) {
-        opts.target.progress = cli_show_progress;
-        opts.target.progress_user = &prog;
+        o->target.progress = cli_show_progress;
+        o->target.progress_user = &prog;
     }
     fp8_ctx *ctx = cli_ctx_create();
     if (!ctx)
         return EXIT_IO;
     fp8_convert *c = NULL;
     double t0 = cli_now();
-    fp8_status st = fp8_convert_create(ctx, in, &opts, &c);
+    fp8_status st = FP8_OK;
+    fp8_like *like = NULL;
+    if (args.like && !(st = cli_like_open(ctx, args.like, in, common, &o->target, &like)))
+        o->scheme_set = o->block_set = o->scale_fmt_set = true;
+    if (!st)
+        st = fp8_convert_create(ctx, in, o, &c);
     if (!st && !common->quiet) {
         const fp8_quant_plan *plan = fp8_convert_plan(c);
         for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
@@ -195,6 +217,7 @@ int cmd_convert(int argc, char **argv, cli_common *common)
     else
         print_report(c, out, cli_now() - t0), rc = EXIT_OK;
     fp8_convert_free(c);
+    fp8_like_free(like);
     fp8_ctx_free(ctx);
     return rc;
 }

@@ -25,13 +25,15 @@ enum {
     OPT_NO_DEFAULT_IGNORE,
     OPT_FORCE,
     OPT_NO_SYNC,
+    OPT_LIKE,
     OPT_DRY_RUN = 'n',
 };
 
 typedef struct {
     fp8_quant_options opts;
     const char *ignore[MAX_IGNORE];
-    bool dry_run, block_given, mx_given, scale_fmt_given;
+    bool dry_run, block_given, mx_given, scale_fmt_given, layout_given;
+    const char *like;
 } quantize_args;
 
 static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
@@ -47,11 +49,13 @@ static int take_option(int code, const char *value, void *state)
         if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
             return EXIT_USAGE;
         o->scheme = (fp8_scheme)choice;
+        a->layout_given = true;
         break;
     case OPT_FORMAT:
         if (!cli_choice("--format", value, cli_format_names, &choice))
             return EXIT_USAGE;
         o->format = (fp8_format)(choice + 1);
+        a->layout_given = true;
         break;
     case OPT_BLOCK:
         if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
@@ -83,6 +87,7 @@ static int take_option(int code, const char *value, void *state)
     case OPT_NO_DEFAULT_IGNORE: o->no_default_ignore = true; break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
+    case OPT_LIKE: a->like = value; break;
     case OPT_DRY_RUN: a->dry_run = true; break;
     }
     return -1;
@@ -92,7 +97,10 @@ static int take_option(int code, const char *value, void *state)
 static int check_combinations(const quantize_args *a)
 {
     const fp8_quant_options *o = &a->opts;
-    if (a->block_given && o->scheme != FP8_SCHEME_BLOCK)
+    if (a->like && (a->layout_given || a->block_given || a->scale_fmt_given))
+        cli_error("--like copies the layout: it cannot go with --scheme, --format, --block or "
+                  "--scale-fmt");
+    else if (a->block_given && o->scheme != FP8_SCHEME_BLOCK)
         cli_error("--block applies to --scheme block only");
     else if (a->mx_given && o->scheme != FP8_SCHEME_MXFP8)
         cli_error("--mx-rounding applies to --scheme mxfp8 only");
@@ -217,6 +225,7 @@ const struct option cli_quantize_options[] = {
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+    { "like", required_argument, NULL, OPT_LIKE },
     { NULL, 0, NULL, 0 },
 };
 
@@ -240,12 +249,27 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
 
     fp8_ctx *ctx = cli_ctx_create();
     fp8_quant_plan *plan = NULL;
+    fp8_like *like = NULL;
+    const char **ignore = NULL;
     if (!ctx)
         return EXIT_IO;
 
     uint64_t out_bytes = 0;
     double t0 = cli_now();
-    fp8_status st = fp8_quant_plan_create(ctx, in, &a.opts, &plan);
+    fp8_status st = FP8_OK;
+    if (a.like && !(st = cli_like_open(ctx, a.like, in, common, &a.opts, &like))) {
+        /* REF's ignore list, mapped onto INPUT, after --ignore's */
+        size_t n = a.opts.nignore + fp8_like_ignore_count(like);
+        if (!(ignore = calloc(n ? n : 1, sizeof *ignore)))
+            st = FP8_ERR_NOMEM;
+        for (size_t i = 0; ignore && i < n; i++)
+            ignore[i] = i < a.opts.nignore ? a.ignore[i]
+                                           : fp8_like_ignore(like, i - a.opts.nignore);
+        a.opts.ignore = ignore;
+        a.opts.nignore = n;
+    }
+    if (!st)
+        st = fp8_quant_plan_create(ctx, in, &a.opts, &plan);
     if (!st)
         st = fp8_quant_plan_output_bytes(ctx, plan, &out_bytes);
     if (!st && !common->quiet) {
@@ -274,6 +298,8 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
         rc = EXIT_OK;
     }
     fp8_quant_plan_free(plan);
+    fp8_like_free(like);
+    free(ignore);
     fp8_ctx_free(ctx);
     return rc;
 }

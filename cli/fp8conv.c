@@ -40,6 +40,9 @@ static const cli_command commands[] = {
       "      --ignore REGEX         keep tensors whose name matches REGEX (POSIX extended,\n"
       "                             unanchored) unquantized; repeatable\n"
       "      --no-default-ignore    quantize embeddings, lm_head, routers, ... too\n"
+      "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
+      "                             config.json): scheme, format, block, scale_fmt, and its\n"
+      "                             ignore list mapped onto INPUT's modules\n"
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
@@ -76,6 +79,8 @@ static const cli_command commands[] = {
       "      --mx-rounding rceil|floor\n"
       "                             MX scale exponent rounding (default rceil)\n"
       "      --exact                fail rather than re-quantize a weight from its values\n"
+      "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
+      "                             config.json): scheme, format, block, scale_fmt\n"
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n",
@@ -101,7 +106,10 @@ static const cli_command commands[] = {
       "                             layout, as quantize declares it\n"
       "      --scheme block|channel|tensor|mxfp8\n"
       "                             with --format (default block)\n"
-      "      --block RxC            with --format --scheme block (default 128x128)\n",
+      "      --block RxC            with --format --scheme block (default 128x128)\n"
+      "      --like PATH            compare the layout with a reference checkpoint (or its\n"
+      "                             config.json): tensors, dtypes, scale shapes and\n"
+      "                             quantization_config; every difference is an error\n",
       "  fp8conv verify model-fp8/ || exit 1\n"
       "  fp8conv verify --no-values --tp 8 model-fp8/\n"
       "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",

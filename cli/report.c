@@ -234,3 +234,15 @@ bool cli_parse_block(const char *s, uint32_t *rows, uint32_t *cols)
     return true;
 }
 
+
+fp8_status cli_like_open(fp8_ctx *ctx, const char *ref, const char *input,
+                         const cli_common *common, fp8_quant_options *o, fp8_like **out)
+{
+    fp8_status st = fp8_like_open(ctx, ref, input, out);
+    if (st)
+        return st;
+    fp8_like_apply(*out, o);
+    for (size_t i = 0; !common->quiet && i < fp8_like_note_count(*out); i++)
+        cli_error("warning: %s", fp8_like_note(*out, i));
+    return FP8_OK;
+}

@@ -474,6 +474,33 @@ const fp8_convert_weight *fp8_convert_weight_at(const fp8_convert *c, size_t ind
 /* Activation scales (input_scale, k_scale, v_scale) left out. */
 size_t fp8_convert_dropped(const fp8_convert *c);
 
+/* ---------------------------------------------------------------- --like */
+
+/*
+ * The layout of a reference FP8 checkpoint REF (its directory, or its
+ * config.json), as the options that reproduce it: quantize and convert
+ * --like.  Copied from REF's quantization_config: the scheme, the format,
+ * the block size, the ue8m0 claim; its activations must be dynamic, the
+ * only ones fp8conv writes (FP8_ERR_BAD_INPUT otherwise, or when REF
+ * declares no layout fp8conv reads).  REF's ignore list is mapped onto
+ * INPUT's module names: a REF module INPUT has (by name, or by the same
+ * name under another model prefix: language_model.x for model.x) or a
+ * "re:" / glob pattern becomes one
+ * --ignore regex; a REF module INPUT lacks is a note.
+ */
+typedef struct fp8_like fp8_like;
+
+fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_like **out);
+void fp8_like_free(fp8_like *like);
+/* Sets scheme, format, block_rows, block_cols and scale_ue8m0. */
+void fp8_like_apply(const fp8_like *like, fp8_quant_options *o);
+size_t fp8_like_ignore_count(const fp8_like *like);
+const char *fp8_like_ignore(const fp8_like *like, size_t index); /* a POSIX extended regex */
+/* What could not be copied, one sentence each (REF modules INPUT lacks, an
+ * activation strategy fp8conv writes otherwise). */
+size_t fp8_like_note_count(const fp8_like *like);
+const char *fp8_like_note(const fp8_like *like, size_t index);
+
 /* ---------------------------------------------------------------- hashes, diff */
 
 /*
@@ -615,6 +642,10 @@ typedef struct {
     fp8_format assume_format;
     fp8_scheme assume_scheme;
     uint32_t assume_block_rows, assume_block_cols;
+    /* A reference checkpoint (or its config.json): every difference of
+     * layout from it is an error (rules like-tensors, like-dtype,
+     * like-shape, like-config). */
+    const char *like;
     /* Bytes read so far of a total that grows as each pass (the values,
      * --against's bounds and re-quantization) begins; may be NULL. */
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);

@@ -422,6 +422,162 @@ START_TEST(test_existing_output_needs_force)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- --like */
+
+/* verify --json's findings, counted by rule. */
+static int count_rule(const cJSON *report, const char *rule)
+{
+    int n = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(report, "findings"))
+        n += strcmp(cJSON_GetObjectItem(f, "rule")->valuestring, rule) == 0;
+    return n;
+}
+
+static cJSON *verify_like(const char *ref, const char *path, int want)
+{
+    char *args, *out;
+    ck_assert(asprintf(&args, "verify --json --no-values --like '%s' '%s'", ref, path) > 0);
+    int rc = tu_run(args, &out, NULL);
+    ck_assert_msg(rc == want, "%s: exit %d: %s", args, rc, out);
+    cJSON *r = cJSON_Parse(out);
+    ck_assert(r != NULL);
+    free(out);
+    free(args);
+    return r;
+}
+
+START_TEST(test_verify_like_lists_every_difference)
+{
+    char *dir = tu_tmpdir(), *a = quantize_into(dir, "--block 32x32", LLAMA);
+    run_expect(0, "quantize -q --block 16x16 --ignore 'layers\\.0\\.mlp' %s '%s/b'", LLAMA, dir);
+    char *b;
+    ck_assert(asprintf(&b, "%s/b", dir) > 0);
+    cJSON *r = verify_like(a, b, 1);
+    ck_assert_int_eq(count_rule(r, "like-dtype"), 3);   /* layer 0's MLP: BF16, not F8_E4M3 */
+    ck_assert_int_eq(count_rule(r, "like-tensors"), 3); /* their scales are missing */
+    ck_assert_int_eq(count_rule(r, "like-shape"), 11);  /* the other scales: 16x16 blocks */
+    ck_assert_int_eq(count_rule(r, "like-config"), 4);  /* the block size, 3 ignored modules */
+    cJSON_Delete(r);
+    /* against its own config.json: the config only */
+    char *cfg;
+    ck_assert(asprintf(&cfg, "%s/config.json", a) > 0);
+    r = verify_like(cfg, b, 1);
+    ck_assert_int_eq(count_rule(r, "like-config"), 4);
+    ck_assert_int_eq(count_rule(r, "like-dtype") + count_rule(r, "like-shape"), 0);
+    cJSON_Delete(r);
+    cJSON_Delete(verify_like(a, a, 0));
+    free(cfg);
+    free(b);
+    free(a);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* quantize --like REF of REF's own source is REF, byte for byte. */
+START_TEST(test_quantize_like_reproduces_the_reference)
+{
+    static const char *const refs[] = {
+        "--block 16x16 --format compressed-tensors --ignore 'layers\\.1\\.self_attn'",
+        "--scheme channel --format modelopt",
+        "--block 32x64 --scale-fmt ue8m0 --ignore 'up_proj'",
+    };
+    char *dir = tu_tmpdir(), *ref = quantize_into(dir, refs[_i], LLAMA);
+    run_expect(0, "quantize -q --like '%s' %s '%s/q'", ref, LLAMA, dir);
+    static const char *const files[] = { "model-00001-of-00002.safetensors",
+                                         "model-00002-of-00002.safetensors",
+                                         "model.safetensors.index.json", "config.json" };
+    for (size_t i = 0; i < 4; i++) {
+        char *x, *y;
+        ck_assert(asprintf(&x, "%s/%s", ref, files[i]) > 0);
+        ck_assert(asprintf(&y, "%s/q/%s", dir, files[i]) > 0);
+        ck_assert_msg(same_file(x, y), "%s: %s differs from the reference", refs[_i], files[i]);
+        free(x);
+        free(y);
+    }
+    char *q;
+    ck_assert(asprintf(&q, "%s/q", dir) > 0);
+    cJSON_Delete(verify_like(ref, q, 0));
+    free(q);
+    free(ref);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A REF module is found under another prefix; one INPUT lacks is said. */
+START_TEST(test_quantize_like_maps_module_names)
+{
+    char *dir = tu_tmpdir(), *cfg, *err, *args;
+    ck_assert(asprintf(&cfg, "%s/ref.json", dir) > 0);
+    static const char REF[] =
+        "{\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\",\n"
+        " \"activation_scheme\": \"dynamic\", \"weight_block_size\": [32, 32],\n"
+        " \"modules_to_not_convert\": [\"lm_head\", \"language_model.layers.0.mlp.down_proj\",\n"
+        " \"visual.blocks.0.attn.qkv\"]}}\n";
+    tu_spit(cfg, REF, strlen(REF));
+    ck_assert(asprintf(&args, "quantize --like '%s' %s '%s/q'", cfg, LLAMA, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, &err), 0);
+    ck_assert_msg(strstr(err, "warning: --like: the reference keeps module "
+                              "'visual.blocks.0.attn.qkv' unquantized"), "%s", err);
+    ck_assert_msg(!strstr(err, "down_proj"), "%s", err);
+    char *q;
+    ck_assert(asprintf(&q, "%s/q", dir) > 0);
+    fp8_checkpoint *ck = open_ck(q);
+    ck_assert_int_eq(fp8_checkpoint_find(ck, "model.layers.0.mlp.down_proj.weight", NULL)->dtype,
+                     FP8_DTYPE_BF16);
+    ck_assert_int_eq(fp8_checkpoint_find(ck, "model.layers.1.mlp.down_proj.weight", NULL)->dtype,
+                     FP8_DTYPE_F8_E4M3);
+    ck_assert_int_eq(fp8_checkpoint_find(ck, "model.layers.0.mlp.down_proj.weight_scale_inv",
+                                         NULL) == NULL, 1);
+    fp8_checkpoint_close(ck);
+    free(q);
+    free(err);
+    free(args);
+    free(cfg);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_like_refuses_static_activations_and_no_layout)
+{
+    static const char *const configs[] = {
+        "{\"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": "
+        "\"static\", \"weight_block_size\": [128, 128]}}",
+        "{\"model_type\": \"llama\"}",
+    };
+    char *dir = tu_tmpdir(), *cfg;
+    ck_assert(asprintf(&cfg, "%s/ref.json", dir) > 0);
+    tu_spit(cfg, configs[_i], strlen(configs[_i]));
+    run_expect(3, "quantize -q --like '%s' %s '%s/q'", cfg, LLAMA, dir);
+    run_expect(2, "quantize -q --like '%s' --block 16x16 %s '%s/q'", cfg, LLAMA, dir);
+    ck_assert_int_eq(count_entries(dir, "q"), 0);
+    free(cfg);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_convert_like_takes_the_reference_layout)
+{
+    char *dir = tu_tmpdir(), *fp8 = quantize_into(dir, "--block 32x32", LLAMA), *out;
+    run_expect(0, "quantize -q --block 16x16 --format compressed-tensors %s '%s/ref'", LLAMA, dir);
+    run_expect(0, "convert -q --exact --like '%s/ref/config.json' '%s' '%s/c'", dir, fp8, dir);
+    ck_assert(asprintf(&out, "%s/c", dir) > 0);
+    ck_assert_int_eq(expect_codes_kept(fp8, out, "_scale_inv", "_scale", 32, 32, 16, 16), 14);
+    /* the scales are F32 (exact), the reference's BF16: that difference is all */
+    char *ref;
+    ck_assert(asprintf(&ref, "%s/ref", dir) > 0);
+    cJSON *r = verify_like(ref, out, 1);
+    ck_assert_int_eq(count_rule(r, "like-dtype"), 14);
+    ck_assert_int_eq(count_rule(r, "like-config") + count_rule(r, "like-shape") +
+                         count_rule(r, "like-tensors"), 0);
+    cJSON_Delete(r);
+    free(ref);
+    free(out);
+    free(fp8);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("convert");
@@ -439,6 +595,11 @@ int main(void)
     tcase_add_loop_test(tc, test_refusals_exit_with_the_reason_and_write_nothing, 0,
                         sizeof refusals / sizeof *refusals);
     tcase_add_test(tc, test_existing_output_needs_force);
+    tcase_add_test(tc, test_verify_like_lists_every_difference);
+    tcase_add_loop_test(tc, test_quantize_like_reproduces_the_reference, 0, 3);
+    tcase_add_test(tc, test_quantize_like_maps_module_names);
+    tcase_add_loop_test(tc, test_like_refuses_static_activations_and_no_layout, 0, 2);
+    tcase_add_test(tc, test_convert_like_takes_the_reference_layout);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
