@@ -11,65 +11,27 @@
 
 #define CONVERT_JSON_VERSION 1
 
-enum {
-    OPT_SCHEME = CLI_OPT_FIRST,
-    OPT_FORMAT,
-    OPT_BLOCK,
-    OPT_SCALE_FMT,
-    OPT_MX_ROUNDING,
-    OPT_EXACT,
-    OPT_FORCE,
-    OPT_NO_SYNC,
-    OPT_LIKE,
-};
+enum { OPT_EXACT = CLI_OPT_LAYOUT_END, OPT_FORCE, OPT_NO_SYNC, OPT_LIKE };
 
 typedef struct {
     fp8_convert_options opts;
+    cli_layout_given given;
     const char *like;
-    bool format_given;
 } convert_args;
-
-static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
-static const char *const mx_names[] = { "rceil", "floor", NULL };
 
 static int take_option(int code, const char *value, void *state)
 {
     convert_args *args = state;
     fp8_convert_options *a = &args->opts;
     fp8_quant_options *o = &a->target;
-    int choice;
+    if (code >= CLI_OPT_FIRST && code < CLI_OPT_LAYOUT_END) {
+        int rc = cli_layout_option(code, value, o, &args->given);
+        a->scheme_set = args->given.scheme;
+        a->block_set = args->given.block;
+        a->scale_fmt_set = args->given.scale_fmt;
+        return rc;
+    }
     switch (code) {
-    case OPT_SCHEME:
-        if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
-            return EXIT_USAGE;
-        o->scheme = (fp8_scheme)choice;
-        a->scheme_set = true;
-        break;
-    case OPT_FORMAT:
-        if (!cli_choice("--format", value, cli_format_names, &choice))
-            return EXIT_USAGE;
-        o->format = (fp8_format)(choice + 1);
-        args->format_given = true;
-        break;
-    case OPT_BLOCK:
-        if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
-            cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 64x64)",
-                      value);
-            return EXIT_USAGE;
-        }
-        a->block_set = true;
-        break;
-    case OPT_SCALE_FMT:
-        if (!cli_choice("--scale-fmt", value, scale_fmt_names, &choice))
-            return EXIT_USAGE;
-        o->scale_ue8m0 = choice == 1;
-        a->scale_fmt_set = true;
-        break;
-    case OPT_MX_ROUNDING:
-        if (!cli_choice("--mx-rounding", value, mx_names, &choice))
-            return EXIT_USAGE;
-        o->mx_rounding = (fp8_mx_rounding)choice;
-        break;
     case OPT_EXACT: a->exact = true; break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
@@ -155,11 +117,11 @@ static void print_report(const fp8_convert *c, const char *out, double seconds)
 }
 
 const struct option cli_convert_options[] = {
-    { "scheme", required_argument, NULL, OPT_SCHEME },
-    { "format", required_argument, NULL, OPT_FORMAT },
-    { "block", required_argument, NULL, OPT_BLOCK },
-    { "scale-fmt", required_argument, NULL, OPT_SCALE_FMT },
-    { "mx-rounding", required_argument, NULL, OPT_MX_ROUNDING },
+    { "scheme", required_argument, NULL, CLI_OPT_SCHEME },
+    { "format", required_argument, NULL, CLI_OPT_FORMAT },
+    { "block", required_argument, NULL, CLI_OPT_BLOCK },
+    { "scale-fmt", required_argument, NULL, CLI_OPT_SCALE_FMT },
+    { "mx-rounding", required_argument, NULL, CLI_OPT_MX_ROUNDING },
     { "exact", no_argument, NULL, OPT_EXACT },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
@@ -175,7 +137,7 @@ int cmd_convert(int argc, char **argv, cli_common *common)
     int rc = cli_parse("convert", &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
-    if (args.like && (o->scheme_set || o->block_set || o->scale_fmt_set || args.format_given)) {
+    if (args.like && (o->scheme_set || o->block_set || o->scale_fmt_set || args.given.format)) {
         cli_error("--like copies the layout: it cannot go with --scheme, --format, --block or "
                   "--scale-fmt");
         return EXIT_USAGE;
