@@ -75,6 +75,7 @@ static int print_json(const fp8_convert *c, const char *in, const char *out, dou
         if (!w->exact)
             cJSON_AddStringToObject(j, "why", w->why);
         cJSON_AddItemToObject(j, "elements", cli_json_u64(w->elements));
+        cJSON_AddItemToObject(j, "codes_changed", cli_json_u64(w->codes_changed));
         cJSON_AddItemToObject(j, "changed", cli_json_u64(w->changed));
         cJSON_AddNumberToObject(j, "max_change", w->max_change);
         cJSON_AddItemToArray(weights, j);
@@ -102,9 +103,11 @@ static void print_report(const fp8_convert *c, const char *out, double seconds)
         if (w->exact)
             cli_printf("exact     %s\n", w->name);
         else
-            cli_printf("values    %s: %llu of %llu values changed, largest change %g (%s)\n",
-                       w->name, (unsigned long long)w->changed,
-                       (unsigned long long)w->elements, w->max_change, w->why);
+            cli_printf("values    %s: %llu of %llu codes and %llu values changed, largest "
+                       "change %g (%s)\n",
+                       w->name, (unsigned long long)w->codes_changed,
+                       (unsigned long long)w->elements, (unsigned long long)w->changed,
+                       w->max_change, w->why);
     }
     describe_target(c, target, sizeof target);
     cli_printf("wrote %s: %s\n", out, target);

@@ -216,16 +216,35 @@ static fp8_status source_read(void *user, fp8_ctx *ctx, const fp8_tensor_info *t
     return read_scales(ctx, c, w, offset / osz, (offset + len) / osz, buf);
 }
 
-/* Counts the values a band changed: its input values against q * s. */
-static void source_quantized(void *user, const fp8_tensor_info *t, const fp8_band *b,
-                             const float *in, const uint8_t *q, const void *scales)
+/* Counts what a band changed: codes against the input's (read again, one
+ * byte each), values q * s against its input values. */
+static fp8_status source_quantized(void *user, fp8_ctx *ctx, const fp8_tensor_info *t,
+                                   uint64_t expert, uint64_t row0, uint64_t col0,
+                                   const fp8_band *b, const float *in, const uint8_t *q,
+                                   const void *scales)
 {
     fp8_convert *c = user;
     weight *w = &c->weights[((const virtual_tensor *)t)->weight];
     fp8_dtype sdt = fp8_scale_size(b->kind) == 1 ? FP8_DTYPE_U8 : FP8_DTYPE_F32;
-    uint64_t per_row = ceil_div(b->cols, b->group_cols), changed = 0;
+    uint64_t per_row = ceil_div(b->cols, b->group_cols), changed = 0, codes = 0;
     double most = 0;
-    for (uint64_t r = 0; r < b->rows; r++)
+    uint8_t *old = malloc(b->rows * b->cols + 1);
+    if (!old)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    /* the input's codes of the band: one read when it spans whole rows */
+    fp8_file *f = fp8_checkpoint_shard(c->ck, w->shard);
+    uint64_t at = (expert * w->rows + row0) * w->cols + col0;
+    fp8_status st = FP8_OK;
+    for (uint64_t r = 0; !st && r < b->rows; r += b->cols == w->cols ? b->rows : 1)
+        st = fp8_file_read(ctx, f, w->w, at + r * w->cols, old + r * b->cols,
+                           b->cols == w->cols ? b->rows * b->cols : b->cols);
+    if (st) {
+        free(old);
+        return st;
+    }
+    for (uint64_t k = 0; k < b->rows * b->cols; k++)
+        codes += old[k] != q[k];
+    for (uint64_t r = 0; r < b->rows; r++) {
         for (uint64_t c0 = 0; c0 < b->cols; c0 += b->group_cols) {
             float s = b->scale;
             if (!b->fixed)
@@ -242,10 +261,14 @@ static void source_quantized(void *user, const fp8_tensor_info *t, const fp8_ban
                 }
             }
         }
+    }
+    free(old);
     pthread_mutex_lock(&c->lock);
+    w->pub.codes_changed += codes;
     w->pub.changed += changed;
     w->pub.max_change = most > w->pub.max_change ? most : w->pub.max_change;
     pthread_mutex_unlock(&c->lock);
+    return FP8_OK;
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -409,7 +432,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
 fp8_status fp8_convert_run(fp8_ctx *ctx, fp8_convert *c, const char *output)
 {
     for (size_t i = 0; i < c->n; i++)
-        c->weights[i].pub.changed = 0, c->weights[i].pub.max_change = 0;
+        c->weights[i].pub.changed = c->weights[i].pub.codes_changed = 0,
+        c->weights[i].pub.max_change = 0;
     return fp8_quant_plan_run(ctx, c->plan, output);
 }
 

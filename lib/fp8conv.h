@@ -448,6 +448,7 @@ typedef struct {
     bool exact;         /* codes copied, scales copied or replicated */
     const char *why;    /* not exact: why not */
     uint64_t elements;
+    uint64_t codes_changed; /* elements whose E4M3 code changed (0 when exact) */
     uint64_t changed;   /* elements whose value q * s changed (0 when exact) */
     double max_change;  /* the largest |new - old| of a value */
 } fp8_convert_weight;

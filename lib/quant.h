@@ -73,15 +73,17 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
  * scale re-labelled exactly; `read` gives its bytes), or NULL (a scale the
  * output replaces, an activation scale); *keep is NULL for a tensor to
  * quantize, else why it is copied.  `quantized` sees each band quantize
- * made: its values in, codes and stored scales out (from any thread).
+ * made (rows from row0 and columns from col0 of matrix `expert`): its
+ * values in, codes and stored scales out (from any thread).
  */
 typedef struct {
     void *user;
     const fp8_tensor_info *(*tensor)(void *user, const fp8_tensor_info *t, const char **keep);
     fp8_status (*read)(void *user, fp8_ctx *ctx, const fp8_tensor_info *t, uint64_t offset,
                        void *buf, size_t len);
-    void (*quantized)(void *user, const fp8_tensor_info *t, const fp8_band *b, const float *in,
-                      const uint8_t *q, const void *scales);
+    fp8_status (*quantized)(void *user, fp8_ctx *ctx, const fp8_tensor_info *t, uint64_t expert,
+                            uint64_t row0, uint64_t col0, const fp8_band *b, const float *in,
+                            const uint8_t *q, const void *scales);
 } fp8_quant_source;
 
 fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,

@@ -777,9 +777,10 @@ static fp8_status do_quantize(worker *w, const job *j)
                         "%s: tensor '%s': a scale above 65504 cannot be stored in F16",
                         fp8_file_path(r->in), it->tensor->name);
     }
-    if (p->source && p->source->quantized)
-        p->source->quantized(p->source->user, it->tensor, &b, (const float *)(void *)w->src, w->q,
-                             w->scales);
+    if (p->source && (st = p->source->quantized(p->source->user, w->ctx, it->tensor, j->expert,
+                                                j->row0, j->col0, &b,
+                                                (const float *)(void *)w->src, w->q, w->scales)))
+        return st;
     const fp8_tensor_info *qt = fp8_writer_find(r->out, it->tensor->name);
     const fp8_tensor_info *sc = fp8_writer_find(r->out, it->scale_name);
     uint64_t nscales = fp8_band_scale_count(&b), ssize = fp8_scale_size(e->kind);

@@ -7,7 +7,8 @@
  *     the codes and the scales' values, under the target's names and shapes;
  *   - the value path writes the bytes quantize writes from the f32 export
  *     of the input, for every scheme; the same bytes for every thread count;
- *   - the per-weight report says what diff --dequant says of the output;
+ *   - the per-weight report says what diff --dequant says of the output, and
+ *     counts the changed codes as a byte comparison does;
  *   - what cannot be done is refused, with the exit code of SPEC 1, and
  *     nothing is left behind.
  */
@@ -329,9 +330,20 @@ START_TEST(test_report_matches_diff_dequant)
     ck_assert(fp8_diff_run(ctx, fp8, out, &d, &diff) == FP8_OK);
     ck_assert_int_eq(fp8_convert_weight_count(c), 14);
     uint64_t changed = 0;
+    fp8_checkpoint *in = open_ck(fp8), *res = open_ck(out);
     for (size_t i = 0; i < fp8_convert_weight_count(c); i++) {
         const fp8_convert_weight *w = fp8_convert_weight_at(c, i);
         ck_assert(!w->exact && w->why);
+        /* codes: counted here byte by byte */
+        const fp8_tensor_info *t;
+        unsigned char *qa = tensor_bytes(in, w->name, &t), *qb = tensor_bytes(res, w->name, NULL);
+        uint64_t codes = 0;
+        for (uint64_t k = 0; k < t->elements; k++)
+            codes += qa[k] != qb[k];
+        ck_assert_msg(w->codes_changed == codes, "%s: %llu codes changed, %llu differ", w->name,
+                      (unsigned long long)w->codes_changed, (unsigned long long)codes);
+        free(qa);
+        free(qb);
         const fp8_diff_entry *e = NULL;
         for (size_t k = 0; k < fp8_diff_count(diff); k++)
             if (strcmp(fp8_diff_entry_at(diff, k)->name, w->name) == 0)
@@ -346,6 +358,8 @@ START_TEST(test_report_matches_diff_dequant)
         changed += w->changed;
     }
     ck_assert(changed > 0);
+    fp8_checkpoint_close(in);
+    fp8_checkpoint_close(res);
     fp8_diff_free(diff);
     fp8_convert_free(c);
     fp8_ctx_free(ctx);
@@ -369,6 +383,7 @@ START_TEST(test_exact_weights_report_no_change)
     {
         ck_assert_str_eq(cJSON_GetObjectItem(w, "path")->valuestring, "exact");
         ck_assert_int_eq(cJSON_GetObjectItem(w, "changed")->valueint, 0);
+        ck_assert_int_eq(cJSON_GetObjectItem(w, "codes_changed")->valueint, 0);
     }
     cJSON_Delete(r);
     free(json);
