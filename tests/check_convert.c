@@ -163,6 +163,7 @@ START_TEST(test_reblock_keeps_every_code_and_replicates_scales)
     char *out;
     ck_assert(asprintf(&out, "%s/c", dir) > 0);
     ck_assert_int_eq(expect_codes_kept(fp8, out, "_scale_inv", "_scale_inv", 32, 32, 16, 8), 14);
+    run_expect(0, "diff -q --dequant '%s' '%s'", fp8, out); /* the same values, every one */
     char *cfg;
     ck_assert(asprintf(&cfg, "%s/config.json", out) > 0);
     cJSON *config = read_json(cfg);
@@ -250,6 +251,7 @@ START_TEST(test_relabel_channel_bf16_scales_to_modelopt_f32)
     run_expect(0, "convert -q --exact --format modelopt '%s' '%s/mo'", fp8, dir);
     ck_assert(asprintf(&mo, "%s/mo", dir) > 0);
     ck_assert_int_eq(expect_codes_kept(fp8, mo, "_scale", "_scale", 1, 0, 1, 0), 14);
+    run_expect(0, "diff -q --dequant '%s' '%s'", fp8, mo);
     fp8_checkpoint *ck = open_ck(mo);
     const fp8_tensor_info *s = fp8_checkpoint_find(ck, "model.layers.0.mlp.up_proj.weight_scale",
                                                    NULL);
