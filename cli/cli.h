@@ -45,11 +45,12 @@ typedef struct {
 } cli_command;
 
 extern const struct option cli_inspect_options[], cli_quantize_options[],
-    cli_dequantize_options[], cli_verify_options[], cli_diff_options[];
+    cli_dequantize_options[], cli_verify_options[], cli_diff_options[], cli_convert_options[];
 
 int cmd_inspect(int argc, char **argv, cli_common *common);
 int cmd_quantize(int argc, char **argv, cli_common *common);
 int cmd_dequantize(int argc, char **argv, cli_common *common);
+int cmd_convert(int argc, char **argv, cli_common *common);
 int cmd_diff(int argc, char **argv, cli_common *common);
 int cmd_verify(int argc, char **argv, cli_common *common);
 
@@ -115,6 +116,20 @@ void cli_progress_end(cli_progress_state *p, bool ok);
 void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
+
+/* The output layout options quantize and convert share, as the first codes
+ * of their option enums, and which of them were given. */
+enum { CLI_OPT_SCHEME = CLI_OPT_FIRST, CLI_OPT_FORMAT, CLI_OPT_BLOCK, CLI_OPT_SCALE_FMT,
+       CLI_OPT_MX_ROUNDING, CLI_OPT_LAYOUT_END };
+typedef struct {
+    bool scheme, format, block, scale_fmt, mx;
+} cli_layout_given;
+/* Takes one of them into *o: -1 when taken, EXIT_USAGE (said) for a bad value. */
+int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_layout_given *given);
+/* --like REF for quantize and convert: REF's layout into *o (fp8_like_apply),
+ * each note printed as a warning (unless --quiet). */
+fp8_status cli_like_open(fp8_ctx *ctx, const char *ref, const char *input,
+                         const cli_common *common, fp8_quant_options *o, fp8_like **out);
 int cli_exit_code(fp8_status st);
 
 #endif

@@ -16,63 +16,29 @@
 #define MAX_IGNORE 64
 
 enum {
-    OPT_SCHEME = CLI_OPT_FIRST,
-    OPT_FORMAT,
-    OPT_BLOCK,
-    OPT_SCALE_FMT,
-    OPT_MX_ROUNDING,
-    OPT_IGNORE,
+    OPT_IGNORE = CLI_OPT_LAYOUT_END,
     OPT_NO_DEFAULT_IGNORE,
     OPT_FORCE,
     OPT_NO_SYNC,
+    OPT_LIKE,
     OPT_DRY_RUN = 'n',
 };
 
 typedef struct {
     fp8_quant_options opts;
     const char *ignore[MAX_IGNORE];
-    bool dry_run, block_given, mx_given, scale_fmt_given;
+    bool dry_run;
+    cli_layout_given given;
+    const char *like;
 } quantize_args;
-
-static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
-static const char *const mx_names[] = { "rceil", "floor", NULL };
 
 static int take_option(int code, const char *value, void *state)
 {
     quantize_args *a = state;
     fp8_quant_options *o = &a->opts;
-    int choice;
+    if (code >= CLI_OPT_FIRST && code < CLI_OPT_LAYOUT_END)
+        return cli_layout_option(code, value, o, &a->given);
     switch (code) {
-    case OPT_SCHEME:
-        if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
-            return EXIT_USAGE;
-        o->scheme = (fp8_scheme)choice;
-        break;
-    case OPT_FORMAT:
-        if (!cli_choice("--format", value, cli_format_names, &choice))
-            return EXIT_USAGE;
-        o->format = (fp8_format)(choice + 1);
-        break;
-    case OPT_BLOCK:
-        if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
-            cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 128x128)",
-                      value);
-            return EXIT_USAGE;
-        }
-        a->block_given = true;
-        break;
-    case OPT_SCALE_FMT:
-        if (!cli_choice("--scale-fmt", value, scale_fmt_names, &choice))
-            return EXIT_USAGE;
-        o->scale_ue8m0 = choice == 1;
-        a->scale_fmt_given = true;
-        break;
-    case OPT_MX_ROUNDING:
-        if (!cli_choice("--mx-rounding", value, mx_names, &choice))
-            return EXIT_USAGE;
-        o->mx_rounding = (fp8_mx_rounding)choice;
-        a->mx_given = true;
-        break;
     case OPT_IGNORE:
         if (o->nignore == MAX_IGNORE) {
             cli_error("--ignore: at most %d patterns (combine them with '|')", MAX_IGNORE);
@@ -83,6 +49,7 @@ static int take_option(int code, const char *value, void *state)
     case OPT_NO_DEFAULT_IGNORE: o->no_default_ignore = true; break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
+    case OPT_LIKE: a->like = value; break;
     case OPT_DRY_RUN: a->dry_run = true; break;
     }
     return -1;
@@ -92,11 +59,15 @@ static int take_option(int code, const char *value, void *state)
 static int check_combinations(const quantize_args *a)
 {
     const fp8_quant_options *o = &a->opts;
-    if (a->block_given && o->scheme != FP8_SCHEME_BLOCK)
+    const cli_layout_given *g = &a->given;
+    if (a->like && (g->scheme || g->format || g->block || g->scale_fmt))
+        cli_error("--like copies the layout: it cannot go with --scheme, --format, --block or "
+                  "--scale-fmt");
+    else if (g->block && o->scheme != FP8_SCHEME_BLOCK)
         cli_error("--block applies to --scheme block only");
-    else if (a->mx_given && o->scheme != FP8_SCHEME_MXFP8)
+    else if (g->mx && o->scheme != FP8_SCHEME_MXFP8)
         cli_error("--mx-rounding applies to --scheme mxfp8 only");
-    else if (a->scale_fmt_given && o->scheme != FP8_SCHEME_BLOCK)
+    else if (g->scale_fmt && o->scheme != FP8_SCHEME_BLOCK)
         cli_error("--scale-fmt applies to --scheme block only");
     else
         return -1;
@@ -207,16 +178,17 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
 
 /* The command's own long options (getopt, --help, bash completion). */
 const struct option cli_quantize_options[] = {
-    { "scheme", required_argument, NULL, OPT_SCHEME },
-    { "format", required_argument, NULL, OPT_FORMAT },
-    { "block", required_argument, NULL, OPT_BLOCK },
-    { "scale-fmt", required_argument, NULL, OPT_SCALE_FMT },
-    { "mx-rounding", required_argument, NULL, OPT_MX_ROUNDING },
+    { "scheme", required_argument, NULL, CLI_OPT_SCHEME },
+    { "format", required_argument, NULL, CLI_OPT_FORMAT },
+    { "block", required_argument, NULL, CLI_OPT_BLOCK },
+    { "scale-fmt", required_argument, NULL, CLI_OPT_SCALE_FMT },
+    { "mx-rounding", required_argument, NULL, CLI_OPT_MX_ROUNDING },
     { "ignore", required_argument, NULL, OPT_IGNORE },
     { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+    { "like", required_argument, NULL, OPT_LIKE },
     { NULL, 0, NULL, 0 },
 };
 
@@ -240,12 +212,27 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
 
     fp8_ctx *ctx = cli_ctx_create();
     fp8_quant_plan *plan = NULL;
+    fp8_like *like = NULL;
+    const char **ignore = NULL;
     if (!ctx)
         return EXIT_IO;
 
     uint64_t out_bytes = 0;
     double t0 = cli_now();
-    fp8_status st = fp8_quant_plan_create(ctx, in, &a.opts, &plan);
+    fp8_status st = FP8_OK;
+    if (a.like && !(st = cli_like_open(ctx, a.like, in, common, &a.opts, &like))) {
+        /* REF's ignore list, mapped onto INPUT, after --ignore's */
+        size_t n = a.opts.nignore + fp8_like_ignore_count(like);
+        if (!(ignore = calloc(n ? n : 1, sizeof *ignore)))
+            st = FP8_ERR_NOMEM;
+        for (size_t i = 0; ignore && i < n; i++)
+            ignore[i] = i < a.opts.nignore ? a.ignore[i]
+                                           : fp8_like_ignore(like, i - a.opts.nignore);
+        a.opts.ignore = ignore;
+        a.opts.nignore = n;
+    }
+    if (!st)
+        st = fp8_quant_plan_create(ctx, in, &a.opts, &plan);
     if (!st)
         st = fp8_quant_plan_output_bytes(ctx, plan, &out_bytes);
     if (!st && !common->quiet) {
@@ -274,6 +261,8 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
         rc = EXIT_OK;
     }
     fp8_quant_plan_free(plan);
+    fp8_like_free(like);
+    free(ignore);
     fp8_ctx_free(ctx);
     return rc;
 }

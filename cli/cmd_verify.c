@@ -19,6 +19,7 @@ enum {
     OPT_FORMAT,
     OPT_SCHEME,
     OPT_BLOCK,
+    OPT_LIKE,
 };
 
 typedef struct {
@@ -40,6 +41,8 @@ static int take_option(int code, const char *value, void *state)
         *(code == OPT_TP ? &a->opts.tp : &a->opts.ep) = (int)n;
     } else if (code == OPT_AGAINST) {
         a->opts.against = value;
+    } else if (code == OPT_LIKE) {
+        a->opts.like = value;
     } else if (code == OPT_LOADER) {
         fp8_loader l;
         if (!fp8_loader_from_name(value, &l)) {
@@ -89,6 +92,7 @@ const struct option cli_verify_options[] = {
     { "format", required_argument, NULL, OPT_FORMAT },
     { "scheme", required_argument, NULL, OPT_SCHEME },
     { "block", required_argument, NULL, OPT_BLOCK },
+    { "like", required_argument, NULL, OPT_LIKE },
     { NULL, 0, NULL, 0 },
 };
 

@@ -40,6 +40,9 @@ static const cli_command commands[] = {
       "      --ignore REGEX         keep tensors whose name matches REGEX (POSIX extended,\n"
       "                             unanchored) unquantized; repeatable\n"
       "      --no-default-ignore    quantize embeddings, lm_head, routers, ... too\n"
+      "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
+      "                             config.json): scheme, format, block, scale_fmt, and its\n"
+      "                             ignore list mapped onto INPUT's modules\n"
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
@@ -62,6 +65,30 @@ static const cli_command commands[] = {
       "0 written; 2 usage error, or OUTPUT exists; 3 bad input (not FP8, a bad scale);\n"
       "4 I/O error or interrupted; 5 device error",
       cli_dequantize_options },
+    { "convert", "INPUT OUTPUT", "convert an FP8 checkpoint into another FP8 layout", cmd_convert,
+      "Options:\n"
+      "      --format hf-fp8|compressed-tensors|modelopt\n"
+      "                             output layout (default: the input's, when it has the\n"
+      "                             scheme)\n"
+      "      --scheme block|channel|tensor|mxfp8\n"
+      "                             scaling granularity (default: the input's)\n"
+      "      --block RxC            block size (default: the input's); a block that divides\n"
+      "                             the input's keeps every code\n"
+      "      --scale-fmt float|ue8m0\n"
+      "                             block scales as they are, or powers of two (hf-fp8)\n"
+      "      --mx-rounding rceil|floor\n"
+      "                             MX scale exponent rounding (default rceil)\n"
+      "      --exact                fail rather than re-quantize a weight from its values\n"
+      "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
+      "                             config.json): scheme, format, block, scale_fmt\n"
+      "      --force                replace OUTPUT if it exists\n"
+      "      --no-sync              do not fsync the output (faster; a power loss soon\n"
+      "                             after can leave it damaged)\n",
+      "  fp8conv convert --block 16x16 model-fp8/ model-fp8-16/\n"
+      "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n",
+      "0 written; 2 usage error, OUTPUT exists, or --exact and a weight is not exact;\n"
+      "3 bad input (not FP8, a bad scale or code); 4 I/O error or interrupted; 5 device error",
+      cli_convert_options },
     { "verify", "CHECKPOINT", "check an FP8 checkpoint offline (exit 1 on a problem)", cmd_verify,
       "Options:\n"
       "      --strict               warnings fail too (exit 1)\n"
@@ -79,7 +106,10 @@ static const cli_command commands[] = {
       "                             layout, as quantize declares it\n"
       "      --scheme block|channel|tensor|mxfp8\n"
       "                             with --format (default block)\n"
-      "      --block RxC            with --format --scheme block (default 128x128)\n",
+      "      --block RxC            with --format --scheme block (default 128x128)\n"
+      "      --like PATH            compare the layout with a reference checkpoint (or its\n"
+      "                             config.json): tensors, dtypes, scale shapes and\n"
+      "                             quantization_config; every difference is an error\n",
       "  fp8conv verify model-fp8/ || exit 1\n"
       "  fp8conv verify --no-values --tp 8 model-fp8/\n"
       "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",

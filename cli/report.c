@@ -234,3 +234,57 @@ bool cli_parse_block(const char *s, uint32_t *rows, uint32_t *cols)
     return true;
 }
 
+
+fp8_status cli_like_open(fp8_ctx *ctx, const char *ref, const char *input,
+                         const cli_common *common, fp8_quant_options *o, fp8_like **out)
+{
+    fp8_status st = fp8_like_open(ctx, ref, input, out);
+    if (st)
+        return st;
+    fp8_like_apply(*out, o);
+    for (size_t i = 0; !common->quiet && i < fp8_like_note_count(*out); i++)
+        cli_error("warning: %s", fp8_like_note(*out, i));
+    return FP8_OK;
+}
+
+int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_layout_given *given)
+{
+    static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
+    static const char *const mx_names[] = { "rceil", "floor", NULL };
+    int choice;
+    switch (code) {
+    case CLI_OPT_SCHEME:
+        if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
+            return EXIT_USAGE;
+        o->scheme = (fp8_scheme)choice;
+        given->scheme = true;
+        break;
+    case CLI_OPT_FORMAT:
+        if (!cli_choice("--format", value, cli_format_names, &choice))
+            return EXIT_USAGE;
+        o->format = (fp8_format)(choice + 1);
+        given->format = true;
+        break;
+    case CLI_OPT_BLOCK:
+        if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
+            cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 128x128)",
+                      value);
+            return EXIT_USAGE;
+        }
+        given->block = true;
+        break;
+    case CLI_OPT_SCALE_FMT:
+        if (!cli_choice("--scale-fmt", value, scale_fmt_names, &choice))
+            return EXIT_USAGE;
+        o->scale_ue8m0 = choice == 1;
+        given->scale_fmt = true;
+        break;
+    case CLI_OPT_MX_ROUNDING:
+        if (!cli_choice("--mx-rounding", value, mx_names, &choice))
+            return EXIT_USAGE;
+        o->mx_rounding = (fp8_mx_rounding)choice;
+        given->mx = true;
+        break;
+    }
+    return -1;
+}

@@ -24,6 +24,12 @@ dq_action dq_weights_role(const dq_weights *w, const char *name);
 fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
                            uint64_t n, float *y, float *scales_out);
 
+/* The scale of FP8 weight `name` (in shard *shard) and the elements each of
+ * its values scales: group_rows x group_cols of one [M, N] matrix
+ * (UINT64_MAX rows: all of them). */
+const fp8_tensor_info *dq_weights_scale(const dq_weights *w, const char *name, size_t *shard,
+                                        uint64_t *group_rows, uint64_t *group_cols);
+
 /* Stored scale i of a scale tensor of dtype dt (F32, BF16, F16, or E8M0 /
  * U8: 2^(b - 127)) as fp32; false when it is not finite and positive (E8M0
  * 0xFF is its NaN). */

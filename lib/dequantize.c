@@ -717,6 +717,15 @@ dq_action dq_weights_role(const dq_weights *w, const char *name)
     return i < w->n && strcmp(w->items[i].t->name, name) == 0 ? w->items[i].action : DQ_COPY;
 }
 
+const fp8_tensor_info *dq_weights_scale(const dq_weights *w, const char *name, size_t *shard,
+                                        uint64_t *group_rows, uint64_t *group_cols)
+{
+    const dq_item *it = &w->items[item_index(w, name)];
+    scale_groups(w, it, group_rows, group_cols);
+    *shard = it->scale_shard;
+    return it->scale;
+}
+
 fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
                            uint64_t n, float *y, float *scales_out)
 {

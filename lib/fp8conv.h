@@ -407,6 +407,101 @@ typedef struct {
 fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
                           const fp8_dequant_options *opts, fp8_dequant_report *report);
 
+/* ---------------------------------------------------------------- convert */
+
+/*
+ * An FP8 checkpoint (any layout dequantize-for-export reads) into another
+ * FP8 layout, without a bf16 copy.  Each FP8 weight takes one of two paths:
+ *   exact:  its codes are copied and each output scale is the input scale
+ *           of the group that holds it, when every output group (block,
+ *           row, tensor, MX group) lies inside one input group and the
+ *           output scale dtype holds the input's values (F32 holds F32,
+ *           BF16, F16 and E8M0; MX and ue8m0 scales come only from MX
+ *           input): finer blocks that divide the input's, and re-labelling
+ *           between hf-fp8, compressed-tensors and modelopt;
+ *   values: its values q * s (one fp32 multiplication each) are quantized
+ *           with quantize's own code, as quantize quantizes the F32 weights
+ *           of `dequantize-for-export --dtype f32` of the input: the same
+ *           bytes (compressed-tensors scales are then F32, the values'
+ *           dtype).
+ * Other tensors are copied; scales are replaced; input_scale, k_scale and
+ * v_scale are dropped (the output declares dynamic activations).  The
+ * output is written as quantize writes (shards, index, config.json with the
+ * target's quantization_config, other files), atomically, the same bytes
+ * for any thread count.
+ */
+typedef struct {
+    /* The output: scheme, format (DEFAULT: the input's, when it has the
+     * scheme), block, scale_ue8m0, mx_rounding, and threads, device, force,
+     * no_sync, progress, cancel as for quantize (ignore is not used). */
+    fp8_quant_options target;
+    /* false: as the input declares it (its scheme, its block size, its
+     * ue8m0 claim) */
+    bool scheme_set, block_set, scale_fmt_set;
+    bool exact; /* a weight that cannot take the exact path is an error */
+} fp8_convert_options;
+
+#define FP8_CONVERT_OPTIONS_INIT { .target = FP8_QUANT_OPTIONS_INIT }
+
+typedef struct {
+    const char *name;   /* the FP8 weight */
+    bool exact;         /* codes copied, scales copied or replicated */
+    const char *why;    /* not exact: why not */
+    uint64_t elements;
+    uint64_t codes_changed; /* elements whose E4M3 code changed (0 when exact) */
+    uint64_t changed;   /* elements whose value q * s changed (0 when exact) */
+    double max_change;  /* the largest |new - old| of a value */
+} fp8_convert_weight;
+
+typedef struct fp8_convert fp8_convert;
+
+/* Opens INPUT and decides each FP8 weight's path.  FP8_ERR_BAD_INPUT for an
+ * input without FP8 weights, or one fp8conv cannot read (as
+ * dequantize-for-export), or a weight the target cannot hold (MX needs N
+ * divisible by 32); FP8_ERR_USAGE for a target the format table lacks, and
+ * with `exact` for a weight that needs the value path. */
+fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert_options *opts,
+                              fp8_convert **out);
+/* Writes OUTPUT (as fp8_quant_plan_run); fills each weight's counts. */
+fp8_status fp8_convert_run(fp8_ctx *ctx, fp8_convert *c, const char *output);
+void fp8_convert_free(fp8_convert *c);
+/* The target, resolved (scheme, block, format never DEFAULT). */
+const fp8_quant_options *fp8_convert_target(const fp8_convert *c);
+/* The quantize plan that writes the output: items, ignore list, warnings,
+ * device (fp8_quant_plan_*). */
+const fp8_quant_plan *fp8_convert_plan(const fp8_convert *c);
+size_t fp8_convert_weight_count(const fp8_convert *c);
+const fp8_convert_weight *fp8_convert_weight_at(const fp8_convert *c, size_t index);
+/* Activation scales (input_scale, k_scale, v_scale) left out. */
+size_t fp8_convert_dropped(const fp8_convert *c);
+
+/* ---------------------------------------------------------------- --like */
+
+/*
+ * The layout of a reference FP8 checkpoint REF (its directory, or its
+ * config.json), as the options that reproduce it: quantize and convert
+ * --like.  Copied from REF's quantization_config: the scheme, the format,
+ * the block size, the ue8m0 claim; its activations must be dynamic, the
+ * only ones fp8conv writes (FP8_ERR_BAD_INPUT otherwise, or when REF
+ * declares no layout fp8conv reads).  REF's ignore list is mapped onto
+ * INPUT's module names: a REF module INPUT has (by name, or by the same
+ * name under another model prefix: language_model.x for model.x) or a
+ * "re:" / glob pattern becomes one
+ * --ignore regex; a REF module INPUT lacks is a note.
+ */
+typedef struct fp8_like fp8_like;
+
+fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_like **out);
+void fp8_like_free(fp8_like *like);
+/* Sets scheme, format, block_rows, block_cols and scale_ue8m0. */
+void fp8_like_apply(const fp8_like *like, fp8_quant_options *o);
+size_t fp8_like_ignore_count(const fp8_like *like);
+const char *fp8_like_ignore(const fp8_like *like, size_t index); /* a POSIX extended regex */
+/* What could not be copied, one sentence each (REF modules INPUT lacks, an
+ * activation strategy fp8conv writes otherwise). */
+size_t fp8_like_note_count(const fp8_like *like);
+const char *fp8_like_note(const fp8_like *like, size_t index);
+
 /* ---------------------------------------------------------------- hashes, diff */
 
 /*
@@ -548,6 +643,10 @@ typedef struct {
     fp8_format assume_format;
     fp8_scheme assume_scheme;
     uint32_t assume_block_rows, assume_block_cols;
+    /* A reference checkpoint (or its config.json): every difference of
+     * layout from it is an error (rules like-tensors, like-dtype,
+     * like-shape, like-config). */
+    const char *like;
     /* Bytes read so far of a total that grows as each pass (the values,
      * --against's bounds and re-quantization) begins; may be NULL. */
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);

@@ -65,6 +65,31 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
                          uint64_t nrows, uint64_t col0, uint64_t ncols, fp8_band *b,
                          uint64_t *first);
 
+/*
+ * convert (lib/convert.c) runs a quantize plan over an FP8 checkpoint: its
+ * source says what the plan sees of each input tensor, and gives the bytes
+ * of what it made up.  `tensor` returns t itself (kept, copied as it is),
+ * another tensor (an F32 weight to quantize from its values q * s, or a
+ * scale re-labelled exactly; `read` gives its bytes), or NULL (a scale the
+ * output replaces, an activation scale); *keep is NULL for a tensor to
+ * quantize, else why it is copied.  `quantized` sees each band quantize
+ * made (rows from row0 and columns from col0 of matrix `expert`): its
+ * values in, codes and stored scales out (from any thread).
+ */
+typedef struct {
+    void *user;
+    const fp8_tensor_info *(*tensor)(void *user, const fp8_tensor_info *t, const char **keep);
+    fp8_status (*read)(void *user, fp8_ctx *ctx, const fp8_tensor_info *t, uint64_t offset,
+                       void *buf, size_t len);
+    fp8_status (*quantized)(void *user, fp8_ctx *ctx, const fp8_tensor_info *t, uint64_t expert,
+                            uint64_t row0, uint64_t col0, const fp8_band *b, const float *in,
+                            const uint8_t *q, const void *scales);
+} fp8_quant_source;
+
+fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,
+                                      const fp8_quant_options *opts,
+                                      const fp8_quant_source *source, fp8_quant_plan **out);
+
 /* The largest magnitude of n contiguous elements (pass 1 of per-tensor
  * scaling); FP8_BAND_NONFINITE with *where on a NaN or infinity. */
 fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *amax,

@@ -69,6 +69,7 @@ typedef struct {
     fp8_scale_kind kind;
     uint64_t experts, rows, cols; /* E, M, N; E = 1 for a matrix */
     char *owned_reason, *owned_scale_name;
+    bool from_source;             /* convert: the source's tensor, read through it */
 } plan_entry;
 
 struct fp8_quant_plan {
@@ -91,6 +92,7 @@ struct fp8_quant_plan {
     size_t nregexes;
     uint64_t input_bytes, work_bytes; /* work counts per-tensor inputs twice */
     fp8_device device;     /* resolved by the run */
+    const fp8_quant_source *source; /* convert's FP8 input; NULL for quantize */
 };
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -182,7 +184,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     it->scale_name = e->owned_scale_name;
     /* any scale name beside the one written: a loader would find two */
     static const char *const suffixes[] = { "_scale_inv", "_scale" };
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 2 && !p->source; k++) {
         char other[1024];
         snprintf(other, sizeof other, "%s%s", t->name, suffixes[k]);
         if (fp8_checkpoint_find(p->ck, other, NULL))
@@ -327,18 +329,26 @@ static fp8_status name_shards(fp8_ctx *ctx, fp8_quant_plan *p)
 static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     fp8_status st;
-    p->n = fp8_checkpoint_tensor_count(p->ck);
-    p->items = fp8_xcalloc(p->n ? p->n : 1, sizeof *p->items);
-    p->entries = fp8_xcalloc(p->n ? p->n : 1, sizeof *p->entries);
-    p->ignored = fp8_xcalloc(p->n ? p->n : 1, sizeof *p->ignored);
+    size_t count = fp8_checkpoint_tensor_count(p->ck);
+    p->items = fp8_xcalloc(count ? count : 1, sizeof *p->items);
+    p->entries = fp8_xcalloc(count ? count : 1, sizeof *p->entries);
+    p->ignored = fp8_xcalloc(count ? count : 1, sizeof *p->ignored);
     if (!p->items || !p->entries || !p->ignored)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < p->n; i++) {
+    for (size_t k = 0; k < count; k++) {
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(p->ck, k, &shard), *seen = t;
+        const char *why = NULL;
+        if (p->source && !(seen = p->source->tensor(p->source->user, t, &why)))
+            continue; /* a scale that convert replaces or drops */
+        size_t i = p->n++;
         fp8_quant_item *it = &p->items[i];
         plan_entry *e = &p->entries[i];
-        it->tensor = fp8_checkpoint_tensor(p->ck, i, &e->shard);
+        it->tensor = seen;
+        e->shard = shard;
+        e->from_source = seen != t;
         it->shard = p->out_shards[e->shard];
-        it->reason = keep_reason(p, it->tensor, &it->warn, &e->owned_reason);
+        it->reason = p->source ? why : keep_reason(p, it->tensor, &it->warn, &e->owned_reason);
         it->quantize = it->reason == NULL;
         p->input_bytes += fp8_tensor_nbytes(it->tensor);
         if (it->quantize) {
@@ -418,6 +428,13 @@ static fp8_status check_lone_block(fp8_ctx *ctx, fp8_quant_plan *p)
 fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
                                  fp8_quant_plan **out)
 {
+    return fp8_quant_plan_create_from(ctx, input, opts, NULL, out);
+}
+
+fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,
+                                      const fp8_quant_options *opts,
+                                      const fp8_quant_source *source, fp8_quant_plan **out)
+{
     fp8_status st;
     fp8_quant_plan *p = calloc(1, sizeof *p);
     *out = NULL;
@@ -426,8 +443,9 @@ fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quan
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
     p->opts = *opts;
+    p->source = source;
     if ((st = check_options(ctx, p)) || (st = fp8_checkpoint_open(ctx, input, &p->ck)) ||
-        (st = check_not_quantized(ctx, p)) || (st = name_shards(ctx, p)) ||
+        (!source && (st = check_not_quantized(ctx, p))) || (st = name_shards(ctx, p)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
         (p->experts = fmt_config_experts(p->config), false) || (st = decide(ctx, p)) ||
         (st = check_loadable(ctx, p)) || (st = check_lone_block(ctx, p))) {
@@ -623,19 +641,27 @@ static uint64_t flat_index(const plan_entry *e, uint64_t x, uint64_t row, uint64
     return (x * e->rows + row) * e->cols + col;
 }
 
+/* Bytes of item i's tensor: from its file, or (convert) from the source. */
+static fp8_status read_item(worker *w, size_t i, uint64_t offset, void *buf, size_t len)
+{
+    const fp8_quant_plan *p = w->r->plan;
+    const fp8_tensor_info *t = p->items[i].tensor;
+    if (p->entries[i].from_source)
+        return p->source->read(p->source->user, w->ctx, t, offset, buf, len);
+    return fp8_file_read(w->ctx, w->r->in, t, offset, buf, len);
+}
+
 /* Reads or writes the job's rectangle: one call when it spans whole rows. */
 static fp8_status read_rect(worker *w, const job *j, unsigned sz, void *buf)
 {
     shard_run *r = w->r;
     const plan_entry *e = &r->plan->entries[j->item];
-    const fp8_tensor_info *t = r->plan->items[j->item].tensor;
     if (j->ncols == e->cols)
-        return fp8_file_read(w->ctx, r->in, t, flat_index(e, j->expert, j->row0, 0) * sz, buf,
-                             j->nrows * j->ncols * sz);
+        return read_item(w, j->item, flat_index(e, j->expert, j->row0, 0) * sz, buf,
+                         j->nrows * j->ncols * sz);
     for (uint64_t k = 0; k < j->nrows; k++) {
-        fp8_status st = fp8_file_read(w->ctx, r->in, t,
-                                      flat_index(e, j->expert, j->row0 + k, j->col0) * sz,
-                                      (char *)buf + k * j->ncols * sz, j->ncols * sz);
+        fp8_status st = read_item(w, j->item, flat_index(e, j->expert, j->row0 + k, j->col0) * sz,
+                                  (char *)buf + k * j->ncols * sz, j->ncols * sz);
         if (st)
             return st;
     }
@@ -751,6 +777,10 @@ static fp8_status do_quantize(worker *w, const job *j)
                         "%s: tensor '%s': a scale above 65504 cannot be stored in F16",
                         fp8_file_path(r->in), it->tensor->name);
     }
+    if (p->source && (st = p->source->quantized(p->source->user, w->ctx, it->tensor, j->expert,
+                                                j->row0, j->col0, &b,
+                                                (const float *)(void *)w->src, w->q, w->scales)))
+        return st;
     const fp8_tensor_info *qt = fp8_writer_find(r->out, it->tensor->name);
     const fp8_tensor_info *sc = fp8_writer_find(r->out, it->scale_name);
     uint64_t nscales = fp8_band_scale_count(&b), ssize = fp8_scale_size(e->kind);
@@ -767,7 +797,7 @@ static fp8_status do_job(worker *w, const job *j)
     if (j->kind != JOB_COPY)
         return do_quantize(w, j);
     const fp8_tensor_info *t = r->plan->items[j->item].tensor;
-    fp8_status st = fp8_file_read(w->ctx, r->in, t, j->offset, w->src, j->len);
+    fp8_status st = read_item(w, j->item, j->offset, w->src, j->len);
     return st ? st
               : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, t->name), j->offset,
                                   w->src, j->len);

@@ -26,6 +26,7 @@
 #include "dequant.h"
 #include "formats.h"
 #include "jobs.h"
+#include "like.h"
 #include "parallel.h"
 #include "quant.h"
 
@@ -1761,6 +1762,12 @@ out:
 
 /* ---------------------------------------------------------------- api */
 
+/* --like REF: each difference of layout is an error. */
+static fp8_status like_finding(void *arg, fp8_ctx *ctx, const char *rule, const char *message)
+{
+    return add_unanswered(ctx, arg, rule, "%s", message);
+}
+
 static int cmp_finding(const void *a, const void *b)
 {
     const fp8_finding *x = a, *y = b;
@@ -1788,7 +1795,10 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
                  strstr(msg, "index") || strstr(msg, "mapped") ? "index-mismatch" : "container",
                  "%s", msg);
     } else if (!st && !(st = read_declaration(ctx, v)) && !(st = check_structure(ctx, v)) &&
-               !(st = check_parallel(ctx, v, opts->tp, opts->ep)) && opts->values &&
+               !(st = check_parallel(ctx, v, opts->tp, opts->ep)) &&
+               !(opts->like && (st = like_compare(ctx, v->ck, v->config_dir, opts->like,
+                                                  like_finding, v))) &&
+               opts->values &&
                !(st = check_values(ctx, v, opts->threads)) && opts->against) {
         st = check_against(ctx, v, opts->against, opts->threads, opts->cancel);
     }

@@ -359,7 +359,7 @@ static void long_options(const char *text, char *set, size_t cap)
 START_TEST(test_help_and_man_page_agree)
 {
     static const char *const commands[] = { "inspect", "quantize", "dequantize-for-export",
-                                            "verify", "diff" };
+                                            "convert", "verify", "diff" };
     char *help, *man = tu_slurp("man/fp8conv.1", NULL);
     ck_assert_int_eq(tu_run("--help", &help, NULL), 0);
     char opts[4096], all[32768];

@@ -68,7 +68,7 @@ def man_lines():
 
 def help_lines():
     out = []
-    for cmd in ("inspect", "quantize", "dequantize-for-export", "verify", "diff"):
+    for cmd in ("inspect", "quantize", "dequantize-for-export", "convert", "verify", "diff"):
         text = subprocess.run([BIN, "help", cmd], capture_output=True, text=True).stdout
         body = text.split("Examples:\n", 1)[1].split("\n\n", 1)[0]
         out += [("fp8conv help %s" % cmd, l.strip()) for l in body.split("\n") if l.strip()]
@@ -107,7 +107,7 @@ def output_operand(line):
     words = shlex.split(line.replace("\\\n", " "), comments=True)
     for i, w in enumerate(words):
         if w.endswith("fp8conv") and i + 1 < len(words) and words[i + 1] in (
-                "quantize", "dequantize-for-export"):
+                "quantize", "dequantize-for-export", "convert"):
             args = []
             for a in words[i + 2:]:
                 if a in ("|", "&&", "||", ";"):

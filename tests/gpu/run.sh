@@ -72,6 +72,19 @@ for m in testdata/deepseek-fp8-tiny "$work/model-fp8" "$work/model-mx"; do
         same "dequantize-for-export --dtype $d $m"
     done
 done
+# convert's value path quantizes on the device too (its exact path copies); small
+# inputs, as the emulation is slow
+"$BUILD/fp8conv" quantize -q --no-sync --device cpu --block 32x32 testdata/llama-tiny \
+    "$work/llama-fp8"
+for m in testdata/deepseek-fp8-tiny "$work/llama-fp8"; do
+    for s in "--scheme channel" "--block 256x128" "--scheme tensor --format compressed-tensors"; do
+        # shellcheck disable=SC2086
+        "$BUILD/fp8conv" convert -q --no-sync $s --device cpu "$m" "$work/cpu"
+        # shellcheck disable=SC2086
+        "$F" convert -q --no-sync $s --device cuda "$m" "$work/cuda"
+        same "convert $s $m"
+    done
+done
 
 # bad input: the same exit status and message on both devices
 python3 - "$work/nan.safetensors" <<'EOF'

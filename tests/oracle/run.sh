@@ -15,7 +15,9 @@
 #  7. only when $FP8CONV (default build/fp8conv) has `dequantize-for-export` (its --help exits 0):
 #     run it on every dequant case (quant_case inputs made by `fp8conv quantize`), check that each
 #     output loads (tests/oracle/dequant_load_check.py) and matches its committed golden
-#     (tests/oracle/dequant_cli_check.py); otherwise print a SKIP line (not a failure).
+#     (tests/oracle/dequant_cli_check.py); otherwise print a SKIP line (not a failure);
+#  8. likewise for `convert`: tests/oracle/convert_check.py compares its exact and value paths
+#     with what dequant_oracle.py and quant_oracle.py compute from the input.
 # (1-6 compare the oracles with the committed files, not with the fp8conv binary: the C
 # tests compare fp8conv with the committed goldens.)
 #
@@ -207,6 +209,16 @@ if [ -x "$fp8conv" ] && "$fp8conv" dequantize-for-export --help >/dev/null 2>&1;
     fi
 else
     echo "oracle: SKIP: dequantize-for-export not built"
+fi
+
+# --- 8. fp8conv convert against the quantize and dequantize oracles ----------------------
+if [ -x "$fp8conv" ] && "$fp8conv" convert --help >/dev/null 2>&1; then
+    mkdir -p "$out/convert"
+    if ! "$venv/bin/python" "$here/convert_check.py" "$fp8conv" "$out/convert"; then
+        status=1
+    fi
+else
+    echo "oracle: SKIP: convert not built"
 fi
 
 exit "$status"

@@ -1,0 +1,188 @@
+/*
+ * cmd_convert.c - fp8conv convert INPUT OUTPUT: an FP8 checkpoint into
+ * another FP8 layout; per FP8 weight, whether it was copied exactly or
+ * re-quantized from its values, and how much the values changed.
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define CONVERT_JSON_VERSION 1
+
+enum { OPT_EXACT = CLI_OPT_LAYOUT_END, OPT_FORCE, OPT_NO_SYNC, OPT_LIKE };
+
+typedef struct {
+    fp8_convert_options opts;
+    cli_layout_given given;
+    const char *like;
+} convert_args;
+
+static int take_option(int code, const char *value, void *state)
+{
+    convert_args *args = state;
+    fp8_convert_options *a = &args->opts;
+    fp8_quant_options *o = &a->target;
+    if (code >= CLI_OPT_FIRST && code < CLI_OPT_LAYOUT_END) {
+        int rc = cli_layout_option(code, value, o, &args->given);
+        a->scheme_set = args->given.scheme;
+        a->block_set = args->given.block;
+        a->scale_fmt_set = args->given.scale_fmt;
+        return rc;
+    }
+    switch (code) {
+    case OPT_EXACT: a->exact = true; break;
+    case OPT_FORCE: o->force = true; break;
+    case OPT_NO_SYNC: o->no_sync = true; break;
+    case OPT_LIKE: args->like = value; break;
+    }
+    return -1;
+}
+
+static void describe_target(const fp8_convert *c, char *buf, size_t cap)
+{
+    const fp8_quant_options *o = fp8_convert_target(c);
+    size_t n = (size_t)snprintf(buf, cap, "scheme %s", fp8_scheme_name(o->scheme));
+    if (o->scheme == FP8_SCHEME_BLOCK && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, " %ux%u%s", o->block_rows, o->block_cols,
+                              o->scale_ue8m0 ? " ue8m0" : "");
+    if (n < cap)
+        snprintf(buf + n, cap - n, ", format %s",
+                 fp8_format_name(fp8_quant_plan_format(fp8_convert_plan(c))));
+}
+
+static int print_json(const fp8_convert *c, const char *in, const char *out, double seconds)
+{
+    const fp8_quant_options *o = fp8_convert_target(c);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "convert_version", CONVERT_JSON_VERSION);
+    cJSON_AddStringToObject(root, "input", in);
+    cJSON_AddStringToObject(root, "output", out);
+    cJSON_AddStringToObject(root, "scheme", fp8_scheme_name(o->scheme));
+    if (o->scheme == FP8_SCHEME_BLOCK) {
+        int b[2] = { (int)o->block_rows, (int)o->block_cols };
+        cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
+    }
+    cJSON_AddStringToObject(root, "format", fp8_format_name(fp8_quant_plan_format(fp8_convert_plan(c))));
+    cJSON *weights = cJSON_AddArrayToObject(root, "weights");
+    size_t exact = 0;
+    for (size_t i = 0; i < fp8_convert_weight_count(c); i++) {
+        const fp8_convert_weight *w = fp8_convert_weight_at(c, i);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "name", w->name);
+        cJSON_AddStringToObject(j, "path", w->exact ? "exact" : "values");
+        if (!w->exact)
+            cJSON_AddStringToObject(j, "why", w->why);
+        cJSON_AddItemToObject(j, "elements", cli_json_u64(w->elements));
+        cJSON_AddItemToObject(j, "codes_changed", cli_json_u64(w->codes_changed));
+        cJSON_AddItemToObject(j, "changed", cli_json_u64(w->changed));
+        cJSON_AddNumberToObject(j, "max_change", w->max_change);
+        cJSON_AddItemToArray(weights, j);
+        exact += w->exact;
+    }
+    cJSON_AddNumberToObject(root, "exact", (double)exact);
+    cJSON_AddNumberToObject(root, "requantized", (double)(fp8_convert_weight_count(c) - exact));
+    cJSON_AddNumberToObject(root, "activation_scales_dropped", (double)fp8_convert_dropped(c));
+    const fp8_quant_plan *plan = fp8_convert_plan(c);
+    cJSON *warn = cJSON_AddArrayToObject(root, "warnings");
+    for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
+        cJSON_AddItemToArray(warn, cJSON_CreateString(fp8_quant_plan_warning(plan, i)));
+    cJSON_AddStringToObject(root, "device", fp8_device_name(fp8_quant_plan_device(plan)));
+    cJSON_AddNumberToObject(root, "seconds", seconds);
+    return cli_print_json(root);
+}
+
+static void print_report(const fp8_convert *c, const char *out, double seconds)
+{
+    char target[96];
+    size_t exact = 0, n = fp8_convert_weight_count(c);
+    for (size_t i = 0; i < n; i++) {
+        const fp8_convert_weight *w = fp8_convert_weight_at(c, i);
+        exact += w->exact;
+        if (w->exact)
+            cli_printf("exact     %s\n", w->name);
+        else
+            cli_printf("values    %s: %llu of %llu codes and %llu values changed, largest "
+                       "change %g (%s)\n",
+                       w->name, (unsigned long long)w->codes_changed,
+                       (unsigned long long)w->elements, (unsigned long long)w->changed,
+                       w->max_change, w->why);
+    }
+    describe_target(c, target, sizeof target);
+    cli_printf("wrote %s: %s\n", out, target);
+    cli_printf("FP8 weights: %zu exact (codes copied), %zu re-quantized from their values", exact,
+               n - exact);
+    if (fp8_convert_dropped(c))
+        cli_printf(", %zu activation scales dropped", fp8_convert_dropped(c));
+    cli_printf("; %.2f s on %s\n", seconds,
+               fp8_device_name(fp8_quant_plan_device(fp8_convert_plan(c))));
+}
+
+const struct option cli_convert_options[] = {
+    { "scheme", required_argument, NULL, CLI_OPT_SCHEME },
+    { "format", required_argument, NULL, CLI_OPT_FORMAT },
+    { "block", required_argument, NULL, CLI_OPT_BLOCK },
+    { "scale-fmt", required_argument, NULL, CLI_OPT_SCALE_FMT },
+    { "mx-rounding", required_argument, NULL, CLI_OPT_MX_ROUNDING },
+    { "exact", no_argument, NULL, OPT_EXACT },
+    { "force", no_argument, NULL, OPT_FORCE },
+    { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    { "like", required_argument, NULL, OPT_LIKE },
+    { NULL, 0, NULL, 0 },
+};
+
+int cmd_convert(int argc, char **argv, cli_common *common)
+{
+    convert_args args = { .opts = FP8_CONVERT_OPTIONS_INIT };
+    fp8_convert_options *o = &args.opts;
+    cli_options own = { cli_convert_options, take_option, &args };
+    int rc = cli_parse("convert", &argc, argv, common, &own);
+    if (rc >= 0)
+        return rc;
+    if (args.like && (o->scheme_set || o->block_set || o->scale_fmt_set || args.given.format)) {
+        cli_error("--like copies the layout: it cannot go with --scheme, --format, --block or "
+                  "--scale-fmt");
+        return EXIT_USAGE;
+    }
+    const char *in = argv[1], *out = argv[2];
+    o->target.threads = common->threads;
+    o->target.device = common->device;
+    o->target.cancel = cli_catch_signals();
+    cli_progress_state prog = { .label = "convert" };
+    if (cli_progress_wanted(common)) {
+        o->target.progress = cli_show_progress;
+        o->target.progress_user = &prog;
+    }
+    fp8_ctx *ctx = cli_ctx_create();
+    if (!ctx)
+        return EXIT_IO;
+    fp8_convert *c = NULL;
+    double t0 = cli_now();
+    fp8_status st = FP8_OK;
+    fp8_like *like = NULL;
+    if (args.like && !(st = cli_like_open(ctx, args.like, in, common, &o->target, &like)))
+        o->scheme_set = o->block_set = o->scale_fmt_set = true;
+    if (!st)
+        st = fp8_convert_create(ctx, in, o, &c);
+    if (!st && !common->quiet) {
+        const fp8_quant_plan *plan = fp8_convert_plan(c);
+        for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
+            fprintf(stderr, "fp8conv: warning: %s\n", fp8_quant_plan_warning(plan, i));
+    }
+    if (!st)
+        st = fp8_convert_run(ctx, c, out);
+    cli_progress_end(&prog, st == FP8_OK);
+    if (st)
+        rc = cli_fail(ctx, st);
+    else if (common->quiet)
+        rc = EXIT_OK;
+    else if (common->json)
+        rc = print_json(c, in, out, cli_now() - t0);
+    else
+        print_report(c, out, cli_now() - t0), rc = EXIT_OK;
+    fp8_convert_free(c);
+    fp8_like_free(like);
+    fp8_ctx_free(ctx);
+    return rc;
+}
