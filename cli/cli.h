@@ -113,6 +113,11 @@ void cli_show_progress(void *user, uint64_t done, uint64_t total, const char *te
 void cli_progress_end(cli_progress_state *p, bool ok);
 /* "1.75 GiB", "512 B": sizes for people (exact bytes go in --json). */
 void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
+/* --part I/N (quantize, dequantize-for-export): -1, or EXIT_USAGE after
+ * saying why not; and the combinations of --part, --finish and --resume
+ * that mean nothing, refused. */
+int cli_part_take(const char *value, unsigned *part, unsigned *parts);
+int cli_part_check(unsigned parts, bool finish, bool resume);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
 int cli_exit_code(fp8_status st);

@@ -12,7 +12,7 @@
 
 #define DEQUANTIZE_JSON_VERSION 1
 
-enum { OPT_DTYPE = CLI_OPT_FIRST, OPT_FORCE, OPT_NO_SYNC };
+enum { OPT_DTYPE = CLI_OPT_FIRST, OPT_FORCE, OPT_NO_SYNC, OPT_PART, OPT_FINISH, OPT_RESUME };
 
 static const char *const dtype_names[] = { "bf16", "f16", "f32", NULL };
 static const fp8_dtype dtypes[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
@@ -29,6 +29,9 @@ static int take_option(int code, const char *value, void *state)
         break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
+    case OPT_PART: return cli_part_take(value, &o->part, &o->parts);
+    case OPT_FINISH: o->finish = true; break;
+    case OPT_RESUME: o->resume = true; break;
     default:
         cli_error("dequantize-for-export: unknown option (see fp8conv dequantize-for-export --help)");
         return EXIT_USAGE;
@@ -71,6 +74,9 @@ const struct option cli_dequantize_options[] = {
     { "dtype", required_argument, NULL, OPT_DTYPE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    { "part", required_argument, NULL, OPT_PART },
+    { "finish", no_argument, NULL, OPT_FINISH },
+    { "resume", no_argument, NULL, OPT_RESUME },
     { NULL, 0, NULL, 0 },
 };
 
@@ -79,7 +85,7 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     fp8_dequant_options opts = FP8_DEQUANT_OPTIONS_INIT;
     cli_options own = { cli_dequantize_options, take_option, &opts };
     int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
-    if (rc >= 0)
+    if (rc >= 0 || (rc = cli_part_check(opts.parts, opts.finish, opts.resume)) >= 0)
         return rc;
     opts.threads = common->threads;
     opts.device = common->device;

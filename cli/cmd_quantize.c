@@ -25,6 +25,9 @@ enum {
     OPT_NO_DEFAULT_IGNORE,
     OPT_FORCE,
     OPT_NO_SYNC,
+    OPT_PART,
+    OPT_FINISH,
+    OPT_RESUME,
     OPT_DRY_RUN = 'n',
 };
 
@@ -83,6 +86,9 @@ static int take_option(int code, const char *value, void *state)
     case OPT_NO_DEFAULT_IGNORE: o->no_default_ignore = true; break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
+    case OPT_PART: return cli_part_take(value, &o->part, &o->parts);
+    case OPT_FINISH: o->finish = true; break;
+    case OPT_RESUME: o->resume = true; break;
     case OPT_DRY_RUN: a->dry_run = true; break;
     }
     return -1;
@@ -99,7 +105,7 @@ static int check_combinations(const quantize_args *a)
     else if (a->scale_fmt_given && o->scheme != FP8_SCHEME_BLOCK)
         cli_error("--scale-fmt applies to --scheme block only");
     else
-        return -1;
+        return cli_part_check(o->parts, o->finish, o->resume);
     return EXIT_USAGE;
 }
 
@@ -181,8 +187,12 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
                           uint64_t out_bytes, double seconds)
 {
     size_t q = count_quantized(plan), n = fp8_quant_plan_count(plan);
-    cli_printf("%s %s: scheme %s", a->dry_run ? "would write" : "wrote", out,
-           fp8_scheme_name(a->opts.scheme));
+    if (a->opts.parts)
+        cli_printf("%s part %u of %u of ", a->dry_run ? "would write" : "wrote", a->opts.part,
+                   a->opts.parts);
+    else
+        cli_printf("%s ", a->dry_run ? "would write" : "wrote");
+    cli_printf("%s: scheme %s", out, fp8_scheme_name(a->opts.scheme));
     if (a->opts.scheme == FP8_SCHEME_BLOCK)
         cli_printf(" %ux%u%s", a->opts.block_rows, a->opts.block_cols,
                a->opts.scale_ue8m0 ? " ue8m0" : "");
@@ -216,6 +226,9 @@ const struct option cli_quantize_options[] = {
     { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    { "part", required_argument, NULL, OPT_PART },
+    { "finish", no_argument, NULL, OPT_FINISH },
+    { "resume", no_argument, NULL, OPT_RESUME },
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
     { NULL, 0, NULL, 0 },
 };

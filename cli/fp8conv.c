@@ -43,6 +43,11 @@ static const cli_command commands[] = {
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
+      "      --part I/N             write part I of N (its share of the shards, by bytes)\n"
+      "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"
+      "      --finish               check every part's shards, write the rest, publish OUTPUT\n"
+      "      --resume               continue the run on OUTPUT that died, keeping the\n"
+      "                             shards it finished (not after a --no-sync run)\n"
       "  -n, --dry-run              print the plan, write nothing\n",
       "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
@@ -56,7 +61,12 @@ static const cli_command commands[] = {
       "      --dtype bf16|f16|f32   the output dtype of dequantized weights (default bf16)\n"
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
-      "                             after can leave it damaged)\n",
+      "                             after can leave it damaged)\n"
+      "      --part I/N             write part I of N (its share of the shards, by bytes)\n"
+      "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"
+      "      --finish               check every part's shards, write the rest, publish OUTPUT\n"
+      "      --resume               continue the run on OUTPUT that died, keeping the\n"
+      "                             shards it finished (not after a --no-sync run)\n",
       "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
       "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
       "0 written; 2 usage error, or OUTPUT exists; 3 bad input (not FP8, a bad scale);\n"

@@ -295,6 +295,15 @@ typedef struct {
     bool force;                      /* replace an existing output */
     bool no_sync;                    /* skip fsync: faster; a power loss soon after
                                         can leave a damaged output */
+    /* Parts (fp8conv(1), --part): part I of N (1 <= part <= parts) writes
+     * its share of the output shards into .OUTPUT.parts beside OUTPUT and
+     * publishes nothing; `finish` checks that every shard is there, whole,
+     * and publishes OUTPUT.  `resume` continues the durable run on OUTPUT
+     * that died, keeping the shards it finished (OUTPUT complete: nothing to
+     * do).  Options must be the same for every part and the finish
+     * (FP8_ERR_USAGE names the one that differs). */
+    unsigned part, parts;
+    bool finish, resume;
     /* Called from the calling thread as work completes (bytes of input), with
      * the tensor it just worked on (NULL at the end).  The other commands'
      * options have the same callback. */
@@ -391,6 +400,8 @@ typedef struct {
     int threads;       /* 0: one per online CPU */
     fp8_device device; /* AUTO (default), CPU or CUDA */
     bool force, no_sync;
+    unsigned part, parts; /* as in fp8_quant_options */
+    bool finish, resume;
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
     const volatile sig_atomic_t *cancel;
