@@ -45,8 +45,12 @@ static int report(const cli_common *common, const char *in, const char *out,
     if (common->quiet)
         return EXIT_OK;
     if (!common->json) {
-        cli_printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
-               r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
+        if (o->parts)
+            cli_printf("wrote part %u of %u of ", o->part, o->parts);
+        else
+            cli_printf("wrote ");
+        cli_printf("%s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
+                   r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
         char inb[32], outb[32];
         cli_human_bytes(r->input_bytes, inb, sizeof inb);
         cli_human_bytes(r->output_bytes, outb, sizeof outb);

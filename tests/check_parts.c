@@ -283,6 +283,45 @@ START_TEST(test_damaged_shard_is_found_by_finish_and_redone_by_its_part)
 }
 END_TEST
 
+START_TEST(test_dequantize_in_two_parts_then_finish_equals_one_run)
+{
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 4, 128), *err, *fp8, *plain, *out;
+    ck_assert(asprintf(&fp8, "%s/fp8", dir) > 0 && asprintf(&plain, "%s/plain", dir) > 0 &&
+              asprintf(&out, "%s/out", dir) > 0);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --block 64x64 %s %s", model, fp8), 0);
+    free(err);
+    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export -q --dtype f32 %s %s", fp8, plain), 0);
+    free(err);
+    pid_t pid[2];
+    for (int i = 0; i < 2; i++) {
+        char *args;
+        ck_assert(asprintf(&args, "dequantize-for-export -q -j %d --dtype f32 --part %d/2 %s %s",
+                           i + 1, i + 1, fp8, out) > 0);
+        pid[i] = spawn(args);
+        free(args);
+    }
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(wait_exit(pid[i]), 0);
+    ck_assert(!exists(out));
+    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export -q --finish %s %s", fp8, out), 2);
+    ck_assert_msg(strstr(err, "option --dtype differs"), "%s", err);
+    free(err);
+    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export -q --dtype f32 --finish %s %s", fp8,
+                                out), 0);
+    free(err);
+    expect_same_tree(out, plain);
+    ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export --resume %s %s", fp8, out), 0);
+    ck_assert_msg(strstr(err, "complete already"), "%s", err);
+    free(err);
+    free(out);
+    free(plain);
+    free(fp8);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- resume */
 
 /* The temporary directory of a run on DIR/out, NULL when there is none. */
@@ -410,6 +449,7 @@ int main(void)
     tcase_add_test(tc, test_finish_with_a_part_missing_names_its_shards);
     tcase_add_test(tc, test_part_or_finish_with_other_options_is_refused);
     tcase_add_test(tc, test_damaged_shard_is_found_by_finish_and_redone_by_its_part);
+    tcase_add_test(tc, test_dequantize_in_two_parts_then_finish_equals_one_run);
     tcase_add_test(tc, test_kill_9_then_resume_keeps_finished_shards_and_redoes_the_rest);
     tcase_add_test(tc, test_resume_on_a_complete_output_does_nothing);
     suite_add_tcase(s, tc);
