@@ -202,29 +202,32 @@ static bool compared(const char *line, size_t len, bool skip_parts)
     return !(skip_parts && len >= 8 && strncmp(line, "--parts ", 8) == 0);
 }
 
-/* The first line where the two differ (NULL when none): from `mine`, or
- * from `theirs` when mine ended first. */
-static const char *first_difference(const char *mine, const char *theirs, bool skip_parts)
+/* The first lines where the two differ, *a from `mine` and *b from
+ * `theirs` (NULL where one ended first); false when they do not. */
+static bool first_difference(const char *mine, const char *theirs, bool skip_parts,
+                             const char **a, size_t *na, const char **b, size_t *nb)
 {
-    const char *a = mine, *b = theirs, *la, *lb;
-    size_t na = 0, nb = 0;
+    const char *pa = mine, *pb = theirs;
     for (;;) {
-        while ((la = next_line(&a, &na)) && !compared(la, na, skip_parts))
+        while ((*a = next_line(&pa, na)) && !compared(*a, *na, skip_parts))
             ;
-        while ((lb = next_line(&b, &nb)) && !compared(lb, nb, skip_parts))
+        while ((*b = next_line(&pb, nb)) && !compared(*b, *nb, skip_parts))
             ;
-        if (!la || !lb)
-            return la ? la : lb;
-        if (na != nb || memcmp(la, lb, na) != 0)
-            return la;
+        if (!*a || !*b)
+            return *a || *b;
+        if (*na != *nb || memcmp(*a, *b, *na) != 0)
+            return true;
     }
 }
 
-/* The option a fingerprint line is about, for a message. */
-static void option_of(const char *line, char *out, size_t cap)
+/* A fingerprint line's option and value, for a message ("none" when absent). */
+static void split_line(const char *line, size_t len, char *opt, size_t cap, const char **value,
+                       int *vlen)
 {
-    size_t n = strcspn(line, " \n");
-    snprintf(out, cap, "%.*s", (int)n, line);
+    size_t n = line ? strcspn(line, " \n") : 0;
+    snprintf(opt, cap, "%.*s", (int)n, line ? line : "");
+    *value = line && n < len ? line + n + 1 : "none";
+    *vlen = line && n < len ? (int)(len - n - 1) : 4;
 }
 
 fp8_status fp8_options_check(fp8_ctx *ctx, const char *records, const char *mine,
@@ -251,21 +254,31 @@ fp8_status fp8_options_check(fp8_ctx *ctx, const char *records, const char *mine
     }
     if (!st && !theirs)
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    const char *diff = st ? NULL : first_difference(mine, theirs, skip_parts);
-    if (!st && diff && what) {
-        char opt[64];
-        option_of(diff, opt, sizeof opt);
-        st = strncmp(opt, "--input", 7) == 0
+    const char *a = NULL, *b = NULL, *va, *vb;
+    size_t na = 0, nb = 0;
+    int la, lb;
+    bool diff = !st && first_difference(mine, theirs, skip_parts, &a, &na, &b, &nb);
+    if (diff && what) {
+        char opt[64], other[64], key[72];
+        split_line(a, na, opt, sizeof opt, &va, &la);
+        split_line(b, nb, other, sizeof other, &vb, &lb);
+        /* an option one side has and the other has not (--ignore) */
+        snprintf(key, sizeof key, "\n%s ", a ? opt : other);
+        if (a && b && strcmp(opt, other) != 0)
+            strstr(theirs, key) ? (void)(a = NULL, va = "none", la = 4)
+                                : (void)(b = NULL, vb = "none", lb = 4);
+        int dirlen = (int)(strrchr(records, '/') ? strrchr(records, '/') - records : 0);
+        st = strncmp(a ? opt : other, "--input", 7) == 0
                  ? fp8_fail(ctx, FP8_ERR_USAGE,
-                            "%s: INPUT is not the one %s was made from (%s differs: a shard or "
-                            "config.json changed, or another INPUT); use the same INPUT, or "
-                            "remove %s to start over",
-                            what, records, opt, records)
+                            "%s: INPUT is not the one the work in %s was made from (%s: '%.*s' "
+                            "here, '%.*s' there: a shard or config.json changed, or another "
+                            "INPUT); use that INPUT, or remove %.*s to start over",
+                            what, records, a ? opt : other, la, va, lb, vb, dirlen, records)
                  : fp8_fail(ctx, FP8_ERR_USAGE,
-                            "%s: option %s differs from the one the work in %s was made with; "
-                            "give every part and --finish the same options (as recorded in %s), "
-                            "or remove it to start over",
-                            what, opt, records, path);
+                            "%s: option %s differs from the work in %s: '%.*s' here, '%.*s' "
+                            "there; give every part and --finish the same options (%s has "
+                            "them), or remove %.*s to start over",
+                            what, a ? opt : other, records, la, va, lb, vb, path, dirlen, records);
     }
     *matches = !st && !diff;
     free(tmp);

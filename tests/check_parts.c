@@ -38,18 +38,7 @@ static char *make_sharded(const char *dir, const char *name, size_t n, uint64_t 
         ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
         ck_assert(fp8_writer_add_tensor(ctx, w, weight, FP8_DTYPE_BF16, 2, shape) == FP8_OK);
         ck_assert(fp8_writer_add_tensor(ctx, w, norm, FP8_DTYPE_BF16, 1, nshape) == FP8_OK);
-        ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
-        for (size_t t = 0; t < fp8_writer_tensor_count(w); t++) {
-            const fp8_tensor_info *ti = fp8_writer_tensor(w, t);
-            uint16_t *buf = malloc(ti->elements * 2);
-            for (uint64_t e = 0; e < ti->elements; e++)
-                buf[e] = (uint16_t)(0x3000 + ((e + s) * 2654435761u >> 7) % 0x1800) |
-                         (uint16_t)((e & 1) << 15);
-            ck_assert(fp8_writer_write(ctx, w, buf, ti->elements * 2) == FP8_OK);
-            free(buf);
-        }
-        ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
-        fp8_writer_free(w);
+        write_patterned(ctx, w, s);
         free(path);
         char entry[512];
         snprintf(entry, sizeof entry, "%s\"%s\": \"%s\", \"%s\": \"%s\"", s ? ", " : "", weight,
@@ -220,17 +209,19 @@ START_TEST(test_part_or_finish_with_other_options_is_refused)
     ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --block 64x64 --part 1/2 %s %s/out", model, dir), 0);
     free(err);
     static const struct {
-        const char *args, *option;
+        const char *args, *option, *values;
     } cases[] = {
-        { "--scheme channel --part 2/2", "option --scheme differs" },
-        { "--block 32x32 --part 2/2", "option --block differs" },
-        { "--block 64x64 --part 2/3", "option --parts differs" },
-        { "--block 64x64 --ignore down_proj --part 2/2", "option --ignore differs" },
-        { "--block 32x32 --finish", "option --block differs" },
+        { "--scheme channel --part 2/2", "option --scheme differs", "'channel' here, 'block' there" },
+        { "--block 32x32 --part 2/2", "option --block differs", "'32x32' here, '64x64' there" },
+        { "--block 64x64 --part 2/3", "option --parts differs", "'3' here, '2' there" },
+        { "--block 64x64 --ignore down_proj --part 2/2", "option --ignore differs",
+          "'down_proj' here, 'none' there" },
+        { "--block 32x32 --finish", "option --block differs", "'32x32' here, '64x64' there" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         ck_assert_int_eq(tu_run_fmt(&err, "quantize -q %s %s %s/out", cases[i].args, model, dir), 2);
-        ck_assert_msg(strstr(err, cases[i].option), "%s: %s", cases[i].args, err);
+        ck_assert_msg(strstr(err, cases[i].option) && strstr(err, cases[i].values), "%s: %s",
+                      cases[i].args, err);
         free(err);
     }
     /* nothing of theirs was written: part 1's shards only */
