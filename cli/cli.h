@@ -118,6 +118,8 @@ void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
  * that mean nothing, refused. */
 int cli_part_take(const char *value, unsigned *part, unsigned *parts);
 int cli_part_check(unsigned parts, bool finish, bool resume);
+/* --page-cache names, in fp8_cache order. */
+extern const char *const cli_cache_names[];
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
 int cli_exit_code(fp8_status st);

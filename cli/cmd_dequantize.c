@@ -12,7 +12,8 @@
 
 #define DEQUANTIZE_JSON_VERSION 1
 
-enum { OPT_DTYPE = CLI_OPT_FIRST, OPT_FORCE, OPT_NO_SYNC, OPT_PART, OPT_FINISH, OPT_RESUME };
+enum { OPT_DTYPE = CLI_OPT_FIRST, OPT_FORCE, OPT_NO_SYNC, OPT_PART, OPT_FINISH, OPT_RESUME,
+       OPT_PAGE_CACHE };
 
 static const char *const dtype_names[] = { "bf16", "f16", "f32", NULL };
 static const fp8_dtype dtypes[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
@@ -32,6 +33,11 @@ static int take_option(int code, const char *value, void *state)
     case OPT_PART: return cli_part_take(value, &o->part, &o->parts);
     case OPT_FINISH: o->finish = true; break;
     case OPT_RESUME: o->resume = true; break;
+    case OPT_PAGE_CACHE:
+        if (!cli_choice("--page-cache", value, cli_cache_names, &choice))
+            return EXIT_USAGE;
+        o->cache = (fp8_cache)choice;
+        break;
     default:
         cli_error("dequantize-for-export: unknown option (see fp8conv dequantize-for-export --help)");
         return EXIT_USAGE;
@@ -81,6 +87,7 @@ const struct option cli_dequantize_options[] = {
     { "part", required_argument, NULL, OPT_PART },
     { "finish", no_argument, NULL, OPT_FINISH },
     { "resume", no_argument, NULL, OPT_RESUME },
+    { "page-cache", required_argument, NULL, OPT_PAGE_CACHE },
     { NULL, 0, NULL, 0 },
 };
 

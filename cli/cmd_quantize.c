@@ -28,6 +28,7 @@ enum {
     OPT_PART,
     OPT_FINISH,
     OPT_RESUME,
+    OPT_PAGE_CACHE,
     OPT_DRY_RUN = 'n',
 };
 
@@ -89,6 +90,11 @@ static int take_option(int code, const char *value, void *state)
     case OPT_PART: return cli_part_take(value, &o->part, &o->parts);
     case OPT_FINISH: o->finish = true; break;
     case OPT_RESUME: o->resume = true; break;
+    case OPT_PAGE_CACHE:
+        if (!cli_choice("--page-cache", value, cli_cache_names, &choice))
+            return EXIT_USAGE;
+        o->cache = (fp8_cache)choice;
+        break;
     case OPT_DRY_RUN: a->dry_run = true; break;
     }
     return -1;
@@ -229,6 +235,7 @@ const struct option cli_quantize_options[] = {
     { "part", required_argument, NULL, OPT_PART },
     { "finish", no_argument, NULL, OPT_FINISH },
     { "resume", no_argument, NULL, OPT_RESUME },
+    { "page-cache", required_argument, NULL, OPT_PAGE_CACHE },
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
     { NULL, 0, NULL, 0 },
 };

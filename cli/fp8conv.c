@@ -48,6 +48,9 @@ static const cli_command commands[] = {
       "      --finish               check every part's shards, write the rest, publish OUTPUT\n"
       "      --resume               continue the run on OUTPUT that died, keeping the\n"
       "                             shards it finished (not after a --no-sync run)\n"
+      "      --page-cache auto|keep|drop\n"
+      "                             drop what was read and written from the page cache\n"
+      "                             as it goes (auto: when the input passes half the RAM)\n"
       "  -n, --dry-run              print the plan, write nothing\n",
       "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
@@ -66,7 +69,10 @@ static const cli_command commands[] = {
       "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"
       "      --finish               check every part's shards, write the rest, publish OUTPUT\n"
       "      --resume               continue the run on OUTPUT that died, keeping the\n"
-      "                             shards it finished (not after a --no-sync run)\n",
+      "                             shards it finished (not after a --no-sync run)\n"
+      "      --page-cache auto|keep|drop\n"
+      "                             drop what was read and written from the page cache\n"
+      "                             as it goes (auto: when the input passes half the RAM)\n",
       "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
       "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
       "0 written; 2 usage error, or OUTPUT exists; 3 bad input (not FP8, a bad scale);\n"

@@ -25,6 +25,8 @@ int cli_part_take(const char *value, unsigned *part, unsigned *parts)
     return -1;
 }
 
+const char *const cli_cache_names[] = { "auto", "keep", "drop", NULL };
+
 int cli_part_check(unsigned parts, bool finish, bool resume)
 {
     if (parts && finish)

@@ -18,6 +18,8 @@
 #include "gpu.h"
 #include "jobs.h"
 #include "parts.h"
+#include "safetensors.h"
+#include "zio.h"
 
 /* Input bytes per job.  On the CPU, a job's codes and its values stay in a
  * core's L2 cache from the read through the kernel to the write, which
@@ -652,6 +654,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
         (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
         (st = options_text(ctx, &p, &options)))
         goto out;
+    zio_cache_policy(opts->cache, p.input_bytes);
     fp8_output_work work = { .ck = p.ck, .names = p.out_shards, .options = options.p,
                              .part = opts->part, .parts = opts->parts, .finish = opts->finish,
                              .resume = opts->resume };
@@ -667,6 +670,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
                       : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         if (!st && out.todo[s])
             st = fp8_output_shard_done(ctx, &out, s);
+        if (!st && out.todo[s])
+            st_file_drop_cache(fp8_checkpoint_shard(p.ck, s));
         free(path);
     }
     if (!st && is_dir && !out.complete && fp8_output_publishes(&out)) {

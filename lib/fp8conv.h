@@ -277,6 +277,13 @@ fp8_format fp8_format_default(fp8_scheme scheme);
 /* Whether SPEC 5's table has the pair. */
 bool fp8_format_supports(fp8_format format, fp8_scheme scheme);
 
+/* What a conversion leaves in the page cache: AUTO drops what it has read
+ * and written (posix_fadvise DONTNEED, as it goes) when the input is larger
+ * than half of the memory, so that it does not evict the rest of the host's
+ * cache, and keeps it otherwise (a warm rerun stays fast); KEEP and DROP say
+ * which, whatever the size. */
+typedef enum { FP8_CACHE_AUTO = 0, FP8_CACHE_KEEP = 1, FP8_CACHE_DROP = 2 } fp8_cache;
+
 /* Where the math runs: AUTO is CUDA when a usable GPU is present, else the
  * CPU; both give the same bytes. */
 typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;
@@ -304,6 +311,7 @@ typedef struct {
      * (FP8_ERR_USAGE names the one that differs). */
     unsigned part, parts;
     bool finish, resume;
+    fp8_cache cache;                 /* the page cache (fp8_cache) */
     /* Called from the calling thread as work completes (bytes of input), with
      * the tensor it just worked on (NULL at the end).  The other commands'
      * options have the same callback. */
@@ -402,6 +410,7 @@ typedef struct {
     bool force, no_sync;
     unsigned part, parts; /* as in fp8_quant_options */
     bool finish, resume;
+    fp8_cache cache;
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
     const volatile sig_atomic_t *cancel;

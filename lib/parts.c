@@ -118,6 +118,8 @@ static fp8_status hash_file(fp8_ctx *ctx, const char *path, char hex[33], uint64
         else
             XXH3_128bits_update(h, buf, (size_t)n);
     }
+    if (!st && zio_drops_cache())
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (!st) {
         XXH128_canonical_t c;
         XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));

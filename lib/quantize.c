@@ -28,6 +28,8 @@
 #include "jobs.h"
 #include "parallel.h"
 #include "parts.h"
+#include "safetensors.h"
+#include "zio.h"
 
 #define MAX_BLOCK 4096
 #define HF_QUANT_CONFIG "hf_quant_config.json"
@@ -1003,6 +1005,8 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
     for (size_t k = 0; k < n && !st; k++)
         if (!(st = fp8_writer_commit(ctx, r[k].out)))
             st = fp8_output_shard_done(ctx, out, shards[k]);
+    for (size_t k = 0; k < n && !st; k++)
+        st_file_drop_cache(r[k].in);
     for (size_t k = 0; k < n; k++) {
         fp8_writer_free(r[k].out);
         free(r[k].jobs);
@@ -1118,6 +1122,7 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
     fp8_status st = fp8_device_resolve(ctx, p->opts.device, &p->device);
     if (!st)
         st = options_text(ctx, p, &options);
+    zio_cache_policy(p->opts.cache, p->input_bytes);
     fp8_output_work work = { .ck = p->ck, .names = p->out_shards, .options = options.p,
                              .part = p->opts.part, .parts = p->opts.parts,
                              .finish = p->opts.finish, .resume = p->opts.resume };

@@ -12,7 +12,9 @@
 #include "golden.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include "parts.h"
 
@@ -430,6 +432,74 @@ START_TEST(test_resume_on_a_complete_output_does_nothing)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- page cache */
+
+/* Pages of the file in the page cache, of all its pages. */
+static double resident(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    ck_assert(fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size > 0);
+    long page = sysconf(_SC_PAGE_SIZE);
+    size_t pages = ((size_t)sb.st_size + (size_t)page - 1) / (size_t)page, in = 0;
+    unsigned char *vec = malloc(pages);
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert(map != MAP_FAILED && mincore(map, (size_t)sb.st_size, vec) == 0);
+    for (size_t i = 0; i < pages; i++)
+        in += vec[i] & 1;
+    munmap(map, (size_t)sb.st_size);
+    free(vec);
+    close(fd);
+    return (double)in / (double)pages;
+}
+
+/* Whether this file system drops pages on POSIX_FADV_DONTNEED (tmpfs does not). */
+static bool fadvise_drops(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/probe", dir);
+    char *data = calloc(1, 1 << 20);
+    tu_spit(path, data, 1 << 20);
+    free(data);
+    int fd = open(path, O_RDONLY);
+    ck_assert(fd >= 0 && fsync(fd) == 0);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    bool drops = resident(path) < 0.5;
+    unlink(path);
+    return drops;
+}
+
+START_TEST(test_page_cache_drop_leaves_input_and_output_uncached_same_bytes)
+{
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 2, 4096), *err, *shard, *outshard;
+    ck_assert(asprintf(&shard, "%s/model-00002-of-00002.safetensors", model) > 0);
+    ck_assert(asprintf(&outshard, "%s/drop/model-00002-of-00002.safetensors", dir) > 0);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --page-cache keep %s %s/keep", model, dir), 0);
+    free(err);
+    bool checkable = fadvise_drops(dir);
+    if (checkable)
+        ck_assert_msg(resident(shard) > 0.5, "a keep run dropped its input");
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --page-cache drop %s %s/drop", model, dir), 0);
+    free(err);
+    if (checkable) { /* a drop run leaves neither its input nor its output cached */
+        ck_assert_msg(resident(shard) < 0.1, "input %.0f%% cached", 100 * resident(shard));
+        ck_assert_msg(resident(outshard) < 0.1, "output %.0f%% cached", 100 * resident(outshard));
+    }
+    char *keep, *drop;
+    ck_assert(asprintf(&keep, "%s/keep", dir) > 0 && asprintf(&drop, "%s/drop", dir) > 0);
+    expect_same_tree(keep, drop);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --page-cache sometimes %s %s/x", model, dir), 2);
+    free(err);
+    free(keep);
+    free(drop);
+    free(outshard);
+    free(shard);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("parts");
@@ -443,6 +513,7 @@ int main(void)
     tcase_add_test(tc, test_dequantize_in_two_parts_then_finish_equals_one_run);
     tcase_add_test(tc, test_kill_9_then_resume_keeps_finished_shards_and_redoes_the_rest);
     tcase_add_test(tc, test_resume_on_a_complete_output_does_nothing);
+    tcase_add_test(tc, test_page_cache_drop_leaves_input_and_output_uncached_same_bytes);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
