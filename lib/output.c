@@ -421,16 +421,18 @@ static void adopt(fp8_ctx *ctx, fp8_output *o, const char *prefix)
         char *records = dir ? ck_join(dir, FP8_RECORDS) : NULL;
         long pid;
         bool same = false;
-        if (records && owner_of(dir, o->base, &pid, host, sizeof host) == OWNER_GONE &&
-            fp8_options_check(ctx, records, o->work.options, false, false, NULL, &same) == FP8_OK &&
-            same && write_owner(ctx, dir, o->base) == FP8_OK) {
+        if (!records || owner_of(dir, o->base, &pid, host, sizeof host) != OWNER_GONE) {
+            /* a live run's, or one this host cannot judge: not ours to take */
+        } else if (fp8_options_check(ctx, records, o->work.options, false, false, NULL, &same) ||
+                   !same || write_owner(ctx, dir, o->base)) {
+            fp8_notify(ctx, "%s: %s, left by a run (pid %ld) that is gone, was not made with "
+                       "these options (or records nothing: --no-sync): not resumed", o->path,
+                       dir, pid);
+        } else {
             fp8_notify(ctx, "%s: resuming the run (pid %ld) that left %s", o->path, pid, dir);
             o->tmp = dir;
             o->records = records;
             dir = records = NULL;
-        } else if (records && !same) {
-            fp8_notify(ctx, "%s: %s was not made with these options (or has no records): not "
-                       "resumed", o->path, dir);
         }
         free(records);
         free(dir);

@@ -406,6 +406,42 @@ START_TEST(test_kill_9_then_resume_keeps_finished_shards_and_redoes_the_rest)
 }
 END_TEST
 
+START_TEST(test_resume_leaves_a_dead_run_made_with_other_options)
+{
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 2, 128), *err, *dead, host[256] = "";
+    gethostname(host, sizeof host - 1);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    ck_assert(waitpid(child, NULL, 0) == child); /* a pid that is gone */
+    ck_assert(asprintf(&dead, "%s/.out.tmp-AAAAAA", dir) > 0);
+    ck_assert(mkdir(dead, 0755) == 0);
+    char path[1024], text[512];
+    snprintf(path, sizeof path, "%s/.fp8conv-owner", dead);
+    snprintf(text, sizeof text, "pid %d\nstart 1\nhost %s\noutput out\n", (int)child, host);
+    tu_spit(path, text, strlen(text));
+    snprintf(path, sizeof path, "%s/%s", dead, FP8_RECORDS);
+    ck_assert(mkdir(path, 0755) == 0);
+    snprintf(path, sizeof path, "%s/%s/options", dead, FP8_RECORDS);
+    tu_spit(path, "--scheme channel\n", 17);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize --resume %s %s/out", model, dir), 0);
+    ck_assert_msg(strstr(err, "not made with these options") && strstr(err, "not resumed") &&
+                      strstr(err, "removed") && !strstr(err, "resuming"), "%s", err);
+    free(err);
+    ck_assert(!exists(dead));
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q %s %s/plain", model, dir), 0);
+    free(err);
+    char *out, *plain;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0 && asprintf(&plain, "%s/plain", dir) > 0);
+    expect_same_tree(out, plain);
+    free(out);
+    free(plain);
+    free(dead);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_resume_on_a_complete_output_does_nothing)
 {
     char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 2, 128), *err, *out;
@@ -512,6 +548,7 @@ int main(void)
     tcase_add_test(tc, test_damaged_shard_is_found_by_finish_and_redone_by_its_part);
     tcase_add_test(tc, test_dequantize_in_two_parts_then_finish_equals_one_run);
     tcase_add_test(tc, test_kill_9_then_resume_keeps_finished_shards_and_redoes_the_rest);
+    tcase_add_test(tc, test_resume_leaves_a_dead_run_made_with_other_options);
     tcase_add_test(tc, test_resume_on_a_complete_output_does_nothing);
     tcase_add_test(tc, test_page_cache_drop_leaves_input_and_output_uncached_same_bytes);
     suite_add_tcase(s, tc);
