@@ -55,7 +55,8 @@ static const cli_command commands[] = {
       "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n",
-      "0 written; 2 usage error, or OUTPUT exists; 3 bad input (already FP8, NaN or inf);\n"
+      "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
+      "3 bad input (already FP8, NaN or inf); "
       "4 I/O error or interrupted; 5 device error",
       cli_quantize_options },
     { "dequantize-for-export", "INPUT OUTPUT", "convert an FP8 checkpoint back to bf16/f16/f32",
@@ -75,7 +76,8 @@ static const cli_command commands[] = {
       "                             as it goes (auto: when the input passes half the RAM)\n",
       "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
       "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
-      "0 written; 2 usage error, or OUTPUT exists; 3 bad input (not FP8, a bad scale);\n"
+      "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
+      "3 bad input (not FP8, a bad scale); "
       "4 I/O error or interrupted; 5 device error",
       cli_dequantize_options },
     { "verify", "CHECKPOINT", "check an FP8 checkpoint offline (exit 1 on a problem)", cmd_verify,
