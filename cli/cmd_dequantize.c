@@ -12,8 +12,7 @@
 
 #define DEQUANTIZE_JSON_VERSION 1
 
-enum { OPT_DTYPE = CLI_OPT_FIRST, OPT_FORCE, OPT_NO_SYNC, OPT_PART, OPT_FINISH, OPT_RESUME,
-       OPT_PAGE_CACHE };
+enum { OPT_DTYPE = CLI_OPT_FIRST, OPT_FORCE, OPT_NO_SYNC };
 
 static const char *const dtype_names[] = { "bf16", "f16", "f32", NULL };
 static const fp8_dtype dtypes[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
@@ -30,17 +29,7 @@ static int take_option(int code, const char *value, void *state)
         break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
-    case OPT_PART: return cli_part_take(value, &o->part, &o->parts);
-    case OPT_FINISH: o->finish = true; break;
-    case OPT_RESUME: o->resume = true; break;
-    case OPT_PAGE_CACHE:
-        if (!cli_choice("--page-cache", value, cli_cache_names, &choice))
-            return EXIT_USAGE;
-        o->cache = (fp8_cache)choice;
-        break;
-    default:
-        cli_error("dequantize-for-export: unknown option (see fp8conv dequantize-for-export --help)");
-        return EXIT_USAGE;
+    default: return cli_run_take(code, value, &o->run);
     }
     return -1;
 }
@@ -51,8 +40,8 @@ static int report(const cli_common *common, const char *in, const char *out,
     if (common->quiet)
         return EXIT_OK;
     if (!common->json) {
-        if (o->parts)
-            cli_printf("wrote part %u of %u of ", o->part, o->parts);
+        if (o->run.parts)
+            cli_printf("wrote part %u of %u of ", o->run.part, o->run.parts);
         else
             cli_printf("wrote ");
         cli_printf("%s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
@@ -84,10 +73,7 @@ const struct option cli_dequantize_options[] = {
     { "dtype", required_argument, NULL, OPT_DTYPE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
-    { "part", required_argument, NULL, OPT_PART },
-    { "finish", no_argument, NULL, OPT_FINISH },
-    { "resume", no_argument, NULL, OPT_RESUME },
-    { "page-cache", required_argument, NULL, OPT_PAGE_CACHE },
+    CLI_RUN_OPTIONS,
     { NULL, 0, NULL, 0 },
 };
 
@@ -96,7 +82,7 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     fp8_dequant_options opts = FP8_DEQUANT_OPTIONS_INIT;
     cli_options own = { cli_dequantize_options, take_option, &opts };
     int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
-    if (rc >= 0 || (rc = cli_part_check(opts.parts, opts.finish, opts.resume)) >= 0)
+    if (rc >= 0 || (rc = cli_run_check(&opts.run)) >= 0)
         return rc;
     opts.threads = common->threads;
     opts.device = common->device;

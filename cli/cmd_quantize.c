@@ -25,10 +25,6 @@ enum {
     OPT_NO_DEFAULT_IGNORE,
     OPT_FORCE,
     OPT_NO_SYNC,
-    OPT_PART,
-    OPT_FINISH,
-    OPT_RESUME,
-    OPT_PAGE_CACHE,
     OPT_DRY_RUN = 'n',
 };
 
@@ -87,15 +83,8 @@ static int take_option(int code, const char *value, void *state)
     case OPT_NO_DEFAULT_IGNORE: o->no_default_ignore = true; break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
-    case OPT_PART: return cli_part_take(value, &o->part, &o->parts);
-    case OPT_FINISH: o->finish = true; break;
-    case OPT_RESUME: o->resume = true; break;
-    case OPT_PAGE_CACHE:
-        if (!cli_choice("--page-cache", value, cli_cache_names, &choice))
-            return EXIT_USAGE;
-        o->cache = (fp8_cache)choice;
-        break;
     case OPT_DRY_RUN: a->dry_run = true; break;
+    default: return cli_run_take(code, value, &o->run);
     }
     return -1;
 }
@@ -111,7 +100,7 @@ static int check_combinations(const quantize_args *a)
     else if (a->scale_fmt_given && o->scheme != FP8_SCHEME_BLOCK)
         cli_error("--scale-fmt applies to --scheme block only");
     else
-        return cli_part_check(o->parts, o->finish, o->resume);
+        return cli_run_check(&o->run);
     return EXIT_USAGE;
 }
 
@@ -193,9 +182,9 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
                           uint64_t out_bytes, double seconds)
 {
     size_t q = count_quantized(plan), n = fp8_quant_plan_count(plan);
-    if (a->opts.parts)
-        cli_printf("%s part %u of %u of ", a->dry_run ? "would write" : "wrote", a->opts.part,
-                   a->opts.parts);
+    if (a->opts.run.parts)
+        cli_printf("%s part %u of %u of ", a->dry_run ? "would write" : "wrote",
+                   a->opts.run.part, a->opts.run.parts);
     else
         cli_printf("%s ", a->dry_run ? "would write" : "wrote");
     cli_printf("%s: scheme %s", out, fp8_scheme_name(a->opts.scheme));
@@ -232,10 +221,7 @@ const struct option cli_quantize_options[] = {
     { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
-    { "part", required_argument, NULL, OPT_PART },
-    { "finish", no_argument, NULL, OPT_FINISH },
-    { "resume", no_argument, NULL, OPT_RESUME },
-    { "page-cache", required_argument, NULL, OPT_PAGE_CACHE },
+    CLI_RUN_OPTIONS,
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
     { NULL, 0, NULL, 0 },
 };

@@ -14,6 +14,17 @@
 
 #include "cli.h"
 
+/* The help of --part, --finish, --resume and --page-cache (cli/part.c). */
+#define RUN_HELP                                                                             \
+    "      --part I/N             write part I of N (its share of the shards, by bytes)\n"   \
+    "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"      \
+    "      --finish               check every part's shards, write the rest, publish OUTPUT\n" \
+    "      --resume               continue the run on OUTPUT that died, keeping the\n"      \
+    "                             shards it finished (not after a --no-sync run)\n"         \
+    "      --page-cache auto|keep|drop\n"                                                    \
+    "                             drop what was read and written from the page cache\n"     \
+    "                             as it goes (auto: when the input passes half the RAM)\n"
+
 static const cli_command commands[] = {
     { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect,
       "Options:\n"
@@ -43,14 +54,7 @@ static const cli_command commands[] = {
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
-      "      --part I/N             write part I of N (its share of the shards, by bytes)\n"
-      "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"
-      "      --finish               check every part's shards, write the rest, publish OUTPUT\n"
-      "      --resume               continue the run on OUTPUT that died, keeping the\n"
-      "                             shards it finished (not after a --no-sync run)\n"
-      "      --page-cache auto|keep|drop\n"
-      "                             drop what was read and written from the page cache\n"
-      "                             as it goes (auto: when the input passes half the RAM)\n"
+      RUN_HELP
       "  -n, --dry-run              print the plan, write nothing\n",
       "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
@@ -66,14 +70,7 @@ static const cli_command commands[] = {
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
-      "      --part I/N             write part I of N (its share of the shards, by bytes)\n"
-      "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"
-      "      --finish               check every part's shards, write the rest, publish OUTPUT\n"
-      "      --resume               continue the run on OUTPUT that died, keeping the\n"
-      "                             shards it finished (not after a --no-sync run)\n"
-      "      --page-cache auto|keep|drop\n"
-      "                             drop what was read and written from the page cache\n"
-      "                             as it goes (auto: when the input passes half the RAM)\n",
+      RUN_HELP,
       "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
       "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
       "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"

@@ -1,6 +1,7 @@
 /*
  * part.c - the options quantize and dequantize-for-export share to cut a
- * conversion into parts and to resume one: --part I/N, --finish, --resume.
+ * conversion into parts, to resume one, and to spare the page cache:
+ * --part I/N, --finish, --resume, --page-cache (fp8_run_options).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,9 @@
 
 #define MAX_PARTS 100000
 
-int cli_part_take(const char *value, unsigned *part, unsigned *parts)
+static const char *const cache_names[] = { "auto", "keep", "drop", NULL };
+
+static int take_part(const char *value, fp8_run_options *run)
 {
     char *end;
     unsigned long i = strtoul(value, &end, 10), n = 0;
@@ -20,19 +23,36 @@ int cli_part_take(const char *value, unsigned *part, unsigned *parts)
                   value, MAX_PARTS);
         return EXIT_USAGE;
     }
-    *part = (unsigned)i;
-    *parts = (unsigned)n;
+    run->part = (unsigned)i;
+    run->parts = (unsigned)n;
     return -1;
 }
 
-const char *const cli_cache_names[] = { "auto", "keep", "drop", NULL };
-
-int cli_part_check(unsigned parts, bool finish, bool resume)
+int cli_run_take(int code, const char *value, fp8_run_options *run)
 {
-    if (parts && finish)
+    int choice;
+    switch (code) {
+    case CLI_OPT_PART: return take_part(value, run);
+    case CLI_OPT_FINISH: run->finish = true; break;
+    case CLI_OPT_RESUME: run->resume = true; break;
+    case CLI_OPT_PAGE_CACHE:
+        if (!cli_choice("--page-cache", value, cache_names, &choice))
+            return EXIT_USAGE;
+        run->cache = (fp8_cache)choice;
+        break;
+    default:
+        cli_error("unknown option (see fp8conv COMMAND --help)");
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
+int cli_run_check(const fp8_run_options *run)
+{
+    if (run->parts && run->finish)
         cli_error("--part and --finish: a part writes its shards, --finish publishes them all; "
                   "run each on its own");
-    else if (resume && (parts || finish))
+    else if (run->resume && (run->parts || run->finish))
         cli_error("--resume with --part or --finish: parts always keep the shards they finished");
     else
         return -1;

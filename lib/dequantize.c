@@ -629,7 +629,7 @@ static fp8_status options_text(fp8_ctx *ctx, const dq_plan *p, fp8_text *t)
     fp8_text_str(t, "--fp8conv dequantize-for-export " FP8CONV_VERSION "\n--dtype ");
     fp8_text_str(t, torch_dtype_name(p->opts->dtype));
     fp8_text_str(t, "\n");
-    return fp8_options_common(ctx, p->ck, p->opts->parts, t);
+    return fp8_options_common(ctx, p->ck, p->opts->run.parts, t);
 }
 
 fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
@@ -654,10 +654,9 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
         (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
         (st = options_text(ctx, &p, &options)))
         goto out;
-    zio_cache_policy(opts->cache, p.input_bytes);
+    zio_cache_policy(opts->run.cache, p.input_bytes);
     fp8_output_work work = { .ck = p.ck, .names = p.out_shards, .options = options.p,
-                             .part = opts->part, .parts = opts->parts, .finish = opts->finish,
-                             .resume = opts->resume };
+                             .run = opts->run };
     if ((st = fp8_output_open(ctx, &out, input, output, is_dir, opts->force, !opts->no_sync,
                               &work)))
         goto out;

@@ -284,6 +284,21 @@ bool fp8_format_supports(fp8_format format, fp8_scheme scheme);
  * which, whatever the size. */
 typedef enum { FP8_CACHE_AUTO = 0, FP8_CACHE_KEEP = 1, FP8_CACHE_DROP = 2 } fp8_cache;
 
+/* How a conversion is cut into parts and resumed (fp8conv(1), CONVERTING
+ * ACROSS MACHINES), and what it leaves in the page cache: part I of N
+ * (1 <= part <= parts) writes its share of the output shards into
+ * .OUTPUT.parts beside OUTPUT and publishes nothing; `finish` checks that
+ * every shard is there, whole, and publishes OUTPUT.  `resume` continues
+ * the durable run on OUTPUT that died, keeping the shards it finished
+ * (OUTPUT complete: nothing to do).  Options must be the same for every part
+ * and the finish (FP8_ERR_USAGE names the one that differs).  The same for
+ * quantize and dequantize-for-export. */
+typedef struct {
+    unsigned part, parts; /* parts 0: not a part */
+    bool finish, resume;
+    fp8_cache cache;
+} fp8_run_options;
+
 /* Where the math runs: AUTO is CUDA when a usable GPU is present, else the
  * CPU; both give the same bytes. */
 typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;
@@ -302,16 +317,7 @@ typedef struct {
     bool force;                      /* replace an existing output */
     bool no_sync;                    /* skip fsync: faster; a power loss soon after
                                         can leave a damaged output */
-    /* Parts (fp8conv(1), --part): part I of N (1 <= part <= parts) writes
-     * its share of the output shards into .OUTPUT.parts beside OUTPUT and
-     * publishes nothing; `finish` checks that every shard is there, whole,
-     * and publishes OUTPUT.  `resume` continues the durable run on OUTPUT
-     * that died, keeping the shards it finished (OUTPUT complete: nothing to
-     * do).  Options must be the same for every part and the finish
-     * (FP8_ERR_USAGE names the one that differs). */
-    unsigned part, parts;
-    bool finish, resume;
-    fp8_cache cache;                 /* the page cache (fp8_cache) */
+    fp8_run_options run;             /* parts, resume, page cache */
     /* Called from the calling thread as work completes (bytes of input), with
      * the tensor it just worked on (NULL at the end).  The other commands'
      * options have the same callback. */
@@ -408,9 +414,7 @@ typedef struct {
     int threads;       /* 0: one per online CPU */
     fp8_device device; /* AUTO (default), CPU or CUDA */
     bool force, no_sync;
-    unsigned part, parts; /* as in fp8_quant_options */
-    bool finish, resume;
-    fp8_cache cache;
+    fp8_run_options run; /* parts, resume, page cache */
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
     const volatile sig_atomic_t *cancel;

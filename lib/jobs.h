@@ -92,8 +92,7 @@ typedef struct {
     const fp8_checkpoint *ck; /* the input */
     char *const *names;       /* the output shard names, by input shard */
     const char *options;      /* what the bytes depend on, one "--option value" line each */
-    unsigned part, parts;     /* --part I/N, 1 <= I <= N; parts 0: not a part */
-    bool finish, resume;
+    fp8_run_options run;      /* --part I/N, --finish, --resume */
 } fp8_output_work;
 
 typedef struct {

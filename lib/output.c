@@ -455,7 +455,7 @@ static fp8_status open_staging(fp8_ctx *ctx, fp8_output *o, const char *prefix)
     o->staged = true;
     if (!(o->records = ck_join(o->tmp, FP8_RECORDS)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    if (o->work.finish) {
+    if (o->work.run.finish) {
         if (lstat(o->records, &sb) != 0)
             return fp8_fail(ctx, FP8_ERR_USAGE,
                             "%s: no parts to finish (%s does not exist or holds no records): run "
@@ -527,7 +527,7 @@ static fp8_status plan_shards(fp8_ctx *ctx, fp8_output *o)
     const fp8_output_work *w = &o->work;
     size_t n = fp8_checkpoint_shard_count(w->ck), kept = 0, missing = 0, bad = 0;
     uint64_t *bytes = shard_bytes(w->ck);
-    unsigned parts = w->finish ? fp8_options_parts(o->records) : w->parts;
+    unsigned parts = w->run.finish ? fp8_options_parts(o->records) : w->run.parts;
     fp8_text list = { 0 };
     if (!bytes || !(o->todo = fp8_xcalloc(n + 1, sizeof *o->todo))) {
         free(bytes);
@@ -535,7 +535,7 @@ static fp8_status plan_shards(fp8_ctx *ctx, fp8_output *o)
     }
     for (size_t s = 0; s < n; s++) {
         unsigned part = parts ? fp8_part_of(bytes, n, s, parts) : 0;
-        if (w->parts && part != w->part)
+        if (w->run.parts && part != w->run.part)
             continue;
         fp8_record_state state = o->records ? fp8_record_check(ctx, o->records, o->tmp, w->names[s])
                                             : FP8_RECORD_NONE;
@@ -543,7 +543,7 @@ static fp8_status plan_shards(fp8_ctx *ctx, fp8_output *o)
             kept++;
             continue;
         }
-        if (!w->finish) {
+        if (!w->run.finish) {
             o->todo[s] = true;
             if (state == FP8_RECORD_BAD)
                 fp8_record_remove(o->records, w->names[s]);
@@ -567,13 +567,13 @@ static fp8_status plan_shards(fp8_ctx *ctx, fp8_output *o)
         st = fp8_fail(ctx, missing ? FP8_ERR_USAGE : FP8_ERR_IO,
                       "%s: --finish: %zu of %zu shards not finished in %s: %s; run those parts "
                       "(again), then --finish", o->path, missing + bad, n, o->tmp, list.p);
-    else if (kept && !w->parts && !w->finish)
+    else if (kept && !w->run.parts && !w->run.finish)
         fp8_notify(ctx, "%s: kept %zu of %zu shards that the dead run finished; writing the "
                    "other %zu", o->path, kept, n, n - kept);
     free(list.p);
-    if (!st && !w->parts && o->records) /* resumed or finishing: this run's alone now */
+    if (!st && !w->run.parts && o->records) /* resumed or finishing: this run's alone now */
         prune(o);
-    if (!st && w->finish)
+    if (!st && w->run.finish)
         st = write_owner(ctx, o->tmp, o->base);
     return st;
 }
@@ -583,19 +583,19 @@ fp8_status fp8_output_open(fp8_ctx *ctx, fp8_output *o, const char *input, const
 {
     *o = (fp8_output){ .is_dir = is_dir, .durable = durable };
     char prefix[NAME_MAX + 2];
-    fp8_status st = check_output(ctx, o, input, output, force, work && work->resume, prefix);
+    fp8_status st = check_output(ctx, o, input, output, force, work && work->run.resume, prefix);
     if (st || o->complete)
         return st;
     if (work)
         o->work = *work;
-    if (work && (work->parts || work->finish)) {
+    if (work && (work->run.parts || work->run.finish)) {
         if (!is_dir)
             return fp8_fail(ctx, FP8_ERR_USAGE,
                             "%s: a single file: --part and --finish split the shards of a "
                             "checkpoint directory", input);
         st = open_staging(ctx, o, prefix);
     } else {
-        if (work && work->resume && is_dir)
+        if (work && work->run.resume && is_dir)
             adopt(ctx, o, prefix);
         clean_stale(ctx, o, prefix);
         if (!o->tmp)
@@ -614,7 +614,7 @@ fp8_status fp8_output_shard_done(fp8_ctx *ctx, fp8_output *o, size_t s)
                       : FP8_OK;
 }
 
-bool fp8_output_publishes(const fp8_output *o) { return !o->work.parts; }
+bool fp8_output_publishes(const fp8_output *o) { return !o->work.run.parts; }
 
 char *fp8_output_file(const fp8_output *o, const char *name)
 {

@@ -1109,7 +1109,7 @@ static fp8_status options_text(fp8_ctx *ctx, const fp8_quant_plan *p, fp8_text *
         fp8_text_str(t, o->ignore[i]);
         fp8_text_str(t, "\n");
     }
-    return fp8_options_common(ctx, p->ck, o->parts, t);
+    return fp8_options_common(ctx, p->ck, o->run.parts, t);
 }
 
 fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *output)
@@ -1122,10 +1122,9 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
     fp8_status st = fp8_device_resolve(ctx, p->opts.device, &p->device);
     if (!st)
         st = options_text(ctx, p, &options);
-    zio_cache_policy(p->opts.cache, p->input_bytes);
+    zio_cache_policy(p->opts.run.cache, p->input_bytes);
     fp8_output_work work = { .ck = p->ck, .names = p->out_shards, .options = options.p,
-                             .part = p->opts.part, .parts = p->opts.parts,
-                             .finish = p->opts.finish, .resume = p->opts.resume };
+                             .run = p->opts.run };
     if (!st)
         st = fp8_output_open(ctx, &out, p->input, output, is_dir, p->opts.force,
                              !p->opts.no_sync, &work);

@@ -62,6 +62,21 @@ static char *make_sharded(const char *dir, const char *name, size_t n, uint64_t 
     return model;
 }
 
+/* Runs fp8conv with the formatted arguments and expects exit status `rc`. */
+static void expect_exit(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void expect_exit(int rc, const char *fmt, ...)
+{
+    char *args, *err;
+    va_list ap;
+    va_start(ap, fmt);
+    ck_assert(vasprintf(&args, fmt, ap) > 0);
+    va_end(ap);
+    int got = tu_run(args, NULL, &err);
+    ck_assert_msg(got == rc, "fp8conv %s: exit %d, not %d: %s", args, got, rc, err);
+    free(err);
+    free(args);
+}
+
 /* Starts `fp8conv ARGS` through the shell, its output dropped. */
 static pid_t spawn(const char *args)
 {
@@ -140,10 +155,9 @@ END_TEST
 
 START_TEST(test_three_parts_at_once_then_finish_equal_one_run)
 {
-    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 7, 256), *err, *plain;
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 7, 256), *plain;
     ck_assert(asprintf(&plain, "%s/plain", dir) > 0);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q -j 2 --block 64x64 %s %s", model, plain), 0);
-    free(err);
+    expect_exit(0, "quantize -q -j 2 --block 64x64 %s %s", model, plain);
     for (int round = 0; round < 2; round++) { /* parts at -j 1, 2, 3; then all at -j 2 */
         pid_t pid[3];
         for (int i = 0; i < 3; i++) {
@@ -159,8 +173,7 @@ START_TEST(test_three_parts_at_once_then_finish_equal_one_run)
         ck_assert(asprintf(&out, "%s/out%d", dir, round) > 0);
         ck_assert(asprintf(&staging, "%s/.out%d.parts", dir, round) > 0);
         ck_assert_msg(!exists(out) && exists(staging), "a part published or staged nothing");
-        ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --block 64x64 --finish %s %s", model, out), 0);
-        free(err);
+        expect_exit(0, "quantize -q --block 64x64 --finish %s %s", model, out);
         expect_same_tree(out, plain);
         ck_assert_msg(!exists(staging), "the staging directory is left");
         free(staging);
@@ -176,10 +189,8 @@ START_TEST(test_finish_with_a_part_missing_names_its_shards)
 {
     /* shard bytes 256:320:384:448:512 (x 1 KiB): part 2 of 3 is shards 3 and 4 */
     char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 5, 256), *err;
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part 1/3 %s %s/out", model, dir), 0);
-    free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part 3/3 %s %s/out", model, dir), 0);
-    free(err);
+    expect_exit(0, "quantize -q --part 1/3 %s %s/out", model, dir);
+    expect_exit(0, "quantize -q --part 3/3 %s %s/out", model, dir);
     ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --finish %s %s/out", model, dir), 2);
     ck_assert_msg(strstr(err, "2 of 5 shards not finished") &&
                       strstr(err, "model-00003-of-00005.safetensors (part 2 of 3: not written)") &&
@@ -191,12 +202,9 @@ START_TEST(test_finish_with_a_part_missing_names_its_shards)
     ck_assert(asprintf(&out, "%s/out", dir) > 0 && asprintf(&plain, "%s/plain", dir) > 0);
     ck_assert(!exists(out));
     ck_assert_int_eq(count_entries(dir, ".out.parts"), 1); /* kept for the missing part */
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part 2/3 %s %s", model, out), 0);
-    free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --finish %s %s", model, out), 0);
-    free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q %s %s", model, plain), 0);
-    free(err);
+    expect_exit(0, "quantize -q --part 2/3 %s %s", model, out);
+    expect_exit(0, "quantize -q --finish %s %s", model, out);
+    expect_exit(0, "quantize -q %s %s", model, plain);
     expect_same_tree(out, plain);
     free(plain);
     free(out);
@@ -208,8 +216,7 @@ END_TEST
 START_TEST(test_part_or_finish_with_other_options_is_refused)
 {
     char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 3, 128), *err;
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --block 64x64 --part 1/2 %s %s/out", model, dir), 0);
-    free(err);
+    expect_exit(0, "quantize -q --block 64x64 --part 1/2 %s %s/out", model, dir);
     static const struct {
         const char *args, *option, *values;
     } cases[] = {
@@ -235,10 +242,8 @@ START_TEST(test_part_or_finish_with_other_options_is_refused)
                                 "%s/one.safetensors", dir), 2);
     ck_assert_msg(strstr(err, "single file"), "%s", err);
     free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part 1/2 --finish %s %s/out", model, dir), 2);
-    free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part 0/2 %s %s/out", model, dir), 2);
-    free(err);
+    expect_exit(2, "quantize -q --part 1/2 --finish %s %s/out", model, dir);
+    expect_exit(2, "quantize -q --part 0/2 %s %s/out", model, dir);
     free(staging);
     free(model);
     tu_tmpdir_free(dir);
@@ -249,8 +254,7 @@ START_TEST(test_damaged_shard_is_found_by_finish_and_redone_by_its_part)
 {
     char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 3, 128), *err, *shard;
     for (int i = 1; i <= 2; i++) {
-        ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part %d/2 %s %s/out", i, model, dir), 0);
-        free(err);
+        expect_exit(0, "quantize -q --part %d/2 %s %s/out", i, model, dir);
     }
     ck_assert(asprintf(&shard, "%s/.out.parts/model-00001-of-00003.safetensors", dir) > 0);
     flip_byte(shard);
@@ -259,12 +263,9 @@ START_TEST(test_damaged_shard_is_found_by_finish_and_redone_by_its_part)
                               "does not match its record)"), "%s", err);
     free(err);
     ck_assert_int_eq(count_entries(dir, "out"), 0);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part 1/2 %s %s/out", model, dir), 0);
-    free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --finish %s %s/out", model, dir), 0);
-    free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q %s %s/plain", model, dir), 0);
-    free(err);
+    expect_exit(0, "quantize -q --part 1/2 %s %s/out", model, dir);
+    expect_exit(0, "quantize -q --finish %s %s/out", model, dir);
+    expect_exit(0, "quantize -q %s %s/plain", model, dir);
     char *out, *plain;
     ck_assert(asprintf(&out, "%s/out", dir) > 0 && asprintf(&plain, "%s/plain", dir) > 0);
     expect_same_tree(out, plain);
@@ -281,10 +282,8 @@ START_TEST(test_dequantize_in_two_parts_then_finish_equals_one_run)
     char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 4, 128), *err, *fp8, *plain, *out;
     ck_assert(asprintf(&fp8, "%s/fp8", dir) > 0 && asprintf(&plain, "%s/plain", dir) > 0 &&
               asprintf(&out, "%s/out", dir) > 0);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --block 64x64 %s %s", model, fp8), 0);
-    free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export -q --dtype f32 %s %s", fp8, plain), 0);
-    free(err);
+    expect_exit(0, "quantize -q --block 64x64 %s %s", model, fp8);
+    expect_exit(0, "dequantize-for-export -q --dtype f32 %s %s", fp8, plain);
     pid_t pid[2];
     for (int i = 0; i < 2; i++) {
         char *args;
@@ -299,9 +298,7 @@ START_TEST(test_dequantize_in_two_parts_then_finish_equals_one_run)
     ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export -q --finish %s %s", fp8, out), 2);
     ck_assert_msg(strstr(err, "option --dtype differs"), "%s", err);
     free(err);
-    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export -q --dtype f32 --finish %s %s", fp8,
-                                out), 0);
-    free(err);
+    expect_exit(0, "dequantize-for-export -q --dtype f32 --finish %s %s", fp8, out);
     expect_same_tree(out, plain);
     ck_assert_int_eq(count_entries(dir, ".out."), 0);
     ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export --resume %s %s", fp8, out), 0);
@@ -392,8 +389,7 @@ START_TEST(test_kill_9_then_resume_keeps_finished_shards_and_redoes_the_rest)
     ck_assert_msg(inode_of(out, names[0]) != inodes[0], "the damaged shard was kept");
     for (int k = 1; k < done; k++)
         ck_assert_msg(inode_of(out, names[k]) == inodes[k], "%s was written again", names[k]);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --no-sync --scheme tensor %s %s", model, plain), 0);
-    free(err);
+    expect_exit(0, "quantize -q --no-sync --scheme tensor %s %s", model, plain);
     expect_same_tree(out, plain);
     ck_assert_int_eq(count_entries(dir, ".out."), 0);
     free(out);
@@ -429,8 +425,7 @@ START_TEST(test_resume_leaves_a_dead_run_made_with_other_options)
                       strstr(err, "removed") && !strstr(err, "resuming"), "%s", err);
     free(err);
     ck_assert(!exists(dead));
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q %s %s/plain", model, dir), 0);
-    free(err);
+    expect_exit(0, "quantize -q %s %s/plain", model, dir);
     char *out, *plain;
     ck_assert(asprintf(&out, "%s/out", dir) > 0 && asprintf(&plain, "%s/plain", dir) > 0);
     expect_same_tree(out, plain);
@@ -446,8 +441,7 @@ START_TEST(test_resume_on_a_complete_output_does_nothing)
 {
     char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 2, 128), *err, *out;
     ck_assert(asprintf(&out, "%s/out", dir) > 0);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q %s %s", model, out), 0);
-    free(err);
+    expect_exit(0, "quantize -q %s %s", model, out);
     ino_t before = inode_of(out, "model-00001-of-00002.safetensors");
     ino_t marker = inode_of(out, ".fp8conv-output");
     ck_assert_int_eq(tu_run_fmt(&err, "quantize --resume %s %s", model, out), 0);
@@ -459,8 +453,7 @@ START_TEST(test_resume_on_a_complete_output_does_nothing)
     char *other;
     ck_assert(asprintf(&other, "%s/mine", dir) > 0);
     ck_assert(mkdir(other, 0755) == 0);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --resume %s %s", model, other), 2);
-    free(err);
+    expect_exit(2, "quantize -q --resume %s %s", model, other);
     free(other);
     free(out);
     free(model);
@@ -508,16 +501,14 @@ static bool fadvise_drops(const char *dir)
 
 START_TEST(test_page_cache_drop_leaves_input_and_output_uncached_same_bytes)
 {
-    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 2, 4096), *err, *shard, *outshard;
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 2, 4096), *shard, *outshard;
     ck_assert(asprintf(&shard, "%s/model-00002-of-00002.safetensors", model) > 0);
     ck_assert(asprintf(&outshard, "%s/drop/model-00002-of-00002.safetensors", dir) > 0);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --page-cache keep %s %s/keep", model, dir), 0);
-    free(err);
+    expect_exit(0, "quantize -q --page-cache keep %s %s/keep", model, dir);
     bool checkable = fadvise_drops(dir);
     if (checkable)
         ck_assert_msg(resident(shard) > 0.5, "a keep run dropped its input");
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --page-cache drop %s %s/drop", model, dir), 0);
-    free(err);
+    expect_exit(0, "quantize -q --page-cache drop %s %s/drop", model, dir);
     if (checkable) { /* a drop run leaves neither its input nor its output cached */
         ck_assert_msg(resident(shard) < 0.1, "input %.0f%% cached", 100 * resident(shard));
         ck_assert_msg(resident(outshard) < 0.1, "output %.0f%% cached", 100 * resident(outshard));
@@ -525,8 +516,7 @@ START_TEST(test_page_cache_drop_leaves_input_and_output_uncached_same_bytes)
     char *keep, *drop;
     ck_assert(asprintf(&keep, "%s/keep", dir) > 0 && asprintf(&drop, "%s/drop", dir) > 0);
     expect_same_tree(keep, drop);
-    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --page-cache sometimes %s %s/x", model, dir), 2);
-    free(err);
+    expect_exit(2, "quantize -q --page-cache sometimes %s %s/x", model, dir);
     free(keep);
     free(drop);
     free(outshard);
