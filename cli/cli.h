@@ -114,6 +114,18 @@ void cli_show_progress(void *user, uint64_t done, uint64_t total, const char *te
 void cli_progress_end(cli_progress_state *p, bool ok);
 /* "1.75 GiB", "512 B": sizes for people (exact bytes go in --json). */
 void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
+/* --part I/N, --finish, --resume and --page-cache (quantize and
+ * dequantize-for-export, cli/part.c): their getopt entries and codes, the
+ * function that takes one (-1 to go on, or an exit code), and the check
+ * that refuses the combinations that mean nothing. */
+enum { CLI_OPT_PART = CLI_OPT_FIRST + 64, CLI_OPT_FINISH, CLI_OPT_RESUME, CLI_OPT_PAGE_CACHE };
+#define CLI_RUN_OPTIONS                                                                      \
+    { "part", required_argument, NULL, CLI_OPT_PART },                                     \
+        { "finish", no_argument, NULL, CLI_OPT_FINISH },                                   \
+        { "resume", no_argument, NULL, CLI_OPT_RESUME },                                   \
+        { "page-cache", required_argument, NULL, CLI_OPT_PAGE_CACHE }
+int cli_run_take(int code, const char *value, fp8_run_options *run);
+int cli_run_check(const fp8_run_options *run);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
 

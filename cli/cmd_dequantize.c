@@ -29,9 +29,7 @@ static int take_option(int code, const char *value, void *state)
         break;
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
-    default:
-        cli_error("dequantize-for-export: unknown option (see fp8conv dequantize-for-export --help)");
-        return EXIT_USAGE;
+    default: return cli_run_take(code, value, &o->run);
     }
     return -1;
 }
@@ -42,8 +40,12 @@ static int report(const cli_common *common, const char *in, const char *out,
     if (common->quiet)
         return EXIT_OK;
     if (!common->json) {
-        cli_printf("wrote %s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
-               r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
+        if (o->run.parts)
+            cli_printf("wrote part %u of %u of ", o->run.part, o->run.parts);
+        else
+            cli_printf("wrote ");
+        cli_printf("%s: %zu tensors dequantized to %s, %zu scales dropped, %zu copied\n", out,
+                   r->dequantized, fp8_dtype_name(o->dtype), r->dropped, r->copied);
         char inb[32], outb[32];
         cli_human_bytes(r->input_bytes, inb, sizeof inb);
         cli_human_bytes(r->output_bytes, outb, sizeof outb);
@@ -71,6 +73,7 @@ const struct option cli_dequantize_options[] = {
     { "dtype", required_argument, NULL, OPT_DTYPE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    CLI_RUN_OPTIONS,
     { NULL, 0, NULL, 0 },
 };
 
@@ -79,7 +82,7 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     fp8_dequant_options opts = FP8_DEQUANT_OPTIONS_INIT;
     cli_options own = { cli_dequantize_options, take_option, &opts };
     int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
-    if (rc >= 0)
+    if (rc >= 0 || (rc = cli_run_check(&opts.run)) >= 0)
         return rc;
     opts.threads = common->threads;
     opts.device = common->device;

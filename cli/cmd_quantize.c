@@ -51,6 +51,7 @@ static int take_option(int code, const char *value, void *state)
     case OPT_NO_SYNC: o->no_sync = true; break;
     case OPT_LIKE: a->like = value; break;
     case OPT_DRY_RUN: a->dry_run = true; break;
+    default: return cli_run_take(code, value, &o->run);
     }
     return -1;
 }
@@ -70,7 +71,7 @@ static int check_combinations(const quantize_args *a)
     else if (g->scale_fmt && o->scheme != FP8_SCHEME_BLOCK)
         cli_error("--scale-fmt applies to --scheme block only");
     else
-        return -1;
+        return cli_run_check(&o->run);
     return EXIT_USAGE;
 }
 
@@ -152,8 +153,12 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
                           uint64_t out_bytes, double seconds)
 {
     size_t q = count_quantized(plan), n = fp8_quant_plan_count(plan);
-    cli_printf("%s %s: scheme %s", a->dry_run ? "would write" : "wrote", out,
-           fp8_scheme_name(a->opts.scheme));
+    if (a->opts.run.parts)
+        cli_printf("%s part %u of %u of ", a->dry_run ? "would write" : "wrote",
+                   a->opts.run.part, a->opts.run.parts);
+    else
+        cli_printf("%s ", a->dry_run ? "would write" : "wrote");
+    cli_printf("%s: scheme %s", out, fp8_scheme_name(a->opts.scheme));
     if (a->opts.scheme == FP8_SCHEME_BLOCK)
         cli_printf(" %ux%u%s", a->opts.block_rows, a->opts.block_cols,
                a->opts.scale_ue8m0 ? " ue8m0" : "");
@@ -187,6 +192,7 @@ const struct option cli_quantize_options[] = {
     { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+    CLI_RUN_OPTIONS,
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
     { "like", required_argument, NULL, OPT_LIKE },
     { NULL, 0, NULL, 0 },

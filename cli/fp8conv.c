@@ -14,6 +14,17 @@
 
 #include "cli.h"
 
+/* The help of --part, --finish, --resume and --page-cache (cli/part.c). */
+#define RUN_HELP                                                                             \
+    "      --part I/N             write part I of N (its share of the shards, by bytes)\n"   \
+    "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"      \
+    "      --finish               check every part's shards, write the rest, publish OUTPUT\n" \
+    "      --resume               continue the run on OUTPUT that died, keeping the\n"      \
+    "                             shards it finished (not after a --no-sync run)\n"         \
+    "      --page-cache auto|keep|drop\n"                                                    \
+    "                             drop what was read and written from the page cache\n"     \
+    "                             as it goes (auto: when the input passes half the RAM)\n"
+
 static const cli_command commands[] = {
     { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect,
       "Options:\n"
@@ -46,11 +57,13 @@ static const cli_command commands[] = {
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
       "                             after can leave it damaged)\n"
+      RUN_HELP
       "  -n, --dry-run              print the plan, write nothing\n",
       "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
       "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n",
-      "0 written; 2 usage error, or OUTPUT exists; 3 bad input (already FP8, NaN or inf);\n"
+      "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
+      "3 bad input (already FP8, NaN or inf); "
       "4 I/O error or interrupted; 5 device error",
       cli_quantize_options },
     { "dequantize-for-export", "INPUT OUTPUT", "convert an FP8 checkpoint back to bf16/f16/f32",
@@ -59,10 +72,12 @@ static const cli_command commands[] = {
       "      --dtype bf16|f16|f32   the output dtype of dequantized weights (default bf16)\n"
       "      --force                replace OUTPUT if it exists\n"
       "      --no-sync              do not fsync the output (faster; a power loss soon\n"
-      "                             after can leave it damaged)\n",
+      "                             after can leave it damaged)\n"
+      RUN_HELP,
       "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
       "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
-      "0 written; 2 usage error, or OUTPUT exists; 3 bad input (not FP8, a bad scale);\n"
+      "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
+      "3 bad input (not FP8, a bad scale); "
       "4 I/O error or interrupted; 5 device error",
       cli_dequantize_options },
     { "convert", "INPUT OUTPUT", "convert an FP8 checkpoint into another FP8 layout", cmd_convert,

@@ -17,6 +17,9 @@
 #include "formats.h"
 #include "gpu.h"
 #include "jobs.h"
+#include "parts.h"
+#include "safetensors.h"
+#include "zio.h"
 
 /* Input bytes per job.  On the CPU, a job's codes and its values stay in a
  * core's L2 cache from the read through the kernel to the write, which
@@ -619,6 +622,16 @@ static fp8_status name_shards(fp8_ctx *ctx, dq_plan *p)
     return ck_output_names(ctx, p->ck, &p->out_shards);
 }
 
+/* What the output's bytes depend on, for --part, --finish and --resume to
+ * compare (parts.c). */
+static fp8_status options_text(fp8_ctx *ctx, const dq_plan *p, fp8_text *t)
+{
+    fp8_text_str(t, "--fp8conv dequantize-for-export " FP8CONV_VERSION "\n--dtype ");
+    fp8_text_str(t, torch_dtype_name(p->opts->dtype));
+    fp8_text_str(t, "\n");
+    return fp8_options_common(ctx, p->ck, p->opts->run.parts, t);
+}
+
 fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
                           const fp8_dequant_options *opts, fp8_dequant_report *report)
 {
@@ -627,6 +640,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     cJSON *config = NULL;
     dq_plan p = { .opts = opts, .input = input, .done = &done };
     fp8_output out = { 0 };
+    fp8_text options = { 0 };
     if (opts->dtype != FP8_DTYPE_BF16 && opts->dtype != FP8_DTYPE_F16 &&
         opts->dtype != FP8_DTYPE_F32)
         return fp8_fail(ctx, FP8_ERR_USAGE, "the output dtype must be BF16, F16 or F32");
@@ -638,14 +652,28 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if ((st = block_size(ctx, input, config, &p.block_rows, &p.block_cols)) ||
         (st = decide(ctx, &p)) || (st = check_has_fp8(ctx, &p)) ||
         (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
-        (st = fp8_output_begin(ctx, &out, input, output, is_dir, opts->force, !opts->no_sync)))
+        (st = options_text(ctx, &p, &options)))
         goto out;
-    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {
-        char *path = fp8_output_file(&out, p.out_shards[s]);
-        st = path ? write_shard(ctx, &p, s, path) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    zio_cache_policy(opts->run.cache, p.input_bytes);
+    fp8_output_work work = { .ck = p.ck, .names = p.out_shards, .options = options.p,
+                             .run = opts->run };
+    if ((st = fp8_output_open(ctx, &out, input, output, is_dir, opts->force, !opts->no_sync,
+                              &work)))
+        goto out;
+    if (out.complete)
+        fp8_notify(ctx, "%s: complete already; --resume has nothing to do", output);
+    for (size_t s = 0; !st && !out.complete && s < fp8_checkpoint_shard_count(p.ck); s++) {
+        char *path = out.todo[s] ? fp8_output_file(&out, p.out_shards[s]) : NULL;
+        if (out.todo[s])
+            st = path ? write_shard(ctx, &p, s, path)
+                      : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        if (!st && out.todo[s])
+            st = fp8_output_shard_done(ctx, &out, s);
+        if (!st && out.todo[s])
+            st_file_drop_cache(fp8_checkpoint_shard(p.ck, s));
         free(path);
     }
-    if (!st && is_dir) {
+    if (!st && is_dir && !out.complete && fp8_output_publishes(&out)) {
         const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
         if (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1)
             st = write_index(ctx, &p, out.tmp);
@@ -656,7 +684,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     }
     if (!st && opts->cancel && *opts->cancel)
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", input);
-    if (!st)
+    if (!st && !out.complete)
         st = fp8_output_commit(ctx, &out);
     if (!st && report) {
         *report = (fp8_dequant_report){ .input_bytes = p.input_bytes, .device = p.device };
@@ -672,6 +700,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     }
 out:
     fp8_output_end(&out);
+    free(options.p);
     ck_output_names_free(p.out_shards, p.ck ? fp8_checkpoint_shard_count(p.ck) : 0);
     free(p.items);
     cJSON_Delete(config);

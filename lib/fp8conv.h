@@ -277,6 +277,28 @@ fp8_format fp8_format_default(fp8_scheme scheme);
 /* Whether SPEC 5's table has the pair. */
 bool fp8_format_supports(fp8_format format, fp8_scheme scheme);
 
+/* What a conversion leaves in the page cache: AUTO drops what it has read
+ * and written (posix_fadvise DONTNEED, as it goes) when the input is larger
+ * than half of the memory, so that it does not evict the rest of the host's
+ * cache, and keeps it otherwise (a warm rerun stays fast); KEEP and DROP say
+ * which, whatever the size. */
+typedef enum { FP8_CACHE_AUTO = 0, FP8_CACHE_KEEP = 1, FP8_CACHE_DROP = 2 } fp8_cache;
+
+/* How a conversion is cut into parts and resumed (fp8conv(1), CONVERTING
+ * ACROSS MACHINES), and what it leaves in the page cache: part I of N
+ * (1 <= part <= parts) writes its share of the output shards into
+ * .OUTPUT.parts beside OUTPUT and publishes nothing; `finish` checks that
+ * every shard is there, whole, and publishes OUTPUT.  `resume` continues
+ * the durable run on OUTPUT that died, keeping the shards it finished
+ * (OUTPUT complete: nothing to do).  Options must be the same for every part
+ * and the finish (FP8_ERR_USAGE names the one that differs).  The same for
+ * quantize and dequantize-for-export. */
+typedef struct {
+    unsigned part, parts; /* parts 0: not a part */
+    bool finish, resume;
+    fp8_cache cache;
+} fp8_run_options;
+
 /* Where the math runs: AUTO is CUDA when a usable GPU is present, else the
  * CPU; both give the same bytes. */
 typedef enum { FP8_DEVICE_AUTO = 0, FP8_DEVICE_CPU = 1, FP8_DEVICE_CUDA = 2 } fp8_device;
@@ -295,6 +317,7 @@ typedef struct {
     bool force;                      /* replace an existing output */
     bool no_sync;                    /* skip fsync: faster; a power loss soon after
                                         can leave a damaged output */
+    fp8_run_options run;             /* parts, resume, page cache */
     /* Called from the calling thread as work completes (bytes of input), with
      * the tensor it just worked on (NULL at the end).  The other commands'
      * options have the same callback. */
@@ -391,6 +414,7 @@ typedef struct {
     int threads;       /* 0: one per online CPU */
     fp8_device device; /* AUTO (default), CPU or CUDA */
     bool force, no_sync;
+    fp8_run_options run; /* parts, resume, page cache */
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
     const volatile sig_atomic_t *cancel;

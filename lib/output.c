@@ -28,6 +28,7 @@
 
 #include "checkpoint.h"
 #include "jobs.h"
+#include "parts.h"
 #include "zio.h"
 
 #define MARKER ".fp8conv-output"
@@ -335,14 +336,15 @@ static fp8_status write_marker(fp8_ctx *ctx, const fp8_output *o)
 
 /* ---------------------------------------------------------------- begin, commit, end */
 
-fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, const char *output,
-                            bool is_dir, bool force, bool durable)
+/* Checks OUTPUT (see fp8_output_begin); `prefix` gets .NAME, NAME cut so
+ * that .NAME.tmp-XXXXXX fits a file name (the owner record has it whole). */
+static fp8_status check_output(fp8_ctx *ctx, fp8_output *o, const char *input, const char *output,
+                               bool force, bool resume, char prefix[NAME_MAX + 2])
 {
-    *o = (fp8_output){ .is_dir = is_dir, .durable = durable };
     size_t len = strlen(output);
     while (len > 1 && output[len - 1] == '/') /* "model-fp8/" names model-fp8 */
         len--;
-    if (len < strlen(output) && !is_dir)
+    if (len < strlen(output) && !o->is_dir)
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "%s: ends in '/' but the output is one file; name the file", output);
     if (!(o->path = strndup(output, len)))
@@ -352,7 +354,7 @@ fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, cons
     if (!*o->base || !strcmp(o->base, ".") || !strcmp(o->base, ".."))
         return fp8_fail(ctx, FP8_ERR_USAGE, "'%s': OUTPUT must name a new file or directory",
                         output);
-    if (!is_dir && zio_has_suffix(o->path, ".zst"))
+    if (!o->is_dir && zio_has_suffix(o->path, ".zst"))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "%s: compressed output is not supported; name it *.safetensors", output);
     char *parent = o->dirlen ? strndup(o->path, (size_t)o->dirlen) : fp8_strdup(".");
@@ -362,17 +364,25 @@ fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, cons
     if (strlen(o->base) > (size_t)name_max)
         return fp8_fail(ctx, FP8_ERR_USAGE, "%s: the name is longer than the %ld bytes a file "
                         "name may have here", output, name_max);
+    snprintf(prefix, NAME_MAX + 2, ".%.*s", (int)(name_max - 12), o->base);
     struct stat sb;
     o->exists = lstat(o->path, &sb) == 0;
     fp8_status st;
+    if (o->exists && resume && !force) { /* finished: only fp8conv's own is */
+        st = check_replaceable(ctx, o);
+        o->complete = !st;
+        return st;
+    }
     if (o->exists && !force)
         return fp8_fail(ctx, FP8_ERR_EXISTS, "%s: already exists (--force replaces it)", output);
     if ((st = check_apart(ctx, o, input)) || (o->exists && (st = check_replaceable(ctx, o))))
         return st;
-    /* .NAME.tmp-XXXXXX, NAME cut to fit a file name; the owner record has it whole */
-    char prefix[NAME_MAX + 2];
-    snprintf(prefix, sizeof prefix, ".%.*s", (int)(name_max - 12), o->base);
-    clean_stale(ctx, o, prefix);
+    return FP8_OK;
+}
+
+/* This run's own .NAME.tmp-XXXXXX, with its owner record. */
+static fp8_status make_tmp(fp8_ctx *ctx, fp8_output *o, const char *prefix)
+{
     if (asprintf(&o->tmp, "%.*s%s.tmp-XXXXXX", o->dirlen, o->path, prefix) < 0) {
         o->tmp = NULL;
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -381,13 +391,230 @@ fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, cons
         free(o->tmp);
         o->tmp = NULL;
         return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create a temporary directory beside it: %s",
-                        output, strerror(errno));
+                        o->path, strerror(errno));
     }
     mode_t mask = umask(0);
     umask(mask);
     chmod(o->tmp, 0777 & ~mask); /* mkdtemp made it private; the output is not */
     return write_owner(ctx, o->tmp, o->base);
 }
+
+fp8_status fp8_output_begin(fp8_ctx *ctx, fp8_output *o, const char *input, const char *output,
+                            bool is_dir, bool force, bool durable)
+{
+    return fp8_output_open(ctx, o, input, output, is_dir, force, durable, NULL);
+}
+
+/* --resume: the temporary directory of a dead run on this host, on the same
+ * OUTPUT, made with the same options, becomes this run's. */
+static void adopt(fp8_ctx *ctx, fp8_output *o, const char *prefix)
+{
+    char *parent = o->dirlen ? strndup(o->path, (size_t)o->dirlen) : fp8_strdup(".");
+    DIR *d = parent ? opendir(parent) : NULL;
+    size_t n = strlen(prefix);
+    struct dirent *de;
+    while (d && !o->tmp && (de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, n) != 0 || strncmp(de->d_name + n, ".tmp-", 5) != 0 ||
+            strlen(de->d_name + n) != 11)
+            continue;
+        char *dir = o->dirlen ? ck_join(parent, de->d_name) : fp8_strdup(de->d_name), host[256];
+        char *records = dir ? ck_join(dir, FP8_RECORDS) : NULL;
+        long pid;
+        bool same = false;
+        if (!records || owner_of(dir, o->base, &pid, host, sizeof host) != OWNER_GONE) {
+            /* a live run's, or one this host cannot judge: not ours to take */
+        } else if (fp8_options_check(ctx, records, o->work.options, false, false, NULL, &same) ||
+                   !same || write_owner(ctx, dir, o->base)) {
+            fp8_notify(ctx, "%s: %s, left by a run (pid %ld) that is gone, was not made with "
+                       "these options (or records nothing: --no-sync): not resumed", o->path,
+                       dir, pid);
+        } else {
+            fp8_notify(ctx, "%s: resuming the run (pid %ld) that left %s", o->path, pid, dir);
+            o->tmp = dir;
+            o->records = records;
+            dir = records = NULL;
+        }
+        free(records);
+        free(dir);
+    }
+    if (d)
+        closedir(d);
+    free(parent);
+}
+
+/* --part: .NAME.parts, made by whichever part comes first; --finish: its
+ * options must be this run's. */
+static fp8_status open_staging(fp8_ctx *ctx, fp8_output *o, const char *prefix)
+{
+    bool same;
+    struct stat sb;
+    if (asprintf(&o->tmp, "%.*s%s.parts", o->dirlen, o->path, prefix) < 0) {
+        o->tmp = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    o->staged = true;
+    if (!(o->records = ck_join(o->tmp, FP8_RECORDS)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (o->work.run.finish) {
+        if (lstat(o->records, &sb) != 0)
+            return fp8_fail(ctx, FP8_ERR_USAGE,
+                            "%s: no parts to finish (%s does not exist or holds no records): run "
+                            "every --part I/N first, then --finish", o->path, o->tmp);
+        return fp8_options_check(ctx, o->records, o->work.options, false, true, o->path, &same);
+    }
+    if (mkdir(o->tmp, 0777) != 0 && errno != EEXIST)
+        return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
+    if (lstat(o->tmp, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return fp8_fail(ctx, FP8_ERR_EXISTS, "%s: exists and is not a directory", o->tmp);
+    /* an empty one is another part's, just made; one with other entries but
+     * no records is not fp8conv's */
+    DIR *d = lstat(o->records, &sb) != 0 ? opendir(o->tmp) : NULL;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            strcmp(de->d_name, FP8_RECORDS)) {
+            closedir(d);
+            return fp8_fail(ctx, FP8_ERR_EXISTS,
+                            "%s: exists and was not made by fp8conv (no %s in it); move it away",
+                            o->tmp, FP8_RECORDS);
+        }
+    if (d)
+        closedir(d);
+    free(o->records);
+    fp8_status st = fp8_records_dir(ctx, o->tmp, &o->records);
+    return st ? st : fp8_options_check(ctx, o->records, o->work.options, true, false, o->path, &same);
+}
+
+/* The input bytes of each shard (the split is by them). */
+static uint64_t *shard_bytes(const fp8_checkpoint *ck)
+{
+    uint64_t *bytes = fp8_xcalloc(fp8_checkpoint_shard_count(ck) + 1, sizeof *bytes);
+    for (size_t i = 0; bytes && i < fp8_checkpoint_tensor_count(ck); i++) {
+        size_t s;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
+        bytes[s] += fp8_tensor_nbytes(t);
+    }
+    return bytes;
+}
+
+/* Removes from o->tmp what is not a kept shard, the records or the owner
+ * record: what a dead run left half written. */
+static void prune(const fp8_output *o)
+{
+    size_t n = fp8_checkpoint_shard_count(o->work.ck);
+    DIR *d = opendir(o->tmp);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        const char *e = de->d_name;
+        bool keep = !strcmp(e, ".") || !strcmp(e, "..") || !strcmp(e, FP8_RECORDS) ||
+                    !strcmp(e, OWNER);
+        for (size_t s = 0; s < n && !keep; s++)
+            keep = !o->todo[s] && !strcmp(e, o->work.names[s]);
+        char *path = keep ? NULL : ck_join(o->tmp, e);
+        if (path)
+            ck_remove_tree(path);
+        free(path);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Which shards this run writes: its part's (all of them for a whole run)
+ * but those recorded and whole.  --finish writes none: each missing or
+ * damaged shard is named, with its part. */
+static fp8_status plan_shards(fp8_ctx *ctx, fp8_output *o)
+{
+    const fp8_output_work *w = &o->work;
+    size_t n = fp8_checkpoint_shard_count(w->ck), kept = 0, missing = 0, bad = 0;
+    uint64_t *bytes = shard_bytes(w->ck);
+    unsigned parts = w->run.finish ? fp8_options_parts(o->records) : w->run.parts;
+    fp8_text list = { 0 };
+    if (!bytes || !(o->todo = fp8_xcalloc(n + 1, sizeof *o->todo))) {
+        free(bytes);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    for (size_t s = 0; s < n; s++) {
+        unsigned part = parts ? fp8_part_of(bytes, n, s, parts) : 0;
+        if (w->run.parts && part != w->run.part)
+            continue;
+        fp8_record_state state = o->records ? fp8_record_check(ctx, o->records, o->tmp, w->names[s])
+                                            : FP8_RECORD_NONE;
+        if (state == FP8_RECORD_OK) {
+            kept++;
+            continue;
+        }
+        if (!w->run.finish) {
+            o->todo[s] = true;
+            if (state == FP8_RECORD_BAD)
+                fp8_record_remove(o->records, w->names[s]);
+            continue;
+        }
+        char line[128];
+        snprintf(line, sizeof line, " (part %u of %u: %s)", part, parts,
+                 state == FP8_RECORD_BAD ? "its size or hash does not match its record"
+                                         : "not written");
+        fp8_text_str(&list, missing + bad ? ", " : "");
+        fp8_text_str(&list, w->names[s]);
+        fp8_text_str(&list, line);
+        missing += state == FP8_RECORD_NONE;
+        bad += state == FP8_RECORD_BAD;
+    }
+    free(bytes);
+    fp8_status st = FP8_OK;
+    if (list.oom)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    else if (missing + bad)
+        st = fp8_fail(ctx, missing ? FP8_ERR_USAGE : FP8_ERR_IO,
+                      "%s: --finish: %zu of %zu shards not finished in %s: %s; run those parts "
+                      "(again), then --finish", o->path, missing + bad, n, o->tmp, list.p);
+    else if (kept && !w->run.parts && !w->run.finish)
+        fp8_notify(ctx, "%s: kept %zu of %zu shards that the dead run finished; writing the "
+                   "other %zu", o->path, kept, n, n - kept);
+    free(list.p);
+    if (!st && !w->run.parts && o->records) /* resumed or finishing: this run's alone now */
+        prune(o);
+    if (!st && w->run.finish)
+        st = write_owner(ctx, o->tmp, o->base);
+    return st;
+}
+
+fp8_status fp8_output_open(fp8_ctx *ctx, fp8_output *o, const char *input, const char *output,
+                           bool is_dir, bool force, bool durable, const fp8_output_work *work)
+{
+    *o = (fp8_output){ .is_dir = is_dir, .durable = durable };
+    char prefix[NAME_MAX + 2];
+    fp8_status st = check_output(ctx, o, input, output, force, work && work->run.resume, prefix);
+    if (st || o->complete)
+        return st;
+    if (work)
+        o->work = *work;
+    if (work && (work->run.parts || work->run.finish)) {
+        if (!is_dir)
+            return fp8_fail(ctx, FP8_ERR_USAGE,
+                            "%s: a single file: --part and --finish split the shards of a "
+                            "checkpoint directory", input);
+        st = open_staging(ctx, o, prefix);
+    } else {
+        if (work && work->run.resume && is_dir)
+            adopt(ctx, o, prefix);
+        clean_stale(ctx, o, prefix);
+        if (!o->tmp)
+            st = make_tmp(ctx, o, prefix);
+        bool same;
+        if (!st && !o->records && work && is_dir && durable &&
+            !(st = fp8_records_dir(ctx, o->tmp, &o->records)))
+            st = fp8_options_check(ctx, o->records, work->options, true, false, o->path, &same);
+    }
+    return st || !work ? st : plan_shards(ctx, o);
+}
+
+fp8_status fp8_output_shard_done(fp8_ctx *ctx, fp8_output *o, size_t s)
+{
+    return o->records ? fp8_record_write(ctx, o->records, o->tmp, o->work.names[s], o->durable)
+                      : FP8_OK;
+}
+
+bool fp8_output_publishes(const fp8_output *o) { return !o->work.run.parts; }
 
 char *fp8_output_file(const fp8_output *o, const char *name)
 {
@@ -463,6 +690,13 @@ out:
 fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o)
 {
     fp8_status st = FP8_OK;
+    if (!fp8_output_publishes(o))
+        return FP8_OK; /* --finish does */
+    if (o->records) { /* what was finished matters no more */
+        ck_remove_tree(o->records);
+        free(o->records);
+        o->records = NULL;
+    }
     char *built = o->is_dir ? fp8_strdup(o->tmp) : ck_join(o->tmp, o->base);
     char *owner = ck_join(o->tmp, OWNER);
     if (!built || !owner) {
@@ -496,6 +730,7 @@ fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o)
         free(parent);
     }
 out:
+    o->committed = !st;
     free(owner);
     free(built);
     return st;
@@ -503,8 +738,12 @@ out:
 
 void fp8_output_end(fp8_output *o)
 {
-    if (o->tmp)
-        ck_remove_tree(o->tmp); /* the old output after a swap, or what a failure left */
+    /* the old output after a swap, or what a failure left; the parts'
+     * shared directory only once published */
+    if (o->tmp && (!o->staged || o->committed))
+        ck_remove_tree(o->tmp);
+    free(o->records);
+    free(o->todo);
     free(o->tmp);
     free(o->path);
     *o = (fp8_output){ 0 };

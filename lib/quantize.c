@@ -27,6 +27,9 @@
 #include "gpu.h"
 #include "jobs.h"
 #include "parallel.h"
+#include "parts.h"
+#include "safetensors.h"
+#include "zio.h"
 
 #define MAX_BLOCK 4096
 #define HF_QUANT_CONFIG "hf_quant_config.json"
@@ -985,9 +988,9 @@ static size_t shard_items(const fp8_quant_plan *p, size_t s, bool quantized, siz
     return n;
 }
 
-/* Writes output shards s0 .. s0+n-1 (n <= SHARDS_AT_ONCE) at once. */
-static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_output *out, size_t s0,
-                               size_t n, uint64_t *done)
+/* Writes output shards shards[0 .. n-1] (n <= SHARDS_AT_ONCE) at once. */
+static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
+                               const size_t *shards, size_t n, uint64_t *done)
 {
     shard_run r[SHARDS_AT_ONCE] = { 0 };
     shard_group g = { .plan = p, .r = r, .n = n };
@@ -995,14 +998,14 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_output
     uint64_t chunk = fp8_jobs_chunk(p->opts.threads, p->device);
     fp8_status st = items ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < n && !st; k++) {
-        r[k] = (shard_run){ .plan = p, .in = fp8_checkpoint_shard(p->ck, s0 + k), .done = done,
+        r[k] = (shard_run){ .plan = p, .in = fp8_checkpoint_shard(p->ck, shards[k]), .done = done,
                             .chunk = chunk,
                             .scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r[k].scale_at) };
-        char *path = fp8_output_file(out, p->out_shards[s0 + k]);
+        char *path = fp8_output_file(out, p->out_shards[shards[k]]);
         if (!path || !r[k].scale_at)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         else if (!(st = fp8_writer_create(ctx, path, &r[k].out)) &&
-                 !(st = declare_shard(ctx, p, s0 + k, r[k].out))) {
+                 !(st = declare_shard(ctx, p, shards[k], r[k].out))) {
             fp8_writer_set_durable(r[k].out, !p->opts.no_sync);
             st = fp8_writer_begin(ctx, r[k].out);
         }
@@ -1010,7 +1013,7 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_output
     }
     if (!st && p->opts.scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
         for (size_t k = 0; k < n && !st; k++) {
-            ni = shard_items(p, s0 + k, true, items);
+            ni = shard_items(p, shards[k], true, items);
             for (size_t i = 0; i < ni && !st; i++)
                 st = plan_jobs(ctx, &r[k], items[i], JOB_AMAX);
             if (!st && !(r[k].amax = fp8_xcalloc(r[k].njobs ? r[k].njobs : 1, sizeof *r[k].amax)))
@@ -1019,20 +1022,23 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_output
         if (!st)
             st = run_jobs(ctx, &g);
         for (size_t k = 0; k < n && !st; k++) {
-            ni = shard_items(p, s0 + k, true, items);
+            ni = shard_items(p, shards[k], true, items);
             st = finish_tensor_scales(ctx, &r[k], items, ni);
             r[k].njobs = 0;
         }
     }
     for (size_t k = 0; k < n && !st; k++) {
-        ni = shard_items(p, s0 + k, false, items);
+        ni = shard_items(p, shards[k], false, items);
         for (size_t i = 0; i < ni && !st; i++)
             st = plan_jobs(ctx, &r[k], items[i], p->items[items[i]].quantize ? JOB_QUANTIZE : JOB_COPY);
     }
     if (!st)
         st = run_jobs(ctx, &g);
     for (size_t k = 0; k < n && !st; k++)
-        st = fp8_writer_commit(ctx, r[k].out);
+        if (!(st = fp8_writer_commit(ctx, r[k].out)))
+            st = fp8_output_shard_done(ctx, out, shards[k]);
+    for (size_t k = 0; k < n && !st; k++)
+        st_file_drop_cache(r[k].in);
     for (size_t k = 0; k < n; k++) {
         fp8_writer_free(r[k].out);
         free(r[k].jobs);
@@ -1116,20 +1122,57 @@ static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char
 
 /* ---------------------------------------------------------------- the run */
 
+/* What the output's bytes depend on, one "--option value" line each, for
+ * --part, --finish and --resume to compare (parts.c): every option but
+ * those of how the run goes (-j, --device, --force, --no-sync, ...). */
+static fp8_status options_text(fp8_ctx *ctx, const fp8_quant_plan *p, fp8_text *t)
+{
+    const fp8_quant_options *o = &p->opts;
+    char line[512];
+    snprintf(line, sizeof line,
+             "--fp8conv quantize %s\n--scheme %s\n--format %s\n--block %ux%u\n--scale-fmt %s\n"
+             "--mx-rounding %s\n--no-default-ignore %d\n",
+             FP8CONV_VERSION, fp8_scheme_name(o->scheme), fp8_format_name(p->format),
+             o->block_rows, o->block_cols, o->scale_ue8m0 ? "ue8m0" : "float",
+             o->mx_rounding == FP8_MX_FLOOR ? "floor" : "rceil", o->no_default_ignore);
+    fp8_text_str(t, line);
+    for (size_t i = 0; i < o->nignore; i++) {
+        fp8_text_str(t, "--ignore ");
+        fp8_text_str(t, o->ignore[i]);
+        fp8_text_str(t, "\n");
+    }
+    return fp8_options_common(ctx, p->ck, o->run.parts, t);
+}
+
 fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *output)
 {
     bool is_dir = fp8_checkpoint_is_directory(p->ck);
     uint64_t done = 0;
     fp8_output out = { 0 };
+    fp8_text options = { 0 };
+    size_t nshards = fp8_checkpoint_shard_count(p->ck), todo[SHARDS_AT_ONCE], n = 0;
     fp8_status st = fp8_device_resolve(ctx, p->opts.device, &p->device);
     if (!st)
-        st = fp8_output_begin(ctx, &out, p->input, output, is_dir, p->opts.force,
-                              !p->opts.no_sync);
-    size_t nshards = fp8_checkpoint_shard_count(p->ck);
-    for (size_t s = 0; !st && s < nshards; s += SHARDS_AT_ONCE)
-        st = write_shards(ctx, p, &out, s, nshards - s < SHARDS_AT_ONCE ? nshards - s : SHARDS_AT_ONCE,
-                          &done);
-    if (!st && is_dir) {
+        st = options_text(ctx, p, &options);
+    zio_cache_policy(p->opts.run.cache, p->input_bytes);
+    fp8_output_work work = { .ck = p->ck, .names = p->out_shards, .options = options.p,
+                             .run = p->opts.run };
+    if (!st)
+        st = fp8_output_open(ctx, &out, p->input, output, is_dir, p->opts.force,
+                             !p->opts.no_sync, &work);
+    if (!st && out.complete) {
+        fp8_notify(ctx, "%s: complete already; --resume has nothing to do", output);
+        goto out;
+    }
+    for (size_t s = 0; !st && s < nshards; s++) {
+        if (out.todo[s])
+            todo[n++] = s;
+        if (n == SHARDS_AT_ONCE || (n && s == nshards - 1)) {
+            st = write_shards(ctx, p, &out, todo, n, &done);
+            n = 0;
+        }
+    }
+    if (!st && is_dir && fp8_output_publishes(&out)) {
         const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
         if (fp8_checkpoint_has_index(p->ck) || fp8_checkpoint_shard_count(p->ck) > 1)
             st = write_index(ctx, p, out.tmp);
@@ -1142,7 +1185,9 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
     if (!st)
         st = fp8_output_commit(ctx, &out);
+out:
     fp8_output_end(&out);
+    free(options.p);
     if (!st && p->opts.progress)
         p->opts.progress(p->opts.progress_user, p->work_bytes, p->work_bytes, NULL);
     return st;

@@ -854,6 +854,8 @@ const char *fp8_file_metadata_get(const fp8_file *f, const char *key)
     return NULL;
 }
 
+void st_file_drop_cache(fp8_file *f) { zio_reader_drop_cache(f->src); }
+
 fp8_status fp8_file_read(fp8_ctx *ctx, fp8_file *f, const fp8_tensor_info *t, uint64_t offset,
                          void *buf, size_t len)
 {

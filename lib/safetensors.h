@@ -23,4 +23,8 @@ bool st_utf8_valid(const unsigned char *s, size_t n, size_t *bad);
 fp8_status st_json_parse_exact(fp8_ctx *ctx, const char *path, const char *text, size_t len,
                                cJSON **root);
 
+/* Lets go of the file's pages in the page cache, when the process drops
+ * them (zio_cache_policy): its tensors are all read. */
+void st_file_drop_cache(fp8_file *f);
+
 #endif

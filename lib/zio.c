@@ -191,6 +191,26 @@ static fp8_status pread_full(fp8_ctx *ctx, int fd, const char *name, void *buf, 
     return FP8_OK;
 }
 
+static bool drop_cache;
+
+void zio_cache_policy(fp8_cache cache, uint64_t input_bytes)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    uint64_t memory = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
+    drop_cache = cache == FP8_CACHE_DROP || (cache == FP8_CACHE_AUTO && input_bytes > memory / 2);
+}
+
+bool zio_drops_cache(void) { return drop_cache; }
+
+void zio_reader_drop_cache(zio_reader *r)
+{
+    int fd;
+    if (drop_cache && r->kind != ZIO_MEMORY && fd_get(NULL, r, &fd) == FP8_OK) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        fd_put(r);
+    }
+}
+
 /* pread_full on the reader's file, through the descriptor pool. */
 static fp8_status reader_pread(fp8_ctx *ctx, zio_reader *r, void *buf, size_t len,
                                uint64_t offset, size_t *got)
@@ -200,6 +220,8 @@ static fp8_status reader_pread(fp8_ctx *ctx, zio_reader *r, void *buf, size_t le
     if (st)
         return st;
     st = pread_full(ctx, fd, r->name, buf, len, offset, got);
+    if (drop_cache && !st && *got)
+        posix_fadvise(fd, (off_t)offset, (off_t)*got, POSIX_FADV_DONTNEED);
     fd_put(r);
     return st;
 }
@@ -700,7 +722,7 @@ fp8_status zio_writer_pwrite(fp8_ctx *ctx, zio_writer *w, uint64_t offset, const
     /* A durable file is fsynced at commit: start writing these pages to disk
      * now, so that the disk works while the CPU does, and commit waits for
      * little. */
-    if (w->durable)
+    if (w->durable || drop_cache) /* dropping: clean pages go, dirty ones stay */
         sync_file_range(w->fd, (off_t)(offset - total), (off_t)total, SYNC_FILE_RANGE_WRITE);
     return FP8_OK;
 }
@@ -714,6 +736,8 @@ fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w)
         return st;
     if (w->durable && fsync(w->fd) != 0)
         return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot sync: %s", w->path, strerror(errno));
+    if (drop_cache)
+        posix_fadvise(w->fd, 0, 0, POSIX_FADV_DONTNEED);
     if (close(w->fd) != 0) {
         w->fd = -1;
         return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot close: %s", w->path, strerror(errno));

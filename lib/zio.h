@@ -51,4 +51,16 @@ void zio_writer_free(zio_writer *w);
 
 bool zio_has_suffix(const char *s, const char *suffix);
 
+/* The page cache policy of the process (fp8_cache; AUTO decided by the
+ * input's bytes): when dropping, every plain-file read lets go of the pages
+ * it read and every committed output file of its own (posix_fadvise
+ * DONTNEED); zio_drops_cache says whether it does. */
+void zio_cache_policy(fp8_cache cache, uint64_t input_bytes);
+bool zio_drops_cache(void);
+/* When dropping: lets go of all the file's pages (a whole shard consumed).
+ * Ranges dropped as they are read keep the large folios they cut through
+ * (kernels since 6.x cache files in folios of up to megabytes); this does
+ * not. */
+void zio_reader_drop_cache(zio_reader *r);
+
 #endif

@@ -26,19 +26,6 @@ static char *copy_model(const char *dir, const char *name)
     return path;
 }
 
-static int run_fmt(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run_fmt(char **err, const char *fmt, ...)
-{
-    char *args;
-    va_list ap;
-    va_start(ap, fmt);
-    ck_assert(vasprintf(&args, fmt, ap) > 0);
-    va_end(ap);
-    int rc = tu_run(args, NULL, err);
-    free(args);
-    return rc;
-}
-
 /* 11.1: config numbers are untrusted divisors */
 START_TEST(test_kv_heads_zero_is_a_finding_not_sigfpe)
 {
@@ -78,15 +65,15 @@ START_TEST(test_force_output_holding_input_is_refused)
     ck_assert(asprintf(&anc, "%s/anc", dir) > 0);
     ck_assert(mkdir(anc, 0755) == 0);
     char *model = copy_model(anc, "model");
-    ck_assert_int_eq(run_fmt(&err, "quantize -q --force '%s' '%s'", model, anc), 2);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --force '%s' '%s'", model, anc), 2);
     ck_assert_msg(strstr(err, "holds the INPUT"), "%s", err);
     free(err);
     /* OUTPUT = one of INPUT's shards */
-    ck_assert_int_eq(run_fmt(&err, "quantize -q --force '%s' '%s/model-00001-of-00002.safetensors'",
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --force '%s' '%s/model-00001-of-00002.safetensors'",
                              model, model), 2);
     ck_assert_msg(strstr(err, "inside the INPUT"), "%s", err);
     free(err);
-    ck_assert_int_eq(run_fmt(&err, "quantize -q '%s' '%s/fp8'", model, model), 2);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q '%s' '%s/fp8'", model, model), 2);
     free(err);
     char *cmd;
     ck_assert(asprintf(&cmd, "diff -r testdata/llama-tiny '%s'", model) > 0);
@@ -102,8 +89,8 @@ END_TEST
 START_TEST(test_trailing_slash_on_output_works)
 {
     char *dir = tu_tmpdir(), *out;
-    ck_assert_int_eq(run_fmt(NULL, "quantize -q testdata/llama-tiny/ %s/model-fp8/", dir), 0);
-    ck_assert_int_eq(run_fmt(NULL, "dequantize-for-export -q %s/model-fp8/ %s/model-bf16/", dir,
+    ck_assert_int_eq(tu_run_fmt(NULL, "quantize -q testdata/llama-tiny/ %s/model-fp8/", dir), 0);
+    ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q %s/model-fp8/ %s/model-bf16/", dir,
                              dir), 0);
     ck_assert(asprintf(&out, "%s/model-bf16/config.json", dir) > 0);
     ck_assert(exists(out));
@@ -119,13 +106,13 @@ START_TEST(test_dangling_config_symlink_is_an_error)
     char *dir = tu_tmpdir(), *model = copy_model(dir, "m"), *cfg, *err;
     ck_assert(asprintf(&cfg, "%s/config.json", model) > 0);
     ck_assert(unlink(cfg) == 0 && symlink("nowhere.json", cfg) == 0);
-    ck_assert_int_eq(run_fmt(&err, "quantize -q '%s' '%s/out'", model, dir), 4);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q '%s' '%s/out'", model, dir), 4);
     ck_assert_msg(strstr(err, "config.json: a symbolic link to a file that does not exist"), "%s",
                   err);
     ck_assert_int_eq(count_entries(dir, ".out"), 0);
     ck_assert_int_eq(count_entries(dir, "out"), 0);
     free(err);
-    ck_assert_int_eq(run_fmt(&err, "verify '%s'", model), 4);
+    ck_assert_int_eq(tu_run_fmt(&err, "verify '%s'", model), 4);
     free(err);
     free(cfg);
     free(model);
@@ -162,7 +149,7 @@ START_TEST(test_verify_refuses_overflowing_scale_as_dequantize_does)
     fp8_ctx_free(ctx);
     ck_assert_int_gt(patched, 0);
     char *out, *err;
-    ck_assert_int_eq(run_fmt(&err, "dequantize-for-export -q --dtype f32 '%s' %s/x", fp8, dir), 3);
+    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export -q --dtype f32 '%s' %s/x", fp8, dir), 3);
     ck_assert_msg(strstr(err, "overflows"), "%s", err);
     free(err);
     char *args;
@@ -287,7 +274,7 @@ START_TEST(test_stale_tmp_of_dead_run_is_removed)
     snprintf(rec, sizeof rec, "pid %d\nstart 0\nhost %s\noutput out\n", (int)getpid(), host);
     tu_spit(path, rec, strlen(rec));
     free(path);
-    ck_assert_int_eq(run_fmt(&err, "quantize -q --block 16x16 testdata/llama-tiny %s/out", dir), 0);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --block 16x16 testdata/llama-tiny %s/out", dir), 0);
     ck_assert_msg(!exists(dead), "the dead run's directory is still there");
     ck_assert_msg(strstr(err, "removed") && strstr(err, ".out.tmp-AAAAAA"), "%s", err);
     ck_assert_msg(exists(live), "a live run's directory was removed");
@@ -318,10 +305,10 @@ START_TEST(test_fifo_input_is_refused_not_waited_on)
     }
     ck_assert(mkfifo(fifo, 0644) == 0);
     const char *in = *where[_i] ? model : fifo;
-    ck_assert_int_eq(run_fmt(&err, "inspect '%s'", in), 3);
+    ck_assert_int_eq(tu_run_fmt(&err, "inspect '%s'", in), 3);
     ck_assert_msg(strstr(err, "FIFO"), "%s", err);
     free(err);
-    ck_assert_int_eq(run_fmt(&err, "quantize -q '%s' '%s/out'", in, dir), 3);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q '%s' '%s/out'", in, dir), 3);
     ck_assert_int_eq(count_entries(dir, ".out"), 0);
     free(err);
     free(fifo);
@@ -424,16 +411,16 @@ START_TEST(test_second_run_on_same_file_output_is_refused)
     fp8_quant_plan_free(p);
     fp8_ctx_free(ctx);
     /* and the small ones: "" and a name longer than a file name may be */
-    ck_assert_int_eq(run_fmt(&err, "quantize -q testdata/llama-tiny ''"), 2);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q testdata/llama-tiny ''"), 2);
     ck_assert_msg(strstr(err, "must name"), "%s", err);
     free(err);
     char name[300];
     memset(name, 'x', 250);
     name[250] = '\0';
-    ck_assert_int_eq(run_fmt(NULL, "quantize -q testdata/llama-tiny %s/%s", dir, name), 0);
+    ck_assert_int_eq(tu_run_fmt(NULL, "quantize -q testdata/llama-tiny %s/%s", dir, name), 0);
     memset(name, 'y', 256);
     name[256] = '\0';
-    ck_assert_int_eq(run_fmt(&err, "quantize -q testdata/llama-tiny %s/%s", dir, name), 2);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q testdata/llama-tiny %s/%s", dir, name), 2);
     ck_assert_msg(strstr(err, "longer than"), "%s", err);
     free(err);
     free(out);

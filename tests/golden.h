@@ -291,6 +291,24 @@ typedef struct {
     uint64_t shape[3];
 } tu_tensor;
 
+/* Fills the bf16 tensors the writer declares with a deterministic pattern
+ * (`seed` shifts it), and commits and frees the writer. */
+static inline void write_patterned(fp8_ctx *ctx, fp8_writer *w, size_t seed)
+{
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++) {
+        const fp8_tensor_info *ti = fp8_writer_tensor(w, i);
+        uint16_t *buf = malloc(ti->elements * 2 + 2);
+        for (uint64_t e = 0; e < ti->elements; e++)
+            buf[e] = (uint16_t)(0x3000 + ((e + i + seed) * 2654435761u >> 7) % 0x1800) |
+                     (uint16_t)((e & 1) << 15);
+        ck_assert(fp8_writer_write(ctx, w, buf, ti->elements * 2) == FP8_OK);
+        free(buf);
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+}
+
 static inline char *make_named_model(const char *dir, const char *name, const char *config,
                                      const tu_tensor *t, size_t n)
 {
@@ -304,18 +322,7 @@ static inline char *make_named_model(const char *dir, const char *name, const ch
     for (size_t i = 0; i < n; i++)
         ck_assert(fp8_writer_add_tensor(ctx, w, t[i].name, FP8_DTYPE_BF16, t[i].rank,
                                         t[i].shape) == FP8_OK);
-    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
-    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++) {
-        const fp8_tensor_info *ti = fp8_writer_tensor(w, i);
-        uint16_t *buf = malloc(ti->elements * 2 + 2);
-        for (uint64_t e = 0; e < ti->elements; e++)
-            buf[e] = (uint16_t)(0x3000 + ((e + i) * 2654435761u >> 7) % 0x1800) |
-                     (uint16_t)((e & 1) << 15);
-        ck_assert(fp8_writer_write(ctx, w, buf, ti->elements * 2) == FP8_OK);
-        free(buf);
-    }
-    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
-    fp8_writer_free(w);
+    write_patterned(ctx, w, 0);
     fp8_ctx_free(ctx);
     free(path);
     ck_assert(asprintf(&path, "%s/config.json", model) > 0);

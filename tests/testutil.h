@@ -7,6 +7,7 @@
 
 #define _GNU_SOURCE
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,20 @@ static inline int tu_run(const char *args, char **out, char **err)
     tu_rmrf(dir);
     free(dir);
     return WEXITSTATUS(status);
+}
+
+/* tu_run with the arguments formatted; the stdout is dropped. */
+static inline int tu_run_fmt(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int tu_run_fmt(char **err, const char *fmt, ...)
+{
+    char *args;
+    va_list ap;
+    va_start(ap, fmt);
+    ck_assert(vasprintf(&args, fmt, ap) > 0);
+    va_end(ap);
+    int rc = tu_run(args, NULL, err);
+    free(args);
+    return rc;
 }
 
 /* The deterministic byte pattern of testdata/golden/cases.json. */
