@@ -43,6 +43,10 @@ typedef struct {
     /* Non-NULL: the loader fails on a float32 model (config torch_dtype or
      * dtype "float32") in this layout, because of this rule. */
     const char *no_f32_model[FP8_LOADER_COUNT];
+    /* Non-NULL: the loader holds weight scales in the model's dtype, so an
+     * F32 scale that dtype cannot hold is rounded at load and the layer
+     * computes with other weights, because of this rule. */
+    const char *model_dtype_scales[FP8_LOADER_COUNT];
     /* The loader needs a calibrated input_scale beside every FP8 weight. */
     bool needs_input_scale;
 } fmt_spec;
@@ -88,6 +92,8 @@ uint64_t fmt_config_experts(const cJSON *config);
 /* The dtype the config says the model computes in (torch_dtype, or
  * transformers 5's dtype): 1 "float32", 0 another, -1 none declared. */
 int fmt_config_is_f32(const cJSON *config);
+/* The dtype the config declares (torch_dtype, or dtype); NULL when none. */
+const char *fmt_config_dtype(const cJSON *config);
 
 /* Why a tensor stays unquantized by the built-in rules (embedding, output
  * head, norm, MoE router, MTP projection); NULL when no rule keeps it.

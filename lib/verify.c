@@ -57,6 +57,7 @@ struct fp8_verify {
     uint64_t saturated; /* codes at +-448 (atomic while scanning) */
     bool has_model;     /* config.json has the dims parallelism splits */
     bool f32_model;     /* config.json's torch_dtype (or dtype) is float32 */
+    bool f16_model;     /* ... is float16 (else bfloat16, when not float32) */
     par_model model;
     uint64_t tp_ok;     /* bit t-1: loads at TP=t, for t in 1..64 */
     /* --against: FP8 weights re-quantized from SRC, and how many came out the
@@ -274,6 +275,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
             f32 = t->dtype == FP8_DTYPE_F32;
     }
     v->f32_model = f32 > 0;
+    v->f16_model = fmt_config_dtype(config) && strcmp(fmt_config_dtype(config), "float16") == 0;
     cJSON_Delete(config);
     cJSON_Delete(hq);
     return st;
@@ -764,7 +766,11 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     const char *file = fp8_checkpoint_shard_name(v->ck, shard);
     uint64_t nbytes = fp8_tensor_nbytes(t), saturated = 0, first_nan = UINT64_MAX;
     unsigned esize = fp8_dtype_bits(t->dtype) / 8;
-    uint64_t bad = UINT64_MAX, not_pow2 = UINT64_MAX;
+    uint64_t bad = UINT64_MAX, not_pow2 = UINT64_MAX, not_held = UINT64_MAX;
+    /* loaders that hold an F32 weight scale in the model's 16-bit dtype */
+    unsigned narrow = 0;
+    for (int l = 0; v->spec && t->dtype == FP8_DTYPE_F32 && !v->f32_model && l < FP8_LOADER_COUNT; l++)
+        narrow |= v->spec->model_dtype_scales[l] && has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
     bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FMT_NONE &&
@@ -826,6 +832,9 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             bool pow2 = exp ? frac == 0 : (frac & (frac - 1)) == 0;
             if (v->ue8m0_claim && t->dtype == FP8_DTYPE_F32 && !pow2 && not_pow2 == UINT64_MAX)
                 not_pow2 = idx;
+            float held = v->f16_model ? fp8_f16_to_f32(fp8_f32_to_f16(s)) : fp8_bf16_to_f32(fp8_f32_to_bf16(s));
+            if (narrow && held != s && not_held == UINT64_MAX)
+                not_held = idx;
         }
     }
     fp8_finding *out = &sc->found[j];
@@ -854,6 +863,15 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
                       "%s: %s: element %llu is not a power of two, but the config says "
                       "scale_fmt ue8m0",
                       file, t->name, (unsigned long long)not_pow2);
+    } else if (not_held != UINT64_MAX) {
+        int l = 0;
+        while (!(narrow & BIT(l)))
+            l++;
+        *out = (fp8_finding){ FP8_SEV_NOTE, "scale-dtype", NULL, narrow }; /* see add_for */
+        rc = asprintf(&out->message, "%s: %s: element %llu is an F32 scale that %s cannot hold: "
+                      "%s: %s", file, t->name, (unsigned long long)not_held,
+                      v->f16_model ? "float16" : "bfloat16", fmt_loader_title((fp8_loader)l),
+                      v->spec->model_dtype_scales[l]);
     }
     if (rc < 0)
         return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
@@ -917,7 +935,7 @@ static fp8_status check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     }
     for (size_t j = 0; j < sc.n; j++) {
         if (!st && sc.found[j].message &&
-            (st = add(ctx, v, sc.found[j].severity, sc.found[j].rule, "%s", sc.found[j].message)))
+            (st = add_for(ctx, v, sc.found[j].loaders, sc.found[j].rule, "%s", sc.found[j].message)))
             break;
     }
     for (size_t j = 0; sc.found && j < sc.n; j++) {

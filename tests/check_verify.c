@@ -886,6 +886,52 @@ START_TEST(test_against_report_is_the_same_for_any_thread_count)
 }
 END_TEST
 
+/* transformers holds compressed-tensors' weight_scale in the model's dtype:
+ * F32 scales that bfloat16 cannot hold (convert's exact relabelling of
+ * ModelOpt's or hf-fp8's F32 scales) are rounded there, and it computes other weights
+ * (make check-loaders saw 1 ulp); quantize writes them in bfloat16. */
+static bool transformers_loads(const cJSON *report)
+{
+    const cJSON *l;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(report, "loaders"))
+        if (strcmp(cJSON_GetObjectItem(l, "name")->valuestring, "transformers") == 0)
+            return cJSON_IsTrue(cJSON_GetObjectItem(l, "loads"));
+    ck_abort_msg("no transformers in the report");
+    return false;
+}
+
+START_TEST(test_ct_f32_scales_the_model_dtype_cannot_hold_are_a_transformers_finding)
+{
+    char *dir = tu_tmpdir(), *args, ct[512];
+    char *fp8 = quantize_into(dir, "--scheme channel --format modelopt", "testdata/llama-tiny");
+    snprintf(ct, sizeof ct, "%s/ct", dir);
+    ck_assert(asprintf(&args, "convert -q --format compressed-tensors '%s' '%s'", fp8, ct) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    int rc;
+    cJSON *j = verify_json(ct, "", &rc);
+    ck_assert_int_eq(rc, 0);
+    const cJSON *f = finding(j, "scale-dtype");
+    ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
+    ck_assert(strstr(cJSON_GetObjectItem(f, "message")->valuestring, "bfloat16 cannot hold"));
+    ck_assert(!transformers_loads(j));
+    cJSON_Delete(j);
+    j = verify_json(ct, "--loader transformers", &rc);
+    ck_assert_int_eq(rc, 1);
+    cJSON_Delete(j);
+    /* quantize's own compressed-tensors scales are bfloat16: nothing to round */
+    char *direct = quantize_into(dir, "--scheme channel --format compressed-tensors --force",
+                                 "testdata/llama-tiny");
+    j = verify_json(direct, "", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(!finding(j, "scale-dtype") && transformers_loads(j));
+    cJSON_Delete(j);
+    free(direct);
+    free(fp8);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("verify");
@@ -905,6 +951,7 @@ int main(void)
     tcase_add_test(tc, test_against_the_source_is_clean_and_reproduced);
     tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
     tcase_add_loop_test(tc, test_against_report_is_the_same_for_any_thread_count, 0, 2);
+    tcase_add_test(tc, test_ct_f32_scales_the_model_dtype_cannot_hold_are_a_transformers_finding);
     tcase_add_test(tc, test_rounded_scales_pass_the_strictest_check);
     tcase_add_test(tc, test_against_finds_saturation_from_floor_scales);
     tcase_add_test(tc, test_mixtral_router_stays_bf16_or_fails_verify);

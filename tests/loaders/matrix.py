@@ -17,7 +17,9 @@ For each model (tests/loaders/make_models.py) and pair:
   5. each cell gets one verdict (see VERDICTS); the run fails on any cell where fp8conv wrote a
      checkpoint that verify passes and a loader fails or computes other weights, and on any
      cell where verify's prediction for vLLM or transformers differs from what they did.
-Then the tensor-parallel cases (TP_CASES): vLLM at TP=2 against verify --tp 2.
+Then the tensor-parallel cases (TP_CASES): vLLM at TP=2 against verify --tp 2; and
+fp8conv convert's outputs (CONVERT_CASES), each judged like a cell (and at TP=2 where given),
+the exact ones also required to keep every value (diff --dequant against their source).
 The matrix is written to WORK/matrix.md (and .json); with --readme, a README copy (between the
 loaders-matrix markers) that differs is said (not failed), or rewritten with --update-readme.
 Exit 0 when every cell is consistent, 1 otherwise, 2 on a harness error."""
@@ -41,6 +43,15 @@ MODELS = ["llama", "qwen3moe", "mixtral", "deepseek", "minilm"]
 # which 128-row blocks cannot tile; qwen3moe's 4 KV heads give 128.
 TP_CASES = [("llama", "block", "hf-fp8", 2), ("qwen3moe", "block", "hf-fp8", 2),
             ("llama", "channel", "compressed-tensors", 2)]
+
+# (model, the cell converted, convert's options, tp): re-blocking 128x128 to 64x64 makes
+# qwen3moe's 64-row partitions at TP=2 tileable; relabelling is exact; a scheme change goes
+# through the values.
+CONVERT_CASES = [("qwen3moe", ("block", "hf-fp8"), ["--exact", "--block", "64x64"], 2),
+                 ("llama", ("block", "hf-fp8"), ["--exact", "--block", "64x64"], 2),
+                 ("llama", ("block", "hf-fp8"), ["--exact", "--format", "compressed-tensors"], None),
+                 ("llama", ("channel", "compressed-tensors"), ["--exact", "--format", "modelopt"], None),
+                 ("llama", ("block", "hf-fp8"), ["--scheme", "channel"], None)]
 
 BEGIN, END = "<!-- loaders-matrix:begin -->", "<!-- loaders-matrix:end -->"
 
@@ -70,6 +81,7 @@ class Cell:
         self.vllm_note = ""
         self.hf = {}              # check -> "ok" | "fail: ..." | None
         self.problems = []
+        self.converted = None     # convert cells: "from scheme/format with options"
 
     def key(self):
         return "%s %s/%s" % (self.model, self.scheme, self.fmt)
@@ -164,6 +176,28 @@ def checker(script, args, out):
         return json.load(f)
 
 
+def judge_written(a, cell, src, q, e, tag):
+    """verify's prediction, the export, and what the loaders do with checkpoint q."""
+    cell.verify, cell.verify_errors, _ = verify_cell(a, cell, q)
+    export(a, q, e)
+    rv = checker("vllm_check.py", ["--model", q, "--export", e],
+                 os.path.join(a.work, "r", tag + ".vllm.json"))
+    cell.vllm, cell.vllm_note = judge_vllm(rv)
+    extra = ["--sentence-transformers", "--original", src] if cell.model == "minilm" else []
+    rh = checker("hf_check.py", ["--model", q, "--export", e] + extra,
+                 os.path.join(a.work, "r", tag + ".hf.json"))
+    cell.hf = hf_verdicts(rh)
+    judge(cell)
+
+
+def said(cell, t1):
+    print("loaders: %-40s %-8s vllm=%-6s hf=%s %s(%.0f s)" % (
+        cell.key() + (" (convert)" if cell.converted else ""), cell.quantize, cell.vllm or "-",
+        ",".join("%s:%s" % (k, v[:4]) for k, v in cell.hf.items()) or "-",
+        "PROBLEM: " + "; ".join(cell.problems) + " " if cell.problems else "",
+        time.time() - t1), flush=True)
+
+
 def judge(cell):
     """Holds verify's prediction against the loaders."""
     if cell.quantize != "written":
@@ -220,12 +254,14 @@ def matrix_md(cells, tp_rows, versions):
                    "%s, %s" % (yes(c.verify.get("vllm")), yes(c.verify.get("transformers"))), vl,
                    hf(c.hf.get("default")), hf(c.hf.get("dequantize")),
                    hf(c.hf.get("ct_decompress")), hf(c.hf.get("sentence_transformers"))]
-        out.append("| %s | %s/%s | %s |" % (c.model, c.scheme, c.fmt, " | ".join(row)))
+        model = c.model + (" converted from %s" % c.converted if c.converted else "")
+        out.append("| %s | %s/%s | %s |" % (model, c.scheme, c.fmt, " | ".join(row)))
     if tp_rows:
         out += ["", "| tensor parallel | verify --tp | vLLM |", "|---|---|---|"]
         for t in tp_rows:
-            out.append("| %s %s/%s TP=%d | %s | %s |" % (
-                t["model"], t["scheme"], t["format"], t["tp"], yes(t["verify"]),
+            out.append("| %s %s/%s%s TP=%d | %s | %s |" % (
+                t["model"], t["scheme"], t["format"], " (converted)" if t.get("converted") else "",
+                t["tp"], yes(t["verify"]),
                 {"ok": "loads", "kernel": "loads, kernel missing" + note(t["note"]),
                  "fails": "refuses" + note(t["note"])}[t["vllm"]]))
     out.append("")
@@ -264,26 +300,44 @@ def main():
             q, e = os.path.join(a.work, "q", tag), os.path.join(a.work, "e", tag)
             t1 = time.time()
             if quantize_cell(a, cell, src, q):
-                cell.verify, cell.verify_errors, _ = verify_cell(a, cell, q)
-                export(a, q, e)
-                rv = checker("vllm_check.py", ["--model", q, "--export", e],
-                             os.path.join(a.work, "r", tag + ".vllm.json"))
-                cell.vllm, cell.vllm_note = judge_vllm(rv)
-                extra = ["--sentence-transformers", "--original", src] if model == "minilm" else []
-                rh = checker("hf_check.py", ["--model", q, "--export", e] + extra,
-                             os.path.join(a.work, "r", tag + ".hf.json"))
-                cell.hf = hf_verdicts(rh)
-                judge(cell)
-            print("loaders: %-40s %-8s vllm=%-6s hf=%s %s(%.0f s)" % (
-                cell.key(), cell.quantize, cell.vllm or "-",
-                ",".join("%s:%s" % (k, v[:4]) for k, v in cell.hf.items()) or "-",
-                "PROBLEM: " + "; ".join(cell.problems) + " " if cell.problems else "",
-                time.time() - t1), flush=True)
+                judge_written(a, cell, src, q, e, tag)
+            said(cell, t1)
+    tp_cases = [] if a.no_tp else list(TP_CASES)
+    for model, (scheme, fmt), opts, tp in CONVERT_CASES:
+        tag = "%s-%s-%s" % (model, scheme, fmt)
+        q = os.path.join(a.work, "q", tag)
+        if model not in models or not os.path.isdir(q):
+            continue
+        cell = Cell(model, scheme, fmt)  # convert's report names what it wrote
+        cell.converted = "%s/%s, `%s`" % (scheme, fmt, " ".join(opts))
+        cells.append(cell)
+        ctag = "%s-convert-%d" % (tag, CONVERT_CASES.index((model, (scheme, fmt), opts, tp)))
+        c, e = os.path.join(a.work, "q", ctag), os.path.join(a.work, "e", ctag)
+        t1 = time.time()
+        shutil.rmtree(c, ignore_errors=True)
+        r = run([a.fp8conv, "convert", "--json"] + opts + [q, c])
+        cell.quantize = "written" if r.returncode == 0 else "refused"
+        if r.returncode != 0:
+            cell.message = first_line(r.stderr).replace("fp8conv: ", "", 1)
+            cell.problems.append("convert %s failed (exit %d): %s"
+                                 % (" ".join(opts), r.returncode, r.stderr.strip()))
+        else:
+            out = json.loads(r.stdout)
+            cell.scheme, cell.fmt = out["scheme"], out["format"]
+            judge_written(a, cell, os.path.join(mdir, model), c, e, ctag)
+            r = run([a.fp8conv, "diff", "--dequant", "-q", q, c])
+            if "--exact" in opts and r.returncode != 0:
+                cell.problems.append("an exact convert changed values: diff --dequant exit %d"
+                                     % r.returncode)
+            if tp and not a.no_tp:
+                tp_cases.append((model, cell.scheme, cell.fmt, tp, ctag))
+        said(cell, t1)
     problems = [(c.key(), p) for c in cells for p in c.problems]
-    for model, scheme, fmt, tp in ([] if a.no_tp else TP_CASES):
+    for case in tp_cases:
+        model, scheme, fmt, tp = case[:4]
         if model not in models:
             continue
-        tag = "%s-%s-%s" % (model, scheme, fmt)
+        tag = case[4] if len(case) > 4 else "%s-%s-%s" % (model, scheme, fmt)
         q, e = os.path.join(a.work, "q", tag), os.path.join(a.work, "e", tag)
         if not os.path.isdir(q) or not os.path.isdir(e):
             continue
@@ -293,7 +347,8 @@ def main():
                      os.path.join(a.work, "r", tag + ".tp%d.vllm.json" % tp))
         verdict, why = judge_vllm(rv)
         row = {"model": model, "scheme": scheme, "format": fmt, "tp": tp,
-               "verify": errors == 0, "vllm": verdict, "note": why}
+               "verify": errors == 0, "vllm": verdict, "note": why,
+               "converted": len(case) > 4}
         tp_rows.append(row)
         if row["verify"] != (verdict in ("ok", "kernel")):
             problems.append(("%s TP=%d" % (tag, tp), "verify --tp %d says %s; vLLM: %s %s"
