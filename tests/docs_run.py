@@ -26,15 +26,67 @@ NOT_RUN = {
     "make check": "this test runs inside make check",
     "make deps": "installs Debian packages (make check's first step does it)",
 }
+NOT_RUN_TOOLS = {"kubectl": "needs a Kubernetes cluster; the fp8conv lines in it are the "
+                            "--part/--finish ones run above"}
+
+
+# The README's scheduler recipes run whole (a block is one script) with these
+# stand-ins first on PATH: each runs the work on this machine, in order, so an
+# afterok dependency holds when the jobs before it succeeded.  kubectl has
+# none: its lines are said as not run.
+STANDINS = {
+    # sbatch [--parsable] [--array=A-B] [--dependency=...] --wrap CMD
+    "sbatch": r"""#!/bin/bash
+set -e
+lo=0 hi=0 parsable=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --parsable) parsable=1 ;;
+    --array=*) r=${1#--array=}; lo=${r%-*}; hi=${r#*-} ;;
+    --dependency=*) ;;
+    --wrap) cmd=$2; shift ;;
+    *) echo "sbatch stand-in: $1 not understood" >&2; exit 2 ;;
+  esac
+  shift
+done
+for i in $(seq $lo $hi); do SLURM_ARRAY_TASK_ID=$i bash -c "$cmd"; done
+[ $parsable = 1 ] && echo 4242 || echo "Submitted batch job 4242"
+""",
+    # parallel [--sshloginfile F] [--workdir D] CMD... ::: ARGS: every host is this
+    # one and the shared directory the sandbox
+    "parallel": r"""#!/bin/bash
+set -e
+cmd=()
+while [ $# -gt 0 ] && [ "$1" != ":::" ]; do
+  case $1 in
+    --sshloginfile|--workdir) shift ;;
+    *) cmd+=("$1") ;;
+  esac
+  shift
+done
+shift
+pids=()
+for a in "$@"; do "${cmd[@]//\{\}/$a}" & pids+=($!); done
+for p in "${pids[@]}"; do wait $p; done
+""",
+}
+RECIPE = re.compile(r"(jid=\$\(sbatch|sbatch|parallel) ")
 
 
 def readme_lines():
-    lines, block = [], False
+    lines, block, start = [], None, 0
     for n, line in enumerate(open(os.path.join(ROOT, "README.md")), 1):
         if line.startswith("```"):
-            block = not block
+            if block is not None and RECIPE.match(block):
+                lines.append(("README.md:%d" % start, block.rstrip("\n")))
+            block, start = (None, 0) if block is not None else ("", n + 1)
             continue
-        if block and re.match(r"(build/fp8conv|fp8conv|make) ", line):
+        if block is None:
+            continue
+        block += line
+        if re.match(r"(build/fp8conv|fp8conv|make) ", line):
+            lines.append(("README.md:%d" % n, line.rstrip("\n")))
+        elif line.startswith("kubectl "):
             lines.append(("README.md:%d" % n, line.rstrip("\n")))
     return lines
 
@@ -127,13 +179,17 @@ def main():
     bindir = os.path.join(top, "bin")
     os.makedirs(bindir)
     os.symlink(BIN, os.path.join(bindir, "fp8conv"))
+    for name, text in STANDINS.items():
+        with open(os.path.join(bindir, name), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(bindir, name), 0o755)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     passed = failed = not_run = 0
     try:
         template = make_template(top)
         for i, (where, line) in enumerate(lines):
             first = line.split("#")[0].strip()
-            reason = NOT_RUN.get(first)
+            reason = NOT_RUN.get(first) or NOT_RUN_TOOLS.get(first.split(" ")[0])
             if first.startswith("make demo") and BUILD != "build":
                 reason = "it builds and runs build/fp8conv; this run tests %s" % BIN
             if reason:
@@ -142,9 +198,11 @@ def main():
                 continue
             box = os.path.join(top, "run%d" % i)
             shutil.copytree(template, box, symlinks=True)
-            out = output_operand(line)
-            if out and os.path.lexists(os.path.join(box, out)):
-                shutil.rmtree(os.path.join(box, out))
+            # a recipe's fp8conv commands sit inside quotes and after stand-ins
+            cmds = re.findall(r"fp8conv [^'\n&\\]*", line) if RECIPE.match(line) else [line]
+            for out in filter(None, map(output_operand, cmds)):
+                if os.path.lexists(os.path.join(box, out)):
+                    shutil.rmtree(os.path.join(box, out))
             cwd = ROOT if first.startswith("make ") else box
             r = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True,
                                text=True, timeout=600)
