@@ -5,7 +5,9 @@ sentence-transformers), and verify's prediction held against what they did.
 
 Usage: python tests/loaders/matrix.py [--fp8conv build/fp8conv] [--work build/loaders]
                                       [--models llama,...] [--pairs block/hf-fp8,...]
+                                      [--no-tp] [--no-convert]
                                       [--readme README.md [--update-readme]]
+Environment: FP8CHECK_AMX=auto|off|on, which of vLLM's CPU FP8 kernels run (vllm_check.py).
 
 For each model (tests/loaders/make_models.py) and pair:
   1. fp8conv quantize --json; a refusal must be exit 2 or 3 with a message naming the loader rule;
@@ -17,7 +19,8 @@ For each model (tests/loaders/make_models.py) and pair:
   5. each cell gets one verdict (see VERDICTS); the run fails on any cell where fp8conv wrote a
      checkpoint that verify passes and a loader fails or computes other weights, and on any
      cell where verify's prediction for vLLM or transformers differs from what they did.
-Then the tensor-parallel cases (TP_CASES): vLLM at TP=2 against verify --tp 2; and
+Then the negative controls (NEGATIVE_CASES: a doubled scale must fail), the tensor-parallel
+cases (TP_CASES): vLLM at TP=2 against verify --tp 2; and
 fp8conv convert's outputs (CONVERT_CASES), each judged like a cell (and at TP=2 where given),
 the exact ones also required to keep every value (diff --dequant against their source).
 The matrix is written to WORK/matrix.md (and .json); with --readme, a README copy (between the
@@ -34,6 +37,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
+sys.path.insert(0, HERE)
+import vllm_check  # noqa: E402  (its criteria and known kernel bugs; vLLM is not imported)
 
 PAIRS = [("block", "hf-fp8"), ("block", "compressed-tensors"), ("channel", "compressed-tensors"),
          ("channel", "modelopt"), ("tensor", "hf-fp8"), ("tensor", "compressed-tensors"),
@@ -53,7 +58,14 @@ CONVERT_CASES = [("qwen3moe", ("block", "hf-fp8"), ["--exact", "--block", "64x64
                  ("llama", ("channel", "compressed-tensors"), ["--exact", "--format", "modelopt"], None),
                  ("llama", ("block", "hf-fp8"), ["--scheme", "channel"], None)]
 
-BEGIN, END = "<!-- loaders-matrix:begin -->", "<!-- loaders-matrix:end -->"
+# Negative controls: (model, cell): the cell's checkpoint with layer 0's o_proj scale x2
+# (vllm_check.py --break-scale), judged against the export of the unbroken one. vLLM must be
+# judged "fails" with that layer bad, whatever kernels this CPU has: the known kernel bugs the
+# judgement forgives (vllm_check.AMX_DECODE_BUG) must not hide a wrong scale.
+NEGATIVE_CASES = [("llama", ("block", "hf-fp8"))]
+
+def markers(block):
+    return "<!-- %s:begin -->" % block, "<!-- %s:end -->" % block
 
 
 def run(cmd, **kw):
@@ -87,19 +99,34 @@ class Cell:
         return "%s %s/%s" % (self.model, self.scheme, self.fmt)
 
 
+def decode_bug_note(w):
+    """The note for layers whose only difference is vLLM's AMX kernel's E4M3 decoding."""
+    c = w.get("kernel_decode_bug_counts") or {}
+    return ("loader bug, %s: %d layers, %d elements (%d subnormal codes, %d zeros; codes %s), "
+            "every other element exact" % (
+                vllm_check.AMX_DECODE_BUG, len(w["kernel_decode_bug"]), c.get("elements", 0),
+                c.get("subnormal_elements", 0), c.get("zero_elements", 0),
+                ", ".join(sorted(c.get("codes", {})))))
+
+
 def judge_vllm(r):
     """-> (verdict, note). Verdicts: "ok" (loads, weights equal the export, generation agrees),
-    "kernel" (the CPU build lacks a kernel; the weights it loaded were checked and are right),
+    "loader-bug" (ok, but for layers whose kernel computes with other values than the weights it
+    loaded bit-exact, exactly where a known kernel bug says: vllm_check.AMX_DECODE_BUG),
+    "kernel" (the CPU build lacks a kernel, or has one that cannot run the model, named by its
+    exact error; the weights it loaded were checked and are right),
     "fails" (refuses the checkpoint, or computes other weights)."""
     w = r.get("weights") or {}
     weights_ok = bool(w.get("layers")) and not w.get("bad")
     err = r.get("missing_kernel") or r.get("error")
     if r.get("ok"):
-        return "ok", ""
+        return ("loader-bug", decode_bug_note(w)) if w.get("kernel_decode_bug") else ("ok", "")
     past = r.get("refused_past_missing_kernel")
     if past:  # with stand-ins for the kernels this CPU lacks, vLLM still refused
         return "fails", short_error(past.get("error"))
     if (r.get("kernel_unavailable") or r.get("missing_kernel")) and weights_ok:
+        if r.get("kernel_limit"):
+            return "kernel", "the kernel cannot run it: " + short_error(r["kernel_limit"])
         return "kernel", short_error(err)
     return "fails", short_error(err) or "weights or generation differ: %s" % json.dumps(
         {"weights": {k: w.get(k) for k in ("layers", "exact", "max_ulp", "bad")},
@@ -176,6 +203,31 @@ def checker(script, args, out):
         return json.load(f)
 
 
+AMX_SEEN = set()  # what the vLLM runs said of vllm_check.amx_path()
+
+
+def cpu_line():
+    """The CPU the verdicts were taken on, and which of vLLM's FP8 kernels ran."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and model == "unknown CPU":
+                    model = v.strip()
+                elif k.strip() == "flags" and not flags:
+                    flags = set(v.split())
+    except OSError:
+        pass
+    has = ", ".join("%s %s" % (f, "yes" if f in flags else "no")
+                    for f in ("amx_tile", "amx_bf16", "avx512_bf16", "avx512f"))
+    mode = os.environ.get("FP8CHECK_AMX", "auto")
+    took = {frozenset([True]): "AMX W8A16 FP8 linear kernels (fp8_scaled_mm_cpu)",
+            frozenset([False]): "no AMX kernel", frozenset([True, False]): "both, in different runs"}
+    return "CPU: %s (%s); FP8CHECK_AMX=%s: vLLM took %s" % (
+        model, has, mode, took.get(frozenset(AMX_SEEN), "no vLLM run"))
+
+
 def judge_written(a, cell, src, q, e, tag):
     """verify's prediction, the export, and what the loaders do with checkpoint q."""
     cell.verify, cell.verify_errors, _ = verify_cell(a, cell, q)
@@ -183,6 +235,8 @@ def judge_written(a, cell, src, q, e, tag):
     rv = checker("vllm_check.py", ["--model", q, "--export", e],
                  os.path.join(a.work, "r", tag + ".vllm.json"))
     cell.vllm, cell.vllm_note = judge_vllm(rv)
+    if rv.get("amx") is not None:
+        AMX_SEEN.add(bool(rv["amx"]))
     extra = ["--sentence-transformers", "--original", src] if cell.model == "minilm" else []
     rh = checker("hf_check.py", ["--model", q, "--export", e] + extra,
                  os.path.join(a.work, "r", tag + ".hf.json"))
@@ -202,12 +256,13 @@ def judge(cell):
     """Holds verify's prediction against the loaders."""
     if cell.quantize != "written":
         return
-    vllm_loads = cell.vllm in ("ok", "kernel")
+    vllm_loads = cell.vllm in LOADS
     if cell.verify.get("vllm") != vllm_loads:
         cell.problems.append("verify says vLLM %s it; vLLM %s (%s)" % (
             "loads" if cell.verify.get("vllm") else "refuses",
-            {"ok": "loads it", "kernel": "loads it (a kernel is missing on this CPU)",
-             "fails": "fails"}[cell.vllm], cell.vllm_note))
+            {"ok": "loads it", "loader-bug": "loads it (its kernel mis-decodes some codes)",
+             "kernel": "loads it (no kernel on this CPU runs it)", "fails": "fails"}[cell.vllm],
+            cell.vllm_note))
     d = cell.hf.get("default")
     if d is not None and cell.verify.get("transformers") != (d == "ok"):
         cell.problems.append("verify says transformers %s it; transformers: %s" % (
@@ -218,13 +273,38 @@ def judge(cell):
             cell.problems.append("%s: %s" % (name, v))
 
 
+# vLLM verdicts that mean "vLLM loads this checkpoint with the weights fp8conv meant".
+LOADS = ("ok", "loader-bug", "kernel")
+
+
 def yes(b):
     return "loads" if b else "refuses"
 
 
-def matrix_md(cells, tp_rows, versions):
-    out = ["Tested with %s. `make check-loaders` writes this table; each cell is one model quantized "
-           "with one pair, loaded by each program." % versions, "",
+def negative_control(a, model, cell_pair):
+    """-> (row, problem or None); see NEGATIVE_CASES."""
+    tag = "%s-%s-%s" % ((model,) + cell_pair)
+    q, e = os.path.join(a.work, "q", tag), os.path.join(a.work, "e", tag)
+    bad = os.path.join(a.work, "q", tag + "-scale-x2")
+    r = run([PY, os.path.join(HERE, "vllm_check.py"), "--break-scale", q, bad])
+    if r.returncode != 0:
+        raise SystemExit("harness: --break-scale %s: %s%s" % (q, r.stdout, r.stderr))
+    broken = r.stdout.split(": ")[2].split(" x")[0]  # "break-scale: OUT: NAME x2.0 (shard)"
+    layer = broken.rsplit(".", 1)[0]
+    rv = checker("vllm_check.py", ["--model", bad, "--export", e],
+                 os.path.join(a.work, "r", tag + "-scale-x2.vllm.json"))
+    verdict, why = judge_vllm(rv)
+    bad_layers = (rv.get("weights") or {}).get("bad") or []
+    caught = verdict == "fails" and any(layer.split("model.", 1)[-1] in b for b in bad_layers)
+    row = "%s %s/%s with %s x2: vLLM %s%s" % (
+        model, cell_pair[0], cell_pair[1], broken, verdict,
+        " (bad: %s)" % ", ".join(bad_layers) if bad_layers else "")
+    return row, None if caught else ("negative control not caught: " + row)
+
+
+def matrix_md(cells, tp_rows, versions, cpu="", negatives=()):
+    out = ["Tested with %s. %s. `make check-loaders` writes this table; each cell is one model "
+           "quantized with one pair, loaded by each program." % (versions, cpu), "",
            "| model | scheme / format | fp8conv | verify (vLLM, transformers) | vLLM | transformers "
            "| transformers dequantize | compressed-tensors | sentence-transformers |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -248,7 +328,8 @@ def matrix_md(cells, tp_rows, versions):
         if c.quantize == "refused":
             row = ["refused" + note(c.message)] + ["—"] * 6
         else:
-            vl = {"ok": "ok", "kernel": "weights ok, kernel missing" + note(c.vllm_note),
+            vl = {"ok": "ok", "loader-bug": "weights ok, kernel bug" + note(c.vllm_note),
+                  "kernel": "weights ok, no kernel here" + note(c.vllm_note),
                   "fails": "fails" + note(c.vllm_note)}[c.vllm]
             row = ["written" + note(c.message),
                    "%s, %s" % (yes(c.verify.get("vllm")), yes(c.verify.get("transformers"))), vl,
@@ -262,8 +343,11 @@ def matrix_md(cells, tp_rows, versions):
             out.append("| %s %s/%s%s TP=%d | %s | %s |" % (
                 t["model"], t["scheme"], t["format"], " (converted)" if t.get("converted") else "",
                 t["tp"], yes(t["verify"]),
-                {"ok": "loads", "kernel": "loads, kernel missing" + note(t["note"]),
+                {"ok": "loads", "loader-bug": "loads, kernel bug" + note(t["note"]),
+                 "kernel": "loads, no kernel here" + note(t["note"]),
                  "fails": "refuses" + note(t["note"])}[t["vllm"]]))
+    if negatives:
+        out += [""] + ["Negative control: %s." % r for r in negatives]
     out.append("")
     for text, n in notes.items():
         out.append("[%d] %s  " % (n, text.replace("|", "\\|")))
@@ -277,7 +361,10 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--pairs", default=",".join("%s/%s" % p for p in PAIRS))
     ap.add_argument("--no-tp", action="store_true")
+    ap.add_argument("--no-convert", action="store_true", help="no CONVERT_CASES")
     ap.add_argument("--readme")
+    ap.add_argument("--readme-block", default="loaders-matrix",
+                    help="the README's block between <!-- NAME:begin --> and <!-- NAME:end -->")
     ap.add_argument("--update-readme", action="store_true")
     a = ap.parse_args()
     a.fp8conv = os.path.abspath(a.fp8conv)
@@ -303,7 +390,7 @@ def main():
                 judge_written(a, cell, src, q, e, tag)
             said(cell, t1)
     tp_cases = [] if a.no_tp else list(TP_CASES)
-    for model, (scheme, fmt), opts, tp in CONVERT_CASES:
+    for model, (scheme, fmt), opts, tp in ([] if a.no_convert else CONVERT_CASES):
         tag = "%s-%s-%s" % (model, scheme, fmt)
         q = os.path.join(a.work, "q", tag)
         if model not in models or not os.path.isdir(q):
@@ -333,6 +420,16 @@ def main():
                 tp_cases.append((model, cell.scheme, cell.fmt, tp, ctag))
         said(cell, t1)
     problems = [(c.key(), p) for c in cells for p in c.problems]
+    negatives = []
+    for model, pair in NEGATIVE_CASES:
+        if model in models and pair in pairs and os.path.isdir(
+                os.path.join(a.work, "e", "%s-%s-%s" % ((model,) + pair))):
+            t1 = time.time()
+            row, problem = negative_control(a, model, pair)
+            negatives.append(row)
+            if problem:
+                problems.append(("%s %s/%s scale x2" % ((model,) + pair), problem))
+            print("loaders: negative control: %s (%.0f s)" % (row, time.time() - t1), flush=True)
     for case in tp_cases:
         model, scheme, fmt, tp = case[:4]
         if model not in models:
@@ -350,7 +447,7 @@ def main():
                "verify": errors == 0, "vllm": verdict, "note": why,
                "converted": len(case) > 4}
         tp_rows.append(row)
-        if row["verify"] != (verdict in ("ok", "kernel")):
+        if row["verify"] != (verdict in LOADS):
             problems.append(("%s TP=%d" % (tag, tp), "verify --tp %d says %s; vLLM: %s %s"
                              % (tp, yes(row["verify"]), verdict, why)))
         print("loaders: %-40s TP=%d verify=%s vllm=%s %s(%.0f s)" % (
@@ -361,7 +458,7 @@ def main():
               "sentence-transformers %s' % (vllm.__version__, torch.__version__.split('+')[0], "
               "transformers.__version__, compressed_tensors.__version__, "
               "sentence_transformers.__version__))"])
-    md = matrix_md(cells, tp_rows, vr.stdout.strip())
+    md = matrix_md(cells, tp_rows, vr.stdout.strip(), cpu_line(), negatives)
     with open(os.path.join(a.work, "matrix.md"), "w") as f:
         f.write(md)
     with open(os.path.join(a.work, "matrix.json"), "w") as f:
@@ -369,6 +466,7 @@ def main():
     print(md)
     if a.readme:
         text = open(a.readme).read()
+        BEGIN, END = markers(a.readme_block)
         i, j = text.find(BEGIN), text.find(END)
         if i < 0 or j < i:
             raise SystemExit("harness: %s has no %s ... %s block" % (a.readme, BEGIN, END))
@@ -383,9 +481,12 @@ def main():
     for key, p in problems:
         print("loaders: PROBLEM: %s: %s" % (key, p))
     n = sum(1 for c in cells if c.quantize == "written")
-    print("loaders: %d cells (%d written, %d refused), %d tensor-parallel runs, %d problems, %.0f s"
-          % (len(cells), n, len(cells) - n, len(tp_rows), len(problems), time.time() - t0))
-    print("%d passed, %d failed" % (len(cells) + len(tp_rows) - len(set(k for k, _ in problems)),
+    print("loaders: %d cells (%d written, %d refused), %d tensor-parallel runs, %d negative "
+          "controls, %d problems, %.0f s" % (len(cells), n, len(cells) - n, len(tp_rows),
+                                             len(negatives), len(problems), time.time() - t0))
+    print("loaders: %s" % cpu_line())
+    total = len(cells) + len(tp_rows) + len(negatives)
+    print("%d passed, %d failed" % (total - len(set(k for k, _ in problems)),
                                     len(set(k for k, _ in problems))))
     return 1 if problems else 0
 

