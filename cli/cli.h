@@ -44,15 +44,15 @@ typedef struct {
     const struct option *longopts; /* its getopt table, also read by completion */
 } cli_command;
 
-extern const struct option cli_inspect_options[], cli_quantize_options[],
-    cli_dequantize_options[], cli_verify_options[], cli_diff_options[], cli_convert_options[];
+/* The commands, each defined in its cli/cmd_<name>.c. */
+extern const cli_command cli_cmd_inspect, cli_cmd_quantize, cli_cmd_dequantize, cli_cmd_convert,
+    cli_cmd_verify, cli_cmd_diff;
 
-int cmd_inspect(int argc, char **argv, cli_common *common);
-int cmd_quantize(int argc, char **argv, cli_common *common);
-int cmd_dequantize(int argc, char **argv, cli_common *common);
-int cmd_convert(int argc, char **argv, cli_common *common);
-int cmd_diff(int argc, char **argv, cli_common *common);
-int cmd_verify(int argc, char **argv, cli_common *common);
+/* The options every command takes, and their --help text (cli/options.c). */
+extern const struct option cli_common_options[];
+extern const char cli_common_help[];
+/* A command's --help: synopsis, its options, examples, exit statuses. */
+void cli_command_usage(const cli_command *cmd, FILE *out);
 
 /* A command's own options: getopt_long entries (codes from CLI_OPT_FIRST up),
  * and the function that takes each; it returns -1 to go on, or an exit code. */
@@ -67,7 +67,7 @@ typedef struct {
  * --help out of a command's argv, leaving the operands in argv[1..] in order
  * and checking there are as many as the command's synopsis names; returns -1
  * when done, an exit code to stop with otherwise. */
-int cli_parse(const char *command, int *argc, char **argv, cli_common *common,
+int cli_parse(const cli_command *cmd, int *argc, char **argv, cli_common *common,
               const cli_options *own);
 /* Picks `value` out of NULL-terminated `names` (the index is the enum value);
  * on failure says so, naming `option` and the choices. */
@@ -115,7 +115,7 @@ void cli_progress_end(cli_progress_state *p, bool ok);
 /* "1.75 GiB", "512 B": sizes for people (exact bytes go in --json). */
 void cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
 /* --part I/N, --finish, --resume and --page-cache (quantize and
- * dequantize-for-export, cli/part.c): their getopt entries and codes, the
+ * dequantize-for-export, cli/options.c): their getopt entries and codes, the
  * function that takes one (-1 to go on, or an exit code), and the check
  * that refuses the combinations that mean nothing. */
 enum { CLI_OPT_PART = CLI_OPT_FIRST + 64, CLI_OPT_FINISH, CLI_OPT_RESUME, CLI_OPT_PAGE_CACHE };
@@ -124,6 +124,16 @@ enum { CLI_OPT_PART = CLI_OPT_FIRST + 64, CLI_OPT_FINISH, CLI_OPT_RESUME, CLI_OP
         { "finish", no_argument, NULL, CLI_OPT_FINISH },                                   \
         { "resume", no_argument, NULL, CLI_OPT_RESUME },                                   \
         { "page-cache", required_argument, NULL, CLI_OPT_PAGE_CACHE }
+/* Their --help lines. */
+#define CLI_RUN_HELP                                                                             \
+    "      --part I/N             write part I of N (its share of the shards, by bytes)\n"   \
+    "                             into .OUTPUT.parts beside OUTPUT; publish nothing\n"      \
+    "      --finish               check every part's shards, write the rest, publish OUTPUT\n" \
+    "      --resume               continue the run on OUTPUT that died, keeping the\n"      \
+    "                             shards it finished (not after a --no-sync run)\n"         \
+    "      --page-cache auto|keep|drop\n"                                                    \
+    "                             drop what was read and written from the page cache\n"     \
+    "                             as it goes (auto: when the input passes half the RAM)\n"
 int cli_run_take(int code, const char *value, fp8_run_options *run);
 int cli_run_check(const fp8_run_options *run);
 /* The exit code for a library status, printing the context's message. */

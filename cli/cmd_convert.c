@@ -119,7 +119,7 @@ static void print_report(const fp8_convert *c, const char *out, double seconds)
                fp8_device_name(fp8_quant_plan_device(fp8_convert_plan(c))));
 }
 
-const struct option cli_convert_options[] = {
+static const struct option cli_convert_options[] = {
     { "scheme", required_argument, NULL, CLI_OPT_SCHEME },
     { "format", required_argument, NULL, CLI_OPT_FORMAT },
     { "block", required_argument, NULL, CLI_OPT_BLOCK },
@@ -132,12 +132,12 @@ const struct option cli_convert_options[] = {
     { NULL, 0, NULL, 0 },
 };
 
-int cmd_convert(int argc, char **argv, cli_common *common)
+static int cmd_convert(int argc, char **argv, cli_common *common)
 {
     convert_args args = { .opts = FP8_CONVERT_OPTIONS_INIT };
     fp8_convert_options *o = &args.opts;
     cli_options own = { cli_convert_options, take_option, &args };
-    int rc = cli_parse("convert", &argc, argv, common, &own);
+    int rc = cli_parse(&cli_cmd_convert, &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
     if (args.like && (o->scheme_set || o->block_set || o->scale_fmt_set || args.given.format)) {
@@ -186,3 +186,30 @@ int cmd_convert(int argc, char **argv, cli_common *common)
     fp8_ctx_free(ctx);
     return rc;
 }
+
+/* The command: its synopsis, --help text, examples and exit statuses
+ * (fp8conv help convert), and its options for getopt and completion. */
+const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8 checkpoint into another FP8 layout", cmd_convert,
+  "Options:\n"
+  "      --format hf-fp8|compressed-tensors|modelopt\n"
+  "                             output layout (default: the input's, when it has the\n"
+  "                             scheme)\n"
+  "      --scheme block|channel|tensor|mxfp8\n"
+  "                             scaling granularity (default: the input's)\n"
+  "      --block RxC            block size (default: the input's); a block that divides\n"
+  "                             the input's keeps every code\n"
+  "      --scale-fmt float|ue8m0\n"
+  "                             block scales as they are, or powers of two (hf-fp8)\n"
+  "      --mx-rounding rceil|floor\n"
+  "                             MX scale exponent rounding (default rceil)\n"
+  "      --exact                fail rather than re-quantize a weight from its values\n"
+  "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
+  "                             config.json): scheme, format, block, scale_fmt\n"
+  "      --force                replace OUTPUT if it exists\n"
+  "      --no-sync              do not fsync the output (faster; a power loss soon\n"
+  "                             after can leave it damaged)\n",
+  "  fp8conv convert --block 16x16 model-fp8/ model-fp8-16/\n"
+  "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n",
+  "0 written; 2 usage error, OUTPUT exists, or --exact and a weight is not exact;\n"
+  "3 bad input (not FP8, a bad scale or code); 4 I/O error or interrupted; 5 device error",
+  cli_convert_options };

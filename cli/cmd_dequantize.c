@@ -69,7 +69,7 @@ static int report(const cli_common *common, const char *in, const char *out,
 }
 
 /* The command's own long options (getopt, --help, bash completion). */
-const struct option cli_dequantize_options[] = {
+static const struct option cli_dequantize_options[] = {
     { "dtype", required_argument, NULL, OPT_DTYPE },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
@@ -77,11 +77,11 @@ const struct option cli_dequantize_options[] = {
     { NULL, 0, NULL, 0 },
 };
 
-int cmd_dequantize(int argc, char **argv, cli_common *common)
+static int cmd_dequantize(int argc, char **argv, cli_common *common)
 {
     fp8_dequant_options opts = FP8_DEQUANT_OPTIONS_INIT;
     cli_options own = { cli_dequantize_options, take_option, &opts };
-    int rc = cli_parse("dequantize-for-export", &argc, argv, common, &own);
+    int rc = cli_parse(&cli_cmd_dequantize, &argc, argv, common, &own);
     if (rc >= 0 || (rc = cli_run_check(&opts.run)) >= 0)
         return rc;
     opts.threads = common->threads;
@@ -105,3 +105,20 @@ int cmd_dequantize(int argc, char **argv, cli_common *common)
     fp8_ctx_free(ctx);
     return rc;
 }
+
+/* The command: its synopsis, --help text, examples and exit statuses
+ * (fp8conv help dequantize-for-export), and its options for getopt and completion. */
+const cli_command cli_cmd_dequantize = { "dequantize-for-export", "INPUT OUTPUT", "convert an FP8 checkpoint back to bf16/f16/f32",
+  cmd_dequantize,
+  "Options:\n"
+  "      --dtype bf16|f16|f32   the output dtype of dequantized weights (default bf16)\n"
+  "      --force                replace OUTPUT if it exists\n"
+  "      --no-sync              do not fsync the output (faster; a power loss soon\n"
+  "                             after can leave it damaged)\n"
+  CLI_RUN_HELP,
+  "  fp8conv dequantize-for-export model-fp8/ model-bf16/\n"
+  "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
+  "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
+  "3 bad input (not FP8, a bad scale); "
+  "4 I/O error or interrupted; 5 device error",
+  cli_dequantize_options };

@@ -108,16 +108,16 @@ static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequ
 }
 
 /* The command's own long options (getopt, --help, bash completion). */
-const struct option cli_diff_options[] = {
+static const struct option cli_diff_options[] = {
     { "dequant", no_argument, NULL, OPT_DEQUANT },
     { NULL, 0, NULL, 0 },
 };
 
-int cmd_diff(int argc, char **argv, cli_common *common)
+static int cmd_diff(int argc, char **argv, cli_common *common)
 {
     fp8_diff_options opts = { 0 };
     cli_options own = { cli_diff_options, take_option, &opts.dequant };
-    int rc = cli_parse("diff", &argc, argv, common, &own);
+    int rc = cli_parse(&cli_cmd_diff, &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
     opts.threads = common->threads;
@@ -145,3 +145,13 @@ int cmd_diff(int argc, char **argv, cli_common *common)
     fp8_ctx_free(ctx);
     return rc;
 }
+
+/* The command: its synopsis, --help text, examples and exit statuses
+ * (fp8conv help diff), and its options for getopt and completion. */
+const cli_command cli_cmd_diff = { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
+  "Options:\n"
+  "      --dequant              compare FP8 weights by dequantized value (q * scale)\n",
+  "  fp8conv diff a/ b/ && echo same\n"
+  "  fp8conv diff --dequant model-fp8/ model-f32/ && echo same values\n",
+  "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error",
+  cli_diff_options };

@@ -171,16 +171,16 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
 }
 
 /* The command's own long options (getopt, --help, bash completion). */
-const struct option cli_inspect_options[] = {
+static const struct option cli_inspect_options[] = {
     { "hash", no_argument, NULL, OPT_HASH },
     { NULL, 0, NULL, 0 },
 };
 
-int cmd_inspect(int argc, char **argv, cli_common *common)
+static int cmd_inspect(int argc, char **argv, cli_common *common)
 {
     bool hash = false;
     cli_options own = { cli_inspect_options, take_option, &hash };
-    int rc = cli_parse("inspect", &argc, argv, common, &own);
+    int rc = cli_parse(&cli_cmd_inspect, &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
     fp8_ctx *ctx = cli_ctx_create();
@@ -216,3 +216,15 @@ int cmd_inspect(int argc, char **argv, cli_common *common)
     fp8_ctx_free(ctx);
     return rc;
 }
+
+/* The command: its synopsis, --help text, examples and exit statuses
+ * (fp8conv help inspect), and its options for getopt and completion. */
+const cli_command cli_cmd_inspect = { "inspect", "PATH", "list the tensors of a checkpoint, file or directory", cmd_inspect,
+  "Options:\n"
+  "      --hash                 also read the data: XXH3-128 of every tensor, and the\n"
+  "                             checkpoint's digest (independent of sharding)\n",
+  "  fp8conv inspect testdata/deepseek-moe-tiny\n"
+  "  fp8conv inspect --json model/ | jq .summary.bytes_by_dtype\n"
+  "  fp8conv inspect -q model/ && echo valid\n",
+  "0 read; 2 usage error; 3 not a valid checkpoint; 4 I/O error",
+  cli_inspect_options };

@@ -182,7 +182,7 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
 /* ---------------------------------------------------------------- progress, signals */
 
 /* The command's own long options (getopt, --help, bash completion). */
-const struct option cli_quantize_options[] = {
+static const struct option cli_quantize_options[] = {
     { "scheme", required_argument, NULL, CLI_OPT_SCHEME },
     { "format", required_argument, NULL, CLI_OPT_FORMAT },
     { "block", required_argument, NULL, CLI_OPT_BLOCK },
@@ -198,11 +198,11 @@ const struct option cli_quantize_options[] = {
     { NULL, 0, NULL, 0 },
 };
 
-int cmd_quantize(int argc, char **argv, cli_common *common)
+static int cmd_quantize(int argc, char **argv, cli_common *common)
 {
     quantize_args a = { .opts = FP8_QUANT_OPTIONS_INIT };
     cli_options own = { cli_quantize_options, take_option, &a };
-    int rc = cli_parse("quantize", &argc, argv, common, &own);
+    int rc = cli_parse(&cli_cmd_quantize, &argc, argv, common, &own);
     if (rc >= 0 || (rc = check_combinations(&a)) >= 0)
         return rc;
     const char *in = argv[1], *out = argv[2];
@@ -272,3 +272,37 @@ int cmd_quantize(int argc, char **argv, cli_common *common)
     fp8_ctx_free(ctx);
     return rc;
 }
+
+/* The command: its synopsis, --help text, examples and exit statuses
+ * (fp8conv help quantize), and its options for getopt and completion. */
+const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8", cmd_quantize,
+  "Options:\n"
+  "      --scheme block|channel|tensor|mxfp8\n"
+  "                             scaling granularity (default block)\n"
+  "      --format hf-fp8|compressed-tensors|modelopt\n"
+  "                             output layout (default: hf-fp8 for block and tensor,\n"
+  "                             compressed-tensors for channel and mxfp8)\n"
+  "      --block RxC            block size for --scheme block (default 128x128)\n"
+  "      --scale-fmt float|ue8m0\n"
+  "                             block scales as computed, or rounded up to powers of two\n"
+  "                             (hf-fp8 only; default float)\n"
+  "      --mx-rounding rceil|floor\n"
+  "                             MX scale exponent rounding (default rceil)\n"
+  "      --ignore REGEX         keep tensors whose name matches REGEX (POSIX extended,\n"
+  "                             unanchored) unquantized; repeatable\n"
+  "      --no-default-ignore    quantize embeddings, lm_head, routers, ... too\n"
+  "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
+  "                             config.json): scheme, format, block, scale_fmt, and its\n"
+  "                             ignore list mapped onto INPUT's modules\n"
+  "      --force                replace OUTPUT if it exists\n"
+  "      --no-sync              do not fsync the output (faster; a power loss soon\n"
+  "                             after can leave it damaged)\n"
+  CLI_RUN_HELP
+  "  -n, --dry-run              print the plan, write nothing\n",
+  "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
+  "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
+  "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n",
+  "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
+  "3 bad input (already FP8, NaN or inf); "
+  "4 I/O error or interrupted; 5 device error",
+  cli_quantize_options };

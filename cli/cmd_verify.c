@@ -82,7 +82,7 @@ static bool required(const verify_args *a, fp8_loader l)
 }
 
 /* The command's own long options (getopt, --help, bash completion). */
-const struct option cli_verify_options[] = {
+static const struct option cli_verify_options[] = {
     { "strict", no_argument, NULL, OPT_STRICT },
     { "no-values", no_argument, NULL, OPT_NO_VALUES },
     { "tp", required_argument, NULL, OPT_TP },
@@ -96,11 +96,11 @@ const struct option cli_verify_options[] = {
     { NULL, 0, NULL, 0 },
 };
 
-int cmd_verify(int argc, char **argv, cli_common *common)
+static int cmd_verify(int argc, char **argv, cli_common *common)
 {
     verify_args a = { .opts = FP8_VERIFY_OPTIONS_INIT };
     cli_options own = { cli_verify_options, take_option, &a };
-    int rc = cli_parse("verify", &argc, argv, common, &own);
+    int rc = cli_parse(&cli_cmd_verify, &argc, argv, common, &own);
     if (rc >= 0)
         return rc;
     a.opts.threads = common->threads;
@@ -260,3 +260,33 @@ int cmd_verify(int argc, char **argv, cli_common *common)
     fp8_ctx_free(ctx);
     return rc;
 }
+
+/* The command: its synopsis, --help text, examples and exit statuses
+ * (fp8conv help verify), and its options for getopt and completion. */
+const cli_command cli_cmd_verify = { "verify", "CHECKPOINT", "check an FP8 checkpoint offline (exit 1 on a problem)", cmd_verify,
+  "Options:\n"
+  "      --strict               warnings fail too (exit 1)\n"
+  "      --no-values            check headers and config only, not the tensor data\n"
+  "      --tp N                 report every layer that would not load at tensor-\n"
+  "                             parallel size N (vLLM/SGLang partitions)\n"
+  "      --ep M                 MoE experts spread whole over M expert-parallel ranks\n"
+  "      --against SRC          compare with the bf16 source: E4M3 error bound, and\n"
+  "                             whether re-quantizing SRC reproduces the FP8 bytes\n"
+  "      --loader vllm|sglang|transformers\n"
+  "                             require that loader too (repeatable; default vllm and\n"
+  "                             sglang)\n"
+  "      --format hf-fp8|compressed-tensors|modelopt\n"
+  "                             for a file without config.json: check it against this\n"
+  "                             layout, as quantize declares it\n"
+  "      --scheme block|channel|tensor|mxfp8\n"
+  "                             with --format (default block)\n"
+  "      --block RxC            with --format --scheme block (default 128x128)\n"
+  "      --like PATH            compare the layout with a reference checkpoint (or its\n"
+  "                             config.json): tensors, dtypes, scale shapes and\n"
+  "                             quantization_config; every difference is an error\n",
+  "  fp8conv verify model-fp8/ || exit 1\n"
+  "  fp8conv verify --no-values --tp 8 model-fp8/\n"
+  "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",
+  "0 no problem found; 1 a problem (an error, or with --strict a warning);\n"
+  "2 usage error; 4 I/O error or interrupted",
+  cli_verify_options };

@@ -1,5 +1,6 @@
 /*
- * report.c - pieces of the text and JSON reports that commands share.
+ * report.c - what commands say: messages and exit codes, text and JSON
+ * reports, progress, signals.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -214,77 +215,38 @@ fp8_ctx *cli_ctx_create(void)
     return ctx;
 }
 
-const char *const cli_scheme_names[] = { "block", "channel", "tensor", "mxfp8", NULL };
-const char *const cli_format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", NULL };
-
-/* "RxC" with 1 <= R, C <= 4096. */
-bool cli_parse_block(const char *s, uint32_t *rows, uint32_t *cols)
+void cli_error(const char *fmt, ...)
 {
-    char *end;
-    unsigned long r = strtoul(s, &end, 10);
-    if (end == s || *end != 'x' || s[0] == '-' || s[0] == '+')
-        return false;
-    const char *c_at = end + 1;
-    unsigned long c = strtoul(c_at, &end, 10);
-    if (end == c_at || *end || *c_at == '-' || *c_at == '+' || r < 1 || r > 4096 || c < 1 ||
-        c > 4096)
-        return false;
-    *rows = (uint32_t)r;
-    *cols = (uint32_t)c;
-    return true;
-}
-
-
-fp8_status cli_like_open(fp8_ctx *ctx, const char *ref, const char *input,
-                         const cli_common *common, fp8_quant_options *o, fp8_like **out)
-{
-    fp8_status st = fp8_like_open(ctx, ref, input, out);
-    if (st)
-        return st;
-    fp8_like_apply(*out, o);
-    for (size_t i = 0; !common->quiet && i < fp8_like_note_count(*out); i++)
-        cli_error("warning: %s", fp8_like_note(*out, i));
-    return FP8_OK;
-}
-
-int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_layout_given *given)
-{
-    static const char *const scale_fmt_names[] = { "float", "ue8m0", NULL };
-    static const char *const mx_names[] = { "rceil", "floor", NULL };
-    int choice;
-    switch (code) {
-    case CLI_OPT_SCHEME:
-        if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
-            return EXIT_USAGE;
-        o->scheme = (fp8_scheme)choice;
-        given->scheme = true;
-        break;
-    case CLI_OPT_FORMAT:
-        if (!cli_choice("--format", value, cli_format_names, &choice))
-            return EXIT_USAGE;
-        o->format = (fp8_format)(choice + 1);
-        given->format = true;
-        break;
-    case CLI_OPT_BLOCK:
-        if (!cli_parse_block(value, &o->block_rows, &o->block_cols)) {
-            cli_error("--block: '%s' is not ROWSxCOLS with each from 1 to 4096 (e.g. 128x128)",
-                      value);
-            return EXIT_USAGE;
-        }
-        given->block = true;
-        break;
-    case CLI_OPT_SCALE_FMT:
-        if (!cli_choice("--scale-fmt", value, scale_fmt_names, &choice))
-            return EXIT_USAGE;
-        o->scale_ue8m0 = choice == 1;
-        given->scale_fmt = true;
-        break;
-    case CLI_OPT_MX_ROUNDING:
-        if (!cli_choice("--mx-rounding", value, mx_names, &choice))
-            return EXIT_USAGE;
-        o->mx_rounding = (fp8_mx_rounding)choice;
-        given->mx = true;
-        break;
+    va_list ap;
+    char *text;
+    va_start(ap, fmt);
+    int n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    fputs("fp8conv: ", stderr);
+    if (n >= 0) {
+        cli_put_text(stderr, text);
+        free(text);
     }
-    return -1;
+    fputc('\n', stderr);
+}
+
+int cli_exit_code(fp8_status st)
+{
+    switch (st) {
+    case FP8_OK: return EXIT_OK;
+    case FP8_ERR_USAGE:
+    case FP8_ERR_EXISTS: return EXIT_USAGE;
+    case FP8_ERR_BAD_INPUT: return EXIT_BAD_INPUT;
+    case FP8_ERR_IO:
+    case FP8_ERR_NOMEM: return EXIT_IO;
+    case FP8_ERR_DEVICE: return EXIT_DEVICE;
+    }
+    return EXIT_IO;
+}
+
+int cli_fail(fp8_ctx *ctx, fp8_status st)
+{
+    const char *msg = fp8_ctx_message(ctx);
+    cli_error("%s", *msg ? msg : fp8_status_str(st));
+    return cli_exit_code(st);
 }
