@@ -270,14 +270,16 @@ demo: deps
 	@echo "== fp8conv verify $(DEMO_OUT)"
 	@$(BUILD)/fp8conv verify $(DEMO_OUT)
 
-# The binary, the man page and the bash completion (made by the binary from
-# its own option tables) under PREFIX, in Debian's bash-completion layout.
+# The binary, the man pages (fp8conv(1), and fp8conv-formats(5): the formats
+# and numerics the code relies on) and the bash completion (made by the binary
+# from its own option tables) under PREFIX, in Debian's bash-completion layout.
 PREFIX ?= /usr/local
 install: $(BUILD)/fp8conv
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 755 $(BUILD)/fp8conv $(DESTDIR)$(PREFIX)/bin/fp8conv
 	install -m 644 man/fp8conv.1 $(DESTDIR)$(PREFIX)/share/man/man1/fp8conv.1
+	install -m 644 man/fp8conv-formats.5 $(DESTDIR)$(PREFIX)/share/man/man5/fp8conv-formats.5
 	$(BUILD)/fp8conv completion bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/fp8conv
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
