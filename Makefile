@@ -235,7 +235,7 @@ $(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/f
 
 # What nvcc made of the kernels' arithmetic, checked in the PTX for sm_90:
 # IEEE division and multiplication, no fused multiply-add, no flush to zero,
-# no approximate division (SPEC 3).
+# no approximate division (fp8conv-formats(5), ELEMENT TYPES).
 check-ptx:
 	@mkdir -p $(BUILD)/kernels
 	$(NVCC) $(filter-out -gencode arch=%,$(NVCCFLAGS)) -arch=compute_90 -ptx kernels/quantize.cu \

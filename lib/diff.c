@@ -1,6 +1,7 @@
 /*
  * diff.c - tensor-by-tensor comparison of two checkpoints whatever their
- * sharding (SPEC 8), and content hashes (XXH3-128 from libxxhash).
+ * sharding (fp8conv(1), diff), and content hashes (XXH3-128 from libxxhash;
+ * fp8conv-formats(5), CONTAINER).
  */
 #define _GNU_SOURCE
 #include <math.h>
