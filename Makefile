@@ -170,8 +170,9 @@ $(EMU_BIN): $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a
 # "command:debian-package" (what is missing gets installed, and said so).
 DEPS_PC := libcjson:libcjson-dev libzstd:libzstd-dev check:check libxxhash:libxxhash-dev
 # commands the tests run (the documented command lines pipe into jq; zstd
-# makes the compressed sample)
-DEPS_CMD := python3:python3 jq:jq zstd:zstd
+# makes the compressed sample; groff checks that the man pages render
+# without warnings)
+DEPS_CMD := python3:python3 jq:jq zstd:zstd groff:groff-base
 # A plain `make` (or `make build/...`, `make bench`) without them would print
 # pages of compiler errors: say in one line what is missing instead.  Targets
 # that depend on `deps` (check, demo, ...) install them themselves.
@@ -217,7 +218,7 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 	  BUILD=$(BUILD) bash tests/gpu/run.sh --emulated 2>&1 | tee -a $$log; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	fi; \
-	echo "== tests/docs_run.py (every command line of README.md, the man page's EXAMPLES, --help)"; \
+	echo "== tests/docs_run.py (the man pages and their citations; every command line of README.md, the man page's EXAMPLES, --help)"; \
 	python3 tests/docs_run.py $(BUILD) 2>&1 | tee -a $$log; \
 	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	awk '/Checks: [0-9]+, Failures/ { gsub(",", ""); n += $$3; f += $$5 + $$7 } \
