@@ -170,8 +170,9 @@ $(EMU_BIN): $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a
 # "command:debian-package" (what is missing gets installed, and said so).
 DEPS_PC := libcjson:libcjson-dev libzstd:libzstd-dev check:check libxxhash:libxxhash-dev
 # commands the tests run (the documented command lines pipe into jq; zstd
-# makes the compressed sample)
-DEPS_CMD := python3:python3 jq:jq zstd:zstd
+# makes the compressed sample; groff checks that the man pages render
+# without warnings)
+DEPS_CMD := python3:python3 jq:jq zstd:zstd groff:groff-base
 # A plain `make` (or `make build/...`, `make bench`) without them would print
 # pages of compiler errors: say in one line what is missing instead.  Targets
 # that depend on `deps` (check, demo, ...) install them themselves.
@@ -217,7 +218,7 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 	  BUILD=$(BUILD) bash tests/gpu/run.sh --emulated 2>&1 | tee -a $$log; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	fi; \
-	echo "== tests/docs_run.py (every command line of README.md, the man page's EXAMPLES, --help)"; \
+	echo "== tests/docs_run.py (the man pages and their citations; every command line of README.md, the man page's EXAMPLES, --help)"; \
 	python3 tests/docs_run.py $(BUILD) 2>&1 | tee -a $$log; \
 	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	awk '/Checks: [0-9]+, Failures/ { gsub(",", ""); n += $$3; f += $$5 + $$7 } \
@@ -235,7 +236,7 @@ $(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/f
 
 # What nvcc made of the kernels' arithmetic, checked in the PTX for sm_90:
 # IEEE division and multiplication, no fused multiply-add, no flush to zero,
-# no approximate division (SPEC 3).
+# no approximate division (fp8conv-formats(5), ELEMENT TYPES).
 check-ptx:
 	@mkdir -p $(BUILD)/kernels
 	$(NVCC) $(filter-out -gencode arch=%,$(NVCCFLAGS)) -arch=compute_90 -ptx kernels/quantize.cu \
@@ -270,14 +271,16 @@ demo: deps
 	@echo "== fp8conv verify $(DEMO_OUT)"
 	@$(BUILD)/fp8conv verify $(DEMO_OUT)
 
-# The binary, the man page and the bash completion (made by the binary from
-# its own option tables) under PREFIX, in Debian's bash-completion layout.
+# The binary, the man pages (fp8conv(1), and fp8conv-formats(5): the formats
+# and numerics the code relies on) and the bash completion (made by the binary
+# from its own option tables) under PREFIX, in Debian's bash-completion layout.
 PREFIX ?= /usr/local
 install: $(BUILD)/fp8conv
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 755 $(BUILD)/fp8conv $(DESTDIR)$(PREFIX)/bin/fp8conv
 	install -m 644 man/fp8conv.1 $(DESTDIR)$(PREFIX)/share/man/man1/fp8conv.1
+	install -m 644 man/fp8conv-formats.5 $(DESTDIR)$(PREFIX)/share/man/man5/fp8conv-formats.5
 	$(BUILD)/fp8conv completion bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/fp8conv
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors

@@ -12,7 +12,7 @@
 
 #include "fp8conv.h"
 
-/* Exit status, for every command (SPEC section 1; the man page lists them). */
+/* Exit status, for every command (fp8conv(1), EXIT STATUS lists them). */
 enum {
     EXIT_OK = 0,
     EXIT_FOUND = 1,  /* verify found a problem; diff found a difference */

@@ -1,6 +1,6 @@
 /*
  * cmd_diff.c - fp8conv diff A B: tensor by tensor, whatever the sharding.
- * Exit 0 when identical, 1 when not (SPEC 1).
+ * Exit 0 when identical, 1 when not (fp8conv(1), EXIT STATUS).
  */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * dequantize.c - FP8 checkpoints back to bf16/f16/f32 (SPEC 6): every format
+ * dequantize.c - FP8 checkpoints to bf16/f16/f32 (fp8conv-formats(5), DEQUANTIZATION): every format
  * that quantize writes plus the official DeepSeek-V3/R1 layout.  Each FP8
  * weight is found with its scale (by name, through the whole checkpoint, so a
  * scale in another shard is found), the scale's kind follows from its shape,
@@ -85,7 +85,7 @@ static fp8_status block_size(fp8_ctx *ctx, const char *dir, const cJSON *config,
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
-/* Matches a scale's shape to one of the layouts of SPEC 5 for `it`. */
+/* Matches a scale's shape to one of the layouts of fp8conv-formats(5), DEQUANTIZATION for `it`. */
 static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
 {
     const fp8_tensor_info *t = it->t, *s = it->scale;

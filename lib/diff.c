@@ -1,252 +1,22 @@
 /*
  * diff.c - tensor-by-tensor comparison of two checkpoints whatever their
- * sharding (SPEC 8), and content hashes (XXH3-128 from libxxhash).
+ * sharding (fp8conv(1), diff).  Content hashes are hash.c's, the statistics
+ * of a differing tensor diff_cpu.c's (the fast path) over diff_ref.c's (the
+ * reference).
  */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "dequant.h"
 #include "diff_stats.h"
 #include "fp8_math.h"
 #include "checkpoint.h"
+#include "hash.h"
 #include "jobs.h"
 #include "quant.h"
-
-
-/* ---------------------------------------------------------------- hashes */
-
-static void hex_of(XXH128_hash_t h, fp8_hash_hex out)
-{
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, h);
-    for (int i = 0; i < 16; i++)
-        snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
-}
-
-/* Starts the XXH3-128 of a tensor: its name, dtype and shape (as text,
- * NUL-separated); its bytes follow. */
-static XXH3_state_t *hash_begin(fp8_ctx *ctx, const fp8_tensor_info *t)
-{
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) {
-        fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    char shape[512] = ""; /* a scalar's shape is the empty text */
-    size_t o = 0;
-    for (int d = 0; d < t->rank && o < sizeof shape; d++)
-        o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", d ? "," : "",
-                              (unsigned long long)t->shape[d]);
-    XXH3_128bits_reset(h);
-    XXH3_128bits_update(h, t->name, strlen(t->name) + 1);
-    XXH3_128bits_update(h, fp8_dtype_name(t->dtype), strlen(fp8_dtype_name(t->dtype)) + 1);
-    XXH3_128bits_update(h, shape, strlen(shape) + 1);
-    return h;
-}
-
-/* XXH3-128 of name, dtype, shape (as text, NUL-separated) and bytes. */
-static fp8_status hash_tensor(fp8_ctx *ctx, fp8_checkpoint *ck, size_t i, unsigned char *buf,
-                              uint64_t chunk, fp8_hash_hex out)
-{
-    size_t s;
-    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
-    XXH3_state_t *h = hash_begin(ctx, t);
-    if (!h)
-        return FP8_ERR_NOMEM;
-    fp8_status st = FP8_OK;
-    for (uint64_t off = 0; off < fp8_tensor_nbytes(t) && !st; off += chunk) {
-        size_t len = (size_t)(fp8_tensor_nbytes(t) - off < chunk ? fp8_tensor_nbytes(t) - off : chunk);
-        if (!(st = fp8_file_read(ctx, fp8_checkpoint_shard(ck, s), t, off, buf, len)))
-            XXH3_128bits_update(h, buf, len);
-    }
-    if (!st)
-        hex_of(XXH3_128bits_digest(h), out);
-    XXH3_freeState(h);
-    return st;
-}
-
-/* XXH3-128 of the tensors' hashes in name order (the hex strings with their
- * terminating NULs, as they lie in the array). */
-static void digest_of(const fp8_hash_hex *hashes, size_t n, fp8_hash_hex out)
-{
-    hex_of(XXH3_128bits(hashes, n * sizeof *hashes), out);
-}
-
-typedef struct {
-    fp8_checkpoint *ck;
-    fp8_hash_hex *hashes;
-    uint64_t chunk; /* bytes a hash reads at a time */
-} hash_job;
-
-static fp8_status hash_one(void *arg, fp8_worker *w, size_t j)
-{
-    hash_job *h = arg;
-    return hash_tensor(w->ctx, h->ck, j, w->buf[0], h->chunk, h->hashes[j]);
-}
-
-static uint64_t hash_bytes(void *arg, size_t j)
-{
-    return fp8_tensor_nbytes(fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL));
-}
-
-static const char *hash_label(void *arg, size_t j)
-{
-    return fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL)->name;
-}
-
-static size_t hash_lane(void *arg, size_t j, uint64_t *offset)
-{
-    hash_job *h = arg;
-    size_t s;
-    const fp8_tensor_info *t = fp8_checkpoint_tensor(h->ck, j, &s);
-    return ck_lane(h->ck, s, t, 0, 0, offset);
-}
-
-fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
-                               fp8_hash_hex *hashes, fp8_hash_hex digest)
-{
-    fp8_hash_options o = { .threads = threads };
-    return fp8_checkpoint_hash_with(ctx, ck, &o, hashes, digest);
-}
-
-fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_hash_options *o,
-                                    fp8_hash_hex *hashes, fp8_hash_hex digest)
-{
-    hash_job h = { ck, hashes, fp8_jobs_chunk(o->threads, FP8_DEVICE_CPU) };
-    uint64_t done = 0;
-    fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { h.chunk },
-                      .threads = o->threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
-                      .what = "hash", .lane = hash_lane,
-                      .nlanes = fp8_checkpoint_shard_count(ck), .label = hash_label,
-                      .progress = o->progress,
-                      .progress_user = o->progress_user, .done = &done };
-    for (size_t j = 0; j < spec.njobs; j++)
-        spec.total += hash_bytes(&h, j);
-    fp8_status st = fp8_jobs_run(ctx, &spec);
-    if (!st)
-        digest_of(hashes, fp8_checkpoint_tensor_count(ck), digest);
-    return st;
-}
-
-/* ---------------------------------------------------------------- element values */
-
-/* The reference of the statistics (diff_cpu.c is the fast path): one
- * element at a time, through doubles. */
-
-unsigned diff_element_size(fp8_dtype dt)
-{
-    unsigned bits = fp8_dtype_bits(dt);
-    return bits >= 8 && dt != FP8_DTYPE_C64 ? bits / 8 : 1;
-}
-
-/* An element's value and its position on the ordered line of its dtype (so
- * that the distance of two positions counts ULPs); false for dtypes without
- * numeric values here (F4, F6, C64, FNUZ). */
-static bool element(fp8_dtype dt, const unsigned char *p, double *v, int64_t *ord)
-{
-    uint64_t u = 0;
-    unsigned size = diff_element_size(dt); /* what the caller holds: a byte of C64 */
-    for (unsigned i = 0; i < size; i++)
-        u |= (uint64_t)p[i] << (8 * i);
-    uint64_t sign = u >> (8 * size - 1), mag = u & ~(sign << (8 * size - 1));
-    *ord = sign ? -(int64_t)mag : (int64_t)mag;
-    switch (dt) {
-    case FP8_DTYPE_F32: *v = fp8_f32_from_bits((uint32_t)u); return true;
-    case FP8_DTYPE_BF16: *v = fp8_bf16_to_f32((uint16_t)u); return true;
-    case FP8_DTYPE_F16: *v = fp8_f16_to_f32((uint16_t)u); return true;
-    case FP8_DTYPE_F8_E4M3: *v = fp8_e4m3_to_f32((uint8_t)u); return true;
-    case FP8_DTYPE_F8_E5M2: *v = fp8_f16_to_f32((uint16_t)(u << 8)); return true;
-    case FP8_DTYPE_F64: memcpy(v, &u, 8); return true;
-    case FP8_DTYPE_F8_E8M0:
-        *v = u == 0xFF ? 0.0 / 0.0 : (double)fp8_pow2((int)u - 127);
-        *ord = (int64_t)u;
-        return true;
-    case FP8_DTYPE_BOOL: case FP8_DTYPE_U8: case FP8_DTYPE_U16: case FP8_DTYPE_U32:
-    case FP8_DTYPE_U64:
-        *ord = (int64_t)u;
-        *v = (double)u;
-        return true;
-    case FP8_DTYPE_I8: case FP8_DTYPE_I16: case FP8_DTYPE_I32: case FP8_DTYPE_I64:
-        *ord = size == 8 ? (int64_t)u : (int64_t)(u << (64 - 8 * size)) >> (64 - 8 * size);
-        *v = (double)*ord;
-        return true;
-    default: return false;
-    }
-}
-
-static uint64_t distance(int64_t a, int64_t b)
-{
-    int64_t d;
-    if (__builtin_sub_overflow(a, b, &d))
-        return UINT64_MAX;
-    return d < 0 ? (uint64_t)0 - (uint64_t)d : (uint64_t)d;
-}
-
-/* Folds one differing element into the statistics. */
-static void count_difference(diff_stats *s, uint64_t index, bool numeric, double va, double vb,
-                             int64_t oa, int64_t ob)
-{
-    if (s->differing++ == 0)
-        s->first_index = index;
-    if (!numeric)
-        return;
-    double d = fabs(va - vb); /* +0 for +0 against -0, never -0 */
-    if (d == d && (s->max_abs != s->max_abs || d > s->max_abs))
-        s->max_abs = d;
-    uint64_t u = distance(oa, ob);
-    s->max_ulp = u > s->max_ulp ? u : s->max_ulp;
-}
-
-void diff_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t base,
-                    diff_stats *s)
-{
-    unsigned size = diff_element_size(dt);
-    const unsigned char *pa = a, *pb = b;
-    for (uint64_t i = 0; i < n; i++, pa += size, pb += size) {
-        if (memcmp(pa, pb, size) == 0)
-            continue;
-        double va = 0, vb = 0;
-        int64_t oa = 0, ob = 0;
-        bool numeric = element(dt, pa, &va, &oa) && element(dt, pb, &vb, &ob);
-        count_difference(s, base + i, numeric, va, vb, oa, ob);
-    }
-}
-
-void diff_values_ref(const float *a, const float *b, uint64_t n, uint64_t base, diff_stats *s)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        if (a[i] == b[i] || (a[i] != a[i] && b[i] != b[i]))
-            continue;
-        double va, vb;
-        int64_t oa, ob;
-        element(FP8_DTYPE_F32, (const unsigned char *)&a[i], &va, &oa);
-        element(FP8_DTYPE_F32, (const unsigned char *)&b[i], &vb, &ob);
-        count_difference(s, base + i, true, va, vb, oa, ob);
-    }
-}
-
-void diff_to_f32_ref(fp8_dtype dt, const void *x, uint64_t n, float *y)
-{
-    for (uint64_t i = 0; i < n; i++)
-        y[i] = fp8_load_f32(dt, x, i);
-}
-
-void diff_stats_merge(diff_stats *into, const diff_stats *from)
-{
-    if (!from->differing)
-        return;
-    if (!into->differing || from->first_index < into->first_index)
-        into->first_index = from->first_index;
-    into->differing += from->differing;
-    double d = from->max_abs; /* NaN: none, as in count_difference */
-    if (d == d && (into->max_abs != into->max_abs || d > into->max_abs))
-        into->max_abs = d;
-    into->max_ulp = from->max_ulp > into->max_ulp ? from->max_ulp : into->max_ulp;
-}
 
 /* ---------------------------------------------------------------- diff */
 
@@ -598,8 +368,8 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         }
         if (!st) {
             merge_bands(d);
-            digest_of(d->hashes[0], na, d->digest[0]);
-            digest_of(d->hashes[1], nb, d->digest[1]);
+            hash_digest(d->hashes[0], na, d->digest[0]);
+            hash_digest(d->hashes[1], nb, d->digest[1]);
         }
     }
     if (st)

@@ -1,6 +1,6 @@
 /*
  * diff_cpu.c - the fast path of diff's statistics.  The same numbers as the
- * reference in diff.c (tests/check_diff.c compares them on every dtype and
+ * reference in diff_ref.c (tests/check_diff.c compares them on every dtype and
  * the tricky values); faster because
  *   - blocks whose bytes are equal are skipped by memcmp;
  *   - the per-element loops are branch-free over integer lanes, so the

@@ -1,11 +1,12 @@
 /*
- * formats.h - the one description of each output format (SPEC 5, as corrected
- * by the real loaders): per scheme x format pair, the scale tensor's name,
- * dtype and shape, the config keys, and what each loader makes of it.
- * quantize writes from this table, verify checks against it and
- * dequantize-for-export reads with it; the loader rules live here and nowhere
- * else.  Also the model rules every command shares: what stays unquantized
- * (embeddings, heads, norms, routers) and which weights are fused gate/up.
+ * formats.h - the one description of each output format (fp8conv-formats(5),
+ * FORMATS, as corrected by the real loaders: LOADER RULES): per scheme x
+ * format pair, the scale tensor's name, dtype and shape, the config keys, and
+ * what each loader makes of it.  quantize writes from this table, verify
+ * checks against it and dequantize-for-export reads with it; the loader rules
+ * live here and nowhere else.  Also the model rules every command shares
+ * (fp8conv-formats(5), MODEL RULES): what stays unquantized (embeddings,
+ * heads, norms, routers) and which weights are fused gate/up.
  */
 #ifndef FP8_FORMATS_H
 #define FP8_FORMATS_H
@@ -53,8 +54,9 @@ typedef struct {
 
 /* The table's row for a pair; NULL when the table has none. */
 const fmt_spec *fmt_spec_find(fp8_format format, fp8_scheme scheme);
-/* config.json's quantization_config for a pair (SPEC 5): what quantize
- * writes, and what verify --format assumes for a checkpoint without one. */
+/* config.json's quantization_config for a pair (fp8conv-formats(5), FORMATS):
+ * what quantize writes, and what verify --format assumes for a checkpoint
+ * without one. */
 cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
                                char *const *ignore, size_t nignore);
 /* "vLLM", "SGLang", "transformers" (fp8_loader_name() is the option's spelling). */

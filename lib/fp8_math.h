@@ -1,7 +1,7 @@
 /*
  * fp8_math.h - bit-exact number conversions, shared by the C code and the
  * CUDA kernels (every function is __host__ __device__ under nvcc).  This is
- * the spec of SPEC section 3 in code; tests/check_fp8_math.c checks it
+ * fp8conv-formats(5), ELEMENT TYPES, in code; tests/check_fp8_math.c checks it
  * exhaustively against NVIDIA's host implementation in cuda_fp8.h.
  *
  * Everything works on the bits, so no compiler flag, FPU mode or library
@@ -135,7 +135,7 @@ FP8_HD float fp8_e4m3_to_f32(uint8_t b)
     return sign ? -v : v;
 }
 
-/* ------------------------------------------------------------ scales (SPEC 4) */
+/* ------------------------------------------- scales (fp8conv-formats(5), SCHEMES) */
 
 /* 2^e as fp32, exactly, for e in [-149, 127]. */
 FP8_HD float fp8_pow2(int e)

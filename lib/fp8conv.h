@@ -116,7 +116,7 @@ static inline uint64_t fp8_tensor_nbytes(const fp8_tensor_info *t) { return t->e
 /*
  * One safetensors file, opened and validated.  Opening reads only the 8-byte
  * length and the header (a header-only scan never touches tensor data) and
- * applies every rule of the reference reader; see SPEC section 2.
+ * applies every rule of the reference reader; see fp8conv-formats(5), CONTAINER.
  * A file whose contents start with the zstd magic number (normally named
  * *.safetensors.zst) is read through streaming decompression.
  */
@@ -246,11 +246,11 @@ const char *fp8_checkpoint_quant_method(const fp8_checkpoint *ckpt);
 /* ---------------------------------------------------------------- quantize */
 
 /*
- * Quantizing a bf16/f16/f32 checkpoint to FP8 (SPEC sections 4 and 5), in two
- * steps: a plan says what happens to every tensor (and is all that --dry-run
- * needs); running it writes the output.  Running streams: memory does not
- * grow with the size of a tensor or of the model, and the output bytes are
- * the same for every thread count.
+ * Quantizing a bf16/f16/f32 checkpoint to FP8 (fp8conv-formats(5), SCHEMES
+ * and FORMATS), in two steps: a plan says what happens to every tensor (and
+ * is all that --dry-run needs); running it writes the output.  Running
+ * streams: memory does not grow with the size of a tensor or of the model,
+ * and the output bytes are the same for every thread count.
  */
 typedef enum {
     FP8_SCHEME_BLOCK,   /* one scale per R x C tile (default 128 x 128) */
@@ -274,7 +274,7 @@ const char *fp8_format_name(fp8_format format);
 /* block -> hf-fp8, channel -> compressed-tensors, tensor -> hf-fp8,
  * mxfp8 -> compressed-tensors. */
 fp8_format fp8_format_default(fp8_scheme scheme);
-/* Whether SPEC 5's table has the pair. */
+/* Whether the table of fp8conv-formats(5), FORMATS has the pair. */
 bool fp8_format_supports(fp8_format format, fp8_scheme scheme);
 
 /* What a conversion leaves in the page cache: AUTO drops what it has read
@@ -395,13 +395,14 @@ fp8_device fp8_quant_plan_device(const fp8_quant_plan *plan);
 /* ---------------------------------------------------------------- dequantize */
 
 /*
- * An FP8 checkpoint back to bf16/f16/f32 (SPEC 6), for fine-tuning or export.
- * Reads every format of SPEC 5 and the official DeepSeek-V3/R1 layout: each
- * F8_E4M3 weight W has exactly one scale, W_scale_inv or W_scale, found by
- * name anywhere in the checkpoint; its shape says whether it is per tensor,
- * per channel, per block (the config's weight_block_size or block_structure,
- * else 128 x 128) or MX (U8 or F8_E8M0, [M, N/32]).  y = q * s in fp32,
- * rounded to nearest even into the output dtype.  The output keeps the
+ * An FP8 checkpoint back to bf16/f16/f32 (fp8conv-formats(5), DEQUANTIZATION),
+ * for fine-tuning or export.  Reads every format of fp8conv-formats(5), FORMATS
+ * and the official DeepSeek-V3/R1 layout: each F8_E4M3 weight W has exactly
+ * one scale, W_scale_inv or W_scale, found by name anywhere in the
+ * checkpoint; its shape says whether it is per tensor, per channel, per
+ * block (the config's weight_block_size or block_structure, else 128 x 128)
+ * or MX (U8 or F8_E8M0, [M, N/32]).  y = q * s in fp32, rounded to nearest
+ * even into the output dtype.  The output keeps the
  * shard layout, drops the scales and the input_scale / k_scale / v_scale
  * tensors, removes quantization_config from config.json and sets torch_dtype,
  * leaves out hf_quant_config.json and copies the other files; it is built
@@ -600,17 +601,19 @@ const char *fp8_diff_digest(const fp8_diff *d, int side);
 /* ---------------------------------------------------------------- verify */
 
 /*
- * Offline checks of an FP8 checkpoint (SPEC 7).  Findings are errors (the
- * checkpoint will not load, or will load with wrong values) or warnings
- * (harmless to today's loaders but wrong).  A malformed container or index
- * is a finding too, not a failure of the call.
+ * Offline checks of an FP8 checkpoint (fp8conv(1), verify; fp8conv-formats(5),
+ * ERROR BOUND and PARALLELISM).  Findings are errors (the checkpoint will
+ * not load, or will load with wrong values) or warnings (harmless to today's
+ * loaders but wrong).  A malformed container or index is a finding too, not
+ * a failure of the call.
  *
  * Checked in this version: every shard's container and the index both ways;
  * __metadata__ format; the index total_size; the format and scheme declared
  * by quantization_config against the tensors: each F8_E4M3 weight has
- * exactly one scale with the name, dtype and shape of SPEC 5's table, no
- * orphan scales, no quantized module in the ignore list, every unquantized
- * 2-D weight in it (a warning); FP8 weights without a quantization_config;
+ * exactly one scale with the name, dtype and shape of the table of
+ * fp8conv-formats(5), FORMATS, no orphan scales, no quantized module in the
+ * ignore list, every unquantized 2-D weight in it (a warning); FP8 weights
+ * without a quantization_config;
  * and the values: NaN codes, scales that are not finite and positive (U8
  * 0xFF), a false ue8m0 claim; and, from config.json alone, whether each
  * tensor- and expert-parallel partition fits the quantization's block (see

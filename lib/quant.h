@@ -138,7 +138,7 @@ typedef struct {
 } fp8_code_stats;
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
 
-/* verify --against's bound (SPEC 7) over n elements: x the source (BF16,
+/* verify --against's bound (fp8conv-formats(5), ERROR BOUND) over n elements: x the source (BF16,
  * F16 or F32), y its dequantized values (when q is not NULL, y = E4M3
  * q[i] * s[i] in fp32), s each element's scale.  counts[0] += the elements
  * beyond 464 * s (clipped), counts[1] += the others further from x than

@@ -6,7 +6,8 @@
  *     order of IEEE magnitudes), and the non-finite check falls out of it;
  *   - the per-element loops are branch-free, so the compiler vectorizes them,
  *     and are compiled for AVX2 and AVX-512 too, picked at run time.
- * The division stays a true fp32 division per element (SPEC 3): SIMD
+ * The division stays a true fp32 division per element (fp8conv-formats(5),
+ * ELEMENT TYPES): SIMD
  * division is correctly rounded exactly as the scalar one.
  *
  * Dequantization (fp8_dequant_row) goes from codes to the output dtype in

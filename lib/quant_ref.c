@@ -1,6 +1,6 @@
 /*
- * quant_ref.c - the scalar reference quantizer and dequantizer: SPEC
- * sections 4 and 6 in code.
+ * quant_ref.c - the scalar reference quantizer and dequantizer:
+ * fp8conv-formats(5), SCHEMES and DEQUANTIZATION, in code.
  * Short and obvious on purpose; every fast path (quant_cpu.c, the CUDA
  * kernels) is tested byte for byte against it.
  */

@@ -1,6 +1,6 @@
 /*
  * quantize.c - the quantize job: which tensors become FP8 and how (the plan),
- * the output formats of SPEC 5 (scale names, dtypes, shapes, config), and the
+ * the output formats of fp8conv-formats(5), FORMATS (scale names, dtypes, shapes, config), and the
  * streaming, multi-threaded run that writes the output.
  *
  * The run cuts every tensor into jobs of at most a chunk of input

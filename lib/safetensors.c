@@ -4,7 +4,7 @@
  * The reader applies every rule of the reference Rust reader
  * (huggingface/safetensors, src/tensor.rs) and a few it leaves implicit; the
  * writer lays files out byte for byte as the reference writer does.  See
- * SPEC section 2.  This file is the only user of cJSON for headers.
+ * fp8conv-formats(5), CONTAINER.  This file is the only user of cJSON for headers.
  *
  * cJSON builds the tree but is lenient where RFC 8259 is strict (it skips any
  * byte <= 0x20 as whitespace, accepts "+1" and "01", raw control characters

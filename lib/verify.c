@@ -1,5 +1,5 @@
 /*
- * verify.c - offline checks of an FP8 checkpoint (SPEC 7): the container and
+ * verify.c - offline checks of an FP8 checkpoint (fp8conv(1), verify): the container and
  * index, the config against the tensors (every FP8 weight has exactly the
  * scale its format's loader expects; no orphan scales; the ignore list), and
  * the values (NaN codes, scales that are not finite and positive, a false
@@ -663,7 +663,7 @@ FP8_CLONES static unsigned char largest_code(const uint8_t *p, uint64_t n)
  * every scale group is a contiguous span of a row: NaN codes (the first
  * one's flat index), codes at +-448, and each group's largest code
  * magnitude (seen[g] = code & 0x7F, NaN aside, when `seen` is not NULL,
- * numbered as SPEC 5's scale tensor lays them out).  A row longer than the worker's buffer gets its own. */
+ * numbered as fp8conv-formats(5), FORMATS lays out the scale tensor).  A row longer than the worker's buffer gets its own. */
 static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor_info *t,
                              fp8_file *f, unsigned char *buf, unsigned char *seen,
                              uint64_t *first_nan, uint64_t *saturated)
@@ -1056,7 +1056,7 @@ static void scale_span(const fp8_verify *v, const ag_item *it, uint64_t x, uint6
  * tie that rounds to 448's even code, so a stored scale a little below
  * amax / 448, a BF16 scale rounded to nearest, only rounds the largest
  * elements), 2 when further from the source than max(|x|/16, s/1024), in
- * double as SPEC 7 states it (a NaN source is outside). */
+ * double as fp8conv-formats(5), ERROR BOUND states it (a NaN source is outside). */
 static inline __attribute__((always_inline)) unsigned bound_test(float xf, float yf, float sf)
 {
     double xv = xf, s = sf, d = fabs(xv - (double)yf), ax = fabs(xv), bound = ax / 16;

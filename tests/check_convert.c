@@ -9,7 +9,8 @@
  *     of the input, for every scheme; the same bytes for every thread count;
  *   - the per-weight report says what diff --dequant says of the output, and
  *     counts the changed codes as a byte comparison does;
- *   - what cannot be done is refused, with the exit code of SPEC 1, and
+ *   - what cannot be done is refused, with the exit code of fp8conv(1),
+ *     EXIT STATUS, and
  *     nothing is left behind.
  */
 #include "golden.h"

@@ -3,7 +3,8 @@
  *   - every case of tests/oracle/quant_cases.json against the goldens that
  *     the independent numpy/ml_dtypes oracle wrote (testdata/golden/quant/):
  *     tensor bytes, whole shard files, index, config.json, hf_quant_config;
- *   - the loader shape rules of SPEC 5, spelled out here per format;
+ *   - the loader shape rules of fp8conv-formats(5), FORMATS, spelled out here
+ *     per format;
  *   - the fast band quantizer against the reference on every scale kind;
  *   - the same bytes for every thread count, on tensors cut into many jobs;
  *   - failures (NaN, infinity, already quantized, existing output, bad
@@ -77,7 +78,7 @@ typedef struct {
     const char *shape_2d, *shape_3d; /* for [300, 200] and [3, 136, 160] */
 } shape_rule;
 
-/* SPEC 5's table, written out independently of lib/. */
+/* The table of fp8conv-formats(5), FORMATS, written out independently of lib/. */
 static const shape_rule shape_rules[] = {
     { "--scheme block --format hf-fp8", "_scale_inv", "F32", "[3, 2]", "[3, 2, 2]" },
     { "--scheme block --format compressed-tensors", "_scale", "BF16", "[3, 2]", "[3, 2, 2]" },

@@ -7,6 +7,11 @@ samples.  A line passes when its shell exits 0 or 1 (verify and diff report
 findings and differences with 1; nothing else uses it) and fp8conv printed
 no error (a "fp8conv: " line that is not a warning or a note).
 
+First, the contract checks (contract_checks): code cites fp8conv-formats(5)
+by section name, never the old contract outside the repository by number,
+every such citation names a section the page has, and both man pages render
+without a groff warning.
+
 Usage: tests/docs_run.py BUILD   (from the repository root; make check runs it)
 """
 import os
@@ -127,6 +132,50 @@ def help_lines():
     return out
 
 
+# The contract lives in man/fp8conv-formats.5 and code cites its sections by
+# name, no longer the old document outside the repository by its name and a
+# section number.  Spelled so that this file does not match itself.
+OLD_CITATION = re.compile(r"\b" + "SP" + r"EC(\.md\b| (sections? )?\d)")
+CODE_DIRS = ("lib", "cli", "kernels", "tests", "bench")
+CODE_SUFFIXES = (".c", ".h", ".cu", ".cpp", ".py", ".sh")
+CITATION = re.compile(r"fp8conv-formats\(5\), ([A-Z0-9][A-Z0-9 ]*[A-Z0-9])")
+PAGES = ("man/fp8conv.1", "man/fp8conv-formats.5")
+
+
+def contract_checks():
+    """(name, problems) per check: no citation of the old contract in code; every
+    citation of fp8conv-formats(5) names one of its sections; both man pages
+    render without a groff warning."""
+    files = ["Makefile"]
+    for d in CODE_DIRS:
+        for base, _, names in os.walk(os.path.join(ROOT, d)):
+            files += [os.path.relpath(os.path.join(base, n), ROOT) for n in sorted(names)
+                      if n.endswith(CODE_SUFFIXES) or n == "Makefile"]
+    page = open(os.path.join(ROOT, "man", "fp8conv-formats.5")).read()
+    sections = set(re.findall(r"^\.Sh (.*)$", page, re.M))
+    old, dangling = [], []
+    for f in files:
+        for n, line in enumerate(open(os.path.join(ROOT, f), errors="replace"), 1):
+            if OLD_CITATION.search(line):
+                old.append("%s:%d: %s" % (f, n, line.strip()))
+            for sec in CITATION.findall(line):
+                # a citation may name several sections: "SCHEMES and FORMATS"
+                if not any(sec.startswith(x) for x in sections):
+                    dangling.append("%s:%d: no section %r" % (f, n, sec))
+    checks = [("no 'SP" "EC n' citation in code (cite fp8conv-formats(5) instead)", old),
+              ("every fp8conv-formats(5) citation names a section of the page", dangling)]
+    for pg in PAGES:
+        if not shutil.which("groff"):
+            checks.append(("groff -mdoc -ww -z %s" % pg, None))
+            continue
+        r = subprocess.run(["groff", "-mdoc", "-ww", "-z", pg], cwd=ROOT, capture_output=True,
+                           text=True)
+        checks.append(("groff -mdoc -ww -z %s renders without warnings" % pg,
+                       [l for l in r.stderr.split("\n") if l] + (["exit %d" % r.returncode]
+                                                                  if r.returncode else [])))
+    return checks
+
+
 def fp8(args, cwd):
     r = subprocess.run([BIN] + args, cwd=cwd, capture_output=True, text=True)
     if r.returncode:
@@ -185,6 +234,16 @@ def main():
         os.chmod(os.path.join(bindir, name), 0o755)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     passed = failed = not_run = 0
+    for name, problems in contract_checks():
+        if problems is None:
+            print("not run  %s (groff is not installed)" % name)
+            not_run += 1
+            continue
+        print("%s %s" % ("ok      " if not problems else "FAILED  ", name))
+        for p in problems[:10]:
+            print("         " + p)
+        passed += not problems
+        failed += bool(problems)
     try:
         template = make_template(top)
         for i, (where, line) in enumerate(lines):

@@ -26,7 +26,7 @@ Each golden, json.dumps(obj, indent=1, sort_keys=True) plus a newline (byte-stab
    "config": null | the output config.json object (compare as parsed objects),
    "copied_files": sorted names of the other top-level files copied byte for byte}
 
-The contract (SPEC section 6 and the decisions of the brief that introduced this file):
+The contract (fp8conv-formats(5), DEQUANTIZATION, and the decisions of the brief that introduced this file):
 - Every F8_E4M3 tensor W has exactly one scale tensor, W + "_scale_inv" or W + "_scale", looked up
   by name across all shards (it may sit in another shard than W). None or both: bad input.
 - Scale kind, from W's shape ([M, N], or [E, M, N]: each expert independently, E prepended to every
@@ -49,7 +49,7 @@ The contract (SPEC section 6 and the decisions of the brief that introduced this
   scale consumed above and every tensor whose last '.'-separated name component is input_scale,
   k_scale or v_scale. Dequantized weights keep name and shape, with the output dtype; every other
   tensor is copied bit for bit. Shards are written by the reference writer (quant_oracle.write_shard:
-  safetensors.serialize with metadata {"format": "pt"}, cross-checked with the SPEC section 2 model).
+  safetensors.serialize with metadata {"format": "pt"}, cross-checked with the model of fp8conv-formats(5), CONTAINER).
 - Index iff the input had one or several shards: total_size = sum of the output tensors' data bytes,
   weight_map = every output tensor.
 - config.json: the input object minus "quantization_config", "torch_dtype" set to

@@ -20,10 +20,10 @@ F6_E2M3 and F6_E3M2 have no binding name: the reference Python writer cannot
 write them, so they are not allowed in cases.json.
 
 As a cross-check, every file is also compared with an independent pure-Python
-model of the SPEC section 2 writer rules (order by dtype enum descending then
+model of the writer rules of fp8conv-formats(5), CONTAINER (order by dtype enum descending then
 name bytewise, compact JSON, __metadata__ first, spaces to a multiple of 8) and
 with `safetensors.serialize` (in-memory). Any mismatch is an error: it means the
-reference and the SPEC disagree.
+reference and fp8conv-formats(5) disagree.
 """
 
 import ctypes
@@ -34,7 +34,7 @@ import sys
 import safetensors
 from safetensors import TensorSpec, serialize, serialize_file
 
-# SPEC section 2 dtype codes, in the reference Rust enum order (ascending).
+# fp8conv-formats(5), CONTAINER: dtype codes, in the reference Rust enum order (ascending).
 DTYPE_ORDER = [
     "BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
     "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
@@ -97,14 +97,14 @@ def json_str(s):
 
 
 def model_bytes(metadata, tensors):
-    """Independent model of the SPEC section 2 writer (what fp8conv must do)."""
+    """Independent model of the writer of fp8conv-formats(5), CONTAINER (what fp8conv must do)."""
     order = sorted(
         tensors,
         key=lambda t: (-DTYPE_ORDER.index(t["dtype"]), t["name"].encode("utf-8")),
     )
     parts = []
     if metadata is not None:
-        # The reference iterates a HashMap; only one key is deterministic. SPEC: sorted.
+        # The reference iterates a HashMap; only one key is deterministic. fp8conv-formats(5): sorted.
         items = sorted(metadata.items(), key=lambda kv: kv[0].encode("utf-8"))
         parts.append('"__metadata__":{' + ",".join(json_str(k) + ":" + json_str(v) for k, v in items) + "}")
     offset = 0
@@ -190,7 +190,7 @@ def main():
         want = model_bytes(metadata, case["tensors"])
         if want != got:
             n = int.from_bytes(got[:8], "little")
-            fail("%s: reference output differs from the SPEC section 2 model\n  reference header: %r\n  model header:     %r"
+            fail("%s: reference output differs from the model of fp8conv-formats(5), CONTAINER\n  reference header: %r\n  model header:     %r"
                  % (fname, got[8:8 + n], want[8:8 + int.from_bytes(want[:8], 'little')]))
         n = int.from_bytes(got[:8], "little")
         pad = len(got[8:8 + n]) - len(got[8:8 + n].rstrip(b" "))

@@ -5,7 +5,7 @@ Usage: quant_oracle.py CASES_JSON OUTDIR
 
 CASES_JSON is a JSON array of {"name": N, "input": DIR (relative to the repository root),
 "args": [CLI args of `fp8conv quantize`]}. For every case the oracle converts the input checkpoint
-in memory, exactly as SPEC.md sections 3-5 (the contract, in shared/) and the
+in memory, exactly as fp8conv-formats(5) (ELEMENT TYPES, SCHEMES, FORMATS) and the
 decisions below say, writes every output shard with the reference writer (PyPI safetensors,
 `serialize` with TensorSpec and metadata {"format": "pt"}; the C writer is byte-identical to it)
 and records the result in OUTDIR/<name>.json, written as json.dumps(obj, indent=1, sort_keys=True)
@@ -23,10 +23,10 @@ plus a newline (byte-stable):
    "copied_files": sorted names of the other top-level files copied byte for byte}
 
 It shares no code with the C implementation (it never reads lib/ or cli/); it reuses only
-make_goldens.py (binding dtype names and its pure-Python model of the SPEC section 2 writer, used
+make_goldens.py (binding dtype names and its pure-Python model of the fp8conv-formats(5), CONTAINER writer, used
 as a cross-check of every shard).
 
-Decisions (beyond SPEC 3-5):
+Decisions (beyond fp8conv-formats(5)):
 - Output shards have the input shard names; each holds the converted versions of the tensors its
   input shard held plus their scales. The index is written iff the input had one or had several
   shards; total_size = sum of the data bytes of all output tensors; weight_map lists them all.
@@ -56,7 +56,7 @@ Decisions (beyond SPEC 3-5):
   float8_e4m3fn (RNE; it would overflow to NaN without the clamp); -0 stays 0x80.
 - Groups: block R x C tiles (partial edges), channel one per row, tensor one per matrix, mxfp8 32
   consecutive elements of a row; rank 3 [E, M, N]: each expert independently, E prepended to the
-  scale shape. Scale names, dtypes and shapes: SPEC section 5's table.
+  scale shape. Scale names, dtypes and shapes: the table of fp8conv-formats(5), FORMATS.
 - quantization_config / hf_quant_config.json: see quantization_config() and hf_quant_config()
   (modelopt producer version "0.1.0"; compressed-tensors block input_activations group_size = C).
 
@@ -82,7 +82,7 @@ from safetensors import TensorSpec, serialize
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
-import make_goldens  # noqa: E402  (BINDING_NAME, model_bytes: the SPEC section 2 writer model)
+import make_goldens  # noqa: E402  (BINDING_NAME, model_bytes: the fp8conv-formats(5), CONTAINER writer model)
 
 BF16 = ml_dtypes.bfloat16
 E4M3 = ml_dtypes.float8_e4m3fn
@@ -93,7 +93,7 @@ INDEX_NAME = "model.safetensors.index.json"
 PRODUCER = {"name": "fp8conv", "version": "0.1.0"}
 
 SCHEMES = ("block", "channel", "tensor", "mxfp8")
-FORMATS = {  # SPEC section 5: the allowed scheme/format pairs, first = default
+FORMATS = {  # fp8conv-formats(5), FORMATS: the allowed scheme/format pairs, first = default
     "block": ("hf-fp8", "compressed-tensors"),
     "channel": ("compressed-tensors", "modelopt"),
     # modelopt FP8 (per tensor) is refused: vLLM reads it as static activations
@@ -108,7 +108,7 @@ class OracleError(Exception):
 
 
 # ============================================================================================
-# numerics (SPEC sections 3 and 4)
+# numerics (fp8conv-formats(5), ELEMENT TYPES and SCHEMES)
 
 
 def e4m3_codes(q):
@@ -227,7 +227,7 @@ def expand(div, plan, shape):
 
 
 def stored_shape(stored, plan):
-    """SPEC section 5 shape of one matrix's scale."""
+    """fp8conv-formats(5), FORMATS: the shape of one matrix's scale."""
     scheme, fmt = plan["scheme"], plan["format"]
     if scheme == "channel" and fmt == "compressed-tensors":
         return stored.reshape(-1, 1)
@@ -352,7 +352,7 @@ def parse_args(args):
 
 
 # ============================================================================================
-# config files (SPEC section 5)
+# config files (fp8conv-formats(5), FORMATS)
 
 
 def weight_args(plan):
@@ -459,7 +459,7 @@ def hexhash(b):
 
 
 def write_shard(records, metadata={"format": "pt"}):
-    """Shard bytes from the reference writer, cross-checked with make_goldens' SPEC model
+    """Shard bytes from the reference writer, cross-checked with make_goldens' model of fp8conv-formats(5), CONTAINER
     (metadata None: a header without __metadata__)."""
     keep, specs = [], {}
     for r in records:
@@ -471,7 +471,7 @@ def write_shard(records, metadata={"format": "pt"}):
     got = bytes(serialize(specs, metadata=metadata))
     model = make_goldens.model_bytes(metadata, [dict(r, _data=r["data"]) for r in records])
     if got != model:
-        raise OracleError("reference writer and the SPEC section 2 model disagree")
+        raise OracleError("reference writer and the fp8conv-formats(5), CONTAINER model disagree")
     return got
 
 
