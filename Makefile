@@ -213,7 +213,7 @@ check: deps
 
 # The GPU suite is built with the others (so CI compiles it) and run by check-gpu.
 GPU_TEST := $(BUILD)/tests/gpu/check_gpu
-test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model)
+test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model gpu-kit)
 	@fail=0; log=$$(mktemp); one=$$(mktemp); for t in $(TEST_BIN); do \
 	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t 2>&1 | tee $$one; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
@@ -223,12 +223,15 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 	  echo "== tests/gpu/run.sh --emulated"; \
 	  BUILD=$(BUILD) bash tests/gpu/run.sh --emulated 2>&1 | tee -a $$log; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
+	  echo "== tests/check_gpu_kit.sh (the GPU kit, make gpu-kit, without a GPU)"; \
+	  bash tests/check_gpu_kit.sh $(KIT) 2>&1 | tee -a $$log; \
+	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	fi; \
 	echo "== tests/docs_run.py (every command line of README.md, the man page's EXAMPLES, --help)"; \
 	python3 tests/docs_run.py $(BUILD) 2>&1 | tee -a $$log; \
 	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	awk '/Checks: [0-9]+, Failures/ { gsub(",", ""); n += $$3; f += $$5 + $$7 } \
-	     /^check-(gpu|docs) end to end/ { for (i = 2; i < NF; i++) if ($$i == "passed,") \
+	     /^check-(gpu|docs|gpu-kit) end to end/ { for (i = 2; i < NF; i++) if ($$i == "passed,") \
 	                                         { n += $$(i-1); f += $$(i+1) } } \
 	     /: FAILED$$/ { crashed++ } \
 	     END { printf "make check: %d passed, %d failed%s\n", n - f, f + crashed, \
@@ -377,7 +380,8 @@ KIT_PROGS := fp8conv tests/gpu/check_gpu tests/gpu/check_e4m3_cvt bench/gpu_benc
 KIT_FIXTURES := llama-tiny deepseek-moe-tiny quant-edge deepseek-fp8-tiny
 # Libraries left to the machine: the C library's, and GCC's C++ runtime, of
 # which the programs need only the oldest symbol versions (CXXABI_1.3,
-# GCC_3.0), where the copy here needs GLIBC_2.36.
+# GCC_3.0), where the copy here needs GLIBC_2.36.  tests/check_gpu_kit.sh
+# checks the same list.
 KIT_SYSTEM_LIBS := linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libstdc\+\+\.so|libgcc_s\.so
 
 gpu-kit:
