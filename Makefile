@@ -10,6 +10,8 @@
 #   make bench-peers  quantize against llm-compressor and a torch script (bench/peers.sh)
 #   make check-gpu    the CUDA kernels against the CPU reference (needs a GPU)
 #   make bench-gpu    kernel and end-to-end GPU benchmarks (needs a GPU)
+#   make gpu-kit      build/gpu-kit: what a GPU machine without compiler, network or
+#                     apt needs to run both, and a torch peer (bench/README.md)
 #
 # Knobs: HAVE_CUDA=0 (CPU only), DEBUG=1 (-O0), SANITIZE=1 (ASan+UBSan, CPU only,
 # built in build/asan), WERROR=1 (-Werror, as CI does), CUDA_ARCHS="90 100".
@@ -68,7 +70,12 @@ CFLAGS_ALL = $(CFLAGS_BASE) $(SAN_FLAGS) $(PKG_CFLAGS) -Ilib \
 	$(if $(filter 1,$(HAVE_CUDA)),-DFP8_HAVE_CUDA -DFP8_CUDA_ARCHS='"$(foreach a,$(CUDA_ARCHS),sm_$(a))"') $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread \
 	$(if $(filter 1,$(HAVE_CUDA)),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++) $(LDLIBS)
-LDFLAGS_ALL = $(SAN_FLAGS) $(LDFLAGS)
+# The GPU kit's programs find its shared libraries beside them (bench/README.md).
+KIT_RPATH := -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib:$$ORIGIN/../../lib'
+LDFLAGS_ALL = $(SAN_FLAGS) $(if $(filter 1,$(GPU_KIT)),$(KIT_RPATH)) $(LDFLAGS)
+# The directory the test programs find fp8conv in (FP8_BUILD_DIR): the kit's
+# are run from the kit's root.
+TEST_BUILD_DIR ?= $(BUILD)
 
 # Bit-exact kernels: no FMA contraction, IEEE division and square root, no
 # flush-to-zero (nvcc's defaults, spelled out), no fast math.
@@ -108,7 +115,7 @@ $(file > $(STAMP),$(CONFIG))
 endif
 
 .PHONY: all install check test demo deps check-oracle check-loaders fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
-	bench-gpu check-ptx
+	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
 $(BUILD)/%.o: %.c $(HDRS) $(STAMP)
@@ -134,7 +141,7 @@ $(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/golden.h tests/fill.h $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
 
 $(BUILD)/tests/oracle_cuda_fp8.o: tests/oracle_cuda_fp8.cpp $(STAMP)
@@ -143,7 +150,7 @@ $(BUILD)/tests/oracle_cuda_fp8.o: tests/oracle_cuda_fp8.cpp $(STAMP)
 
 $(BUILD)/tests/check_fp8_math: tests/check_fp8_math.c tests/testutil.h $(HDRS) \
 		$(BUILD)/tests/oracle_cuda_fp8.o $(BUILD)/libfp8conv.a $(STAMP)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/tests/oracle_cuda_fp8.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
@@ -154,7 +161,7 @@ $(BUILD)/tests/kernels_emu.o: tests/kernels_emu.cpp kernels/quantize.cu $(HDRS) 
 
 $(BUILD)/tests/check_kernels: tests/check_kernels.c tests/kernel_cases.h tests/testutil.h \
 		tests/fill.h $(HDRS) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(STAMP)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
@@ -207,7 +214,7 @@ check: deps
 
 # The GPU suite is built with the others (so CI compiles it) and run by check-gpu.
 GPU_TEST := $(BUILD)/tests/gpu/check_gpu
-test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model)
+test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model gpu-kit)
 	@fail=0; log=$$(mktemp); one=$$(mktemp); for t in $(TEST_BIN); do \
 	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t 2>&1 | tee $$one; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
@@ -217,12 +224,15 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 	  echo "== tests/gpu/run.sh --emulated"; \
 	  BUILD=$(BUILD) bash tests/gpu/run.sh --emulated 2>&1 | tee -a $$log; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
+	  echo "== tests/check_gpu_kit.sh (the GPU kit, make gpu-kit, without a GPU)"; \
+	  bash tests/check_gpu_kit.sh $(KIT) 2>&1 | tee -a $$log; \
+	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	fi; \
 	echo "== tests/docs_run.py (the man pages and their citations; every command line of README.md, the man page's EXAMPLES, --help)"; \
 	python3 tests/docs_run.py $(BUILD) 2>&1 | tee -a $$log; \
 	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	awk '/Checks: [0-9]+, Failures/ { gsub(",", ""); n += $$3; f += $$5 + $$7 } \
-	     /^check-(gpu|docs) end to end/ { for (i = 2; i < NF; i++) if ($$i == "passed,") \
+	     /^check-(gpu|docs|gpu-kit) end to end/ { for (i = 2; i < NF; i++) if ($$i == "passed,") \
 	                                         { n += $$(i-1); f += $$(i+1) } } \
 	     /: FAILED$$/ { crashed++ } \
 	     END { printf "make check: %d passed, %d failed%s\n", n - f, f + crashed, \
@@ -231,7 +241,7 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 
 $(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/fill.h $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(BUILD)"' $< \
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
 
 # What nvcc made of the kernels' arithmetic, checked in the PTX for sm_90:
@@ -359,14 +369,60 @@ bench: $(BUILD)/fp8conv $(BENCH_BIN)
 bench-peers: $(BUILD)/fp8conv $(BENCH_BIN)
 	BUILD=$(BUILD) bash bench/peers.sh
 
+# gpu_bench and check_e4m3_cvt are compiled by nvcc and linked by the C++
+# compiler, so that the kit's rpath reaches the linker unmangled.
 $(BUILD)/bench/gpu_bench: bench/gpu_bench.cu $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $< $(BUILD)/libfp8conv.a -o $@
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@.o
+	$(CXX) $(LDFLAGS_ALL) $@.o $(BUILD)/libfp8conv.a -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -o $@
+
+$(BUILD)/tests/gpu/check_e4m3_cvt: tests/gpu/check_e4m3_cvt.cu $(HDRS) $(STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@.o
+	$(CXX) $(LDFLAGS_ALL) $@.o -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -o $@
 
 bench-gpu: deps
 	@test "$(HAVE_CUDA)" = 1 || { echo "bench-gpu: needs the CUDA build (nvcc, HAVE_CUDA=1)"; exit 1; }
 	@$(MAKE) --no-print-directory $(BUILD)/fp8conv $(BUILD)/bench/make_model $(BUILD)/bench/gpu_bench
 	BUILD=$(BUILD) bash bench/gpu_run.sh
+
+# ---------------------------------------------------------------- GPU kit
+# build/gpu-kit: fp8conv, the GPU suites and benchmarks for KIT_ARCHS, the
+# shared libraries they load (beside them, found through $$ORIGIN rpaths), the
+# fixtures, and run.sh (bench/gpu_kit_run.sh), which runs all of it on a GPU
+# machine that has no compiler, network or apt (bench/README.md).  Built in
+# its own object tree (build/gpu-kit-obj); at most KIT_MAX_MIB MiB, as the
+# device machine takes at most 64 MiB of carried paths.
+KIT := build/gpu-kit
+KIT_BUILD := build/gpu-kit-obj
+KIT_ARCHS ?= 90a 100
+KIT_MAX_MIB := 60
+KIT_PROGS := fp8conv tests/gpu/check_gpu tests/gpu/check_e4m3_cvt bench/gpu_bench bench/make_model \
+	tests/check_kernels tests/fp8conv-emu
+KIT_FIXTURES := llama-tiny deepseek-moe-tiny quant-edge deepseek-fp8-tiny
+# Libraries left to the machine: the C library's, and GCC's C++ runtime, of
+# which the programs need only the oldest symbol versions (CXXABI_1.3,
+# GCC_3.0), where the copy here needs GLIBC_2.36.  tests/check_gpu_kit.sh
+# checks the same list.
+KIT_SYSTEM_LIBS := linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libstdc\+\+\.so|libgcc_s\.so
+
+gpu-kit:
+	@test -n "$(NVCC)" || { echo "gpu-kit: needs nvcc (on PATH or in /usr/local/cuda/bin)"; exit 1; }
+	@$(MAKE) --no-print-directory BUILD=$(KIT_BUILD) HAVE_CUDA=1 CUDA_ARCHS="$(KIT_ARCHS)" GPU_KIT=1 \
+		TEST_BUILD_DIR=. $(addprefix $(KIT_BUILD)/,$(KIT_PROGS))
+	@rm -rf $(KIT) && mkdir -p $(KIT)/lib $(KIT)/tests/gpu $(KIT)/bench $(KIT)/testdata
+	@for p in $(KIT_PROGS); do cp $(KIT_BUILD)/$$p $(KIT)/$$p; done
+	@cp tests/gpu/run.sh $(KIT)/tests/gpu/run.sh
+	@cp bench/gpu_run.sh bench/torch_peer.py $(KIT)/bench/
+	@cp bench/gpu_kit_run.sh $(KIT)/run.sh
+	@for f in $(KIT_FIXTURES); do cp -r testdata/$$f $(KIT)/testdata/; done
+	@for p in $(KIT_PROGS); do ldd $(KIT)/$$p; done | awk '/=> \// { print $$3 }' | \
+		grep -v -E '/($(KIT_SYSTEM_LIBS))' | sort -u | while read -r l; do cp -L "$$l" $(KIT)/lib/; done
+	@{ echo "fp8conv GPU kit, built $$(date -u +%Y-%m-%dT%H:%MZ) from $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
+	   echo "architectures: $(foreach a,$(KIT_ARCHS),sm_$(a))"; } >$(KIT)/VERSION
+	@mib=$$(du -sm $(KIT) | cut -f1); \
+	if [ "$$mib" -gt $(KIT_MAX_MIB) ]; then echo "gpu-kit: $(KIT) is $$mib MiB, over $(KIT_MAX_MIB) MiB" >&2; exit 1; fi; \
+	echo "gpu-kit: $(KIT) ($$mib MiB, $(foreach a,$(KIT_ARCHS),sm_$(a))); on the GPU machine: bash $(KIT)/run.sh"
 
 clean:
 	rm -rf build

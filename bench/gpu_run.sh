@@ -6,6 +6,7 @@
 #      checkpoint (4 GiB by default) from the page cache with --device cuda,
 #      against the same run's pinned H2D / D2H copy of its bytes, and with
 #      --device cpu for comparison.
+# GPU_BENCH_KERNELS=0 skips part 1 (the GPU kit times it as its own step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -20,9 +21,11 @@ fi
 echo "$version"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null || true
 
-echo
-echo "== kernels (best of 10, CUDA events)"
-"$BUILD/bench/gpu_bench" kernels 256 1024
+if [ "${GPU_BENCH_KERNELS:-1}" != 0 ]; then
+    echo
+    echo "== kernels (best of 10, CUDA events)"
+    "$BUILD/bench/gpu_bench" kernels 256 1024
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -8,6 +8,8 @@
 #   run.sh --emulated   in make test: with $BUILD/tests/fp8conv-emu, whose
 #                       "GPU" is the CPU emulation of the kernels
 #                       (tests/kernels_emu.cpp); the bundled fixtures only
+# E2E_QUICK=1 keeps one fixture, two schemes, one dequantize and one convert
+# case (the GPU kit's own test runs its plumbing so, in seconds).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -35,7 +37,11 @@ same() { # NAME: $work/cpu and $work/cuda hold identical trees
     rm -rf "$work/cpu" "$work/cuda"
 }
 
-if [ "$emulated" = --emulated ]; then
+quick=${E2E_QUICK:-0}
+if [ "$quick" = 1 ]; then
+    "$BUILD/bench/make_model" "$work/model" 1 640 >/dev/null
+    models="testdata/llama-tiny"
+elif [ "$emulated" = --emulated ]; then
     # the emulation is slow: a narrow model, whose down_proj (640 x 14336)
     # still spans three jobs, one a band that starts and ends mid block
     "$BUILD/bench/make_model" "$work/model" 1 640 >/dev/null
@@ -54,6 +60,7 @@ fi
 schemes=("" "--scheme channel" "--scheme tensor" "--scheme mxfp8" "--scheme mxfp8 --mx-rounding floor"
     "--scale-fmt ue8m0" "--block 64x32" "--scheme channel --format compressed-tensors"
     "--scheme tensor --format compressed-tensors")
+[ "$quick" = 1 ] && schemes=("" "--scheme mxfp8")
 for m in $models; do
     for s in "${schemes[@]}"; do
         # shellcheck disable=SC2086
@@ -65,8 +72,10 @@ for m in $models; do
 done
 "$BUILD/fp8conv" quantize -q --no-sync --device cpu "$work/model" "$work/model-fp8"
 "$BUILD/fp8conv" quantize -q --no-sync --device cpu --scheme mxfp8 "$work/model" "$work/model-mx"
-for m in testdata/deepseek-fp8-tiny "$work/model-fp8" "$work/model-mx"; do
-    for d in bf16 f16 f32; do
+dq_models=(testdata/deepseek-fp8-tiny "$work/model-fp8" "$work/model-mx") dq_dtypes="bf16 f16 f32"
+[ "$quick" = 1 ] && dq_models=(testdata/deepseek-fp8-tiny) dq_dtypes=bf16
+for m in "${dq_models[@]}"; do
+    for d in $dq_dtypes; do
         "$BUILD/fp8conv" dequantize-for-export -q --no-sync --dtype $d --device cpu "$m" "$work/cpu"
         "$F" dequantize-for-export -q --no-sync --dtype $d --device cuda "$m" "$work/cuda"
         same "dequantize-for-export --dtype $d $m"
@@ -76,8 +85,11 @@ done
 # inputs, as the emulation is slow
 "$BUILD/fp8conv" quantize -q --no-sync --device cpu --block 32x32 testdata/llama-tiny \
     "$work/llama-fp8"
-for m in testdata/deepseek-fp8-tiny "$work/llama-fp8"; do
-    for s in "--scheme channel" "--block 256x128" "--scheme tensor --format compressed-tensors"; do
+cv_models=(testdata/deepseek-fp8-tiny "$work/llama-fp8")
+cv_schemes=("--scheme channel" "--block 256x128" "--scheme tensor --format compressed-tensors")
+[ "$quick" = 1 ] && cv_models=(testdata/deepseek-fp8-tiny) cv_schemes=("--scheme channel")
+for m in "${cv_models[@]}"; do
+    for s in "${cv_schemes[@]}"; do
         # shellcheck disable=SC2086
         "$BUILD/fp8conv" convert -q --no-sync $s --device cpu "$m" "$work/cpu"
         # shellcheck disable=SC2086
@@ -129,5 +141,5 @@ for cmd in "quantize $work/model" "dequantize-for-export $work/model-fp8"; do
     rm -rf "$work/fault"
 done
 
-echo "check-gpu end to end${emulated:+ ($emulated)}: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
+echo "check-gpu end to end${emulated:+ ($emulated)}$([ "$quick" = 1 ] && echo ' (quick)'): $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
 exit $fail
