@@ -18,6 +18,7 @@
 #include "dequant.h"
 #include "formats.h"
 #include "quant.h"
+#include "scheme.h"
 
 /* A tensor the plan sees that the input does not hold: a weight's values
  * (F32) or a weight's re-labelled scale. */
@@ -89,14 +90,10 @@ static weight *find_by_scale(const fp8_convert *c, const char *name)
 static void target_group(const fp8_quant_options *o, uint64_t m, uint64_t n, uint64_t *gr,
                          uint64_t *gc)
 {
-    switch (o->scheme) {
-    case FP8_SCHEME_BLOCK: *gr = o->block_rows, *gc = o->block_cols; break;
-    case FP8_SCHEME_CHANNEL: *gr = 1, *gc = n; break;
-    case FP8_SCHEME_TENSOR: *gr = m, *gc = n; break;
-    case FP8_SCHEME_MXFP8: *gr = 1, *gc = 32; break;
-    }
-    *gr = clamp(*gr, m);
-    *gc = clamp(*gc, n);
+    fp8_geometry g;
+    fp8_scheme_geometry(o->scheme, o->block_rows, o->block_cols, m, n, &g);
+    *gr = clamp(g.group_rows, m);
+    *gc = clamp(g.group_cols, n);
 }
 
 /* Whether target groups of g along a dimension of `dim` each lie inside one
@@ -111,7 +108,7 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
     bool mx_input = w->scale->dtype == FP8_DTYPE_U8 || w->scale->dtype == FP8_DTYPE_F8_E8M0;
     uint64_t gr, gc;
     target_group(o, w->rows, w->cols, &gr, &gc);
-    if (o->scheme == FP8_SCHEME_MXFP8 && !mx_input)
+    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input)
         return "MX scales are powers of two: only an MX input's scales are copied";
     if (o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0 && !mx_input && !ue8m0_input)
         return "ue8m0 scales are powers of two: the input's scales are not declared so";
@@ -319,11 +316,13 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     if (c->spec && !w->pub.exact && c->opts.exact)
         return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s': --exact: %s", file, t->name,
                         w->pub.why);
-    if (c->spec && c->opts.target.scheme == FP8_SCHEME_MXFP8 && w->cols % 32)
+    const fp8_scheme_traits *sch = fp8_scheme_get(c->opts.target.scheme);
+    if (c->spec && sch->group == FP8_GROUP_RUN && w->cols % sch->run)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': mxfp8 needs the last dimension (%llu) to be a "
-                        "multiple of 32",
-                        file, t->name, (unsigned long long)w->cols);
+                        "%s: tensor '%s': %s needs the last dimension (%llu) to be a "
+                        "multiple of %u",
+                        file, t->name, fp8_scheme_name(c->opts.target.scheme),
+                        (unsigned long long)w->cols, sch->run);
     /* the values: an F32 tensor of the same name and shape */
     virtual_tensor *v = &w->values;
     v->weight = i;

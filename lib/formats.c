@@ -5,10 +5,12 @@
  * documented in the man page under LOADERS.
  */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
+#include "scheme.h"
 
 #define VLLM FP8_LOADER_VLLM
 #define SGLANG FP8_LOADER_SGLANG
@@ -117,8 +119,6 @@ bool fp8_loader_from_name(const char *name, fp8_loader *l)
     return false;
 }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
-
 fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source)
 {
     return f->scale_dtype == FMT_SCALE_U8 ? FP8_DTYPE_U8
@@ -133,23 +133,24 @@ void fmt_scale_shape(const fmt_spec *f, int wrank, const uint64_t *wshape, uint3
     int r = 0;
     if (wrank == 3)
         shape[r++] = wshape[0];
-    switch (f->scheme) {
-    case FP8_SCHEME_BLOCK:
-        shape[r++] = ceil_div(m, R);
-        shape[r++] = ceil_div(n, C);
+    fp8_geometry g;
+    fp8_scheme_geometry(f->scheme, R, C, m, n, &g);
+    /* a grid of groups keeps both dimensions; a row or matrix group drops the
+     * columns (and a matrix the rows), unless the layout keeps them as 1 */
+    switch (fp8_scheme_get(f->scheme)->group) {
+    case FP8_GROUP_TILE:
+    case FP8_GROUP_RUN:
+        shape[r++] = g.row_groups;
+        shape[r++] = g.col_groups;
         break;
-    case FP8_SCHEME_CHANNEL:
-        shape[r++] = m;
+    case FP8_GROUP_ROW:
+        shape[r++] = g.row_groups;
         if (f->keepdim)
             shape[r++] = 1;
         break;
-    case FP8_SCHEME_TENSOR:
+    case FP8_GROUP_MATRIX:
         if (f->keepdim)
             shape[r++] = 1;
-        break;
-    case FP8_SCHEME_MXFP8:
-        shape[r++] = m;
-        shape[r++] = n / 32;
         break;
     }
     *rank = r;
@@ -227,7 +228,9 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         if (d->scheme == FP8_SCHEME_MXFP8) {
             const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
             const char *s = gs && (cJSON_IsRaw(gs) || cJSON_IsNumber(gs)) ? gs->valuestring : NULL;
-            if (s ? strcmp(s, "32") != 0 : !(cJSON_IsNumber(gs) && gs->valuedouble == 32))
+            char run[16];
+            snprintf(run, sizeof run, "%d", FP8_MX_GROUP);
+            if (s ? strcmp(s, run) != 0 : !(cJSON_IsNumber(gs) && gs->valuedouble == FP8_MX_GROUP))
                 d->bad_key = "weights.group_size (MX blocks are 32 elements)";
         }
         b = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
@@ -368,7 +371,7 @@ static cJSON *ct_args(const fmt_spec *spec, const fp8_quant_options *o, bool wei
     if (weights && o->scheme == FP8_SCHEME_BLOCK)
         cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
     if (o->scheme == FP8_SCHEME_MXFP8) {
-        cJSON_AddNumberToObject(a, "group_size", 32);
+        cJSON_AddNumberToObject(a, "group_size", FP8_MX_GROUP);
         cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
     } else if (!weights && o->scheme == FP8_SCHEME_BLOCK) {
         /* activations are quantized per 1 x C group, matching the weight block */

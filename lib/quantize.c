@@ -29,6 +29,7 @@
 #include "parallel.h"
 #include "parts.h"
 #include "safetensors.h"
+#include "scheme.h"
 #include "zio.h"
 
 #define MAX_BLOCK 4096
@@ -36,14 +37,8 @@
 
 /* ---------------------------------------------------------------- names */
 
-static const char *const scheme_names[] = { "block", "channel", "tensor", "mxfp8" };
 static const char *const format_names[] = { "default", "hf-fp8", "compressed-tensors",
                                             "modelopt" };
-
-const char *fp8_scheme_name(fp8_scheme s)
-{
-    return (unsigned)s < 4 ? scheme_names[s] : "?";
-}
 
 const char *fp8_format_name(fp8_format f)
 {
@@ -137,17 +132,17 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
                        : *owned;
     if (t->elements == 0)
         return "empty";
-    if (p->opts.scheme == FP8_SCHEME_MXFP8 && t->shape[t->rank - 1] % 32) {
+    const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
+    if (sch->group == FP8_GROUP_RUN && t->shape[t->rank - 1] % sch->run) {
         *warn = true;
-        return asprintf(owned, "mxfp8 needs the last dimension (%llu) to be a multiple of 32",
-                        (unsigned long long)t->shape[t->rank - 1]) < 0
+        return asprintf(owned, "%s needs the last dimension (%llu) to be a multiple of %u",
+                        fp8_scheme_name(p->opts.scheme), (unsigned long long)t->shape[t->rank - 1],
+                        sch->run) < 0
                    ? (*owned = NULL, "mxfp8 needs the last dimension to be a multiple of 32")
                    : *owned;
     }
     return NULL;
 }
-
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 static fp8_status add_warning(fp8_ctx *ctx, fp8_quant_plan *p, char *message)
 {
@@ -178,7 +173,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
                                                  : FP8_SCALE_F32;
     if (o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0)
         e->kind = FP8_SCALE_UE8M0_F32;
-    if (o->scheme == FP8_SCHEME_MXFP8)
+    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0)
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
     if (asprintf(&e->owned_scale_name, "%s%s", t->name, p->spec->scale_suffix) < 0) {
         e->owned_scale_name = NULL;
@@ -235,7 +230,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
 static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     fp8_quant_options *o = &p->opts;
-    if ((unsigned)o->scheme > FP8_SCHEME_MXFP8 || (unsigned)o->format > FP8_FORMAT_MODELOPT)
+    if (!fp8_scheme_get(o->scheme) || (unsigned)o->format > FP8_FORMAT_MODELOPT)
         return fp8_fail(ctx, FP8_ERR_USAGE, "unknown scheme or format");
     p->format = o->format == FP8_FORMAT_DEFAULT ? fp8_format_default(o->scheme) : o->format;
     p->spec = fmt_spec_find(p->format, o->scheme);
@@ -357,7 +352,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         if (it->quantize) {
             if ((st = scale_layout(ctx, p, it, e)))
                 return st;
-            if (p->opts.scheme == FP8_SCHEME_TENSOR)
+            if (fp8_scheme_get(p->opts.scheme)->fixed)
                 p->work_bytes += fp8_tensor_nbytes(it->tensor);
         } else if (it->tensor->rank == 2 && is_float(it->tensor->dtype) &&
                    has_suffix(it->tensor->name, ".weight")) {
@@ -591,10 +586,11 @@ static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
     } else {
         const plan_entry *e = &p->entries[j.item];
         uint64_t elems = j.nrows * j.ncols, sz = src_size(p->items[j.item].tensor->dtype);
-        uint64_t nscales = p->opts.scheme == FP8_SCHEME_BLOCK     ? ceil_div(j.ncols, p->opts.block_cols)
-                           : p->opts.scheme == FP8_SCHEME_CHANNEL ? j.nrows
-                           : p->opts.scheme == FP8_SCHEME_MXFP8   ? j.nrows * (j.ncols / 32)
-                                                                  : 0;
+        /* a job's rows lie in one block row: its scales are its own groups' */
+        fp8_geometry g;
+        fp8_scheme_geometry(p->opts.scheme, p->opts.block_rows, p->opts.block_cols, j.nrows,
+                            j.ncols, &g);
+        uint64_t nscales = fp8_scheme_get(p->opts.scheme)->fixed ? 0 : g.row_groups * g.col_groups;
         r->max_src = elems * sz > r->max_src ? elems * sz : r->max_src;
         r->max_q = elems > r->max_q ? elems : r->max_q;
         nscales *= fp8_scale_size(e->kind);
@@ -621,7 +617,7 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     }
     uint64_t row_bytes = e->cols * src_size(t->dtype);
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
-    if (p->opts.scheme == FP8_SCHEME_BLOCK) {
+    if (fp8_scheme_get(p->opts.scheme)->group == FP8_GROUP_TILE) { /* whole block rows */
         band = p->opts.block_rows;
         uint64_t tile = band * p->opts.block_cols * src_size(t->dtype);
         if (band * row_bytes > r->chunk) /* wide: split the block row by columns */
@@ -722,24 +718,17 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
                          uint64_t *first)
 {
     const plan_entry *e = &p->entries[i];
+    fp8_geometry g;
+    fp8_scheme_geometry(p->opts.scheme, p->opts.block_rows, p->opts.block_cols, e->rows, e->cols,
+                        &g);
+    bool fixed = fp8_scheme_get(p->opts.scheme)->fixed;
+    /* the band lies in one row of groups: its groups are the rows it has */
     *b = (fp8_band){ .src = p->items[i].tensor->dtype, .kind = e->kind, .rows = nrows,
-                     .cols = ncols, .group_rows = 1, .group_cols = ncols };
-    *first = 0;
-    switch (p->opts.scheme) {
-    case FP8_SCHEME_BLOCK:
-        b->group_rows = nrows;
-        b->group_cols = p->opts.block_cols;
-        *first = (x * ceil_div(e->rows, p->opts.block_rows) + row0 / p->opts.block_rows) *
-                     ceil_div(e->cols, p->opts.block_cols) +
-                 col0 / p->opts.block_cols;
-        break;
-    case FP8_SCHEME_CHANNEL: *first = x * e->rows + row0; break;
-    case FP8_SCHEME_MXFP8:
-        b->group_cols = 32;
-        *first = (x * e->rows + row0) * (e->cols / 32);
-        break;
-    case FP8_SCHEME_TENSOR: b->fixed = true; break;
-    }
+                     .cols = ncols, .group_rows = g.group_rows < nrows ? g.group_rows : nrows,
+                     .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed };
+    if (fixed)
+        b->group_rows = 1;
+    *first = fixed ? 0 : fp8_geometry_index(&g, x, row0, col0);
 }
 
 static fp8_status do_quantize(worker *w, const job *j)
@@ -1011,7 +1000,7 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
         }
         free(path);
     }
-    if (!st && p->opts.scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
+    if (!st && fp8_scheme_get(p->opts.scheme)->fixed) { /* pass 1: amax of each matrix */
         for (size_t k = 0; k < n && !st; k++) {
             ni = shard_items(p, shards[k], true, items);
             for (size_t i = 0; i < ni && !st; i++)
@@ -1071,8 +1060,9 @@ static cJSON *hf_quant_config(const fp8_quant_plan *p)
     cJSON *q = cJSON_AddObjectToObject(root, "quantization");
     cJSON_AddStringToObject(q, "quant_algo", p->spec->modelopt_algo);
     cJSON_AddItemToObject(q, "exclude_modules", string_array(p->ignored, p->nignored));
-    if (p->opts.scheme == FP8_SCHEME_MXFP8)
-        cJSON_AddNumberToObject(q, "group_size", 32);
+    const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
+    if (sch->group == FP8_GROUP_RUN)
+        cJSON_AddNumberToObject(q, "group_size", sch->run);
     return root;
 }
 

@@ -29,6 +29,7 @@
 #include "like.h"
 #include "parallel.h"
 #include "quant.h"
+#include "scheme.h"
 
 /* fp8_format's values: DEFAULT (none declared), HF_FP8, COMPRESSED_TENSORS, MODELOPT */
 typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
@@ -677,11 +678,9 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     buf = own ? own : buf;
     uint64_t rows = t->elements / N, band = own ? 1 : v->chunk / N;
-    uint64_t R = v->block_rows, C = v->block_cols, rb = ceil_div(M, R), cb = ceil_div(N, C);
-    uint64_t step = !seen                           ? N
-                    : v->scheme == FP8_SCHEME_BLOCK ? C
-                    : v->scheme == FP8_SCHEME_MXFP8 ? 32
-                                                    : N;
+    fp8_geometry g;
+    fp8_scheme_geometry(v->scheme, v->block_rows, v->block_cols, M, N, &g);
+    uint64_t step = seen ? g.group_cols : N;
     fp8_status st = FP8_OK;
     for (uint64_t r0 = 0; r0 < rows && !st; r0 += band) {
         uint64_t k = rows - r0 < band ? rows - r0 : band;
@@ -701,12 +700,8 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
                 if (!seen || !cs.nonzero)
                     continue;
                 unsigned char most = largest_code(p + c0, w);
-                unsigned char *g = &seen[v->scheme == FP8_SCHEME_BLOCK ? (x * rb + r / R) * cb + c0 / C
-                                         : v->scheme == FP8_SCHEME_MXFP8
-                                             ? (x * M + r) * (N / 32) + c0 / 32
-                                         : v->scheme == FP8_SCHEME_CHANNEL ? x * M + r
-                                                                           : x];
-                *g = most > *g ? most : *g;
+                unsigned char *s = &seen[fp8_geometry_index(&g, x, r, c0)];
+                *s = most > *s ? most : *s;
             }
         }
     }
@@ -786,7 +781,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         ngroups = 1;
         for (int d = 0; d < rank; d++)
             ngroups *= shape[d];
-        if (v->scheme == FP8_SCHEME_TENSOR && t->rank == 3)
+        if (fp8_scheme_get(v->scheme)->fixed && t->rank == 3)
             ngroups = t->shape[0];
         if (!(seen = calloc(ngroups ? ngroups : 1, 1)))
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
@@ -1036,19 +1031,9 @@ static ag_item *job_band(const against *a, size_t j, uint64_t *x, uint64_t *row0
 static void scale_span(const fp8_verify *v, const ag_item *it, uint64_t x, uint64_t row0,
                        uint64_t nrows, uint64_t *first, uint64_t *count)
 {
-    uint64_t rb = ceil_div(it->rows, v->block_rows), cb = ceil_div(it->cols, v->block_cols);
-    switch (v->scheme) {
-    case FP8_SCHEME_BLOCK:
-        *first = (x * rb + row0 / v->block_rows) * cb;
-        *count = ((row0 + nrows - 1) / v->block_rows - row0 / v->block_rows + 1) * cb;
-        break;
-    case FP8_SCHEME_CHANNEL: *first = x * it->rows + row0, *count = nrows; break;
-    case FP8_SCHEME_MXFP8:
-        *first = (x * it->rows + row0) * (it->cols / 32);
-        *count = nrows * (it->cols / 32);
-        break;
-    case FP8_SCHEME_TENSOR: *first = x, *count = 1; break;
-    }
+    fp8_geometry g;
+    fp8_scheme_geometry(v->scheme, v->block_rows, v->block_cols, it->rows, it->cols, &g);
+    fp8_geometry_span(&g, x, row0, nrows, first, count);
 }
 
 /* One element against its bound: 1 when clipped (beyond 464 * scale: 448
@@ -1203,9 +1188,9 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
 {
     const fp8_verify *v = a->v;
     uint64_t N = it->cols, n = nrows * N, at = src_at(it, x, row0);
-    uint64_t gcols = v->scheme == FP8_SCHEME_BLOCK   ? v->block_cols
-                     : v->scheme == FP8_SCHEME_MXFP8 ? 32
-                                                     : N;
+    fp8_geometry geo;
+    fp8_scheme_geometry(v->scheme, v->block_rows, v->block_cols, it->rows, N, &geo);
+    uint64_t grows = geo.group_rows, gcols = geo.group_cols;
     for (uint64_t k = 0; k < scount; k++)
         if (!dq_scale_value(it->s->dtype, raw, k, &sf[k]))
             return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
@@ -1223,12 +1208,9 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                             (unsigned long long)(at + k), (unsigned)codes[k]);
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t r = 0; r < nrows; r++) {
-        /* each element's scale: rows of one block row share them */
-        uint64_t k0 = v->scheme == FP8_SCHEME_BLOCK
-                          ? ((row0 + r) / v->block_rows - row0 / v->block_rows) * ceil_div(N, gcols)
-                      : v->scheme == FP8_SCHEME_TENSOR ? 0
-                                                       : r * ceil_div(N, gcols);
-        if (r == 0 || v->scheme != FP8_SCHEME_BLOCK || (row0 + r) % v->block_rows == 0)
+        /* each element's scale: rows of one row of groups share them */
+        uint64_t k0 = ((row0 + r) / grows - row0 / grows) * ceil_div(N, gcols);
+        if (r == 0 || (row0 + r) % grows == 0)
             for (uint64_t c0 = 0, g = k0; c0 < N; c0 += gcols, g++) {
                 uint64_t width = N - c0 < gcols ? N - c0 : gcols;
                 float sg = sf[g];
@@ -1267,7 +1249,8 @@ static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, 
 {
     const fp8_verify *v = a->v;
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
-    uint64_t step = v->scheme == FP8_SCHEME_BLOCK ? v->block_rows : nrows;
+    /* bands of one block row each, as quantize's jobs are */
+    uint64_t step = fp8_scheme_get(v->scheme)->group == FP8_GROUP_TILE ? v->block_rows : nrows;
     for (int k = a->floor_pass; k < 1 + a->floor_pass; k++) {
         bool same = true;
         uint64_t nscales = 0, where;
@@ -1292,7 +1275,7 @@ static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, 
         if (!it->compare)
             continue;
         same = memcmp(q, codes, nrows * it->cols) == 0;
-        if (v->scheme == FP8_SCHEME_TENSOR) { /* once per matrix */
+        if (fp8_scheme_get(v->scheme)->fixed) { /* once per matrix */
             uint32_t bits = a->scale_bits[it->at + x];
             unsigned char stored[4];
             for (unsigned i = 0; i < 4; i++)
@@ -1527,10 +1510,10 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         const fp8_tensor_info *s = it->s;
         int rank;
         uint64_t shape[3];
-        bool mx = v->scheme == FP8_SCHEME_MXFP8;
+        bool mx = fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0;
         /* dequantize reads a directory's block size from its config.json,
          * and takes 128x128 for a lone file */
-        bool same_blocks = v->scheme != FP8_SCHEME_BLOCK ||
+        bool same_blocks = fp8_scheme_get(v->scheme)->group != FP8_GROUP_TILE ||
                            (fp8_checkpoint_is_directory(v->ck) && !v->assumed) ||
                            (v->block_rows == 128 && v->block_cols == 128);
         if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
@@ -1547,7 +1530,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
                           scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
     }
     it->band = it->cols && BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
-    if (v->scheme == FP8_SCHEME_BLOCK) /* whole block rows */
+    if (fp8_scheme_get(v->scheme)->group == FP8_GROUP_TILE) /* whole block rows */
         it->band = it->band < v->block_rows ? v->block_rows : it->band / v->block_rows * v->block_rows;
     it->first_job = a->njobs;
     if (x->elements)
@@ -1727,7 +1710,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
-    if (!st && a.plan && v->scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
+    if (!st && a.plan && fp8_scheme_get(v->scheme)->fixed) { /* pass 1: amax of each matrix */
         a.amax_pass = true;
         st = against_run(ctx, &a, threads, cancel, src_path);
         a.amax_pass = false;
@@ -1758,7 +1741,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
     if (!st && v->reproduced >= 0 && v->reproduced < v->requantized &&
-        v->scheme == FP8_SCHEME_MXFP8) {
+        fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0) {
         a.floor_pass = true;
         if (!(st = against_run(ctx, &a, threads, cancel, src_path)))
             st = against_reproduced(ctx, v, &a);
