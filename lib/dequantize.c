@@ -28,7 +28,6 @@
  * small); the GPU wants big transfers. */
 #define JOB_BYTES_CPU ((uint64_t)256 << 10)
 #define JOB_BYTES_GPU ((uint64_t)FP8_CHUNK_BYTES)
-#define HF_QUANT_CONFIG "hf_quant_config.json"
 
 typedef struct {
     const fp8_tensor_info *t;

@@ -15,7 +15,6 @@
 #include "formats.h"
 #include "like.h"
 
-#define HF_QUANT_CONFIG "hf_quant_config.json"
 
 /* REF: a checkpoint directory (with its config.json), a .safetensors file
  * (no config), or a config.json (no tensors: *ck stays NULL). */

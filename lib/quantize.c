@@ -33,31 +33,8 @@
 #include "zio.h"
 
 #define MAX_BLOCK 4096
-#define HF_QUANT_CONFIG "hf_quant_config.json"
 
 /* ---------------------------------------------------------------- names */
-
-static const char *const format_names[] = { "default", "hf-fp8", "compressed-tensors",
-                                            "modelopt" };
-
-const char *fp8_format_name(fp8_format f)
-{
-    return (unsigned)f < 4 ? format_names[f] : "?";
-}
-
-fp8_format fp8_format_default(fp8_scheme s)
-{
-    return s == FP8_SCHEME_BLOCK || s == FP8_SCHEME_TENSOR ? FP8_FORMAT_HF_FP8
-                                                           : FP8_FORMAT_COMPRESSED_TENSORS;
-}
-
-bool fp8_format_supports(fp8_format f, fp8_scheme s)
-{
-    if (f == FP8_FORMAT_DEFAULT)
-        f = fp8_format_default(s);
-    const fmt_spec *spec = fmt_spec_find(f, s);
-    return spec && !spec->refused;
-}
 
 /* ---------------------------------------------------------------- the plan */
 
@@ -238,13 +215,18 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--scheme %s --format %s is not written: %s",
                         fp8_scheme_name(o->scheme), fp8_format_name(p->format),
                         p->spec->refused);
-    if (!p->spec)
-        return fp8_fail(ctx, FP8_ERR_USAGE,
-                        "--scheme %s cannot be written as --format %s; the pairs that exist: "
-                        "block with hf-fp8 or compressed-tensors; channel with "
-                        "compressed-tensors or modelopt; tensor with hf-fp8 or "
-                        "compressed-tensors; mxfp8 with compressed-tensors or modelopt",
-                        fp8_scheme_name(o->scheme), fp8_format_name(p->format));
+    if (!p->spec) {
+        fp8_text pairs = { 0 };
+        fmt_pairs_text(&pairs);
+        fp8_status st = pairs.oom ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory")
+                                    : fp8_fail(ctx, FP8_ERR_USAGE,
+                                               "--scheme %s cannot be written as --format %s; "
+                                               "the pairs that exist: %s",
+                                               fp8_scheme_name(o->scheme),
+                                               fp8_format_name(p->format), pairs.p);
+        free(pairs.p);
+        return st;
+    }
     if (o->block_rows < 1 || o->block_rows > MAX_BLOCK || o->block_cols < 1 ||
         o->block_cols > MAX_BLOCK)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--block %ux%u: each side must be 1 to %d",
@@ -1042,30 +1024,6 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
 
 /* ---------------------------------------------------------------- config, index */
 
-static cJSON *string_array(char *const *strings, size_t n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < n; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(strings[i]));
-    return a;
-}
-
-/* ModelOpt's hf_quant_config.json. */
-static cJSON *hf_quant_config(const fp8_quant_plan *p)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON *producer = cJSON_AddObjectToObject(root, "producer");
-    cJSON_AddStringToObject(producer, "name", "fp8conv");
-    cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
-    cJSON *q = cJSON_AddObjectToObject(root, "quantization");
-    cJSON_AddStringToObject(q, "quant_algo", p->spec->modelopt_algo);
-    cJSON_AddItemToObject(q, "exclude_modules", string_array(p->ignored, p->nignored));
-    const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
-    if (sch->group == FP8_GROUP_RUN)
-        cJSON_AddNumberToObject(q, "group_size", sch->run);
-    return root;
-}
-
 /* model.safetensors.index.json for the output. */
 static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
 {
@@ -1105,8 +1063,11 @@ static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char
                               fmt_quantization_config(p->spec, &p->opts, p->ignored, p->nignored));
         st = ck_json_write_owned(ctx, dir, "config.json", config);
     }
-    if (!st && p->format == FP8_FORMAT_MODELOPT)
-        st = ck_json_write_owned(ctx, dir, HF_QUANT_CONFIG, hf_quant_config(p));
+    cJSON *side = fmt_side_file(p->spec, &p->opts, p->ignored, p->nignored);
+    if (!st && side)
+        st = ck_json_write_owned(ctx, dir, HF_QUANT_CONFIG, side);
+    else
+        cJSON_Delete(side);
     return st;
 }
 

@@ -32,7 +32,6 @@
 #include "scheme.h"
 
 /* fp8_format's values: DEFAULT (none declared), HF_FP8, COMPRESSED_TENSORS, MODELOPT */
-typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
 
 struct fp8_verify {
     const fp8_verify_options *opts;
@@ -41,7 +40,7 @@ struct fp8_verify {
     char *config_dir;      /* where config.json is read: the checkpoint, or a lone file's folder */
     fp8_checkpoint *ck;
     const char *path;
-    v_format format;
+    fp8_format format;
     fp8_scheme scheme;
     const fmt_spec *spec; /* the format table's row for what is declared */
     const char *ct_activations; /* compressed-tensors input_activations strategy */
@@ -205,7 +204,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     fmt_declaration d;
     fmt_declaration_read(config, &d);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
-    v->format = (v_format)d.format;
+    v->format = d.format;
     v->scheme = d.scheme;
     v->block_rows = d.block_rows;
     v->block_cols = d.block_cols;
@@ -216,14 +215,14 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     if (d.format != FP8_FORMAT_DEFAULT)
         v->spec = fmt_spec_find(d.format, d.scheme);
     if (st) {
-    } else if (v->format == FMT_HF_FP8) {
+    } else if (v->format == FP8_FORMAT_HF_FP8) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "modules_to_not_convert"));
-    } else if (v->format == FMT_CT) {
+    } else if (v->format == FP8_FORMAT_COMPRESSED_TENSORS) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
-    } else if (v->format == FMT_MODELOPT) {
+    } else if (v->format == FP8_FORMAT_MODELOPT) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
         /* ModelOpt's own file lists its exclusions too */
-        if (!st && !(st = ck_json_read(ctx, v->config_dir, "hf_quant_config.json", &hq)) && hq)
+        if (!st && !(st = ck_json_read(ctx, v->config_dir, HF_QUANT_CONFIG, &hq)) && hq)
             st = add_ignore(ctx, v,
                             cJSON_GetObjectItemCaseSensitive(
                                 cJSON_GetObjectItemCaseSensitive(hq, "quantization"),
@@ -242,12 +241,11 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                      : " (a block size is two integers from 1 to 65536)");
         v->block_rows = v->block_cols = 128; /* what the checks below then assume */
     }
-    if (!st && v->format != FMT_NONE) {
-        static const char *const fmt_names[] = { "", "hf-fp8", "compressed-tensors", "modelopt" };
+    if (!st && v->format != FP8_FORMAT_DEFAULT) {
         char block[32] = "";
         if (v->scheme == FP8_SCHEME_BLOCK)
             snprintf(block, sizeof block, " %ux%u", v->block_rows, v->block_cols);
-        if (asprintf(&v->format_name, "%s, scheme %s%s%s%s", fmt_names[v->format],
+        if (asprintf(&v->format_name, "%s, scheme %s%s%s%s", fp8_format_name(v->format),
                      fp8_scheme_name(v->scheme), block, v->ue8m0_claim ? " ue8m0" : "",
                      v->assumed ? " (assumed: --format)" : "") < 0)
             v->format_name = NULL;
@@ -309,7 +307,7 @@ static void first_message(void *arg, const char *message)
 /* Which TP sizes load; with --tp, the layers that would not load at it. */
 static fp8_status check_parallel(fp8_ctx *ctx, fp8_verify *v, int tp, int ep)
 {
-    if (!v->has_model || v->format == FMT_NONE) {
+    if (!v->has_model || v->format == FP8_FORMAT_DEFAULT) {
         if (tp > 1 || ep > 1)
             return add_unanswered(ctx, v, "tp",
                                   "%s: --tp/--ep need config.json with hidden_size, "
@@ -534,7 +532,7 @@ static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_
     const char *want = v->scheme == FP8_SCHEME_TENSOR    ? "tensor"
                        : v->scheme == FP8_SCHEME_CHANNEL ? "token"
                                                          : NULL;
-    if (!st && v->format == FMT_CT && lr->experts && want &&
+    if (!st && v->format == FP8_FORMAT_COMPRESSED_TENSORS && lr->experts && want &&
         (!v->ct_activations || strcmp(v->ct_activations, want) != 0))
         st = add_for(ctx, v, SERVING, "moe-activations",
                      "%s: %zu FP8 expert weights (%s, ...) with %s weights and %s activations: "
@@ -579,7 +577,7 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
         const char *file = fp8_checkpoint_shard_name(ck, shard);
         if (t->dtype == FP8_DTYPE_F8_E4M3) {
             v->fp8_weights++;
-            if (v->format == FMT_NONE)
+            if (v->format == FP8_FORMAT_DEFAULT)
                 continue;
             st = check_weight(ctx, v, t, shard);
             if (!st)
@@ -612,8 +610,8 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
             continue;
         }
         /* an unquantized Linear-like weight the config does not declare */
-        if (v->format != FMT_NONE && v->has_ignore_list && t->rank == 2 && is_float(t->dtype) &&
-            has_suffix(t->name, ".weight")) {
+        if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
+            is_float(t->dtype) && has_suffix(t->name, ".weight")) {
             char module[1024];
             snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
             if (!ignored(v, module))
@@ -622,7 +620,7 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
                          t->name, fp8_dtype_name(t->dtype), module);
         }
     }
-    if (!st && v->fp8_weights && v->format == FMT_NONE)
+    if (!st && v->fp8_weights && v->format == FP8_FORMAT_DEFAULT)
         st = add(ctx, v, FP8_SEV_ERROR, "no-quant-config",
                  "%s: %zu F8_E4M3 tensors, but %s declares no quantization_config: loaders will "
                  "read them as plain weights",
@@ -768,7 +766,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         narrow |= v->spec->model_dtype_scales[l] && has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
-    bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FMT_NONE &&
+    bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FP8_FORMAT_DEFAULT &&
                   (t->rank == 2 || t->rank == 3) && t->elements;
     uint64_t ngroups = 0;
     unsigned char *seen = NULL;
@@ -1706,7 +1704,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
     a.src = src;
     a.w = w;
-    if (!st && can_dequantize && v->format != FMT_NONE)
+    if (!st && can_dequantize && v->format != FP8_FORMAT_DEFAULT)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
@@ -1737,7 +1735,7 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      "%s: %s: %llu elements of %s exceed 464 * scale and were clipped to +-448",
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
-    if (!st && can_dequantize && v->format != FMT_NONE)
+    if (!st && can_dequantize && v->format != FP8_FORMAT_DEFAULT)
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
     if (!st && v->reproduced >= 0 && v->reproduced < v->requantized &&

@@ -58,6 +58,9 @@ START_TEST(test_scheme_names_in_enum_order)
     }
     ck_assert_uint_eq(n, 4);
     ck_assert(fp8_scheme_get((fp8_scheme)n) == NULL);
+    ck_assert_str_eq(fp8_format_name(FP8_FORMAT_DEFAULT), "default");
+    ck_assert_str_eq(fp8_format_name(FP8_FORMAT_MODELOPT), "modelopt");
+    ck_assert_str_eq(fp8_format_names[FP8_FORMAT_HF_FP8 - 1], "hf-fp8");
 }
 END_TEST
 
@@ -110,6 +113,22 @@ START_TEST(test_geometry_of_each_scheme)
 }
 END_TEST
 
+START_TEST(test_format_defaults_and_pairs_from_the_table)
+{
+    ck_assert_int_eq(fp8_format_default(FP8_SCHEME_BLOCK), FP8_FORMAT_HF_FP8);
+    ck_assert_int_eq(fp8_format_default(FP8_SCHEME_TENSOR), FP8_FORMAT_HF_FP8);
+    ck_assert_int_eq(fp8_format_default(FP8_SCHEME_CHANNEL), FP8_FORMAT_COMPRESSED_TENSORS);
+    ck_assert_int_eq(fp8_format_default(FP8_SCHEME_MXFP8), FP8_FORMAT_COMPRESSED_TENSORS);
+    fp8_text t = { 0 };
+    fmt_pairs_text(&t);
+    ck_assert(!t.oom);
+    ck_assert_str_eq(t.p, "block with hf-fp8 or compressed-tensors; channel with "
+                          "compressed-tensors or modelopt; tensor with hf-fp8 or "
+                          "compressed-tensors; mxfp8 with compressed-tensors or modelopt");
+    free(t.p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("scheme");
@@ -120,6 +139,7 @@ int main(void)
     tcase_add_test(tc, test_scheme_names_in_enum_order);
     tcase_add_test(tc, test_geometry_indexes_the_scale_tensor);
     tcase_add_test(tc, test_geometry_of_each_scheme);
+    tcase_add_test(tc, test_format_defaults_and_pairs_from_the_table);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
