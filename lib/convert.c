@@ -110,7 +110,7 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
     target_group(o, w->rows, w->cols, &gr, &gc);
     if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input)
         return "MX scales are powers of two: only an MX input's scales are copied";
-    if (o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0 && !mx_input && !ue8m0_input)
+    if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
         return "ue8m0 scales are powers of two: the input's scales are not declared so";
     if (!nests(gr, w->src_rows, w->rows) || !nests(gc, w->src_cols, w->cols)) {
         snprintf(buf, cap, "a %llux%llu group of the output does not lie inside one %llux%llu "
@@ -280,7 +280,7 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
     if (!c->opts.scheme_set)
         o->scheme = c->opts.block_set || d.format == FP8_FORMAT_DEFAULT ? FP8_SCHEME_BLOCK
                                                                         : d.scheme;
-    if (!c->opts.block_set && d.scheme == FP8_SCHEME_BLOCK && d.block_rows) {
+    if (!c->opts.block_set && fp8_scheme_has_block(d.scheme) && d.block_rows) {
         o->block_rows = d.block_rows;
         o->block_cols = d.block_cols;
     }
@@ -289,9 +289,9 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
                         ? d.format
                         : fp8_format_default(o->scheme);
     if (!c->opts.scale_fmt_set)
-        o->scale_ue8m0 = d.ue8m0 && o->scheme == FP8_SCHEME_BLOCK &&
+        o->scale_ue8m0 = d.ue8m0 && fp8_scheme_has_block(o->scheme) &&
                          o->format == FP8_FORMAT_HF_FP8;
-    if (c->opts.block_set && o->scheme != FP8_SCHEME_BLOCK)
+    if (c->opts.block_set && !fp8_scheme_has_block(o->scheme))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--block applies to --scheme block only");
     c->spec = fmt_spec_find(o->format, o->scheme);
     return FP8_OK; /* the plan says what is wrong with a pair the table lacks */

@@ -119,7 +119,8 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
                         "%s: tensor '%s': scale dtype %s is not F32, BF16, F16 or U8 (E8M0)",
                         file, s->name, fp8_dtype_name(s->dtype));
     fp8_geometry block;
-    fp8_scheme_geometry(FP8_SCHEME_BLOCK, p->block_rows, p->block_cols, it->rows, it->cols, &block);
+    fp8_scheme_geometry(FP8_SCHEME_BLOCK, p->block_rows, p->block_cols, it->rows, it->cols,
+                        &block);
     if (per == 1 && r <= 1)
         it->kind = FP8_SCHEME_TENSOR;
     else if ((r == 1 || (r == 2 && d[1] == 1)) && d[0] == it->rows)
@@ -129,7 +130,8 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
     else
         goto mismatch;
 found:
-    fp8_scheme_geometry(it->kind, p->block_rows, p->block_cols, it->rows, it->cols, &it->groups);
+    fp8_scheme_geometry(it->kind, p->block_rows, p->block_cols, it->rows, it->cols,
+                        &it->groups);
     return FP8_OK;
 mismatch:;
     char shape[96];

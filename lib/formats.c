@@ -74,12 +74,13 @@ static const fmt_spec table[] = {
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_CHANNEL,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
       .scheme_default = true, .ct_weights = "channel", .ct_activations = "token",
+      .ct_moe_activations = "token",
       .model_dtype_scales = { [HF] = HF_CT_MODEL_DTYPE_SCALES } },
     /* vLLM's CompressedTensorsW8A8Fp8MoEMethod pairs tensor weights with
      * tensor activations only (token activations: a bare AssertionError) */
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_TENSOR,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
-      .ct_weights = "tensor", .ct_activations = "tensor",
+      .ct_weights = "tensor", .ct_activations = "tensor", .ct_moe_activations = "tensor",
       .model_dtype_scales = { [HF] = HF_CT_MODEL_DTYPE_SCALES } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_MXFP8,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .scheme_default = true,

@@ -29,6 +29,9 @@ typedef struct {
     /* config.json: compressed-tensors weights/input_activations strategies,
      * ModelOpt's quant_algo */
     const char *ct_weights, *ct_activations;
+    /* The only input_activations strategy vLLM's compressed-tensors FP8 MoE
+     * method takes with these weights; NULL: no such rule. */
+    const char *ct_moe_activations;
     const char *modelopt_algo;
     /* Non-NULL: fp8conv does not write the pair, because of this loader rule. */
     const char *refused;

@@ -148,7 +148,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     e->kind = it->scale_dtype == FP8_DTYPE_BF16  ? FP8_SCALE_BF16
               : it->scale_dtype == FP8_DTYPE_F16 ? FP8_SCALE_F16
                                                  : FP8_SCALE_F32;
-    if (o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0)
+    if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0)
         e->kind = FP8_SCALE_UE8M0_F32;
     if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0)
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
@@ -173,7 +173,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
      * (transformers, which runs the fused weight whole, is not affected) */
     uint64_t half = e->rows / 2;
     char *msg = NULL;
-    if (o->scheme == FP8_SCHEME_BLOCK && fmt_is_fused_gate_up(t->name) &&
+    if (fp8_scheme_has_block(o->scheme) && fmt_is_fused_gate_up(t->name) &&
         (e->rows % 2 || half % o->block_rows) &&
         (asprintf(&msg, "%s: tensor '%s': a fused gate/up weight of %llu rows: its %u-row "
                   "blocks span the gate and up halves (%llu rows each), which vLLM and SGLang "
@@ -231,7 +231,7 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         o->block_cols > MAX_BLOCK)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--block %ux%u: each side must be 1 to %d",
                         o->block_rows, o->block_cols, MAX_BLOCK);
-    if (o->scale_ue8m0 && (o->scheme != FP8_SCHEME_BLOCK || p->format != FP8_FORMAT_HF_FP8))
+    if (o->scale_ue8m0 && (!fp8_scheme_has_block(o->scheme) || p->format != FP8_FORMAT_HF_FP8))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "--scale-fmt ue8m0 applies to --scheme block with --format hf-fp8 only");
     p->regexes = fp8_xcalloc(o->nignore ? o->nignore : 1, sizeof *p->regexes);
@@ -394,7 +394,7 @@ static fp8_status check_lone_block(fp8_ctx *ctx, fp8_quant_plan *p)
             msg = NULL;
         return add_warning(ctx, p, msg);
     }
-    if (fp8_checkpoint_is_directory(p->ck) || p->opts.scheme != FP8_SCHEME_BLOCK ||
+    if (fp8_checkpoint_is_directory(p->ck) || !fp8_scheme_has_block(p->opts.scheme) ||
         (p->opts.block_rows == 128 && p->opts.block_cols == 128))
         return FP8_OK;
     if (asprintf(&msg, "%s: a single-file output has no config.json to record the %ux%u block "
@@ -599,7 +599,7 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     }
     uint64_t row_bytes = e->cols * src_size(t->dtype);
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
-    if (fp8_scheme_get(p->opts.scheme)->group == FP8_GROUP_TILE) { /* whole block rows */
+    if (fp8_scheme_has_block(p->opts.scheme)) { /* whole block rows */
         band = p->opts.block_rows;
         uint64_t tile = band * p->opts.block_cols * src_size(t->dtype);
         if (band * row_bytes > r->chunk) /* wide: split the block row by columns */

@@ -60,6 +60,14 @@ typedef struct {
 /* The scheme's row; NULL for a value outside fp8_scheme. */
 const fp8_scheme_traits *fp8_scheme_get(fp8_scheme s);
 
+/* Whether the scheme's groups are block_rows x block_cols tiles: the block
+ * size (--block, weight_block_size) and ue8m0 scales apply to it. */
+static inline bool fp8_scheme_has_block(fp8_scheme s)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(s);
+    return t && t->group == FP8_GROUP_TILE;
+}
+
 /*
  * The groups of one [rows, cols] matrix under a scheme: each group is
  * group_rows x group_cols elements (partial at the right and bottom edges),

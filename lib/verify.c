@@ -243,7 +243,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     }
     if (!st && v->format != FP8_FORMAT_DEFAULT) {
         char block[32] = "";
-        if (v->scheme == FP8_SCHEME_BLOCK)
+        if (fp8_scheme_has_block(v->scheme))
             snprintf(block, sizeof block, " %ux%u", v->block_rows, v->block_cols);
         if (asprintf(&v->format_name, "%s, scheme %s%s%s%s", fp8_format_name(v->format),
                      fp8_scheme_name(v->scheme), block, v->ue8m0_claim ? " ue8m0" : "",
@@ -480,7 +480,7 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
                  file, t->name, (unsigned long long)t->shape[t->rank - 2],
                  (unsigned long long)v->experts);
     uint64_t rows = t->shape[t->rank - 2];
-    if (!st && v->scheme == FP8_SCHEME_BLOCK && fmt_is_fused_gate_up(t->name) &&
+    if (!st && fp8_scheme_has_block(v->scheme) && fmt_is_fused_gate_up(t->name) &&
         (rows % 2 || (rows / 2) % v->block_rows))
         st = add_for(ctx, v, SERVING, "fused-block",
                      "%s: %s: a fused gate/up weight of %llu rows whose %u-row blocks span the "
@@ -491,7 +491,7 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
         if (!lr->experts++)
             lr->first_expert = t->name;
     }
-    if (v->scheme == FP8_SCHEME_BLOCK &&
+    if (fp8_scheme_has_block(v->scheme) &&
         (rows % v->block_rows || t->shape[t->rank - 1] % v->block_cols) && !lr->partial++)
         lr->first_partial = t->name;
     if (v->spec->needs_input_scale) {
@@ -529,9 +529,8 @@ static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_
     }
     /* vLLM's compressed-tensors FP8 MoE method pairs tensor weights with
      * tensor activations and channel weights with token activations */
-    const char *want = v->scheme == FP8_SCHEME_TENSOR    ? "tensor"
-                       : v->scheme == FP8_SCHEME_CHANNEL ? "token"
-                                                         : NULL;
+    const fmt_spec *ct = fmt_spec_find(FP8_FORMAT_COMPRESSED_TENSORS, v->scheme);
+    const char *want = ct ? ct->ct_moe_activations : NULL;
     if (!st && v->format == FP8_FORMAT_COMPRESSED_TENSORS && lr->experts && want &&
         (!v->ct_activations || strcmp(v->ct_activations, want) != 0))
         st = add_for(ctx, v, SERVING, "moe-activations",
@@ -1248,7 +1247,7 @@ static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, 
     const fp8_verify *v = a->v;
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     /* bands of one block row each, as quantize's jobs are */
-    uint64_t step = fp8_scheme_get(v->scheme)->group == FP8_GROUP_TILE ? v->block_rows : nrows;
+    uint64_t step = fp8_scheme_has_block(v->scheme) ? v->block_rows : nrows;
     for (int k = a->floor_pass; k < 1 + a->floor_pass; k++) {
         bool same = true;
         uint64_t nscales = 0, where;
@@ -1511,7 +1510,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         bool mx = fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0;
         /* dequantize reads a directory's block size from its config.json,
          * and takes 128x128 for a lone file */
-        bool same_blocks = fp8_scheme_get(v->scheme)->group != FP8_GROUP_TILE ||
+        bool same_blocks = !fp8_scheme_has_block(v->scheme) ||
                            (fp8_checkpoint_is_directory(v->ck) && !v->assumed) ||
                            (v->block_rows == 128 && v->block_cols == 128);
         if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
@@ -1528,7 +1527,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
                           scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
     }
     it->band = it->cols && BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
-    if (fp8_scheme_get(v->scheme)->group == FP8_GROUP_TILE) /* whole block rows */
+    if (fp8_scheme_has_block(v->scheme)) /* whole block rows */
         it->band = it->band < v->block_rows ? v->block_rows : it->band / v->block_rows * v->block_rows;
     it->first_job = a->njobs;
     if (x->elements)
