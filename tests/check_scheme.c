@@ -37,6 +37,17 @@ START_TEST(test_e2m1_traits_two_codes_per_byte)
 }
 END_TEST
 
+/* E5M2 is the top byte of an IEEE f16. */
+START_TEST(test_e5m2_traits_decode_as_f16)
+{
+    const fp8_elem_traits *t = fp8_elem_get(FP8_ELEM_E5M2);
+    ck_assert(t->decode(0x3C) == 1.0f && t->decode(0xC0) == -2.0f);
+    ck_assert(t->decode(0x7B) == t->max_finite && t->decode(0x01) == fp8_pow2(-16));
+    ck_assert(t->is_nan(0x7D) && t->is_nan(0xFF) && !t->is_nan(0x7C) && !t->is_nan(0x7B));
+    ck_assert(t->decode(0x7C) > t->max_finite); /* infinity */
+}
+END_TEST
+
 START_TEST(test_e8m0_traits_are_powers_of_two)
 {
     const fp8_elem_traits *t = fp8_elem_get(FP8_ELEM_E8M0);
@@ -135,6 +146,7 @@ int main(void)
     TCase *tc = tcase_create("tables");
     tcase_add_test(tc, test_e4m3_traits_decode_every_code);
     tcase_add_test(tc, test_e2m1_traits_two_codes_per_byte);
+    tcase_add_test(tc, test_e5m2_traits_decode_as_f16);
     tcase_add_test(tc, test_e8m0_traits_are_powers_of_two);
     tcase_add_test(tc, test_scheme_names_in_enum_order);
     tcase_add_test(tc, test_geometry_indexes_the_scale_tensor);
