@@ -91,9 +91,8 @@ cJSON *cli_json_shape(int rank, const uint64_t *shape);
 const volatile sig_atomic_t *cli_catch_signals(void);
 /* Prints the document on stdout and frees it; EXIT_OK, or EXIT_IO when out of memory. */
 int cli_print_json(cJSON *root);
-/* --scheme and --format names, in fp8_scheme order and fp8_format order
- * less one (FP8_FORMAT_DEFAULT has no name); "RxC" with 1 <= R, C <= 4096. */
-extern const char *const cli_scheme_names[], *const cli_format_names[];
+/* "RxC" with 1 <= R, C <= 4096 (--scheme and --format take the lib's
+ * fp8_scheme_names and fp8_format_names). */
 bool cli_parse_block(const char *s, uint32_t *rows, uint32_t *cols);
 /* Seconds on a monotonic clock. */
 double cli_now(void);

@@ -52,9 +52,9 @@ static int take_option(int code, const char *value, void *state)
         a->opts.require |= 1u << l;
     } else if (code == OPT_FORMAT || code == OPT_SCHEME) {
         int choice;
-        if (code == OPT_FORMAT && !cli_choice("--format", value, cli_format_names, &choice))
+        if (code == OPT_FORMAT && !cli_choice("--format", value, fp8_format_names, &choice))
             return EXIT_USAGE;
-        if (code == OPT_SCHEME && !cli_choice("--scheme", value, cli_scheme_names, &choice))
+        if (code == OPT_SCHEME && !cli_choice("--scheme", value, fp8_scheme_names, &choice))
             return EXIT_USAGE;
         if (code == OPT_FORMAT)
             a->opts.assume_format = (fp8_format)(choice + 1);

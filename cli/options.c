@@ -154,8 +154,6 @@ int cli_parse(const cli_command *cmd, int *argc, char **argv, cli_common *common
     return -1;
 }
 
-const char *const cli_scheme_names[] = { "block", "channel", "tensor", "mxfp8", NULL };
-const char *const cli_format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", NULL };
 
 /* "RxC" with 1 <= R, C <= 4096. */
 bool cli_parse_block(const char *s, uint32_t *rows, uint32_t *cols)
@@ -193,13 +191,13 @@ int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_lay
     int choice;
     switch (code) {
     case CLI_OPT_SCHEME:
-        if (!cli_choice("--scheme", value, cli_scheme_names, &choice))
+        if (!cli_choice("--scheme", value, fp8_scheme_names, &choice))
             return EXIT_USAGE;
         o->scheme = (fp8_scheme)choice;
         given->scheme = true;
         break;
     case CLI_OPT_FORMAT:
-        if (!cli_choice("--format", value, cli_format_names, &choice))
+        if (!cli_choice("--format", value, fp8_format_names, &choice))
             return EXIT_USAGE;
         o->format = (fp8_format)(choice + 1);
         given->format = true;

@@ -18,6 +18,7 @@
 #include "dequant.h"
 #include "formats.h"
 #include "quant.h"
+#include "scheme.h"
 
 /* A tensor the plan sees that the input does not hold: a weight's values
  * (F32) or a weight's re-labelled scale. */
@@ -89,14 +90,10 @@ static weight *find_by_scale(const fp8_convert *c, const char *name)
 static void target_group(const fp8_quant_options *o, uint64_t m, uint64_t n, uint64_t *gr,
                          uint64_t *gc)
 {
-    switch (o->scheme) {
-    case FP8_SCHEME_BLOCK: *gr = o->block_rows, *gc = o->block_cols; break;
-    case FP8_SCHEME_CHANNEL: *gr = 1, *gc = n; break;
-    case FP8_SCHEME_TENSOR: *gr = m, *gc = n; break;
-    case FP8_SCHEME_MXFP8: *gr = 1, *gc = 32; break;
-    }
-    *gr = clamp(*gr, m);
-    *gc = clamp(*gc, n);
+    fp8_geometry g;
+    fp8_scheme_geometry(o->scheme, o->block_rows, o->block_cols, m, n, &g);
+    *gr = clamp(g.group_rows, m);
+    *gc = clamp(g.group_cols, n);
 }
 
 /* Whether target groups of g along a dimension of `dim` each lie inside one
@@ -111,9 +108,9 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
     bool mx_input = w->scale->dtype == FP8_DTYPE_U8 || w->scale->dtype == FP8_DTYPE_F8_E8M0;
     uint64_t gr, gc;
     target_group(o, w->rows, w->cols, &gr, &gc);
-    if (o->scheme == FP8_SCHEME_MXFP8 && !mx_input)
+    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input)
         return "MX scales are powers of two: only an MX input's scales are copied";
-    if (o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0 && !mx_input && !ue8m0_input)
+    if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
         return "ue8m0 scales are powers of two: the input's scales are not declared so";
     if (!nests(gr, w->src_rows, w->rows) || !nests(gc, w->src_cols, w->cols)) {
         snprintf(buf, cap, "a %llux%llu group of the output does not lie inside one %llux%llu "
@@ -283,7 +280,7 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
     if (!c->opts.scheme_set)
         o->scheme = c->opts.block_set || d.format == FP8_FORMAT_DEFAULT ? FP8_SCHEME_BLOCK
                                                                         : d.scheme;
-    if (!c->opts.block_set && d.scheme == FP8_SCHEME_BLOCK && d.block_rows) {
+    if (!c->opts.block_set && fp8_scheme_has_block(d.scheme) && d.block_rows) {
         o->block_rows = d.block_rows;
         o->block_cols = d.block_cols;
     }
@@ -292,9 +289,9 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
                         ? d.format
                         : fp8_format_default(o->scheme);
     if (!c->opts.scale_fmt_set)
-        o->scale_ue8m0 = d.ue8m0 && o->scheme == FP8_SCHEME_BLOCK &&
+        o->scale_ue8m0 = d.ue8m0 && fp8_scheme_has_block(o->scheme) &&
                          o->format == FP8_FORMAT_HF_FP8;
-    if (c->opts.block_set && o->scheme != FP8_SCHEME_BLOCK)
+    if (c->opts.block_set && !fp8_scheme_has_block(o->scheme))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--block applies to --scheme block only");
     c->spec = fmt_spec_find(o->format, o->scheme);
     return FP8_OK; /* the plan says what is wrong with a pair the table lacks */
@@ -319,11 +316,13 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     if (c->spec && !w->pub.exact && c->opts.exact)
         return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s': --exact: %s", file, t->name,
                         w->pub.why);
-    if (c->spec && c->opts.target.scheme == FP8_SCHEME_MXFP8 && w->cols % 32)
+    const fp8_scheme_traits *sch = fp8_scheme_get(c->opts.target.scheme);
+    if (c->spec && sch->group == FP8_GROUP_RUN && w->cols % sch->run)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': mxfp8 needs the last dimension (%llu) to be a "
-                        "multiple of 32",
-                        file, t->name, (unsigned long long)w->cols);
+                        "%s: tensor '%s': %s needs the last dimension (%llu) to be a "
+                        "multiple of %u",
+                        file, t->name, fp8_scheme_name(c->opts.target.scheme),
+                        (unsigned long long)w->cols, sch->run);
     /* the values: an F32 tensor of the same name and shape */
     virtual_tensor *v = &w->values;
     v->weight = i;

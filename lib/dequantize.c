@@ -19,6 +19,7 @@
 #include "jobs.h"
 #include "parts.h"
 #include "safetensors.h"
+#include "scheme.h"
 #include "zio.h"
 
 /* Input bytes per job.  On the CPU, a job's codes and its values stay in a
@@ -27,9 +28,6 @@
  * small); the GPU wants big transfers. */
 #define JOB_BYTES_CPU ((uint64_t)256 << 10)
 #define JOB_BYTES_GPU ((uint64_t)FP8_CHUNK_BYTES)
-#define HF_QUANT_CONFIG "hf_quant_config.json"
-
-typedef enum { SCALE_TENSOR, SCALE_CHANNEL, SCALE_BLOCK, SCALE_MX } dq_scale_kind;
 
 typedef struct {
     const fp8_tensor_info *t;
@@ -38,7 +36,8 @@ typedef struct {
     /* DQ_DEQUANT: the scale and how it maps onto the weight */
     const fp8_tensor_info *scale;
     size_t scale_shard;
-    dq_scale_kind kind;
+    fp8_scheme kind;     /* the layout the scale's shape and dtype match */
+    fp8_geometry groups; /* of one matrix, in that layout */
     uint64_t experts, rows, cols;
 } dq_item;
 
@@ -105,10 +104,13 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
     uint64_t per = 1;
     for (int k = 0; k < r; k++)
         per *= d[k];
+    fp8_geometry mx;
+    fp8_scheme_geometry(FP8_SCHEME_MXFP8, 1, 1, it->rows, it->cols, &mx);
     if (s->dtype == FP8_DTYPE_U8 || s->dtype == FP8_DTYPE_F8_E8M0) {
-        if (r == 2 && it->cols % 32 == 0 && d[0] == it->rows && d[1] == it->cols / 32) {
-            it->kind = SCALE_MX;
-            return FP8_OK;
+        if (r == 2 && it->cols % mx.group_cols == 0 && d[0] == mx.row_groups &&
+            d[1] == mx.col_groups) {
+            it->kind = FP8_SCHEME_MXFP8;
+            goto found;
         }
         goto mismatch;
     }
@@ -116,15 +118,20 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s: tensor '%s': scale dtype %s is not F32, BF16, F16 or U8 (E8M0)",
                         file, s->name, fp8_dtype_name(s->dtype));
+    fp8_geometry block;
+    fp8_scheme_geometry(FP8_SCHEME_BLOCK, p->block_rows, p->block_cols, it->rows, it->cols,
+                        &block);
     if (per == 1 && r <= 1)
-        it->kind = SCALE_TENSOR;
+        it->kind = FP8_SCHEME_TENSOR;
     else if ((r == 1 || (r == 2 && d[1] == 1)) && d[0] == it->rows)
-        it->kind = SCALE_CHANNEL;
-    else if (r == 2 && d[0] == ceil_div(it->rows, p->block_rows) &&
-             d[1] == ceil_div(it->cols, p->block_cols))
-        it->kind = SCALE_BLOCK;
+        it->kind = FP8_SCHEME_CHANNEL;
+    else if (r == 2 && d[0] == block.row_groups && d[1] == block.col_groups)
+        it->kind = FP8_SCHEME_BLOCK;
     else
         goto mismatch;
+found:
+    fp8_scheme_geometry(it->kind, p->block_rows, p->block_cols, it->rows, it->cols,
+                        &it->groups);
     return FP8_OK;
 mismatch:;
     char shape[96];
@@ -237,18 +244,7 @@ static fp8_status check_has_fp8(fp8_ctx *ctx, const dq_plan *p)
 static void scale_span(const dq_plan *p, const dq_item *it, uint64_t x, uint64_t row0,
                        uint64_t nrows, uint64_t *first, uint64_t *count)
 {
-    uint64_t cb = ceil_div(it->cols, p->block_cols), rb = ceil_div(it->rows, p->block_rows);
-    switch (it->kind) {
-    case SCALE_TENSOR: *first = x, *count = 1; break;
-    case SCALE_CHANNEL: *first = x * it->rows + row0, *count = nrows; break;
-    case SCALE_MX:
-        *first = (x * it->rows + row0) * (it->cols / 32);
-        *count = nrows * (it->cols / 32);
-        break;
-    default:
-        *first = (x * rb + row0 / p->block_rows) * cb;
-        *count = ((row0 + nrows - 1) / p->block_rows - row0 / p->block_rows + 1) * cb;
-    }
+    fp8_geometry_span(&it->groups, x, row0, nrows, first, count);
 }
 
 
@@ -327,12 +323,8 @@ bool dq_scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
 /* How the scales of a span map onto its rows: a grid of groups. */
 static void scale_groups(const dq_plan *p, const dq_item *it, uint64_t *grows, uint64_t *gcols)
 {
-    switch (it->kind) {
-    case SCALE_TENSOR: *grows = UINT64_MAX, *gcols = it->cols ? it->cols : 1; break;
-    case SCALE_CHANNEL: *grows = 1, *gcols = it->cols ? it->cols : 1; break;
-    case SCALE_MX: *grows = 1, *gcols = 32; break;
-    default: *grows = p->block_rows, *gcols = p->block_cols;
-    }
+    *grows = it->groups.group_rows;
+    *gcols = it->groups.group_cols;
 }
 
 /* Reads rows [row0, row0 + nrows) of expert x of weight `it` into `codes`

@@ -5,10 +5,12 @@
  * documented in the man page under LOADERS.
  */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
+#include "scheme.h"
 
 #define VLLM FP8_LOADER_VLLM
 #define SGLANG FP8_LOADER_SGLANG
@@ -59,9 +61,11 @@ static const char HF_CT_MODEL_DTYPE_SCALES[] =
 
 static const fmt_spec table[] = {
     { .format = FP8_FORMAT_HF_FP8, .scheme = FP8_SCHEME_BLOCK, .scale_suffix = "_scale_inv",
-      .scale_dtype = FMT_SCALE_F32, .whole_blocks = { [HF] = HF_WHOLE_BLOCKS } },
+      .scale_dtype = FMT_SCALE_F32, .scheme_default = true,
+      .whole_blocks = { [HF] = HF_WHOLE_BLOCKS } },
     { .format = FP8_FORMAT_HF_FP8, .scheme = FP8_SCHEME_TENSOR, .scale_suffix = "_scale",
-      .scale_dtype = FMT_SCALE_F32, .no_load = { [HF] = HF_FP8_TENSOR_TRANSFORMERS } },
+      .scale_dtype = FMT_SCALE_F32, .scheme_default = true,
+      .no_load = { [HF] = HF_FP8_TENSOR_TRANSFORMERS } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_BLOCK,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .ct_weights = "block",
       .ct_activations = "group", .whole_blocks = { [HF] = HF_WHOLE_BLOCKS },
@@ -69,16 +73,18 @@ static const fmt_spec table[] = {
       .model_dtype_scales = { [HF] = HF_CT_MODEL_DTYPE_SCALES } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_CHANNEL,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
-      .ct_weights = "channel", .ct_activations = "token",
+      .scheme_default = true, .ct_weights = "channel", .ct_activations = "token",
+      .ct_moe_activations = "token",
       .model_dtype_scales = { [HF] = HF_CT_MODEL_DTYPE_SCALES } },
     /* vLLM's CompressedTensorsW8A8Fp8MoEMethod pairs tensor weights with
      * tensor activations only (token activations: a bare AssertionError) */
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_TENSOR,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
-      .ct_weights = "tensor", .ct_activations = "tensor",
+      .ct_weights = "tensor", .ct_activations = "tensor", .ct_moe_activations = "tensor",
       .model_dtype_scales = { [HF] = HF_CT_MODEL_DTYPE_SCALES } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_MXFP8,
-      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .ct_weights = "group",
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .scheme_default = true,
+      .ct_weights = "group",
       .ct_activations = "group", .no_experts = { [HF] = HF_CT_EXPERTS },
       .no_f32_model = { [HF] = HF_CT_MX_F32 } },
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_CHANNEL, .scale_suffix = "_scale",
@@ -93,12 +99,65 @@ static const fmt_spec table[] = {
       .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
 };
 
+#define NROWS (sizeof table / sizeof *table)
+
+/* In fp8_format's order from FP8_FORMAT_HF_FP8 on: the one list of names. */
+const char *const fp8_format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", NULL };
+#define NFORMATS (sizeof fp8_format_names / sizeof *fp8_format_names - 1)
+
+const char *fp8_format_name(fp8_format f)
+{
+    return f == FP8_FORMAT_DEFAULT        ? "default"
+           : (unsigned)f - 1 < NFORMATS ? fp8_format_names[f - 1]
+                                          : "?";
+}
+
 const fmt_spec *fmt_spec_find(fp8_format format, fp8_scheme scheme)
 {
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+    for (size_t i = 0; i < NROWS; i++)
         if (table[i].format == format && table[i].scheme == scheme)
             return &table[i];
     return NULL;
+}
+
+fp8_format fp8_format_default(fp8_scheme s)
+{
+    for (size_t i = 0; i < NROWS; i++)
+        if (table[i].scheme == s && table[i].scheme_default)
+            return table[i].format;
+    return FP8_FORMAT_COMPRESSED_TENSORS;
+}
+
+bool fp8_format_supports(fp8_format f, fp8_scheme s)
+{
+    if (f == FP8_FORMAT_DEFAULT)
+        f = fp8_format_default(s);
+    const fmt_spec *spec = fmt_spec_find(f, s);
+    return spec && !spec->refused;
+}
+
+void fmt_pairs_text(fp8_text *b)
+{
+    for (size_t s = 0; fp8_scheme_names[s]; s++) {
+        size_t n = 0, k = 0;
+        for (size_t f = 1; f <= NFORMATS; f++)
+            n += fp8_format_supports((fp8_format)f, (fp8_scheme)s);
+        if (!n)
+            continue;
+        if (b->len)
+            fp8_text_str(b, "; ");
+        fp8_text_str(b, fp8_scheme_names[s]);
+        fp8_text_str(b, " with ");
+        for (size_t f = 1; f <= NFORMATS; f++) {
+            if (!fp8_format_supports((fp8_format)f, (fp8_scheme)s))
+                continue;
+            if (k)
+                fp8_text_str(b, k + 1 == n ? " or " : ", ");
+            fp8_text_str(b, fp8_format_names[f - 1]);
+            k++;
+        }
+    }
+    fp8_text_put(b, "", 1);
 }
 
 static const char *const loader_names[] = { "vllm", "sglang", "transformers" };
@@ -117,8 +176,6 @@ bool fp8_loader_from_name(const char *name, fp8_loader *l)
     return false;
 }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
-
 fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source)
 {
     return f->scale_dtype == FMT_SCALE_U8 ? FP8_DTYPE_U8
@@ -133,23 +190,24 @@ void fmt_scale_shape(const fmt_spec *f, int wrank, const uint64_t *wshape, uint3
     int r = 0;
     if (wrank == 3)
         shape[r++] = wshape[0];
-    switch (f->scheme) {
-    case FP8_SCHEME_BLOCK:
-        shape[r++] = ceil_div(m, R);
-        shape[r++] = ceil_div(n, C);
+    fp8_geometry g;
+    fp8_scheme_geometry(f->scheme, R, C, m, n, &g);
+    /* a grid of groups keeps both dimensions; a row or matrix group drops the
+     * columns (and a matrix the rows), unless the layout keeps them as 1 */
+    switch (fp8_scheme_get(f->scheme)->group) {
+    case FP8_GROUP_TILE:
+    case FP8_GROUP_RUN:
+        shape[r++] = g.row_groups;
+        shape[r++] = g.col_groups;
         break;
-    case FP8_SCHEME_CHANNEL:
-        shape[r++] = m;
+    case FP8_GROUP_ROW:
+        shape[r++] = g.row_groups;
         if (f->keepdim)
             shape[r++] = 1;
         break;
-    case FP8_SCHEME_TENSOR:
+    case FP8_GROUP_MATRIX:
         if (f->keepdim)
             shape[r++] = 1;
-        break;
-    case FP8_SCHEME_MXFP8:
-        shape[r++] = m;
-        shape[r++] = n / 32;
         break;
     }
     *rank = r;
@@ -221,13 +279,15 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         const char *strategy = str_of(w, "strategy");
         d->ct_activations = str_of(a, "strategy");
         d->scheme = FP8_SCHEME_TENSOR;
-        for (size_t i = 0; strategy && i < sizeof table / sizeof *table; i++)
+        for (size_t i = 0; strategy && i < NROWS; i++)
             if (table[i].ct_weights && strcmp(table[i].ct_weights, strategy) == 0)
                 d->scheme = table[i].scheme;
         if (d->scheme == FP8_SCHEME_MXFP8) {
             const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
             const char *s = gs && (cJSON_IsRaw(gs) || cJSON_IsNumber(gs)) ? gs->valuestring : NULL;
-            if (s ? strcmp(s, "32") != 0 : !(cJSON_IsNumber(gs) && gs->valuedouble == 32))
+            char run[16];
+            snprintf(run, sizeof run, "%d", FP8_MX_GROUP);
+            if (s ? strcmp(s, run) != 0 : !(cJSON_IsNumber(gs) && gs->valuedouble == FP8_MX_GROUP))
                 d->bad_key = "weights.group_size (MX blocks are 32 elements)";
         }
         b = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
@@ -237,7 +297,7 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         d->format = FP8_FORMAT_MODELOPT;
         const char *algo = str_of(q, "quant_algo");
         d->scheme = FP8_SCHEME_TENSOR;
-        for (size_t i = 0; algo && i < sizeof table / sizeof *table; i++)
+        for (size_t i = 0; algo && i < NROWS; i++)
             if (table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0)
                 d->scheme = table[i].scheme;
     } else {
@@ -368,7 +428,7 @@ static cJSON *ct_args(const fmt_spec *spec, const fp8_quant_options *o, bool wei
     if (weights && o->scheme == FP8_SCHEME_BLOCK)
         cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
     if (o->scheme == FP8_SCHEME_MXFP8) {
-        cJSON_AddNumberToObject(a, "group_size", 32);
+        cJSON_AddNumberToObject(a, "group_size", FP8_MX_GROUP);
         cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
     } else if (!weights && o->scheme == FP8_SCHEME_BLOCK) {
         /* activations are quantized per 1 x C group, matching the weight block */
@@ -416,4 +476,25 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
         break;
     }
     return q;
+}
+
+/* ModelOpt's hf_quant_config.json. */
+cJSON *fmt_side_file(const fmt_spec *spec, const fp8_quant_options *o, char *const *ignore,
+                     size_t nignore)
+{
+    if (spec->format != FP8_FORMAT_MODELOPT)
+        return NULL;
+    cJSON *root = cJSON_CreateObject(), *ignored = cJSON_CreateArray();
+    for (size_t i = 0; i < nignore; i++)
+        cJSON_AddItemToArray(ignored, cJSON_CreateString(ignore[i]));
+    cJSON *producer = cJSON_AddObjectToObject(root, "producer");
+    cJSON_AddStringToObject(producer, "name", "fp8conv");
+    cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
+    cJSON *q = cJSON_AddObjectToObject(root, "quantization");
+    cJSON_AddStringToObject(q, "quant_algo", spec->modelopt_algo);
+    cJSON_AddItemToObject(q, "exclude_modules", ignored);
+    const fp8_scheme_traits *sch = fp8_scheme_get(o->scheme);
+    if (sch->group == FP8_GROUP_RUN)
+        cJSON_AddNumberToObject(q, "group_size", sch->run);
+    return root;
 }

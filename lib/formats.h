@@ -30,6 +30,9 @@ typedef struct {
     /* config.json: compressed-tensors weights/input_activations strategies,
      * ModelOpt's quant_algo */
     const char *ct_weights, *ct_activations;
+    /* The only input_activations strategy vLLM's compressed-tensors FP8 MoE
+     * method takes with these weights; NULL: no such rule. */
+    const char *ct_moe_activations;
     const char *modelopt_algo;
     /* Non-NULL: fp8conv does not write the pair, because of this loader rule. */
     const char *refused;
@@ -50,15 +53,28 @@ typedef struct {
     const char *model_dtype_scales[FP8_LOADER_COUNT];
     /* The loader needs a calibrated input_scale beside every FP8 weight. */
     bool needs_input_scale;
+    /* The format --format DEFAULT picks for the scheme. */
+    bool scheme_default;
 } fmt_spec;
+
+/* ModelOpt's side file beside config.json. */
+#define HF_QUANT_CONFIG "hf_quant_config.json"
 
 /* The table's row for a pair; NULL when the table has none. */
 const fmt_spec *fmt_spec_find(fp8_format format, fp8_scheme scheme);
+/* The pairs fp8conv writes, for messages: "block with hf-fp8 or
+ * compressed-tensors; channel with ..." (every scheme, its formats in
+ * fp8_format order, refused pairs left out). */
+void fmt_pairs_text(fp8_text *b);
 /* config.json's quantization_config for a pair (fp8conv-formats(5), FORMATS):
  * what quantize writes, and what verify --format assumes for a checkpoint
  * without one. */
 cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
                                char *const *ignore, size_t nignore);
+/* The side file a pair writes beside config.json (HF_QUANT_CONFIG for
+ * ModelOpt); NULL when the format has none. */
+cJSON *fmt_side_file(const fmt_spec *spec, const fp8_quant_options *o, char *const *ignore,
+                     size_t nignore);
 /* "vLLM", "SGLang", "transformers" (fp8_loader_name() is the option's spelling). */
 const char *fmt_loader_title(fp8_loader l);
 

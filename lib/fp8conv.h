@@ -271,6 +271,11 @@ typedef enum { FP8_MX_RCEIL, FP8_MX_FLOOR } fp8_mx_rounding;
 /* "block", "hf-fp8", ... (the command-line spellings). */
 const char *fp8_scheme_name(fp8_scheme scheme);
 const char *fp8_format_name(fp8_format format);
+/* The same spellings, NULL-terminated, for option parsers and completion:
+ * every scheme in fp8_scheme's order; every format from FP8_FORMAT_HF_FP8 on
+ * (FP8_FORMAT_DEFAULT has no spelling on the command line). */
+extern const char *const fp8_scheme_names[];
+extern const char *const fp8_format_names[];
 /* block -> hf-fp8, channel -> compressed-tensors, tensor -> hf-fp8,
  * mxfp8 -> compressed-tensors. */
 fp8_format fp8_format_default(fp8_scheme scheme);

@@ -14,8 +14,8 @@
 #include "checkpoint.h"
 #include "formats.h"
 #include "like.h"
+#include "scheme.h"
 
-#define HF_QUANT_CONFIG "hf_quant_config.json"
 
 /* REF: a checkpoint directory (with its config.json), a .safetensors file
  * (no config), or a config.json (no tensors: *ck stays NULL). */
@@ -385,7 +385,7 @@ void fp8_like_apply(const fp8_like *l, fp8_quant_options *o)
     o->scheme = l->decl.scheme;
     o->format = l->decl.format;
     o->scale_ue8m0 = l->decl.ue8m0;
-    if (l->decl.scheme == FP8_SCHEME_BLOCK) {
+    if (fp8_scheme_has_block(l->decl.scheme)) {
         o->block_rows = l->decl.block_rows;
         o->block_cols = l->decl.block_cols;
     }

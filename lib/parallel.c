@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "parallel.h"
+#include "scheme.h"
 
 /* Config numbers divide and multiply: each is trusted only as a whole
  * number up to 2^31 (so that products of two stay exact); anything else,
@@ -130,7 +131,8 @@ static void check_split(checker *c, const char *layer, uint64_t full, uint64_t w
     }
     uint64_t part = full / ways;
     bool split = ways > 1 || merged;
-    if (c->q->scheme == FP8_SCHEME_BLOCK && split) {
+    const fp8_scheme_traits *sch = fp8_scheme_get(c->q->scheme);
+    if (sch->group == FP8_GROUP_TILE && split) {
         uint64_t block = output ? c->q->block_n : c->q->block_k;
         if (part % block)
             fail(c, "%s: %s partition %llu/%llu = %llu is not a multiple of the block's %llu %s",
@@ -138,9 +140,10 @@ static void check_split(checker *c, const char *layer, uint64_t full, uint64_t w
                  (unsigned long long)ways, (unsigned long long)part, (unsigned long long)block,
                  output ? "rows" : "columns");
     }
-    if (c->q->scheme == FP8_SCHEME_MXFP8 && !output && ways > 1 && part % 32)
-        fail(c, "%s: input partition %llu/%llu = %llu is not a multiple of 32 (mxfp8)", layer,
-             (unsigned long long)full, (unsigned long long)ways, (unsigned long long)part);
+    if (sch->group == FP8_GROUP_RUN && !output && ways > 1 && part % sch->run)
+        fail(c, "%s: input partition %llu/%llu = %llu is not a multiple of %u (%s)", layer,
+             (unsigned long long)full, (unsigned long long)ways, (unsigned long long)part,
+             sch->run, fp8_scheme_name(c->q->scheme));
 }
 
 int par_check(const par_model *m, const par_quant *q, int tp, int ep,

@@ -16,6 +16,7 @@
  * (tests/check_dequantize.c compares every path with it).
  */
 #include "quant.h"
+#include "scheme.h"
 
 /*
  * fp32 to E4M3 without branches; equal to fp8_f32_to_e4m3 for every input
@@ -89,14 +90,14 @@ FP8_CLONES static void quantize_f32(const float *p, uint64_t n, float s, uint8_t
         q[i] = e4m3_branchless(p[i] / s);
 }
 
-/* mxfp8 on bf16, the common case, in one call: a group of 32 is too short to
+/* mxfp8 on bf16, the common case, in one call: an MX group is too short to
  * pay for a call per group. */
 FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_scale_kind kind,
                                         uint8_t *q, uint8_t *scales)
 {
-    for (uint64_t g = 0; g < groups; g++, p += 32, q += 32) {
+    for (uint64_t g = 0; g < groups; g++, p += FP8_MX_GROUP, q += FP8_MX_GROUP) {
         uint16_t m = 0;
-        for (int i = 0; i < 32; i++) {
+        for (int i = 0; i < FP8_MX_GROUP; i++) {
             uint16_t a = p[i] & 0x7FFF;
             m = a > m ? a : m;
         }
@@ -109,7 +110,7 @@ FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_
          * way, so the multiplication gives the division's bits; 2^-E is an
          * fp32 for every E in [-127, 127] */
         float r = fp8_pow2(127 - (int)bits);
-        for (int i = 0; i < 32; i++)
+        for (int i = 0; i < FP8_MX_GROUP; i++)
             q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) * r);
     }
     return true;
@@ -138,9 +139,9 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
 {
     unsigned ssize = fp8_scale_size(b->kind);
     uint64_t g = 0;
-    if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows == 1 && b->group_cols == 32 &&
-        b->cols % 32 == 0 && ssize == 1) {
-        if (quantize_mx_bf16(src, b->rows * b->cols / 32, b->kind, q, scales))
+    if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows == 1 &&
+        b->group_cols == FP8_MX_GROUP && b->cols % FP8_MX_GROUP == 0 && ssize == 1) {
+        if (quantize_mx_bf16(src, b->rows * b->cols / FP8_MX_GROUP, b->kind, q, scales))
             return FP8_BAND_OK;
         return fp8_band_quantize_ref(b, src, q, scales, where); /* finds the first NaN */
     }

@@ -29,40 +29,12 @@
 #include "parallel.h"
 #include "parts.h"
 #include "safetensors.h"
+#include "scheme.h"
 #include "zio.h"
 
 #define MAX_BLOCK 4096
-#define HF_QUANT_CONFIG "hf_quant_config.json"
 
 /* ---------------------------------------------------------------- names */
-
-static const char *const scheme_names[] = { "block", "channel", "tensor", "mxfp8" };
-static const char *const format_names[] = { "default", "hf-fp8", "compressed-tensors",
-                                            "modelopt" };
-
-const char *fp8_scheme_name(fp8_scheme s)
-{
-    return (unsigned)s < 4 ? scheme_names[s] : "?";
-}
-
-const char *fp8_format_name(fp8_format f)
-{
-    return (unsigned)f < 4 ? format_names[f] : "?";
-}
-
-fp8_format fp8_format_default(fp8_scheme s)
-{
-    return s == FP8_SCHEME_BLOCK || s == FP8_SCHEME_TENSOR ? FP8_FORMAT_HF_FP8
-                                                           : FP8_FORMAT_COMPRESSED_TENSORS;
-}
-
-bool fp8_format_supports(fp8_format f, fp8_scheme s)
-{
-    if (f == FP8_FORMAT_DEFAULT)
-        f = fp8_format_default(s);
-    const fmt_spec *spec = fmt_spec_find(f, s);
-    return spec && !spec->refused;
-}
 
 /* ---------------------------------------------------------------- the plan */
 
@@ -137,17 +109,17 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
                        : *owned;
     if (t->elements == 0)
         return "empty";
-    if (p->opts.scheme == FP8_SCHEME_MXFP8 && t->shape[t->rank - 1] % 32) {
+    const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
+    if (sch->group == FP8_GROUP_RUN && t->shape[t->rank - 1] % sch->run) {
         *warn = true;
-        return asprintf(owned, "mxfp8 needs the last dimension (%llu) to be a multiple of 32",
-                        (unsigned long long)t->shape[t->rank - 1]) < 0
+        return asprintf(owned, "%s needs the last dimension (%llu) to be a multiple of %u",
+                        fp8_scheme_name(p->opts.scheme), (unsigned long long)t->shape[t->rank - 1],
+                        sch->run) < 0
                    ? (*owned = NULL, "mxfp8 needs the last dimension to be a multiple of 32")
                    : *owned;
     }
     return NULL;
 }
-
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 static fp8_status add_warning(fp8_ctx *ctx, fp8_quant_plan *p, char *message)
 {
@@ -176,9 +148,9 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     e->kind = it->scale_dtype == FP8_DTYPE_BF16  ? FP8_SCALE_BF16
               : it->scale_dtype == FP8_DTYPE_F16 ? FP8_SCALE_F16
                                                  : FP8_SCALE_F32;
-    if (o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0)
+    if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0)
         e->kind = FP8_SCALE_UE8M0_F32;
-    if (o->scheme == FP8_SCHEME_MXFP8)
+    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0)
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
     if (asprintf(&e->owned_scale_name, "%s%s", t->name, p->spec->scale_suffix) < 0) {
         e->owned_scale_name = NULL;
@@ -201,7 +173,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
      * (transformers, which runs the fused weight whole, is not affected) */
     uint64_t half = e->rows / 2;
     char *msg = NULL;
-    if (o->scheme == FP8_SCHEME_BLOCK && fmt_is_fused_gate_up(t->name) &&
+    if (fp8_scheme_has_block(o->scheme) && fmt_is_fused_gate_up(t->name) &&
         (e->rows % 2 || half % o->block_rows) &&
         (asprintf(&msg, "%s: tensor '%s': a fused gate/up weight of %llu rows: its %u-row "
                   "blocks span the gate and up halves (%llu rows each), which vLLM and SGLang "
@@ -235,7 +207,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
 static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     fp8_quant_options *o = &p->opts;
-    if ((unsigned)o->scheme > FP8_SCHEME_MXFP8 || (unsigned)o->format > FP8_FORMAT_MODELOPT)
+    if (!fp8_scheme_get(o->scheme) || (unsigned)o->format > FP8_FORMAT_MODELOPT)
         return fp8_fail(ctx, FP8_ERR_USAGE, "unknown scheme or format");
     p->format = o->format == FP8_FORMAT_DEFAULT ? fp8_format_default(o->scheme) : o->format;
     p->spec = fmt_spec_find(p->format, o->scheme);
@@ -243,18 +215,23 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--scheme %s --format %s is not written: %s",
                         fp8_scheme_name(o->scheme), fp8_format_name(p->format),
                         p->spec->refused);
-    if (!p->spec)
-        return fp8_fail(ctx, FP8_ERR_USAGE,
-                        "--scheme %s cannot be written as --format %s; the pairs that exist: "
-                        "block with hf-fp8 or compressed-tensors; channel with "
-                        "compressed-tensors or modelopt; tensor with hf-fp8 or "
-                        "compressed-tensors; mxfp8 with compressed-tensors or modelopt",
-                        fp8_scheme_name(o->scheme), fp8_format_name(p->format));
+    if (!p->spec) {
+        fp8_text pairs = { 0 };
+        fmt_pairs_text(&pairs);
+        fp8_status st = pairs.oom ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory")
+                                    : fp8_fail(ctx, FP8_ERR_USAGE,
+                                               "--scheme %s cannot be written as --format %s; "
+                                               "the pairs that exist: %s",
+                                               fp8_scheme_name(o->scheme),
+                                               fp8_format_name(p->format), pairs.p);
+        free(pairs.p);
+        return st;
+    }
     if (o->block_rows < 1 || o->block_rows > MAX_BLOCK || o->block_cols < 1 ||
         o->block_cols > MAX_BLOCK)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--block %ux%u: each side must be 1 to %d",
                         o->block_rows, o->block_cols, MAX_BLOCK);
-    if (o->scale_ue8m0 && (o->scheme != FP8_SCHEME_BLOCK || p->format != FP8_FORMAT_HF_FP8))
+    if (o->scale_ue8m0 && (!fp8_scheme_has_block(o->scheme) || p->format != FP8_FORMAT_HF_FP8))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "--scale-fmt ue8m0 applies to --scheme block with --format hf-fp8 only");
     p->regexes = fp8_xcalloc(o->nignore ? o->nignore : 1, sizeof *p->regexes);
@@ -357,7 +334,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         if (it->quantize) {
             if ((st = scale_layout(ctx, p, it, e)))
                 return st;
-            if (p->opts.scheme == FP8_SCHEME_TENSOR)
+            if (fp8_scheme_get(p->opts.scheme)->fixed)
                 p->work_bytes += fp8_tensor_nbytes(it->tensor);
         } else if (it->tensor->rank == 2 && is_float(it->tensor->dtype) &&
                    has_suffix(it->tensor->name, ".weight")) {
@@ -417,7 +394,7 @@ static fp8_status check_lone_block(fp8_ctx *ctx, fp8_quant_plan *p)
             msg = NULL;
         return add_warning(ctx, p, msg);
     }
-    if (fp8_checkpoint_is_directory(p->ck) || p->opts.scheme != FP8_SCHEME_BLOCK ||
+    if (fp8_checkpoint_is_directory(p->ck) || !fp8_scheme_has_block(p->opts.scheme) ||
         (p->opts.block_rows == 128 && p->opts.block_cols == 128))
         return FP8_OK;
     if (asprintf(&msg, "%s: a single-file output has no config.json to record the %ux%u block "
@@ -591,10 +568,11 @@ static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
     } else {
         const plan_entry *e = &p->entries[j.item];
         uint64_t elems = j.nrows * j.ncols, sz = src_size(p->items[j.item].tensor->dtype);
-        uint64_t nscales = p->opts.scheme == FP8_SCHEME_BLOCK     ? ceil_div(j.ncols, p->opts.block_cols)
-                           : p->opts.scheme == FP8_SCHEME_CHANNEL ? j.nrows
-                           : p->opts.scheme == FP8_SCHEME_MXFP8   ? j.nrows * (j.ncols / 32)
-                                                                  : 0;
+        /* a job's rows lie in one block row: its scales are its own groups' */
+        fp8_geometry g;
+        fp8_scheme_geometry(p->opts.scheme, p->opts.block_rows, p->opts.block_cols, j.nrows,
+                            j.ncols, &g);
+        uint64_t nscales = fp8_scheme_get(p->opts.scheme)->fixed ? 0 : g.row_groups * g.col_groups;
         r->max_src = elems * sz > r->max_src ? elems * sz : r->max_src;
         r->max_q = elems > r->max_q ? elems : r->max_q;
         nscales *= fp8_scale_size(e->kind);
@@ -621,7 +599,7 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     }
     uint64_t row_bytes = e->cols * src_size(t->dtype);
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
-    if (p->opts.scheme == FP8_SCHEME_BLOCK) {
+    if (fp8_scheme_has_block(p->opts.scheme)) { /* whole block rows */
         band = p->opts.block_rows;
         uint64_t tile = band * p->opts.block_cols * src_size(t->dtype);
         if (band * row_bytes > r->chunk) /* wide: split the block row by columns */
@@ -722,24 +700,17 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
                          uint64_t *first)
 {
     const plan_entry *e = &p->entries[i];
+    fp8_geometry g;
+    fp8_scheme_geometry(p->opts.scheme, p->opts.block_rows, p->opts.block_cols, e->rows, e->cols,
+                        &g);
+    bool fixed = fp8_scheme_get(p->opts.scheme)->fixed;
+    /* the band lies in one row of groups: its groups are the rows it has */
     *b = (fp8_band){ .src = p->items[i].tensor->dtype, .kind = e->kind, .rows = nrows,
-                     .cols = ncols, .group_rows = 1, .group_cols = ncols };
-    *first = 0;
-    switch (p->opts.scheme) {
-    case FP8_SCHEME_BLOCK:
-        b->group_rows = nrows;
-        b->group_cols = p->opts.block_cols;
-        *first = (x * ceil_div(e->rows, p->opts.block_rows) + row0 / p->opts.block_rows) *
-                     ceil_div(e->cols, p->opts.block_cols) +
-                 col0 / p->opts.block_cols;
-        break;
-    case FP8_SCHEME_CHANNEL: *first = x * e->rows + row0; break;
-    case FP8_SCHEME_MXFP8:
-        b->group_cols = 32;
-        *first = (x * e->rows + row0) * (e->cols / 32);
-        break;
-    case FP8_SCHEME_TENSOR: b->fixed = true; break;
-    }
+                     .cols = ncols, .group_rows = g.group_rows < nrows ? g.group_rows : nrows,
+                     .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed };
+    if (fixed)
+        b->group_rows = 1;
+    *first = fixed ? 0 : fp8_geometry_index(&g, x, row0, col0);
 }
 
 static fp8_status do_quantize(worker *w, const job *j)
@@ -1011,7 +982,7 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
         }
         free(path);
     }
-    if (!st && p->opts.scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
+    if (!st && fp8_scheme_get(p->opts.scheme)->fixed) { /* pass 1: amax of each matrix */
         for (size_t k = 0; k < n && !st; k++) {
             ni = shard_items(p, shards[k], true, items);
             for (size_t i = 0; i < ni && !st; i++)
@@ -1053,29 +1024,6 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
 
 /* ---------------------------------------------------------------- config, index */
 
-static cJSON *string_array(char *const *strings, size_t n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < n; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(strings[i]));
-    return a;
-}
-
-/* ModelOpt's hf_quant_config.json. */
-static cJSON *hf_quant_config(const fp8_quant_plan *p)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON *producer = cJSON_AddObjectToObject(root, "producer");
-    cJSON_AddStringToObject(producer, "name", "fp8conv");
-    cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
-    cJSON *q = cJSON_AddObjectToObject(root, "quantization");
-    cJSON_AddStringToObject(q, "quant_algo", p->spec->modelopt_algo);
-    cJSON_AddItemToObject(q, "exclude_modules", string_array(p->ignored, p->nignored));
-    if (p->opts.scheme == FP8_SCHEME_MXFP8)
-        cJSON_AddNumberToObject(q, "group_size", 32);
-    return root;
-}
-
 /* model.safetensors.index.json for the output. */
 static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
 {
@@ -1115,8 +1063,11 @@ static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char
                               fmt_quantization_config(p->spec, &p->opts, p->ignored, p->nignored));
         st = ck_json_write_owned(ctx, dir, "config.json", config);
     }
-    if (!st && p->format == FP8_FORMAT_MODELOPT)
-        st = ck_json_write_owned(ctx, dir, HF_QUANT_CONFIG, hf_quant_config(p));
+    cJSON *side = fmt_side_file(p->spec, &p->opts, p->ignored, p->nignored);
+    if (!st && side)
+        st = ck_json_write_owned(ctx, dir, HF_QUANT_CONFIG, side);
+    else
+        cJSON_Delete(side);
     return st;
 }
 

@@ -29,9 +29,9 @@
 #include "like.h"
 #include "parallel.h"
 #include "quant.h"
+#include "scheme.h"
 
 /* fp8_format's values: DEFAULT (none declared), HF_FP8, COMPRESSED_TENSORS, MODELOPT */
-typedef enum { FMT_NONE, FMT_HF_FP8, FMT_CT, FMT_MODELOPT } v_format;
 
 struct fp8_verify {
     const fp8_verify_options *opts;
@@ -40,7 +40,7 @@ struct fp8_verify {
     char *config_dir;      /* where config.json is read: the checkpoint, or a lone file's folder */
     fp8_checkpoint *ck;
     const char *path;
-    v_format format;
+    fp8_format format;
     fp8_scheme scheme;
     const fmt_spec *spec; /* the format table's row for what is declared */
     const char *ct_activations; /* compressed-tensors input_activations strategy */
@@ -204,7 +204,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     fmt_declaration d;
     fmt_declaration_read(config, &d);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
-    v->format = (v_format)d.format;
+    v->format = d.format;
     v->scheme = d.scheme;
     v->block_rows = d.block_rows;
     v->block_cols = d.block_cols;
@@ -215,14 +215,14 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     if (d.format != FP8_FORMAT_DEFAULT)
         v->spec = fmt_spec_find(d.format, d.scheme);
     if (st) {
-    } else if (v->format == FMT_HF_FP8) {
+    } else if (v->format == FP8_FORMAT_HF_FP8) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "modules_to_not_convert"));
-    } else if (v->format == FMT_CT) {
+    } else if (v->format == FP8_FORMAT_COMPRESSED_TENSORS) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
-    } else if (v->format == FMT_MODELOPT) {
+    } else if (v->format == FP8_FORMAT_MODELOPT) {
         st = add_ignore(ctx, v, cJSON_GetObjectItemCaseSensitive(q, "ignore"));
         /* ModelOpt's own file lists its exclusions too */
-        if (!st && !(st = ck_json_read(ctx, v->config_dir, "hf_quant_config.json", &hq)) && hq)
+        if (!st && !(st = ck_json_read(ctx, v->config_dir, HF_QUANT_CONFIG, &hq)) && hq)
             st = add_ignore(ctx, v,
                             cJSON_GetObjectItemCaseSensitive(
                                 cJSON_GetObjectItemCaseSensitive(hq, "quantization"),
@@ -241,12 +241,11 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                      : " (a block size is two integers from 1 to 65536)");
         v->block_rows = v->block_cols = 128; /* what the checks below then assume */
     }
-    if (!st && v->format != FMT_NONE) {
-        static const char *const fmt_names[] = { "", "hf-fp8", "compressed-tensors", "modelopt" };
+    if (!st && v->format != FP8_FORMAT_DEFAULT) {
         char block[32] = "";
-        if (v->scheme == FP8_SCHEME_BLOCK)
+        if (fp8_scheme_has_block(v->scheme))
             snprintf(block, sizeof block, " %ux%u", v->block_rows, v->block_cols);
-        if (asprintf(&v->format_name, "%s, scheme %s%s%s%s", fmt_names[v->format],
+        if (asprintf(&v->format_name, "%s, scheme %s%s%s%s", fp8_format_name(v->format),
                      fp8_scheme_name(v->scheme), block, v->ue8m0_claim ? " ue8m0" : "",
                      v->assumed ? " (assumed: --format)" : "") < 0)
             v->format_name = NULL;
@@ -308,7 +307,7 @@ static void first_message(void *arg, const char *message)
 /* Which TP sizes load; with --tp, the layers that would not load at it. */
 static fp8_status check_parallel(fp8_ctx *ctx, fp8_verify *v, int tp, int ep)
 {
-    if (!v->has_model || v->format == FMT_NONE) {
+    if (!v->has_model || v->format == FP8_FORMAT_DEFAULT) {
         if (tp > 1 || ep > 1)
             return add_unanswered(ctx, v, "tp",
                                   "%s: --tp/--ep need config.json with hidden_size, "
@@ -481,7 +480,7 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
                  file, t->name, (unsigned long long)t->shape[t->rank - 2],
                  (unsigned long long)v->experts);
     uint64_t rows = t->shape[t->rank - 2];
-    if (!st && v->scheme == FP8_SCHEME_BLOCK && fmt_is_fused_gate_up(t->name) &&
+    if (!st && fp8_scheme_has_block(v->scheme) && fmt_is_fused_gate_up(t->name) &&
         (rows % 2 || (rows / 2) % v->block_rows))
         st = add_for(ctx, v, SERVING, "fused-block",
                      "%s: %s: a fused gate/up weight of %llu rows whose %u-row blocks span the "
@@ -492,7 +491,7 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
         if (!lr->experts++)
             lr->first_expert = t->name;
     }
-    if (v->scheme == FP8_SCHEME_BLOCK &&
+    if (fp8_scheme_has_block(v->scheme) &&
         (rows % v->block_rows || t->shape[t->rank - 1] % v->block_cols) && !lr->partial++)
         lr->first_partial = t->name;
     if (v->spec->needs_input_scale) {
@@ -530,10 +529,9 @@ static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_
     }
     /* vLLM's compressed-tensors FP8 MoE method pairs tensor weights with
      * tensor activations and channel weights with token activations */
-    const char *want = v->scheme == FP8_SCHEME_TENSOR    ? "tensor"
-                       : v->scheme == FP8_SCHEME_CHANNEL ? "token"
-                                                         : NULL;
-    if (!st && v->format == FMT_CT && lr->experts && want &&
+    const fmt_spec *ct = fmt_spec_find(FP8_FORMAT_COMPRESSED_TENSORS, v->scheme);
+    const char *want = ct ? ct->ct_moe_activations : NULL;
+    if (!st && v->format == FP8_FORMAT_COMPRESSED_TENSORS && lr->experts && want &&
         (!v->ct_activations || strcmp(v->ct_activations, want) != 0))
         st = add_for(ctx, v, SERVING, "moe-activations",
                      "%s: %zu FP8 expert weights (%s, ...) with %s weights and %s activations: "
@@ -578,7 +576,7 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
         const char *file = fp8_checkpoint_shard_name(ck, shard);
         if (t->dtype == FP8_DTYPE_F8_E4M3) {
             v->fp8_weights++;
-            if (v->format == FMT_NONE)
+            if (v->format == FP8_FORMAT_DEFAULT)
                 continue;
             st = check_weight(ctx, v, t, shard);
             if (!st)
@@ -611,8 +609,8 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
             continue;
         }
         /* an unquantized Linear-like weight the config does not declare */
-        if (v->format != FMT_NONE && v->has_ignore_list && t->rank == 2 && is_float(t->dtype) &&
-            has_suffix(t->name, ".weight")) {
+        if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
+            is_float(t->dtype) && has_suffix(t->name, ".weight")) {
             char module[1024];
             snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
             if (!ignored(v, module))
@@ -621,7 +619,7 @@ static fp8_status check_structure(fp8_ctx *ctx, fp8_verify *v)
                          t->name, fp8_dtype_name(t->dtype), module);
         }
     }
-    if (!st && v->fp8_weights && v->format == FMT_NONE)
+    if (!st && v->fp8_weights && v->format == FP8_FORMAT_DEFAULT)
         st = add(ctx, v, FP8_SEV_ERROR, "no-quant-config",
                  "%s: %zu F8_E4M3 tensors, but %s declares no quantization_config: loaders will "
                  "read them as plain weights",
@@ -677,11 +675,9 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     buf = own ? own : buf;
     uint64_t rows = t->elements / N, band = own ? 1 : v->chunk / N;
-    uint64_t R = v->block_rows, C = v->block_cols, rb = ceil_div(M, R), cb = ceil_div(N, C);
-    uint64_t step = !seen                           ? N
-                    : v->scheme == FP8_SCHEME_BLOCK ? C
-                    : v->scheme == FP8_SCHEME_MXFP8 ? 32
-                                                    : N;
+    fp8_geometry g;
+    fp8_scheme_geometry(v->scheme, v->block_rows, v->block_cols, M, N, &g);
+    uint64_t step = seen ? g.group_cols : N;
     fp8_status st = FP8_OK;
     for (uint64_t r0 = 0; r0 < rows && !st; r0 += band) {
         uint64_t k = rows - r0 < band ? rows - r0 : band;
@@ -701,12 +697,8 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
                 if (!seen || !cs.nonzero)
                     continue;
                 unsigned char most = largest_code(p + c0, w);
-                unsigned char *g = &seen[v->scheme == FP8_SCHEME_BLOCK ? (x * rb + r / R) * cb + c0 / C
-                                         : v->scheme == FP8_SCHEME_MXFP8
-                                             ? (x * M + r) * (N / 32) + c0 / 32
-                                         : v->scheme == FP8_SCHEME_CHANNEL ? x * M + r
-                                                                           : x];
-                *g = most > *g ? most : *g;
+                unsigned char *s = &seen[fp8_geometry_index(&g, x, r, c0)];
+                *s = most > *s ? most : *s;
             }
         }
     }
@@ -773,7 +765,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         narrow |= v->spec->model_dtype_scales[l] && has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
-    bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FMT_NONE &&
+    bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FP8_FORMAT_DEFAULT &&
                   (t->rank == 2 || t->rank == 3) && t->elements;
     uint64_t ngroups = 0;
     unsigned char *seen = NULL;
@@ -786,7 +778,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         ngroups = 1;
         for (int d = 0; d < rank; d++)
             ngroups *= shape[d];
-        if (v->scheme == FP8_SCHEME_TENSOR && t->rank == 3)
+        if (fp8_scheme_get(v->scheme)->fixed && t->rank == 3)
             ngroups = t->shape[0];
         if (!(seen = calloc(ngroups ? ngroups : 1, 1)))
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
@@ -1036,19 +1028,9 @@ static ag_item *job_band(const against *a, size_t j, uint64_t *x, uint64_t *row0
 static void scale_span(const fp8_verify *v, const ag_item *it, uint64_t x, uint64_t row0,
                        uint64_t nrows, uint64_t *first, uint64_t *count)
 {
-    uint64_t rb = ceil_div(it->rows, v->block_rows), cb = ceil_div(it->cols, v->block_cols);
-    switch (v->scheme) {
-    case FP8_SCHEME_BLOCK:
-        *first = (x * rb + row0 / v->block_rows) * cb;
-        *count = ((row0 + nrows - 1) / v->block_rows - row0 / v->block_rows + 1) * cb;
-        break;
-    case FP8_SCHEME_CHANNEL: *first = x * it->rows + row0, *count = nrows; break;
-    case FP8_SCHEME_MXFP8:
-        *first = (x * it->rows + row0) * (it->cols / 32);
-        *count = nrows * (it->cols / 32);
-        break;
-    case FP8_SCHEME_TENSOR: *first = x, *count = 1; break;
-    }
+    fp8_geometry g;
+    fp8_scheme_geometry(v->scheme, v->block_rows, v->block_cols, it->rows, it->cols, &g);
+    fp8_geometry_span(&g, x, row0, nrows, first, count);
 }
 
 /* One element against its bound: 1 when clipped (beyond 464 * scale: 448
@@ -1203,9 +1185,9 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
 {
     const fp8_verify *v = a->v;
     uint64_t N = it->cols, n = nrows * N, at = src_at(it, x, row0);
-    uint64_t gcols = v->scheme == FP8_SCHEME_BLOCK   ? v->block_cols
-                     : v->scheme == FP8_SCHEME_MXFP8 ? 32
-                                                     : N;
+    fp8_geometry geo;
+    fp8_scheme_geometry(v->scheme, v->block_rows, v->block_cols, it->rows, N, &geo);
+    uint64_t grows = geo.group_rows, gcols = geo.group_cols;
     for (uint64_t k = 0; k < scount; k++)
         if (!dq_scale_value(it->s->dtype, raw, k, &sf[k]))
             return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
@@ -1223,12 +1205,9 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                             (unsigned long long)(at + k), (unsigned)codes[k]);
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t r = 0; r < nrows; r++) {
-        /* each element's scale: rows of one block row share them */
-        uint64_t k0 = v->scheme == FP8_SCHEME_BLOCK
-                          ? ((row0 + r) / v->block_rows - row0 / v->block_rows) * ceil_div(N, gcols)
-                      : v->scheme == FP8_SCHEME_TENSOR ? 0
-                                                       : r * ceil_div(N, gcols);
-        if (r == 0 || v->scheme != FP8_SCHEME_BLOCK || (row0 + r) % v->block_rows == 0)
+        /* each element's scale: rows of one row of groups share them */
+        uint64_t k0 = ((row0 + r) / grows - row0 / grows) * ceil_div(N, gcols);
+        if (r == 0 || (row0 + r) % grows == 0)
             for (uint64_t c0 = 0, g = k0; c0 < N; c0 += gcols, g++) {
                 uint64_t width = N - c0 < gcols ? N - c0 : gcols;
                 float sg = sf[g];
@@ -1267,7 +1246,8 @@ static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, 
 {
     const fp8_verify *v = a->v;
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
-    uint64_t step = v->scheme == FP8_SCHEME_BLOCK ? v->block_rows : nrows;
+    /* bands of one block row each, as quantize's jobs are */
+    uint64_t step = fp8_scheme_has_block(v->scheme) ? v->block_rows : nrows;
     for (int k = a->floor_pass; k < 1 + a->floor_pass; k++) {
         bool same = true;
         uint64_t nscales = 0, where;
@@ -1292,7 +1272,7 @@ static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, 
         if (!it->compare)
             continue;
         same = memcmp(q, codes, nrows * it->cols) == 0;
-        if (v->scheme == FP8_SCHEME_TENSOR) { /* once per matrix */
+        if (fp8_scheme_get(v->scheme)->fixed) { /* once per matrix */
             uint32_t bits = a->scale_bits[it->at + x];
             unsigned char stored[4];
             for (unsigned i = 0; i < 4; i++)
@@ -1527,10 +1507,10 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         const fp8_tensor_info *s = it->s;
         int rank;
         uint64_t shape[3];
-        bool mx = v->scheme == FP8_SCHEME_MXFP8;
+        bool mx = fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0;
         /* dequantize reads a directory's block size from its config.json,
          * and takes 128x128 for a lone file */
-        bool same_blocks = v->scheme != FP8_SCHEME_BLOCK ||
+        bool same_blocks = !fp8_scheme_has_block(v->scheme) ||
                            (fp8_checkpoint_is_directory(v->ck) && !v->assumed) ||
                            (v->block_rows == 128 && v->block_cols == 128);
         if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
@@ -1547,7 +1527,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
                           scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
     }
     it->band = it->cols && BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
-    if (v->scheme == FP8_SCHEME_BLOCK) /* whole block rows */
+    if (fp8_scheme_has_block(v->scheme)) /* whole block rows */
         it->band = it->band < v->block_rows ? v->block_rows : it->band / v->block_rows * v->block_rows;
     it->first_job = a->njobs;
     if (x->elements)
@@ -1723,11 +1703,11 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
     a.src = src;
     a.w = w;
-    if (!st && can_dequantize && v->format != FMT_NONE)
+    if (!st && can_dequantize && v->format != FP8_FORMAT_DEFAULT)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
-    if (!st && a.plan && v->scheme == FP8_SCHEME_TENSOR) { /* pass 1: amax of each matrix */
+    if (!st && a.plan && fp8_scheme_get(v->scheme)->fixed) { /* pass 1: amax of each matrix */
         a.amax_pass = true;
         st = against_run(ctx, &a, threads, cancel, src_path);
         a.amax_pass = false;
@@ -1754,11 +1734,11 @@ static fp8_status check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      "%s: %s: %llu elements of %s exceed 464 * scale and were clipped to +-448",
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
-    if (!st && can_dequantize && v->format != FMT_NONE)
+    if (!st && can_dequantize && v->format != FP8_FORMAT_DEFAULT)
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
     if (!st && v->reproduced >= 0 && v->reproduced < v->requantized &&
-        v->scheme == FP8_SCHEME_MXFP8) {
+        fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0) {
         a.floor_pass = true;
         if (!(st = against_run(ctx, &a, threads, cancel, src_path)))
             st = against_reproduced(ctx, v, &a);
