@@ -1,8 +1,8 @@
 /*
  * check_scheme.c - the element and scheme tables of lib/scheme.c: each
  * element type's code -> value against fp8_math.h, and each scheme's group
- * geometry against the scale indices the layouts number (SPEC 5's shapes,
- * read through the format table).
+ * geometry against the scale indices the layouts number (their shapes in
+ * fp8conv-formats(5), FORMATS, read through the format table).
  */
 #include "testutil.h"
 
