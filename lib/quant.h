@@ -137,13 +137,16 @@ typedef struct {
     uint64_t saturated;
 } fp8_code_stats;
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
+/* The largest code magnitude of a span, NaN codes aside (verify's scan of
+ * each scale group). */
+unsigned char fp8_largest_code(const uint8_t *p, uint64_t n);
 
 /* verify --against's bound (fp8conv-formats(5), ERROR BOUND) over n elements: x the source (BF16,
  * F16 or F32), y its dequantized values (when q is not NULL, y = E4M3
  * q[i] * s[i] in fp32), s each element's scale.  counts[0] += the elements
  * beyond 464 * s (clipped), counts[1] += the others further from x than
  * max(|x|/16, s/1024), both with a 1e-6 margin, in double; n < 2^32.  The
- * reference tests each element; the fast one (verify.c) tests blocks in
+ * reference tests each element; the fast one (quant_cpu.c) tests blocks in
  * fp32 first, and the blocks fp32 is unsure of as the reference does. */
 void fp8_bound_span_ref(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
                         const float *s, uint64_t n, uint64_t counts[2]);
@@ -161,6 +164,21 @@ static inline float fp8_load_f32(fp8_dtype src, const void *x, uint64_t i)
     if (src == FP8_DTYPE_F16)
         return fp8_f16_to_f32(((const uint16_t *)x)[i]);
     return ((const float *)x)[i];
+}
+
+/* One element against its bound: 1 when clipped (beyond 464 * scale: 448
+ * is the nearest E4M3 value to anything up to 464, the midpoint to 480, a
+ * tie that rounds to 448's even code, so a stored scale a little below
+ * amax / 448, a BF16 scale rounded to nearest, only rounds the largest
+ * elements), 2 when further from the source than max(|x|/16, s/1024), in
+ * double as fp8conv-formats(5), ERROR BOUND states it (a NaN source is outside). */
+static inline __attribute__((always_inline)) unsigned fp8_bound_test(float xf, float yf, float sf)
+{
+    double xv = xf, s = sf, d = __builtin_fabs(xv - (double)yf), ax = __builtin_fabs(xv), bound = ax / 16;
+    unsigned clipped = ax > 464.0 * s * (1 + 1e-6);
+    bound = bound > s / 1024.0 ? bound : s / 1024.0;
+    unsigned outside = !clipped & !(d <= bound * (1 + 1e-6));
+    return clipped | outside << 1;
 }
 
 #endif

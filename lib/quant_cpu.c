@@ -15,6 +15,8 @@
  * they find something, the reference runs again to say what and where
  * (tests/check_dequantize.c compares every path with it).
  */
+#include <math.h>
+
 #include "quant.h"
 #include "scheme.h"
 
@@ -424,3 +426,107 @@ FP8_CLONES static void code_stats(const uint8_t *q, uint64_t n, fp8_code_stats *
 }
 
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st) { code_stats(q, n, st); }
+
+/* ---------------------------------------------------------------- verify's scans */
+
+/* The largest code magnitude of a span, NaN codes aside (branch-free, so
+ * that it vectorizes). */
+FP8_CLONES static unsigned char largest_code(const uint8_t *p, uint64_t n)
+{
+    uint8_t most = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t m = p[i] & 0x7F;
+        m &= (uint8_t)-(m != 0x7F);
+        most = m > most ? m : most;
+    }
+    return most;
+}
+
+unsigned char fp8_largest_code(const uint8_t *p, uint64_t n) { return largest_code(p, n); }
+
+/*
+ * Whether fp32 cannot tell that an element is inside its bound and not
+ * clipped.  It can when |x| is finite and at most 464 s, and |x - y| <=
+ * max(|x|/16, s/1024) (1 + 2^-21) in fp32, that bound at least 2^-100: each
+ * fp32 operation is then within 2^-24 of the exact one (the bound's terms
+ * are exact, or the smaller), which keeps the whole inside bound_test's
+ * 1e-6 margin.  E4M3 rounds within 1/17 of |x| (or s/1024, for subnormal
+ * codes) and saturates from 464 s, so in a checkpoint that passes, fp32 is
+ * unsure of next to no element.
+ */
+static inline __attribute__((always_inline)) unsigned bound_unsure(float xf, float yf, float sf)
+{
+    float ax = fabsf(xf), d = fabsf(xf - yf), b = ax / 16, t = sf / 1024;
+    b = b > t ? b : t;
+    unsigned sure = (ax <= 464.0f * sf) & (ax <= 3.4028234663852886e38f) &
+                    (d <= b * (1 + 0x1p-21f)) & (b >= 0x1p-100f);
+    return sure ^ 1;
+}
+
+/* E4M3 code b as fp32, branch-free (so that loops over codes vectorize):
+ * fp8_e4m3_to_f32's value, NaN included. */
+static inline __attribute__((always_inline)) float e4m3_value(uint8_t b)
+{
+    uint32_t sign = (uint32_t)(b & 0x80) << 24, e = (b >> 3) & 15, m = b & 7;
+    uint32_t normal = sign | (e + 120) << 23 | m << 20;
+    uint32_t sub = sign | fp8_f32_bits((float)m * 0x1p-9f);
+    uint32_t subnormal = -(uint32_t)(e == 0), nan = -(uint32_t)((b & 0x7F) == 0x7F);
+    uint32_t bits = (normal & ~subnormal) | (sub & subnormal);
+    return fp8_f32_from_bits((bits & ~nan) | (0x7FC00000u & nan));
+}
+
+/* The value an element dequantizes to: one fp32 multiplication, as in
+ * fp8_dequant_span. */
+#define BOUND_Y(q, y, s, i) ((q) ? e4m3_value((q)[i]) * (s)[i] : (y)[i])
+
+/* The fast bound: spans of 256 in fp32, branch-free so that the compiler
+ * vectorizes them; the elements fp32 is unsure of in double, as the
+ * reference.  Each dtype and source of y gets its own loops. */
+static inline __attribute__((always_inline)) void bound_loop(fp8_dtype dt, const void *x,
+                                                             const uint8_t *q, const float *y,
+                                                             const float *s, uint64_t n,
+                                                             uint64_t counts[2])
+{
+    uint32_t c = 0, b = 0; /* n < 2^32: a band */
+    for (uint64_t i = 0; i < n; i += 256) {
+        unsigned m = n - i < 256 ? (unsigned)(n - i) : 256, any = 0;
+        uint8_t unsure[256];
+        for (unsigned k = 0; k < m; k++) {
+            unsure[k] = (uint8_t)bound_unsure(fp8_load_f32(dt, x, i + k),
+                                              BOUND_Y(q, y, s, i + k), s[i + k]);
+            any |= unsure[k];
+        }
+        for (unsigned k = 0; any && k < m; k++) {
+            if (!unsure[k])
+                continue;
+            unsigned r = fp8_bound_test(fp8_load_f32(dt, x, i + k), BOUND_Y(q, y, s, i + k), s[i + k]);
+            c += r & 1;
+            b += r >> 1;
+        }
+    }
+    counts[0] += c;
+    counts[1] += b;
+}
+
+FP8_CLONES static void bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
+                                  const float *s, uint64_t n, uint64_t counts[2])
+{
+    if (q && dt == FP8_DTYPE_BF16)
+        bound_loop(FP8_DTYPE_BF16, x, q, NULL, s, n, counts);
+    else if (q && dt == FP8_DTYPE_F16)
+        bound_loop(FP8_DTYPE_F16, x, q, NULL, s, n, counts);
+    else if (q)
+        bound_loop(FP8_DTYPE_F32, x, q, NULL, s, n, counts);
+    else if (dt == FP8_DTYPE_BF16)
+        bound_loop(FP8_DTYPE_BF16, x, NULL, y, s, n, counts);
+    else if (dt == FP8_DTYPE_F16)
+        bound_loop(FP8_DTYPE_F16, x, NULL, y, s, n, counts);
+    else
+        bound_loop(FP8_DTYPE_F32, x, NULL, y, s, n, counts);
+}
+
+void fp8_bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
+                    const float *s, uint64_t n, uint64_t counts[2])
+{
+    bound_span(dt, x, q, y, s, n, counts);
+}

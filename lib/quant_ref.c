@@ -110,3 +110,15 @@ fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s,
     }
     return FP8_DEQ_OK;
 }
+
+/* verify --against's bound, element by element (fp8conv-formats(5), ERROR BOUND). */
+void fp8_bound_span_ref(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
+                        const float *s, uint64_t n, uint64_t counts[2])
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float yf = q ? fp8_e4m3_to_f32(q[i]) * s[i] : y[i];
+        unsigned r = fp8_bound_test(fp8_load_f32(dt, x, i), yf, s[i]);
+        counts[0] += r & 1;
+        counts[1] += r >> 1;
+    }
+}
