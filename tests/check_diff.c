@@ -595,8 +595,8 @@ START_TEST(test_fast_values_equal_reference)
                : r == 1 ? -a[i] : a[i];
     }
     diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT;
-    diff_values_ref(a, b, n, 0, &ref);
-    diff_values(a, b, n, 0, &fast);
+    diff_values_ref(FP8_DTYPE_F32, a, b, n, 0, &ref);
+    diff_values(FP8_DTYPE_F32, a, b, n, 0, &fast);
     expect_same_stats(&ref, &fast, "values");
     ck_assert(ref.differing > 0);
     for (uint64_t j = 0; j < ns * ns; j++) { /* each special pair alone (see expect_each_pair) */
@@ -604,22 +604,22 @@ START_TEST(test_fast_values_equal_reference)
         for (int k = 0; k < 67; k++)
             ra[k] = a[j], rb[k] = b[j];
         diff_stats r1 = DIFF_STATS_INIT, f1 = DIFF_STATS_INIT;
-        diff_values_ref(ra, rb, 67, 0, &r1);
-        diff_values(ra, rb, 67, 0, &f1);
+        diff_values_ref(FP8_DTYPE_F32, ra, rb, 67, 0, &r1);
+        diff_values(FP8_DTYPE_F32, ra, rb, 67, 0, &f1);
         expect_same_stats(&r1, &f1, "a special pair of values");
     }
     /* +0 against -0 and NaN against another NaN are no difference */
     float za[3] = { 0.0f, fp8_f32_from_bits(0x7FC00000), fp8_f32_from_bits(0x7F800001) };
     float zb[3] = { -0.0f, fp8_f32_from_bits(0xFFC00001), fp8_f32_from_bits(0x7FC00000) };
     diff_stats none = DIFF_STATS_INIT;
-    diff_values(za, zb, 3, 0, &none);
+    diff_values(FP8_DTYPE_F32, za, zb, 3, 0, &none);
     ck_assert_int_eq(none.differing, 0);
-    diff_values_ref(za, zb, 3, 0, &none);
+    diff_values_ref(FP8_DTYPE_F32, za, zb, 3, 0, &none);
     ck_assert_int_eq(none.differing, 0);
     /* NaN against a number: counted, ULPs, no |a - b| */
     float na[2] = { 1.0f, fp8_f32_from_bits(0x7FC00000) }, nb[2] = { 1.0f, 1.0f };
     diff_stats want = { 1, 1, 0.0 / 0.0, 0x7FC00000 - 0x3F800000, 0 }, got = DIFF_STATS_INIT;
-    diff_values(na, nb, 2, 0, &got);
+    diff_values(FP8_DTYPE_F32, na, nb, 2, 0, &got);
     expect_same_stats(&want, &got, "NaN against 1");
     free(a);
     free(b);
