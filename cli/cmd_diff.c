@@ -180,7 +180,7 @@ static int cmd_diff(int argc, char **argv, cli_common *common)
  * (fp8conv help diff), and its options for getopt and completion. */
 const cli_command cli_cmd_diff = { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
   "Options:\n"
-  "      --dequant              compare FP8 weights by dequantized value (q * scale)\n",
+  "      --dequant              compare FP8 and packed-FP4 weights by dequantized value\n",
   "  fp8conv diff a/ b/ && echo same\n"
   "  fp8conv diff --dequant model-fp8/ model-f32/ && echo same values\n",
   "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error",
