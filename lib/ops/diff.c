@@ -2,7 +2,9 @@
  * diff.c - tensor-by-tensor comparison of two checkpoints whatever their
  * sharding (fp8conv(1), diff).  Content hashes are hash.c's, the statistics
  * of a differing tensor diff_cpu.c's (the fast path) over diff_ref.c's (the
- * reference).
+ * reference).  With dequant, FP8 weights are read by dequantize.c's
+ * dq_weights, packed-FP4 weights (fp4.h's layouts) here by fp4_ref.h's
+ * decode, each under its unpacked name and shape.
  */
 #define _GNU_SOURCE
 #include <math.h>
