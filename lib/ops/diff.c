@@ -219,16 +219,17 @@ static fp8_status fp4_values(fp8_ctx *ctx, const fp8_diff *d, int side, const di
             uint64_t at = first + done, x = at / per_x, c0 = at % per_x / f->rows;
             uint64_t m = (n - done) / f->rows < f->cols - c0 ? (n - done) / f->rows : f->cols - c0;
             uint64_t g0 = c0 / run, g1 = (c0 + m + run - 1) / run, w = (g1 - g0) * run;
-            uint8_t *cb = codes, *sb = cb + w / 2;
-            unsigned char *tb = sb + (g1 - g0);
-            uint8_t *own = NULL;
-            if (w * (osz + 1) + (g1 - g0) > 2 * n) { /* a band narrower than its groups */
-                if (!(own = malloc(w * (osz + 1) + (g1 - g0)))) {
+            /* a row's values of dt first (aligned), then its codes and scales */
+            unsigned char *tb = raw + (2 * n + 7) / 8 * 8, *own = NULL;
+            uint64_t need = w * osz + w / 2 + (g1 - g0);
+            if ((2 * n + 7) / 8 * 8 + need > 4 * n) { /* a band narrower than its groups */
+                if (!(own = malloc(need))) {
                     st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
                     break;
                 }
-                cb = own, sb = cb + w / 2, tb = sb + (g1 - g0);
+                tb = own;
             }
+            uint8_t *cb = tb + w * osz, *sb = cb + w / 2;
             for (uint64_t r = 0; !st && r < f->rows; r++) {
                 uint64_t row = (x * f->rows + r) * f->cols;
                 if ((st = fp8_file_read(ctx, in, f->t, (row + g0 * run) / 2, cb, w / 2)) ||
