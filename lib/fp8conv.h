@@ -688,7 +688,8 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
                         const fp8_diff_options *opts, fp8_diff **out);
 void fp8_diff_free(fp8_diff *d);
 bool fp8_diff_identical(const fp8_diff *d);
-/* One entry per tensor name of A and B (scales excluded with dequant), sorted. */
+/* One entry per tensor name of A and B (with dequant: scales excluded, packed-FP4
+ * weights under their unpacked names), sorted. */
 size_t fp8_diff_count(const fp8_diff *d);
 const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t index);
 /* The digests of A (side 0) and B (side 1). */
