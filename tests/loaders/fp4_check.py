@@ -30,9 +30,14 @@ compressed-tensors mxfp4-pack-quantized / nvfp4-pack-quantized
     says), and fp8conv's the exact value everywhere.
 vLLM's CPU build (vllm_check.py in a child process; unless --no-vllm)
     the gpt-oss copy and the NVFP4 copy as they are (vLLM 0.32's CPU build has no FP4 kernel
-    for either: the error is reported as the missing kernel), the gpt-oss export (vLLM loads
-    and generates with it), and vLLM's own name mapping for gpt-oss
-    (GptOssForCausalLM.hf_to_vllm_mapper) over every tensor of the copy.
+    for either on a CPU without AMX: the error is reported as the missing kernel, with the class
+    that lacks it), vLLM's own name mapping for gpt-oss (GptOssForCausalLM.hf_to_vllm_mapper)
+    over every tensor of the copy, the gpt-oss export (vLLM loads and generates with it), and
+    the NVFP4 copies with VLLM_BATCH_INVARIANT=1, which makes vLLM take its emulation kernel:
+    the weights its loaders fill (fused qkv / gate_up shards, each with its own global scale)
+    are decoded exactly by vllm_check.py (Probe.nvfp4_linear) and must equal the export bit for
+    bit; the model then cannot run here (batch-invariant mode calls Triton kernels), said as
+    such.
 
 KNOWN: a copy fp8conv refuses today, with the reason; such a judge is reported KNOWN, not
 failed, and the run fails when it passes (then take it out of KNOWN), as check_releases.py does.
@@ -636,16 +641,52 @@ def judge_vllm(work, exports):
                  if m["ok"] else "; ".join(m["problems"][:3])})
     # fp8conv's gpt-oss export, a plain bf16 gpt-oss: vLLM loads it and generates
     r = vllm_run(exports["gpt-oss"], exports["gpt-oss"], work, "gpt-oss-export")
-    ok = bool(r.get("loaded")) and (r.get("generation") or {}).get("ok", False)
+    # (vllm_check.py compares that run with itself: only that it loads and generates is learnt
+    # here, through vLLM's unquantized fused-MoE path; the values are transformers' judgement)
+    ok = bool(r.get("loaded")) and bool((r.get("generation") or {}).get("pass"))
     rows.append({"copy": "gpt-oss export", "judge": "vLLM GptOssForCausalLM (bf16)", "ok": ok,
-                 "result": "loads and generates (the unquantized fused-MoE path)" if ok else
-                 "fails: %s" % short(r.get("error"))})
+                 "result": "loads and generates (unquantized fused MoE; values not compared "
+                           "here)" if ok else "fails: %s" % short(r.get("error")) or "no generation"})
     # NVFP4 compressed-tensors: CompressedTensorsW4A4Fp4 asks init_nvfp4_linear_kernel
     # (model_executor/kernels/linear/__init__.py), whose _POSSIBLE_NVFP4_KERNELS has no CPU entry
     r = vllm_run(os.path.join(RELEASES, "nvfp4-ct"), exports["nvfp4-ct"], work, "nvfp4-ct")
     rows.append(_vllm_row("nvfp4-ct", "vLLM CompressedTensorsW4A4Fp4", r, None,
                           "init_nvfp4_linear_kernel: _POSSIBLE_NVFP4_KERNELS "
                           "(model_executor/kernels/linear/__init__.py) lists no CPU kernel"))
+    # ... but VLLM_BATCH_INVARIANT=1 forces EmulationNvFp4LinearKernel (init_nvfp4_linear_kernel;
+    # its is_supported is always true): vLLM's weight loaders then fill weight_packed,
+    # weight_scale and the per-shard weight_global_scale, which vllm_check.py
+    # (Probe.nvfp4_linear) decodes exactly and compares with fp8conv's export bit for bit,
+    # fused qkv_proj / gate_up_proj shards included. The model cannot run: batch-invariant mode
+    # calls Triton kernels (model_executor/determinism/batch_invariant.py), absent here.
+    for c in ("nvfp4-ct", "nvfp4-ct-amax"):
+        if not exports.get(c):
+            continue
+        r = vllm_run(os.path.join(RELEASES, c), exports[c], work, c + "-emulation",
+                     env={"VLLM_BATCH_INVARIANT": "1"})
+        w = r.get("weights") or {}
+        nv = [x for x in w.get("per_layer", []) if str(x.get("layout", "")).startswith("nvfp4")]
+        ok = bool(r.get("loaded")) and nv and not w.get("bad") and w.get("exact") == w.get("layers")
+        el = sum((x.get("loaded") or {}).get("elements", 0) for x in nv)
+        maxg = sum(x.get("vllm_max_global_differs", 0) for x in nv)
+        nmax = sum(1 for x in nv if "vllm_max_global_differs" in x)
+        err = r.get("error") or ""
+        if "'function' object is not subscriptable" in err and "batch_invariant" in \
+                (r.get("traceback_tail") or "batch_invariant"):
+            err += " (model_executor/determinism/batch_invariant.py calls a Triton kernel, " \
+                   "which the CPU build has not)"
+        note = ("; %d fused layers hold shards with different global scales, which vLLM's "
+                "process_weights_after_loading replaces by their largest: it would compute %d "
+                "elements other than the checkpoint's values (llm-compressor shares one global "
+                "scale per fused layer for vLLM: modifiers/utils/helpers.py "
+                "update_fused_layer_weight_global_scales; this copy does not)" % (nmax, maxg)) \
+            if nmax else ""
+        rows.append({"copy": c, "judge": "vLLM weight loaders (VLLM_BATCH_INVARIANT=1: "
+                     "EmulationNvFp4LinearKernel)", "ok": bool(ok), "weights": w,
+                     "result": ("weights loaded bit-equal to the export: %d NVFP4 layers (fused "
+                                "qkv and gate_up shards included), %d elements; it cannot "
+                                "compute here: %s%s" % (len(nv), el, short(err, 260), note))
+                     if ok else "fails: %s; bad %s" % (short(r.get("error")), w.get("bad"))})
     print("fp4: vLLM part %.0f s" % (time.time() - t), flush=True)
     return rows
 
