@@ -766,7 +766,8 @@ def main(argv=None):
             r["known"] = KNOWN[name]
         elif r["ok"] and name in KNOWN:
             r["ok"] = False
-            r["result"] = "passes now, but is KNOWN in fp4_check.py: take it out of KNOWN"
+            r["result"] = "passes now (%s), but is KNOWN in fp4_check.py: take it out of " \
+                "KNOWN" % r["result"]
         rows.append(r)
         print("fp4: %-16s %-8s %s: %s (%.1f s)" % (name, r["fp8conv"],
               "ok" if r["ok"] else "KNOWN" if r.get("known") else "FAIL", r["result"],
