@@ -107,7 +107,9 @@ def e8m0(b):
 
 
 def e4m3(bytes_):
-    """F8_E4M3 (fn: no infinities, 0x7F/0xFF NaN) bytes -> float64: bias 7, subnormals m/8 * 2^-6."""
+    """F8_E4M3 (fn: no infinities, 0x7F/0xFF NaN) bytes -> float64: bias 7, subnormals m/8 * 2^-6
+    (OCP 8-bit floating point spec v1.0, E4M3; torch.float8_e4m3fn, which compressed-tensors'
+    scale_dtype "torch.float8_e4m3fn" names)."""
     b = np.asarray(bytes_, np.uint8).astype(np.int64)
     s = np.where(b & 0x80, -1.0, 1.0)
     e = (b >> 3) & 0xF
@@ -191,7 +193,9 @@ def ordered(bits):
 
 def st_read(path):
     """safetensors -> {name: (dtype string, numpy array of the raw element type)}; F8 and BF16 as
-    uint8 / uint16 bit patterns (numpy has neither)."""
+    uint8 / uint16 bit patterns (numpy has neither). The format (huggingface/safetensors
+    README.md): an 8-byte little-endian header length, a JSON header of {name: {dtype, shape,
+    data_offsets}} (offsets from the end of the header) and an optional __metadata__, then data."""
     import struct
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
