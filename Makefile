@@ -114,7 +114,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install check test demo deps check-oracle check-loaders check-loaders-releases fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
+.PHONY: all install check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
@@ -328,6 +328,7 @@ check-loaders: deps $(BUILD)/fp8conv
 	build/venv-loaders/bin/python tests/loaders/selftest.py
 	build/venv-loaders/bin/python tests/loaders/matrix.py --fp8conv $(BUILD)/fp8conv \
 		--work $(BUILD)/loaders --readme README.md $(if $(UPDATE_README),--update-readme)
+	$(LOADERS_FP4)
 ifneq ($(LOADERS_OTHER_AMX),)
 	FP8CHECK_AMX=$(LOADERS_OTHER_AMX) build/venv-loaders/bin/python tests/loaders/matrix.py \
 		--fp8conv $(BUILD)/fp8conv --work $(BUILD)/loaders-amx-$(LOADERS_OTHER_AMX) \
@@ -337,6 +338,17 @@ ifneq ($(LOADERS_OTHER_AMX),)
 else
 	@echo "check-loaders: the other AMX path is not run: this CPU has neither AMX nor AVX-512"
 endif
+
+# The FP4 judges (tests/loaders/fp4_check.py, issue 25): transformers' gpt-oss dequantizing load
+# and compressed-tensors' MXFP4 / NVFP4 decompressors against dequantize-for-export (NVFP4 within
+# the 1 ulp compressed-tensors' fp32 order explains, each such element counted), vLLM's CPU build
+# where it has a kernel (and its weight loaders where it has none), negative controls; writes
+# README's loaders-fp4 block. Part of check-loaders; about 2 minutes here.
+LOADERS_FP4 = build/venv-loaders/bin/python tests/loaders/fp4_check.py --fp8conv $(BUILD)/fp8conv \
+	--work $(BUILD)/loaders-fp4 --readme README.md $(if $(UPDATE_README),--update-readme)
+check-loaders-fp4: deps $(BUILD)/fp8conv
+	bash tests/loaders/setup.sh
+	$(LOADERS_FP4)
 
 check-loaders-releases: deps $(BUILD)/fp8conv
 	bash tests/loaders/setup.sh
