@@ -854,6 +854,96 @@ START_TEST(test_nvfp4_without_global_scale_is_bad_input)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- compressed-tensors MXFP4 */
+
+/* compressed-tensors mxfp4-pack-quantized (fp4.c's row; compressors/mxfp4/base.py,
+ * compressors/mx_utils.py): X.weight_packed U8 [N, K / 2], X.weight_scale U8
+ * [N, K / 32] of E8M0 bytes 127 + log2(scale), no global scale.  `version`:
+ * quantization_config's "version" (NULL: none written). */
+static char *ct_mxfp4_config(const char *version)
+{
+    char *c;
+    ck_assert(asprintf(&c,
+                       "{\"model_type\": \"llama\", \"quantization_config\": {\"config_groups\": "
+                       "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 4, "
+                       "\"type\": \"float\", \"strategy\": \"group\", \"group_size\": 32, "
+                       "\"symmetric\": true, \"dynamic\": false, \"scale_dtype\": "
+                       "\"torch.uint8\"}}}, \"format\": \"mxfp4-pack-quantized\", "
+                       "\"ignore\": [\"lm_head\"], \"quant_method\": \"compressed-tensors\", "
+                       "\"quantization_status\": \"compressed\"%s%s%s}}",
+                       version ? ", \"version\": \"" : "", version ? version : "",
+                       version ? "\"" : "") > 0);
+    return c;
+}
+
+enum { MN = 8, MK = 64 };
+
+static char *write_ct_mxfp4(const char *dir, const char *sub, uint8_t *w, uint8_t *sc,
+                            fp8_dtype scale_dtype, const char *version)
+{
+    t_spec ts[] = {
+        { "model.layers.0.mlp.down_proj.weight_packed", FP8_DTYPE_U8, 2, { MN, MK / 2 }, w },
+        { "model.layers.0.mlp.down_proj.weight_scale", scale_dtype, 2, { MN, MK / 32 }, sc },
+    };
+    char *config = ct_mxfp4_config(version), *model = write_ck(dir, sub, ts, 2, config);
+    free(config);
+    return model;
+}
+
+/* Exported as X.weight [N, K], every value e2m1 * 2^(b - 127) (this file's
+ * own decode), the scale dropped; verify finds it clean.  Its names are
+ * NVFP4 compressed-tensors' too: the U8 scale tells the layouts apart. */
+START_TEST(test_ct_mxfp4_exports_and_verifies)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32];
+    fill(w, sizeof w, 51);
+    fill_scales(sc, sizeof sc, 52, 118, 16);
+    char *dir = tu_tmpdir(), *model = write_ct_mxfp4(dir, "m", w, sc, FP8_DTYPE_U8, "0.14.0");
+    char *out, *err = NULL, *vout = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "dequantize-for-export -q --dtype f32 '%s' '%s'", model, out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    out_tensor o;
+    out_open(&o, out, "model.layers.0.mlp.down_proj.weight");
+    ck_assert(o.t->dtype == FP8_DTYPE_F32 && o.t->rank == 2 && o.t->shape[0] == MN &&
+              o.t->shape[1] == MK);
+    for (uint64_t r = 0; r < MN; r++)
+        for (uint64_t c = 0; c < MK; c++)
+            ck_assert_msg(out_value(&o, r * MK + c) == fp4_value(w, sc, MK, r, c),
+                          "element [%llu, %llu]: %.9g, not %.9g", (unsigned long long)r,
+                          (unsigned long long)c, out_value(&o, r * MK + c),
+                          fp4_value(w, sc, MK, r, c));
+    out_close(&o);
+    ck_assert(!has_tensor(out, "model.layers.0.mlp.down_proj.weight_scale") &&
+              !has_tensor(out, "model.layers.0.mlp.down_proj.weight_packed"));
+    rc = run_verify(model, &vout);
+    ck_assert_msg(rc == 0 && !strstr(vout, "error ["), "exit %d: %s", rc, vout);
+    free(vout);
+    free(err);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* An F8_E8M0 weight_scale (compressed-tensors converts the exponent by
+ * value into it, vLLM allocates uint8) is the MXFP4 layout's wrong dtype,
+ * not NVFP4's: verify says so, and the export refuses it. */
+START_TEST(test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32];
+    fill(w, sizeof w, 53);
+    fill_scales(sc, sizeof sc, 54, 118, 16);
+    char *dir = tu_tmpdir(), *model = write_ct_mxfp4(dir, "m", w, sc, FP8_DTYPE_F8_E8M0, "0.14.0");
+    expect_finding(model, "scale-dtype",
+                   "dtype F8_E8M0, but compressed-tensors mxfp4 scales are U8");
+    expect_bad(dir, model, "model.layers.0.mlp.down_proj.weight_scale",
+               "compressed-tensors mxfp4 weight");
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fp4");
@@ -880,6 +970,11 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("inspect");
     tcase_add_test(tc, test_inspect_shows_packed_and_logical_shapes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("compressed-tensors mxfp4");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_ct_mxfp4_exports_and_verifies);
+    tcase_add_test(tc, test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -146,12 +146,7 @@ EXPECTED = {
     "nvfp4-ct": {
         "twin": (3, "issue 25 part 4: diff --dequant refuses both NVFP4 layouts"),
     },
-    "mxfp4-ct": {
-        "verify": (1, "issue 25 part 1: mxfp4-pack-quantized not read: [no-fp8-weights], "
-                   "U8 weight_scale [orphan-scale]"),
-        "verify-strict": (1, "issue 25 part 1: [no-fp8-weights], [orphan-scale]"),
-        "export": (3, "issue 25 part 2: \"not an FP8 checkpoint\""),
-    },
+    # mxfp4-ct: verify, verify-strict and export pass (fp4.c's compressed-tensors mxfp4 row)
 }
 
 checks = {}   # (family, check) -> (outcome, detail); outcome 0 = passed

@@ -70,6 +70,20 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_dtype = FP8_DTYPE_F8_E4M3, .weight_rank = 2, .scheme = &nvfp4,
         .global_suffix = ".weight_global_scale", .global_divides = true,
         .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py" },
+    /* compressed-tensors mxfp4-pack-quantized: weight_packed U8 [N, K / 2]
+     * (the NVFP4 packing, low nibble first: MXFP4PackedCompressor subclasses
+     * NVFP4PackedCompressor), weight_scale U8 [N, K / 32] holding E8M0
+     * exponents 127 + log2(scale) (compressors/mx_utils.py compress_mx_scale,
+     * scale_dtype torch.uint8 in quantization/quant_scheme.py MXFP4A16 and
+     * MXFP4), no weight_global_scale (compressors/mxfp4/base.py
+     * compression_param_names: strategy group, not tensor_group); vLLM
+     * compressed_tensors_w4a16_mxfp4.py and _w4a4_mxfp4.py allocate
+     * weight_packed uint8 [N, K / 2] and weight_scale uint8 [N, K / 32]. */
+    [FP4_LAYOUT_MXFP4_CT] = {
+        .name = "compressed-tensors mxfp4", .weight_suffix = ".weight_packed",
+        .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
+        .scale_dtype = FP8_DTYPE_U8, .weight_rank = 2, .scheme = &mxfp4,
+        .source = "compressed-tensors compressors/mxfp4/base.py, compressors/mx_utils.py" },
 };
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id)
@@ -109,28 +123,53 @@ static char *replace_suffix(const char *name, size_t stem, const char *suffix)
     return s;
 }
 
-const fp4_layout *fp4_layout_match(const char *name, fp8_dtype dtype, int rank, char **scale_name,
-                                   char **out_name)
+/* Whether a scale of dtype `d` is what layout `l` stores (2), names its
+ * scale element (1: F8_E8M0 for an E8M0 layout, F8_E4M3 for E4M3), or
+ * neither (0). */
+static int scale_fit(const fp4_layout *l, fp8_dtype d)
 {
+    fp8_elem e = l->scheme->scale_elem[0];
+    if (d == l->scale_dtype)
+        return 2;
+    return (d == FP8_DTYPE_F8_E8M0 && e == FP8_ELEM_E8M0) ||
+           (d == FP8_DTYPE_F8_E4M3 && e == FP8_ELEM_E4M3);
+}
+
+const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, fp8_dtype dtype,
+                                   int rank, char **scale_name, char **out_name)
+{
+    const fp4_layout *best = NULL;
+    int best_fit = -1;
+    size_t stem = 0;
     *scale_name = *out_name = NULL;
-    for (int i = 0; i < FP4_LAYOUT_COUNT; i++) {
+    for (int i = 0; i < FP4_LAYOUT_COUNT && best_fit < 2; i++) {
         const fp4_layout *l = &layouts[i];
         if (dtype != l->weight_dtype || rank != l->weight_rank || !ends_with(name, l->weight_suffix))
             continue;
         /* gpt-oss names its experts mlp.experts.*; DeepSeek-V4 ffn.experts.E.w{1,2,3} */
         if (l->name_needs && !strstr(name, l->name_needs))
             continue;
-        size_t stem = strlen(name) - strlen(l->weight_suffix);
-        *scale_name = replace_suffix(name, stem, l->scale_suffix);
-        *out_name = replace_suffix(name, stem, l->out_suffix);
-        if (!*scale_name || !*out_name) {
-            free(*scale_name);
-            free(*out_name);
-            *scale_name = *out_name = NULL;
-        }
-        return l;
+        stem = strlen(name) - strlen(l->weight_suffix);
+        int fit = 0;
+        char *sname = ck ? replace_suffix(name, stem, l->scale_suffix) : NULL;
+        const fp8_tensor_info *s = sname ? fp8_checkpoint_find(ck, sname, NULL) : NULL;
+        if (s)
+            fit = scale_fit(l, s->dtype);
+        free(sname);
+        if (fit > best_fit)
+            best = l, best_fit = fit;
     }
-    return NULL;
+    if (!best)
+        return NULL;
+    stem = strlen(name) - strlen(best->weight_suffix);
+    *scale_name = replace_suffix(name, stem, best->scale_suffix);
+    *out_name = replace_suffix(name, stem, best->out_suffix);
+    if (!*scale_name || !*out_name) {
+        free(*scale_name);
+        free(*out_name);
+        *scale_name = *out_name = NULL;
+    }
+    return best;
 }
 
 bool fp4_layout_geometry(const fp4_layout *l, int rank, const uint64_t *shape, uint64_t *experts,
@@ -186,7 +225,7 @@ const char *fp8_checkpoint_fp4_weight(const fp8_checkpoint *ck, const fp8_tensor
     int srank;
     if (name)
         *name = NULL;
-    const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+    const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &oname);
     bool ok = l && sname && fp8_checkpoint_find(ck, sname, NULL) &&
               fp4_layout_geometry(l, t->rank, t->shape, &experts, &rows, &cols, &srank, sshape);
     if (ok)

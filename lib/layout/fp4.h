@@ -17,6 +17,7 @@ typedef enum {
     FP4_LAYOUT_DSV4,      /* DeepSeek-V4 routed experts ffn.experts.E.w{1,2,3}.weight */
     FP4_LAYOUT_NVFP4_MODELOPT, /* ModelOpt NVFP4 X.weight, weight_scale, weight_scale_2 */
     FP4_LAYOUT_NVFP4_CT,  /* compressed-tensors nvfp4-pack-quantized X.weight_packed, ... */
+    FP4_LAYOUT_MXFP4_CT,  /* compressed-tensors mxfp4-pack-quantized X.weight_packed, U8 scale */
     FP4_LAYOUT_COUNT
 } fp4_layout_id;
 
@@ -65,11 +66,15 @@ const fp4_layout *fp4_layout_of_method(const char *quant_method);
 
 /*
  * The layout a tensor's name, dtype and rank say it is in; NULL for none.
+ * Where two layouts name their tensors alike (compressed-tensors' NVFP4 and
+ * MXFP4: X.weight_packed, X.weight_scale), the scale in `ck` (may be NULL)
+ * tells them apart: the layout whose scale dtype it has, else whose scale
+ * element its dtype names (F8_E8M0: an E8M0 layout), else the first.
  * For a match: *scale_name is the scale's name, *out_name the unpacked
  * weight's (each malloc'ed, the caller frees them).
  */
-const fp4_layout *fp4_layout_match(const char *name, fp8_dtype dtype, int rank, char **scale_name,
-                                   char **out_name);
+const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, fp8_dtype dtype,
+                                   int rank, char **scale_name, char **out_name);
 
 /*
  * The geometry of a packed weight of shape `shape` in layout `l`: experts,

@@ -240,7 +240,7 @@ static fp8_status decide_fp4(fp8_ctx *ctx, dq_plan *p, dq_item *it)
 {
     char *sname, *oname;
     const fp8_tensor_info *t = it->t;
-    const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+    const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
     if (!l)
         return FP8_OK;
     if (!sname)

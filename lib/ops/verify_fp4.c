@@ -100,8 +100,10 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     fp8_status st = FP8_OK;
     if (s->dtype != l->scale_dtype)
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-dtype",
-                        "%s: %s: dtype %s, but %s scales are %s (E8M0 bytes; %s)", sfile, s->name,
+                        "%s: %s: dtype %s, but %s scales are %s (%s; %s)", sfile, s->name,
                         fp8_dtype_name(s->dtype), l->name, fp8_dtype_name(l->scale_dtype),
+                        l->scale_dtype == FP8_DTYPE_U8 ? "E8M0 bytes, as its loaders allocate them"
+                                                       : fp8_elem_get(l->scheme->scale_elem[0])->name,
                         l->source);
     bool shape_ok = s->rank == srank;
     for (int d = 0; shape_ok && d < srank; d++)
@@ -110,9 +112,9 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
         fp8_shape_text(srank, sshape, want, sizeof want);
         fp8_shape_text(s->rank, s->shape, got, sizeof got);
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-shape",
-                        "%s: %s: shape %s, but %s expects %s for weight %s (one scale per 32 "
+                        "%s: %s: shape %s, but %s expects %s for weight %s (one scale per %u "
                         "elements of a row)",
-                        sfile, s->name, got, l->name, want, t->name);
+                        sfile, s->name, got, l->name, want, t->name, l->scheme->run);
     }
     fp8_elem se = l->scheme->scale_elem[0];
     uint8_t nan_byte = 0;
@@ -164,7 +166,7 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
             st = check_module_scale(ctx, v, t);
             continue;
         }
-        const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
         if (!l)
             continue;
         if (!sname)
