@@ -585,8 +585,26 @@ def defect_scale_shape(r):
     return c, side, serve, {"rule": "scale-shape", "tensor": n}
 
 
+def defect_mxfp4_ct_old_bias(r):
+    # mxfp4-ct as compressed-tensors 0.13.0 wrote it: MXFP4PackedCompressor.compress_scale stored
+    # 127 + floor(log2(scale)) - 2, i.e. bias 125 (the line a333c877, "Use standard E8M0 scale
+    # format for MXFP4 (#538)", first in 0.14.0, changed), and update_config wrote version 0.13.0.
+    # The same weights: every weight_scale byte 2 less. Read with bias 127, as every loader does,
+    # its values are 4 times too small; verify names the version (rule scale-bias) and
+    # dequantize-for-export refuses it (exit 3)
+    c, side, serve = fam_mxfp4_ct(r)
+    for i, (n, dtype, arr) in enumerate(r.tensors):
+        if n.endswith(".weight_scale"):
+            assert arr.min() >= 2
+            r.tensors[i] = (n, dtype, (arr - 2).astype(np.uint8))
+    c["quantization_config"]["version"] = "0.13.0"
+    return c, side, serve, {"rule": "scale-bias",
+                            "tensor": "model.layers.0.mlp.down_proj.weight_packed"}
+
+
 DEFECTS = [
     ("defect-deepseek-v4-nan-e8m0", defect_nan_e8m0),
     ("defect-nvfp4-no-scale-2", defect_no_scale_2),
     ("defect-nvfp4-scale-shape", defect_scale_shape),
+    ("defect-mxfp4-ct-old-bias", defect_mxfp4_ct_old_bias),
 ]

@@ -944,6 +944,46 @@ START_TEST(test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype)
 }
 END_TEST
 
+/* compressed-tensors 0.13.0 and earlier wrote MXFP4 scales with bias 125
+ * (fixed by a333c877, #538, first in 0.14.0): config.json's
+ * quantization_config version says which; an old one, or a build between
+ * the releases that cannot be told, is verify's scale-bias error and bad
+ * input for the export; a nightly dated after the fix, or no version, is
+ * read with bias 127. */
+START_TEST(test_ct_mxfp4_old_bias_is_refused)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32];
+    fill(w, sizeof w, 55);
+    fill_scales(sc, sizeof sc, 56, 118, 16);
+    static const struct {
+        const char *version, *said;
+    } cases[] = {
+        { "0.13.0", "0.13.0 and earlier wrote compressed-tensors mxfp4 scales with bias 125" },
+        { "0.12.3.dev7", "would compute 4 times too small" },
+        { "0.13.1.a20260105", "add 2 to every scale byte" },
+        { "0.13.1.dev12+g3857fd9", "a build between the two releases" },
+        { "0.13.1.a20260110", NULL },
+        { "0.14.0", NULL },
+        { NULL, NULL },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char *dir = tu_tmpdir(), *out = NULL;
+        char *model = write_ct_mxfp4(dir, "m", w, sc, FP8_DTYPE_U8, cases[k].version);
+        if (cases[k].said) {
+            expect_finding(model, "scale-bias", cases[k].said);
+            expect_bad(dir, model, "'model.layers.0.mlp.down_proj.weight_packed'", cases[k].said);
+        } else {
+            int rc = run_verify(model, &out);
+            ck_assert_msg(rc == 0 && !strstr(out, "error ["), "%s: exit %d: %s",
+                          cases[k].version ? cases[k].version : "no version", rc, out);
+        }
+        free(out);
+        free(model);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fp4");
@@ -975,6 +1015,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_ct_mxfp4_exports_and_verifies);
     tcase_add_test(tc, test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype);
+    tcase_add_test(tc, test_ct_mxfp4_old_bias_is_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

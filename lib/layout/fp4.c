@@ -24,6 +24,18 @@ static const fp8_scheme_traits nvfp4 = {
     .scale_elem = { FP8_ELEM_E4M3, FP8_ELEM_F32 },
 };
 
+/* compressed-tensors' MXFP4 scales: 127 + floor(log2(scale)) - 2 before
+ * commit a333c877 "Use standard E8M0 scale format for MXFP4 (#538)" (2026-01-09;
+ * compressors/quantized_compressors/fp4_quantized.py MXFP4PackedCompressor
+ * compress_scale), i.e. bias 125; the MXFP4 compressor first shipped in
+ * 0.13.0 (#502), the fix first in 0.14.0 (git tag --contains).  Builds in
+ * between are "0.13.1.aYYYYMMDD" (nightly) or "0.13.1.devN" (setup.py
+ * version_func: setuptools_scm's guessed next version). */
+static const fp4_old_bias ct_mxfp4_bias = {
+    .producer = "compressed-tensors", .bias = 125, .last_old = "0.13.0", .first_fixed = "0.14.0", .fixed_on = 20260109,
+    .fix = "compressed-tensors a333c877 \"Use standard E8M0 scale format for MXFP4 (#538)\"",
+};
+
 static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
     /* gpt-oss: blocks U8 [E, rows, G, 16], scales U8 [E, rows, G], rows the
      * output dim; transformers unpacks to [E, G * 32, rows] (gate_up_proj
@@ -83,7 +95,8 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .name = "compressed-tensors mxfp4", .weight_suffix = ".weight_packed",
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
         .scale_dtype = FP8_DTYPE_U8, .weight_rank = 2, .scheme = &mxfp4,
-        .source = "compressed-tensors compressors/mxfp4/base.py, compressors/mx_utils.py" },
+        .source = "compressed-tensors compressors/mxfp4/base.py, compressors/mx_utils.py",
+        .old_bias = &ct_mxfp4_bias },
 };
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id)
@@ -251,4 +264,82 @@ bool fp4_is_group_scale(const fp8_checkpoint *ck, const char *name)
             return true;
     }
     return false;
+}
+
+/* A version's release numbers (up to 4) and what follows them: "0.13.1.a20260105" ->
+ * {0, 13, 1, 0}, "a20260105"; false when it does not begin with a number. */
+static bool version_parse(const char *v, long rel[4], const char **rest)
+{
+    int k = 0;
+    char *end;
+    memset(rel, 0, 4 * sizeof *rel);
+    if (!v || *v < '0' || *v > '9')
+        return false;
+    while (k < 4 && *v >= '0' && *v <= '9') {
+        rel[k++] = strtol(v, &end, 10);
+        v = end;
+        if (*v == '.' && v[1] >= '0' && v[1] <= '9')
+            v++;
+        else
+            break;
+    }
+    if (*v == '.')
+        v++;
+    *rest = v;
+    return true;
+}
+
+static int version_cmp(const long a[4], const long b[4])
+{
+    for (int k = 0; k < 4; k++)
+        if (a[k] != b[k])
+            return a[k] < b[k] ? -1 : 1;
+    return 0;
+}
+
+bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why, size_t n)
+{
+    const fp4_old_bias *b = l->old_bias;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(q, "version");
+    long rel[4], last[4], fixed[4];
+    const char *rest, *unused;
+    if (!b || !ver)
+        return false;
+    const char *v = cJSON_IsString(ver) ? ver->valuestring : NULL;
+    bool parsed = version_parse(v, rel, &rest);
+    version_parse(b->last_old, last, &unused);
+    version_parse(b->first_fixed, fixed, &unused);
+    /* old: a release up to last_old (or a build before it); a nightly of
+     * the next version dated before the fix.  Unknown: any other build
+     * between the two releases, or a version that is no version. */
+    bool old = parsed && version_cmp(rel, last) <= 0, unknown = !parsed;
+    if (parsed && !old && version_cmp(rel, fixed) < 0 && *rest) {
+        char *end;
+        unsigned long day = rest[0] == 'a' ? strtoul(rest + 1, &end, 10) : 0;
+        if (day >= 19700101 && day <= 99991231 && !*end && day != b->fixed_on)
+            old = day < b->fixed_on;
+        else
+            unknown = true;
+    }
+    char told[160];
+    snprintf(told, sizeof told, "%s %s and earlier wrote %s scales with bias %d, %s and later %d",
+             b->producer, b->last_old, l->name, b->bias, b->first_fixed, 127);
+    if (old)
+        snprintf(why, n,
+                 "config.json's quantization_config version %s: %s (%s): every loader decodes "
+                 "2^(b - 127), so these weights would compute %d times too small: re-quantize "
+                 "with %s %s or later, or add %d to every scale byte and set the version to %s",
+                 v, told, b->fix, 1 << (127 - b->bias), b->producer, b->first_fixed,
+                 127 - b->bias, b->first_fixed);
+    else if (unknown)
+        snprintf(why, n,
+                 "config.json's quantization_config version %s%s%s: %s, so which bias these "
+                 "scales hold cannot be told (%s; %s); read with the wrong one, the weights are "
+                 "off by a factor of %d: if it was made with the fix, set the version to %s; if "
+                 "not, add %d to every scale byte too",
+                 v ? "'" : "", v ? v : "(not a string)", v ? "'" : "",
+                 parsed ? "a build between the two releases" : "not a version",
+                 told, b->fix, 1 << (127 - b->bias), b->first_fixed, 127 - b->bias);
+    return old || unknown;
 }

@@ -9,6 +9,8 @@
 #ifndef FP8_FP4_H
 #define FP8_FP4_H
 
+#include <cjson/cJSON.h>
+
 #include "common/internal.h"
 #include "layout/scheme.h"
 
@@ -20,6 +22,20 @@ typedef enum {
     FP4_LAYOUT_MXFP4_CT,  /* compressed-tensors mxfp4-pack-quantized X.weight_packed, U8 scale */
     FP4_LAYOUT_COUNT
 } fp4_layout_id;
+
+/* E8M0 scales that a producer's older versions wrote with another bias, as
+ * config.json's quantization_config "version" tells (compressed-tensors
+ * MXFP4: 125 up to 0.13.0, 127 from 0.14.0). */
+typedef struct {
+    const char *producer;    /* "compressed-tensors" */
+    int bias;                /* what the old versions wrote: 125 */
+    const char *last_old;    /* the last release with it: "0.13.0" */
+    const char *first_fixed; /* the first release without it: "0.14.0" */
+    /* the fix's commit day, YYYYMMDD: a nightly "X.Y.Z.aYYYYMMDD" between
+     * the two releases was built before it (old bias) or after it */
+    unsigned long fixed_on;
+    const char *fix;         /* the fix, for messages */
+} fp4_old_bias;
 
 typedef struct {
     const char *name;          /* "gpt-oss mxfp4", for messages */
@@ -53,6 +69,7 @@ typedef struct {
     const char *model_type;
     const char *trunk_scale_suffix;
     const char *source;        /* where the facts come from */
+    const fp4_old_bias *old_bias; /* NULL: every version wrote bias 127 */
 } fp4_layout;
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id);
@@ -84,6 +101,17 @@ const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, f
  */
 bool fp4_layout_geometry(const fp4_layout *l, int rank, const uint64_t *shape, uint64_t *experts,
                          uint64_t *rows, uint64_t *cols, int *srank, uint64_t sshape[3]);
+
+/*
+ * Whether the scales of layout `l` in a checkpoint whose config.json is
+ * `config` (may be NULL) hold another bias than 127, or may: the
+ * quantization_config "version" is an old one, or one between the old and
+ * the fixed release that cannot be told.  Then true, and `why` says what
+ * the version is, why it matters and what to do (no file or tensor name).
+ * False for a layout without old_bias, a config without a version (not the
+ * producer's own writer: the standard bias assumed), or a fixed version.
+ */
+bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why, size_t n);
 
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,

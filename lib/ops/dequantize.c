@@ -376,6 +376,22 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
     return FP8_OK;
 }
 
+/* Packed-FP4 scales that config.json's producer version says hold another
+ * bias than the one every loader reads (fp4.h, fp4_layout_bias_refused:
+ * compressed-tensors MXFP4 up to 0.13.0) are bad input: decoded with 127
+ * they would be 4 times too small, so nothing is written. */
+static fp8_status check_bias(fp8_ctx *ctx, const dq_plan *p, const cJSON *config)
+{
+    char why[1024];
+    for (size_t i = 0; i < p->n; i++) {
+        const dq_item *it = &p->items[i];
+        if (it->fp4 && fp4_layout_bias_refused(it->fp4, config, why, sizeof why))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' (%s): %s", p->input,
+                            it->t->name, it->fp4->name, why);
+    }
+    return FP8_OK;
+}
+
 /* A copy of a bf16 checkpoint is not an export: a pipeline pointed at the
  * wrong directory must not pass. */
 static fp8_status check_has_fp8(fp8_ctx *ctx, const dq_plan *p)
@@ -880,7 +896,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if ((is_dir && (st = fmt_config_read(ctx, input, &config, NULL))) || (st = name_shards(ctx, &p)))
         goto out;
     if ((st = block_size(ctx, input, config, &p.block_rows, &p.block_cols)) ||
-        (st = decide(ctx, &p)) || (st = check_has_fp8(ctx, &p)) ||
+        (st = decide(ctx, &p)) || (st = check_bias(ctx, &p, config)) ||
+        (st = check_has_fp8(ctx, &p)) ||
         (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
         (st = options_text(ctx, &p, &options)))
         goto out;
@@ -959,9 +976,11 @@ fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq
     fp8_status st = dir ? fmt_config_read(ctx, dir, &config, NULL) : FP8_OK;
     if (!st)
         st = block_size(ctx, dir, config, &p->block_rows, &p->block_cols);
-    cJSON_Delete(config);
     if (!st)
         st = decide(ctx, p);
+    if (!st)
+        st = check_bias(ctx, p, config);
+    cJSON_Delete(config);
     if (st)
         dq_weights_free(p);
     else

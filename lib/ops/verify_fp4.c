@@ -154,9 +154,32 @@ static fp8_status check_module_scale(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
     return st;
 }
 
+/* The layouts whose scales config.json's producer version says hold
+ * another bias (fp4.h, fp4_layout_bias_refused): one finding per layout,
+ * naming its first weight and how many there are; none when `config` is
+ * NULL (no config.json, or one read_declaration reported). */
+static fp8_status check_bias(fp8_ctx *ctx, fp8_verify *v, const cJSON *config,
+                             const fp4_layout *l, const fp8_tensor_info *first, size_t shard,
+                             size_t count)
+{
+    char why[1024], more[64] = "";
+    if (!count || !fp4_layout_bias_refused(l, config, why, sizeof why))
+        return FP8_OK;
+    if (count > 1)
+        snprintf(more, sizeof more, " (this weight and %zu more)", count - 1);
+    return verify_add(ctx, v, FP8_SEV_ERROR, "scale-bias", "%s: %s: %s%s",
+                      fp8_checkpoint_shard_name(v->ck, shard), first->name, why, more);
+}
+
 fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
 {
     fp8_status st = FP8_OK;
+    cJSON *config = NULL;
+    const fp8_tensor_info *first[FP4_LAYOUT_COUNT] = { 0 };
+    size_t count[FP4_LAYOUT_COUNT] = { 0 }, first_shard[FP4_LAYOUT_COUNT] = { 0 };
+    /* a config.json no loader parses is read_declaration's finding */
+    if (v->config_dir && fmt_config_read(ctx, v->config_dir, &config, NULL))
+        config = NULL;
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck) && !st; i++) {
         size_t shard;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
@@ -169,8 +192,10 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
         const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
         if (!l)
             continue;
-        if (!sname)
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        if (!sname) {
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            break;
+        }
         /* an I8 expert weight is packed FP4 in the family that says so, or
          * when its scale is there; else an int8 checkpoint's, not ours */
         if (!l->by_name && l != v->family && !fp8_checkpoint_find(v->ck, sname, NULL)) {
@@ -179,8 +204,14 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
             continue;
         }
         st = check_one(ctx, v, l, t, shard, sname);
+        size_t id = (size_t)(l - fp4_layout_get(FP4_LAYOUT_GPT_OSS)); /* the table's row */
+        if (!count[id]++)
+            first[id] = t, first_shard[id] = shard;
         free(sname);
         free(oname);
     }
+    for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++)
+        st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i], count[i]);
+    cJSON_Delete(config);
     return st;
 }
