@@ -984,6 +984,52 @@ START_TEST(test_ct_mxfp4_old_bias_is_refused)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- loaders */
+
+/* verify says per loader whether it loads a packed-FP4 layout, from the
+ * layout table's loaders column: compressed-tensors MXFP4 in all three;
+ * ModelOpt NVFP4 not in transformers (no quantizer for quant_method
+ * modelopt), an error once transformers is required. */
+START_TEST(test_verify_says_per_loader_whether_fp4_loads)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32], nw[16 * 16], nsc[16 * 2];
+    fill(w, sizeof w, 57);
+    fill_scales(sc, sizeof sc, 58, 118, 16);
+    char *dir = tu_tmpdir(), *model = write_ct_mxfp4(dir, "ct", w, sc, FP8_DTYPE_U8, "0.14.0");
+    char *out = NULL;
+    int rc = run_verify(model, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "1 packed FP4 weights") &&
+                      strstr(out, "loads in: vllm yes (required), sglang yes (required), "
+                                  "transformers yes"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    free(model);
+    fill(nw, sizeof nw, 59);
+    memset(nsc, 0x38, sizeof nsc);
+    float g = 3.1f / (6 * 448);
+    t_spec ts[] = {
+        { "model.layers.0.mlp.up_proj.weight", FP8_DTYPE_U8, 2, { 16, 16 }, nw },
+        { "model.layers.0.mlp.up_proj.weight_scale", FP8_DTYPE_F8_E4M3, 2, { 16, 2 }, nsc },
+        { "model.layers.0.mlp.up_proj.weight_scale_2", FP8_DTYPE_F32, 0, { 0 }, &g },
+    };
+    model = write_ck(dir, "mo", ts, 3, NULL);
+    rc = run_verify(model, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "note [loader-layout]") &&
+                      strstr(out, "transformers does not load ModelOpt nvfp4 weights") &&
+                      strstr(out, "transformers no"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    char *args;
+    ck_assert(asprintf(&args, "verify --loader transformers '%s'", model) > 0);
+    rc = tu_run(args, &out, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "error [loader-layout]"), "exit %d: %s", rc, out);
+    free(args);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fp4");
@@ -1016,6 +1062,7 @@ int main(void)
     tcase_add_test(tc, test_ct_mxfp4_exports_and_verifies);
     tcase_add_test(tc, test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype);
     tcase_add_test(tc, test_ct_mxfp4_old_bias_is_refused);
+    tcase_add_test(tc, test_verify_says_per_loader_whether_fp4_loads);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -49,7 +49,15 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .out_suffix = "", .weight_dtype = FP8_DTYPE_U8, .scale_dtype = FP8_DTYPE_U8,
         .weight_rank = 4, .transpose = true, .scheme = &mxfp4, .name_needs = "experts.",
         .by_name = true, .quant_method = "mxfp4", .model_type = "gpt_oss",
-        .source = "transformers integrations/mxfp4.py convert_moe_packed_tensors" },
+        .source = "transformers integrations/mxfp4.py convert_moe_packed_tensors",
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM model_executor/layers/quantization/mxfp4.py Mxfp4Config "
+                                  "(quant_method mxfp4), models/gpt_oss.py" },
+            [FP8_LOADER_SGLANG] = { "SGLang srt/layers/quantization/mxfp4.py, models/gpt_oss.py" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_mxfp4.py "
+                                          "Mxfp4HfQuantizer (without its kernels it dequantizes: "
+                                          "integrations/mxfp4.py convert_moe_packed_tensors)" },
+        } },
     /* DeepSeek-V4 routed experts: weight I8 [out, in / 2], scale F8_E8M0
      * [out, in / 32], both named by the module (.weight, .scale): vLLM
      * vllm/models/deepseek_v4/ (expert_dtype "fp4", its default), DeepSeek's
@@ -60,7 +68,17 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_I8, .scale_dtype = FP8_DTYPE_F8_E8M0,
         .weight_rank = 2, .scheme = &mxfp4, .name_needs = "experts.", .model_type = "deepseek_v4",
         .trunk_scale_suffix = ".scale",
-        .source = "vLLM models/deepseek_v4; DeepSeek inference/convert.py" },
+        .source = "vLLM models/deepseek_v4; DeepSeek inference/convert.py",
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM models/deepseek_v4 (expert_dtype \"fp4\", its default)" },
+            [FP8_LOADER_SGLANG] = { "SGLang srt/models/deepseek_v4.py DeepseekV4ForCausalLM "
+                                    "(load_weights maps the V4 names)" },
+            [FP8_LOADER_TRANSFORMERS] = {
+                "transformers models/deepseek_v4",
+                "its DeepseekV4Config is written for DeepSeek-V4-Flash-Base (FP8 experts) and has "
+                "no expert_dtype; no reader of I8 packed E2M1 experts with E8M0 scales is "
+                "established in transformers (not loaded as FP4)" },
+        } },
     /* ModelOpt NVFP4: weight U8 [N, K / 2], weight_scale F8_E4M3 [N, K / 16],
      * weight_scale_2 F32 [] = amax / (6 * 448); value = e2m1 * weight_scale *
      * weight_scale_2: ModelOpt export/unified_export_hf.py and
@@ -69,7 +87,17 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .name = "ModelOpt nvfp4", .weight_suffix = ".weight", .scale_suffix = ".weight_scale",
         .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8, .scale_dtype = FP8_DTYPE_F8_E4M3,
         .weight_rank = 2, .scheme = &nvfp4, .global_suffix = ".weight_scale_2",
-        .source = "ModelOpt export/unified_export_hf.py, qtensor/nvfp4_tensor.py" },
+        .source = "ModelOpt export/unified_export_hf.py, qtensor/nvfp4_tensor.py",
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM layers/quantization/modelopt.py ModelOptNvFp4Config "
+                                  "(quant_algo NVFP4), ModelOptNvFp4LinearMethod" },
+            [FP8_LOADER_SGLANG] = { "SGLang srt/layers/quantization/modelopt_quant.py "
+                                    "ModelOptFp4Config" },
+            [FP8_LOADER_TRANSFORMERS] = {
+                "transformers quantizers/auto.py",
+                "it has no quantizer for quant_method modelopt (quantizers/auto.py "
+                "AUTO_QUANTIZER_MAPPING)" },
+        } },
     /* compressed-tensors nvfp4-pack-quantized: weight_packed U8 [N, K / 2],
      * weight_scale F8_E4M3 [N, K / 16], weight_global_scale F32 [1] =
      * (6 * 448) / amax, a divisor: value = e2m1 * weight_scale /
@@ -81,7 +109,16 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
         .scale_dtype = FP8_DTYPE_F8_E4M3, .weight_rank = 2, .scheme = &nvfp4,
         .global_suffix = ".weight_global_scale", .global_divides = true,
-        .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py" },
+        .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py",
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py, "
+                                  "compressed_tensors_w4a16_nvfp4.py" },
+            [FP8_LOADER_SGLANG] = { "SGLang compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py, "
+                                    "compressed_tensors_w4a16_nvfp4.py" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_compressed_tensors.py, "
+                                          "decompressed by compressed-tensors compressors/nvfp4/"
+                                          "base.py NVFP4PackedCompressor" },
+        } },
     /* compressed-tensors mxfp4-pack-quantized: weight_packed U8 [N, K / 2]
      * (the NVFP4 packing, low nibble first: MXFP4PackedCompressor subclasses
      * NVFP4PackedCompressor), weight_scale U8 [N, K / 32] holding E8M0
@@ -96,7 +133,17 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
         .scale_dtype = FP8_DTYPE_U8, .weight_rank = 2, .scheme = &mxfp4,
         .source = "compressed-tensors compressors/mxfp4/base.py, compressors/mx_utils.py",
-        .old_bias = &ct_mxfp4_bias },
+        .old_bias = &ct_mxfp4_bias,
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_w4a16_mxfp4.py, "
+                                  "compressed_tensors_w4a4_mxfp4.py (uint8 weight_scale [N, K/32])" },
+            [FP8_LOADER_SGLANG] = { "SGLang compressed_tensors/schemes/compressed_tensors_w4a16_mxfp4.py "
+                                    "(uint8 weight_scale [N, K/32]; mxfp4 w4a4 served weight-only)" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_compressed_tensors.py, "
+                                          "decompressed by compressed-tensors compressors/mxfp4/"
+                                          "base.py (MXFP4 decompression since 0.16.0: 717c24d6, "
+                                          "#683; earlier versions raise NotImplementedError)" },
+        } },
 };
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id)

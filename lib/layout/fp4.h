@@ -70,6 +70,13 @@ typedef struct {
     const char *trunk_scale_suffix;
     const char *source;        /* where the facts come from */
     const fp4_old_bias *old_bias; /* NULL: every version wrote bias 127 */
+    /* Per loader (fp8_loader order: vLLM, SGLang, transformers): the code
+     * that reads the layout (cited), and when the loader does not load it,
+     * why (NULL: it loads).  verify's loader-layout findings. */
+    struct {
+        const char *reads;
+        const char *refuses;
+    } loaders[FP8_LOADER_COUNT];
 } fp4_layout;
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id);

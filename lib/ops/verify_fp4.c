@@ -171,6 +171,24 @@ static fp8_status check_bias(fp8_ctx *ctx, fp8_verify *v, const cJSON *config,
                       fp8_checkpoint_shard_name(v->ck, shard), first->name, why, more);
 }
 
+/* Per loader, whether it loads the packed weights of layout `l` (fp4.h's
+ * loaders column): a finding that stops that loader only, naming the
+ * layout's first weight and the loader's rule, for each one that does not. */
+static fp8_status check_loaders(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
+                                const fp8_tensor_info *first, size_t shard, size_t count)
+{
+    fp8_status st = FP8_OK;
+    for (int k = 0; k < FP8_LOADER_COUNT && count && !st; k++)
+        if (l->loaders[k].refuses)
+            st = verify_add_for(ctx, v, BIT(k), "loader-layout",
+                                "%s: %s: %s does not load %s weights: %s (%zu packed "
+                                "weight%s)",
+                                fp8_checkpoint_shard_name(v->ck, shard), first->name,
+                                fmt_loader_title((fp8_loader)k), l->name, l->loaders[k].refuses,
+                                count, count == 1 ? "" : "s");
+    return st;
+}
+
 fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
 {
     fp8_status st = FP8_OK;
@@ -211,7 +229,9 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
         free(oname);
     }
     for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++)
-        st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i], count[i]);
+        if (!(st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i],
+                              count[i])))
+            st = check_loaders(ctx, v, fp4_layout_get(i), first[i], first_shard[i], count[i]);
     cJSON_Delete(config);
     return st;
 }
