@@ -602,9 +602,21 @@ def defect_mxfp4_ct_old_bias(r):
                             "tensor": "model.layers.0.mlp.down_proj.weight_packed"}
 
 
+def defect_format_mismatch(r):
+    # nvfp4-modelopt's tensors (X.weight U8, weight_scale, weight_scale_2) under nvfp4-ct's config
+    # (quant_method compressed-tensors, format nvfp4-pack-quantized) and without
+    # hf_quant_config.json: a config copied from the other producer's twin. vLLM dispatches on the
+    # declaration (compressed-tensors' NVFP4 scheme creates weight_packed, weight_global_scale) and
+    # finds none of them; verify names the mismatch (rule format-mismatch) on the first weight
+    c, side, serve = fam_nvfp4_modelopt(r)
+    c = fp4_llama_config(ct_fp4_config("nvfp4-pack-quantized", 16, "torch.float8_e4m3fn", True))
+    return c, {}, serve, {"rule": "format-mismatch", "tensor": "model.layers.0.mlp.down_proj.weight"}
+
+
 DEFECTS = [
     ("defect-deepseek-v4-nan-e8m0", defect_nan_e8m0),
     ("defect-nvfp4-no-scale-2", defect_no_scale_2),
     ("defect-nvfp4-scale-shape", defect_scale_shape),
     ("defect-mxfp4-ct-old-bias", defect_mxfp4_ct_old_bias),
+    ("defect-nvfp4-format-mismatch", defect_format_mismatch),
 ]

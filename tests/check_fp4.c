@@ -860,7 +860,7 @@ END_TEST
  * compressors/mx_utils.py): X.weight_packed U8 [N, K / 2], X.weight_scale U8
  * [N, K / 32] of E8M0 bytes 127 + log2(scale), no global scale.  `version`:
  * quantization_config's "version" (NULL: none written). */
-static char *ct_mxfp4_config(const char *version)
+static char *ct_config(const char *format, const char *version)
 {
     char *c;
     ck_assert(asprintf(&c,
@@ -868,12 +868,17 @@ static char *ct_mxfp4_config(const char *version)
                        "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 4, "
                        "\"type\": \"float\", \"strategy\": \"group\", \"group_size\": 32, "
                        "\"symmetric\": true, \"dynamic\": false, \"scale_dtype\": "
-                       "\"torch.uint8\"}}}, \"format\": \"mxfp4-pack-quantized\", "
+                       "\"torch.uint8\"}}}, \"format\": \"%s\", "
                        "\"ignore\": [\"lm_head\"], \"quant_method\": \"compressed-tensors\", "
                        "\"quantization_status\": \"compressed\"%s%s%s}}",
-                       version ? ", \"version\": \"" : "", version ? version : "",
+                       format, version ? ", \"version\": \"" : "", version ? version : "",
                        version ? "\"" : "") > 0);
     return c;
+}
+
+static char *ct_mxfp4_config(const char *version)
+{
+    return ct_config("mxfp4-pack-quantized", version);
 }
 
 enum { MN = 8, MK = 64 };
@@ -1030,6 +1035,46 @@ START_TEST(test_verify_says_per_loader_whether_fp4_loads)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- declaration */
+
+/* verify holds config.json's declaration against the packed tensors
+ * (format-mismatch): compressed-tensors MXFP4 tensors under a config with no
+ * quantization_config, or declaring nvfp4-pack-quantized; gpt-oss's
+ * quant_method mxfp4 with no packed tensor.  The matching declaration is
+ * clean (test_ct_mxfp4_exports_and_verifies). */
+START_TEST(test_verify_declaration_against_fp4_tensors)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32], e[4 * 8];
+    fill(w, sizeof w, 61);
+    fill_scales(sc, sizeof sc, 62, 118, 16);
+    t_spec ts[] = {
+        { "model.layers.0.mlp.down_proj.weight_packed", FP8_DTYPE_U8, 2, { MN, MK / 2 }, w },
+        { "model.layers.0.mlp.down_proj.weight_scale", FP8_DTYPE_U8, 2, { MN, MK / 32 }, sc },
+    };
+    char *dir = tu_tmpdir();
+    char *model = write_ck(dir, "none", ts, 2, "{\"model_type\": \"llama\"}");
+    expect_finding(model, "format-mismatch",
+                   "1 packed compressed-tensors mxfp4 weight, but config.json declares no "
+                   "quantization_config with a quant_method, not quant_method "
+                   "compressed-tensors, format mxfp4-pack-quantized");
+    free(model);
+    char *config = ct_config("nvfp4-pack-quantized", "0.14.0");
+    model = write_ck(dir, "nvfp4", ts, 2, config);
+    expect_finding(model, "format-mismatch", "format nvfp4-pack-quantized, not quant_method "
+                                             "compressed-tensors, format mxfp4-pack-quantized");
+    free(model);
+    free(config);
+    fill(e, sizeof e, 63);
+    t_spec bf[] = { { "model.embed_tokens.weight", FP8_DTYPE_BF16, 2, { 4, 4 }, e } };
+    model = write_ck(dir, "gpt-oss", bf, 1, gpt_oss_config);
+    expect_finding(model, "format-mismatch",
+                   "config.json declares quant_method mxfp4 (gpt-oss mxfp4), but no tensor is a "
+                   "packed gpt-oss mxfp4 weight");
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fp4");
@@ -1063,6 +1108,7 @@ int main(void)
     tcase_add_test(tc, test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype);
     tcase_add_test(tc, test_ct_mxfp4_old_bias_is_refused);
     tcase_add_test(tc, test_verify_says_per_loader_whether_fp4_loads);
+    tcase_add_test(tc, test_verify_declaration_against_fp4_tensors);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

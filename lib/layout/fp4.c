@@ -50,6 +50,7 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .weight_rank = 4, .transpose = true, .scheme = &mxfp4, .name_needs = "experts.",
         .by_name = true, .quant_method = "mxfp4", .model_type = "gpt_oss",
         .source = "transformers integrations/mxfp4.py convert_moe_packed_tensors",
+        .decl_method = "mxfp4", .decl_exclusive = true,
         .loaders = {
             [FP8_LOADER_VLLM] = { "vLLM model_executor/layers/quantization/mxfp4.py Mxfp4Config "
                                   "(quant_method mxfp4), models/gpt_oss.py" },
@@ -69,6 +70,7 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .weight_rank = 2, .scheme = &mxfp4, .name_needs = "experts.", .model_type = "deepseek_v4",
         .trunk_scale_suffix = ".scale",
         .source = "vLLM models/deepseek_v4; DeepSeek inference/convert.py",
+        .decl_method = "fp8",
         .loaders = {
             [FP8_LOADER_VLLM] = { "vLLM models/deepseek_v4 (expert_dtype \"fp4\", its default)" },
             [FP8_LOADER_SGLANG] = { "SGLang srt/models/deepseek_v4.py DeepseekV4ForCausalLM "
@@ -88,6 +90,9 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8, .scale_dtype = FP8_DTYPE_F8_E4M3,
         .weight_rank = 2, .scheme = &nvfp4, .global_suffix = ".weight_scale_2",
         .source = "ModelOpt export/unified_export_hf.py, qtensor/nvfp4_tensor.py",
+        /* quant_algo NVFP4 (or W4A16_NVFP4): vLLM modelopt.py ModelOptNvFp4Config */
+        .decl_method = "modelopt", .decl_key = "quant_algo", .decl_value = "NVFP4",
+        .decl_exclusive = true,
         .loaders = {
             [FP8_LOADER_VLLM] = { "vLLM layers/quantization/modelopt.py ModelOptNvFp4Config "
                                   "(quant_algo NVFP4), ModelOptNvFp4LinearMethod" },
@@ -110,6 +115,9 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_dtype = FP8_DTYPE_F8_E4M3, .weight_rank = 2, .scheme = &nvfp4,
         .global_suffix = ".weight_global_scale", .global_divides = true,
         .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py",
+        /* compressed-tensors config/base.py CompressionFormat.nvfp4_pack_quantized */
+        .decl_method = "compressed-tensors", .decl_key = "format",
+        .decl_value = "nvfp4-pack-quantized", .decl_exclusive = true,
         .loaders = {
             [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py, "
                                   "compressed_tensors_w4a16_nvfp4.py" },
@@ -134,6 +142,9 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_dtype = FP8_DTYPE_U8, .weight_rank = 2, .scheme = &mxfp4,
         .source = "compressed-tensors compressors/mxfp4/base.py, compressors/mx_utils.py",
         .old_bias = &ct_mxfp4_bias,
+        /* compressed-tensors config/base.py CompressionFormat.mxfp4_pack_quantized */
+        .decl_method = "compressed-tensors", .decl_key = "format",
+        .decl_value = "mxfp4-pack-quantized", .decl_exclusive = true,
         .loaders = {
             [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_w4a16_mxfp4.py, "
                                   "compressed_tensors_w4a4_mxfp4.py (uint8 weight_scale [N, K/32])" },
@@ -389,4 +400,26 @@ bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why
                  parsed ? "a build between the two releases" : "not a version",
                  told, b->fix, 1 << (127 - b->bias), b->first_fixed, 127 - b->bias);
     return old || unknown;
+}
+
+static bool holds(const cJSON *obj, const char *key, const char *value)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(x) && strstr(x->valuestring, value);
+}
+
+bool fp4_layout_declared(const fp4_layout *l, const cJSON *config)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config"), *g;
+    if (!l->decl_method || !holds(q, "quant_method", l->decl_method) ||
+        strcmp(cJSON_GetObjectItemCaseSensitive(q, "quant_method")->valuestring, l->decl_method))
+        return false;
+    if (!l->decl_key || holds(q, l->decl_key, l->decl_value))
+        return true;
+    /* compressed-tensors' mixed-precision checkpoints name a format per
+     * config group (config_groups.*.format) */
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(q, "config_groups"))
+        if (holds(g, l->decl_key, l->decl_value))
+            return true;
+    return false;
 }

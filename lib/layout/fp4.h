@@ -70,6 +70,15 @@ typedef struct {
     const char *trunk_scale_suffix;
     const char *source;        /* where the facts come from */
     const fp4_old_bias *old_bias; /* NULL: every version wrote bias 127 */
+    /* config.json's declaration of the layout (its quantization_config, or
+     * ModelOpt's hf_quant_config.json taken in): quant_method decl_method
+     * and, when decl_key is set, quantization_config[decl_key] (or a
+     * config_groups entry's) holding decl_value.  decl_exclusive: the
+     * declaration names this layout alone, so declaring it without any of
+     * its tensors is a mismatch (not DeepSeek-V4's quant_method fp8, which an
+     * FP8-experts checkpoint has too). */
+    const char *decl_method, *decl_key, *decl_value;
+    bool decl_exclusive;
     /* Per loader (fp8_loader order: vLLM, SGLang, transformers): the code
      * that reads the layout (cited), and when the loader does not load it,
      * why (NULL: it loads).  verify's loader-layout findings. */
@@ -119,6 +128,10 @@ bool fp4_layout_geometry(const fp4_layout *l, int rank, const uint64_t *shape, u
  * producer's own writer: the standard bias assumed), or a fixed version.
  */
 bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why, size_t n);
+
+/* Whether config.json `config` (may be NULL) declares layout `l` (its decl_
+ * fields). */
+bool fp4_layout_declared(const fp4_layout *l, const cJSON *config);
 
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,

@@ -189,6 +189,63 @@ static fp8_status check_loaders(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l
     return st;
 }
 
+/* What config.json declares, for messages: "quant_method X (format Y,
+ * quant_algo Z)" or "no quantization_config". */
+static void declaration_text(const cJSON *config, char *buf, size_t n)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(q, "format");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(q, "quant_algo");
+    if (!cJSON_IsString(m)) {
+        snprintf(buf, n, "no quantization_config with a quant_method");
+        return;
+    }
+    snprintf(buf, n, "quant_method %s%s%s%s%s", m->valuestring,
+             cJSON_IsString(f) ? ", format " : "", cJSON_IsString(f) ? f->valuestring : "",
+             cJSON_IsString(a) ? ", quant_algo " : "", cJSON_IsString(a) ? a->valuestring : "");
+}
+
+/* config.json's declaration against the packed tensors (fp4.h's decl_
+ * fields): each layout present must be declared, and a declaration that
+ * names one layout alone needs some of its tensors.  Not without a
+ * config.json. */
+static fp8_status check_declaration(fp8_ctx *ctx, fp8_verify *v, const cJSON *config,
+                                    const fp8_tensor_info *const *first,
+                                    const size_t *first_shard, const size_t *count)
+{
+    char decl[256];
+    fp8_status st = FP8_OK;
+    if (!config) /* no config.json (or one read_declaration reported): nothing declared */
+        return FP8_OK;
+    declaration_text(config, decl, sizeof decl);
+    size_t present = 0;
+    for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++) {
+        const fp4_layout *l = fp4_layout_get(i);
+        present += count[i];
+        if (count[i] && !fp4_layout_declared(l, config))
+            st = verify_add(ctx, v, FP8_SEV_ERROR, "format-mismatch",
+                            "%s: %s: %zu packed %s weight%s, but config.json declares %s, not "
+                            "quant_method %s%s%s%s%s: the loaders dispatch on the declaration "
+                            "and would not read them as %s (%s)",
+                            fp8_checkpoint_shard_name(v->ck, first_shard[i]), first[i]->name,
+                            count[i], l->name, count[i] == 1 ? "" : "s", decl, l->decl_method,
+                            l->decl_key ? ", " : "", l->decl_key ? l->decl_key : "",
+                            l->decl_key ? " " : "", l->decl_key ? l->decl_value : "", l->name,
+                            l->source);
+    }
+    for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++) {
+        const fp4_layout *l = fp4_layout_get(i);
+        /* with packed weights of another layout, the finding above names them */
+        if (l->decl_exclusive && !present && fp4_layout_declared(l, config))
+            st = verify_add(ctx, v, FP8_SEV_ERROR, "format-mismatch",
+                            "%s: config.json declares %s (%s), but no tensor is a packed %s "
+                            "weight: the loader would look for tensors that are not there (%s)",
+                            v->path, decl, l->name, l->name, l->source);
+    }
+    return st;
+}
+
 fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
 {
     fp8_status st = FP8_OK;
@@ -228,6 +285,8 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
         free(sname);
         free(oname);
     }
+    if (!st)
+        st = check_declaration(ctx, v, config, first, first_shard, count);
     for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++)
         if (!(st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i],
                               count[i])))
