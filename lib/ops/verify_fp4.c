@@ -90,11 +90,11 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     if (!fp4_layout_geometry(l, t->rank, t->shape, &experts, &rows, &cols, &srank, sshape)) {
         fp8_shape_text(t->rank, t->shape, got, sizeof got);
         return verify_add(ctx, v, FP8_SEV_ERROR, "fp4-shape",
-                          "%s: %s: packed shape %s is not %s's (%s; %s)", file, t->name, got,
+                          "%s: %s: packed shape %s is not %s's (%s%u; %s)", file, t->name, got,
                           l->name,
-                          t->rank == 4 ? "[experts, rows, groups, 16], 32 codes a group"
-                                       : "[rows, cols / 2], cols a multiple of 32",
-                          l->source);
+                          t->rank == 4 ? "[experts, rows, groups, 16], codes a group: "
+                                       : "[rows, cols / 2], cols a multiple of ",
+                          l->scheme->run, l->source);
     }
     const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);
     fp8_status st = FP8_OK;
