@@ -139,6 +139,7 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         cJSON_AddStringToObject(root, "path", argv[1]);
         cJSON_AddStringToObject(root, "format", cli_esc(fp8_verify_format(v)));
         cJSON_AddNumberToObject(root, "fp8_weights", (double)fp8_verify_fp8_weights(v));
+        cJSON_AddNumberToObject(root, "fp4_weights", (double)fp8_verify_fp4_weights(v));
         cJSON_AddItemToObject(root, "saturated_codes", cli_json_u64(fp8_verify_saturated(v)));
         cJSON_AddBoolToObject(root, "values_scanned", a.opts.values);
         cJSON_AddBoolToObject(root, "tp_dimensions_found", fp8_verify_tp_known(v));
@@ -213,9 +214,10 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
             cli_printf("%s [%s] %s\n", fp8_severity_name(f->severity), f->rule,
                        cli_esc(f->message));
         }
-        cli_printf("%s: %zu FP8 weights; declared: %s\n", cli_esc(argv[1]),
-                   fp8_verify_fp8_weights(v),
-               cli_esc(fp8_verify_format(v)));
+        cli_printf("%s: %zu FP8 weights", cli_esc(argv[1]), fp8_verify_fp8_weights(v));
+        if (fp8_verify_fp4_weights(v))
+            cli_printf(", %zu packed FP4 weights", fp8_verify_fp4_weights(v));
+        cli_printf("; declared: %s\n", cli_esc(fp8_verify_format(v)));
         if (!fp8_verify_tp_known(v) && fp8_verify_fp8_weights(v)) {
             cli_printf("loads at TP: not computed (%s)\n",
                        strcmp(fp8_verify_format(v), "none") == 0
@@ -230,7 +232,7 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
                     cli_printf(" %d", t);
             cli_printf("%s\n", fp8_verify_tp_sizes(v) ? "" : " none");
         }
-        if (fp8_verify_fp8_weights(v)) {
+        if (fp8_verify_fp8_weights(v) || fp8_verify_fp4_weights(v)) {
             cli_printf("loads in:");
             for (int l = 0; l < FP8_LOADER_COUNT; l++)
                 cli_printf("%s %s %s%s", l ? "," : "", fp8_loader_name((fp8_loader)l),

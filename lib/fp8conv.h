@@ -792,6 +792,8 @@ const fp8_finding *fp8_verify_finding(const fp8_verify *v, size_t index);
 /* "hf-fp8, scheme block 128x128", or "none" when no quantization is declared. */
 const char *fp8_verify_format(const fp8_verify *v);
 size_t fp8_verify_fp8_weights(const fp8_verify *v);
+/* Packed-FP4 weights (fp8conv-formats(5), 2026 LAYOUTS) with their scale. */
+size_t fp8_verify_fp4_weights(const fp8_verify *v);
 /* E4M3 codes at +-448 (counted when values are scanned).  Reported, not a
  * warning: without the source a clipped value looks like a group's largest. */
 uint64_t fp8_verify_saturated(const fp8_verify *v);

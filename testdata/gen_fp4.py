@@ -490,11 +490,13 @@ def fam_nvfp4_modelopt_amax(r):
         ["--tp", "1"]
 
 
-def ct_fp4_config(fmt, group, scale_dtype, acts):
+def ct_fp4_config(fmt, group, scale_dtype, acts, version=None):
     """compressed-tensors quantization_config for the NVFP4 / MXFP4A16 presets
     (quantization/quant_scheme.py NVFP4: weights num_bits 4, type float, strategy tensor_group,
     group_size 16, input activations the same, dynamic "local"; MXFP4A16: strategy group,
-    group_size 32, scale_dtype uint8, weights only)."""
+    group_size 32, scale_dtype uint8, weights only). version: the "version" key compressed-tensors
+    writes beside quant_method (compressors/model_compressors/model_compressor.py update_config:
+    COMPRESSION_VERSION_NAME, "version" in base.py, = compressed_tensors.__version__)."""
     w = {"actorder": None, "block_structure": None, "dynamic": False, "group_size": group,
          "num_bits": 4, "observer": "minmax", "observer_kwargs": {}, "scale_dtype": scale_dtype,
          "strategy": "tensor_group" if group == 16 else "group", "symmetric": True,
@@ -504,7 +506,7 @@ def ct_fp4_config(fmt, group, scale_dtype, acts):
                                           "targets": ["Linear"], "weights": w}},
             "format": fmt, "global_compression_ratio": None, "ignore": ["lm_head"],
             "kv_cache_scheme": None, "quant_method": "compressed-tensors",
-            "quantization_status": "compressed"}
+            "quantization_status": "compressed", **({"version": version} if version else {})}
 
 
 def fam_nvfp4_ct(r):
@@ -523,8 +525,12 @@ def fam_nvfp4_ct_amax(r):
 def mxfp4_ct_linear(r, m, out, inp):
     w = weights(r.rng(m), (out, inp))
     codes, ex = mxfp4_ct(w)
-    # compressed-tensors mxfp4-pack-quantized: weight_packed U8 [N, K/2], weight_scale U8 [N, K/32]
-    # holding E8M0 with bias 127 (SPEC §10: U8, not F8_E8M0; #538 for the bias)
+    # compressed-tensors mxfp4-pack-quantized: weight_packed U8 [N, K/2] (MXFP4PackedCompressor
+    # subclasses NVFP4PackedCompressor: the same packing), weight_scale U8 [N, K/32] holding E8M0
+    # 127 + log2(scale) (compressors/mx_utils.py compress_mx_scale; scale_dtype torch.uint8 in
+    # quantization/quant_scheme.py MXFP4A16; bias 127 since a333c877 "Use standard E8M0 scale format
+    # for MXFP4 (#538)", first released in 0.14.0), no weight_global_scale
+    # (compressors/mxfp4/base.py compression_param_names)
     r.add(m + ".weight_packed", "U8", pack_e2m1(codes), exported=False)
     r.add(m + ".weight_scale", "U8", e8m0_byte(ex), exported=False)
     r.export.append(m + ".weight")
@@ -533,8 +539,9 @@ def mxfp4_ct_linear(r, m, out, inp):
 
 def fam_mxfp4_ct(r):
     fp4_llama(r, mxfp4_ct_linear)
-    return fp4_llama_config(ct_fp4_config("mxfp4-pack-quantized", 32, "torch.uint8", False)), \
-        {}, ["--tp", "1"]
+    # version 0.14.0: the first release with the bias-127 scales (#538)
+    return fp4_llama_config(ct_fp4_config("mxfp4-pack-quantized", 32, "torch.uint8", False,
+                                          "0.14.0")), {}, ["--tp", "1"]
 
 
 FAMILIES_FP4 = [
@@ -583,8 +590,38 @@ def defect_scale_shape(r):
     return c, side, serve, {"rule": "scale-shape", "tensor": n}
 
 
+def defect_mxfp4_ct_old_bias(r):
+    # mxfp4-ct as compressed-tensors 0.13.0 wrote it: MXFP4PackedCompressor.compress_scale stored
+    # 127 + floor(log2(scale)) - 2, i.e. bias 125 (the line a333c877, "Use standard E8M0 scale
+    # format for MXFP4 (#538)", first in 0.14.0, changed), and update_config wrote version 0.13.0.
+    # The same weights: every weight_scale byte 2 less. Read with bias 127, as every loader does,
+    # its values are 4 times too small; verify names the version (rule scale-bias) and
+    # dequantize-for-export refuses it (exit 3)
+    c, side, serve = fam_mxfp4_ct(r)
+    for i, (n, dtype, arr) in enumerate(r.tensors):
+        if n.endswith(".weight_scale"):
+            assert arr.min() >= 2
+            r.tensors[i] = (n, dtype, (arr - 2).astype(np.uint8))
+    c["quantization_config"]["version"] = "0.13.0"
+    return c, side, serve, {"rule": "scale-bias",
+                            "tensor": "model.layers.0.mlp.down_proj.weight_packed"}
+
+
+def defect_format_mismatch(r):
+    # nvfp4-modelopt's tensors (X.weight U8, weight_scale, weight_scale_2) under nvfp4-ct's config
+    # (quant_method compressed-tensors, format nvfp4-pack-quantized) and without
+    # hf_quant_config.json: a config copied from the other producer's twin. vLLM dispatches on the
+    # declaration (compressed-tensors' NVFP4 scheme creates weight_packed, weight_global_scale) and
+    # finds none of them; verify names the mismatch (rule format-mismatch) on the first weight
+    c, side, serve = fam_nvfp4_modelopt(r)
+    c = fp4_llama_config(ct_fp4_config("nvfp4-pack-quantized", 16, "torch.float8_e4m3fn", True))
+    return c, {}, serve, {"rule": "format-mismatch", "tensor": "model.layers.0.mlp.down_proj.weight"}
+
+
 DEFECTS = [
     ("defect-deepseek-v4-nan-e8m0", defect_nan_e8m0),
     ("defect-nvfp4-no-scale-2", defect_no_scale_2),
     ("defect-nvfp4-scale-shape", defect_scale_shape),
+    ("defect-mxfp4-ct-old-bias", defect_mxfp4_ct_old_bias),
+    ("defect-nvfp4-format-mismatch", defect_format_mismatch),
 ]

@@ -854,6 +854,227 @@ START_TEST(test_nvfp4_without_global_scale_is_bad_input)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- compressed-tensors MXFP4 */
+
+/* compressed-tensors mxfp4-pack-quantized (fp4.c's row; compressors/mxfp4/base.py,
+ * compressors/mx_utils.py): X.weight_packed U8 [N, K / 2], X.weight_scale U8
+ * [N, K / 32] of E8M0 bytes 127 + log2(scale), no global scale.  `version`:
+ * quantization_config's "version" (NULL: none written). */
+static char *ct_config(const char *format, const char *version)
+{
+    char *c;
+    ck_assert(asprintf(&c,
+                       "{\"model_type\": \"llama\", \"quantization_config\": {\"config_groups\": "
+                       "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 4, "
+                       "\"type\": \"float\", \"strategy\": \"group\", \"group_size\": 32, "
+                       "\"symmetric\": true, \"dynamic\": false, \"scale_dtype\": "
+                       "\"torch.uint8\"}}}, \"format\": \"%s\", "
+                       "\"ignore\": [\"lm_head\"], \"quant_method\": \"compressed-tensors\", "
+                       "\"quantization_status\": \"compressed\"%s%s%s}}",
+                       format, version ? ", \"version\": \"" : "", version ? version : "",
+                       version ? "\"" : "") > 0);
+    return c;
+}
+
+static char *ct_mxfp4_config(const char *version)
+{
+    return ct_config("mxfp4-pack-quantized", version);
+}
+
+enum { MN = 8, MK = 64 };
+
+static char *write_ct_mxfp4(const char *dir, const char *sub, uint8_t *w, uint8_t *sc,
+                            fp8_dtype scale_dtype, const char *version)
+{
+    t_spec ts[] = {
+        { "model.layers.0.mlp.down_proj.weight_packed", FP8_DTYPE_U8, 2, { MN, MK / 2 }, w },
+        { "model.layers.0.mlp.down_proj.weight_scale", scale_dtype, 2, { MN, MK / 32 }, sc },
+    };
+    char *config = ct_mxfp4_config(version), *model = write_ck(dir, sub, ts, 2, config);
+    free(config);
+    return model;
+}
+
+/* Exported as X.weight [N, K], every value e2m1 * 2^(b - 127) (this file's
+ * own decode), the scale dropped; verify finds it clean.  Its names are
+ * NVFP4 compressed-tensors' too: the U8 scale tells the layouts apart. */
+START_TEST(test_ct_mxfp4_exports_and_verifies)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32];
+    fill(w, sizeof w, 51);
+    fill_scales(sc, sizeof sc, 52, 118, 16);
+    char *dir = tu_tmpdir(), *model = write_ct_mxfp4(dir, "m", w, sc, FP8_DTYPE_U8, "0.14.0");
+    char *out, *err = NULL, *vout = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "dequantize-for-export -q --dtype f32 '%s' '%s'", model, out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    out_tensor o;
+    out_open(&o, out, "model.layers.0.mlp.down_proj.weight");
+    ck_assert(o.t->dtype == FP8_DTYPE_F32 && o.t->rank == 2 && o.t->shape[0] == MN &&
+              o.t->shape[1] == MK);
+    for (uint64_t r = 0; r < MN; r++)
+        for (uint64_t c = 0; c < MK; c++)
+            ck_assert_msg(out_value(&o, r * MK + c) == fp4_value(w, sc, MK, r, c),
+                          "element [%llu, %llu]: %.9g, not %.9g", (unsigned long long)r,
+                          (unsigned long long)c, out_value(&o, r * MK + c),
+                          fp4_value(w, sc, MK, r, c));
+    out_close(&o);
+    ck_assert(!has_tensor(out, "model.layers.0.mlp.down_proj.weight_scale") &&
+              !has_tensor(out, "model.layers.0.mlp.down_proj.weight_packed"));
+    rc = run_verify(model, &vout);
+    ck_assert_msg(rc == 0 && !strstr(vout, "error ["), "exit %d: %s", rc, vout);
+    free(vout);
+    free(err);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* An F8_E8M0 weight_scale (compressed-tensors converts the exponent by
+ * value into it, vLLM allocates uint8) is the MXFP4 layout's wrong dtype,
+ * not NVFP4's: verify says so, and the export refuses it. */
+START_TEST(test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32];
+    fill(w, sizeof w, 53);
+    fill_scales(sc, sizeof sc, 54, 118, 16);
+    char *dir = tu_tmpdir(), *model = write_ct_mxfp4(dir, "m", w, sc, FP8_DTYPE_F8_E8M0, "0.14.0");
+    expect_finding(model, "scale-dtype",
+                   "dtype F8_E8M0, but compressed-tensors mxfp4 scales are U8");
+    expect_bad(dir, model, "model.layers.0.mlp.down_proj.weight_scale",
+               "compressed-tensors mxfp4 weight");
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* compressed-tensors 0.13.0 and earlier wrote MXFP4 scales with bias 125
+ * (fixed by a333c877, #538, first in 0.14.0): config.json's
+ * quantization_config version says which; an old one, or a build between
+ * the releases that cannot be told, is verify's scale-bias error and bad
+ * input for the export; a nightly dated after the fix, or no version, is
+ * read with bias 127. */
+START_TEST(test_ct_mxfp4_old_bias_is_refused)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32];
+    fill(w, sizeof w, 55);
+    fill_scales(sc, sizeof sc, 56, 118, 16);
+    static const struct {
+        const char *version, *said;
+    } cases[] = {
+        { "0.13.0", "0.13.0 and earlier wrote compressed-tensors mxfp4 scales with bias 125" },
+        { "0.12.3.dev7", "would compute 4 times too small" },
+        { "0.13.1.a20260105", "add 2 to every scale byte" },
+        { "0.13.1.dev12+g3857fd9", "a build between the two releases" },
+        { "0.13.1.a20260110", NULL },
+        { "0.14.0", NULL },
+        { NULL, NULL },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char *dir = tu_tmpdir(), *out = NULL;
+        char *model = write_ct_mxfp4(dir, "m", w, sc, FP8_DTYPE_U8, cases[k].version);
+        if (cases[k].said) {
+            expect_finding(model, "scale-bias", cases[k].said);
+            expect_bad(dir, model, "'model.layers.0.mlp.down_proj.weight_packed'", cases[k].said);
+        } else {
+            int rc = run_verify(model, &out);
+            ck_assert_msg(rc == 0 && !strstr(out, "error ["), "%s: exit %d: %s",
+                          cases[k].version ? cases[k].version : "no version", rc, out);
+        }
+        free(out);
+        free(model);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- loaders */
+
+/* verify says per loader whether it loads a packed-FP4 layout, from the
+ * layout table's loaders column: compressed-tensors MXFP4 in all three;
+ * ModelOpt NVFP4 not in transformers (no quantizer for quant_method
+ * modelopt), an error once transformers is required. */
+START_TEST(test_verify_says_per_loader_whether_fp4_loads)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32], nw[16 * 16], nsc[16 * 2];
+    fill(w, sizeof w, 57);
+    fill_scales(sc, sizeof sc, 58, 118, 16);
+    char *dir = tu_tmpdir(), *model = write_ct_mxfp4(dir, "ct", w, sc, FP8_DTYPE_U8, "0.14.0");
+    char *out = NULL;
+    int rc = run_verify(model, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "1 packed FP4 weights") &&
+                      strstr(out, "loads in: vllm yes (required), sglang yes (required), "
+                                  "transformers yes"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    free(model);
+    fill(nw, sizeof nw, 59);
+    memset(nsc, 0x38, sizeof nsc);
+    float g = 3.1f / (6 * 448);
+    t_spec ts[] = {
+        { "model.layers.0.mlp.up_proj.weight", FP8_DTYPE_U8, 2, { 16, 16 }, nw },
+        { "model.layers.0.mlp.up_proj.weight_scale", FP8_DTYPE_F8_E4M3, 2, { 16, 2 }, nsc },
+        { "model.layers.0.mlp.up_proj.weight_scale_2", FP8_DTYPE_F32, 0, { 0 }, &g },
+    };
+    model = write_ck(dir, "mo", ts, 3, NULL);
+    rc = run_verify(model, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "note [loader-layout]") &&
+                      strstr(out, "transformers does not load ModelOpt nvfp4 weights") &&
+                      strstr(out, "transformers no"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    char *args;
+    ck_assert(asprintf(&args, "verify --loader transformers '%s'", model) > 0);
+    rc = tu_run(args, &out, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "error [loader-layout]"), "exit %d: %s", rc, out);
+    free(args);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- declaration */
+
+/* verify holds config.json's declaration against the packed tensors
+ * (format-mismatch): compressed-tensors MXFP4 tensors under a config with no
+ * quantization_config, or declaring nvfp4-pack-quantized; gpt-oss's
+ * quant_method mxfp4 with no packed tensor.  The matching declaration is
+ * clean (test_ct_mxfp4_exports_and_verifies). */
+START_TEST(test_verify_declaration_against_fp4_tensors)
+{
+    static uint8_t w[MN * MK / 2], sc[MN * MK / 32], e[4 * 8];
+    fill(w, sizeof w, 61);
+    fill_scales(sc, sizeof sc, 62, 118, 16);
+    t_spec ts[] = {
+        { "model.layers.0.mlp.down_proj.weight_packed", FP8_DTYPE_U8, 2, { MN, MK / 2 }, w },
+        { "model.layers.0.mlp.down_proj.weight_scale", FP8_DTYPE_U8, 2, { MN, MK / 32 }, sc },
+    };
+    char *dir = tu_tmpdir();
+    char *model = write_ck(dir, "none", ts, 2, "{\"model_type\": \"llama\"}");
+    expect_finding(model, "format-mismatch",
+                   "1 packed compressed-tensors mxfp4 weight, but config.json declares no "
+                   "quantization_config with a quant_method, not quant_method "
+                   "compressed-tensors, format mxfp4-pack-quantized");
+    free(model);
+    char *config = ct_config("nvfp4-pack-quantized", "0.14.0");
+    model = write_ck(dir, "nvfp4", ts, 2, config);
+    expect_finding(model, "format-mismatch", "format nvfp4-pack-quantized, not quant_method "
+                                             "compressed-tensors, format mxfp4-pack-quantized");
+    free(model);
+    free(config);
+    fill(e, sizeof e, 63);
+    t_spec bf[] = { { "model.embed_tokens.weight", FP8_DTYPE_BF16, 2, { 4, 4 }, e } };
+    model = write_ck(dir, "gpt-oss", bf, 1, gpt_oss_config);
+    expect_finding(model, "format-mismatch",
+                   "config.json declares quant_method mxfp4 (gpt-oss mxfp4), but no tensor is a "
+                   "packed gpt-oss mxfp4 weight");
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fp4");
@@ -880,6 +1101,14 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("inspect");
     tcase_add_test(tc, test_inspect_shows_packed_and_logical_shapes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("compressed-tensors mxfp4");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_ct_mxfp4_exports_and_verifies);
+    tcase_add_test(tc, test_ct_mxfp4_f8_e8m0_scale_is_wrong_dtype);
+    tcase_add_test(tc, test_ct_mxfp4_old_bias_is_refused);
+    tcase_add_test(tc, test_verify_says_per_loader_whether_fp4_loads);
+    tcase_add_test(tc, test_verify_declaration_against_fp4_tensors);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

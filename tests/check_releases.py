@@ -95,7 +95,11 @@ FP4 = {
     "mxfp4-ct": "MXFP4 mxfp4-pack-quantized: weight_packed, U8 E8M0 weight_scale (bias 127)",
 }
 # the planted-defect copies: each is a valid FP4 copy with one thing broken (EXPECT.json "defect")
-DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp4-scale-shape"}
+DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp4-scale-shape",
+          # compressed-tensors 0.13.0's MXFP4 scales, bias 125 (version 0.13.0): [scale-bias]
+          "defect-mxfp4-ct-old-bias",
+          # nvfp4-modelopt's tensors under nvfp4-ct's config: [format-mismatch]
+          "defect-nvfp4-format-mismatch"}
 TWIN = ("nvfp4-modelopt", "nvfp4-ct")
 
 # The (scheme, format) pairs fp8conv writes (fp8conv-formats(5); `convert` names them when asked
@@ -141,15 +145,9 @@ EXPECTED = {
     # fails to load it at TP 1 (the up part's scales overrun the merged scale: vllm_loads() above,
     # tests/loaders/matrix.py OFF_BLOCK_CASES); TP 2 and up fail on down_proj's input and the
     # experts' 1408/TP. verify's "no TP size loads" is right: both checks pass.
-    # issue 25: today's fp8conv reads none of the 2026 FP4 layouts (another change builds that);
-    # "part N" is the issue's "What to build" item
+    # issue 25 ("part N" is its "What to build" item), every entry passing now:
     # nvfp4-ct twin: issue 25 part 4 (diff --dequant reads the FP4 layouts) made it pass
-    "mxfp4-ct": {
-        "verify": (1, "issue 25 part 1: mxfp4-pack-quantized not read: [no-fp8-weights], "
-                   "U8 weight_scale [orphan-scale]"),
-        "verify-strict": (1, "issue 25 part 1: [no-fp8-weights], [orphan-scale]"),
-        "export": (3, "issue 25 part 2: \"not an FP8 checkpoint\""),
-    },
+    # mxfp4-ct: verify, verify-strict and export pass (fp4.c's compressed-tensors mxfp4 row)
 }
 
 checks = {}   # (family, check) -> (outcome, detail); outcome 0 = passed

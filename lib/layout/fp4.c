@@ -24,6 +24,18 @@ static const fp8_scheme_traits nvfp4 = {
     .scale_elem = { FP8_ELEM_E4M3, FP8_ELEM_F32 },
 };
 
+/* compressed-tensors' MXFP4 scales: 127 + floor(log2(scale)) - 2 before
+ * commit a333c877 "Use standard E8M0 scale format for MXFP4 (#538)" (2026-01-09;
+ * compressors/quantized_compressors/fp4_quantized.py MXFP4PackedCompressor
+ * compress_scale), i.e. bias 125; the MXFP4 compressor first shipped in
+ * 0.13.0 (#502), the fix first in 0.14.0 (git tag --contains).  Builds in
+ * between are "0.13.1.aYYYYMMDD" (nightly) or "0.13.1.devN" (setup.py
+ * version_func: setuptools_scm's guessed next version). */
+static const fp4_old_bias ct_mxfp4_bias = {
+    .producer = "compressed-tensors", .bias = 125, .last_old = "0.13.0", .first_fixed = "0.14.0", .fixed_on = 20260109,
+    .fix = "compressed-tensors a333c877 \"Use standard E8M0 scale format for MXFP4 (#538)\"",
+};
+
 static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
     /* gpt-oss: blocks U8 [E, rows, G, 16], scales U8 [E, rows, G], rows the
      * output dim; transformers unpacks to [E, G * 32, rows] (gate_up_proj
@@ -37,7 +49,16 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .out_suffix = "", .weight_dtype = FP8_DTYPE_U8, .scale_dtype = FP8_DTYPE_U8,
         .weight_rank = 4, .transpose = true, .scheme = &mxfp4, .name_needs = "experts.",
         .by_name = true, .quant_method = "mxfp4", .model_type = "gpt_oss",
-        .source = "transformers integrations/mxfp4.py convert_moe_packed_tensors" },
+        .source = "transformers integrations/mxfp4.py convert_moe_packed_tensors",
+        .decl_method = "mxfp4", .decl_exclusive = true,
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM model_executor/layers/quantization/mxfp4.py Mxfp4Config "
+                                  "(quant_method mxfp4), models/gpt_oss.py" },
+            [FP8_LOADER_SGLANG] = { "SGLang srt/layers/quantization/mxfp4.py, models/gpt_oss.py" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_mxfp4.py "
+                                          "Mxfp4HfQuantizer (without its kernels it dequantizes: "
+                                          "integrations/mxfp4.py convert_moe_packed_tensors)" },
+        } },
     /* DeepSeek-V4 routed experts: weight I8 [out, in / 2], scale F8_E8M0
      * [out, in / 32], both named by the module (.weight, .scale): vLLM
      * vllm/models/deepseek_v4/ (expert_dtype "fp4", its default), DeepSeek's
@@ -48,7 +69,18 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_I8, .scale_dtype = FP8_DTYPE_F8_E8M0,
         .weight_rank = 2, .scheme = &mxfp4, .name_needs = "experts.", .model_type = "deepseek_v4",
         .trunk_scale_suffix = ".scale",
-        .source = "vLLM models/deepseek_v4; DeepSeek inference/convert.py" },
+        .source = "vLLM models/deepseek_v4; DeepSeek inference/convert.py",
+        .decl_method = "fp8",
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM models/deepseek_v4 (expert_dtype \"fp4\", its default)" },
+            [FP8_LOADER_SGLANG] = { "SGLang srt/models/deepseek_v4.py DeepseekV4ForCausalLM "
+                                    "(load_weights maps the V4 names)" },
+            [FP8_LOADER_TRANSFORMERS] = {
+                "transformers models/deepseek_v4",
+                "its DeepseekV4Config is written for DeepSeek-V4-Flash-Base (FP8 experts) and has "
+                "no expert_dtype; no reader of I8 packed E2M1 experts with E8M0 scales is "
+                "established in transformers (not loaded as FP4)" },
+        } },
     /* ModelOpt NVFP4: weight U8 [N, K / 2], weight_scale F8_E4M3 [N, K / 16],
      * weight_scale_2 F32 [] = amax / (6 * 448); value = e2m1 * weight_scale *
      * weight_scale_2: ModelOpt export/unified_export_hf.py and
@@ -57,7 +89,20 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .name = "ModelOpt nvfp4", .weight_suffix = ".weight", .scale_suffix = ".weight_scale",
         .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8, .scale_dtype = FP8_DTYPE_F8_E4M3,
         .weight_rank = 2, .scheme = &nvfp4, .global_suffix = ".weight_scale_2",
-        .source = "ModelOpt export/unified_export_hf.py, qtensor/nvfp4_tensor.py" },
+        .source = "ModelOpt export/unified_export_hf.py, qtensor/nvfp4_tensor.py",
+        /* quant_algo NVFP4 (or W4A16_NVFP4): vLLM modelopt.py ModelOptNvFp4Config */
+        .decl_method = "modelopt", .decl_key = "quant_algo", .decl_value = "NVFP4",
+        .decl_exclusive = true,
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM layers/quantization/modelopt.py ModelOptNvFp4Config "
+                                  "(quant_algo NVFP4), ModelOptNvFp4LinearMethod" },
+            [FP8_LOADER_SGLANG] = { "SGLang srt/layers/quantization/modelopt_quant.py "
+                                    "ModelOptFp4Config" },
+            [FP8_LOADER_TRANSFORMERS] = {
+                "transformers quantizers/auto.py",
+                "it has no quantizer for quant_method modelopt (quantizers/auto.py "
+                "AUTO_QUANTIZER_MAPPING)" },
+        } },
     /* compressed-tensors nvfp4-pack-quantized: weight_packed U8 [N, K / 2],
      * weight_scale F8_E4M3 [N, K / 16], weight_global_scale F32 [1] =
      * (6 * 448) / amax, a divisor: value = e2m1 * weight_scale /
@@ -69,7 +114,47 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
         .scale_dtype = FP8_DTYPE_F8_E4M3, .weight_rank = 2, .scheme = &nvfp4,
         .global_suffix = ".weight_global_scale", .global_divides = true,
-        .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py" },
+        .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py",
+        /* compressed-tensors config/base.py CompressionFormat.nvfp4_pack_quantized */
+        .decl_method = "compressed-tensors", .decl_key = "format",
+        .decl_value = "nvfp4-pack-quantized", .decl_exclusive = true,
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py, "
+                                  "compressed_tensors_w4a16_nvfp4.py" },
+            [FP8_LOADER_SGLANG] = { "SGLang compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py, "
+                                    "compressed_tensors_w4a16_nvfp4.py" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_compressed_tensors.py, "
+                                          "decompressed by compressed-tensors compressors/nvfp4/"
+                                          "base.py NVFP4PackedCompressor" },
+        } },
+    /* compressed-tensors mxfp4-pack-quantized: weight_packed U8 [N, K / 2]
+     * (the NVFP4 packing, low nibble first: MXFP4PackedCompressor subclasses
+     * NVFP4PackedCompressor), weight_scale U8 [N, K / 32] holding E8M0
+     * exponents 127 + log2(scale) (compressors/mx_utils.py compress_mx_scale,
+     * scale_dtype torch.uint8 in quantization/quant_scheme.py MXFP4A16 and
+     * MXFP4), no weight_global_scale (compressors/mxfp4/base.py
+     * compression_param_names: strategy group, not tensor_group); vLLM
+     * compressed_tensors_w4a16_mxfp4.py and _w4a4_mxfp4.py allocate
+     * weight_packed uint8 [N, K / 2] and weight_scale uint8 [N, K / 32]. */
+    [FP4_LAYOUT_MXFP4_CT] = {
+        .name = "compressed-tensors mxfp4", .weight_suffix = ".weight_packed",
+        .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
+        .scale_dtype = FP8_DTYPE_U8, .weight_rank = 2, .scheme = &mxfp4,
+        .source = "compressed-tensors compressors/mxfp4/base.py, compressors/mx_utils.py",
+        .old_bias = &ct_mxfp4_bias,
+        /* compressed-tensors config/base.py CompressionFormat.mxfp4_pack_quantized */
+        .decl_method = "compressed-tensors", .decl_key = "format",
+        .decl_value = "mxfp4-pack-quantized", .decl_exclusive = true,
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_w4a16_mxfp4.py, "
+                                  "compressed_tensors_w4a4_mxfp4.py (uint8 weight_scale [N, K/32])" },
+            [FP8_LOADER_SGLANG] = { "SGLang compressed_tensors/schemes/compressed_tensors_w4a16_mxfp4.py "
+                                    "(uint8 weight_scale [N, K/32]; mxfp4 w4a4 served weight-only)" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_compressed_tensors.py, "
+                                          "decompressed by compressed-tensors compressors/mxfp4/"
+                                          "base.py (MXFP4 decompression since 0.16.0: 717c24d6, "
+                                          "#683; earlier versions raise NotImplementedError)" },
+        } },
 };
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id)
@@ -109,28 +194,53 @@ static char *replace_suffix(const char *name, size_t stem, const char *suffix)
     return s;
 }
 
-const fp4_layout *fp4_layout_match(const char *name, fp8_dtype dtype, int rank, char **scale_name,
-                                   char **out_name)
+/* Whether a scale of dtype `d` is what layout `l` stores (2), names its
+ * scale element (1: F8_E8M0 for an E8M0 layout, F8_E4M3 for E4M3), or
+ * neither (0). */
+static int scale_fit(const fp4_layout *l, fp8_dtype d)
 {
+    fp8_elem e = l->scheme->scale_elem[0];
+    if (d == l->scale_dtype)
+        return 2;
+    return (d == FP8_DTYPE_F8_E8M0 && e == FP8_ELEM_E8M0) ||
+           (d == FP8_DTYPE_F8_E4M3 && e == FP8_ELEM_E4M3);
+}
+
+const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, fp8_dtype dtype,
+                                   int rank, char **scale_name, char **out_name)
+{
+    const fp4_layout *best = NULL;
+    int best_fit = -1;
+    size_t stem = 0;
     *scale_name = *out_name = NULL;
-    for (int i = 0; i < FP4_LAYOUT_COUNT; i++) {
+    for (int i = 0; i < FP4_LAYOUT_COUNT && best_fit < 2; i++) {
         const fp4_layout *l = &layouts[i];
         if (dtype != l->weight_dtype || rank != l->weight_rank || !ends_with(name, l->weight_suffix))
             continue;
         /* gpt-oss names its experts mlp.experts.*; DeepSeek-V4 ffn.experts.E.w{1,2,3} */
         if (l->name_needs && !strstr(name, l->name_needs))
             continue;
-        size_t stem = strlen(name) - strlen(l->weight_suffix);
-        *scale_name = replace_suffix(name, stem, l->scale_suffix);
-        *out_name = replace_suffix(name, stem, l->out_suffix);
-        if (!*scale_name || !*out_name) {
-            free(*scale_name);
-            free(*out_name);
-            *scale_name = *out_name = NULL;
-        }
-        return l;
+        stem = strlen(name) - strlen(l->weight_suffix);
+        int fit = 0;
+        char *sname = ck ? replace_suffix(name, stem, l->scale_suffix) : NULL;
+        const fp8_tensor_info *s = sname ? fp8_checkpoint_find(ck, sname, NULL) : NULL;
+        if (s)
+            fit = scale_fit(l, s->dtype);
+        free(sname);
+        if (fit > best_fit)
+            best = l, best_fit = fit;
     }
-    return NULL;
+    if (!best)
+        return NULL;
+    stem = strlen(name) - strlen(best->weight_suffix);
+    *scale_name = replace_suffix(name, stem, best->scale_suffix);
+    *out_name = replace_suffix(name, stem, best->out_suffix);
+    if (!*scale_name || !*out_name) {
+        free(*scale_name);
+        free(*out_name);
+        *scale_name = *out_name = NULL;
+    }
+    return best;
 }
 
 bool fp4_layout_geometry(const fp4_layout *l, int rank, const uint64_t *shape, uint64_t *experts,
@@ -186,7 +296,7 @@ const char *fp8_checkpoint_fp4_weight(const fp8_checkpoint *ck, const fp8_tensor
     int srank;
     if (name)
         *name = NULL;
-    const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+    const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &oname);
     bool ok = l && sname && fp8_checkpoint_find(ck, sname, NULL) &&
               fp4_layout_geometry(l, t->rank, t->shape, &experts, &rows, &cols, &srank, sshape);
     if (ok)
@@ -211,5 +321,105 @@ bool fp4_is_group_scale(const fp8_checkpoint *ck, const char *name)
             (!l->name_needs || strstr(name, l->name_needs)))
             return true;
     }
+    return false;
+}
+
+/* A version's release numbers (up to 4) and what follows them: "0.13.1.a20260105" ->
+ * {0, 13, 1, 0}, "a20260105"; false when it does not begin with a number. */
+static bool version_parse(const char *v, long rel[4], const char **rest)
+{
+    int k = 0;
+    char *end;
+    memset(rel, 0, 4 * sizeof *rel);
+    if (!v || *v < '0' || *v > '9')
+        return false;
+    while (k < 4 && *v >= '0' && *v <= '9') {
+        rel[k++] = strtol(v, &end, 10);
+        v = end;
+        if (*v == '.' && v[1] >= '0' && v[1] <= '9')
+            v++;
+        else
+            break;
+    }
+    if (*v == '.')
+        v++;
+    *rest = v;
+    return true;
+}
+
+static int version_cmp(const long a[4], const long b[4])
+{
+    for (int k = 0; k < 4; k++)
+        if (a[k] != b[k])
+            return a[k] < b[k] ? -1 : 1;
+    return 0;
+}
+
+bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why, size_t n)
+{
+    const fp4_old_bias *b = l->old_bias;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(q, "version");
+    long rel[4], last[4], fixed[4];
+    const char *rest, *unused;
+    if (!b || !ver)
+        return false;
+    const char *v = cJSON_IsString(ver) ? ver->valuestring : NULL;
+    bool parsed = version_parse(v, rel, &rest);
+    version_parse(b->last_old, last, &unused);
+    version_parse(b->first_fixed, fixed, &unused);
+    /* old: a release up to last_old (or a build before it); a nightly of
+     * the next version dated before the fix.  Unknown: any other build
+     * between the two releases, or a version that is no version. */
+    bool old = parsed && version_cmp(rel, last) <= 0, unknown = !parsed;
+    if (parsed && !old && version_cmp(rel, fixed) < 0 && *rest) {
+        char *end;
+        unsigned long day = rest[0] == 'a' ? strtoul(rest + 1, &end, 10) : 0;
+        if (day >= 19700101 && day <= 99991231 && !*end && day != b->fixed_on)
+            old = day < b->fixed_on;
+        else
+            unknown = true;
+    }
+    char told[160];
+    snprintf(told, sizeof told, "%s %s and earlier wrote %s scales with bias %d, %s and later %d",
+             b->producer, b->last_old, l->name, b->bias, b->first_fixed, 127);
+    if (old)
+        snprintf(why, n,
+                 "config.json's quantization_config version %s: %s (%s): every loader decodes "
+                 "2^(b - 127), so these weights would compute %d times too small: re-quantize "
+                 "with %s %s or later, or add %d to every scale byte and set the version to %s",
+                 v, told, b->fix, 1 << (127 - b->bias), b->producer, b->first_fixed,
+                 127 - b->bias, b->first_fixed);
+    else if (unknown)
+        snprintf(why, n,
+                 "config.json's quantization_config version %s%s%s: %s, so which bias these "
+                 "scales hold cannot be told (%s; %s); read with the wrong one, the weights are "
+                 "off by a factor of %d: if it was made with the fix, set the version to %s; if "
+                 "not, add %d to every scale byte too",
+                 v ? "'" : "", v ? v : "(not a string)", v ? "'" : "",
+                 parsed ? "a build between the two releases" : "not a version",
+                 told, b->fix, 1 << (127 - b->bias), b->first_fixed, 127 - b->bias);
+    return old || unknown;
+}
+
+static bool holds(const cJSON *obj, const char *key, const char *value)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(x) && strstr(x->valuestring, value);
+}
+
+bool fp4_layout_declared(const fp4_layout *l, const cJSON *config)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config"), *g;
+    if (!l->decl_method || !holds(q, "quant_method", l->decl_method) ||
+        strcmp(cJSON_GetObjectItemCaseSensitive(q, "quant_method")->valuestring, l->decl_method))
+        return false;
+    if (!l->decl_key || holds(q, l->decl_key, l->decl_value))
+        return true;
+    /* compressed-tensors' mixed-precision checkpoints name a format per
+     * config group (config_groups.*.format) */
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(q, "config_groups"))
+        if (holds(g, l->decl_key, l->decl_value))
+            return true;
     return false;
 }

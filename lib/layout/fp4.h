@@ -9,6 +9,8 @@
 #ifndef FP8_FP4_H
 #define FP8_FP4_H
 
+#include <cjson/cJSON.h>
+
 #include "common/internal.h"
 #include "layout/scheme.h"
 
@@ -17,8 +19,23 @@ typedef enum {
     FP4_LAYOUT_DSV4,      /* DeepSeek-V4 routed experts ffn.experts.E.w{1,2,3}.weight */
     FP4_LAYOUT_NVFP4_MODELOPT, /* ModelOpt NVFP4 X.weight, weight_scale, weight_scale_2 */
     FP4_LAYOUT_NVFP4_CT,  /* compressed-tensors nvfp4-pack-quantized X.weight_packed, ... */
+    FP4_LAYOUT_MXFP4_CT,  /* compressed-tensors mxfp4-pack-quantized X.weight_packed, U8 scale */
     FP4_LAYOUT_COUNT
 } fp4_layout_id;
+
+/* E8M0 scales that a producer's older versions wrote with another bias, as
+ * config.json's quantization_config "version" tells (compressed-tensors
+ * MXFP4: 125 up to 0.13.0, 127 from 0.14.0). */
+typedef struct {
+    const char *producer;    /* "compressed-tensors" */
+    int bias;                /* what the old versions wrote: 125 */
+    const char *last_old;    /* the last release with it: "0.13.0" */
+    const char *first_fixed; /* the first release without it: "0.14.0" */
+    /* the fix's commit day, YYYYMMDD: a nightly "X.Y.Z.aYYYYMMDD" between
+     * the two releases was built before it (old bias) or after it */
+    unsigned long fixed_on;
+    const char *fix;         /* the fix, for messages */
+} fp4_old_bias;
 
 typedef struct {
     const char *name;          /* "gpt-oss mxfp4", for messages */
@@ -52,6 +69,23 @@ typedef struct {
     const char *model_type;
     const char *trunk_scale_suffix;
     const char *source;        /* where the facts come from */
+    const fp4_old_bias *old_bias; /* NULL: every version wrote bias 127 */
+    /* config.json's declaration of the layout (its quantization_config, or
+     * ModelOpt's hf_quant_config.json taken in): quant_method decl_method
+     * and, when decl_key is set, quantization_config[decl_key] (or a
+     * config_groups entry's) holding decl_value.  decl_exclusive: the
+     * declaration names this layout alone, so declaring it without any of
+     * its tensors is a mismatch (not DeepSeek-V4's quant_method fp8, which an
+     * FP8-experts checkpoint has too). */
+    const char *decl_method, *decl_key, *decl_value;
+    bool decl_exclusive;
+    /* Per loader (fp8_loader order: vLLM, SGLang, transformers): the code
+     * that reads the layout (cited), and when the loader does not load it,
+     * why (NULL: it loads).  verify's loader-layout findings. */
+    struct {
+        const char *reads;
+        const char *refuses;
+    } loaders[FP8_LOADER_COUNT];
 } fp4_layout;
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id);
@@ -65,11 +99,15 @@ const fp4_layout *fp4_layout_of_method(const char *quant_method);
 
 /*
  * The layout a tensor's name, dtype and rank say it is in; NULL for none.
+ * Where two layouts name their tensors alike (compressed-tensors' NVFP4 and
+ * MXFP4: X.weight_packed, X.weight_scale), the scale in `ck` (may be NULL)
+ * tells them apart: the layout whose scale dtype it has, else whose scale
+ * element its dtype names (F8_E8M0: an E8M0 layout), else the first.
  * For a match: *scale_name is the scale's name, *out_name the unpacked
  * weight's (each malloc'ed, the caller frees them).
  */
-const fp4_layout *fp4_layout_match(const char *name, fp8_dtype dtype, int rank, char **scale_name,
-                                   char **out_name);
+const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, fp8_dtype dtype,
+                                   int rank, char **scale_name, char **out_name);
 
 /*
  * The geometry of a packed weight of shape `shape` in layout `l`: experts,
@@ -79,6 +117,21 @@ const fp4_layout *fp4_layout_match(const char *name, fp8_dtype dtype, int rank, 
  */
 bool fp4_layout_geometry(const fp4_layout *l, int rank, const uint64_t *shape, uint64_t *experts,
                          uint64_t *rows, uint64_t *cols, int *srank, uint64_t sshape[3]);
+
+/*
+ * Whether the scales of layout `l` in a checkpoint whose config.json is
+ * `config` (may be NULL) hold another bias than 127, or may: the
+ * quantization_config "version" is an old one, or one between the old and
+ * the fixed release that cannot be told.  Then true, and `why` says what
+ * the version is, why it matters and what to do (no file or tensor name).
+ * False for a layout without old_bias, a config without a version (not the
+ * producer's own writer: the standard bias assumed), or a fixed version.
+ */
+bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why, size_t n);
+
+/* Whether config.json `config` (may be NULL) declares layout `l` (its decl_
+ * fields). */
+bool fp4_layout_declared(const fp4_layout *l, const cJSON *config);
 
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,

@@ -240,7 +240,7 @@ static fp8_status decide_fp4(fp8_ctx *ctx, dq_plan *p, dq_item *it)
 {
     char *sname, *oname;
     const fp8_tensor_info *t = it->t;
-    const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+    const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
     if (!l)
         return FP8_OK;
     if (!sname)
@@ -374,6 +374,22 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
             return st;
         it->action = DQ_DEQUANT;
         p->items[si].action = DQ_DROP;
+    }
+    return FP8_OK;
+}
+
+/* Packed-FP4 scales that config.json's producer version says hold another
+ * bias than the one every loader reads (fp4.h, fp4_layout_bias_refused:
+ * compressed-tensors MXFP4 up to 0.13.0) are bad input: decoded with 127
+ * they would be 4 times too small, so nothing is written. */
+static fp8_status check_bias(fp8_ctx *ctx, const dq_plan *p, const cJSON *config)
+{
+    char why[1024];
+    for (size_t i = 0; i < p->n; i++) {
+        const dq_item *it = &p->items[i];
+        if (it->fp4 && fp4_layout_bias_refused(it->fp4, config, why, sizeof why))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' (%s): %s", p->input,
+                            it->t->name, it->fp4->name, why);
     }
     return FP8_OK;
 }
@@ -882,7 +898,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if ((is_dir && (st = fmt_config_read(ctx, input, &config, NULL))) || (st = name_shards(ctx, &p)))
         goto out;
     if ((st = block_size(ctx, input, config, &p.block_rows, &p.block_cols)) ||
-        (st = decide(ctx, &p)) || (st = check_has_fp8(ctx, &p)) ||
+        (st = decide(ctx, &p)) || (st = check_bias(ctx, &p, config)) ||
+        (st = check_has_fp8(ctx, &p)) ||
         (st = fp8_device_resolve(ctx, opts->device, &p.device)) ||
         (st = options_text(ctx, &p, &options)))
         goto out;
@@ -961,9 +978,11 @@ fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq
     fp8_status st = dir ? fmt_config_read(ctx, dir, &config, NULL) : FP8_OK;
     if (!st)
         st = block_size(ctx, dir, config, &p->block_rows, &p->block_cols);
-    cJSON_Delete(config);
     if (!st)
         st = decide(ctx, p);
+    if (!st)
+        st = check_bias(ctx, p, config);
+    cJSON_Delete(config);
     if (st)
         dq_weights_free(p);
     else

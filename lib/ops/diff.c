@@ -484,7 +484,7 @@ static fp8_status find_fp4(fp8_ctx *ctx, fp8_diff *d, int side, size_t i)
     char *sname, *oname, want[96], got[96];
     int srank;
     uint64_t sshape[3];
-    const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+    const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &oname);
     if (!l)
         return FP8_OK;
     fp8_status st = FP8_OK;

@@ -324,6 +324,7 @@ const char *fp8_verify_format(const fp8_verify *v)
     return v->format_name ? v->format_name : "none";
 }
 size_t fp8_verify_fp8_weights(const fp8_verify *v) { return v->fp8_weights; }
+size_t fp8_verify_fp4_weights(const fp8_verify *v) { return v->fp4_weights; }
 uint64_t fp8_verify_saturated(const fp8_verify *v) { return v->saturated; }
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v) { return v->tp_ok; }
 bool fp8_verify_tp_known(const fp8_verify *v)

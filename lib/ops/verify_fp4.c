@@ -90,18 +90,20 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     if (!fp4_layout_geometry(l, t->rank, t->shape, &experts, &rows, &cols, &srank, sshape)) {
         fp8_shape_text(t->rank, t->shape, got, sizeof got);
         return verify_add(ctx, v, FP8_SEV_ERROR, "fp4-shape",
-                          "%s: %s: packed shape %s is not %s's (%s; %s)", file, t->name, got,
+                          "%s: %s: packed shape %s is not %s's (%s%u; %s)", file, t->name, got,
                           l->name,
-                          t->rank == 4 ? "[experts, rows, groups, 16], 32 codes a group"
-                                       : "[rows, cols / 2], cols a multiple of 32",
-                          l->source);
+                          t->rank == 4 ? "[experts, rows, groups, 16], codes a group: "
+                                       : "[rows, cols / 2], cols a multiple of ",
+                          l->scheme->run, l->source);
     }
     const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);
     fp8_status st = FP8_OK;
     if (s->dtype != l->scale_dtype)
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-dtype",
-                        "%s: %s: dtype %s, but %s scales are %s (E8M0 bytes; %s)", sfile, s->name,
+                        "%s: %s: dtype %s, but %s scales are %s (%s; %s)", sfile, s->name,
                         fp8_dtype_name(s->dtype), l->name, fp8_dtype_name(l->scale_dtype),
+                        l->scale_dtype == FP8_DTYPE_U8 ? "E8M0 bytes, as its loaders allocate them"
+                                                       : fp8_elem_get(l->scheme->scale_elem[0])->name,
                         l->source);
     bool shape_ok = s->rank == srank;
     for (int d = 0; shape_ok && d < srank; d++)
@@ -110,9 +112,9 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
         fp8_shape_text(srank, sshape, want, sizeof want);
         fp8_shape_text(s->rank, s->shape, got, sizeof got);
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-shape",
-                        "%s: %s: shape %s, but %s expects %s for weight %s (one scale per 32 "
+                        "%s: %s: shape %s, but %s expects %s for weight %s (one scale per %u "
                         "elements of a row)",
-                        sfile, s->name, got, l->name, want, t->name);
+                        sfile, s->name, got, l->name, want, t->name, l->scheme->run);
     }
     fp8_elem se = l->scheme->scale_elem[0];
     uint8_t nan_byte = 0;
@@ -152,9 +154,107 @@ static fp8_status check_module_scale(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
     return st;
 }
 
+/* The layouts whose scales config.json's producer version says hold
+ * another bias (fp4.h, fp4_layout_bias_refused): one finding per layout,
+ * naming its first weight and how many there are; none when `config` is
+ * NULL (no config.json, or one read_declaration reported). */
+static fp8_status check_bias(fp8_ctx *ctx, fp8_verify *v, const cJSON *config,
+                             const fp4_layout *l, const fp8_tensor_info *first, size_t shard,
+                             size_t count)
+{
+    char why[1024], more[64] = "";
+    if (!count || !fp4_layout_bias_refused(l, config, why, sizeof why))
+        return FP8_OK;
+    if (count > 1)
+        snprintf(more, sizeof more, " (this weight and %zu more)", count - 1);
+    return verify_add(ctx, v, FP8_SEV_ERROR, "scale-bias", "%s: %s: %s%s",
+                      fp8_checkpoint_shard_name(v->ck, shard), first->name, why, more);
+}
+
+/* Per loader, whether it loads the packed weights of layout `l` (fp4.h's
+ * loaders column): a finding that stops that loader only, naming the
+ * layout's first weight and the loader's rule, for each one that does not. */
+static fp8_status check_loaders(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
+                                const fp8_tensor_info *first, size_t shard, size_t count)
+{
+    fp8_status st = FP8_OK;
+    for (int k = 0; k < FP8_LOADER_COUNT && count && !st; k++)
+        if (l->loaders[k].refuses)
+            st = verify_add_for(ctx, v, BIT(k), "loader-layout",
+                                "%s: %s: %s does not load %s weights: %s (%zu packed "
+                                "weight%s)",
+                                fp8_checkpoint_shard_name(v->ck, shard), first->name,
+                                fmt_loader_title((fp8_loader)k), l->name, l->loaders[k].refuses,
+                                count, count == 1 ? "" : "s");
+    return st;
+}
+
+/* What config.json declares, for messages: "quant_method X (format Y,
+ * quant_algo Z)" or "no quantization_config". */
+static void declaration_text(const cJSON *config, char *buf, size_t n)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(q, "format");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(q, "quant_algo");
+    if (!cJSON_IsString(m)) {
+        snprintf(buf, n, "no quantization_config with a quant_method");
+        return;
+    }
+    snprintf(buf, n, "quant_method %s%s%s%s%s", m->valuestring,
+             cJSON_IsString(f) ? ", format " : "", cJSON_IsString(f) ? f->valuestring : "",
+             cJSON_IsString(a) ? ", quant_algo " : "", cJSON_IsString(a) ? a->valuestring : "");
+}
+
+/* config.json's declaration against the packed tensors (fp4.h's decl_
+ * fields): each layout present must be declared, and a declaration that
+ * names one layout alone needs some of its tensors.  Not without a
+ * config.json. */
+static fp8_status check_declaration(fp8_ctx *ctx, fp8_verify *v, const cJSON *config,
+                                    const fp8_tensor_info *const *first,
+                                    const size_t *first_shard, const size_t *count)
+{
+    char decl[256];
+    fp8_status st = FP8_OK;
+    if (!config) /* no config.json (or one read_declaration reported): nothing declared */
+        return FP8_OK;
+    declaration_text(config, decl, sizeof decl);
+    size_t present = 0;
+    for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++) {
+        const fp4_layout *l = fp4_layout_get(i);
+        present += count[i];
+        if (count[i] && !fp4_layout_declared(l, config))
+            st = verify_add(ctx, v, FP8_SEV_ERROR, "format-mismatch",
+                            "%s: %s: %zu packed %s weight%s, but config.json declares %s, not "
+                            "quant_method %s%s%s%s%s: the loaders dispatch on the declaration "
+                            "and would not read them as %s (%s)",
+                            fp8_checkpoint_shard_name(v->ck, first_shard[i]), first[i]->name,
+                            count[i], l->name, count[i] == 1 ? "" : "s", decl, l->decl_method,
+                            l->decl_key ? ", " : "", l->decl_key ? l->decl_key : "",
+                            l->decl_key ? " " : "", l->decl_key ? l->decl_value : "", l->name,
+                            l->source);
+    }
+    for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++) {
+        const fp4_layout *l = fp4_layout_get(i);
+        /* with packed weights of another layout, the finding above names them */
+        if (l->decl_exclusive && !present && fp4_layout_declared(l, config))
+            st = verify_add(ctx, v, FP8_SEV_ERROR, "format-mismatch",
+                            "%s: config.json declares %s (%s), but no tensor is a packed %s "
+                            "weight: the loader would look for tensors that are not there (%s)",
+                            v->path, decl, l->name, l->name, l->source);
+    }
+    return st;
+}
+
 fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
 {
     fp8_status st = FP8_OK;
+    cJSON *config = NULL;
+    const fp8_tensor_info *first[FP4_LAYOUT_COUNT] = { 0 };
+    size_t count[FP4_LAYOUT_COUNT] = { 0 }, first_shard[FP4_LAYOUT_COUNT] = { 0 };
+    /* a config.json no loader parses is read_declaration's finding */
+    if (v->config_dir && fmt_config_read(ctx, v->config_dir, &config, NULL))
+        config = NULL;
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck) && !st; i++) {
         size_t shard;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
@@ -164,11 +264,13 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
             st = check_module_scale(ctx, v, t);
             continue;
         }
-        const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
         if (!l)
             continue;
-        if (!sname)
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        if (!sname) {
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            break;
+        }
         /* an I8 expert weight is packed FP4 in the family that says so, or
          * when its scale is there; else an int8 checkpoint's, not ours */
         if (!l->by_name && l != v->family && !fp8_checkpoint_find(v->ck, sname, NULL)) {
@@ -177,8 +279,18 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
             continue;
         }
         st = check_one(ctx, v, l, t, shard, sname);
+        size_t id = (size_t)(l - fp4_layout_get(FP4_LAYOUT_GPT_OSS)); /* the table's row */
+        if (!count[id]++)
+            first[id] = t, first_shard[id] = shard;
         free(sname);
         free(oname);
     }
+    if (!st)
+        st = check_declaration(ctx, v, config, first, first_shard, count);
+    for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++)
+        if (!(st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i],
+                              count[i])))
+            st = check_loaders(ctx, v, fp4_layout_get(i), first[i], first_shard[i], count[i]);
+    cJSON_Delete(config);
     return st;
 }
