@@ -68,13 +68,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 RELEASES = os.path.join(ROOT, "testdata", "releases")
 PY = sys.executable
 
-# fp8conv refuses these today (another branch of issue 25 fixes the reading of the copy): the
-# judge still runs the loader and the oracle and says so; the run fails once fp8conv passes.
-KNOWN = {
-    "mxfp4-ct": "fp8conv reads compressed-tensors mxfp4-pack-quantized's U8 weight_scale as an "
-                "NVFP4 F8_E4M3 scale and refuses the copy (exit 3)",
-    "mxfp4-ct-stress": "as mxfp4-ct",
-}
+# copies fp8conv refuses today, with the reason (none: compressed-tensors mxfp4-pack-quantized,
+# once KNOWN here, is read since fp4.c's row for it)
+KNOWN = {}
 
 # ------------------------------------------------------------------------------------------
 # layout facts (each cited where it is used), decoded here in numpy, independently of fp8conv
