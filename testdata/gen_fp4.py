@@ -201,14 +201,15 @@ def nvfp4(w):
     return codes, s, float(g2)
 
 
-def nvfp4_amax(w, ct):
+def nvfp4_amax(w, ct, amax=None):
     """NVFP4 with the global scale from the weight's own amax, as real exports have it (not a power
     of two): ModelOpt weight_scale_2 = fp32(amax) / fp32(6 * 448); compressed-tensors
     weight_global_scale = 6 * 448 / amax computed in bf16, stored F32 (SPEC §10: llm-compressor
     computes it in bf16; generate_gparam). Block scales and codes as in nvfp4 (fp32 arithmetic;
     the exact op order of each producer is approximated here: EXPECT.json depends only on the
-    stored codes and scales). Returns (codes, weight_scale, global) with global g2 or G."""
-    amax = F32(np.abs(w).max())
+    stored codes and scales). Returns (codes, weight_scale, global) with global g2 or G. amax: the
+    fused layer's (see nvfp4_amax_linear), else the weight's own."""
+    amax = F32(np.abs(w).max() if amax is None else amax)
     bamax = np.abs(groups(w, 16)).max(axis=-1).astype(F32)
     if ct:
         G = (F32(6.0 * 448.0) / amax).astype(BF16).astype(F32)
@@ -386,10 +387,11 @@ def fp4_llama(r, linear, twin=False):
     p = "model.layers.0."
     r.norm(p + "input_layernorm.weight", NH)
     r.norm(p + "post_attention_layernorm.weight", NH)
-    for nm, out, inp in (("self_attn.q_proj", NHEADS * NHD, NH), ("self_attn.k_proj", NKV * NHD, NH),
-                         ("self_attn.v_proj", NKV * NHD, NH), ("self_attn.o_proj", NH, NHEADS * NHD),
-                         ("mlp.gate_proj", NI, NH), ("mlp.up_proj", NI, NH),
-                         ("mlp.down_proj", NH, NI)):
+    linears = (("self_attn.q_proj", NHEADS * NHD, NH), ("self_attn.k_proj", NKV * NHD, NH),
+               ("self_attn.v_proj", NKV * NHD, NH), ("self_attn.o_proj", NH, NHEADS * NHD),
+               ("mlp.gate_proj", NI, NH), ("mlp.up_proj", NI, NH), ("mlp.down_proj", NH, NI))
+    r.linears = {p + nm: (out, inp) for nm, out, inp in linears}
+    for nm, out, inp in linears:
         linear(r, p + nm, out, inp)
     r.norm("model.norm.weight", NH)
     r.bf16("lm_head.weight", (V, NH))
@@ -432,14 +434,30 @@ def nvfp4_linear(r, m, out, inp, ct):
     expect(r, m + ".weight", exact / (1.0 / g2) if ct else exact * g2)
 
 
-def nvfp4_amax_linear(r, m, out, inp, ct):
+# the linears vLLM fuses into one (models/llama.py packed_modules_mapping: qkv_proj, gate_up_proj),
+# which keeps one global scale for the fused weight (compressed_tensors_w4a4_nvfp4.py and
+# modelopt.py process_weights_after_loading: weight_global_scale.max(), weight_scale_2.max());
+# so the producers give the parts one amax: llm-compressor modifiers/utils/helpers.py
+# update_fused_layer_weight_global_scales, ModelOpt export/quant_utils.py preprocess_linear_fusion
+FUSED = (("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), ("mlp.gate_proj", "mlp.up_proj"))
+
+
+def fused_amax(r, m):
+    """The largest amax of the parts of the fused layer `m` belongs to (its own when none)."""
+    p, nm = m.rsplit(".", 2)[0] + ".", ".".join(m.rsplit(".", 2)[1:])
+    parts = next((f for f in FUSED if nm in f), (nm,))
+    return max(F32(np.abs(weights(r.rng(p + q), r.linears[p + q], std=0.004)).max()) for q in parts)
+
+
+def nvfp4_amax_linear(r, m, out, inp, ct, shared=True):
     """An NVFP4 linear with a real (amax-derived) global scale: where exporting by a fp32 chain
     and exporting the exact value rounded once differ. EXPECT.json "fp32_chain_differs" counts
     the elements where the fp32 chain each producer's own dequantizer computes (ModelOpt:
     e2m1 * fp32(scale * scale_2); compressed-tensors: e2m1 * fp32(scale / global)) gives other
-    bf16 bytes than the exact value."""
+    bf16 bytes than the exact value. shared: the global scale from the fused layer's amax (FUSED),
+    as both producers write it; else from the weight's own (defect-nvfp4-fused-global)."""
     w = weights(r.rng(m), (out, inp), std=0.004)
-    codes, s, glob = nvfp4_amax(w, ct)
+    codes, s, glob = nvfp4_amax(w, ct, fused_amax(r, m) if shared else None)
     e = e2m1_value(codes)
     sv = np.repeat(s.astype(np.float64), 16, axis=-1)
     if ct:
@@ -618,10 +636,23 @@ def defect_format_mismatch(r):
     return c, {}, serve, {"rule": "format-mismatch", "tensor": "model.layers.0.mlp.down_proj.weight"}
 
 
+def defect_fused_global(r):
+    # nvfp4-ct-amax with k_proj's global scale from its own amax, not q/k/v's largest: vLLM
+    # replaces the fused layer's three by their largest (see FUSED) and computes other values than
+    # the checkpoint's for k_proj (the FP4 loader judges measured such a copy:
+    # tests/loaders/fp4_check.py); verify names k_proj (rule fused-global-scale)
+    fp4_llama(r, lambda r, m, o, i: nvfp4_amax_linear(r, m, o, i, True,
+                                                      shared=not m.endswith(".k_proj")))
+    c = fp4_llama_config(ct_fp4_config("nvfp4-pack-quantized", 16, "torch.float8_e4m3fn", True))
+    return c, {}, ["--tp", "1"], {"rule": "fused-global-scale",
+                                  "tensor": "model.layers.0.self_attn.k_proj.weight_packed"}
+
+
 DEFECTS = [
     ("defect-deepseek-v4-nan-e8m0", defect_nan_e8m0),
     ("defect-nvfp4-no-scale-2", defect_no_scale_2),
     ("defect-nvfp4-scale-shape", defect_scale_shape),
     ("defect-mxfp4-ct-old-bias", defect_mxfp4_ct_old_bias),
     ("defect-nvfp4-format-mismatch", defect_format_mismatch),
+    ("defect-nvfp4-fused-global", defect_fused_global),
 ]

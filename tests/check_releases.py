@@ -99,7 +99,9 @@ DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp
           # compressed-tensors 0.13.0's MXFP4 scales, bias 125 (version 0.13.0): [scale-bias]
           "defect-mxfp4-ct-old-bias",
           # nvfp4-modelopt's tensors under nvfp4-ct's config: [format-mismatch]
-          "defect-nvfp4-format-mismatch"}
+          "defect-nvfp4-format-mismatch",
+          # k_proj's NVFP4 global scale not q/k/v's shared one: [fused-global-scale]
+          "defect-nvfp4-fused-global"}
 TWIN = ("nvfp4-modelopt", "nvfp4-ct")
 
 # The (scheme, format) pairs fp8conv writes (fp8conv-formats(5); `convert` names them when asked

@@ -72,6 +72,62 @@ static fp8_status check_global(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     return st;
 }
 
+/* The F32 of second-level scale `name`; *g NaN when it is not one F32
+ * (check_global's finding). */
+static fp8_status read_global(fp8_ctx *ctx, fp8_verify *v, const char *name, float *g)
+{
+    size_t shard;
+    const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, &shard);
+    *g = __builtin_nanf("");
+    if (!s || s->dtype != FP8_DTYPE_F32 || s->elements != 1)
+        return FP8_OK;
+    return fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, 0, g, 4);
+}
+
+/* vLLM loads q/k/v and gate/up as one layer (models/llama.py
+ * packed_modules_mapping) and keeps one second-level scale for it: the
+ * parts' largest (compressed_tensors_w4a4_nvfp4.py and modelopt.py
+ * process_weights_after_loading, weight_global_scale.max() and
+ * weight_scale_2.max()), the gate's for MoE experts (w13_..._scale[:, 0]).
+ * A part whose own differs is computed with other values than the
+ * checkpoint's, so the producers give the parts one (llm-compressor
+ * modifiers/utils/helpers.py update_fused_layer_weight_global_scales,
+ * ModelOpt export/quant_utils.py preprocess_linear_fusion).  Each later
+ * part is compared with the first. */
+static const char *const fused_parts[][3] = { { "q_proj", "k_proj", "v_proj" },
+                                              { "gate_proj", "up_proj", NULL } };
+
+static fp8_status check_fused_global(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
+                                     const fp8_tensor_info *t, const char *file)
+{
+    size_t stem = strlen(t->name) - strlen(l->weight_suffix);
+    for (size_t f = 0; f < sizeof fused_parts / sizeof *fused_parts; f++)
+        for (int j = 1; j < 3 && fused_parts[f][j]; j++) {
+            size_t n = strlen(fused_parts[f][j]);
+            if (stem <= n || t->name[stem - n - 1] != '.' ||
+                strncmp(t->name + stem - n, fused_parts[f][j], n))
+                continue;
+            char mine[1024], first[1024];
+            float a, b;
+            snprintf(mine, sizeof mine, "%.*s%s", (int)stem, t->name, l->global_suffix);
+            snprintf(first, sizeof first, "%.*s%s%s", (int)(stem - n), t->name, fused_parts[f][0],
+                     l->global_suffix);
+            fp8_status st = read_global(ctx, v, mine, &a);
+            if (st || (st = read_global(ctx, v, first, &b)) || a != a || b != b ||
+                !memcmp(&a, &b, 4))
+                return st;
+            return verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), "fused-global-scale",
+                                  "%s: %s: second-level scale %s is %.9g, but %s is %.9g: vLLM "
+                                  "loads %s with %s as one layer with one such scale (the "
+                                  "largest; an MoE expert's gate's), so it computes other values "
+                                  "than this checkpoint's for one of them; llm-compressor and "
+                                  "ModelOpt give the parts one, from their largest amax",
+                                  file, t->name, mine, (double)a, first, (double)b,
+                                  fused_parts[f][j], fused_parts[f][0]);
+        }
+    return FP8_OK;
+}
+
 static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
                             const fp8_tensor_info *t, size_t shard, const char *sname)
 {
@@ -126,8 +182,8 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
                         "are NaN",
                         sfile, s->name, (unsigned long long)at, nan_byte,
                         fp8_elem_get(se)->name, l->scheme->run);
-    if (!st && l->global_suffix)
-        st = check_global(ctx, v, l, t, file);
+    if (!st && l->global_suffix && !(st = check_global(ctx, v, l, t, file)))
+        st = check_fused_global(ctx, v, l, t, file);
     return st;
 }
 
