@@ -130,6 +130,41 @@ static void print_report(const fp8_convert *c, const char *out, double seconds)
                fp8_device_name(fp8_quant_plan_device(fp8_convert_plan(c))));
 }
 
+/* DeepSeek-V4's MXFP4 experts, cast (fp8_convert_fp4): the report. */
+static int finish_cast(fp8_ctx *ctx, fp8_status st, const fp8_convert_fp4_report *r,
+                       const char *in, const char *out, const cli_common *common,
+                       double seconds, cli_progress_state *prog, fp8_like *like)
+{
+    int rc = EXIT_OK;
+    cli_progress_end(prog, st == FP8_OK);
+    if (st)
+        rc = cli_fail(ctx, st);
+    else if (common->quiet)
+        rc = EXIT_OK;
+    else if (common->json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "convert_version", CONVERT_JSON_VERSION);
+        cJSON_AddStringToObject(root, "input", in);
+        cJSON_AddStringToObject(root, "output", out);
+        cJSON_AddStringToObject(root, "cast", "mxfp4-experts-to-fp8");
+        cJSON_AddStringToObject(root, "scheme", "block");
+        int b[2] = { 128, 128 };
+        cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
+        cJSON_AddStringToObject(root, "format", "hf-fp8");
+        cJSON_AddNumberToObject(root, "experts_cast", (double)r->experts);
+        cJSON_AddNumberToObject(root, "copied", (double)r->copied);
+        cJSON_AddNumberToObject(root, "seconds", seconds);
+        rc = cli_print_json(root);
+    } else
+        cli_printf("wrote %s: DeepSeek-V4 MXFP4 experts cast to FP8 (scheme block 128x128 "
+                   "ue8m0, expert_dtype fp8)\n%zu expert weights cast exactly, %zu tensors "
+                   "copied; %.2f s on cpu\n",
+                   cli_esc(out), r->experts, r->copied, seconds);
+    fp8_like_free(like);
+    fp8_ctx_free(ctx);
+    return rc;
+}
+
 static const struct option cli_convert_options[] = {
     { "scheme", required_argument, NULL, CLI_OPT_SCHEME },
     { "format", required_argument, NULL, CLI_OPT_FORMAT },
@@ -180,6 +215,12 @@ static int cmd_convert(int argc, char **argv, cli_common *common)
         o->target.declare_ignore = false;
         o->target.scale_dtype_set = false;
     }
+    bool cast = false;
+    fp8_convert_fp4_report cast_report = { 0 };
+    if (!st) /* DeepSeek-V4's MXFP4 experts: the cast, else the FP8 convert */
+        st = fp8_convert_fp4(ctx, in, out, o, &cast, &cast_report);
+    if (cast)
+        return finish_cast(ctx, st, &cast_report, in, out, common, cli_now() - t0, &prog, like);
     if (!st)
         st = fp8_convert_create(ctx, in, o, &c);
     if (!st && !common->quiet) {

@@ -1,0 +1,429 @@
+/*
+ * convert_fp4.c - convert's casts of packed-FP4 weights (fp8conv(1)
+ * convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS): DeepSeek-V4's MXFP4
+ * routed experts (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an
+ * F8_E8M0 scale per 32 elements of a row) become FP8 E4M3 [out, in] with
+ * one F8_E8M0 scale per 128x128 tile, as DeepSeek's own cast does it
+ * (deepseek-ai DeepSeek-V4-Flash-0731 inference/convert.py
+ * cast_e2m1fn_to_e4m3fn, quoted in radixark/miles
+ * tools/convert_mxfp4_to_fp8.py): the tile's scale is the largest group
+ * scale of the tile over 2^6, and each E2M1 value times 2^(group exponent
+ * - tile exponent) is the E4M3 code.  E2M1's largest value 6 times 2^6 is
+ * 384, inside E4M3; the cast is exact while each such product is an E4M3
+ * value, which holds for every element while the group exponents of a tile
+ * spread by 14 or less (0.5 * 2^(6 - 14) = 2^-9, E4M3's smallest
+ * subnormal).  An element whose product is not an E4M3 value is refused,
+ * with its tensor, tile and spread: the cast never rounds.  Every other
+ * tensor is copied as it is (the trunk's FP8 weights and their .scale
+ * keep their bytes), and config.json says expert_dtype "fp8": vLLM reads a
+ * missing expert_dtype as "fp4" (vllm/models/deepseek_v4,
+ * DeepseekV4ForCausalLM.__init__: getattr(config, "expert_dtype", "fp4")),
+ * and with "fp8" maps every .scale to weight_scale_inv, which its block FP8
+ * MoE method reads (_make_deepseek_v4_weights_mapper).
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fp8_math.h"
+#include "io/checkpoint.h"
+#include "io/output.h"
+#include "layout/fp4.h"
+#include "layout/formats.h"
+
+#define TILE 128u        /* DeepSeek's fp8_block_size */
+#define TILE_OFFSET 6    /* log2 of its max_offset 2^6: E2M1's 6 * 2^6 = 384 <= 448 */
+
+typedef enum { CAST_COPY, CAST_WEIGHT, CAST_SCALE } cast_kind;
+
+typedef struct {
+    const fp8_tensor_info *t; /* the input's tensor */
+    size_t shard;
+    cast_kind kind;
+    /* an expert (both its weight's item and its scale's): */
+    const fp8_tensor_info *w, *s;
+    size_t wshard, sshard;
+    uint64_t rows, cols;   /* unpacked: [rows, cols] */
+    fp8_dtype out_dtype;
+    int out_rank;
+    uint64_t out_shape[2];
+} cast_item;
+
+typedef struct {
+    fp8_checkpoint *ck;
+    const char *input;
+    cast_item *items; /* in the checkpoint's (name) order */
+    size_t n, experts;
+    char **names;     /* output shard names */
+    bool no_sync;
+    const volatile sig_atomic_t *cancel;
+} cast_plan;
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+static uint64_t out_bytes(const cast_item *it)
+{
+    if (it->kind == CAST_COPY)
+        return fp8_tensor_nbytes(it->t);
+    return it->out_shape[0] * it->out_shape[1];
+}
+
+/* The expert whose weight or scale `t` is, if any: fills the item. */
+static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
+{
+    const fp4_layout *dsv4 = fp4_layout_get(FP4_LAYOUT_DSV4);
+    const fp8_tensor_info *t = it->t;
+    char *sname = NULL, *oname = NULL;
+    const char *wname = t->name;
+    char *wbuf = NULL;
+    size_t tn = strlen(t->name), ss = strlen(dsv4->scale_suffix);
+    bool is_scale = false;
+    /* a scale names its weight: X.scale -> X.weight */
+    if (tn > ss && !strcmp(t->name + tn - ss, dsv4->scale_suffix) && t->dtype == dsv4->scale_dtype) {
+        if (asprintf(&wbuf, "%.*s%s", (int)(tn - ss), t->name, dsv4->weight_suffix) < 0)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        wname = wbuf;
+        is_scale = true;
+    }
+    size_t wshard = 0;
+    const fp8_tensor_info *w = fp8_checkpoint_find(p->ck, wname, &wshard);
+    const fp4_layout *l = w ? fp4_layout_match(w->name, w->dtype, w->rank, &sname, &oname) : NULL;
+    fp8_status st = FP8_OK;
+    if (l == dsv4 && !sname)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    size_t sshard = 0;
+    const fp8_tensor_info *s = l == dsv4 && sname ? fp8_checkpoint_find(p->ck, sname, &sshard) : NULL;
+    if (!st && s) {
+        uint64_t experts, rows, cols, sshape[3];
+        int srank;
+        const char *file = fp8_checkpoint_shard_name(p->ck, sshard);
+        if (!fp4_layout_geometry(l, w->rank, w->shape, &experts, &rows, &cols, &srank, sshape))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
+                          fp8_checkpoint_shard_name(p->ck, wshard), w->name, l->name,
+                          l->scheme->run);
+        else if (s->dtype != l->scale_dtype || s->rank != srank || s->shape[0] != sshape[0] ||
+                 s->shape[1] != sshape[1])
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the scale of %s weight '%s' must be F8_E8M0 "
+                          "[%llu, %llu] (one per %u elements of a row)",
+                          file, s->name, l->name, w->name, (unsigned long long)sshape[0],
+                          (unsigned long long)sshape[1], l->scheme->run);
+        else if (!is_scale || t == s) {
+            it->kind = is_scale ? CAST_SCALE : CAST_WEIGHT;
+            it->w = w;
+            it->s = s;
+            it->wshard = wshard;
+            it->sshard = sshard;
+            it->rows = rows;
+            it->cols = cols;
+            it->out_rank = 2;
+            it->out_dtype = is_scale ? FP8_DTYPE_F8_E8M0 : FP8_DTYPE_F8_E4M3;
+            it->out_shape[0] = is_scale ? ceil_div(rows, TILE) : rows;
+            it->out_shape[1] = is_scale ? ceil_div(cols, TILE) : cols;
+        }
+    }
+    free(sname);
+    free(oname);
+    free(wbuf);
+    return st;
+}
+
+/* The tile exponent byte of the tiles of one band of rows, each the
+ * largest group byte of its tile less 6 (not below 0: E8M0's smallest);
+ * a NaN group scale is bad input.  `sc` holds the band's group bytes,
+ * nrows rows of cols / 32. */
+static fp8_status tile_bytes(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                             uint64_t row0, uint64_t nrows, const uint8_t *sc, uint8_t *tb)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
+    uint64_t tiles = ceil_div(it->cols, TILE);
+    for (uint64_t j = 0; j < tiles; j++) {
+        unsigned most = 0;
+        for (uint64_t r = 0; r < nrows; r++)
+            for (uint64_t g = j * per_tile; g < groups && g < (j + 1) * per_tile; g++) {
+                unsigned b = sc[r * groups + g];
+                if (b == 0xFF)
+                    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                                    "%s: tensor '%s': element [%llu, %llu] is the E8M0 NaN "
+                                    "byte 0xff; its group has no value to cast",
+                                    fp8_checkpoint_shard_name(p->ck, it->sshard), it->s->name,
+                                    (unsigned long long)(row0 + r), (unsigned long long)g);
+                most = b > most ? b : most;
+            }
+        tb[j] = (uint8_t)(most > TILE_OFFSET ? most - TILE_OFFSET : 0);
+    }
+    return FP8_OK;
+}
+
+/* E2M1 code c times 2^k as an E4M3 code; false when that product is no
+ * E4M3 value (the cast would round it).  k <= 6 here. */
+static bool e2m1_shift(unsigned c, int k, uint8_t *q)
+{
+    const fp8_elem_traits *e2m1 = fp8_elem_get(FP8_ELEM_E2M1);
+    float v = e2m1->decode((uint8_t)c);
+    if (v == 0) {
+        *q = c & 8 ? 0x80 : 0x00; /* -0 stays -0: the decode's sign (scheme.c) */
+        return true;
+    }
+    if (k < -24) /* below 2^-24 * 0.5: far under E4M3's 2^-9 */
+        return false;
+    float x = v * fp8_pow2(k); /* exact: 2 significant bits, exponent >= -25 */
+    *q = fp8_f32_to_e4m3(x);
+    return fp8_e4m3_to_f32(*q) == x;
+}
+
+/* The spread of group exponents in tile j of a band (for the message). */
+static unsigned tile_spread(const cast_item *it, uint64_t nrows, const uint8_t *sc, uint64_t j)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
+    unsigned lo = 255, hi = 0;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t g = j * per_tile; g < groups && g < (j + 1) * per_tile; g++) {
+            unsigned b = sc[r * groups + g];
+            lo = b < lo ? b : lo;
+            hi = b > hi ? b : hi;
+        }
+    return hi - lo;
+}
+
+/* The E4M3 codes of one band of an expert's rows. */
+static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
+                            uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
+                            const uint8_t *tb, uint8_t *q)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t i = 0; i < it->cols; i++) {
+            unsigned byte = packed[r * (it->cols / 2) + i / 2];
+            unsigned c = i & 1 ? byte >> 4 : byte & 15; /* element 2i in the low nibble */
+            int k = (int)sc[r * groups + i / FP8_MX_GROUP] - (int)tb[i / TILE];
+            if (!e2m1_shift(c, k, &q[r * it->cols + i]))
+                return fp8_fail(
+                    ctx, FP8_ERR_BAD_INPUT,
+                    "%s: tensor '%s': element [%llu, %llu] (%g times 2^%d) is no E4M3 value "
+                    "under its 128x128 tile's scale (tile [%llu, %llu]: its group exponents "
+                    "spread by %u, more than the 14 E4M3 holds): the cast to FP8 would "
+                    "change it; convert refuses (dequantize-for-export keeps every value)",
+                    fp8_checkpoint_shard_name(p->ck, it->wshard), it->w->name,
+                    (unsigned long long)(row0 + r), (unsigned long long)i,
+                    (double)fp8_elem_get(FP8_ELEM_E2M1)->decode((uint8_t)c),
+                    (int)sc[r * groups + i / FP8_MX_GROUP] - 127,
+                    (unsigned long long)(row0 / TILE), (unsigned long long)(i / TILE),
+                    tile_spread(it, nrows, sc, i / TILE));
+        }
+    return FP8_OK;
+}
+
+/* Writes one expert's codes (a weight item) or tile scales (a scale item),
+ * a band of 128 rows at a time. */
+static fp8_status write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                               fp8_writer *out)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = ceil_div(it->cols, TILE);
+    uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles);
+    uint8_t *packed = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols / 2) : NULL;
+    uint8_t *q = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols) : NULL;
+    fp8_status st = sc && tb && (it->kind != CAST_WEIGHT || (packed && q))
+                        ? FP8_OK
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
+    fp8_file *wf = fp8_checkpoint_shard(p->ck, it->wshard);
+    for (uint64_t row0 = 0; !st && row0 < it->rows; row0 += TILE) {
+        uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
+        st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
+        if (!st)
+            st = tile_bytes(ctx, p, it, row0, nrows, sc, tb);
+        if (!st && it->kind == CAST_SCALE)
+            st = fp8_writer_write(ctx, out, tb, tiles);
+        if (st || it->kind == CAST_SCALE)
+            continue;
+        st = fp8_file_read(ctx, wf, it->w, row0 * it->cols / 2, packed, nrows * it->cols / 2);
+        if (!st)
+            st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
+        if (!st)
+            st = fp8_writer_write(ctx, out, q, nrows * it->cols);
+        if (!st && p->cancel && *p->cancel)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
+    }
+    free(sc);
+    free(tb);
+    free(packed);
+    free(q);
+    return st;
+}
+
+static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                              fp8_writer *out)
+{
+    enum { CHUNK = 1 << 20 };
+    uint64_t n = fp8_tensor_nbytes(it->t);
+    unsigned char *buf = malloc(CHUNK);
+    fp8_status st = buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t at = 0; !st && at < n; at += CHUNK) {
+        size_t len = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, at, buf, len);
+        if (!st)
+            st = fp8_writer_write(ctx, out, buf, len);
+    }
+    free(buf);
+    return st;
+}
+
+static int cmp_item_name(const void *key, const void *elem)
+{
+    return strcmp(key, ((const cast_item *)elem)->t->name);
+}
+
+/* The writer's order is not the plan's, which is the checkpoint's: by name. */
+static const cast_item *item_named(const cast_plan *p, const char *name)
+{
+    return bsearch(name, p->items, p->n, sizeof *p->items, cmp_item_name);
+}
+
+static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const char *path)
+{
+    fp8_writer *out = NULL;
+    fp8_status st = fp8_writer_create(ctx, path, &out);
+    for (size_t i = 0; !st && i < p->n; i++) {
+        const cast_item *it = &p->items[i];
+        if (it->shard != s)
+            continue;
+        st = it->kind == CAST_COPY
+                 ? fp8_writer_add_tensor(ctx, out, it->t->name, it->t->dtype, it->t->rank,
+                                         it->t->shape)
+                 : fp8_writer_add_tensor(ctx, out, it->t->name, it->out_dtype, it->out_rank,
+                                         it->out_shape);
+    }
+    if (!st) {
+        fp8_writer_set_durable(out, !p->no_sync);
+        st = fp8_writer_begin(ctx, out);
+    }
+    for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
+        const cast_item *it = item_named(p, fp8_writer_tensor(out, k)->name);
+        st = it->kind == CAST_COPY ? copy_tensor(ctx, p, it, out) : write_expert(ctx, p, it, out);
+    }
+    if (!st)
+        st = fp8_writer_commit(ctx, out);
+    fp8_writer_free(out);
+    return st;
+}
+
+static fp8_status write_index(fp8_ctx *ctx, const cast_plan *p, const char *dir)
+{
+    ck_index_entry *map = fp8_xcalloc(p->n + 1, sizeof *map);
+    if (!map)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    uint64_t total = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        map[i] = (ck_index_entry){ p->items[i].t->name, p->names[p->items[i].shard] };
+        total += out_bytes(&p->items[i]);
+    }
+    fp8_status st = ck_index_write(ctx, dir, map, p->n, total);
+    free(map);
+    return st;
+}
+
+/* config.json with expert_dtype "fp8" wherever the input says "fp4" (top
+ * level: V4; inside quantization_config: V4.1), and at the top level when
+ * it says nothing: vLLM's default is "fp4". */
+static fp8_status write_config(fp8_ctx *ctx, cJSON *config, const char *dir)
+{
+    cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    bool said = false;
+    cJSON *where[2] = { config, cJSON_IsObject(qc) ? qc : NULL };
+    for (int i = 0; i < 2; i++)
+        if (where[i] && cJSON_GetObjectItemCaseSensitive(where[i], "expert_dtype")) {
+            cJSON_ReplaceItemInObjectCaseSensitive(where[i], "expert_dtype",
+                                                   cJSON_CreateString("fp8"));
+            said = true;
+        }
+    if (!said && !cJSON_AddStringToObject(config, "expert_dtype", "fp8"))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    return ck_json_write(ctx, dir, "config.json", config);
+}
+
+/* The options convert takes beside the cast's own target. */
+static fp8_status check_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input)
+{
+    const fp8_quant_options *t = &o->target;
+    bool block_ok = !o->block_set || (t->block_rows == TILE && t->block_cols == TILE);
+    if ((o->scheme_set && t->scheme != FP8_SCHEME_BLOCK) || !block_ok ||
+        (t->format != FP8_FORMAT_DEFAULT && t->format != FP8_FORMAT_HF_FP8) ||
+        (o->scale_fmt_set && !t->scale_ue8m0) || o->kv_names)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: DeepSeek-V4's MXFP4 experts cast to one layout only, DeepSeek's: "
+                        "--scheme block --block 128x128 --scale-fmt ue8m0 --format hf-fp8 "
+                        "(the trunk's; --kv-names does not apply)",
+                        input);
+    return FP8_OK;
+}
+
+fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
+                           const fp8_convert_options *opts, bool *handled,
+                           fp8_convert_fp4_report *report)
+{
+    cast_plan p = { .input = input, .no_sync = opts->target.no_sync,
+                    .cancel = opts->target.cancel };
+    cJSON *config = NULL;
+    fp8_output out = { 0 };
+    *handled = false;
+    fp8_status st = fp8_checkpoint_open(ctx, input, &p.ck);
+    if (st)
+        return st;
+    if (!fp8_checkpoint_is_directory(p.ck) || (st = ck_config_read(ctx, input, &config)) || !config)
+        goto out;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
+    if (fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL) !=
+        fp4_layout_get(FP4_LAYOUT_DSV4))
+        goto out;
+    p.n = fp8_checkpoint_tensor_count(p.ck);
+    if (!(p.items = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.items))) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; !st && i < p.n; i++) {
+        p.items[i].t = fp8_checkpoint_tensor(p.ck, i, &p.items[i].shard);
+        st = find_expert(ctx, &p, &p.items[i]);
+        p.experts += p.items[i].kind == CAST_WEIGHT;
+    }
+    if (st || !p.experts)
+        goto out;
+    *handled = true;
+    if ((st = check_options(ctx, opts, input)) || (st = ck_output_names(ctx, p.ck, &p.names)) ||
+        (st = fp8_output_begin(ctx, &out, input, output, true, opts->target.force,
+                               !opts->target.no_sync)))
+        goto out;
+    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {
+        char *path = fp8_output_file(&out, p.names[s]);
+        st = path ? write_shard(ctx, &p, s, path) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    const char *skip[] = { "config.json", NULL };
+    if (!st && (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1))
+        st = write_index(ctx, &p, out.tmp);
+    if (!st)
+        st = write_config(ctx, config, out.tmp);
+    if (!st)
+        st = ck_copy_other_files(ctx, p.ck, out.tmp, skip, opts->target.cancel);
+    if (!st && opts->target.cancel && *opts->target.cancel)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", input);
+    if (!st)
+        st = fp8_output_commit(ctx, &out);
+    if (!st && report) {
+        *report = (fp8_convert_fp4_report){ .experts = p.experts };
+        for (size_t i = 0; i < p.n; i++) {
+            report->copied += p.items[i].kind == CAST_COPY;
+            report->output_bytes += out_bytes(&p.items[i]);
+        }
+    }
+out:
+    fp8_output_end(&out);
+    ck_output_names_free(p.names, p.ck ? fp8_checkpoint_shard_count(p.ck) : 0);
+    free(p.items);
+    cJSON_Delete(config);
+    fp8_checkpoint_close(p.ck);
+    return st;
+}

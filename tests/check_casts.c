@@ -1,0 +1,311 @@
+/*
+ * check_casts.c - convert's casts of packed-FP4 weights (fp8conv(1),
+ * convert, CASTS), end to end:
+ *   - DeepSeek-V4's MXFP4 routed experts become FP8 E4M3 with an F8_E8M0
+ *     scale per 128x128 tile (DeepSeek inference/convert.py
+ *     cast_e2m1fn_to_e4m3fn): the release copy and copies written here
+ *     (partial tiles, group exponents spread by up to 14) export the same
+ *     bytes as their input (dequantize-for-export of both), verify clean,
+ *     keep every other tensor's bytes, and say expert_dtype "fp8";
+ *   - an element the cast would change (0.5 under a tile whose groups
+ *     spread by 15) is refused with tensor, element, tile and spread, exit
+ *     3, nothing left; the same spread with values E4M3 holds is cast;
+ *   - a NaN group scale is bad input; another target layout a usage error.
+ */
+#include "golden.h"
+
+#define DSV4_RELEASE "testdata/releases/deepseek-v4"
+
+typedef struct {
+    const char *name;
+    fp8_dtype dtype;
+    int rank;
+    uint64_t shape[2];
+    const void *data;
+} t_spec;
+
+static uint64_t t_bytes(const t_spec *t)
+{
+    uint64_t n = fp8_dtype_bits(t->dtype) / 8;
+    for (int k = 0; k < t->rank; k++)
+        n *= t->shape[k];
+    return n;
+}
+
+static char *write_ck(const char *dir, const char *sub, const t_spec *ts, size_t n,
+                      const char *config)
+{
+    char *model, *path;
+    ck_assert(asprintf(&model, "%s/%s", dir, sub) > 0);
+    ck_assert(mkdir(model, 0755) == 0);
+    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(fp8_writer_add_tensor(ctx, w, ts[i].name, ts[i].dtype, ts[i].rank,
+                                        ts[i].shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++)
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp(ts[k].name, fp8_writer_tensor(w, i)->name))
+                ck_assert(fp8_writer_write(ctx, w, ts[k].data, t_bytes(&ts[k])) == FP8_OK);
+    ck_assert_msg(fp8_writer_commit(ctx, w) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    free(path);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, config, strlen(config));
+    free(path);
+    return model;
+}
+
+static const char dsv4_config[] =
+    "{\"architectures\": [\"DeepseekV4ForCausalLM\"], \"model_type\": \"deepseek_v4\", "
+    "\"hidden_size\": 192, \"n_routed_experts\": 1, \"torch_dtype\": \"bfloat16\", "
+    "\"expert_dtype\": \"fp4\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+    "\"fmt\": \"e4m3\", \"scale_fmt\": \"ue8m0\", \"activation_scheme\": \"dynamic\", "
+    "\"weight_block_size\": [128, 128]}}";
+
+/* An expert of XR x XC: two tile rows (the second partial), two tile
+ * columns (the second partial: 2 groups of 32). */
+enum { XR = 200, XC = 192, XG = XC / 32, TR = 128, TC = 192 };
+
+typedef struct {
+    uint8_t x_w[XR * XC / 2], x_s[XR * XG], t_w[TR * TC], t_s[2];
+    uint16_t norm[4];
+} dsv4_copy;
+
+/* Group exponents 120..134 (spread 14), patterned codes; `low`: tile
+ * [0, 0] also holds a group at 120 - 1 (spread 15), whose codes are 0.5
+ * (low == 1: no E4M3 value under the tile's scale) or 1 (low == 2: one);
+ * low == 3: a NaN group scale instead. */
+static char *write_dsv4(const char *dir, const char *sub, dsv4_copy *c, int low)
+{
+    tu_pattern(c->x_w, sizeof c->x_w, 7);
+    tu_pattern(c->x_s, sizeof c->x_s, 8);
+    for (size_t i = 0; i < sizeof c->x_s; i++)
+        c->x_s[i] = (uint8_t)(120 + c->x_s[i] % 15);
+    c->x_s[0 * XG + 1] = 134; /* every tile holds both ends of the range */
+    c->x_s[1 * XG + 2] = 120;
+    c->x_s[130 * XG + 4] = 134;
+    c->x_s[131 * XG + 5] = 120;
+    c->x_s[130 * XG + 1] = 134;
+    c->x_s[131 * XG + 0] = 120;
+    c->x_s[0 * XG + 4] = 134;
+    c->x_s[1 * XG + 5] = 120;
+    if (low == 3) /* a NaN group scale */
+        c->x_s[150 * XG + 3] = 0xFF;
+    else if (low) {
+        c->x_s[5 * XG + 2] = 119;
+        memset(c->x_w + 5 * XC / 2 + 2 * 16, low == 1 ? 0x11 : 0x22, 16);
+    }
+    tu_pattern(c->t_w, sizeof c->t_w, 9);
+    for (size_t i = 0; i < sizeof c->t_w; i++)
+        if ((c->t_w[i] & 0x7F) == 0x7F)
+            c->t_w[i] = 0x7E;
+    c->t_s[0] = 120, c->t_s[1] = 121;
+    for (int i = 0; i < 4; i++)
+        c->norm[i] = 0x3F80;
+    t_spec ts[] = {
+        { "layers.0.ffn.experts.0.w1.weight", FP8_DTYPE_I8, 2, { XR, XC / 2 }, c->x_w },
+        { "layers.0.ffn.experts.0.w1.scale", FP8_DTYPE_F8_E8M0, 2, { XR, XG }, c->x_s },
+        { "layers.0.attn.wq_a.weight", FP8_DTYPE_F8_E4M3, 2, { TR, TC }, c->t_w },
+        { "layers.0.attn.wq_a.scale", FP8_DTYPE_F8_E8M0, 2, { 1, 2 }, c->t_s },
+        { "layers.0.attn_norm.weight", FP8_DTYPE_BF16, 1, { 4 }, c->norm },
+    };
+    return write_ck(dir, sub, ts, sizeof ts / sizeof *ts, dsv4_config);
+}
+
+/* The bytes of tensor `name` of checkpoint `path`; *t its info. */
+static unsigned char *tensor_bytes(const char *path, const char *name, fp8_tensor_info *t)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck;
+    size_t shard;
+    ck_assert_msg(fp8_checkpoint_open(ctx, path, &ck) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    const fp8_tensor_info *ti = fp8_checkpoint_find(ck, name, &shard);
+    ck_assert_msg(ti != NULL, "%s: no tensor %s", path, name);
+    unsigned char *buf = malloc(fp8_tensor_nbytes(ti) + 1);
+    ck_assert(fp8_file_read(ctx, fp8_checkpoint_shard(ck, shard), ti, 0, buf,
+                            fp8_tensor_nbytes(ti)) == FP8_OK);
+    if (t) {
+        *t = *ti;
+        t->name = NULL;
+        t->shape = NULL;
+    }
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    return buf;
+}
+
+/* dequantize-for-export (bf16) of `a` and of `b` give the same files. */
+static void expect_same_export(const char *dir, const char *a, const char *b)
+{
+    char *ea, *eb, *err = NULL;
+    ck_assert(asprintf(&ea, "%s/export-a", dir) > 0 && asprintf(&eb, "%s/export-b", dir) > 0);
+    int rc = tu_run_fmt(&err, "dequantize-for-export -q '%s' '%s'", a, ea);
+    ck_assert_msg(rc == 0, "export of %s: exit %d: %s", a, rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "dequantize-for-export -q '%s' '%s'", b, eb);
+    ck_assert_msg(rc == 0, "export of %s: exit %d: %s", b, rc, err);
+    free(err);
+    char *cmd;
+    ck_assert(asprintf(&cmd, "diff -r '%s' '%s' >/dev/null", ea, eb) > 0);
+    ck_assert_msg(system(cmd) == 0, "the exports of %s and %s differ", a, b);
+    free(cmd);
+    tu_rmrf(ea);
+    tu_rmrf(eb);
+    free(ea);
+    free(eb);
+}
+
+static void expect_verify_clean(const char *model)
+{
+    char *out = NULL;
+    int rc = tu_run_fmt(NULL, "verify -q '%s'", model);
+    if (rc) {
+        char *args;
+        ck_assert(asprintf(&args, "verify '%s'", model) > 0);
+        tu_run(args, &out, NULL);
+        free(args);
+    }
+    ck_assert_msg(rc == 0, "verify %s: exit %d: %s", model, rc, out ? out : "");
+    free(out);
+}
+
+static void expect_expert_dtype_fp8(const char *model)
+{
+    char *path;
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    cJSON *config = read_json(path);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(config, "expert_dtype");
+    ck_assert_msg(cJSON_IsString(e) && !strcmp(e->valuestring, "fp8"),
+                  "%s: expert_dtype is not \"fp8\" (vLLM's default is \"fp4\")", path);
+    cJSON_Delete(config);
+    free(path);
+}
+
+START_TEST(test_dsv4_release_copy_casts_exactly)
+{
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert '%s' '%s'", DSV4_RELEASE, out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    expect_verify_clean(out);
+    expect_same_export(dir, DSV4_RELEASE, out);
+    expect_expert_dtype_fp8(out);
+    fp8_tensor_info t;
+    free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.weight", &t));
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_F8_E4M3);
+    ck_assert_int_eq(t.elements, 160 * 128);
+    free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.scale", &t));
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_F8_E8M0);
+    ck_assert_int_eq(t.elements, 2 * 1);
+    /* the trunk's codes and scales stay as they are */
+    const char *kept[] = { "layers.0.attn.wkv.weight", "layers.0.attn.wkv.scale",
+                           "layers.0.hc_attn_fn", "layers.0.ffn.gate.bias" };
+    for (int i = 0; i < 4; i++) {
+        fp8_tensor_info a, b;
+        unsigned char *x = tensor_bytes(DSV4_RELEASE, kept[i], &a);
+        unsigned char *y = tensor_bytes(out, kept[i], &b);
+        ck_assert_msg(a.dtype == b.dtype && fp8_tensor_nbytes(&a) == fp8_tensor_nbytes(&b) &&
+                          !memcmp(x, y, fp8_tensor_nbytes(&a)),
+                      "%s changed", kept[i]);
+        free(x);
+        free(y);
+    }
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* _i: 0 spread 14, exact; 1 spread 15 with 0.5s, refused; 2 spread 15 with
+ * 1s, which E4M3 holds at 2^-9: exact. */
+START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
+{
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4", c, _i);
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert '%s' '%s'", model, out);
+    if (_i == 1) {
+        ck_assert_msg(rc == 3, "exit %d: %s", rc, err);
+        ck_assert_msg(strstr(err, "layers.0.ffn.experts.0.w1.weight") &&
+                          strstr(err, "element [5, 64]") && strstr(err, "tile [0, 0]") &&
+                          strstr(err, "spread by 15"),
+                      "%s", err);
+        ck_assert(!exists(out));
+        ck_assert_int_eq(count_entries(dir, ".out"), 0);
+        /* --exact: the same refusal */
+        free(err);
+        rc = tu_run_fmt(&err, "convert --exact '%s' '%s'", model, out);
+        ck_assert_msg(rc == 3 && !exists(out), "exit %d: %s", rc, err);
+    } else {
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        expect_verify_clean(out);
+        expect_same_export(dir, model, out);
+        expect_expert_dtype_fp8(out);
+        fp8_tensor_info t;
+        unsigned char *s = tensor_bytes(out, "layers.0.ffn.experts.0.w1.scale", &t);
+        ck_assert_int_eq(t.elements, 2 * 2);
+        for (int k = 0; k < 4; k++) /* the largest group exponent, 134, less 6 */
+            ck_assert_int_eq(s[k], 128);
+        free(s);
+    }
+    free(err);
+    free(c);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dsv4_nan_group_scale_is_bad_input)
+{
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4-nan", c, 3);
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert '%s' '%s'", model, out);
+    ck_assert_msg(rc == 3 && strstr(err, "NaN") && strstr(err, "layers.0.ffn.experts.0.w1.scale"),
+                  "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    free(err);
+    free(c);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dsv4_cast_to_another_layout_is_a_usage_error)
+{
+    static const char *const opts[] = { "--block 64x64", "--scheme channel",
+                                        "--format compressed-tensors", "--scale-fmt float" };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert %s '%s' '%s'", opts[_i], DSV4_RELEASE, out);
+    ck_assert_msg(rc == 2 && strstr(err, "128x128"), "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static Suite *casts_suite(void)
+{
+    Suite *s = suite_create("casts");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_dsv4_release_copy_casts_exactly);
+    tcase_add_loop_test(tc, test_dsv4_cast_exact_to_spread_14_and_refused_past_it, 0, 3);
+    tcase_add_test(tc, test_dsv4_nan_group_scale_is_bad_input);
+    tcase_add_loop_test(tc, test_dsv4_cast_to_another_layout_is_a_usage_error, 0, 4);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(casts_suite()); }
