@@ -3,7 +3,7 @@
  * convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS): DeepSeek-V4's MXFP4
  * routed experts (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an
  * F8_E8M0 scale per 32 elements of a row) become FP8 E4M3 [out, in] with
- * one F8_E8M0 scale per 128x128 tile, as DeepSeek's own cast does it
+ * one scale per 128x128 tile, as DeepSeek's own cast does it
  * (deepseek-ai DeepSeek-V4-Flash-0731 inference/convert.py
  * cast_e2m1fn_to_e4m3fn, quoted in radixark/miles
  * tools/convert_mxfp4_to_fp8.py): the tile's scale is the largest group
@@ -20,6 +20,14 @@
  * DeepseekV4ForCausalLM.__init__: getattr(config, "expert_dtype", "fp4")),
  * and with "fp8" maps every .scale to weight_scale_inv, which its block FP8
  * MoE method reads (_make_deepseek_v4_weights_mapper).
+ *
+ * The tile scales are F8_E8M0, as DeepSeek's cast writes them and as the
+ * trunk's are (verify's hf-fp8 ue8m0 rule).  A caveat this file cannot
+ * fix: vLLM's DeepseekV4Model.load_weights views every float8_e8m0fnu
+ * expert weight_scale as uint8 bytes (right for its FP4 experts' uint8
+ * parameter), so with expert_dtype "fp8" an E8M0 tile scale lands in the
+ * float32 parameter as its byte (vLLM PR 51946, open: "fluent-looking
+ * token salad"); DeepSeek-V4-Flash-Base's FP8 experts carry F32 scales.
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -217,7 +225,7 @@ static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *i
     return FP8_OK;
 }
 
-/* Writes one expert's codes (a weight item) or tile scales (a scale item),
+/* Writes one expert's codes (a weight item) or tile scales (a scale item, F32),
  * a band of 128 rows at a time. */
 static fp8_status write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                                fp8_writer *out)
