@@ -130,7 +130,7 @@ static void print_report(const fp8_convert *c, const char *out, double seconds)
                fp8_device_name(fp8_quant_plan_device(fp8_convert_plan(c))));
 }
 
-/* DeepSeek-V4's MXFP4 experts, cast (fp8_convert_fp4): the report. */
+/* A cast of packed-FP4 weights (fp8_convert_fp4): the report. */
 static int finish_cast(fp8_ctx *ctx, fp8_status st, const fp8_convert_fp4_report *r,
                        const char *in, const char *out, const cli_common *common,
                        double seconds, cli_progress_state *prog, fp8_like *like)
@@ -146,15 +146,27 @@ static int finish_cast(fp8_ctx *ctx, fp8_status st, const fp8_convert_fp4_report
         cJSON_AddNumberToObject(root, "convert_version", CONVERT_JSON_VERSION);
         cJSON_AddStringToObject(root, "input", in);
         cJSON_AddStringToObject(root, "output", out);
-        cJSON_AddStringToObject(root, "cast", "mxfp4-experts-to-fp8");
-        cJSON_AddStringToObject(root, "scheme", "block");
-        int b[2] = { 128, 128 };
-        cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
-        cJSON_AddStringToObject(root, "format", "hf-fp8");
-        cJSON_AddNumberToObject(root, "experts_cast", (double)r->experts);
+        if (r->to) {
+            cJSON_AddStringToObject(root, "cast", "nvfp4");
+            cJSON_AddStringToObject(root, "format", r->to);
+            cJSON_AddNumberToObject(root, "nvfp4_weights", (double)r->nvfp4);
+            cJSON_AddNumberToObject(root, "reciprocals_rounded", (double)r->rounded);
+        } else {
+            cJSON_AddStringToObject(root, "cast", "mxfp4-experts-to-fp8");
+            cJSON_AddStringToObject(root, "scheme", "block");
+            int b[2] = { 128, 128 };
+            cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
+            cJSON_AddStringToObject(root, "format", "hf-fp8");
+            cJSON_AddNumberToObject(root, "experts_cast", (double)r->experts);
+        }
         cJSON_AddNumberToObject(root, "copied", (double)r->copied);
         cJSON_AddNumberToObject(root, "seconds", seconds);
         rc = cli_print_json(root);
+    } else if (r->to) {
+        cli_printf("wrote %s: NVFP4, format %s\n%zu NVFP4 weights: codes and group scales "
+                   "copied, second-level scales inverted (%zu rounded to the nearest fp32, "
+                   "the rest exact); %zu tensors copied; %.2f s on cpu\n",
+                   cli_esc(out), r->to, r->nvfp4, r->rounded, r->copied, seconds);
     } else
         cli_printf("wrote %s: DeepSeek-V4 MXFP4 experts cast to FP8 (scheme block 128x128 "
                    "ue8m0, expert_dtype fp8)\n%zu expert weights cast exactly, %zu tensors "
@@ -217,7 +229,7 @@ static int cmd_convert(int argc, char **argv, cli_common *common)
     }
     bool cast = false;
     fp8_convert_fp4_report cast_report = { 0 };
-    if (!st) /* DeepSeek-V4's MXFP4 experts: the cast, else the FP8 convert */
+    if (!st) /* packed FP4 (DeepSeek-V4's experts, NVFP4): a cast; else the FP8 convert */
         st = fp8_convert_fp4(ctx, in, out, o, &cast, &cast_report);
     if (cast)
         return finish_cast(ctx, st, &cast_report, in, out, common, cli_now() - t0, &prog, like);

@@ -10,7 +10,13 @@
  *   - an element the cast would change (0.5 under a tile whose groups
  *     spread by 15) is refused with tensor, element, tile and spread, exit
  *     3, nothing left; the same spread with values E4M3 holds is cast;
- *   - a NaN group scale is bad input; another target layout a usage error.
+ *   - a NaN group scale is bad input; another target layout a usage error;
+ *   - NVFP4 ModelOpt <-> compressed-tensors: the twin copies (one draw,
+ *     power-of-two global scales) cast into each other: every quantized
+ *     tensor and config.json as the twin has them, verify clean, the same
+ *     export as the input; amax-derived global scales (no exact
+ *     reciprocal) are rounded and counted, and --exact refuses them (exit
+ *     2, nothing left); no --format is a usage error.
  */
 #include "golden.h"
 
@@ -295,6 +301,120 @@ START_TEST(test_dsv4_cast_to_another_layout_is_a_usage_error)
 }
 END_TEST
 
+
+/* Every tensor of `twin` that is not BF16 is in `out` with the same dtype,
+ * shape and bytes (the twins' unquantized tensors are separate draws). */
+static void expect_quantized_as_twin(const char *out, const char *twin)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck;
+    ck_assert(fp8_checkpoint_open(ctx, twin, &ck) == FP8_OK);
+    int n = 0;
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
+        if (t->dtype == FP8_DTYPE_BF16)
+            continue;
+        fp8_tensor_info a, b;
+        unsigned char *x = tensor_bytes(twin, t->name, &a), *y = tensor_bytes(out, t->name, &b);
+        ck_assert_msg(a.dtype == b.dtype && a.rank == b.rank && a.elements == b.elements &&
+                          !memcmp(x, y, fp8_tensor_nbytes(&a)),
+                      "%s: %s is not the twin's", out, t->name);
+        free(x);
+        free(y);
+        n++;
+    }
+    ck_assert_int_eq(n, 7 * 4); /* 7 linears: codes, group scales, 2 second-level scales */
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+}
+
+/* config.json of `out` is the twin's, but for ModelOpt's producer (fp8conv
+ * names itself in hf_quant_config.json and writes none in config.json). */
+static void expect_config_as_twin(const char *out, const char *twin)
+{
+    char *pa, *pb;
+    ck_assert(asprintf(&pa, "%s/config.json", out) > 0 && asprintf(&pb, "%s/config.json", twin) > 0);
+    cJSON *a = read_json(pa), *b = read_json(pb);
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "quantization_config"),
+                                            "producer");
+    ck_assert_msg(cJSON_Compare(a, b, true), "%s differs from %s", pa, pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(pa);
+    free(pb);
+}
+
+/* _i: 0 ModelOpt -> compressed-tensors, 1 back */
+START_TEST(test_nvfp4_twins_cast_into_each_other)
+{
+    static const char *const from[] = { "testdata/releases/nvfp4-modelopt",
+                                        "testdata/releases/nvfp4-ct" };
+    static const char *const fmt[] = { "compressed-tensors", "modelopt" };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert --exact --format %s '%s' '%s'", fmt[_i], from[_i], out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    expect_verify_clean(out);
+    expect_same_export(dir, from[_i], out);
+    expect_quantized_as_twin(out, from[1 - _i]);
+    expect_config_as_twin(out, from[1 - _i]);
+    char *side;
+    ck_assert(asprintf(&side, "%s/hf_quant_config.json", out) > 0);
+    ck_assert_int_eq(exists(side), _i == 1);
+    free(side);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* amax-derived global scales: 1 / g is no fp32 value */
+START_TEST(test_nvfp4_inexact_reciprocal_rounded_or_refused)
+{
+    static const char *const from[] = { "testdata/releases/nvfp4-modelopt-amax",
+                                        "testdata/releases/nvfp4-ct-amax" };
+    static const char *const fmt[] = { "compressed-tensors", "modelopt" };
+    char *dir = tu_tmpdir(), *out, *err = NULL, *stdout_ = NULL, *args;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert --exact --format %s '%s' '%s'", fmt[_i], from[_i], out);
+    ck_assert_msg(rc == 2 && strstr(err, "--exact") && strstr(err, "no fp32 value") &&
+                      strstr(err, _i ? ".weight_global_scale" : ".weight_scale_2"),
+                  "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    ck_assert_int_eq(count_entries(dir, ".out"), 0);
+    free(err);
+    ck_assert(asprintf(&args, "convert --json --format %s '%s' '%s'", fmt[_i], from[_i], out) > 0);
+    rc = tu_run(args, &stdout_, &err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    cJSON *j = cJSON_Parse(stdout_);
+    ck_assert(j);
+    /* 7 weight scales rounded; the activations' 2^9 and 2^-9 invert exactly */
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "reciprocals_rounded")->valueint, 7);
+    cJSON_Delete(j);
+    expect_verify_clean(out);
+    free(stdout_);
+    free(args);
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_nvfp4_needs_the_other_format)
+{
+    static const char *const opts[] = { "", "--format modelopt", "--format hf-fp8",
+                                        "--format compressed-tensors --block 64x64" };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert %s testdata/releases/nvfp4-modelopt '%s'", opts[_i], out);
+    ck_assert_msg(rc == 2 && strstr(err, "--format compressed-tensors"), "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 static Suite *casts_suite(void)
 {
     Suite *s = suite_create("casts");
@@ -304,6 +424,9 @@ static Suite *casts_suite(void)
     tcase_add_loop_test(tc, test_dsv4_cast_exact_to_spread_14_and_refused_past_it, 0, 3);
     tcase_add_test(tc, test_dsv4_nan_group_scale_is_bad_input);
     tcase_add_loop_test(tc, test_dsv4_cast_to_another_layout_is_a_usage_error, 0, 4);
+    tcase_add_loop_test(tc, test_nvfp4_twins_cast_into_each_other, 0, 2);
+    tcase_add_loop_test(tc, test_nvfp4_inexact_reciprocal_rounded_or_refused, 0, 2);
+    tcase_add_loop_test(tc, test_nvfp4_needs_the_other_format, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

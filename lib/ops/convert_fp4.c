@@ -31,6 +31,7 @@
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,11 +41,15 @@
 #include "io/output.h"
 #include "layout/fp4.h"
 #include "layout/formats.h"
+#include "layout/kvscale.h"
 
 #define TILE 128u        /* DeepSeek's fp8_block_size */
 #define TILE_OFFSET 6    /* log2 of its max_offset 2^6: E2M1's 6 * 2^6 = 384 <= 448 */
 
-typedef enum { CAST_COPY, CAST_WEIGHT, CAST_SCALE } cast_kind;
+/* COPY: the bytes as they are, under the item's output name; WEIGHT, SCALE:
+ * a DeepSeek-V4 expert's codes, tile scales; RECIP: an NVFP4 second-level
+ * scale, its reciprocal (`value`, computed when planned). */
+typedef enum { CAST_COPY, CAST_WEIGHT, CAST_SCALE, CAST_RECIP } cast_kind;
 
 typedef struct {
     const fp8_tensor_info *t; /* the input's tensor */
@@ -57,13 +62,16 @@ typedef struct {
     fp8_dtype out_dtype;
     int out_rank;
     uint64_t out_shape[2];
+    char *out_name;        /* NULL: the input's name */
+    float value;           /* RECIP */
 } cast_item;
 
 typedef struct {
     fp8_checkpoint *ck;
     const char *input;
     cast_item *items; /* in the checkpoint's (name) order */
-    size_t n, experts;
+    size_t *by_out;   /* items by output name */
+    size_t n, experts, nvfp4, rounded;
     char **names;     /* output shard names */
     bool no_sync;
     const volatile sig_atomic_t *cancel;
@@ -75,8 +83,12 @@ static uint64_t out_bytes(const cast_item *it)
 {
     if (it->kind == CAST_COPY)
         return fp8_tensor_nbytes(it->t);
+    if (it->kind == CAST_RECIP)
+        return 4;
     return it->out_shape[0] * it->out_shape[1];
 }
+
+static const char *out_name(const cast_item *it) { return it->out_name ? it->out_name : it->t->name; }
 
 /* The expert whose weight or scale `t` is, if any: fills the item. */
 static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
@@ -280,15 +292,35 @@ static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item 
     return st;
 }
 
-static int cmp_item_name(const void *key, const void *elem)
+static int cmp_by_out(const void *a, const void *b, void *arg)
 {
-    return strcmp(key, ((const cast_item *)elem)->t->name);
+    const cast_plan *p = arg;
+    return strcmp(out_name(&p->items[*(const size_t *)a]), out_name(&p->items[*(const size_t *)b]));
 }
 
-/* The writer's order is not the plan's, which is the checkpoint's: by name. */
+/* The writer's order is not the plan's: by output name. */
 static const cast_item *item_named(const cast_plan *p, const char *name)
 {
-    return bsearch(name, p->items, p->n, sizeof *p->items, cmp_item_name);
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(out_name(&p->items[p->by_out[mid]]), name);
+        if (!d)
+            return &p->items[p->by_out[mid]];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static fp8_status write_recip(fp8_ctx *ctx, const cast_item *it, fp8_writer *out)
+{
+    uint32_t bits = fp8_f32_bits(it->value);
+    unsigned char le[4] = { (unsigned char)bits, (unsigned char)(bits >> 8),
+                            (unsigned char)(bits >> 16), (unsigned char)(bits >> 24) };
+    return fp8_writer_write(ctx, out, le, 4);
 }
 
 static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const char *path)
@@ -300,9 +332,9 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         if (it->shard != s)
             continue;
         st = it->kind == CAST_COPY
-                 ? fp8_writer_add_tensor(ctx, out, it->t->name, it->t->dtype, it->t->rank,
+                 ? fp8_writer_add_tensor(ctx, out, out_name(it), it->t->dtype, it->t->rank,
                                          it->t->shape)
-                 : fp8_writer_add_tensor(ctx, out, it->t->name, it->out_dtype, it->out_rank,
+                 : fp8_writer_add_tensor(ctx, out, out_name(it), it->out_dtype, it->out_rank,
                                          it->out_shape);
     }
     if (!st) {
@@ -311,7 +343,9 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
     }
     for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
         const cast_item *it = item_named(p, fp8_writer_tensor(out, k)->name);
-        st = it->kind == CAST_COPY ? copy_tensor(ctx, p, it, out) : write_expert(ctx, p, it, out);
+        st = it->kind == CAST_COPY    ? copy_tensor(ctx, p, it, out)
+             : it->kind == CAST_RECIP ? write_recip(ctx, it, out)
+                                      : write_expert(ctx, p, it, out);
     }
     if (!st)
         st = fp8_writer_commit(ctx, out);
@@ -326,7 +360,7 @@ static fp8_status write_index(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++) {
-        map[i] = (ck_index_entry){ p->items[i].t->name, p->names[p->items[i].shard] };
+        map[i] = (ck_index_entry){ out_name(&p->items[i]), p->names[p->items[i].shard] };
         total += out_bytes(&p->items[i]);
     }
     fp8_status st = ck_index_write(ctx, dir, map, p->n, total);
@@ -369,6 +403,295 @@ static fp8_status check_options(fp8_ctx *ctx, const fp8_convert_options *o, cons
     return FP8_OK;
 }
 
+/* ---------------------------------------------------------------- NVFP4 */
+
+/*
+ * NVFP4 between ModelOpt and compressed-tensors (fp4.h's two NVFP4 rows):
+ * the codes (weight <-> weight_packed) and the E4M3 group scales
+ * (weight_scale) are copied; the second level is a multiplier in ModelOpt
+ * (weight_scale_2 F32 []) and a divisor in compressed-tensors
+ * (weight_global_scale F32 [1]), so each becomes its reciprocal, and so do
+ * the activations' (ModelOpt input_scale F32 [] <-> compressed-tensors
+ * input_global_scale F32 [1]: vLLM compressed_tensors_w4a4_nvfp4.py takes
+ * 1 / input_global_scale where ModelOptNvFp4LinearMethod takes input_scale;
+ * testdata/gen_fp4.py).  Exact when the fp32 reciprocal is exact (the
+ * scale a power of two): every value e2m1 * s * g = e2m1 * s / (1 / g).
+ * Otherwise the fp32 reciprocal nearest 1 / g is written (a relative
+ * change of at most 2^-24 to every value of the weight), counted in the
+ * report; --exact refuses it.
+ */
+typedef struct {
+    const fp4_layout *l;
+    const char *input_suffix; /* the activations' second level (not in fp4.h's table yet) */
+    int global_rank;          /* 0: [], 1: [1] */
+} nv_side;
+
+static const nv_side nv_modelopt = { NULL, ".input_scale", 0 };
+static const nv_side nv_ct = { NULL, ".input_global_scale", 1 };
+
+static cast_item *item_of(cast_plan *p, const char *name)
+{
+    size_t shard;
+    const fp8_tensor_info *t = fp8_checkpoint_find(p->ck, name, &shard);
+    for (size_t lo = 0, hi = p->n; t && lo < hi;) { /* items are in name order */
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(p->items[mid].t->name, name);
+        if (!d)
+            return &p->items[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* A second-level scale item: its reciprocal, under the target's name and
+ * rank; *rounded when the reciprocal is not exact. */
+static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const char *stem_name,
+                             size_t stem, const char *suffix, int rank, bool exact)
+{
+    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+    float g;
+    if (it->t->dtype != FP8_DTYPE_F32 || it->t->elements != 1 || it->t->rank > 1)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': an NVFP4 second-level scale must be one F32", file,
+                        it->t->name);
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, 0, &g, 4);
+    if (st)
+        return st;
+    if (!(g > 0) || !isfinite(g))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': %g is not a finite positive scale", file, it->t->name,
+                        (double)g);
+    it->kind = CAST_RECIP;
+    it->value = 1.0f / g;
+    it->out_dtype = FP8_DTYPE_F32;
+    it->out_rank = rank;
+    it->out_shape[0] = 1;
+    it->out_shape[1] = 1;
+    if (asprintf(&it->out_name, "%.*s%s", (int)stem, stem_name, suffix) < 0) {
+        it->out_name = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    /* a product of two 24-bit significands is exact in double */
+    if (isfinite(it->value) && it->value > 0 && (double)it->value * (double)g == 1.0)
+        return FP8_OK;
+    if (!isfinite(it->value) || !(it->value > 0))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': its reciprocal 1 / %g is beyond fp32", file,
+                        it->t->name, (double)g);
+    if (exact)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: tensor '%s': --exact: its reciprocal 1 / %.9g is no fp32 value (the "
+                        "scale is not a power of two): as '%s' it would change every value it "
+                        "scales by up to 2^-24 of itself",
+                        file, it->t->name, (double)g, it->out_name);
+    p->rounded++;
+    return FP8_OK;
+}
+
+static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, const nv_side *to,
+                             bool exact)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < p->n; i++) {
+        cast_item *it = &p->items[i];
+        char *sname = NULL, *oname = NULL;
+        const fp4_layout *l = fp4_layout_match(it->t->name, it->t->dtype, it->t->rank, &sname,
+                                               &oname);
+        cast_item *sc = l == from->l && sname ? item_of(p, sname) : NULL;
+        free(sname);
+        free(oname);
+        if (!sc)
+            continue;
+        size_t stem = strlen(it->t->name) - strlen(from->l->weight_suffix);
+        char *gname = NULL, *iname = NULL;
+        if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->l->global_suffix) < 0 ||
+            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        cast_item *g = st ? NULL : item_of(p, gname), *in = st ? NULL : item_of(p, iname);
+        if (!st && !g)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, gname);
+        else if (!st && !in)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': no '%s': the NVFP4 cast takes weights and "
+                          "activations in 4 bits (NVFP4 W4A4) only",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, iname);
+        if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
+                            to->l->weight_suffix) < 0) {
+            it->out_name = NULL;
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (!st)
+            st = plan_recip(ctx, p, g, it->t->name, stem, to->l->global_suffix, to->global_rank,
+                            exact);
+        if (!st)
+            st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->global_rank,
+                            exact);
+        p->nvfp4++;
+        free(gname);
+        free(iname);
+    }
+    /* what else the cast would carry over unread: another quantized tensor */
+    for (size_t i = 0; !st && i < p->n; i++) {
+        const cast_item *it = &p->items[i];
+        long layer;
+        if (it->kind != CAST_COPY || it->out_name)
+            continue;
+        if (kv_naming_of(it->t->name, &layer) ||
+            (it->t->dtype == FP8_DTYPE_F8_E4M3 && !fp4_is_group_scale(p->ck, it->t->name)))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the NVFP4 cast carries NVFP4 weights only (an FP8 "
+                          "weight or KV-cache scale beside them is not converted)",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name);
+    }
+    return st;
+}
+
+/* The ignore list a config declares (compressed-tensors "ignore", ModelOpt
+ * "exclude_modules"), a copy; patterns of one format are not the other's. */
+static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bool from_ct,
+                            const char *input, cJSON **out)
+{
+    const cJSON *list = from_ct ? cJSON_GetObjectItemCaseSensitive(qc, "ignore")
+                                : cJSON_GetObjectItemCaseSensitive(qc, "exclude_modules");
+    if (!list && !from_ct && side)
+        list = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(side, "quantization"), "exclude_modules");
+    *out = list ? cJSON_Duplicate(list, true) : cJSON_CreateArray();
+    const cJSON *e;
+    cJSON_ArrayForEach(e, *out) {
+        const char *v = cJSON_IsString(e) ? e->valuestring : NULL;
+        /* compressed-tensors: "re:" regular expressions; ModelOpt: fnmatch wildcards */
+        if (!v || (from_ct && !strncmp(v, "re:", 3)) || (!from_ct && strpbrk(v, "*?[")))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: config.json: ignore entry %s: a pattern of the input's format, "
+                            "which the other does not read alike; the NVFP4 cast copies module "
+                            "names only",
+                            input, v ? v : "(not a string)");
+    }
+    return FP8_OK;
+}
+
+/* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target:
+ * as testdata/gen_fp4.py writes each (compressed-tensors quant_scheme.py
+ * NVFP4 preset; ModelOpt's NVFP4 export read by vLLM modelopt.py
+ * ModelOptNvFp4Config.from_config). */
+static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool to_ct,
+                                  const char *dir)
+{
+    cJSON *side = NULL, *ignore = NULL;
+    fp8_status st = ck_json_read(ctx, p->input, HF_QUANT_CONFIG, &side);
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    if (!st) {
+        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, to_ct ? "kv_cache_quant_algo"
+                                                                     : "kv_cache_scheme");
+        if (kv && !cJSON_IsNull(kv))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: config.json: a quantized KV cache: the NVFP4 cast does not convert "
+                          "it",
+                          p->input);
+    }
+    if (!st)
+        st = nv_ignore(ctx, qc, side, !to_ct, p->input, &ignore);
+    cJSON_Delete(side);
+    side = NULL;
+    if (st) {
+        cJSON_Delete(ignore);
+        return st;
+    }
+    cJSON *q = cJSON_CreateObject();
+    if (to_ct) {
+        cJSON *groups = cJSON_AddObjectToObject(q, "config_groups");
+        cJSON *g0 = cJSON_AddObjectToObject(groups, "group_0");
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddNullToObject(w, "actorder");
+        cJSON_AddNullToObject(w, "block_structure");
+        cJSON_AddFalseToObject(w, "dynamic");
+        cJSON_AddNumberToObject(w, "group_size", 16);
+        cJSON_AddNumberToObject(w, "num_bits", 4);
+        cJSON_AddStringToObject(w, "observer", "minmax");
+        cJSON_AddObjectToObject(w, "observer_kwargs");
+        cJSON_AddStringToObject(w, "scale_dtype", "torch.float8_e4m3fn");
+        cJSON_AddStringToObject(w, "strategy", "tensor_group");
+        cJSON_AddTrueToObject(w, "symmetric");
+        cJSON_AddStringToObject(w, "type", "float");
+        cJSON_AddNullToObject(w, "zp_dtype");
+        cJSON *a = cJSON_Duplicate(w, true); /* dynamic "local": a per-group scale made at run time */
+        cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
+        cJSON_AddItemToObject(g0, "input_activations", a);
+        cJSON_AddNullToObject(g0, "output_activations");
+        cJSON *targets = cJSON_AddArrayToObject(g0, "targets");
+        cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
+        cJSON_AddItemToObject(g0, "weights", w);
+        cJSON_AddStringToObject(q, "format", "nvfp4-pack-quantized");
+        cJSON_AddNullToObject(q, "global_compression_ratio");
+        cJSON_AddItemToObject(q, "ignore", ignore);
+        cJSON_AddNullToObject(q, "kv_cache_scheme");
+        cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
+        cJSON_AddStringToObject(q, "quantization_status", "compressed");
+    } else {
+        side = cJSON_CreateObject();
+        cJSON *producer = cJSON_AddObjectToObject(side, "producer");
+        cJSON_AddStringToObject(producer, "name", "fp8conv");
+        cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
+        cJSON *sq = cJSON_AddObjectToObject(side, "quantization");
+        cJSON_AddItemToObject(sq, "exclude_modules", cJSON_Duplicate(ignore, true));
+        cJSON_AddNumberToObject(sq, "group_size", 16);
+        cJSON_AddNullToObject(sq, "kv_cache_quant_algo");
+        cJSON_AddStringToObject(sq, "quant_algo", "NVFP4");
+        cJSON_AddItemToObject(q, "exclude_modules", ignore);
+        cJSON_AddNumberToObject(q, "group_size", 16);
+        cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+        cJSON_AddStringToObject(q, "quant_algo", "NVFP4");
+        cJSON_AddStringToObject(q, "quant_method", "modelopt");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
+        cJSON_ReplaceItemInObjectCaseSensitive(config, "quantization_config", q);
+    else
+        cJSON_AddItemToObject(config, "quantization_config", q);
+    st = ck_json_write(ctx, dir, "config.json", config);
+    if (!st && side)
+        st = ck_json_write(ctx, dir, HF_QUANT_CONFIG, side);
+    cJSON_Delete(side);
+    return st;
+}
+
+/* The NVFP4 layout of the input, if any: a weight of one NVFP4 row with
+ * its group scale. */
+static const fp4_layout *nv_layout_of(const cast_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        char *sname = NULL, *oname = NULL;
+        const fp8_tensor_info *t = p->items[i].t;
+        const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+        bool found = l && sname && l->global_suffix && fp8_checkpoint_find(p->ck, sname, NULL);
+        free(sname);
+        free(oname);
+        if (found)
+            return l;
+    }
+    return NULL;
+}
+
+static fp8_status check_nv_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input,
+                                   const fp4_layout *from, bool *to_ct)
+{
+    const fp8_quant_options *t = &o->target;
+    bool from_ct = from == fp4_layout_get(FP4_LAYOUT_NVFP4_CT);
+    fp8_format want = from_ct ? FP8_FORMAT_MODELOPT : FP8_FORMAT_COMPRESSED_TENSORS;
+    if (o->scheme_set || o->block_set || o->scale_fmt_set || o->kv_names || t->format != want)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: an NVFP4 checkpoint (%s) converts to the other NVFP4 format only: "
+                        "--format %s, without --scheme, --block, --scale-fmt or --kv-names",
+                        input, from->name, fp8_format_name(want));
+    *to_ct = !from_ct;
+    return FP8_OK;
+}
+
 fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
                            const fp8_convert_options *opts, bool *handled,
                            fp8_convert_fp4_report *report)
@@ -383,24 +706,44 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
         return st;
     if (!fp8_checkpoint_is_directory(p.ck) || (st = ck_config_read(ctx, input, &config)) || !config)
         goto out;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
-    if (fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL) !=
-        fp4_layout_get(FP4_LAYOUT_DSV4))
-        goto out;
     p.n = fp8_checkpoint_tensor_count(p.ck);
-    if (!(p.items = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.items))) {
+    if (!(p.items = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.items)) ||
+        !(p.by_out = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.by_out))) {
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (size_t i = 0; !st && i < p.n; i++) {
+    for (size_t i = 0; i < p.n; i++) {
         p.items[i].t = fp8_checkpoint_tensor(p.ck, i, &p.items[i].shard);
-        st = find_expert(ctx, &p, &p.items[i]);
-        p.experts += p.items[i].kind == CAST_WEIGHT;
+        p.by_out[i] = i;
     }
-    if (st || !p.experts)
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
+    const fp4_layout *nv = NULL;
+    bool to_ct = false;
+    if (fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL) ==
+        fp4_layout_get(FP4_LAYOUT_DSV4)) {
+        for (size_t i = 0; !st && i < p.n; i++) {
+            st = find_expert(ctx, &p, &p.items[i]);
+            p.experts += p.items[i].kind == CAST_WEIGHT;
+        }
+        if (st || !p.experts)
+            goto out;
+        *handled = true;
+        st = check_options(ctx, opts, input);
+    } else if ((nv = nv_layout_of(&p))) {
+        *handled = true;
+        nv_side from = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_ct : nv_modelopt;
+        nv_side to = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_modelopt : nv_ct;
+        from.l = nv;
+        to.l = fp4_layout_get(nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT)
+                                  ? FP4_LAYOUT_NVFP4_MODELOPT
+                                  : FP4_LAYOUT_NVFP4_CT);
+        st = check_nv_options(ctx, opts, input, nv, &to_ct);
+        if (!st)
+            st = plan_nvfp4(ctx, &p, &from, &to, opts->exact);
+    } else
         goto out;
-    *handled = true;
-    if ((st = check_options(ctx, opts, input)) || (st = ck_output_names(ctx, p.ck, &p.names)) ||
+    qsort_r(p.by_out, p.n, sizeof *p.by_out, cmp_by_out, &p);
+    if (st || (st = ck_output_names(ctx, p.ck, &p.names)) ||
         (st = fp8_output_begin(ctx, &out, input, output, true, opts->target.force,
                                !opts->target.no_sync)))
         goto out;
@@ -409,11 +752,11 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
         st = path ? write_shard(ctx, &p, s, path) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         free(path);
     }
-    const char *skip[] = { "config.json", NULL };
+    const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
     if (!st && (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1))
         st = write_index(ctx, &p, out.tmp);
     if (!st)
-        st = write_config(ctx, config, out.tmp);
+        st = nv ? write_nv_config(ctx, &p, config, to_ct, out.tmp) : write_config(ctx, config, out.tmp);
     if (!st)
         st = ck_copy_other_files(ctx, p.ck, out.tmp, skip, opts->target.cancel);
     if (!st && opts->target.cancel && *opts->target.cancel)
@@ -421,7 +764,10 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
     if (!st)
         st = fp8_output_commit(ctx, &out);
     if (!st && report) {
-        *report = (fp8_convert_fp4_report){ .experts = p.experts };
+        *report = (fp8_convert_fp4_report){ .experts = p.experts, .nvfp4 = p.nvfp4,
+                                            .rounded = p.rounded,
+                                            .to = nv ? (to_ct ? "compressed-tensors" : "modelopt")
+                                                     : NULL };
         for (size_t i = 0; i < p.n; i++) {
             report->copied += p.items[i].kind == CAST_COPY;
             report->output_bytes += out_bytes(&p.items[i]);
@@ -430,7 +776,10 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
 out:
     fp8_output_end(&out);
     ck_output_names_free(p.names, p.ck ? fp8_checkpoint_shard_count(p.ck) : 0);
+    for (size_t i = 0; p.items && i < p.n; i++)
+        free(p.items[i].out_name);
     free(p.items);
+    free(p.by_out);
     cJSON_Delete(config);
     fp8_checkpoint_close(p.ck);
     return st;
