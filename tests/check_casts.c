@@ -16,7 +16,11 @@
  *     tensor and config.json as the twin has them, verify clean, the same
  *     export as the input; amax-derived global scales (no exact
  *     reciprocal) are rounded and counted, and --exact refuses them (exit
- *     2, nothing left); no --format is a usage error.
+ *     2, nothing left); no --format is a usage error;
+ *   - FP8 blocks with ue8m0 (F32 power-of-two) scales to MXFP8 take the
+ *     exact path: every code kept, each MX group the E8M0 byte of its
+ *     block's scale, the same export; blocks with other scales are refused
+ *     under --exact.
  */
 #include "golden.h"
 
@@ -415,6 +419,52 @@ START_TEST(test_nvfp4_needs_the_other_format)
 }
 END_TEST
 
+/* _i: 0 ue8m0 block scales: exact; 1 float block scales: --exact refuses */
+START_TEST(test_ue8m0_blocks_to_mxfp8_keep_every_code)
+{
+    char *dir = tu_tmpdir(), *q, *out, *err = NULL;
+    ck_assert(asprintf(&q, "%s/q", dir) > 0 && asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "quantize -q --scheme block --scale-fmt %s testdata/llama-tiny '%s'",
+                        _i ? "float" : "ue8m0", q);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "convert --exact --scheme mxfp8 '%s' '%s'", q, out);
+    if (_i) {
+        ck_assert_msg(rc == 2 && strstr(err, "MX scales are powers of two"), "exit %d: %s", rc,
+                      err);
+        ck_assert(!exists(out));
+    } else {
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        expect_verify_clean(out);
+        expect_same_export(dir, q, out);
+        fp8_ctx *ctx = fp8_ctx_create();
+        fp8_checkpoint *ck;
+        ck_assert(fp8_checkpoint_open(ctx, q, &ck) == FP8_OK);
+        int n = 0;
+        for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
+            const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
+            if (t->dtype != FP8_DTYPE_F8_E4M3)
+                continue;
+            fp8_tensor_info a, b;
+            unsigned char *x = tensor_bytes(q, t->name, &a), *y = tensor_bytes(out, t->name, &b);
+            ck_assert_msg(b.dtype == FP8_DTYPE_F8_E4M3 && a.elements == b.elements &&
+                              !memcmp(x, y, a.elements),
+                          "%s: codes changed", t->name);
+            free(x);
+            free(y);
+            n++;
+        }
+        ck_assert_int_gt(n, 0);
+        fp8_checkpoint_close(ck);
+        fp8_ctx_free(ctx);
+    }
+    free(err);
+    free(q);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 static Suite *casts_suite(void)
 {
     Suite *s = suite_create("casts");
@@ -427,6 +477,7 @@ static Suite *casts_suite(void)
     tcase_add_loop_test(tc, test_nvfp4_twins_cast_into_each_other, 0, 2);
     tcase_add_loop_test(tc, test_nvfp4_inexact_reciprocal_rounded_or_refused, 0, 2);
     tcase_add_loop_test(tc, test_nvfp4_needs_the_other_format, 0, 4);
+    tcase_add_loop_test(tc, test_ue8m0_blocks_to_mxfp8_keep_every_code, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,6 +39,7 @@ typedef struct {
     virtual_tensor values, out_scale, codes; /* codes: the exact path's, read through checks */
     bool big_scale; /* an input scale s with 448 * s beyond fp32: some q * s may overflow */
     bool pow2;      /* every input scale an F32 power of two (a UE8M0 scale's value) */
+    bool e8m0;      /* ... each within E8M0's 2^-127 .. 2^127: an MX scale byte holds it */
     char *scale_name;
 } weight;
 
@@ -127,8 +128,11 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
     bool mx_input = w->scale->dtype == FP8_DTYPE_U8 || w->scale->dtype == FP8_DTYPE_F8_E8M0;
     uint64_t gr, gc;
     target_group(o, w->rows, w->cols, &gr, &gc);
-    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input)
-        return "MX scales are powers of two: only an MX input's scales are copied";
+    /* a ue8m0 block's F32 power of two is an E8M0 byte: 128x128 blocks to
+     * MXFP8 keep every code (issue 25) */
+    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input && !w->e8m0)
+        return "MX scales are powers of two: only an MX input's scales, or F32 ones that are "
+               "powers of two (ue8m0), are copied";
     if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
         return "ue8m0 scales are powers of two: the input's scales are not declared so";
     if (!nests(gr, w->src_rows, w->rows) || !nests(gc, w->src_cols, w->cols)) {
@@ -277,8 +281,8 @@ static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *
                           "%s: tensor '%s': element %llu is not a finite positive scale",
                           fp8_checkpoint_shard_name(c->ck, w->scale_shard), w->scale->name,
                           (unsigned long long)src[k - k0]);
-        else if (osz == 1)
-            out[(k - k0)] = in[src[k - k0] - lo];
+        else if (osz == 1) /* an MX byte: the input's, or the exponent of its F32 power of two */
+            out[(k - k0)] = isz == 1 ? in[src[k - k0] - lo] : (unsigned char)(ilogbf(s) + 127);
         else
             memcpy(out + 4 * (k - k0), &s, 4);
     }
@@ -428,12 +432,14 @@ static fp8_status find_big_scale(fp8_ctx *ctx, fp8_convert *c, weight *w)
                            raw, n * sz);
         for (uint64_t k = 0; !st && (!w->big_scale || w->pow2) && k < n; k++) {
             float s;
-            int e;
+            int e = 0;
             bool ok = dq_scale_value(w->scale->dtype, raw, k, &s);
             w->big_scale |= ok && !isfinite(448.0f * s);
             w->pow2 &= ok && s > 0 && isfinite(s) && frexpf(s, &e) == 0.5f;
+            w->e8m0 = w->pow2 && (k0 + k == 0 || w->e8m0) && e - 1 >= -127 && e - 1 <= 127;
         }
     }
+    w->e8m0 &= w->pow2;
     free(raw);
     return st;
 }
@@ -457,6 +463,9 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
                         "values; convert refuses it (quantize keeps such a weight unquantized: "
                         "drop it, or dequantize-for-export and quantize)",
                         file, t->name);
+    fp8_status st = find_big_scale(ctx, c, w);
+    if (st)
+        return st;
     w->pub.why = c->spec ? why_not_exact(c, w, ue8m0_input, why, sizeof why) : "no such layout";
     w->pub.exact = !w->pub.why;
     if (w->pub.why && !(w->pub.why = fp8_strdup(w->pub.why)))
@@ -488,9 +497,6 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     v->info = *t;
     memcpy(v->shape, t->shape, (size_t)t->rank * sizeof *t->shape);
     v->info.shape = v->shape;
-    fp8_status st = find_big_scale(ctx, c, w);
-    if (st)
-        return st;
     /* the exact path's scale, named and shaped as the target's table row says */
     v = &w->out_scale;
     v->weight = i;
