@@ -9,7 +9,8 @@
  *     keep every other tensor's bytes, and say expert_dtype "fp8";
  *   - an element the cast would change (0.5 under a tile whose groups
  *     spread by 15) is refused with tensor, element, tile and spread, exit
- *     3, nothing left; the same spread with values E4M3 holds is cast;
+ *     3, nothing left (the first such element, whatever -j); the same
+ *     spread with values E4M3 holds is cast; the same bytes for any -j;
  *   - a NaN group scale is bad input; another target layout a usage error;
  *   - NVFP4 ModelOpt <-> compressed-tensors: the twin copies (one draw,
  *     power-of-two global scales) cast into each other: every quantized
@@ -109,6 +110,8 @@ static char *write_dsv4(const char *dir, const char *sub, dsv4_copy *c, int low)
     else if (low) {
         c->x_s[5 * XG + 2] = 119;
         memset(c->x_w + 5 * XC / 2 + 2 * 16, low == 1 ? 0x11 : 0x22, 16);
+        c->x_s[150 * XG + 2] = 119; /* the second band too: the first is named */
+        memset(c->x_w + 150 * XC / 2 + 2 * 16, low == 1 ? 0x11 : 0x22, 16);
     }
     tu_pattern(c->t_w, sizeof c->t_w, 9);
     for (size_t i = 0; i < sizeof c->t_w; i++)
@@ -239,7 +242,7 @@ START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
     dsv4_copy *c = calloc(1, sizeof *c);
     char *model = write_dsv4(dir, "dsv4", c, _i);
     ck_assert(asprintf(&out, "%s/out", dir) > 0);
-    int rc = tu_run_fmt(&err, "convert '%s' '%s'", model, out);
+    int rc = tu_run_fmt(&err, "convert -j %d '%s' '%s'", 1 + _i % 2, model, out);
     if (_i == 1) {
         ck_assert_msg(rc == 3, "exit %d: %s", rc, err);
         ck_assert_msg(strstr(err, "layers.0.ffn.experts.0.w1.weight") &&
@@ -267,6 +270,38 @@ START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
     free(err);
     free(c);
     free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dsv4_cast_same_bytes_for_any_thread_count)
+{
+    char *dir = tu_tmpdir(), *err = NULL;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4", c, 0);
+    char *first = NULL;
+    size_t n0 = 0;
+    for (int j = 1; j <= 4; j++) {
+        char *out, *path;
+        ck_assert(asprintf(&out, "%s/out-%d", dir, j) > 0);
+        int rc = tu_run_fmt(&err, "convert -j %d '%s' '%s'", j, model, out);
+        ck_assert_msg(rc == 0, "-j %d: exit %d: %s", j, rc, err);
+        free(err);
+        ck_assert(asprintf(&path, "%s/model.safetensors", out) > 0);
+        size_t n;
+        char *bytes = tu_slurp(path, &n);
+        if (!first)
+            first = bytes, n0 = n;
+        else {
+            ck_assert_msg(n == n0 && !memcmp(bytes, first, n), "-j %d: other bytes than -j 1", j);
+            free(bytes);
+        }
+        free(path);
+        free(out);
+    }
+    free(first);
+    free(c);
     free(model);
     tu_tmpdir_free(dir);
 }
@@ -472,6 +507,7 @@ static Suite *casts_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_dsv4_release_copy_casts_exactly);
     tcase_add_loop_test(tc, test_dsv4_cast_exact_to_spread_14_and_refused_past_it, 0, 3);
+    tcase_add_test(tc, test_dsv4_cast_same_bytes_for_any_thread_count);
     tcase_add_test(tc, test_dsv4_nan_group_scale_is_bad_input);
     tcase_add_loop_test(tc, test_dsv4_cast_to_another_layout_is_a_usage_error, 0, 4);
     tcase_add_loop_test(tc, test_nvfp4_twins_cast_into_each_other, 0, 2);

@@ -32,9 +32,11 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/fp8_math.h"
 #include "io/checkpoint.h"
@@ -74,6 +76,7 @@ typedef struct {
     size_t n, experts, nvfp4, rounded;
     char **names;     /* output shard names */
     bool no_sync;
+    uint64_t threads; /* for an expert's bands */
     const volatile sig_atomic_t *cancel;
 } cast_plan;
 
@@ -209,8 +212,9 @@ static unsigned tile_spread(const cast_item *it, uint64_t nrows, const uint8_t *
     return hi - lo;
 }
 
-/* The E4M3 codes of one band of an expert's rows. */
-static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
+/* The E4M3 codes of one band of an expert's rows, element by element by
+ * the rule (e2m1_shift); it names the first element the cast would change. */
+static fp8_status cast_band_ref(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
                             uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
                             const uint8_t *tb, uint8_t *q)
 {
@@ -237,10 +241,52 @@ static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *i
     return FP8_OK;
 }
 
-/* Writes one expert's codes (a weight item) or tile scales (a scale item, F32),
- * a band of 128 rows at a time. */
-static fp8_status write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
-                               fp8_writer *out)
+/* e2m1_shift tabulated for every shift k a tile can give (group byte -
+ * tile byte: at most 6, at least -254) and every code; 0x7F, E4M3's NaN,
+ * which no product is, where the product is no E4M3 value. */
+enum { SHIFT_MIN = -255, SHIFT_COUNT = 6 - SHIFT_MIN + 1, NO_CODE = 0x7F };
+static uint8_t shift_table[SHIFT_COUNT][16];
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
+
+static void shift_table_init(void)
+{
+    for (int k = SHIFT_MIN; k < SHIFT_MIN + SHIFT_COUNT; k++)
+        for (unsigned c = 0; c < 16; c++) {
+            uint8_t q;
+            shift_table[k - SHIFT_MIN][c] = e2m1_shift(c, k, &q) ? q : NO_CODE;
+        }
+}
+
+/* cast_band_ref's bytes, a group's table row at a time; where some element
+ * has no code, cast_band_ref says which. */
+static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
+                            uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
+                            const uint8_t *tb, uint8_t *q)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP;
+    unsigned bad = 0;
+    pthread_once(&shift_once, shift_table_init);
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t g = 0; g < groups; g++) {
+            int k = (int)sc[r * groups + g] - (int)tb[g * FP8_MX_GROUP / TILE];
+            const uint8_t *row = shift_table[k - SHIFT_MIN];
+            const uint8_t *src = packed + r * (it->cols / 2) + g * (FP8_MX_GROUP / 2);
+            uint8_t *dst = q + r * it->cols + g * FP8_MX_GROUP;
+            for (unsigned b = 0; b < FP8_MX_GROUP / 2; b++) { /* element 2b in the low nibble */
+                dst[2 * b] = row[src[b] & 15];
+                dst[2 * b + 1] = row[src[b] >> 4];
+                bad |= (dst[2 * b] == NO_CODE) | (dst[2 * b + 1] == NO_CODE);
+            }
+        }
+    return bad ? cast_band_ref(ctx, p, it, row0, nrows, packed, sc, tb, q) : FP8_OK;
+}
+
+/* Bands id, id + n, id + 2n, ... (of 128 rows) of one expert's codes (a
+ * weight item) or tile scales (a scale item), written where they belong;
+ * *failed_row: the first row of the band that failed. */
+static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                               fp8_writer *out, const fp8_tensor_info *wt, uint64_t id,
+                               uint64_t n, uint64_t *failed_row)
 {
     uint64_t groups = it->cols / FP8_MX_GROUP, tiles = ceil_div(it->cols, TILE);
     uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles);
@@ -251,23 +297,26 @@ static fp8_status write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item
                         : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
     fp8_file *wf = fp8_checkpoint_shard(p->ck, it->wshard);
-    for (uint64_t row0 = 0; !st && row0 < it->rows; row0 += TILE) {
+    uint64_t row0 = id * TILE;
+    for (; !st && row0 < it->rows; row0 += n * TILE) {
         uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
         st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
         if (!st)
             st = tile_bytes(ctx, p, it, row0, nrows, sc, tb);
         if (!st && it->kind == CAST_SCALE)
-            st = fp8_writer_write(ctx, out, tb, tiles);
+            st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles, tb, tiles);
         if (st || it->kind == CAST_SCALE)
             continue;
         st = fp8_file_read(ctx, wf, it->w, row0 * it->cols / 2, packed, nrows * it->cols / 2);
         if (!st)
             st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
         if (!st)
-            st = fp8_writer_write(ctx, out, q, nrows * it->cols);
+            st = fp8_writer_pwrite(ctx, out, wt, row0 * it->cols, q, nrows * it->cols);
         if (!st && p->cancel && *p->cancel)
             st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
     }
+    if (st)
+        *failed_row = row0;
     free(sc);
     free(tb);
     free(packed);
@@ -275,8 +324,70 @@ static fp8_status write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item
     return st;
 }
 
+typedef struct {
+    const cast_plan *p;
+    const cast_item *it;
+    fp8_writer *out;
+    const fp8_tensor_info *wt;
+    uint64_t id, n, failed_row;
+    fp8_ctx *ctx;
+    fp8_status st;
+} band_worker;
+
+static void *band_thread(void *arg)
+{
+    band_worker *b = arg;
+    b->st = b->ctx ? expert_bands(b->ctx, b->p, b->it, b->out, b->wt, b->id, b->n, &b->failed_row)
+                   : FP8_ERR_NOMEM;
+    return NULL;
+}
+
+/* One expert's codes or tile scales, its bands spread over the threads
+ * (any count writes the same bytes); a failure is the first band's that
+ * failed, whichever thread met it. */
+static fp8_status write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                               fp8_writer *out, const fp8_tensor_info *wt)
+{
+    uint64_t bands = ceil_div(it->rows, TILE), n = p->threads, off;
+    /* a compressed shard is a stream, read forward by one thread */
+    if (ck_lane(p->ck, it->wshard, it->w, 0, 0, &off) != FP8_NO_LANE ||
+        ck_lane(p->ck, it->sshard, it->s, 0, 0, &off) != FP8_NO_LANE)
+        n = 1;
+    n = n < bands ? n : bands;
+    uint64_t failed;
+    if (n <= 1)
+        return expert_bands(ctx, p, it, out, wt, 0, 1, &failed);
+    band_worker *w = fp8_xcalloc(n, sizeof *w);
+    pthread_t *th = fp8_xcalloc(n, sizeof *th);
+    bool *started = fp8_xcalloc(n, sizeof *started);
+    fp8_status st = w && th && started ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; !st && i < n; i++) {
+        w[i] = (band_worker){ .p = p, .it = it, .out = out, .wt = wt, .id = i, .n = n,
+                              .failed_row = UINT64_MAX, .ctx = fp8_ctx_create() };
+        started[i] = pthread_create(&th[i], NULL, band_thread, &w[i]) == 0;
+        if (!started[i])
+            band_thread(&w[i]); /* no thread: this one does its share */
+    }
+    const band_worker *first = NULL;
+    for (uint64_t i = 0; w && started && i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        if (!st && w[i].st && (!first || w[i].failed_row < first->failed_row))
+            first = &w[i];
+    }
+    if (first)
+        st = first->ctx ? fp8_fail(ctx, first->st, "%s", fp8_ctx_message(first->ctx))
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; w && i < n; i++)
+        fp8_ctx_free(w[i].ctx);
+    free(w);
+    free(th);
+    free(started);
+    return st;
+}
+
 static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
-                              fp8_writer *out)
+                              fp8_writer *out, const fp8_tensor_info *wt)
 {
     enum { CHUNK = 1 << 20 };
     uint64_t n = fp8_tensor_nbytes(it->t);
@@ -286,7 +397,7 @@ static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item 
         size_t len = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
         st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, at, buf, len);
         if (!st)
-            st = fp8_writer_write(ctx, out, buf, len);
+            st = fp8_writer_pwrite(ctx, out, wt, at, buf, len);
     }
     free(buf);
     return st;
@@ -315,12 +426,13 @@ static const cast_item *item_named(const cast_plan *p, const char *name)
     return NULL;
 }
 
-static fp8_status write_recip(fp8_ctx *ctx, const cast_item *it, fp8_writer *out)
+static fp8_status write_recip(fp8_ctx *ctx, const cast_item *it, fp8_writer *out,
+                              const fp8_tensor_info *wt)
 {
     uint32_t bits = fp8_f32_bits(it->value);
     unsigned char le[4] = { (unsigned char)bits, (unsigned char)(bits >> 8),
                             (unsigned char)(bits >> 16), (unsigned char)(bits >> 24) };
-    return fp8_writer_write(ctx, out, le, 4);
+    return fp8_writer_pwrite(ctx, out, wt, 0, le, 4);
 }
 
 static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const char *path)
@@ -342,10 +454,11 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         st = fp8_writer_begin(ctx, out);
     }
     for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
-        const cast_item *it = item_named(p, fp8_writer_tensor(out, k)->name);
-        st = it->kind == CAST_COPY    ? copy_tensor(ctx, p, it, out)
-             : it->kind == CAST_RECIP ? write_recip(ctx, it, out)
-                                      : write_expert(ctx, p, it, out);
+        const fp8_tensor_info *wt = fp8_writer_tensor(out, k);
+        const cast_item *it = item_named(p, wt->name);
+        st = it->kind == CAST_COPY    ? copy_tensor(ctx, p, it, out, wt)
+             : it->kind == CAST_RECIP ? write_recip(ctx, it, out, wt)
+                                      : write_expert(ctx, p, it, out, wt);
     }
     if (!st)
         st = fp8_writer_commit(ctx, out);
@@ -696,7 +809,11 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
                            const fp8_convert_options *opts, bool *handled,
                            fp8_convert_fp4_report *report)
 {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cast_plan p = { .input = input, .no_sync = opts->target.no_sync,
+                    .threads = opts->target.threads > 0 ? (uint64_t)opts->target.threads
+                               : cpus > 0                ? (uint64_t)cpus
+                                                         : 1,
                     .cancel = opts->target.cancel };
     cJSON *config = NULL;
     fp8_output out = { 0 };
