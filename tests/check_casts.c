@@ -307,6 +307,46 @@ START_TEST(test_dsv4_cast_same_bytes_for_any_thread_count)
 }
 END_TEST
 
+/* V4.1 keeps expert_dtype inside quantization_config; a config without it
+ * gets one at the top level (vLLM's default is "fp4") */
+START_TEST(test_dsv4_cast_says_fp8_where_the_config_says_fp4)
+{
+    static const char *const configs[] = {
+        "{\"model_type\": \"deepseek_v4\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+        "\"fmt\": \"e4m3\", \"scale_fmt\": \"ue8m0\", \"activation_scheme\": \"dynamic\", "
+        "\"weight_block_size\": [128, 128], \"expert_dtype\": \"fp4\"}}",
+        "{\"model_type\": \"deepseek_v4\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+        "\"fmt\": \"e4m3\", \"scale_fmt\": \"ue8m0\", \"activation_scheme\": \"dynamic\", "
+        "\"weight_block_size\": [128, 128]}}",
+    };
+    char *dir = tu_tmpdir(), *out, *err = NULL, *path;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4", c, 0);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, configs[_i], strlen(configs[_i]));
+    free(path);
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert '%s' '%s'", model, out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    ck_assert(asprintf(&path, "%s/config.json", out) > 0);
+    cJSON *config = read_json(path);
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(config, "expert_dtype");
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(config, "quantization_config"), "expert_dtype");
+    const cJSON *said = _i ? top : in;
+    ck_assert_msg(cJSON_IsString(said) && !strcmp(said->valuestring, "fp8") && !(_i ? in : top),
+                  "%s: expert_dtype not \"fp8\" where expected", path);
+    cJSON_Delete(config);
+    expect_verify_clean(out);
+    free(path);
+    free(err);
+    free(c);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_dsv4_nan_group_scale_is_bad_input)
 {
     char *dir = tu_tmpdir(), *out, *err = NULL;
@@ -508,6 +548,7 @@ static Suite *casts_suite(void)
     tcase_add_test(tc, test_dsv4_release_copy_casts_exactly);
     tcase_add_loop_test(tc, test_dsv4_cast_exact_to_spread_14_and_refused_past_it, 0, 3);
     tcase_add_test(tc, test_dsv4_cast_same_bytes_for_any_thread_count);
+    tcase_add_loop_test(tc, test_dsv4_cast_says_fp8_where_the_config_says_fp4, 0, 2);
     tcase_add_test(tc, test_dsv4_nan_group_scale_is_bad_input);
     tcase_add_loop_test(tc, test_dsv4_cast_to_another_layout_is_a_usage_error, 0, 4);
     tcase_add_loop_test(tc, test_nvfp4_twins_cast_into_each_other, 0, 2);
