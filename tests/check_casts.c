@@ -540,6 +540,59 @@ START_TEST(test_ue8m0_blocks_to_mxfp8_keep_every_code)
 }
 END_TEST
 
+/* _i: 0 ue8m0 blocks -> MXFP8 -> ue8m0 blocks: each group of a block has
+ * the block's exponent, no code shifts, and the round trip gives the
+ * same shards; 1 an MXFP8 copy of quantize's own (rceil scales per 32
+ * elements): shifting a block's groups to its largest exponent loses bits,
+ * and --exact refuses, naming the element */
+START_TEST(test_mxfp8_to_ue8m0_blocks_shifts_codes_exactly)
+{
+    char *dir = tu_tmpdir(), *ue, *mx, *out, *err = NULL;
+    ck_assert(asprintf(&ue, "%s/ue", dir) > 0 && asprintf(&mx, "%s/mx", dir) > 0 &&
+              asprintf(&out, "%s/out", dir) > 0);
+    int rc = _i ? tu_run_fmt(&err, "quantize -q --scheme mxfp8 testdata/llama-tiny '%s'", mx)
+                : tu_run_fmt(&err, "quantize -q --scheme block --scale-fmt ue8m0 "
+                                   "testdata/llama-tiny '%s'", ue);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    if (!_i) {
+        rc = tu_run_fmt(&err, "convert --exact --scheme mxfp8 '%s' '%s'", ue, mx);
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        free(err);
+    }
+    rc = tu_run_fmt(&err, "convert --exact --scheme block --scale-fmt ue8m0 --format hf-fp8 "
+                          "'%s' '%s'", mx, out);
+    if (_i) {
+        ck_assert_msg(rc == 2 && strstr(err, "--exact: element") && strstr(err, "loses a bit"),
+                      "exit %d: %s", rc, err);
+        ck_assert(!exists(out));
+        ck_assert_int_eq(count_entries(dir, ".out"), 0);
+    } else {
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        /* (llama-tiny's 192-row q_proj loads at no TP in 128-row blocks: verify's [tp]
+         * error is the input's too; the output is the input's bytes) */
+        expect_same_export(dir, mx, out);
+        const char *shards[] = { "config.json", "model-00001-of-00002.safetensors",
+                                 "model-00002-of-00002.safetensors" };
+        for (int k = 0; k < 3; k++) {
+            char *a, *b, *cmd;
+            ck_assert(asprintf(&a, "%s/%s", ue, shards[k]) > 0 &&
+                      asprintf(&b, "%s/%s", out, shards[k]) > 0);
+            ck_assert(asprintf(&cmd, "cmp -s '%s' '%s'", a, b) > 0);
+            ck_assert_msg(system(cmd) == 0, "%s: not the same bytes after the round trip", b);
+            free(cmd);
+            free(a);
+            free(b);
+        }
+    }
+    free(err);
+    free(ue);
+    free(mx);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 static Suite *casts_suite(void)
 {
     Suite *s = suite_create("casts");
@@ -555,6 +608,7 @@ static Suite *casts_suite(void)
     tcase_add_loop_test(tc, test_nvfp4_inexact_reciprocal_rounded_or_refused, 0, 2);
     tcase_add_loop_test(tc, test_nvfp4_needs_the_other_format, 0, 4);
     tcase_add_loop_test(tc, test_ue8m0_blocks_to_mxfp8_keep_every_code, 0, 2);
+    tcase_add_loop_test(tc, test_mxfp8_to_ue8m0_blocks_shifts_codes_exactly, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
