@@ -285,9 +285,13 @@ const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8
   "                             format's naming when the format changes)\n"
   "      --force                replace OUTPUT if it exists\n"
   "      --no-sync              do not fsync the output (faster; a power loss soon\n"
-  "                             after can leave it damaged)\n",
+  "                             after can leave it damaged)\n"
+  "Packed FP4 input is cast: DeepSeek-V4's MXFP4 experts to FP8 128x128 blocks\n"
+  "(E8M0 scales, expert_dtype \"fp8\"; exact, else refused); NVFP4 between modelopt\n"
+  "and compressed-tensors (--format, the other one; global scales inverted)\n",
   "  fp8conv convert --block 16x16 model-fp8/ model-fp8-16/\n"
   "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n",
   "0 written; 2 usage error, OUTPUT exists, or --exact and a weight is not exact;\n"
-  "3 bad input (not FP8, a bad scale or code); 4 I/O error or interrupted; 5 device error",
+  "3 bad input (not FP8, a bad scale or code, an FP4 cast that would change a value);\n"
+  "4 I/O error or interrupted; 5 device error",
   cli_convert_options };
