@@ -23,6 +23,16 @@ static int take_option(int code, const char *value, void *state)
 static const char *const kind_names[] = { "same", "only_in_a", "only_in_b", "dtype", "shape",
                                           "values" };
 
+/* The coordinates of flat element i of tensor t (expert, row, column; for a
+ * packed-FP4 weight, of the unpacked weight). */
+static void coordinates(const fp8_tensor_info *t, uint64_t i, uint64_t *at)
+{
+    for (int k = t->rank - 1; k >= 0; k--) {
+        at[k] = t->shape[k] ? i % t->shape[k] : 0;
+        i = t->shape[k] ? i / t->shape[k] : 0;
+    }
+}
+
 static void print_text(const fp8_diff *d)
 {
     char sa[128], sb[128];
@@ -49,10 +59,17 @@ static void print_text(const fp8_diff *d)
                    cli_esc(e->name), e->differing, e->elements,
                    e->dequantized ? " (dequantized)" : "",
                    e->first_index);
+            if (e->a->rank > 1 && e->a->rank <= 16 && e->a->elements == e->elements) {
+                /* not bytes of a sub-byte dtype */
+                uint64_t at[16];
+                coordinates(e->a, e->first_index, at);
+                cli_shape_text(e->a->rank, at, sa, sizeof sa);
+                cli_printf(" %s", sa);
+            }
             if (e->max_abs == e->max_abs)
-                /* ULPs of the compared dtype: fp32 for dequantized values */
+                /* ULPs of the compared dtype (fp32, or the float side's for dequantized values) */
                 cli_printf(", max |a - b| %.9g, max %" PRIu64 " ulp of %s", e->max_abs, e->max_ulp,
-                           e->dequantized ? "F32" : fp8_dtype_name(e->a->dtype));
+                           fp8_dtype_name(e->dequantized ? e->compared : e->a->dtype));
             if (e->sign_changes) /* not in the ulp figure */
                 cli_printf(", %" PRIu64 " of opposite sign", e->sign_changes);
             cli_printf("\n");
@@ -98,6 +115,13 @@ static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequ
             cJSON_AddItemToObject(o, "elements", cli_json_u64(e->elements));
             cJSON_AddItemToObject(o, "differing", cli_json_u64(e->differing));
             cJSON_AddItemToObject(o, "first_index", cli_json_u64(e->first_index));
+            if (e->a->rank <= 16 && e->a->elements == e->elements) { /* not bytes of F4, F6 */
+                uint64_t at[16];
+                coordinates(e->a, e->first_index, at);
+                cJSON_AddItemToObject(o, "first_at", cli_json_shape(e->a->rank, at));
+            }
+            if (e->dequantized)
+                cJSON_AddStringToObject(o, "compared", fp8_dtype_name(e->compared));
             if (e->max_abs == e->max_abs) {
                 cJSON_AddNumberToObject(o, "max_abs_diff", e->max_abs);
                 cJSON_AddItemToObject(o, "max_ulp", cli_json_u64(e->max_ulp));
@@ -156,7 +180,7 @@ static int cmd_diff(int argc, char **argv, cli_common *common)
  * (fp8conv help diff), and its options for getopt and completion. */
 const cli_command cli_cmd_diff = { "diff", "A B", "compare two checkpoints tensor by tensor (exit 1 if they differ)", cmd_diff,
   "Options:\n"
-  "      --dequant              compare FP8 weights by dequantized value (q * scale)\n",
+  "      --dequant              compare FP8 and packed-FP4 weights by dequantized value\n",
   "  fp8conv diff a/ b/ && echo same\n"
   "  fp8conv diff --dequant model-fp8/ model-f32/ && echo same values\n",
   "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error",

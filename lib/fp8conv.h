@@ -680,6 +680,8 @@ typedef struct {
     fp8_diff_kind kind;
     const fp8_tensor_info *a, *b; /* NULL on the side that lacks it */
     bool dequantized;             /* compared by dequantized value (--dequant) */
+    fp8_dtype compared;           /* dequantized: the dtype the values are compared in (F32, or
+                                   * the other side's BF16 or F16) */
     /* FP8_DIFF_VALUES: */
     uint64_t elements, differing, first_index;
     double max_abs;               /* largest |a - b| over numeric elements; NaN: none */
@@ -705,14 +707,20 @@ typedef struct fp8_diff fp8_diff;
  * tensor, matched by name; element counts and indexes are flat, over the
  * tensor's elements (bytes for sub-byte and complex dtypes).  With dequant,
  * the scales and activation scales take no part, each FP8 weight is compared
- * as the fp32 values q * s, against either the other side's FP8 weight
- * (dequantized too) or its float tensor; ULPs are then fp32 ULPs.
+ * as the fp32 values q * s, and each packed-FP4 weight (fp8conv-formats(5),
+ * 2026 LAYOUTS) as its unpacked weight (its name, shape and orientation as
+ * dequantize-for-export writes it, `a`/`b` an F4 tensor of that name and
+ * shape), against either the other side's quantized weight (both in fp32)
+ * or its float tensor, in that tensor's dtype: each quantized value rounded
+ * once into it, as dequantize-for-export --dtype of it writes it; ULPs are
+ * those of `compared`.
  */
 fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
                         const fp8_diff_options *opts, fp8_diff **out);
 void fp8_diff_free(fp8_diff *d);
 bool fp8_diff_identical(const fp8_diff *d);
-/* One entry per tensor name of A and B (scales excluded with dequant), sorted. */
+/* One entry per tensor name of A and B (with dequant: scales excluded, packed-FP4
+ * weights under their unpacked names), sorted. */
 size_t fp8_diff_count(const fp8_diff *d);
 const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t index);
 /* The digests of A (side 0) and B (side 1). */

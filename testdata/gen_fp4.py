@@ -374,9 +374,14 @@ def fam_gpt_oss(r):
 NH, NI, NHEADS, NKV, NHD = 96, 128, 2, 1, 48    # NVFP4/MXFP4 llama copies: K a multiple of 32
 
 
-def fp4_llama(r, linear):
-    """A one-layer Llama (vllm models/llama.py names) whose seven linears `linear` writes."""
+def fp4_llama(r, linear, twin=False):
+    """A one-layer Llama (vllm models/llama.py names) whose seven linears `linear` writes. twin:
+    the unquantized tensors (embeddings, norms, lm_head) are drawn keyed on "nvfp4-twin", not the
+    family, so that nvfp4-modelopt and nvfp4-ct hold the same values throughout (`diff --dequant`
+    of the two exits 0: check_releases.py's twin check)."""
     V = 32
+    if twin:
+        r.rng = lambda name: np.random.default_rng([2525, zlib.crc32(("nvfp4-twin/" + name).encode())])
     r.bf16("model.embed_tokens.weight", (V, NH))
     p = "model.layers.0."
     r.norm(p + "input_layernorm.weight", NH)
@@ -471,7 +476,7 @@ def fam_nvfp4_modelopt(r):
     # null (no FP8 KV cache): ModelOptNvFp4Config.from_config in current vLLM takes a null as "auto";
     # older vLLM (the same function, `if not (group_size and kv_cache_quant_algo and
     # exclude_modules)`) refused it, a loader-version difference this copy does not hide
-    fp4_llama(r, lambda r, m, o, i: nvfp4_linear(r, m, o, i, False))
+    fp4_llama(r, lambda r, m, o, i: nvfp4_linear(r, m, o, i, False), twin=True)
     c = fp4_llama_config(dict(MO_NVFP4, producer=MO_PRODUCER, quant_method="modelopt"))
     return c, {"hf_quant_config.json": {"producer": MO_PRODUCER, "quantization": MO_NVFP4}}, \
         ["--tp", "1"]
@@ -503,7 +508,7 @@ def ct_fp4_config(fmt, group, scale_dtype, acts):
 
 
 def fam_nvfp4_ct(r):
-    fp4_llama(r, lambda r, m, o, i: nvfp4_linear(r, m, o, i, True))
+    fp4_llama(r, lambda r, m, o, i: nvfp4_linear(r, m, o, i, True), twin=True)
     return fp4_llama_config(ct_fp4_config("nvfp4-pack-quantized", 16, "torch.float8_e4m3fn", True)), \
         {}, ["--tp", "1"]
 

@@ -595,8 +595,8 @@ START_TEST(test_fast_values_equal_reference)
                : r == 1 ? -a[i] : a[i];
     }
     diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT;
-    diff_values_ref(a, b, n, 0, &ref);
-    diff_values(a, b, n, 0, &fast);
+    diff_values_ref(FP8_DTYPE_F32, a, b, n, 0, &ref);
+    diff_values(FP8_DTYPE_F32, a, b, n, 0, &fast);
     expect_same_stats(&ref, &fast, "values");
     ck_assert(ref.differing > 0);
     for (uint64_t j = 0; j < ns * ns; j++) { /* each special pair alone (see expect_each_pair) */
@@ -604,22 +604,22 @@ START_TEST(test_fast_values_equal_reference)
         for (int k = 0; k < 67; k++)
             ra[k] = a[j], rb[k] = b[j];
         diff_stats r1 = DIFF_STATS_INIT, f1 = DIFF_STATS_INIT;
-        diff_values_ref(ra, rb, 67, 0, &r1);
-        diff_values(ra, rb, 67, 0, &f1);
+        diff_values_ref(FP8_DTYPE_F32, ra, rb, 67, 0, &r1);
+        diff_values(FP8_DTYPE_F32, ra, rb, 67, 0, &f1);
         expect_same_stats(&r1, &f1, "a special pair of values");
     }
     /* +0 against -0 and NaN against another NaN are no difference */
     float za[3] = { 0.0f, fp8_f32_from_bits(0x7FC00000), fp8_f32_from_bits(0x7F800001) };
     float zb[3] = { -0.0f, fp8_f32_from_bits(0xFFC00001), fp8_f32_from_bits(0x7FC00000) };
     diff_stats none = DIFF_STATS_INIT;
-    diff_values(za, zb, 3, 0, &none);
+    diff_values(FP8_DTYPE_F32, za, zb, 3, 0, &none);
     ck_assert_int_eq(none.differing, 0);
-    diff_values_ref(za, zb, 3, 0, &none);
+    diff_values_ref(FP8_DTYPE_F32, za, zb, 3, 0, &none);
     ck_assert_int_eq(none.differing, 0);
     /* NaN against a number: counted, ULPs, no |a - b| */
     float na[2] = { 1.0f, fp8_f32_from_bits(0x7FC00000) }, nb[2] = { 1.0f, 1.0f };
     diff_stats want = { 1, 1, 0.0 / 0.0, 0x7FC00000 - 0x3F800000, 0 }, got = DIFF_STATS_INIT;
-    diff_values(na, nb, 2, 0, &got);
+    diff_values(FP8_DTYPE_F32, na, nb, 2, 0, &got);
     expect_same_stats(&want, &got, "NaN against 1");
     free(a);
     free(b);
@@ -800,6 +800,288 @@ START_TEST(test_dequant_report_is_the_same_for_any_thread_count)
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------- packed FP4 (issue 25) */
+
+#define RELEASES "testdata/releases/"
+
+/* The entry of `report` (diff --json) named `name`; NULL when none. */
+static const cJSON *difference(const cJSON *report, const char *name)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(report, "differences"))
+        if (strcmp(cJSON_GetObjectItem(x, "name")->valuestring, name) == 0)
+            return x;
+    return NULL;
+}
+
+/* ModelOpt NVFP4 (weight, weight_scale, weight_scale_2 = 2^-17) and its
+ * compressed-tensors twin (weight_packed, weight_scale, weight_global_scale
+ * = 2^17, a divisor): the same codes, the same values; neither side's
+ * scales, global scales nor input scales are tensors of the other. */
+START_TEST(test_dequant_nvfp4_modelopt_and_compressed_tensors_twins_are_identical)
+{
+    int rc;
+    cJSON *j = diff_json(RELEASES "nvfp4-modelopt", RELEASES "nvfp4-ct", "--dequant", &rc);
+    char *text = cJSON_Print(j);
+    ck_assert_msg(rc == 0, "%s", text);
+    free(text);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "differences")), 0);
+    /* the 7 linears by their unpacked names, 5 bf16 tensors; no scale */
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "tensors")->valueint, 12);
+    cJSON_Delete(j);
+    /* by bytes they are other tensors */
+    j = diff_json(RELEASES "nvfp4-modelopt", RELEASES "nvfp4-ct", "", &rc);
+    ck_assert_int_eq(rc, 1);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* One E2M1 code changed (one nibble) is found, named by the unpacked
+ * weight and its element there: the low nibble of byte 50 of row 1 of a
+ * [128, 48] packed weight is element (1, 4). */
+START_TEST(test_dequant_finds_one_changed_e2m1_code_and_names_its_element)
+{
+    char *dir = tu_tmpdir();
+    char *ct = reshard(dir, "ct", RELEASES "nvfp4-ct/model.safetensors", 1,
+                       "model.layers.0.mlp.up_proj.weight_packed", 50);
+    int rc;
+    cJSON *j = diff_json(RELEASES "nvfp4-modelopt", ct, "--dequant", &rc);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "differences")), 1);
+    const cJSON *d = difference(j, "model.layers.0.mlp.up_proj.weight");
+    ck_assert(d);
+    ck_assert_str_eq(cJSON_GetObjectItem(d, "kind")->valuestring, "values");
+    ck_assert_str_eq(cJSON_GetObjectItem(d, "dtype_a")->valuestring, "F4");
+    ck_assert_int_eq(cJSON_GetObjectItem(d, "differing")->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(d, "first_index")->valueint, 96 + 4);
+    const cJSON *at = cJSON_GetObjectItem(d, "first_at");
+    ck_assert_int_eq(cJSON_GetArrayItem(at, 0)->valueint, 1);
+    ck_assert_int_eq(cJSON_GetArrayItem(at, 1)->valueint, 4);
+    cJSON_Delete(j);
+    /* the text report says it too */
+    char *out, *args;
+    ck_assert(asprintf(&args, "diff --dequant " RELEASES "nvfp4-modelopt '%s'", ct) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(strstr(out, "values differ: model.layers.0.mlp.up_proj.weight: 1 of 12288 "
+                              "elements (dequantized), first at 100 [1, 4]"),
+                  "%s", out);
+    free(out);
+    free(args);
+    /* gpt-oss: byte 100 of down_proj_blocks [2, 64, 3, 16] is expert 0, row
+     * 2, codes 8 and 9 (bit 0: the low nibble, code 8); unpacked as
+     * transformers does, [2, 96, 64] (transposed), that is (0, 8, 2) */
+    char *g = reshard(dir, "g", RELEASES "gpt-oss/model.safetensors", 1,
+                      "model.layers.0.mlp.experts.down_proj_blocks", 100);
+    j = diff_json(RELEASES "gpt-oss", g, "--dequant", &rc);
+    ck_assert_int_eq(rc, 1);
+    d = difference(j, "model.layers.0.mlp.experts.down_proj");
+    ck_assert(d && cJSON_GetArraySize(cJSON_GetObjectItem(j, "differences")) == 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(d, "differing")->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(d, "first_index")->valueint, 8 * 64 + 2);
+    at = cJSON_GetObjectItem(d, "first_at");
+    ck_assert_int_eq(cJSON_GetArraySize(at), 3);
+    ck_assert_int_eq(cJSON_GetArrayItem(at, 1)->valueint, 8);
+    ck_assert_int_eq(cJSON_GetArrayItem(at, 2)->valueint, 2);
+    cJSON_Delete(j);
+    free(g);
+    free(ct);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* Every FP4 layout against its own export, in each dtype: the export holds
+ * the exact value rounded once into its dtype, which is what diff compares
+ * (each quantized value rounded once into the float side's dtype); the
+ * consumed scales are in neither list. */
+START_TEST(test_dequant_fp4_checkpoint_equals_its_export_in_every_dtype)
+{
+    static const char *const fams[] = { "gpt-oss", "deepseek-v4", "nvfp4-modelopt", "nvfp4-ct",
+                                        "nvfp4-modelopt-amax", "nvfp4-ct-amax" };
+    static const char *const dtypes[] = { "bf16", "f16", "f32" };
+    char *dir = tu_tmpdir();
+    for (size_t f = 0; f < sizeof fams / sizeof *fams; f++)
+        for (int k = 0; k < 3; k++) {
+            char out[512];
+            snprintf(out, sizeof out, "%s/%s-%s", dir, fams[f], dtypes[k]);
+            ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q --dtype %s " RELEASES
+                                              "%s '%s'", dtypes[k], fams[f], out), 0);
+            int rc;
+            char src[256];
+            snprintf(src, sizeof src, RELEASES "%s", fams[f]);
+            cJSON *j = diff_json(src, out, "--dequant", &rc);
+            char *text = cJSON_Print(j);
+            ck_assert_msg(rc == 0, "%s against its %s export:\n%s", fams[f], dtypes[k], text);
+            free(text);
+            /* as many tensors as the export holds: no scale left over */
+            fp8_ctx *ctx = fp8_ctx_create();
+            fp8_checkpoint *ck;
+            ck_assert(fp8_checkpoint_open(ctx, out, &ck) == FP8_OK);
+            ck_assert_int_eq(cJSON_GetObjectItem(j, "tensors")->valueint,
+                             (int)fp8_checkpoint_tensor_count(ck));
+            fp8_checkpoint_close(ck);
+            fp8_ctx_free(ctx);
+            cJSON_Delete(j);
+        }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* An FP8 weight against a bf16 tensor is compared in bf16: its bf16 export
+ * is identical; the bf16 source it was quantized from is not, by bf16 ulps. */
+START_TEST(test_dequant_fp8_against_bf16_compares_in_bf16)
+{
+    char *dir = tu_tmpdir();
+    ck_assert_int_eq(tu_run_fmt(NULL, "quantize -q --scheme block testdata/llama-tiny '%s/q' && "
+                                      "%s dequantize-for-export -q '%s/q' '%s/bf'",
+                                dir, FP8CONV_BIN, dir, dir), 0);
+    char q[512], bf[512];
+    snprintf(q, sizeof q, "%s/q", dir);
+    snprintf(bf, sizeof bf, "%s/bf", dir);
+    int rc;
+    cJSON *j = diff_json(q, bf, "--dequant", &rc);
+    ck_assert_int_eq(rc, 0);
+    cJSON_Delete(j);
+    j = diff_json(q, "testdata/llama-tiny", "--dequant", &rc);
+    ck_assert_int_eq(rc, 1);
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "differences"), 0);
+    ck_assert_str_eq(cJSON_GetObjectItem(d, "compared")->valuestring, "BF16");
+    ck_assert(cJSON_GetObjectItem(d, "max_ulp")->valuedouble < 65536);
+    cJSON_Delete(j);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A NaN E8M0 scale of an MXFP4 expert is bad input (exit 3), named. */
+START_TEST(test_dequant_nan_fp4_scale_is_bad_input)
+{
+    char *err = NULL;
+    int rc = tu_run_fmt(&err, "diff -q --dequant " RELEASES "deepseek-v4 " RELEASES
+                              "defect-deepseek-v4-nan-e8m0");
+    ck_assert_int_eq(rc, 3);
+    ck_assert_msg(strstr(err, "layers.0.ffn.experts.1.w2.scale") && strstr(err, "NaN"), "%s", err);
+    free(err);
+}
+END_TEST
+
+/* A gpt-oss-like MXFP4 expert tensor (unpacked transposed, [E, cols, rows])
+ * larger than a band, whose bands start inside a group of 32 (96 rows: a
+ * band of 32768 values is 341 unpacked rows) and cross experts: against its
+ * f32 export it is identical at any -j, and a copy with codes changed in
+ * every band gives the same report at any -j, each difference where the
+ * reference over the whole export puts it. */
+START_TEST(test_dequant_transposed_fp4_in_bands_is_the_same_for_any_thread_count)
+{
+    enum { E = 3, ROWS = 96, G = 40 };
+    uint64_t bshape[4] = { E, ROWS, G, 16 }, sshape[3] = { E, ROWS, G };
+    size_t nb = E * ROWS * G * 16, ns = E * ROWS * G;
+    unsigned char *blocks = malloc(nb), *changed = malloc(nb), *scales = malloc(ns);
+    for (size_t k = 0; k < nb; k++)
+        blocks[k] = (unsigned char)next_u32();
+    for (size_t k = 0; k < ns; k++)
+        scales[k] = (unsigned char)(120 + next_u32() % 10);
+    memcpy(changed, blocks, nb);
+    for (size_t k = 5; k < nb; k += 4099)
+        changed[k] ^= 0x30; /* the high nibble: an odd column */
+    char *dir = tu_tmpdir(), pa[512], pb[512], px[512];
+    const char *paths[2] = { pa, pb };
+    snprintf(pa, sizeof pa, "%s/a", dir);
+    snprintf(pb, sizeof pb, "%s/b", dir);
+    snprintf(px, sizeof px, "%s/x", dir);
+    for (int side = 0; side < 2; side++) {
+        ck_assert(mkdir(paths[side], 0755) == 0);
+        char path[600];
+        snprintf(path, sizeof path, "%s/model.safetensors", paths[side]);
+        fp8_ctx *ctx = fp8_ctx_create();
+        fp8_writer *w;
+        ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+        ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.mlp.experts.down_proj_blocks",
+                                        FP8_DTYPE_U8, 4, bshape) == FP8_OK);
+        ck_assert(fp8_writer_add_tensor(ctx, w, "model.layers.0.mlp.experts.down_proj_scales",
+                                        FP8_DTYPE_U8, 3, sshape) == FP8_OK);
+        ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+        ck_assert(fp8_writer_write(ctx, w, side ? changed : blocks, nb) == FP8_OK);
+        ck_assert(fp8_writer_write(ctx, w, scales, ns) == FP8_OK);
+        ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+        fp8_writer_free(w);
+        fp8_ctx_free(ctx);
+    }
+    ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q --dtype f32 '%s' '%s'", pa, px),
+                     0);
+    int rc;
+    const char *threads[] = { "--dequant -j 1", "--dequant -j 3", "--dequant -j 64" };
+    char *one = NULL;
+    for (int k = 0; k < 3; k++) {
+        char *same = diff_text(pa, px, threads[k], &rc);
+        ck_assert_msg(rc == 0, "%s: %s", threads[k], same);
+        free(same);
+        char *other = diff_text(pb, px, threads[k], &rc);
+        ck_assert_int_eq(rc, 1);
+        if (!one)
+            one = other;
+        else {
+            ck_assert_msg(strcmp(one, other) == 0, "%s:\n%s\n-j 1:\n%s", threads[k], other, one);
+            free(other);
+        }
+    }
+    /* the changes: byte k is expert x, row r, columns 2c and 2c + 1; the high
+     * nibble is column 2c + 1, at unpacked (x, 2c + 1, r) */
+    uint64_t count = 0, first = UINT64_MAX;
+    for (size_t k = 5; k < nb; k += 4099) {
+        uint64_t x = k / (ROWS * G * 16), r = k / (G * 16) % ROWS, c = 2 * (k % (G * 16)) + 1;
+        uint64_t flat = (x * G * 32 + c) * ROWS + r;
+        count++;
+        first = flat < first ? flat : first;
+    }
+    cJSON *j = cJSON_Parse(one);
+    const cJSON *d = difference(j, "model.layers.0.mlp.experts.down_proj");
+    ck_assert(d);
+    ck_assert_str_eq(cJSON_GetObjectItem(d, "compared")->valuestring, "F32");
+    /* code c against c ^ 3: never the same value */
+    ck_assert_double_eq(cJSON_GetObjectItem(d, "differing")->valuedouble, (double)count);
+    ck_assert_double_eq(cJSON_GetObjectItem(d, "first_index")->valuedouble, (double)first);
+    cJSON_Delete(j);
+    free(one);
+    free(blocks);
+    free(changed);
+    free(scales);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* Values held as fp32 compared in BF16 or F16: the fast statistics are the
+ * reference's, ULPs of that dtype. */
+START_TEST(test_fast_values_in_bf16_and_f16_equal_reference)
+{
+    static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16 };
+    for (int t = 0; t < 2; t++) {
+        uint64_t n = 3 * 1024 + 517;
+        uint16_t *ca = malloc(n * 2), *cb = malloc(n * 2);
+        float *a = malloc(n * 4), *b = malloc(n * 4);
+        fill(dts[t], ca, n);
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t r = next_u32() % 4;
+            cb[i] = r == 0 ? (uint16_t)(ca[i] + 1 + next_u32() % 3)
+                    : r == 1 ? (uint16_t)(ca[i] ^ 0x8000) : ca[i];
+        }
+        diff_to_f32_ref(dts[t], ca, n, a);
+        diff_to_f32_ref(dts[t], cb, n, b);
+        diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT, codes = DIFF_STATS_INIT;
+        diff_values_ref(dts[t], a, b, n, 0, &ref);
+        diff_values(dts[t], a, b, n, 0, &fast);
+        expect_same_stats(&ref, &fast, dts[t] == FP8_DTYPE_BF16 ? "bf16 values" : "f16 values");
+        ck_assert(ref.differing > 0);
+        /* the ulps of the codes themselves */
+        diff_bytes_ref(dts[t], ca, cb, n, 0, &codes);
+        ck_assert_uint_eq(ref.max_ulp, codes.max_ulp);
+        free(ca);
+        free(cb);
+        free(a);
+        free(b);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diff");
@@ -820,6 +1102,13 @@ int main(void)
     tcase_add_test(tc, test_fast_conversion_to_f32_keeps_every_bf16_and_f16_code);
     tcase_add_test(tc, test_report_is_the_same_for_any_thread_count);
     tcase_add_test(tc, test_dequant_report_is_the_same_for_any_thread_count);
+    tcase_add_test(tc, test_dequant_nvfp4_modelopt_and_compressed_tensors_twins_are_identical);
+    tcase_add_test(tc, test_dequant_finds_one_changed_e2m1_code_and_names_its_element);
+    tcase_add_test(tc, test_dequant_fp4_checkpoint_equals_its_export_in_every_dtype);
+    tcase_add_test(tc, test_dequant_fp8_against_bf16_compares_in_bf16);
+    tcase_add_test(tc, test_dequant_nan_fp4_scale_is_bad_input);
+    tcase_add_test(tc, test_dequant_transposed_fp4_in_bands_is_the_same_for_any_thread_count);
+    tcase_add_test(tc, test_fast_values_in_bf16_and_f16_equal_reference);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -628,10 +628,10 @@ START_TEST(test_diff_counts_sign_changes_apart_from_ulps)
     ck_assert_msg(rc == 1, "%s", text);
     float v = bf16_value(0x3A83), w = bf16_value(0x3A86);
     char want_x[160], want_y[160];
-    snprintf(want_x, sizeof want_x, "x.weight: 1 of 64 elements, first at 5, max |a - b| %.9g, "
-             "max 0 ulp of BF16, 1 of opposite sign\n", 2.0 * v);
-    snprintf(want_y, sizeof want_y, "y.weight: 1 of 64 elements, first at 2, max |a - b| %.9g, "
-             "max 3 ulp of BF16\n", (double)w - v);
+    snprintf(want_x, sizeof want_x, "x.weight: 1 of 64 elements, first at 5 [0, 5], "
+             "max |a - b| %.9g, max 0 ulp of BF16, 1 of opposite sign\n", 2.0 * v);
+    snprintf(want_y, sizeof want_y, "y.weight: 1 of 64 elements, first at 2 [0, 2], "
+             "max |a - b| %.9g, max 3 ulp of BF16\n", (double)w - v);
     ck_assert_msg(strstr(text, want_x) && strstr(text, want_y), "%s", text);
     free(text);
     rc = run(&text, "diff --json '%s' '%s'", a, b);

@@ -143,9 +143,7 @@ EXPECTED = {
     # experts' 1408/TP. verify's "no TP size loads" is right: both checks pass.
     # issue 25: today's fp8conv reads none of the 2026 FP4 layouts (another change builds that);
     # "part N" is the issue's "What to build" item
-    "nvfp4-ct": {
-        "twin": (3, "issue 25 part 4: diff --dequant refuses both NVFP4 layouts"),
-    },
+    # nvfp4-ct twin: issue 25 part 4 (diff --dequant reads the FP4 layouts) made it pass
     "mxfp4-ct": {
         "verify": (1, "issue 25 part 1: mxfp4-pack-quantized not read: [no-fp8-weights], "
                    "U8 weight_scale [orphan-scale]"),

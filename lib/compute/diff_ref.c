@@ -99,15 +99,30 @@ void diff_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint
     }
 }
 
-void diff_values_ref(const float *a, const float *b, uint64_t n, uint64_t base, diff_stats *s)
+/* The code of x in dt (F32, BF16 or F16), which holds it exactly, as the
+ * little-endian bytes element() reads. */
+static void code_of(fp8_dtype dt, float x, unsigned char p[4])
+{
+    uint32_t u = dt == FP8_DTYPE_F32    ? fp8_f32_bits(x)
+                 : dt == FP8_DTYPE_BF16 ? fp8_f32_bits(x) >> 16
+                                        : fp8_f32_to_f16(x);
+    for (int k = 0; k < 4; k++)
+        p[k] = (unsigned char)(u >> (8 * k));
+}
+
+void diff_values_ref(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint64_t base,
+                     diff_stats *s)
 {
     for (uint64_t i = 0; i < n; i++) {
         if (a[i] == b[i] || (a[i] != a[i] && b[i] != b[i]))
             continue;
         double va, vb;
         int64_t oa, ob;
-        element(FP8_DTYPE_F32, (const unsigned char *)&a[i], &va, &oa);
-        element(FP8_DTYPE_F32, (const unsigned char *)&b[i], &vb, &ob);
+        unsigned char ca[4], cb[4];
+        code_of(dt, a[i], ca);
+        code_of(dt, b[i], cb);
+        element(dt, ca, &va, &oa);
+        element(dt, cb, &vb, &ob);
         count_difference(s, base + i, true, true, va, vb, oa, ob);
     }
 }

@@ -34,9 +34,12 @@ void diff_stats_merge(diff_stats *into, const diff_stats *from);
 void diff_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t base,
                     diff_stats *s);
 
-/* The same for fp32 values (diff --dequant): elements whose values differ
- * count (+0 equals -0, a NaN equals any NaN). */
-void diff_values_ref(const float *a, const float *b, uint64_t n, uint64_t base, diff_stats *s);
+/* The same for values held as fp32 (diff --dequant): elements whose values
+ * differ count (+0 equals -0, a NaN equals any NaN).  `dt` (F32, BF16 or
+ * F16) is the dtype the values are compared in, which holds each of them
+ * exactly: ULPs are its own. */
+void diff_values_ref(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint64_t base,
+                     diff_stats *s);
 
 /* n BF16, F16 or F32 elements as fp32, bits kept (NaN payloads too). */
 void diff_to_f32_ref(fp8_dtype dt, const void *x, uint64_t n, float *y);

@@ -334,6 +334,8 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
                             it->t->name, fp8_dtype_name(dt));
         if (dt != FP8_DTYPE_F8_E4M3 || it->action == DQ_DROP) /* DROP: NVFP4's E4M3 scales */
             continue;
+        if (!p->fp4 && fp4_is_group_scale(ck, it->t->name)) /* diff reads FP4 itself */
+            continue;
         if (it->t->rank != 2 && it->t->rank != 3)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': an F8_E4M3 tensor of rank %d (2 or 3 expected)",

@@ -2,7 +2,9 @@
  * diff.c - tensor-by-tensor comparison of two checkpoints whatever their
  * sharding (fp8conv(1), diff).  Content hashes are hash.c's, the statistics
  * of a differing tensor diff_cpu.c's (the fast path) over diff_ref.c's (the
- * reference).
+ * reference).  With dequant, FP8 weights are read by dequantize.c's
+ * dq_weights, packed-FP4 weights (fp4.h's layouts) here by fp4_ref.h's
+ * decode, each under its unpacked name and shape.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -12,7 +14,9 @@
 
 #include "common/fp8_math.h"
 #include "io/checkpoint.h"
+#include "layout/fp4.h"
 #include "compute/diff_cpu.h"
+#include "compute/fp4_ref.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
@@ -40,6 +44,25 @@ typedef struct {
     diff_stats stats;
 } diff_band;
 
+/* A packed-FP4 weight of a layout of fp4.h, read (with dequant) as the
+ * unpacked weight dequantize-for-export writes: l NULL for any other tensor. */
+typedef struct {
+    const fp4_layout *l;
+    const fp8_tensor_info *t, *scale;
+    size_t shard, scale_shard;
+    uint64_t experts, rows, cols; /* of the packed weight: rows the output dim */
+    float global;                 /* NVFP4's second level */
+    char *name;                   /* the unpacked weight's */
+    uint64_t shape[3];
+    fp8_tensor_info logical;      /* name, F4, the unpacked shape: what the report shows */
+} diff_fp4;
+
+/* One side's tensors as they pair up: by name, or the unpacked name. */
+typedef struct {
+    const char *name;
+    size_t index;
+} diff_view;
+
 struct fp8_diff {
     fp8_checkpoint *ck[2];
     dq_weights *w[2];
@@ -52,7 +75,16 @@ struct fp8_diff {
     fp8_hash_hex *hashes[2], digest[2];
     diff_band *bands;
     size_t nbands;
+    diff_fp4 *fp4[2];  /* by tensor index, with dequant */
+    bool *consumed[2]; /* by tensor index: an FP4 weight's scale, read with it */
 };
+
+/* The FP4 weight of entry k's tensor on one side; NULL when it is none. */
+static const diff_fp4 *side_fp4(const fp8_diff *d, int side, size_t k)
+{
+    const diff_fp4 *f = d->fp4[side] ? &d->fp4[side][d->index[side][k]] : NULL;
+    return f && f->l ? f : NULL;
+}
 
 /* ---- the first run: hashes */
 
@@ -103,14 +135,137 @@ static unsigned side_size(const fp8_diff *d, const fp8_diff_entry *e, int side)
     return diff_element_size(side ? e->b->dtype : e->a->dtype);
 }
 
-/* fp32 values of elements [first, first + n) of one side's tensor; `raw`
- * holds n elements of its dtype. */
+/* Bytes read for elements [first, first + n) of entry k on one side: the
+ * stored tensor, and where in it the read starts (for lanes, progress). */
+static const fp8_tensor_info *side_span(const fp8_diff *d, int side, size_t k, uint64_t first,
+                                        uint64_t n, uint64_t *at, uint64_t *bytes)
+{
+    const diff_fp4 *f = side_fp4(d, side, k);
+    const fp8_diff_entry *e = &d->e[k];
+    if (!f) {
+        unsigned size = side_size(d, e, side);
+        *at = first * size;
+        *bytes = n * size;
+        return side ? e->b : e->a;
+    }
+    /* a transposed layout reads every packed row of the expert */
+    *at = f->l->transpose ? first / (f->rows * f->cols) * f->rows * f->cols / 2 : first / 2;
+    *bytes = n / 2;
+    return f->t;
+}
+
+/* fp32 values rounded once into dt (BF16 or F16, as the export rounds its
+ * fp32 products), in place. */
+static void round_into(fp8_dtype dt, float *y, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        y[i] = dt == FP8_DTYPE_BF16 ? fp8_f32_from_bits((uint32_t)fp8_f32_to_bf16(y[i]) << 16)
+                                    : fp8_f16_to_f32(fp8_f32_to_f16(y[i]));
+}
+
+/* Decodes n elements (whole groups) of FP4 weight f, codes and scales
+ * given, into `out` values of dt at stride; a NaN scale is bad input. */
+static fp8_status fp4_decode(fp8_ctx *ctx, const fp8_diff *d, int side, const diff_fp4 *f,
+                             const fp4_table *tab, const uint8_t *codes, const uint8_t *sc,
+                             uint64_t n, uint64_t packed_first, void *out, uint64_t stride)
+{
+    uint64_t where = 0;
+    if (fp4_dequant_row(codes, sc, n, tab, out, stride, &where) != FP4_DEQ_NAN_SCALE)
+        return FP8_OK;
+    uint64_t run = f->l->scheme->run;
+    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                    "%s: tensor '%s': element %llu is a NaN scale 0x%02x (of element %llu of "
+                    "'%s'); no value to compare",
+                    fp8_checkpoint_shard_name(d->ck[side], f->scale_shard), f->scale->name,
+                    (unsigned long long)((packed_first + where) / run),
+                    (unsigned)sc[where / run], (unsigned long long)(packed_first + where),
+                    f->t->name);
+}
+
+/* Elements [first, first + n) (whole rows) of the unpacked weight of FP4
+ * weight f as values of dt, each the exact value e2m1 * scale (* or / the
+ * global scale) rounded once into dt (fp4_ref.h, as dequantize-for-export
+ * writes them), in y as fp32; `raw` holds 4n bytes.  A transposed layout
+ * (gpt-oss: unpacked [E, cols, rows]) takes, for its rows c0.. of expert x,
+ * the same columns of every packed row. */
+static fp8_status fp4_values(fp8_ctx *ctx, const fp8_diff *d, int side, const diff_fp4 *f,
+                             fp8_dtype dt, uint64_t first, uint64_t n, unsigned char *raw,
+                             float *y)
+{
+    const fp8_scheme_traits *sch = f->l->scheme;
+    uint64_t run = sch->run;
+    fp4_row_spec rs = { sch->scale_elem[0], (uint32_t)run, sch->levels > 1, f->l->global_divides,
+                        f->global };
+    fp4_table *tab = malloc(sizeof *tab);
+    if (!tab)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp4_table_init(tab, &rs, dt);
+    /* diff compares an overflow's infinity, which the export refuses */
+    memset(tab->inf, 0, sizeof tab->inf);
+    fp8_file *in = fp8_checkpoint_shard(d->ck[side], f->shard);
+    fp8_file *sin = fp8_checkpoint_shard(d->ck[side], f->scale_shard);
+    unsigned osz = dt == FP8_DTYPE_F32 ? 4 : 2;
+    /* the values of dt: in y itself for F32, else in raw, widened after */
+    unsigned char *vals = dt == FP8_DTYPE_F32 ? (unsigned char *)y : raw;
+    unsigned char *codes = raw + 2 * n, *sc = codes + n / 2;
+    fp8_status st = FP8_OK;
+    if (!f->l->transpose) {
+        if (!(st = fp8_file_read(ctx, in, f->t, first / 2, codes, n / 2)) &&
+            !(st = fp8_file_read(ctx, sin, f->scale, first / run, sc, n / run)))
+            st = fp4_decode(ctx, d, side, f, tab, codes, sc, n, first, vals, 1);
+    } else {
+        uint64_t per_x = f->rows * f->cols, done = 0;
+        while (!st && done < n) {
+            uint64_t at = first + done, x = at / per_x, c0 = at % per_x / f->rows;
+            uint64_t m = (n - done) / f->rows < f->cols - c0 ? (n - done) / f->rows : f->cols - c0;
+            uint64_t g0 = c0 / run, g1 = (c0 + m + run - 1) / run, w = (g1 - g0) * run;
+            /* a row's values of dt first (aligned), then its codes and scales */
+            unsigned char *tb = raw + (2 * n + 7) / 8 * 8, *own = NULL;
+            uint64_t need = w * osz + w / 2 + (g1 - g0);
+            if ((2 * n + 7) / 8 * 8 + need > 4 * n) { /* a band narrower than its groups */
+                if (!(own = malloc(need))) {
+                    st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                tb = own;
+            }
+            uint8_t *cb = tb + w * osz, *sb = cb + w / 2;
+            for (uint64_t r = 0; !st && r < f->rows; r++) {
+                uint64_t row = (x * f->rows + r) * f->cols;
+                if ((st = fp8_file_read(ctx, in, f->t, (row + g0 * run) / 2, cb, w / 2)) ||
+                    (st = fp8_file_read(ctx, sin, f->scale, row / run + g0, sb, g1 - g0)) ||
+                    (st = fp4_decode(ctx, d, side, f, tab, cb, sb, w, row + g0 * run, tb, 1)))
+                    break;
+                for (uint64_t c = c0; c < c0 + m; c++)
+                    memcpy(vals + (done + (c - c0) * f->rows + r) * osz,
+                           tb + (c - g0 * run) * osz, osz);
+            }
+            free(own);
+            done += m * f->rows;
+        }
+    }
+    free(tab);
+    if (!st && dt != FP8_DTYPE_F32)
+        diff_to_f32(dt, vals, n, y);
+    return st;
+}
+
+/* Values of elements [first, first + n) of one side's tensor in the
+ * compared dtype, as fp32; `raw` holds 4n bytes. */
 static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uint64_t first,
                               uint64_t n, unsigned char *raw, float *y)
 {
     const fp8_tensor_info *t = side ? d->e[k].b : d->e[k].a;
-    if (dq_weights_role(d->w[side], t->name) == DQ_DEQUANT)
-        return dq_weights_read(ctx, d->w[side], t->name, first, n, y, NULL);
+    fp8_dtype dt = d->e[k].compared;
+    const diff_fp4 *f = side_fp4(d, side, k);
+    if (f)
+        return fp4_values(ctx, d, side, f, dt, first, n, raw, y);
+    if (dq_weights_role(d->w[side], t->name) == DQ_DEQUANT) {
+        fp8_status st = dq_weights_read(ctx, d->w[side], t->name, first, n, y, NULL);
+        if (!st && dt != FP8_DTYPE_F32)
+            round_into(dt, y, n);
+        return st;
+    }
     unsigned size = diff_element_size(t->dtype);
     unsigned char *to = t->dtype == FP8_DTYPE_F32 ? (unsigned char *)y : raw;
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
@@ -147,7 +302,7 @@ static fp8_status compare_band(fp8_ctx *ctx, fp8_diff *d, fp8_worker *w, diff_ba
     if (!(st = side_values(ctx, d, 0, k, b->first, b->n, raw, ya)) &&
         !(st = side_values(ctx, d, 1, k, b->first, b->n, raw, yb))) {
         fp8_worker_end_turn(w);
-        diff_values(ya, yb, b->n, b->first, &b->stats);
+        diff_values(e->compared, ya, yb, b->n, b->first, &b->stats);
     }
     free(own);
     return st;
@@ -165,12 +320,14 @@ static size_t band_lane(void *arg, size_t j, uint64_t *offset)
 {
     fp8_diff *d = arg;
     const diff_band *b = &d->bands[j];
-    const fp8_diff_entry *e = &d->e[b->entry];
-    size_t lane = ck_lane(d->ck[0], d->shard[0][b->entry], e->a, b->first * side_size(d, e, 0), 0,
-                          offset);
-    if (lane == FP8_NO_LANE)
-        lane = ck_lane(d->ck[1], d->shard[1][b->entry], e->b, b->first * side_size(d, e, 1),
+    uint64_t at, bytes;
+    const fp8_tensor_info *t = side_span(d, 0, b->entry, b->first, b->n, &at, &bytes);
+    size_t lane = ck_lane(d->ck[0], d->shard[0][b->entry], t, at, 0, offset);
+    if (lane == FP8_NO_LANE) {
+        t = side_span(d, 1, b->entry, b->first, b->n, &at, &bytes);
+        lane = ck_lane(d->ck[1], d->shard[1][b->entry], t, at,
                        fp8_checkpoint_shard_count(d->ck[0]), offset);
+    }
     return lane;
 }
 
@@ -178,8 +335,10 @@ static uint64_t band_bytes(void *arg, size_t j)
 {
     fp8_diff *d = arg;
     const diff_band *b = &d->bands[j];
-    const fp8_diff_entry *e = &d->e[b->entry];
-    return b->n * (side_size(d, e, 0) + side_size(d, e, 1));
+    uint64_t at, na, nb;
+    side_span(d, 0, b->entry, b->first, b->n, &at, &na);
+    side_span(d, 1, b->entry, b->first, b->n, &at, &nb);
+    return na + nb;
 }
 
 static const char *band_label(void *arg, size_t j)
@@ -259,17 +418,23 @@ static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
     return true;
 }
 
-/* What the headers tell about the pair: everything but the values. */
-static void classify(fp8_diff *d, fp8_diff_entry *e)
+/* What the headers tell about pair k: everything but the values. */
+static void classify(fp8_diff *d, size_t k)
 {
+    fp8_diff_entry *e = &d->e[k];
     if (!e->a || !e->b) {
         e->kind = e->a ? FP8_DIFF_ONLY_A : FP8_DIFF_ONLY_B;
         return;
     }
-    bool fa = d->dequant && dq_weights_role(d->w[0], e->name) == DQ_DEQUANT;
-    bool fb = d->dequant && dq_weights_role(d->w[1], e->name) == DQ_DEQUANT;
-    if (fa || fb) { /* by value: FP8 against FP8, or FP8 against a float tensor */
+    bool fa = d->dequant && (side_fp4(d, 0, k) ||
+                             dq_weights_role(d->w[0], e->a->name) == DQ_DEQUANT);
+    bool fb = d->dequant && (side_fp4(d, 1, k) ||
+                             dq_weights_role(d->w[1], e->b->name) == DQ_DEQUANT);
+    if (fa || fb) { /* by value: quantized against quantized, or against a float tensor */
         e->dequantized = (fa || is_float(e->a->dtype)) && (fb || is_float(e->b->dtype));
+        /* both quantized: fp32; else the float side's dtype, each quantized
+         * value rounded once into it, as dequantize-for-export writes it */
+        e->compared = fa && fb ? FP8_DTYPE_F32 : fa ? e->b->dtype : e->a->dtype;
         e->kind = !e->dequantized            ? FP8_DIFF_DTYPE
                   : !same_shape(e->a, e->b) ? FP8_DIFF_SHAPE
                                             : FP8_DIFF_VALUES;
@@ -280,7 +445,162 @@ static void classify(fp8_diff *d, fp8_diff_entry *e)
                                         : FP8_DIFF_VALUES;
 }
 
-/* The sorted union of both sides' names; with dequant, scales left out. */
+static int view_order(const void *x, const void *y)
+{
+    const diff_view *a = x, *b = y;
+    int c = strcmp(a->name, b->name);
+    return c ? c : (a->index > b->index) - (a->index < b->index);
+}
+
+/* The index of tensor `name` of ck (its tensors are sorted by name), or
+ * SIZE_MAX. */
+static size_t tensor_index(const fp8_checkpoint *ck, const char *name)
+{
+    size_t lo = 0, hi = fp8_checkpoint_tensor_count(ck);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(fp8_checkpoint_tensor(ck, mid, NULL)->name, name);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return SIZE_MAX;
+}
+
+/* Whether tensor i of one side is a packed-FP4 weight of a layout of fp4.h
+ * (its scale found, as dequantize-for-export finds it); if so, checks its
+ * scales' dtypes and shapes, reads NVFP4's global scale, and marks the
+ * scales consumed.  An I8 or U8 tensor without its layout's scale is none
+ * (an int8 tensor), unless the name alone says it is packed (gpt-oss). */
+static fp8_status find_fp4(fp8_ctx *ctx, fp8_diff *d, int side, size_t i)
+{
+    fp8_checkpoint *ck = d->ck[side];
+    diff_fp4 *f = &d->fp4[side][i];
+    size_t shard, sshard;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &shard), *s;
+    char *sname, *oname, want[96], got[96];
+    int srank;
+    uint64_t sshape[3];
+    const fp4_layout *l = fp4_layout_match(t->name, t->dtype, t->rank, &sname, &oname);
+    if (!l)
+        return FP8_OK;
+    fp8_status st = FP8_OK;
+    const char *file = fp8_checkpoint_shard_name(ck, shard);
+    if (!sname) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (!(s = fp8_checkpoint_find(ck, sname, &sshard))) {
+        if (l->by_name)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s' is packed %s (%s) but has no scale '%s'; its values "
+                          "cannot be compared",
+                          file, t->name, l->name, l->source, sname);
+        goto out;
+    }
+    if (!fp4_layout_geometry(l, t->rank, t->shape, &f->experts, &f->rows, &f->cols, &srank,
+                             sshape)) {
+        fp8_shape_text(t->rank, t->shape, got, sizeof got);
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': packed shape %s is not %s's (%s)",
+                      file, t->name, got, l->name, l->source);
+        goto out;
+    }
+    bool shape_ok = s->rank == srank;
+    for (int k = 0; shape_ok && k < srank; k++)
+        shape_ok = s->shape[k] == sshape[k];
+    if (s->dtype != l->scale_dtype || !shape_ok) {
+        fp8_shape_text(srank, sshape, want, sizeof want);
+        fp8_shape_text(s->rank, s->shape, got, sizeof got);
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: tensor '%s': scale %s %s, but %s weight '%s' needs %s %s (%s)",
+                      fp8_checkpoint_shard_name(ck, sshard), s->name, fp8_dtype_name(s->dtype),
+                      got, l->name, t->name, fp8_dtype_name(l->scale_dtype), want, l->source);
+        goto out;
+    }
+    if (l->global_suffix) { /* NVFP4's second level: one finite positive F32 */
+        size_t stem = strlen(t->name) - strlen(l->weight_suffix), gshard;
+        char gname[1024];
+        snprintf(gname, sizeof gname, "%.*s%s", (int)stem, t->name, l->global_suffix);
+        const fp8_tensor_info *g = fp8_checkpoint_find(ck, gname, &gshard);
+        if (!g || g->dtype != FP8_DTYPE_F32 || g->elements != 1) {
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s' is packed %s with scale '%s' but has no second-level "
+                          "scale '%s' of one F32; its values cannot be compared (%s)",
+                          file, t->name, l->name, sname, gname, l->source);
+            goto out;
+        }
+        if ((st = fp8_file_read(ctx, fp8_checkpoint_shard(ck, gshard), g, 0, &f->global, 4)))
+            goto out;
+        if (!(f->global > 0 && f->global <= 3.4028234663852886e38f)) {
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': %g is not a finite positive scale",
+                          fp8_checkpoint_shard_name(ck, gshard), gname, (double)f->global);
+            goto out;
+        }
+        d->consumed[side][tensor_index(ck, gname)] = true;
+    }
+    d->consumed[side][tensor_index(ck, sname)] = true;
+    f->l = l;
+    f->t = t;
+    f->shard = shard;
+    f->scale = s;
+    f->scale_shard = sshard;
+    f->name = oname;
+    oname = NULL;
+    f->logical = (fp8_tensor_info){ .name = f->name, .dtype = FP8_DTYPE_F4, .shape = f->shape,
+                                    .elements = f->experts * f->rows * f->cols };
+    fp4_layout_out_shape(l, f->experts, f->rows, f->cols, &f->logical.rank, f->shape);
+out:
+    free(sname);
+    free(oname);
+    return st;
+}
+
+/* One side's tensors to pair, sorted by the name they pair by: with dequant,
+ * scales left out and packed-FP4 weights under their unpacked names. */
+static fp8_status side_view(fp8_ctx *ctx, fp8_diff *d, int side, diff_view **out, size_t *nv)
+{
+    fp8_checkpoint *ck = d->ck[side];
+    size_t n = fp8_checkpoint_tensor_count(ck);
+    diff_view *v = fp8_xcalloc(n + 1, sizeof *v);
+    fp8_status st = v ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    *nv = 0;
+    if (!st && d->dequant) {
+        d->fp4[side] = fp8_xcalloc(n + 1, sizeof *d->fp4[side]);
+        d->consumed[side] = fp8_xcalloc(n + 1, sizeof *d->consumed[side]);
+        if (!d->fp4[side] || !d->consumed[side])
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n && !st; i++)
+            st = find_fp4(ctx, d, side, i);
+    }
+    for (size_t i = 0; i < n && !st; i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
+        if (d->dequant && (d->consumed[side][i] || dq_weights_role(d->w[side], t->name) == DQ_DROP))
+            continue;
+        v[(*nv)++] = (diff_view){ d->fp4[side] && d->fp4[side][i].l ? d->fp4[side][i].name
+                                                                     : t->name, i };
+    }
+    if (!st)
+        qsort(v, *nv, sizeof *v, view_order);
+    for (size_t i = 1; i < *nv && !st; i++)
+        if (strcmp(v[i - 1].name, v[i].name) == 0)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensors '%s' and '%s' are both the weight '%s' unpacked",
+                          ck_path(ck), fp8_checkpoint_tensor(ck, v[i - 1].index, NULL)->name,
+                          fp8_checkpoint_tensor(ck, v[i].index, NULL)->name, v[i].name);
+    if (st) {
+        free(v);
+        v = NULL;
+    }
+    *out = v;
+    return st;
+}
+
+/* The sorted union of both sides' names; with dequant, scales left out and
+ * packed-FP4 weights under their unpacked names. */
 static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
 {
     size_t na = fp8_checkpoint_tensor_count(d->ck[0]), nb = fp8_checkpoint_tensor_count(d->ck[1]);
@@ -291,32 +611,38 @@ static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
     d->index[1] = fp8_xcalloc(na + nb + 1, sizeof *d->index[1]);
     if (!d->e || !d->shard[0] || !d->shard[1] || !d->index[0] || !d->index[1])
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    diff_view *va = NULL, *vb = NULL;
+    fp8_status st = side_view(ctx, d, 0, &va, &na);
+    if (!st)
+        st = side_view(ctx, d, 1, &vb, &nb);
     size_t i = 0, j = 0;
-    while (i < na || j < nb) {
-        size_t sa = 0, sb = 0, ia = i, ib = j;
-        const fp8_tensor_info *a = i < na ? fp8_checkpoint_tensor(d->ck[0], i, &sa) : NULL;
-        const fp8_tensor_info *b = j < nb ? fp8_checkpoint_tensor(d->ck[1], j, &sb) : NULL;
-        int c = !a ? 1 : !b ? -1 : strcmp(a->name, b->name);
+    while (!st && (i < na || j < nb)) {
+        size_t sa = 0, sb = 0, ia = i < na ? va[i].index : 0, ib = j < nb ? vb[j].index : 0;
+        const fp8_tensor_info *a = i < na ? fp8_checkpoint_tensor(d->ck[0], ia, &sa) : NULL;
+        const fp8_tensor_info *b = j < nb ? fp8_checkpoint_tensor(d->ck[1], ib, &sb) : NULL;
+        int c = !a ? 1 : !b ? -1 : strcmp(va[i].name, vb[j].name);
+        const char *name = c > 0 ? vb[j].name : va[i].name;
         if (c < 0)
             b = NULL, i++;
         else if (c > 0)
             a = NULL, j++;
         else
             i++, j++;
-        if (d->dequant && ((a && dq_weights_role(d->w[0], a->name) == DQ_DROP) ||
-                           (b && dq_weights_role(d->w[1], b->name) == DQ_DROP)))
-            continue;
-        fp8_diff_entry *e = &d->e[d->n];
-        *e = (fp8_diff_entry){ .name = a ? a->name : b->name, .a = a, .b = b,
-                               .max_abs = 0.0 / 0.0 };
-        d->shard[0][d->n] = sa;
-        d->shard[1][d->n] = sb;
-        d->index[0][d->n] = ia;
-        d->index[1][d->n] = ib;
-        classify(d, e);
-        d->n++;
+        size_t k = d->n++;
+        d->shard[0][k] = sa;
+        d->shard[1][k] = sb;
+        d->index[0][k] = ia;
+        d->index[1][k] = ib;
+        /* an FP4 side shows as its unpacked weight */
+        const diff_fp4 *fa = a ? side_fp4(d, 0, k) : NULL, *fb = b ? side_fp4(d, 1, k) : NULL;
+        d->e[k] = (fp8_diff_entry){ .name = name, .a = fa ? &fa->logical : a,
+                                    .b = fb ? &fb->logical : b, .max_abs = 0.0 / 0.0,
+                                    .compared = FP8_DTYPE_F32 };
+        classify(d, k);
     }
-    return FP8_OK;
+    free(va);
+    free(vb);
+    return st;
 }
 
 fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
@@ -386,10 +712,14 @@ void fp8_diff_free(fp8_diff *d)
         return;
     for (int s = 0; s < 2; s++) {
         dq_weights_free(d->w[s]);
+        for (size_t i = 0; d->fp4[s] && i < fp8_checkpoint_tensor_count(d->ck[s]); i++)
+            free(d->fp4[s][i].name);
         fp8_checkpoint_close(d->ck[s]);
         free(d->hashes[s]);
         free(d->shard[s]);
         free(d->index[s]);
+        free(d->fp4[s]);
+        free(d->consumed[s]);
     }
     free(d->e);
     free(d->bands);
