@@ -12,10 +12,12 @@
  *     3, nothing left (the first such element, whatever -j); the same
  *     spread with values E4M3 holds is cast; the same bytes for any -j;
  *   - a NaN group scale is bad input; another target layout a usage error;
+ *   - every exact cast: diff --dequant of input and output finds no
+ *     difference;
  *   - NVFP4 ModelOpt <-> compressed-tensors: the twin copies (one draw,
- *     power-of-two global scales) cast into each other: every quantized
- *     tensor and config.json as the twin has them, verify clean, the same
- *     export as the input; amax-derived global scales (no exact
+ *     power-of-two global scales) cast into each other: the twin's shard
+ *     and config.json, verify clean, the same export as the input;
+ *     amax-derived global scales (no exact
  *     reciprocal) are rounded and counted, and --exact refuses them (exit
  *     2, nothing left); no --format is a usage error;
  *   - FP8 blocks with ue8m0 (F32 power-of-two) scales to MXFP8 take the
@@ -167,6 +169,10 @@ static void expect_same_export(const char *dir, const char *a, const char *b)
     ck_assert(asprintf(&cmd, "diff -r '%s' '%s' >/dev/null", ea, eb) > 0);
     ck_assert_msg(system(cmd) == 0, "the exports of %s and %s differ", a, b);
     free(cmd);
+    /* and fp8conv's own judge: every weight by value, FP4 and FP8 alike */
+    rc = tu_run_fmt(&err, "diff -q --dequant '%s' '%s'", a, b);
+    ck_assert_msg(rc == 0, "diff --dequant %s %s: exit %d: %s", a, b, rc, err);
+    free(err);
     tu_rmrf(ea);
     tu_rmrf(eb);
     free(ea);
@@ -438,6 +444,12 @@ START_TEST(test_nvfp4_twins_cast_into_each_other)
     expect_same_export(dir, from[_i], out);
     expect_quantized_as_twin(out, from[1 - _i]);
     expect_config_as_twin(out, from[1 - _i]);
+    /* the twins draw their unquantized tensors alike: the whole shard is the twin's */
+    char *cmd;
+    ck_assert(asprintf(&cmd, "cmp -s '%s/model.safetensors' '%s/model.safetensors'", out,
+                       from[1 - _i]) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s: not the twin's bytes", out);
+    free(cmd);
     char *side;
     ck_assert(asprintf(&side, "%s/hf_quant_config.json", out) > 0);
     ck_assert_int_eq(exists(side), _i == 1);
@@ -471,6 +483,10 @@ START_TEST(test_nvfp4_inexact_reciprocal_rounded_or_refused)
     ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "reciprocals_rounded")->valueint, 7);
     cJSON_Delete(j);
     expect_verify_clean(out);
+    /* the rounded reciprocals change values, as diff --dequant sees */
+    free(err);
+    rc = tu_run_fmt(&err, "diff -q --dequant '%s' '%s'", from[_i], out);
+    ck_assert_msg(rc == 1, "diff --dequant: exit %d: %s", rc, err);
     free(stdout_);
     free(args);
     free(err);
