@@ -130,6 +130,53 @@ static void print_report(const fp8_convert *c, const char *out, double seconds)
                fp8_device_name(fp8_quant_plan_device(fp8_convert_plan(c))));
 }
 
+/* A cast of packed-FP4 weights (fp8_convert_fp4): the report. */
+static int finish_cast(fp8_ctx *ctx, fp8_status st, const fp8_convert_fp4_report *r,
+                       const char *in, const char *out, const cli_common *common,
+                       double seconds, cli_progress_state *prog, fp8_like *like)
+{
+    int rc = EXIT_OK;
+    cli_progress_end(prog, st == FP8_OK);
+    if (st)
+        rc = cli_fail(ctx, st);
+    else if (common->quiet)
+        rc = EXIT_OK;
+    else if (common->json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "convert_version", CONVERT_JSON_VERSION);
+        cJSON_AddStringToObject(root, "input", in);
+        cJSON_AddStringToObject(root, "output", out);
+        if (r->to) {
+            cJSON_AddStringToObject(root, "cast", "nvfp4");
+            cJSON_AddStringToObject(root, "format", r->to);
+            cJSON_AddNumberToObject(root, "nvfp4_weights", (double)r->nvfp4);
+            cJSON_AddNumberToObject(root, "reciprocals_rounded", (double)r->rounded);
+        } else {
+            cJSON_AddStringToObject(root, "cast", "mxfp4-experts-to-fp8");
+            cJSON_AddStringToObject(root, "scheme", "block");
+            int b[2] = { 128, 128 };
+            cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
+            cJSON_AddStringToObject(root, "format", "hf-fp8");
+            cJSON_AddNumberToObject(root, "experts_cast", (double)r->experts);
+        }
+        cJSON_AddNumberToObject(root, "copied", (double)r->copied);
+        cJSON_AddNumberToObject(root, "seconds", seconds);
+        rc = cli_print_json(root);
+    } else if (r->to) {
+        cli_printf("wrote %s: NVFP4, format %s\n%zu NVFP4 weights: codes and group scales "
+                   "copied, second-level scales inverted (%zu rounded to the nearest fp32, "
+                   "the rest exact); %zu tensors copied; %.2f s on cpu\n",
+                   cli_esc(out), r->to, r->nvfp4, r->rounded, r->copied, seconds);
+    } else
+        cli_printf("wrote %s: DeepSeek-V4 MXFP4 experts cast to FP8 (scheme block 128x128 "
+                   "ue8m0, expert_dtype fp8)\n%zu expert weights cast exactly, %zu tensors "
+                   "copied; %.2f s on cpu\n",
+                   cli_esc(out), r->experts, r->copied, seconds);
+    fp8_like_free(like);
+    fp8_ctx_free(ctx);
+    return rc;
+}
+
 static const struct option cli_convert_options[] = {
     { "scheme", required_argument, NULL, CLI_OPT_SCHEME },
     { "format", required_argument, NULL, CLI_OPT_FORMAT },
@@ -180,6 +227,12 @@ static int cmd_convert(int argc, char **argv, cli_common *common)
         o->target.declare_ignore = false;
         o->target.scale_dtype_set = false;
     }
+    bool cast = false;
+    fp8_convert_fp4_report cast_report = { 0 };
+    if (!st) /* packed FP4 (DeepSeek-V4's experts, NVFP4): a cast; else the FP8 convert */
+        st = fp8_convert_fp4(ctx, in, out, o, &cast, &cast_report);
+    if (cast)
+        return finish_cast(ctx, st, &cast_report, in, out, common, cli_now() - t0, &prog, like);
     if (!st)
         st = fp8_convert_create(ctx, in, o, &c);
     if (!st && !common->quiet) {
@@ -232,9 +285,13 @@ const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8
   "                             format's naming when the format changes)\n"
   "      --force                replace OUTPUT if it exists\n"
   "      --no-sync              do not fsync the output (faster; a power loss soon\n"
-  "                             after can leave it damaged)\n",
+  "                             after can leave it damaged)\n"
+  "Packed FP4 input is cast: DeepSeek-V4's MXFP4 experts to FP8 128x128 blocks\n"
+  "(E8M0 scales, expert_dtype \"fp8\"; exact, else refused); NVFP4 between modelopt\n"
+  "and compressed-tensors (--format, the other one; global scales inverted)\n",
   "  fp8conv convert --block 16x16 model-fp8/ model-fp8-16/\n"
   "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n",
   "0 written; 2 usage error, OUTPUT exists, or --exact and a weight is not exact;\n"
-  "3 bad input (not FP8, a bad scale or code); 4 I/O error or interrupted; 5 device error",
+  "3 bad input (not FP8, a bad scale or code, an FP4 cast that would change a value);\n"
+  "4 I/O error or interrupted; 5 device error",
   cli_convert_options };

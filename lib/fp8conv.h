@@ -582,6 +582,37 @@ size_t fp8_convert_dropped(const fp8_convert *c);
  * to another naming convention (*names: that convention, or NULL). */
 size_t fp8_convert_kv_scales(const fp8_convert *c, size_t *renamed, const char **names);
 
+/*
+ * convert's cast of packed-FP4 weights (fp8conv(1), convert, CASTS): when
+ * INPUT is a DeepSeek-V4 checkpoint (config.json model_type deepseek_v4)
+ * holding MXFP4 routed experts, they are cast to FP8 E4M3 with an F8_E8M0
+ * scale per 128x128 tile, as DeepSeek's own cast (inference/convert.py),
+ * every other tensor copied as it is, and config.json says expert_dtype
+ * "fp8"; *handled is then true.  An element the cast would round (a tile
+ * whose group exponents spread too far for E4M3) fails with
+ * FP8_ERR_BAD_INPUT naming tensor, element and tile, and leaves no output;
+ * options asking for another layout fail with FP8_ERR_USAGE.
+ * An NVFP4 checkpoint (ModelOpt or compressed-tensors) converts to the
+ * other format (opts->target.format, which must be given): codes and group
+ * scales copied, each second-level scale (weight and activation) its
+ * reciprocal, exact when that is an fp32 value; else the nearest is written
+ * and counted (report->rounded), or with opts->exact FP8_ERR_USAGE.
+ * For any other input *handled is false and nothing is written
+ * (fp8_convert_create takes it).
+ */
+typedef struct {
+    size_t experts;        /* DeepSeek-V4 expert weights cast */
+    size_t nvfp4;          /* NVFP4 weights re-labelled */
+    size_t rounded;        /* NVFP4 second-level scales whose reciprocal was rounded */
+    const char *to;        /* NVFP4: the target format's name; NULL for DeepSeek-V4 */
+    size_t copied;         /* tensors copied as they are */
+    uint64_t output_bytes; /* of all tensors written */
+} fp8_convert_fp4_report;
+
+fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
+                           const fp8_convert_options *opts, bool *handled,
+                           fp8_convert_fp4_report *report);
+
 /* ---------------------------------------------------------------- --like */
 
 /*

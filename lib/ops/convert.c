@@ -39,6 +39,13 @@ typedef struct {
     virtual_tensor values, out_scale, codes; /* codes: the exact path's, read through checks */
     bool big_scale; /* an input scale s with 448 * s beyond fp32: some q * s may overflow */
     bool pow2;      /* every input scale an F32 power of two (a UE8M0 scale's value) */
+    bool e8m0;      /* ... each within E8M0's 2^-127 .. 2^127: an MX scale byte holds it */
+    /* MX input to ue8m0 blocks by shifting (plan_shift): each block's
+     * exponent byte, the largest of its groups', blocks in the output
+     * scale's order */
+    bool shift;
+    uint8_t *tiles;
+    uint64_t gr, gc, trows, tcols;
     char *scale_name;
 } weight;
 
@@ -127,8 +134,11 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
     bool mx_input = w->scale->dtype == FP8_DTYPE_U8 || w->scale->dtype == FP8_DTYPE_F8_E8M0;
     uint64_t gr, gc;
     target_group(o, w->rows, w->cols, &gr, &gc);
-    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input)
-        return "MX scales are powers of two: only an MX input's scales are copied";
+    /* a ue8m0 block's F32 power of two is an E8M0 byte: 128x128 blocks to
+     * MXFP8 keep every code (issue 25) */
+    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input && !w->e8m0)
+        return "MX scales are powers of two: only an MX input's scales, or F32 ones that are "
+               "powers of two (ue8m0), are copied";
     if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
         return "ue8m0 scales are powers of two: the input's scales are not declared so";
     if (!nests(gr, w->src_rows, w->rows) || !nests(gc, w->src_cols, w->cols)) {
@@ -219,6 +229,100 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
     return st;
 }
 
+/* ---------------------------------------------------------------- MX to ue8m0 blocks */
+
+/*
+ * MXFP8 to ue8m0 blocks (issue 25): a block of whole 1x32 MX groups takes
+ * the largest group exponent byte B as its scale 2^(B - 127), and each code
+ * q of a group with byte b becomes q * 2^(b - B), exact while that is an
+ * E4M3 value (no bit shifted out below E4M3's 2^-9): the rule of
+ * DeepSeek's FP4 cast (convert_fp4.c) with E4M3 elements.  shift_table[d][q]
+ * is q * 2^-d, or NO_SHIFT (E4M3's NaN, which no product is) where that is
+ * no E4M3 value or q is NaN.
+ */
+enum { NO_SHIFT = 0x7F };
+static uint8_t shift_table[256][256];
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
+
+static void shift_table_init(void)
+{
+    for (int d = 0; d < 256; d++)
+        for (int q = 0; q < 256; q++) {
+            float v = fp8_e4m3_to_f32((uint8_t)q), x = d <= 24 ? v * fp8_pow2(-d) : 0.0f;
+            uint8_t r = fp8_f32_to_e4m3(x);
+            bool ok = (q & 0x7F) != 0x7F && (v == 0 || (d <= 24 && fp8_e4m3_to_f32(r) == x));
+            shift_table[d][q] = !ok ? NO_SHIFT : v == 0 ? (uint8_t)(q & 0x80) : r;
+        }
+}
+
+/* The block of flat element e of weight w, in its tiles. */
+static uint64_t tile_of(const weight *w, uint64_t e)
+{
+    uint64_t x = e / (w->rows * w->cols), r = e / w->cols % w->rows, col = e % w->cols;
+    return (x * w->trows + r / w->gr) * w->tcols + col / w->gc;
+}
+
+/* Codes [offset, offset + len) of weight w shifted to their blocks' exponents
+ * (in place); *bad: the first element that has no shifted code, or
+ * UINT64_MAX. */
+static fp8_status shift_span(fp8_ctx *ctx, const fp8_convert *c, const weight *w,
+                             uint64_t offset, uint8_t *q, size_t len, uint64_t *bad)
+{
+    uint64_t g0 = offset / FP8_MX_GROUP, g1 = ceil_div(offset + len, FP8_MX_GROUP);
+    uint8_t *sc = malloc(g1 - g0 + 1);
+    fp8_status st = sc ? fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->scale_shard), w->scale,
+                                       g0, sc, g1 - g0)
+                       : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    *bad = UINT64_MAX;
+    pthread_once(&shift_once, shift_table_init);
+    for (size_t k = 0; !st && k < len; k++) {
+        uint64_t e = offset + k;
+        unsigned d = (unsigned)(w->tiles[tile_of(w, e)] - sc[e / FP8_MX_GROUP - g0]);
+        q[k] = shift_table[d][q[k]];
+        if (q[k] == NO_SHIFT && *bad == UINT64_MAX)
+            *bad = e;
+    }
+    free(sc);
+    return st;
+}
+
+/* Whether weight w (MX input, a ue8m0 block target whose blocks hold whole
+ * groups) keeps every value with its codes shifted: its blocks' bytes
+ * first, then every code tried.  *why says where not. */
+static fp8_status plan_shift(fp8_ctx *ctx, fp8_convert *c, weight *w, char *why, size_t cap)
+{
+    enum { STEP = 1 << 20 };
+    uint64_t experts = w->w->elements / (w->rows * w->cols), groups = w->cols / FP8_MX_GROUP;
+    target_group(&c->opts.target, w->rows, w->cols, &w->gr, &w->gc);
+    w->trows = ceil_div(w->rows, w->gr);
+    w->tcols = ceil_div(w->cols, w->gc);
+    w->tiles = calloc(experts * w->trows * w->tcols + 1, 1);
+    uint8_t *buf = malloc(STEP);
+    fp8_status st = w->tiles && buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    uint64_t n = w->scale->elements, bad = UINT64_MAX;
+    for (uint64_t k0 = 0; !st && k0 < n; k0 += STEP) { /* scale k: group k % groups of row k / groups */
+        uint64_t m = n - k0 < STEP ? n - k0 : STEP;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->scale_shard), w->scale, k0, buf, m);
+        for (uint64_t k = k0; !st && k < k0 + m; k++) {
+            uint8_t *t = &w->tiles[tile_of(w, k / groups * w->cols + k % groups * FP8_MX_GROUP)];
+            *t = buf[k - k0] > *t ? buf[k - k0] : *t;
+        }
+    }
+    for (uint64_t e0 = 0; !st && bad == UINT64_MAX && e0 < w->w->elements; e0 += STEP) {
+        uint64_t m = w->w->elements - e0 < STEP ? w->w->elements - e0 : STEP;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->shard), w->w, e0, buf, m);
+        if (!st)
+            st = shift_span(ctx, c, w, e0, buf, m, &bad);
+    }
+    free(buf);
+    w->shift = !st && bad == UINT64_MAX;
+    if (!st && !w->shift)
+        snprintf(why, cap, "element %llu loses a bit when its MX group's codes are shifted to "
+                 "its %llux%llu block's largest exponent (or is NaN)",
+                 (unsigned long long)bad, (unsigned long long)w->gr, (unsigned long long)w->gc);
+    return st;
+}
+
 /* Bytes [offset, offset + len) of an exact weight's codes, which are copied
  * only when each has a finite value: no NaN code, no q * s beyond fp32 (as
  * dequantize-for-export requires). */
@@ -226,6 +330,9 @@ static fp8_status read_codes(fp8_ctx *ctx, const fp8_convert *c, const weight *w
                              uint64_t offset, uint8_t *q, size_t len)
 {
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->shard), w->w, offset, q, len);
+    uint64_t bad;
+    if (!st && w->shift) /* plan_shift tried every code */
+        st = shift_span(ctx, c, w, offset, q, len, &bad);
     fp8_code_stats cs = { 0 };
     if (!st)
         fp8_code_stats_span(q, len, &cs); /* the fast test */
@@ -256,6 +363,13 @@ static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *
     uint64_t trows = ceil_div(m, gr), tcols = ceil_div(n, gc);
     uint64_t srows = ceil_div(m, GR), scols = ceil_div(n, GC);
     unsigned isz = fp8_dtype_bits(w->scale->dtype) / 8, osz = w->out_scale.info.dtype == FP8_DTYPE_U8 ? 1 : 4;
+    if (w->shift) { /* each block's 2^(B - 127): 2^-127 at least, an fp32 subnormal, exact */
+        for (uint64_t k = k0; k < k1; k++) {
+            float f = fp8_pow2((int)w->tiles[k] - 127);
+            memcpy(out + 4 * (k - k0), &f, 4);
+        }
+        return FP8_OK;
+    }
     uint64_t *src = malloc((k1 - k0 + 1) * sizeof *src), lo = UINT64_MAX, hi = 0;
     unsigned char *in = NULL;
     fp8_status st = src ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -277,8 +391,8 @@ static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *
                           "%s: tensor '%s': element %llu is not a finite positive scale",
                           fp8_checkpoint_shard_name(c->ck, w->scale_shard), w->scale->name,
                           (unsigned long long)src[k - k0]);
-        else if (osz == 1)
-            out[(k - k0)] = in[src[k - k0] - lo];
+        else if (osz == 1) /* an MX byte: the input's, or the exponent of its F32 power of two */
+            out[(k - k0)] = isz == 1 ? in[src[k - k0] - lo] : (unsigned char)(ilogbf(s) + 127);
         else
             memcpy(out + 4 * (k - k0), &s, 4);
     }
@@ -428,12 +542,14 @@ static fp8_status find_big_scale(fp8_ctx *ctx, fp8_convert *c, weight *w)
                            raw, n * sz);
         for (uint64_t k = 0; !st && (!w->big_scale || w->pow2) && k < n; k++) {
             float s;
-            int e;
+            int e = 0;
             bool ok = dq_scale_value(w->scale->dtype, raw, k, &s);
             w->big_scale |= ok && !isfinite(448.0f * s);
             w->pow2 &= ok && s > 0 && isfinite(s) && frexpf(s, &e) == 0.5f;
+            w->e8m0 = w->pow2 && (k0 + k == 0 || w->e8m0) && e - 1 >= -127 && e - 1 <= 127;
         }
     }
+    w->e8m0 &= w->pow2;
     free(raw);
     return st;
 }
@@ -457,7 +573,22 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
                         "values; convert refuses it (quantize keeps such a weight unquantized: "
                         "drop it, or dequantize-for-export and quantize)",
                         file, t->name);
+    fp8_status st = find_big_scale(ctx, c, w);
+    if (st)
+        return st;
     w->pub.why = c->spec ? why_not_exact(c, w, ue8m0_input, why, sizeof why) : "no such layout";
+    const fp8_quant_options *o = &c->opts.target;
+    uint64_t gr, gc;
+    target_group(o, w->rows, w->cols, &gr, &gc);
+    bool mx_input = w->scale->dtype == FP8_DTYPE_U8 || w->scale->dtype == FP8_DTYPE_F8_E8M0;
+    if (w->pub.why && c->spec && mx_input && w->src_rows == 1 && w->src_cols == FP8_MX_GROUP &&
+        w->cols % FP8_MX_GROUP == 0 && o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0 &&
+        (gc % FP8_MX_GROUP == 0 || gc == w->cols) &&
+        fmt_scale_dtype_of(c->spec, FP8_DTYPE_F32) == FP8_DTYPE_F32) {
+        if ((st = plan_shift(ctx, c, w, why, sizeof why)))
+            return st;
+        w->pub.why = w->shift ? NULL : why;
+    }
     w->pub.exact = !w->pub.why;
     if (w->pub.why && !(w->pub.why = fp8_strdup(w->pub.why)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -488,9 +619,6 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     v->info = *t;
     memcpy(v->shape, t->shape, (size_t)t->rank * sizeof *t->shape);
     v->info.shape = v->shape;
-    fp8_status st = find_big_scale(ctx, c, w);
-    if (st)
-        return st;
     /* the exact path's scale, named and shaped as the target's table row says */
     v = &w->out_scale;
     v->weight = i;
@@ -686,6 +814,7 @@ void fp8_convert_free(fp8_convert *c)
     for (size_t i = 0; c->weights && i < c->n; i++) {
         free((char *)c->weights[i].pub.why);
         free(c->weights[i].scale_name);
+        free(c->weights[i].tiles);
     }
     for (size_t i = 0; i < c->nkv_renamed; i++)
         free((char *)c->kv[i].info.name);

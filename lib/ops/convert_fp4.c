@@ -1,0 +1,903 @@
+/*
+ * convert_fp4.c - convert's casts of packed-FP4 weights (fp8conv(1)
+ * convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS): DeepSeek-V4's MXFP4
+ * routed experts (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an
+ * F8_E8M0 scale per 32 elements of a row) become FP8 E4M3 [out, in] with
+ * one scale per 128x128 tile, as DeepSeek's own cast does it
+ * (deepseek-ai DeepSeek-V4-Flash-0731 inference/convert.py
+ * cast_e2m1fn_to_e4m3fn, quoted in radixark/miles
+ * tools/convert_mxfp4_to_fp8.py): the tile's scale is the largest group
+ * scale of the tile over 2^6, and each E2M1 value times 2^(group exponent
+ * - tile exponent) is the E4M3 code.  E2M1's largest value 6 times 2^6 is
+ * 384, inside E4M3; the cast is exact while each such product is an E4M3
+ * value, which holds for every element while the group exponents of a tile
+ * spread by 14 or less (0.5 * 2^(6 - 14) = 2^-9, E4M3's smallest
+ * subnormal).  An element whose product is not an E4M3 value is refused,
+ * with its tensor, tile and spread: the cast never rounds.  Every other
+ * tensor is copied as it is (the trunk's FP8 weights and their .scale
+ * keep their bytes), and config.json says expert_dtype "fp8": vLLM reads a
+ * missing expert_dtype as "fp4" (vllm/models/deepseek_v4,
+ * DeepseekV4ForCausalLM.__init__: getattr(config, "expert_dtype", "fp4")),
+ * and with "fp8" maps every .scale to weight_scale_inv, which its block FP8
+ * MoE method reads (_make_deepseek_v4_weights_mapper).
+ *
+ * The tile scales are F8_E8M0, as DeepSeek's cast writes them and as the
+ * trunk's are (verify's hf-fp8 ue8m0 rule).  A caveat this file cannot
+ * fix: vLLM's DeepseekV4Model.load_weights views every float8_e8m0fnu
+ * expert weight_scale as uint8 bytes (right for its FP4 experts' uint8
+ * parameter), so with expert_dtype "fp8" an E8M0 tile scale lands in the
+ * float32 parameter as its byte (vLLM PR 51946, open: "fluent-looking
+ * token salad"); DeepSeek-V4-Flash-Base's FP8 experts carry F32 scales.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/fp8_math.h"
+#include "io/checkpoint.h"
+#include "io/output.h"
+#include "layout/fp4.h"
+#include "layout/formats.h"
+#include "layout/kvscale.h"
+
+#define TILE 128u        /* DeepSeek's fp8_block_size */
+#define TILE_OFFSET 6    /* log2 of its max_offset 2^6: E2M1's 6 * 2^6 = 384 <= 448 */
+
+/* COPY: the bytes as they are, under the item's output name; WEIGHT, SCALE:
+ * a DeepSeek-V4 expert's codes, tile scales; RECIP: an NVFP4 second-level
+ * scale, its reciprocal (`value`, computed when planned). */
+typedef enum { CAST_COPY, CAST_WEIGHT, CAST_SCALE, CAST_RECIP } cast_kind;
+
+typedef struct {
+    const fp8_tensor_info *t; /* the input's tensor */
+    size_t shard;
+    cast_kind kind;
+    /* an expert (both its weight's item and its scale's): */
+    const fp8_tensor_info *w, *s;
+    size_t wshard, sshard;
+    uint64_t rows, cols;   /* unpacked: [rows, cols] */
+    fp8_dtype out_dtype;
+    int out_rank;
+    uint64_t out_shape[2];
+    char *out_name;        /* NULL: the input's name */
+    float value;           /* RECIP */
+} cast_item;
+
+typedef struct {
+    fp8_checkpoint *ck;
+    const char *input;
+    cast_item *items; /* in the checkpoint's (name) order */
+    size_t *by_out;   /* items by output name */
+    size_t n, experts, nvfp4, rounded;
+    char **names;     /* output shard names */
+    bool no_sync;
+    uint64_t threads; /* for an expert's bands */
+    const volatile sig_atomic_t *cancel;
+} cast_plan;
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+static uint64_t out_bytes(const cast_item *it)
+{
+    if (it->kind == CAST_COPY)
+        return fp8_tensor_nbytes(it->t);
+    if (it->kind == CAST_RECIP)
+        return 4;
+    return it->out_shape[0] * it->out_shape[1];
+}
+
+static const char *out_name(const cast_item *it) { return it->out_name ? it->out_name : it->t->name; }
+
+/* The expert whose weight or scale `t` is, if any: fills the item. */
+static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
+{
+    const fp4_layout *dsv4 = fp4_layout_get(FP4_LAYOUT_DSV4);
+    const fp8_tensor_info *t = it->t;
+    char *sname = NULL, *oname = NULL;
+    const char *wname = t->name;
+    char *wbuf = NULL;
+    size_t tn = strlen(t->name), ss = strlen(dsv4->scale_suffix);
+    bool is_scale = false;
+    /* a scale names its weight: X.scale -> X.weight */
+    if (tn > ss && !strcmp(t->name + tn - ss, dsv4->scale_suffix) && t->dtype == dsv4->scale_dtype) {
+        if (asprintf(&wbuf, "%.*s%s", (int)(tn - ss), t->name, dsv4->weight_suffix) < 0)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        wname = wbuf;
+        is_scale = true;
+    }
+    size_t wshard = 0;
+    const fp8_tensor_info *w = fp8_checkpoint_find(p->ck, wname, &wshard);
+    const fp4_layout *l = w ? fp4_layout_match(p->ck, w->name, w->dtype, w->rank, &sname, &oname) : NULL;
+    fp8_status st = FP8_OK;
+    if (l == dsv4 && !sname)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    size_t sshard = 0;
+    const fp8_tensor_info *s = l == dsv4 && sname ? fp8_checkpoint_find(p->ck, sname, &sshard) : NULL;
+    if (!st && s) {
+        uint64_t experts, rows, cols, sshape[3];
+        int srank;
+        const char *file = fp8_checkpoint_shard_name(p->ck, sshard);
+        if (!fp4_layout_geometry(l, w->rank, w->shape, &experts, &rows, &cols, &srank, sshape))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
+                          fp8_checkpoint_shard_name(p->ck, wshard), w->name, l->name,
+                          l->scheme->run);
+        else if (s->dtype != l->scale_dtype || s->rank != srank || s->shape[0] != sshape[0] ||
+                 s->shape[1] != sshape[1])
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the scale of %s weight '%s' must be F8_E8M0 "
+                          "[%llu, %llu] (one per %u elements of a row)",
+                          file, s->name, l->name, w->name, (unsigned long long)sshape[0],
+                          (unsigned long long)sshape[1], l->scheme->run);
+        else if (!is_scale || t == s) {
+            it->kind = is_scale ? CAST_SCALE : CAST_WEIGHT;
+            it->w = w;
+            it->s = s;
+            it->wshard = wshard;
+            it->sshard = sshard;
+            it->rows = rows;
+            it->cols = cols;
+            it->out_rank = 2;
+            it->out_dtype = is_scale ? FP8_DTYPE_F8_E8M0 : FP8_DTYPE_F8_E4M3;
+            it->out_shape[0] = is_scale ? ceil_div(rows, TILE) : rows;
+            it->out_shape[1] = is_scale ? ceil_div(cols, TILE) : cols;
+        }
+    }
+    free(sname);
+    free(oname);
+    free(wbuf);
+    return st;
+}
+
+/* The tile exponent byte of the tiles of one band of rows, each the
+ * largest group byte of its tile less 6 (not below 0: E8M0's smallest);
+ * a NaN group scale is bad input.  `sc` holds the band's group bytes,
+ * nrows rows of cols / 32. */
+static fp8_status tile_bytes(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                             uint64_t row0, uint64_t nrows, const uint8_t *sc, uint8_t *tb)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
+    uint64_t tiles = ceil_div(it->cols, TILE);
+    for (uint64_t j = 0; j < tiles; j++) {
+        unsigned most = 0;
+        for (uint64_t r = 0; r < nrows; r++)
+            for (uint64_t g = j * per_tile; g < groups && g < (j + 1) * per_tile; g++) {
+                unsigned b = sc[r * groups + g];
+                if (b == 0xFF)
+                    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                                    "%s: tensor '%s': element [%llu, %llu] is the E8M0 NaN "
+                                    "byte 0xff; its group has no value to cast",
+                                    fp8_checkpoint_shard_name(p->ck, it->sshard), it->s->name,
+                                    (unsigned long long)(row0 + r), (unsigned long long)g);
+                most = b > most ? b : most;
+            }
+        tb[j] = (uint8_t)(most > TILE_OFFSET ? most - TILE_OFFSET : 0);
+    }
+    return FP8_OK;
+}
+
+/* E2M1 code c times 2^k as an E4M3 code; false when that product is no
+ * E4M3 value (the cast would round it).  k <= 6 here. */
+static bool e2m1_shift(unsigned c, int k, uint8_t *q)
+{
+    const fp8_elem_traits *e2m1 = fp8_elem_get(FP8_ELEM_E2M1);
+    float v = e2m1->decode((uint8_t)c);
+    if (v == 0) {
+        *q = c & 8 ? 0x80 : 0x00; /* -0 stays -0: the decode's sign (scheme.c) */
+        return true;
+    }
+    if (k < -24) /* below 2^-24 * 0.5: far under E4M3's 2^-9 */
+        return false;
+    float x = v * fp8_pow2(k); /* exact: 2 significant bits, exponent >= -25 */
+    *q = fp8_f32_to_e4m3(x);
+    return fp8_e4m3_to_f32(*q) == x;
+}
+
+/* The spread of group exponents in tile j of a band (for the message). */
+static unsigned tile_spread(const cast_item *it, uint64_t nrows, const uint8_t *sc, uint64_t j)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
+    unsigned lo = 255, hi = 0;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t g = j * per_tile; g < groups && g < (j + 1) * per_tile; g++) {
+            unsigned b = sc[r * groups + g];
+            lo = b < lo ? b : lo;
+            hi = b > hi ? b : hi;
+        }
+    return hi - lo;
+}
+
+/* The E4M3 codes of one band of an expert's rows, element by element by
+ * the rule (e2m1_shift); it names the first element the cast would change. */
+static fp8_status cast_band_ref(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
+                            uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
+                            const uint8_t *tb, uint8_t *q)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t i = 0; i < it->cols; i++) {
+            unsigned byte = packed[r * (it->cols / 2) + i / 2];
+            unsigned c = i & 1 ? byte >> 4 : byte & 15; /* element 2i in the low nibble */
+            int k = (int)sc[r * groups + i / FP8_MX_GROUP] - (int)tb[i / TILE];
+            if (!e2m1_shift(c, k, &q[r * it->cols + i]))
+                return fp8_fail(
+                    ctx, FP8_ERR_BAD_INPUT,
+                    "%s: tensor '%s': element [%llu, %llu] (%g times 2^%d) is no E4M3 value "
+                    "under its 128x128 tile's scale (tile [%llu, %llu]: its group exponents "
+                    "spread by %u, more than the 14 E4M3 holds): the cast to FP8 would "
+                    "change it; convert refuses (dequantize-for-export keeps every value)",
+                    fp8_checkpoint_shard_name(p->ck, it->wshard), it->w->name,
+                    (unsigned long long)(row0 + r), (unsigned long long)i,
+                    (double)fp8_elem_get(FP8_ELEM_E2M1)->decode((uint8_t)c),
+                    (int)sc[r * groups + i / FP8_MX_GROUP] - 127,
+                    (unsigned long long)(row0 / TILE), (unsigned long long)(i / TILE),
+                    tile_spread(it, nrows, sc, i / TILE));
+        }
+    return FP8_OK;
+}
+
+/* e2m1_shift tabulated for every shift k a tile can give (group byte -
+ * tile byte: at most 6, at least -254) and every code; 0x7F, E4M3's NaN,
+ * which no product is, where the product is no E4M3 value. */
+enum { SHIFT_MIN = -255, SHIFT_COUNT = 6 - SHIFT_MIN + 1, NO_CODE = 0x7F };
+static uint8_t shift_table[SHIFT_COUNT][16];
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
+
+static void shift_table_init(void)
+{
+    for (int k = SHIFT_MIN; k < SHIFT_MIN + SHIFT_COUNT; k++)
+        for (unsigned c = 0; c < 16; c++) {
+            uint8_t q;
+            shift_table[k - SHIFT_MIN][c] = e2m1_shift(c, k, &q) ? q : NO_CODE;
+        }
+}
+
+/* cast_band_ref's bytes, a group's table row at a time; where some element
+ * has no code, cast_band_ref says which. */
+static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
+                            uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
+                            const uint8_t *tb, uint8_t *q)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP;
+    unsigned bad = 0;
+    pthread_once(&shift_once, shift_table_init);
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t g = 0; g < groups; g++) {
+            int k = (int)sc[r * groups + g] - (int)tb[g * FP8_MX_GROUP / TILE];
+            const uint8_t *row = shift_table[k - SHIFT_MIN];
+            const uint8_t *src = packed + r * (it->cols / 2) + g * (FP8_MX_GROUP / 2);
+            uint8_t *dst = q + r * it->cols + g * FP8_MX_GROUP;
+            for (unsigned b = 0; b < FP8_MX_GROUP / 2; b++) { /* element 2b in the low nibble */
+                dst[2 * b] = row[src[b] & 15];
+                dst[2 * b + 1] = row[src[b] >> 4];
+                bad |= (dst[2 * b] == NO_CODE) | (dst[2 * b + 1] == NO_CODE);
+            }
+        }
+    return bad ? cast_band_ref(ctx, p, it, row0, nrows, packed, sc, tb, q) : FP8_OK;
+}
+
+/* Bands id, id + n, id + 2n, ... (of 128 rows) of one expert's codes (a
+ * weight item) or tile scales (a scale item), written where they belong;
+ * *failed_row: the first row of the band that failed. */
+static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                               fp8_writer *out, const fp8_tensor_info *wt, uint64_t id,
+                               uint64_t n, uint64_t *failed_row)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = ceil_div(it->cols, TILE);
+    uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles);
+    uint8_t *packed = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols / 2) : NULL;
+    uint8_t *q = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols) : NULL;
+    fp8_status st = sc && tb && (it->kind != CAST_WEIGHT || (packed && q))
+                        ? FP8_OK
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
+    fp8_file *wf = fp8_checkpoint_shard(p->ck, it->wshard);
+    uint64_t row0 = id * TILE;
+    for (; !st && row0 < it->rows; row0 += n * TILE) {
+        uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
+        st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
+        if (!st)
+            st = tile_bytes(ctx, p, it, row0, nrows, sc, tb);
+        if (!st && it->kind == CAST_SCALE)
+            st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles, tb, tiles);
+        if (st || it->kind == CAST_SCALE)
+            continue;
+        st = fp8_file_read(ctx, wf, it->w, row0 * it->cols / 2, packed, nrows * it->cols / 2);
+        if (!st)
+            st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
+        if (!st)
+            st = fp8_writer_pwrite(ctx, out, wt, row0 * it->cols, q, nrows * it->cols);
+        if (!st && p->cancel && *p->cancel)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
+    }
+    if (st)
+        *failed_row = row0;
+    free(sc);
+    free(tb);
+    free(packed);
+    free(q);
+    return st;
+}
+
+typedef struct {
+    const cast_plan *p;
+    const cast_item *it;
+    fp8_writer *out;
+    const fp8_tensor_info *wt;
+    uint64_t id, n, failed_row;
+    fp8_ctx *ctx;
+    fp8_status st;
+} band_worker;
+
+static void *band_thread(void *arg)
+{
+    band_worker *b = arg;
+    b->st = b->ctx ? expert_bands(b->ctx, b->p, b->it, b->out, b->wt, b->id, b->n, &b->failed_row)
+                   : FP8_ERR_NOMEM;
+    return NULL;
+}
+
+/* One expert's codes or tile scales, its bands spread over the threads
+ * (any count writes the same bytes); a failure is the first band's that
+ * failed, whichever thread met it. */
+static fp8_status write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                               fp8_writer *out, const fp8_tensor_info *wt)
+{
+    uint64_t bands = ceil_div(it->rows, TILE), n = p->threads, off;
+    /* a compressed shard is a stream, read forward by one thread */
+    if (ck_lane(p->ck, it->wshard, it->w, 0, 0, &off) != FP8_NO_LANE ||
+        ck_lane(p->ck, it->sshard, it->s, 0, 0, &off) != FP8_NO_LANE)
+        n = 1;
+    n = n < bands ? n : bands;
+    uint64_t failed;
+    if (n <= 1)
+        return expert_bands(ctx, p, it, out, wt, 0, 1, &failed);
+    band_worker *w = fp8_xcalloc(n, sizeof *w);
+    pthread_t *th = fp8_xcalloc(n, sizeof *th);
+    bool *started = fp8_xcalloc(n, sizeof *started);
+    fp8_status st = w && th && started ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; !st && i < n; i++) {
+        w[i] = (band_worker){ .p = p, .it = it, .out = out, .wt = wt, .id = i, .n = n,
+                              .failed_row = UINT64_MAX, .ctx = fp8_ctx_create() };
+        started[i] = pthread_create(&th[i], NULL, band_thread, &w[i]) == 0;
+        if (!started[i])
+            band_thread(&w[i]); /* no thread: this one does its share */
+    }
+    const band_worker *first = NULL;
+    for (uint64_t i = 0; w && started && i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        if (!st && w[i].st && (!first || w[i].failed_row < first->failed_row))
+            first = &w[i];
+    }
+    if (first)
+        st = first->ctx ? fp8_fail(ctx, first->st, "%s", fp8_ctx_message(first->ctx))
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; w && i < n; i++)
+        fp8_ctx_free(w[i].ctx);
+    free(w);
+    free(th);
+    free(started);
+    return st;
+}
+
+static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                              fp8_writer *out, const fp8_tensor_info *wt)
+{
+    enum { CHUNK = 1 << 20 };
+    uint64_t n = fp8_tensor_nbytes(it->t);
+    unsigned char *buf = malloc(CHUNK);
+    fp8_status st = buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t at = 0; !st && at < n; at += CHUNK) {
+        size_t len = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, at, buf, len);
+        if (!st)
+            st = fp8_writer_pwrite(ctx, out, wt, at, buf, len);
+    }
+    free(buf);
+    return st;
+}
+
+static int cmp_by_out(const void *a, const void *b, void *arg)
+{
+    const cast_plan *p = arg;
+    return strcmp(out_name(&p->items[*(const size_t *)a]), out_name(&p->items[*(const size_t *)b]));
+}
+
+/* The writer's order is not the plan's: by output name. */
+static const cast_item *item_named(const cast_plan *p, const char *name)
+{
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(out_name(&p->items[p->by_out[mid]]), name);
+        if (!d)
+            return &p->items[p->by_out[mid]];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static fp8_status write_recip(fp8_ctx *ctx, const cast_item *it, fp8_writer *out,
+                              const fp8_tensor_info *wt)
+{
+    uint32_t bits = fp8_f32_bits(it->value);
+    unsigned char le[4] = { (unsigned char)bits, (unsigned char)(bits >> 8),
+                            (unsigned char)(bits >> 16), (unsigned char)(bits >> 24) };
+    return fp8_writer_pwrite(ctx, out, wt, 0, le, 4);
+}
+
+static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const char *path)
+{
+    fp8_writer *out = NULL;
+    fp8_status st = fp8_writer_create(ctx, path, &out);
+    for (size_t i = 0; !st && i < p->n; i++) {
+        const cast_item *it = &p->items[i];
+        if (it->shard != s)
+            continue;
+        st = it->kind == CAST_COPY
+                 ? fp8_writer_add_tensor(ctx, out, out_name(it), it->t->dtype, it->t->rank,
+                                         it->t->shape)
+                 : fp8_writer_add_tensor(ctx, out, out_name(it), it->out_dtype, it->out_rank,
+                                         it->out_shape);
+    }
+    if (!st) {
+        fp8_writer_set_durable(out, !p->no_sync);
+        st = fp8_writer_begin(ctx, out);
+    }
+    for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
+        const fp8_tensor_info *wt = fp8_writer_tensor(out, k);
+        const cast_item *it = item_named(p, wt->name);
+        st = it->kind == CAST_COPY    ? copy_tensor(ctx, p, it, out, wt)
+             : it->kind == CAST_RECIP ? write_recip(ctx, it, out, wt)
+                                      : write_expert(ctx, p, it, out, wt);
+    }
+    if (!st)
+        st = fp8_writer_commit(ctx, out);
+    fp8_writer_free(out);
+    return st;
+}
+
+static fp8_status write_index(fp8_ctx *ctx, const cast_plan *p, const char *dir)
+{
+    ck_index_entry *map = fp8_xcalloc(p->n + 1, sizeof *map);
+    if (!map)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    uint64_t total = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        map[i] = (ck_index_entry){ out_name(&p->items[i]), p->names[p->items[i].shard] };
+        total += out_bytes(&p->items[i]);
+    }
+    fp8_status st = ck_index_write(ctx, dir, map, p->n, total);
+    free(map);
+    return st;
+}
+
+/* config.json with expert_dtype "fp8" wherever the input says "fp4" (top
+ * level: V4; inside quantization_config: V4.1), and at the top level when
+ * it says nothing: vLLM's default is "fp4". */
+static fp8_status write_config(fp8_ctx *ctx, cJSON *config, const char *dir)
+{
+    cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    bool said = false;
+    cJSON *where[2] = { config, cJSON_IsObject(qc) ? qc : NULL };
+    for (int i = 0; i < 2; i++)
+        if (where[i] && cJSON_GetObjectItemCaseSensitive(where[i], "expert_dtype")) {
+            cJSON_ReplaceItemInObjectCaseSensitive(where[i], "expert_dtype",
+                                                   cJSON_CreateString("fp8"));
+            said = true;
+        }
+    if (!said && !cJSON_AddStringToObject(config, "expert_dtype", "fp8"))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    return ck_json_write(ctx, dir, "config.json", config);
+}
+
+/* The options convert takes beside the cast's own target. */
+static fp8_status check_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input)
+{
+    const fp8_quant_options *t = &o->target;
+    bool block_ok = !o->block_set || (t->block_rows == TILE && t->block_cols == TILE);
+    if ((o->scheme_set && t->scheme != FP8_SCHEME_BLOCK) || !block_ok ||
+        (t->format != FP8_FORMAT_DEFAULT && t->format != FP8_FORMAT_HF_FP8) ||
+        (o->scale_fmt_set && !t->scale_ue8m0) || o->kv_names)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: DeepSeek-V4's MXFP4 experts cast to one layout only, DeepSeek's: "
+                        "--scheme block --block 128x128 --scale-fmt ue8m0 --format hf-fp8 "
+                        "(the trunk's; --kv-names does not apply)",
+                        input);
+    return FP8_OK;
+}
+
+/* ---------------------------------------------------------------- NVFP4 */
+
+/*
+ * NVFP4 between ModelOpt and compressed-tensors (fp4.h's two NVFP4 rows):
+ * the codes (weight <-> weight_packed) and the E4M3 group scales
+ * (weight_scale) are copied; the second level is a multiplier in ModelOpt
+ * (weight_scale_2 F32 []) and a divisor in compressed-tensors
+ * (weight_global_scale F32 [1]), so each becomes its reciprocal, and so do
+ * the activations' (ModelOpt input_scale F32 [] <-> compressed-tensors
+ * input_global_scale F32 [1]: vLLM compressed_tensors_w4a4_nvfp4.py takes
+ * 1 / input_global_scale where ModelOptNvFp4LinearMethod takes input_scale;
+ * testdata/gen_fp4.py).  Exact when the fp32 reciprocal is exact (the
+ * scale a power of two): every value e2m1 * s * g = e2m1 * s / (1 / g).
+ * Otherwise the fp32 reciprocal nearest 1 / g is written (a relative
+ * change of at most 2^-24 to every value of the weight), counted in the
+ * report; --exact refuses it.
+ */
+typedef struct {
+    const fp4_layout *l;
+    const char *input_suffix; /* the activations' second level (not in fp4.h's table yet) */
+    int global_rank;          /* 0: [], 1: [1] */
+} nv_side;
+
+static const nv_side nv_modelopt = { NULL, ".input_scale", 0 };
+static const nv_side nv_ct = { NULL, ".input_global_scale", 1 };
+
+static cast_item *item_of(cast_plan *p, const char *name)
+{
+    size_t shard;
+    const fp8_tensor_info *t = fp8_checkpoint_find(p->ck, name, &shard);
+    for (size_t lo = 0, hi = p->n; t && lo < hi;) { /* items are in name order */
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(p->items[mid].t->name, name);
+        if (!d)
+            return &p->items[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* A second-level scale item: its reciprocal, under the target's name and
+ * rank; *rounded when the reciprocal is not exact. */
+static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const char *stem_name,
+                             size_t stem, const char *suffix, int rank, bool exact)
+{
+    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+    float g;
+    if (it->t->dtype != FP8_DTYPE_F32 || it->t->elements != 1 || it->t->rank > 1)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': an NVFP4 second-level scale must be one F32", file,
+                        it->t->name);
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, 0, &g, 4);
+    if (st)
+        return st;
+    if (!(g > 0) || !isfinite(g))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': %g is not a finite positive scale", file, it->t->name,
+                        (double)g);
+    it->kind = CAST_RECIP;
+    it->value = 1.0f / g;
+    it->out_dtype = FP8_DTYPE_F32;
+    it->out_rank = rank;
+    it->out_shape[0] = 1;
+    it->out_shape[1] = 1;
+    if (asprintf(&it->out_name, "%.*s%s", (int)stem, stem_name, suffix) < 0) {
+        it->out_name = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    /* a product of two 24-bit significands is exact in double */
+    if (isfinite(it->value) && it->value > 0 && (double)it->value * (double)g == 1.0)
+        return FP8_OK;
+    if (!isfinite(it->value) || !(it->value > 0))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': its reciprocal 1 / %g is beyond fp32", file,
+                        it->t->name, (double)g);
+    if (exact)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: tensor '%s': --exact: its reciprocal 1 / %.9g is no fp32 value (the "
+                        "scale is not a power of two): as '%s' it would change every value it "
+                        "scales by up to 2^-24 of itself",
+                        file, it->t->name, (double)g, it->out_name);
+    p->rounded++;
+    return FP8_OK;
+}
+
+static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, const nv_side *to,
+                             bool exact)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < p->n; i++) {
+        cast_item *it = &p->items[i];
+        char *sname = NULL, *oname = NULL;
+        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank, &sname,
+                                               &oname);
+        cast_item *sc = l == from->l && sname ? item_of(p, sname) : NULL;
+        free(sname);
+        free(oname);
+        if (!sc)
+            continue;
+        size_t stem = strlen(it->t->name) - strlen(from->l->weight_suffix);
+        char *gname = NULL, *iname = NULL;
+        if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->l->global_suffix) < 0 ||
+            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        cast_item *g = st ? NULL : item_of(p, gname), *in = st ? NULL : item_of(p, iname);
+        if (!st && !g)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, gname);
+        else if (!st && !in)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': no '%s': the NVFP4 cast takes weights and "
+                          "activations in 4 bits (NVFP4 W4A4) only",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, iname);
+        if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
+                            to->l->weight_suffix) < 0) {
+            it->out_name = NULL;
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (!st)
+            st = plan_recip(ctx, p, g, it->t->name, stem, to->l->global_suffix, to->global_rank,
+                            exact);
+        if (!st)
+            st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->global_rank,
+                            exact);
+        p->nvfp4++;
+        free(gname);
+        free(iname);
+    }
+    /* what else the cast would carry over unread: another quantized tensor */
+    for (size_t i = 0; !st && i < p->n; i++) {
+        const cast_item *it = &p->items[i];
+        long layer;
+        if (it->kind != CAST_COPY || it->out_name)
+            continue;
+        if (kv_naming_of(it->t->name, &layer) ||
+            (it->t->dtype == FP8_DTYPE_F8_E4M3 && !fp4_is_group_scale(p->ck, it->t->name)))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the NVFP4 cast carries NVFP4 weights only (an FP8 "
+                          "weight or KV-cache scale beside them is not converted)",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name);
+    }
+    return st;
+}
+
+/* The ignore list a config declares (compressed-tensors "ignore", ModelOpt
+ * "exclude_modules"), a copy; patterns of one format are not the other's. */
+static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bool from_ct,
+                            const char *input, cJSON **out)
+{
+    const cJSON *list = from_ct ? cJSON_GetObjectItemCaseSensitive(qc, "ignore")
+                                : cJSON_GetObjectItemCaseSensitive(qc, "exclude_modules");
+    if (!list && !from_ct && side)
+        list = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(side, "quantization"), "exclude_modules");
+    *out = list ? cJSON_Duplicate(list, true) : cJSON_CreateArray();
+    const cJSON *e;
+    cJSON_ArrayForEach(e, *out) {
+        const char *v = cJSON_IsString(e) ? e->valuestring : NULL;
+        /* compressed-tensors: "re:" regular expressions; ModelOpt: fnmatch wildcards */
+        if (!v || (from_ct && !strncmp(v, "re:", 3)) || (!from_ct && strpbrk(v, "*?[")))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: config.json: ignore entry %s: a pattern of the input's format, "
+                            "which the other does not read alike; the NVFP4 cast copies module "
+                            "names only",
+                            input, v ? v : "(not a string)");
+    }
+    return FP8_OK;
+}
+
+/* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target:
+ * as testdata/gen_fp4.py writes each (compressed-tensors quant_scheme.py
+ * NVFP4 preset; ModelOpt's NVFP4 export read by vLLM modelopt.py
+ * ModelOptNvFp4Config.from_config). */
+static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool to_ct,
+                                  const char *dir)
+{
+    cJSON *side = NULL, *ignore = NULL;
+    fp8_status st = ck_json_read(ctx, p->input, HF_QUANT_CONFIG, &side);
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    if (!st) {
+        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, to_ct ? "kv_cache_quant_algo"
+                                                                     : "kv_cache_scheme");
+        if (kv && !cJSON_IsNull(kv))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: config.json: a quantized KV cache: the NVFP4 cast does not convert "
+                          "it",
+                          p->input);
+    }
+    if (!st)
+        st = nv_ignore(ctx, qc, side, !to_ct, p->input, &ignore);
+    cJSON_Delete(side);
+    side = NULL;
+    if (st) {
+        cJSON_Delete(ignore);
+        return st;
+    }
+    cJSON *q = cJSON_CreateObject();
+    if (to_ct) {
+        cJSON *groups = cJSON_AddObjectToObject(q, "config_groups");
+        cJSON *g0 = cJSON_AddObjectToObject(groups, "group_0");
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddNullToObject(w, "actorder");
+        cJSON_AddNullToObject(w, "block_structure");
+        cJSON_AddFalseToObject(w, "dynamic");
+        cJSON_AddNumberToObject(w, "group_size", 16);
+        cJSON_AddNumberToObject(w, "num_bits", 4);
+        cJSON_AddStringToObject(w, "observer", "minmax");
+        cJSON_AddObjectToObject(w, "observer_kwargs");
+        cJSON_AddStringToObject(w, "scale_dtype", "torch.float8_e4m3fn");
+        cJSON_AddStringToObject(w, "strategy", "tensor_group");
+        cJSON_AddTrueToObject(w, "symmetric");
+        cJSON_AddStringToObject(w, "type", "float");
+        cJSON_AddNullToObject(w, "zp_dtype");
+        cJSON *a = cJSON_Duplicate(w, true); /* dynamic "local": a per-group scale made at run time */
+        cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
+        cJSON_AddItemToObject(g0, "input_activations", a);
+        cJSON_AddNullToObject(g0, "output_activations");
+        cJSON *targets = cJSON_AddArrayToObject(g0, "targets");
+        cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
+        cJSON_AddItemToObject(g0, "weights", w);
+        cJSON_AddStringToObject(q, "format", "nvfp4-pack-quantized");
+        cJSON_AddNullToObject(q, "global_compression_ratio");
+        cJSON_AddItemToObject(q, "ignore", ignore);
+        cJSON_AddNullToObject(q, "kv_cache_scheme");
+        cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
+        cJSON_AddStringToObject(q, "quantization_status", "compressed");
+    } else {
+        side = cJSON_CreateObject();
+        cJSON *producer = cJSON_AddObjectToObject(side, "producer");
+        cJSON_AddStringToObject(producer, "name", "fp8conv");
+        cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
+        cJSON *sq = cJSON_AddObjectToObject(side, "quantization");
+        cJSON_AddItemToObject(sq, "exclude_modules", cJSON_Duplicate(ignore, true));
+        cJSON_AddNumberToObject(sq, "group_size", 16);
+        cJSON_AddNullToObject(sq, "kv_cache_quant_algo");
+        cJSON_AddStringToObject(sq, "quant_algo", "NVFP4");
+        cJSON_AddItemToObject(q, "exclude_modules", ignore);
+        cJSON_AddNumberToObject(q, "group_size", 16);
+        cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+        cJSON_AddStringToObject(q, "quant_algo", "NVFP4");
+        cJSON_AddStringToObject(q, "quant_method", "modelopt");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
+        cJSON_ReplaceItemInObjectCaseSensitive(config, "quantization_config", q);
+    else
+        cJSON_AddItemToObject(config, "quantization_config", q);
+    st = ck_json_write(ctx, dir, "config.json", config);
+    if (!st && side)
+        st = ck_json_write(ctx, dir, HF_QUANT_CONFIG, side);
+    cJSON_Delete(side);
+    return st;
+}
+
+/* The NVFP4 layout of the input, if any: a weight of one NVFP4 row with
+ * its group scale. */
+static const fp4_layout *nv_layout_of(const cast_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        char *sname = NULL, *oname = NULL;
+        const fp8_tensor_info *t = p->items[i].t;
+        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
+        bool found = l && sname && l->global_suffix && fp8_checkpoint_find(p->ck, sname, NULL);
+        free(sname);
+        free(oname);
+        if (found)
+            return l;
+    }
+    return NULL;
+}
+
+static fp8_status check_nv_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input,
+                                   const fp4_layout *from, bool *to_ct)
+{
+    const fp8_quant_options *t = &o->target;
+    bool from_ct = from == fp4_layout_get(FP4_LAYOUT_NVFP4_CT);
+    fp8_format want = from_ct ? FP8_FORMAT_MODELOPT : FP8_FORMAT_COMPRESSED_TENSORS;
+    if (o->scheme_set || o->block_set || o->scale_fmt_set || o->kv_names || t->format != want)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: an NVFP4 checkpoint (%s) converts to the other NVFP4 format only: "
+                        "--format %s, without --scheme, --block, --scale-fmt or --kv-names",
+                        input, from->name, fp8_format_name(want));
+    *to_ct = !from_ct;
+    return FP8_OK;
+}
+
+fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
+                           const fp8_convert_options *opts, bool *handled,
+                           fp8_convert_fp4_report *report)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cast_plan p = { .input = input, .no_sync = opts->target.no_sync,
+                    .threads = opts->target.threads > 0 ? (uint64_t)opts->target.threads
+                               : cpus > 0                ? (uint64_t)cpus
+                                                         : 1,
+                    .cancel = opts->target.cancel };
+    cJSON *config = NULL;
+    fp8_output out = { 0 };
+    *handled = false;
+    fp8_status st = fp8_checkpoint_open(ctx, input, &p.ck);
+    if (st)
+        return st;
+    if (!fp8_checkpoint_is_directory(p.ck) || (st = ck_config_read(ctx, input, &config)) || !config)
+        goto out;
+    p.n = fp8_checkpoint_tensor_count(p.ck);
+    if (!(p.items = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.items)) ||
+        !(p.by_out = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.by_out))) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < p.n; i++) {
+        p.items[i].t = fp8_checkpoint_tensor(p.ck, i, &p.items[i].shard);
+        p.by_out[i] = i;
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
+    const fp4_layout *nv = NULL;
+    bool to_ct = false;
+    if (fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL) ==
+        fp4_layout_get(FP4_LAYOUT_DSV4)) {
+        for (size_t i = 0; !st && i < p.n; i++) {
+            st = find_expert(ctx, &p, &p.items[i]);
+            p.experts += p.items[i].kind == CAST_WEIGHT;
+        }
+        if (st || !p.experts)
+            goto out;
+        *handled = true;
+        st = check_options(ctx, opts, input);
+    } else if ((nv = nv_layout_of(&p))) {
+        *handled = true;
+        nv_side from = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_ct : nv_modelopt;
+        nv_side to = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_modelopt : nv_ct;
+        from.l = nv;
+        to.l = fp4_layout_get(nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT)
+                                  ? FP4_LAYOUT_NVFP4_MODELOPT
+                                  : FP4_LAYOUT_NVFP4_CT);
+        st = check_nv_options(ctx, opts, input, nv, &to_ct);
+        if (!st)
+            st = plan_nvfp4(ctx, &p, &from, &to, opts->exact);
+    } else
+        goto out;
+    qsort_r(p.by_out, p.n, sizeof *p.by_out, cmp_by_out, &p);
+    if (st || (st = ck_output_names(ctx, p.ck, &p.names)) ||
+        (st = fp8_output_begin(ctx, &out, input, output, true, opts->target.force,
+                               !opts->target.no_sync)))
+        goto out;
+    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {
+        char *path = fp8_output_file(&out, p.names[s]);
+        st = path ? write_shard(ctx, &p, s, path) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
+    if (!st && (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1))
+        st = write_index(ctx, &p, out.tmp);
+    if (!st)
+        st = nv ? write_nv_config(ctx, &p, config, to_ct, out.tmp) : write_config(ctx, config, out.tmp);
+    if (!st)
+        st = ck_copy_other_files(ctx, p.ck, out.tmp, skip, opts->target.cancel);
+    if (!st && opts->target.cancel && *opts->target.cancel)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", input);
+    if (!st)
+        st = fp8_output_commit(ctx, &out);
+    if (!st && report) {
+        *report = (fp8_convert_fp4_report){ .experts = p.experts, .nvfp4 = p.nvfp4,
+                                            .rounded = p.rounded,
+                                            .to = nv ? (to_ct ? "compressed-tensors" : "modelopt")
+                                                     : NULL };
+        for (size_t i = 0; i < p.n; i++) {
+            report->copied += p.items[i].kind == CAST_COPY;
+            report->output_bytes += out_bytes(&p.items[i]);
+        }
+    }
+out:
+    fp8_output_end(&out);
+    ck_output_names_free(p.names, p.ck ? fp8_checkpoint_shard_count(p.ck) : 0);
+    for (size_t i = 0; p.items && i < p.n; i++)
+        free(p.items[i].out_name);
+    free(p.items);
+    free(p.by_out);
+    cJSON_Delete(config);
+    fp8_checkpoint_close(p.ck);
+    return st;
+}

@@ -1,0 +1,632 @@
+/*
+ * check_casts.c - convert's casts of packed-FP4 weights (fp8conv(1),
+ * convert, CASTS), end to end:
+ *   - DeepSeek-V4's MXFP4 routed experts become FP8 E4M3 with an F8_E8M0
+ *     scale per 128x128 tile (DeepSeek inference/convert.py
+ *     cast_e2m1fn_to_e4m3fn): the release copy and copies written here
+ *     (partial tiles, group exponents spread by up to 14) export the same
+ *     bytes as their input (dequantize-for-export of both), verify clean,
+ *     keep every other tensor's bytes, and say expert_dtype "fp8";
+ *   - an element the cast would change (0.5 under a tile whose groups
+ *     spread by 15) is refused with tensor, element, tile and spread, exit
+ *     3, nothing left (the first such element, whatever -j); the same
+ *     spread with values E4M3 holds is cast; the same bytes for any -j;
+ *   - a NaN group scale is bad input; another target layout a usage error;
+ *   - every exact cast: diff --dequant of input and output finds no
+ *     difference;
+ *   - NVFP4 ModelOpt <-> compressed-tensors: the twin copies (one draw,
+ *     power-of-two global scales) cast into each other: the twin's shard
+ *     and config.json, verify clean, the same export as the input;
+ *     amax-derived global scales (no exact
+ *     reciprocal) are rounded and counted, and --exact refuses them (exit
+ *     2, nothing left); no --format is a usage error;
+ *   - FP8 blocks with ue8m0 (F32 power-of-two) scales to MXFP8 take the
+ *     exact path: every code kept, each MX group the E8M0 byte of its
+ *     block's scale, the same export; blocks with other scales are refused
+ *     under --exact.
+ */
+#include "golden.h"
+
+#define DSV4_RELEASE "testdata/releases/deepseek-v4"
+
+typedef struct {
+    const char *name;
+    fp8_dtype dtype;
+    int rank;
+    uint64_t shape[2];
+    const void *data;
+} t_spec;
+
+static uint64_t t_bytes(const t_spec *t)
+{
+    uint64_t n = fp8_dtype_bits(t->dtype) / 8;
+    for (int k = 0; k < t->rank; k++)
+        n *= t->shape[k];
+    return n;
+}
+
+static char *write_ck(const char *dir, const char *sub, const t_spec *ts, size_t n,
+                      const char *config)
+{
+    char *model, *path;
+    ck_assert(asprintf(&model, "%s/%s", dir, sub) > 0);
+    ck_assert(mkdir(model, 0755) == 0);
+    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(fp8_writer_add_tensor(ctx, w, ts[i].name, ts[i].dtype, ts[i].rank,
+                                        ts[i].shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++)
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp(ts[k].name, fp8_writer_tensor(w, i)->name))
+                ck_assert(fp8_writer_write(ctx, w, ts[k].data, t_bytes(&ts[k])) == FP8_OK);
+    ck_assert_msg(fp8_writer_commit(ctx, w) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    free(path);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, config, strlen(config));
+    free(path);
+    return model;
+}
+
+static const char dsv4_config[] =
+    "{\"architectures\": [\"DeepseekV4ForCausalLM\"], \"model_type\": \"deepseek_v4\", "
+    "\"hidden_size\": 192, \"n_routed_experts\": 1, \"torch_dtype\": \"bfloat16\", "
+    "\"expert_dtype\": \"fp4\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+    "\"fmt\": \"e4m3\", \"scale_fmt\": \"ue8m0\", \"activation_scheme\": \"dynamic\", "
+    "\"weight_block_size\": [128, 128]}}";
+
+/* An expert of XR x XC: two tile rows (the second partial), two tile
+ * columns (the second partial: 2 groups of 32). */
+enum { XR = 200, XC = 192, XG = XC / 32, TR = 128, TC = 192 };
+
+typedef struct {
+    uint8_t x_w[XR * XC / 2], x_s[XR * XG], t_w[TR * TC], t_s[2];
+    uint16_t norm[4];
+} dsv4_copy;
+
+/* Group exponents 120..134 (spread 14), patterned codes; `low`: tile
+ * [0, 0] also holds a group at 120 - 1 (spread 15), whose codes are 0.5
+ * (low == 1: no E4M3 value under the tile's scale) or 1 (low == 2: one);
+ * low == 3: a NaN group scale instead. */
+static char *write_dsv4(const char *dir, const char *sub, dsv4_copy *c, int low)
+{
+    tu_pattern(c->x_w, sizeof c->x_w, 7);
+    tu_pattern(c->x_s, sizeof c->x_s, 8);
+    for (size_t i = 0; i < sizeof c->x_s; i++)
+        c->x_s[i] = (uint8_t)(120 + c->x_s[i] % 15);
+    c->x_s[0 * XG + 1] = 134; /* every tile holds both ends of the range */
+    c->x_s[1 * XG + 2] = 120;
+    c->x_s[130 * XG + 4] = 134;
+    c->x_s[131 * XG + 5] = 120;
+    c->x_s[130 * XG + 1] = 134;
+    c->x_s[131 * XG + 0] = 120;
+    c->x_s[0 * XG + 4] = 134;
+    c->x_s[1 * XG + 5] = 120;
+    if (low == 3) /* a NaN group scale */
+        c->x_s[150 * XG + 3] = 0xFF;
+    else if (low) {
+        c->x_s[5 * XG + 2] = 119;
+        memset(c->x_w + 5 * XC / 2 + 2 * 16, low == 1 ? 0x11 : 0x22, 16);
+        c->x_s[150 * XG + 2] = 119; /* the second band too: the first is named */
+        memset(c->x_w + 150 * XC / 2 + 2 * 16, low == 1 ? 0x11 : 0x22, 16);
+    }
+    tu_pattern(c->t_w, sizeof c->t_w, 9);
+    for (size_t i = 0; i < sizeof c->t_w; i++)
+        if ((c->t_w[i] & 0x7F) == 0x7F)
+            c->t_w[i] = 0x7E;
+    c->t_s[0] = 120, c->t_s[1] = 121;
+    for (int i = 0; i < 4; i++)
+        c->norm[i] = 0x3F80;
+    t_spec ts[] = {
+        { "layers.0.ffn.experts.0.w1.weight", FP8_DTYPE_I8, 2, { XR, XC / 2 }, c->x_w },
+        { "layers.0.ffn.experts.0.w1.scale", FP8_DTYPE_F8_E8M0, 2, { XR, XG }, c->x_s },
+        { "layers.0.attn.wq_a.weight", FP8_DTYPE_F8_E4M3, 2, { TR, TC }, c->t_w },
+        { "layers.0.attn.wq_a.scale", FP8_DTYPE_F8_E8M0, 2, { 1, 2 }, c->t_s },
+        { "layers.0.attn_norm.weight", FP8_DTYPE_BF16, 1, { 4 }, c->norm },
+    };
+    return write_ck(dir, sub, ts, sizeof ts / sizeof *ts, dsv4_config);
+}
+
+/* The bytes of tensor `name` of checkpoint `path`; *t its info. */
+static unsigned char *tensor_bytes(const char *path, const char *name, fp8_tensor_info *t)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck;
+    size_t shard;
+    ck_assert_msg(fp8_checkpoint_open(ctx, path, &ck) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    const fp8_tensor_info *ti = fp8_checkpoint_find(ck, name, &shard);
+    ck_assert_msg(ti != NULL, "%s: no tensor %s", path, name);
+    unsigned char *buf = malloc(fp8_tensor_nbytes(ti) + 1);
+    ck_assert(fp8_file_read(ctx, fp8_checkpoint_shard(ck, shard), ti, 0, buf,
+                            fp8_tensor_nbytes(ti)) == FP8_OK);
+    if (t) {
+        *t = *ti;
+        t->name = NULL;
+        t->shape = NULL;
+    }
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    return buf;
+}
+
+/* dequantize-for-export (bf16) of `a` and of `b` give the same files. */
+static void expect_same_export(const char *dir, const char *a, const char *b)
+{
+    char *ea, *eb, *err = NULL;
+    ck_assert(asprintf(&ea, "%s/export-a", dir) > 0 && asprintf(&eb, "%s/export-b", dir) > 0);
+    int rc = tu_run_fmt(&err, "dequantize-for-export -q '%s' '%s'", a, ea);
+    ck_assert_msg(rc == 0, "export of %s: exit %d: %s", a, rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "dequantize-for-export -q '%s' '%s'", b, eb);
+    ck_assert_msg(rc == 0, "export of %s: exit %d: %s", b, rc, err);
+    free(err);
+    char *cmd;
+    ck_assert(asprintf(&cmd, "diff -r '%s' '%s' >/dev/null", ea, eb) > 0);
+    ck_assert_msg(system(cmd) == 0, "the exports of %s and %s differ", a, b);
+    free(cmd);
+    /* and fp8conv's own judge: every weight by value, FP4 and FP8 alike */
+    rc = tu_run_fmt(&err, "diff -q --dequant '%s' '%s'", a, b);
+    ck_assert_msg(rc == 0, "diff --dequant %s %s: exit %d: %s", a, b, rc, err);
+    free(err);
+    tu_rmrf(ea);
+    tu_rmrf(eb);
+    free(ea);
+    free(eb);
+}
+
+static void expect_verify_clean(const char *model)
+{
+    char *out = NULL;
+    int rc = tu_run_fmt(NULL, "verify -q '%s'", model);
+    if (rc) {
+        char *args;
+        ck_assert(asprintf(&args, "verify '%s'", model) > 0);
+        tu_run(args, &out, NULL);
+        free(args);
+    }
+    ck_assert_msg(rc == 0, "verify %s: exit %d: %s", model, rc, out ? out : "");
+    free(out);
+}
+
+static void expect_expert_dtype_fp8(const char *model)
+{
+    char *path;
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    cJSON *config = read_json(path);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(config, "expert_dtype");
+    ck_assert_msg(cJSON_IsString(e) && !strcmp(e->valuestring, "fp8"),
+                  "%s: expert_dtype is not \"fp8\" (vLLM's default is \"fp4\")", path);
+    cJSON_Delete(config);
+    free(path);
+}
+
+START_TEST(test_dsv4_release_copy_casts_exactly)
+{
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert '%s' '%s'", DSV4_RELEASE, out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    expect_verify_clean(out);
+    expect_same_export(dir, DSV4_RELEASE, out);
+    expect_expert_dtype_fp8(out);
+    fp8_tensor_info t;
+    free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.weight", &t));
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_F8_E4M3);
+    ck_assert_int_eq(t.elements, 160 * 128);
+    free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.scale", &t));
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_F8_E8M0);
+    ck_assert_int_eq(t.elements, 2 * 1);
+    /* the trunk's codes and scales stay as they are */
+    const char *kept[] = { "layers.0.attn.wkv.weight", "layers.0.attn.wkv.scale",
+                           "layers.0.hc_attn_fn", "layers.0.ffn.gate.bias" };
+    for (int i = 0; i < 4; i++) {
+        fp8_tensor_info a, b;
+        unsigned char *x = tensor_bytes(DSV4_RELEASE, kept[i], &a);
+        unsigned char *y = tensor_bytes(out, kept[i], &b);
+        ck_assert_msg(a.dtype == b.dtype && fp8_tensor_nbytes(&a) == fp8_tensor_nbytes(&b) &&
+                          !memcmp(x, y, fp8_tensor_nbytes(&a)),
+                      "%s changed", kept[i]);
+        free(x);
+        free(y);
+    }
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* _i: 0 spread 14, exact; 1 spread 15 with 0.5s, refused; 2 spread 15 with
+ * 1s, which E4M3 holds at 2^-9: exact. */
+START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
+{
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4", c, _i);
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert -j %d '%s' '%s'", 1 + _i % 2, model, out);
+    if (_i == 1) {
+        ck_assert_msg(rc == 3, "exit %d: %s", rc, err);
+        ck_assert_msg(strstr(err, "layers.0.ffn.experts.0.w1.weight") &&
+                          strstr(err, "element [5, 64]") && strstr(err, "tile [0, 0]") &&
+                          strstr(err, "spread by 15"),
+                      "%s", err);
+        ck_assert(!exists(out));
+        ck_assert_int_eq(count_entries(dir, ".out"), 0);
+        /* --exact: the same refusal */
+        free(err);
+        rc = tu_run_fmt(&err, "convert --exact '%s' '%s'", model, out);
+        ck_assert_msg(rc == 3 && !exists(out), "exit %d: %s", rc, err);
+    } else {
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        expect_verify_clean(out);
+        expect_same_export(dir, model, out);
+        expect_expert_dtype_fp8(out);
+        fp8_tensor_info t;
+        unsigned char *s = tensor_bytes(out, "layers.0.ffn.experts.0.w1.scale", &t);
+        ck_assert_int_eq(t.elements, 2 * 2);
+        for (int k = 0; k < 4; k++) /* the largest group exponent, 134, less 6 */
+            ck_assert_int_eq(s[k], 128);
+        free(s);
+    }
+    free(err);
+    free(c);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dsv4_cast_same_bytes_for_any_thread_count)
+{
+    char *dir = tu_tmpdir(), *err = NULL;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4", c, 0);
+    char *first = NULL;
+    size_t n0 = 0;
+    for (int j = 1; j <= 4; j++) {
+        char *out, *path;
+        ck_assert(asprintf(&out, "%s/out-%d", dir, j) > 0);
+        int rc = tu_run_fmt(&err, "convert -j %d '%s' '%s'", j, model, out);
+        ck_assert_msg(rc == 0, "-j %d: exit %d: %s", j, rc, err);
+        free(err);
+        ck_assert(asprintf(&path, "%s/model.safetensors", out) > 0);
+        size_t n;
+        char *bytes = tu_slurp(path, &n);
+        if (!first)
+            first = bytes, n0 = n;
+        else {
+            ck_assert_msg(n == n0 && !memcmp(bytes, first, n), "-j %d: other bytes than -j 1", j);
+            free(bytes);
+        }
+        free(path);
+        free(out);
+    }
+    free(first);
+    free(c);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* V4.1 keeps expert_dtype inside quantization_config; a config without it
+ * gets one at the top level (vLLM's default is "fp4") */
+START_TEST(test_dsv4_cast_says_fp8_where_the_config_says_fp4)
+{
+    static const char *const configs[] = {
+        "{\"model_type\": \"deepseek_v4\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+        "\"fmt\": \"e4m3\", \"scale_fmt\": \"ue8m0\", \"activation_scheme\": \"dynamic\", "
+        "\"weight_block_size\": [128, 128], \"expert_dtype\": \"fp4\"}}",
+        "{\"model_type\": \"deepseek_v4\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+        "\"fmt\": \"e4m3\", \"scale_fmt\": \"ue8m0\", \"activation_scheme\": \"dynamic\", "
+        "\"weight_block_size\": [128, 128]}}",
+    };
+    char *dir = tu_tmpdir(), *out, *err = NULL, *path;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4", c, 0);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, configs[_i], strlen(configs[_i]));
+    free(path);
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert '%s' '%s'", model, out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    ck_assert(asprintf(&path, "%s/config.json", out) > 0);
+    cJSON *config = read_json(path);
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(config, "expert_dtype");
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(config, "quantization_config"), "expert_dtype");
+    const cJSON *said = _i ? top : in;
+    ck_assert_msg(cJSON_IsString(said) && !strcmp(said->valuestring, "fp8") && !(_i ? in : top),
+                  "%s: expert_dtype not \"fp8\" where expected", path);
+    cJSON_Delete(config);
+    expect_verify_clean(out);
+    free(path);
+    free(err);
+    free(c);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dsv4_nan_group_scale_is_bad_input)
+{
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    dsv4_copy *c = calloc(1, sizeof *c);
+    char *model = write_dsv4(dir, "dsv4-nan", c, 3);
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert '%s' '%s'", model, out);
+    ck_assert_msg(rc == 3 && strstr(err, "NaN") && strstr(err, "layers.0.ffn.experts.0.w1.scale"),
+                  "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    free(err);
+    free(c);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_dsv4_cast_to_another_layout_is_a_usage_error)
+{
+    static const char *const opts[] = { "--block 64x64", "--scheme channel",
+                                        "--format compressed-tensors", "--scale-fmt float" };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert %s '%s' '%s'", opts[_i], DSV4_RELEASE, out);
+    ck_assert_msg(rc == 2 && strstr(err, "128x128"), "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+
+/* Every tensor of `twin` that is not BF16 is in `out` with the same dtype,
+ * shape and bytes (the twins' unquantized tensors are separate draws). */
+static void expect_quantized_as_twin(const char *out, const char *twin)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck;
+    ck_assert(fp8_checkpoint_open(ctx, twin, &ck) == FP8_OK);
+    int n = 0;
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
+        if (t->dtype == FP8_DTYPE_BF16)
+            continue;
+        fp8_tensor_info a, b;
+        unsigned char *x = tensor_bytes(twin, t->name, &a), *y = tensor_bytes(out, t->name, &b);
+        ck_assert_msg(a.dtype == b.dtype && a.rank == b.rank && a.elements == b.elements &&
+                          !memcmp(x, y, fp8_tensor_nbytes(&a)),
+                      "%s: %s is not the twin's", out, t->name);
+        free(x);
+        free(y);
+        n++;
+    }
+    ck_assert_int_eq(n, 7 * 4); /* 7 linears: codes, group scales, 2 second-level scales */
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+}
+
+/* config.json of `out` is the twin's, but for ModelOpt's producer (fp8conv
+ * names itself in hf_quant_config.json and writes none in config.json). */
+static void expect_config_as_twin(const char *out, const char *twin)
+{
+    char *pa, *pb;
+    ck_assert(asprintf(&pa, "%s/config.json", out) > 0 && asprintf(&pb, "%s/config.json", twin) > 0);
+    cJSON *a = read_json(pa), *b = read_json(pb);
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "quantization_config"),
+                                            "producer");
+    ck_assert_msg(cJSON_Compare(a, b, true), "%s differs from %s", pa, pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(pa);
+    free(pb);
+}
+
+/* _i: 0 ModelOpt -> compressed-tensors, 1 back */
+START_TEST(test_nvfp4_twins_cast_into_each_other)
+{
+    static const char *const from[] = { "testdata/releases/nvfp4-modelopt",
+                                        "testdata/releases/nvfp4-ct" };
+    static const char *const fmt[] = { "compressed-tensors", "modelopt" };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert --exact --format %s '%s' '%s'", fmt[_i], from[_i], out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    expect_verify_clean(out);
+    expect_same_export(dir, from[_i], out);
+    expect_quantized_as_twin(out, from[1 - _i]);
+    expect_config_as_twin(out, from[1 - _i]);
+    /* the twins draw their unquantized tensors alike: the whole shard is the twin's */
+    char *cmd;
+    ck_assert(asprintf(&cmd, "cmp -s '%s/model.safetensors' '%s/model.safetensors'", out,
+                       from[1 - _i]) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s: not the twin's bytes", out);
+    free(cmd);
+    char *side;
+    ck_assert(asprintf(&side, "%s/hf_quant_config.json", out) > 0);
+    ck_assert_int_eq(exists(side), _i == 1);
+    free(side);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* amax-derived global scales: 1 / g is no fp32 value */
+START_TEST(test_nvfp4_inexact_reciprocal_rounded_or_refused)
+{
+    static const char *const from[] = { "testdata/releases/nvfp4-modelopt-amax",
+                                        "testdata/releases/nvfp4-ct-amax" };
+    static const char *const fmt[] = { "compressed-tensors", "modelopt" };
+    char *dir = tu_tmpdir(), *out, *err = NULL, *stdout_ = NULL, *args;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert --exact --format %s '%s' '%s'", fmt[_i], from[_i], out);
+    ck_assert_msg(rc == 2 && strstr(err, "--exact") && strstr(err, "no fp32 value") &&
+                      strstr(err, _i ? ".weight_global_scale" : ".weight_scale_2"),
+                  "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    ck_assert_int_eq(count_entries(dir, ".out"), 0);
+    free(err);
+    ck_assert(asprintf(&args, "convert --json --format %s '%s' '%s'", fmt[_i], from[_i], out) > 0);
+    rc = tu_run(args, &stdout_, &err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    cJSON *j = cJSON_Parse(stdout_);
+    ck_assert(j);
+    /* 7 weight scales rounded; the activations' 2^9 and 2^-9 invert exactly */
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "reciprocals_rounded")->valueint, 7);
+    cJSON_Delete(j);
+    expect_verify_clean(out);
+    /* the rounded reciprocals change values, as diff --dequant sees */
+    free(err);
+    rc = tu_run_fmt(&err, "diff -q --dequant '%s' '%s'", from[_i], out);
+    ck_assert_msg(rc == 1, "diff --dequant: exit %d: %s", rc, err);
+    free(stdout_);
+    free(args);
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_nvfp4_needs_the_other_format)
+{
+    static const char *const opts[] = { "", "--format modelopt", "--format hf-fp8",
+                                        "--format compressed-tensors --block 64x64" };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert %s testdata/releases/nvfp4-modelopt '%s'", opts[_i], out);
+    ck_assert_msg(rc == 2 && strstr(err, "--format compressed-tensors"), "exit %d: %s", rc, err);
+    ck_assert(!exists(out));
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* _i: 0 ue8m0 block scales: exact; 1 float block scales: --exact refuses */
+START_TEST(test_ue8m0_blocks_to_mxfp8_keep_every_code)
+{
+    char *dir = tu_tmpdir(), *q, *out, *err = NULL;
+    ck_assert(asprintf(&q, "%s/q", dir) > 0 && asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "quantize -q --scheme block --scale-fmt %s testdata/llama-tiny '%s'",
+                        _i ? "float" : "ue8m0", q);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "convert --exact --scheme mxfp8 '%s' '%s'", q, out);
+    if (_i) {
+        ck_assert_msg(rc == 2 && strstr(err, "MX scales are powers of two"), "exit %d: %s", rc,
+                      err);
+        ck_assert(!exists(out));
+    } else {
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        expect_verify_clean(out);
+        expect_same_export(dir, q, out);
+        fp8_ctx *ctx = fp8_ctx_create();
+        fp8_checkpoint *ck;
+        ck_assert(fp8_checkpoint_open(ctx, q, &ck) == FP8_OK);
+        int n = 0;
+        for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
+            const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
+            if (t->dtype != FP8_DTYPE_F8_E4M3)
+                continue;
+            fp8_tensor_info a, b;
+            unsigned char *x = tensor_bytes(q, t->name, &a), *y = tensor_bytes(out, t->name, &b);
+            ck_assert_msg(b.dtype == FP8_DTYPE_F8_E4M3 && a.elements == b.elements &&
+                              !memcmp(x, y, a.elements),
+                          "%s: codes changed", t->name);
+            free(x);
+            free(y);
+            n++;
+        }
+        ck_assert_int_gt(n, 0);
+        fp8_checkpoint_close(ck);
+        fp8_ctx_free(ctx);
+    }
+    free(err);
+    free(q);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* _i: 0 ue8m0 blocks -> MXFP8 -> ue8m0 blocks: each group of a block has
+ * the block's exponent, no code shifts, and the round trip gives the
+ * same shards; 1 an MXFP8 copy of quantize's own (rceil scales per 32
+ * elements): shifting a block's groups to its largest exponent loses bits,
+ * and --exact refuses, naming the element */
+START_TEST(test_mxfp8_to_ue8m0_blocks_shifts_codes_exactly)
+{
+    char *dir = tu_tmpdir(), *ue, *mx, *out, *err = NULL;
+    ck_assert(asprintf(&ue, "%s/ue", dir) > 0 && asprintf(&mx, "%s/mx", dir) > 0 &&
+              asprintf(&out, "%s/out", dir) > 0);
+    int rc = _i ? tu_run_fmt(&err, "quantize -q --scheme mxfp8 testdata/llama-tiny '%s'", mx)
+                : tu_run_fmt(&err, "quantize -q --scheme block --scale-fmt ue8m0 "
+                                   "testdata/llama-tiny '%s'", ue);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    if (!_i) {
+        rc = tu_run_fmt(&err, "convert --exact --scheme mxfp8 '%s' '%s'", ue, mx);
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        free(err);
+    }
+    rc = tu_run_fmt(&err, "convert --exact --scheme block --scale-fmt ue8m0 --format hf-fp8 "
+                          "'%s' '%s'", mx, out);
+    if (_i) {
+        ck_assert_msg(rc == 2 && strstr(err, "--exact: element") && strstr(err, "loses a bit"),
+                      "exit %d: %s", rc, err);
+        ck_assert(!exists(out));
+        ck_assert_int_eq(count_entries(dir, ".out"), 0);
+    } else {
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+        /* (llama-tiny's 192-row q_proj loads at no TP in 128-row blocks: verify's [tp]
+         * error is the input's too; the output is the input's bytes) */
+        expect_same_export(dir, mx, out);
+        const char *shards[] = { "config.json", "model-00001-of-00002.safetensors",
+                                 "model-00002-of-00002.safetensors" };
+        for (int k = 0; k < 3; k++) {
+            char *a, *b, *cmd;
+            ck_assert(asprintf(&a, "%s/%s", ue, shards[k]) > 0 &&
+                      asprintf(&b, "%s/%s", out, shards[k]) > 0);
+            ck_assert(asprintf(&cmd, "cmp -s '%s' '%s'", a, b) > 0);
+            ck_assert_msg(system(cmd) == 0, "%s: not the same bytes after the round trip", b);
+            free(cmd);
+            free(a);
+            free(b);
+        }
+    }
+    free(err);
+    free(ue);
+    free(mx);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static Suite *casts_suite(void)
+{
+    Suite *s = suite_create("casts");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_dsv4_release_copy_casts_exactly);
+    tcase_add_loop_test(tc, test_dsv4_cast_exact_to_spread_14_and_refused_past_it, 0, 3);
+    tcase_add_test(tc, test_dsv4_cast_same_bytes_for_any_thread_count);
+    tcase_add_loop_test(tc, test_dsv4_cast_says_fp8_where_the_config_says_fp4, 0, 2);
+    tcase_add_test(tc, test_dsv4_nan_group_scale_is_bad_input);
+    tcase_add_loop_test(tc, test_dsv4_cast_to_another_layout_is_a_usage_error, 0, 4);
+    tcase_add_loop_test(tc, test_nvfp4_twins_cast_into_each_other, 0, 2);
+    tcase_add_loop_test(tc, test_nvfp4_inexact_reciprocal_rounded_or_refused, 0, 2);
+    tcase_add_loop_test(tc, test_nvfp4_needs_the_other_format, 0, 4);
+    tcase_add_loop_test(tc, test_ue8m0_blocks_to_mxfp8_keep_every_code, 0, 2);
+    tcase_add_loop_test(tc, test_mxfp8_to_ue8m0_blocks_shifts_codes_exactly, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(casts_suite()); }
