@@ -219,18 +219,33 @@ START_TEST(test_dsv4_release_copy_casts_exactly)
     free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.weight", &t));
     ck_assert_int_eq(t.dtype, FP8_DTYPE_F8_E4M3);
     ck_assert_int_eq(t.elements, 160 * 128);
+    /* F32 scales, as vLLM reads them under expert_dtype "fp8"
+     * (DeepSeek-V4-Flash-Base's layout): an E8M0 expert scale is read as its
+     * byte there */
     free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.scale", &t));
-    ck_assert_int_eq(t.dtype, FP8_DTYPE_F8_E8M0);
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_F32);
     ck_assert_int_eq(t.elements, 2 * 1);
-    /* the trunk's codes and scales stay as they are */
-    const char *kept[] = { "layers.0.attn.wkv.weight", "layers.0.attn.wkv.scale",
-                           "layers.0.hc_attn_fn", "layers.0.ffn.gate.bias" };
-    for (int i = 0; i < 4; i++) {
-        fp8_tensor_info a, b;
-        unsigned char *x = tensor_bytes(DSV4_RELEASE, kept[i], &a);
-        unsigned char *y = tensor_bytes(out, kept[i], &b);
-        ck_assert_msg(a.dtype == b.dtype && fp8_tensor_nbytes(&a) == fp8_tensor_nbytes(&b) &&
-                          !memcmp(x, y, fp8_tensor_nbytes(&a)),
+    /* the trunk's scales: the same powers of two, F32 */
+    fp8_tensor_info a, b;
+    unsigned char *e = tensor_bytes(DSV4_RELEASE, "layers.0.attn.wkv.scale", &a);
+    float *f = (float *)tensor_bytes(out, "layers.0.attn.wkv.scale", &b);
+    ck_assert_int_eq(a.dtype, FP8_DTYPE_F8_E8M0);
+    ck_assert_int_eq(b.dtype, FP8_DTYPE_F32);
+    ck_assert_int_eq(a.elements, b.elements);
+    for (uint64_t k = 0; k < a.elements; k++)
+        ck_assert_msg(f[k] == ldexpf(1.0f, (int)e[k] - 127), "wkv.scale[%llu]: %g for byte %u",
+                      (unsigned long long)k, (double)f[k], e[k]);
+    free(e);
+    free(f);
+    /* the trunk's codes stay as they are */
+    const char *kept[] = { "layers.0.attn.wkv.weight", "layers.0.hc_attn_fn",
+                           "layers.0.ffn.gate.bias" };
+    for (int i = 0; i < 3; i++) {
+        fp8_tensor_info ta, tb;
+        unsigned char *x = tensor_bytes(DSV4_RELEASE, kept[i], &ta);
+        unsigned char *y = tensor_bytes(out, kept[i], &tb);
+        ck_assert_msg(ta.dtype == tb.dtype && fp8_tensor_nbytes(&ta) == fp8_tensor_nbytes(&tb) &&
+                          !memcmp(x, y, fp8_tensor_nbytes(&ta)),
                       "%s changed", kept[i]);
         free(x);
         free(y);
@@ -267,16 +282,59 @@ START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
         expect_same_export(dir, model, out);
         expect_expert_dtype_fp8(out);
         fp8_tensor_info t;
-        unsigned char *s = tensor_bytes(out, "layers.0.ffn.experts.0.w1.scale", &t);
+        float *s = (float *)tensor_bytes(out, "layers.0.ffn.experts.0.w1.scale", &t);
         ck_assert_int_eq(t.elements, 2 * 2);
-        for (int k = 0; k < 4; k++) /* the largest group exponent, 134, less 6 */
-            ck_assert_int_eq(s[k], 128);
+        for (int k = 0; k < 4; k++) /* the largest group exponent, 134, less 6: 2^1 */
+            ck_assert(s[k] == 2.0f);
         free(s);
     }
     free(err);
     free(c);
     free(out);
     free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* verify under expert_dtype "fp8" (DeepSeek-V4-Flash-Base): FP8 scales are
+ * F32, as vLLM reads them; an E8M0 expert scale, which vLLM reads as its
+ * byte there, is e8m0-expert-scale, and an E8M0 trunk scale scale-dtype.
+ * _i: 0 every scale F32 (clean); 1 the expert's E8M0; 2 the trunk's. */
+START_TEST(test_dsv4_fp8_experts_take_f32_scales)
+{
+    static uint8_t w[TR * TC], e8[2] = { 120, 121 };
+    static float f32[2] = { 0x1p-7f, 0x1p-6f };
+    for (size_t i = 0; i < sizeof w; i++)
+        w[i] = (uint8_t)(i % 0x7E);
+    uint16_t norm[4] = { 0x3F80, 0x3F80, 0x3F80, 0x3F80 };
+    t_spec ts[] = {
+        { "layers.0.ffn.experts.0.w1.weight", FP8_DTYPE_F8_E4M3, 2, { TR, TC }, w },
+        { "layers.0.ffn.experts.0.w1.scale", _i == 1 ? FP8_DTYPE_F8_E8M0 : FP8_DTYPE_F32, 2,
+          { 1, 2 }, _i == 1 ? (void *)e8 : (void *)f32 },
+        { "layers.0.attn.wq_a.weight", FP8_DTYPE_F8_E4M3, 2, { TR, TC }, w },
+        { "layers.0.attn.wq_a.scale", _i == 2 ? FP8_DTYPE_F8_E8M0 : FP8_DTYPE_F32, 2, { 1, 2 },
+          _i == 2 ? (void *)e8 : (void *)f32 },
+        { "layers.0.attn_norm.weight", FP8_DTYPE_BF16, 1, { 4 }, norm },
+    };
+    char *config = strdup(dsv4_config), *at = strstr(config, "\"fp4\"");
+    memcpy(at, "\"fp8\"", 5);
+    char *dir = tu_tmpdir(), *out = NULL, *err = NULL;
+    char *model = write_ck(dir, "fp8x", ts, sizeof ts / sizeof *ts, config);
+    char *args;
+    ck_assert(asprintf(&args, "verify '%s'", model) > 0);
+    int rc = tu_run(args, &out, &err);
+    free(args);
+    const char *rule = _i == 1 ? "error [e8m0-expert-scale]" : "error [scale-dtype]";
+    if (_i == 0)
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    else
+        ck_assert_msg(rc == 1 && strstr(out, rule) &&
+                          strstr(out, _i == 1 ? "experts.0.w1.scale" : "wq_a.scale"),
+                      "exit %d: %s", rc, out);
+    free(out);
+    free(err);
+    free(model);
+    free(config);
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -617,6 +675,7 @@ static Suite *casts_suite(void)
     tcase_add_test(tc, test_dsv4_release_copy_casts_exactly);
     tcase_add_loop_test(tc, test_dsv4_cast_exact_to_spread_14_and_refused_past_it, 0, 3);
     tcase_add_test(tc, test_dsv4_cast_same_bytes_for_any_thread_count);
+    tcase_add_loop_test(tc, test_dsv4_fp8_experts_take_f32_scales, 0, 3);
     tcase_add_loop_test(tc, test_dsv4_cast_says_fp8_where_the_config_says_fp4, 0, 2);
     tcase_add_test(tc, test_dsv4_nan_group_scale_is_bad_input);
     tcase_add_loop_test(tc, test_dsv4_cast_to_another_layout_is_a_usage_error, 0, 4);

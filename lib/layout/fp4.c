@@ -69,6 +69,13 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_I8, .scale_dtype = FP8_DTYPE_F8_E8M0,
         .weight_rank = 2, .scheme = &mxfp4, .name_needs = "experts.", .model_type = "deepseek_v4",
         .trunk_scale_suffix = ".scale",
+        /* vLLM models/deepseek_v4/quant_config.py DeepseekV4FP8Config:
+         * expert_dtype "fp4" (its default; DeepSeek-V4-Flash) has E8M0
+         * (e8m0fnu) FP8 scales, "fp8" (DeepSeek-V4-Flash-Base, FP8 block
+         * experts) float32 ones (is_scale_e8m0 only for "fp4"; fp8.py makes
+         * the scale parameters float32 otherwise) */
+        .fp8_experts_key = "expert_dtype", .fp8_experts_value = "fp8",
+        .fp8_experts_scale_dtype = FP8_DTYPE_F32, .packed_experts_scale_dtype = FP8_DTYPE_F8_E8M0,
         .source = "vLLM models/deepseek_v4; DeepSeek inference/convert.py",
         .decl_method = "fp8",
         .loaders = {
@@ -170,6 +177,17 @@ const fp4_layout *fp4_layout_of_method(const char *quant_method)
         if (layouts[i].quant_method && !strcmp(layouts[i].quant_method, quant_method))
             return &layouts[i];
     return NULL;
+}
+
+fp8_dtype fp4_family_scale_dtype(const fp4_layout *l, const cJSON *config, bool *fp8_experts)
+{
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *v = l->fp8_experts_key ? cJSON_GetObjectItemCaseSensitive(config, l->fp8_experts_key)
+                                        : NULL;
+    if (!v && l->fp8_experts_key) /* V4.1 keeps it in quantization_config */
+        v = cJSON_GetObjectItemCaseSensitive(qc, l->fp8_experts_key);
+    *fp8_experts = cJSON_IsString(v) && !strcmp(v->valuestring, l->fp8_experts_value);
+    return *fp8_experts ? l->fp8_experts_scale_dtype : l->packed_experts_scale_dtype;
 }
 
 const fp4_layout *fp4_layout_of_model(const char *model_type)

@@ -68,6 +68,12 @@ typedef struct {
      * format's own (_scale_inv, ...) */
     const char *model_type;
     const char *trunk_scale_suffix;
+    /* the family's config key saying its experts are FP8, not packed
+     * (DeepSeek-V4's expert_dtype "fp8", at the top level or inside
+     * quantization_config; missing: packed), and the dtype of every FP8
+     * scale then and otherwise (fp4_family_scale_dtype) */
+    const char *fp8_experts_key, *fp8_experts_value;
+    fp8_dtype fp8_experts_scale_dtype, packed_experts_scale_dtype;
     const char *source;        /* where the facts come from */
     const fp4_old_bias *old_bias; /* NULL: every version wrote bias 127 */
     /* config.json's declaration of the layout (its quantization_config, or
@@ -94,6 +100,9 @@ const fp4_layout *fp4_layout_of_model(const char *model_type);
 /* Whether tensor `name` of the checkpoint is the group scale of a packed-FP4
  * weight there (NVFP4's F8_E4M3 weight_scale, which is no FP8 weight). */
 bool fp4_is_group_scale(const fp8_checkpoint *ck, const char *name);
+/* The dtype of the FP8 scales (X.scale) of family `l` under `config`
+ * (fp8_experts_key); *fp8_experts whether its experts are FP8. */
+fp8_dtype fp4_family_scale_dtype(const fp4_layout *l, const cJSON *config, bool *fp8_experts);
 /* The layout a quant_method declares (gpt-oss's "mxfp4"); NULL for none. */
 const fp4_layout *fp4_layout_of_method(const char *quant_method);
 

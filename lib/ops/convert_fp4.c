@@ -21,13 +21,16 @@
  * and with "fp8" maps every .scale to weight_scale_inv, which its block FP8
  * MoE method reads (_make_deepseek_v4_weights_mapper).
  *
- * The tile scales are F8_E8M0, as DeepSeek's cast writes them and as the
- * trunk's are (verify's hf-fp8 ue8m0 rule).  A caveat this file cannot
- * fix: vLLM's DeepseekV4Model.load_weights views every float8_e8m0fnu
- * expert weight_scale as uint8 bytes (right for its FP4 experts' uint8
- * parameter), so with expert_dtype "fp8" an E8M0 tile scale lands in the
- * float32 parameter as its byte (vLLM PR 51946, open: "fluent-looking
- * token salad"); DeepSeek-V4-Flash-Base's FP8 experts carry F32 scales.
+ * Every FP8 scale of the output is F32 (the tile scales, and the trunk's
+ * .scale, whose E8M0 bytes become the same powers of two), as
+ * DeepSeek-V4-Flash-Base, the release with FP8 experts, stores them and as
+ * vLLM reads them under expert_dtype "fp8" (models/deepseek_v4
+ * quant_config.py: is_scale_e8m0 only for "fp4", else float32 scale
+ * parameters): its DeepseekV4Model.load_weights views every float8_e8m0fnu
+ * expert weight_scale as uint8 bytes, right for the FP4 experts' uint8
+ * parameter, so an E8M0 tile scale would land in the float32 parameter as
+ * its byte (vLLM PR 51946: "fluent-looking token salad").  DeepSeek's own
+ * cast writes E8M0 tile scales; verify's e8m0-expert-scale names them.
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -49,9 +52,10 @@
 #define TILE_OFFSET 6    /* log2 of its max_offset 2^6: E2M1's 6 * 2^6 = 384 <= 448 */
 
 /* COPY: the bytes as they are, under the item's output name; WEIGHT, SCALE:
- * a DeepSeek-V4 expert's codes, tile scales; RECIP: an NVFP4 second-level
- * scale, its reciprocal (`value`, computed when planned). */
-typedef enum { CAST_COPY, CAST_WEIGHT, CAST_SCALE, CAST_RECIP } cast_kind;
+ * a DeepSeek-V4 expert's codes, F32 tile scales; TRUNK_SCALE: a trunk FP8
+ * weight's E8M0 .scale as F32; RECIP: an NVFP4 second-level scale, its
+ * reciprocal (`value`, computed when planned). */
+typedef enum { CAST_COPY, CAST_WEIGHT, CAST_SCALE, CAST_TRUNK_SCALE, CAST_RECIP } cast_kind;
 
 typedef struct {
     const fp8_tensor_info *t; /* the input's tensor */
@@ -88,7 +92,9 @@ static uint64_t out_bytes(const cast_item *it)
         return fp8_tensor_nbytes(it->t);
     if (it->kind == CAST_RECIP)
         return 4;
-    return it->out_shape[0] * it->out_shape[1];
+    if (it->kind == CAST_TRUNK_SCALE)
+        return it->t->elements * 4;
+    return it->out_shape[0] * it->out_shape[1] * (it->kind == CAST_SCALE ? 4 : 1);
 }
 
 static const char *out_name(const cast_item *it) { return it->out_name ? it->out_name : it->t->name; }
@@ -116,6 +122,10 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
     fp8_status st = FP8_OK;
     if (l == dsv4 && !sname)
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (!st && is_scale && w && w->dtype == FP8_DTYPE_F8_E4M3) { /* a trunk weight's */
+        it->kind = CAST_TRUNK_SCALE;
+        it->out_dtype = FP8_DTYPE_F32;
+    }
     size_t sshard = 0;
     const fp8_tensor_info *s = l == dsv4 && sname ? fp8_checkpoint_find(p->ck, sname, &sshard) : NULL;
     if (!st && s) {
@@ -143,7 +153,7 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
             it->rows = rows;
             it->cols = cols;
             it->out_rank = 2;
-            it->out_dtype = is_scale ? FP8_DTYPE_F8_E8M0 : FP8_DTYPE_F8_E4M3;
+            it->out_dtype = is_scale ? FP8_DTYPE_F32 : FP8_DTYPE_F8_E4M3;
             it->out_shape[0] = is_scale ? ceil_div(rows, TILE) : rows;
             it->out_shape[1] = is_scale ? ceil_div(cols, TILE) : cols;
         }
@@ -152,6 +162,17 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
     free(oname);
     free(wbuf);
     return st;
+}
+
+/* n E8M0 bytes (no NaN) as the little-endian F32 of the same powers of two. */
+static void e8m0_f32(const uint8_t *b, size_t n, uint8_t *f)
+{
+    float (*decode)(uint8_t) = fp8_elem_get(FP8_ELEM_E8M0)->decode;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = fp8_f32_bits(decode(b[i]));
+        for (int k = 0; k < 4; k++)
+            f[4 * i + k] = (uint8_t)(bits >> 8 * k);
+    }
 }
 
 /* The tile exponent byte of the tiles of one band of rows, each the
@@ -289,10 +310,10 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
                                uint64_t n, uint64_t *failed_row)
 {
     uint64_t groups = it->cols / FP8_MX_GROUP, tiles = ceil_div(it->cols, TILE);
-    uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles);
+    uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles), *tf = malloc(tiles * 4);
     uint8_t *packed = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols / 2) : NULL;
     uint8_t *q = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols) : NULL;
-    fp8_status st = sc && tb && (it->kind != CAST_WEIGHT || (packed && q))
+    fp8_status st = sc && tb && tf && (it->kind != CAST_WEIGHT || (packed && q))
                         ? FP8_OK
                         : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
@@ -303,8 +324,10 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
         st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
         if (!st)
             st = tile_bytes(ctx, p, it, row0, nrows, sc, tb);
-        if (!st && it->kind == CAST_SCALE)
-            st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles, tb, tiles);
+        if (!st && it->kind == CAST_SCALE) {
+            e8m0_f32(tb, tiles, tf);
+            st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles * 4, tf, tiles * 4);
+        }
         if (st || it->kind == CAST_SCALE)
             continue;
         st = fp8_file_read(ctx, wf, it->w, row0 * it->cols / 2, packed, nrows * it->cols / 2);
@@ -319,6 +342,7 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
         *failed_row = row0;
     free(sc);
     free(tb);
+    free(tf);
     free(packed);
     free(q);
     return st;
@@ -403,6 +427,34 @@ static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item 
     return st;
 }
 
+/* A trunk weight's E8M0 .scale as F32; a NaN byte is bad input. */
+static fp8_status write_trunk_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                                    fp8_writer *out, const fp8_tensor_info *wt)
+{
+    enum { CHUNK = 1 << 16 };
+    uint64_t n = it->t->elements;
+    uint8_t *b = malloc(CHUNK), *f = malloc(CHUNK * 4);
+    fp8_status st = b && f ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t at = 0; !st && at < n; at += CHUNK) {
+        size_t len = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, at, b, len);
+        for (size_t i = 0; !st && i < len; i++)
+            if (b[i] == 0xFF)
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                              "%s: tensor '%s': element %llu is the E8M0 NaN byte 0xff; its "
+                              "block has no scale to write",
+                              fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                              (unsigned long long)(at + i));
+        if (!st) {
+            e8m0_f32(b, len, f);
+            st = fp8_writer_pwrite(ctx, out, wt, at * 4, f, len * 4);
+        }
+    }
+    free(b);
+    free(f);
+    return st;
+}
+
 static int cmp_by_out(const void *a, const void *b, void *arg)
 {
     const cast_plan *p = arg;
@@ -443,9 +495,10 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         const cast_item *it = &p->items[i];
         if (it->shard != s)
             continue;
-        st = it->kind == CAST_COPY
-                 ? fp8_writer_add_tensor(ctx, out, out_name(it), it->t->dtype, it->t->rank,
-                                         it->t->shape)
+        st = it->kind == CAST_COPY || it->kind == CAST_TRUNK_SCALE
+                 ? fp8_writer_add_tensor(ctx, out, out_name(it),
+                                         it->kind == CAST_COPY ? it->t->dtype : FP8_DTYPE_F32,
+                                         it->t->rank, it->t->shape)
                  : fp8_writer_add_tensor(ctx, out, out_name(it), it->out_dtype, it->out_rank,
                                          it->out_shape);
     }
@@ -456,9 +509,10 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
     for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
         const fp8_tensor_info *wt = fp8_writer_tensor(out, k);
         const cast_item *it = item_named(p, wt->name);
-        st = it->kind == CAST_COPY    ? copy_tensor(ctx, p, it, out, wt)
-             : it->kind == CAST_RECIP ? write_recip(ctx, it, out, wt)
-                                      : write_expert(ctx, p, it, out, wt);
+        st = it->kind == CAST_COPY          ? copy_tensor(ctx, p, it, out, wt)
+             : it->kind == CAST_RECIP       ? write_recip(ctx, it, out, wt)
+             : it->kind == CAST_TRUNK_SCALE ? write_trunk_scale(ctx, p, it, out, wt)
+                                            : write_expert(ctx, p, it, out, wt);
     }
     if (!st)
         st = fp8_writer_commit(ctx, out);

@@ -109,6 +109,8 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     v->experts = fmt_config_experts(config);
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
     v->family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
+    if (v->family)
+        v->family_scale_dtype = fp4_family_scale_dtype(v->family, config, &v->family_fp8_experts);
     v->hidden = fmt_config_hidden(config);
     if (d.ct_activations && !(v->ct_activations = fp8_strdup(d.ct_activations)))
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");

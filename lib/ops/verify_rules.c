@@ -124,14 +124,29 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
         return verify_add(ctx, v, FP8_SEV_ERROR, "scale-name", "%s: %s: has both '%s' and '%s'", file,
                    t->name, name, other);
     const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);
-    bool dtype_ok = module_scale ? s->dtype == v->family->scale_dtype
+    /* vLLM's DeepseekV4Model.load_weights views every float8_e8m0fnu expert
+     * weight_scale as uint8, the packed experts' parameter, whatever the
+     * expert_dtype (models/deepseek_v4/nvidia/model.py): under "fp8" its
+     * byte lands in the float32 parameter as a number (vLLM PR 51946) */
+    if (module_scale && v->family_fp8_experts && s->dtype == FP8_DTYPE_F8_E8M0 &&
+        fmt_is_expert(t->name))
+        return verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), "e8m0-expert-scale",
+                   "%s: %s: F8_E8M0 scale of an FP8 expert under %s \"%s\": vLLM's "
+                   "DeepseekV4Model.load_weights views an E8M0 expert scale as its bytes (the "
+                   "packed experts' uint8 parameter), so the float32 parameter of an FP8 expert "
+                   "gets 2^k's byte as its value; write it F32, as DeepSeek-V4-Flash-Base does",
+                   fp8_checkpoint_shard_name(v->ck, sshard), s->name,
+                   v->family->fp8_experts_key, v->family->fp8_experts_value);
+    bool dtype_ok = module_scale ? s->dtype == v->family_scale_dtype
                     : v->spec->scale_dtype == FMT_SCALE_WEIGHT || v->spec->f16_scales
                         ? verify_is_float(s->dtype)
                         : s->dtype == fmt_scale_dtype_of(v->spec, s->dtype);
     if (!dtype_ok)
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-dtype", "%s: %s: dtype %s, but %s expects %s",
                  sfile, s->name, fp8_dtype_name(s->dtype), v->format_name,
-                 module_scale ? "F8_E8M0"
+                 module_scale ? (v->family_fp8_experts
+                                     ? "F32 (expert_dtype \"fp8\": vLLM's scale parameters are float32)"
+                                     : "F8_E8M0 (expert_dtype \"fp4\", the default: vLLM's scale parameters are float8_e8m0fnu)")
                  : !float_dtype ? "U8 (E8M0)"
                  : v->spec->scale_dtype == FMT_SCALE_WEIGHT
                      ? "the weight's original dtype (BF16, F16 or F32)"
