@@ -28,6 +28,9 @@ inspect-json, verify, verify-strict and
                    config.json holds no expert_dtype either
     twin           (nvfp4-ct) `diff --dequant` of nvfp4-modelopt and nvfp4-ct exits 0: the two hold
                    the same values, the compressed-tensors global scale being the exact reciprocal
+    cast           (CASTS below) `convert --exact` to the family's other layout (DeepSeek-V4: its
+                   MXFP4 experts to FP8), and the output verifies clean, equals the input under
+                   `diff --dequant` and exports the same bytes
 
 and the planted-defect copies (DEFECT below: one broken thing each) inspect, inspect-json and
 
@@ -297,6 +300,27 @@ def check_defect(fp8conv, rel, want):
                          (errors[0] if errors else "none")[:160]))
 
 
+# convert's exact casts of issue 25 item 3 (fp8conv(1) convert, fp8conv-formats(5) Casts), per FP4
+# family: the options; the cast's output must verify clean, export the input's export's bytes and
+# be identical to the input under `diff --dequant`. The NVFP4 twins' global scales are powers of
+# two, so the reciprocal is exact; the -amax copies' are not (convert --exact refuses them).
+CASTS = {"deepseek-v4": [], "nvfp4-modelopt": ["--format", "compressed-tensors"],
+         "nvfp4-ct": ["--format", "modelopt"]}
+
+
+def check_cast(fp8conv, rel, opts, tmp):
+    out, a, b = (os.path.join(tmp, n) for n in ("cast", "cast-export-in", "cast-export-out"))
+    step(fp8conv, "convert --exact " + " ".join(opts), "convert", "-q", "--exact", *opts, rel, out)
+    step(fp8conv, "verify (of the cast)", "verify", out)
+    step(fp8conv, "diff --dequant (input, cast)", "diff", "-q", "--dequant", rel, out)
+    step(fp8conv, "dequantize-for-export", "dequantize-for-export", "-q", rel, a)
+    step(fp8conv, "dequantize-for-export (of the cast)", "dequantize-for-export", "-q", out, b)
+    x, y = st_tensors(a), st_tensors(b)
+    if x != y:
+        diff = sorted(n for n in set(x) | set(y) if x.get(n) != y.get(n))
+        raise Failed("values", "the cast's export differs from the input's: " + ", ".join(diff[:3]))
+
+
 def fp4_checks(fp8conv, family, rel, tmp):
     """The checks of an FP4 family or a planted-defect copy (see the docstring)."""
     with open(os.path.join(rel, "EXPECT.json"), encoding="utf-8") as f:
@@ -315,6 +339,8 @@ def fp4_checks(fp8conv, family, rel, tmp):
             ("verify-strict", lambda: step(fp8conv, "verify --strict", "verify", "--strict", rel)),
             ("export", lambda: check_export(fp8conv, rel, expect, os.path.join(tmp, "export"))),
         ]
+    if family in CASTS:
+        todo.append(("cast", lambda: check_cast(fp8conv, rel, CASTS[family], tmp)))
     if family == TWIN[1]:
         twin = os.path.join(os.path.dirname(rel), TWIN[0])
         todo.append(("twin", lambda: step(fp8conv, "diff --dequant " + TWIN[0], "diff", "-q",
