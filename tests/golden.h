@@ -391,6 +391,58 @@ static inline char *make_typed_model(const char *dir, const char *name, const ch
     return model;
 }
 
+/* A tensor given with its bytes (little-endian, as safetensors stores them). */
+typedef struct {
+    const char *name;
+    fp8_dtype dtype;
+    int rank;
+    uint64_t shape[4];
+    const void *data;
+} t_spec;
+
+static inline uint64_t t_bytes(const t_spec *t)
+{
+    uint64_t n = fp8_dtype_bits(t->dtype) / 8;
+    for (int k = 0; k < t->rank; k++)
+        n *= t->shape[k];
+    return n;
+}
+
+/* A directory `dir`/`sub` with model.safetensors holding the tensors, and
+ * config.json (when not NULL). */
+static inline char *write_ck(const char *dir, const char *sub, const t_spec *ts, size_t n,
+                             const char *config)
+{
+    char *model, *path;
+    ck_assert(asprintf(&model, "%s/%s", dir, sub) > 0);
+    ck_assert(mkdir(model, 0755) == 0);
+    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(fp8_writer_add_tensor(ctx, w, ts[i].name, ts[i].dtype, ts[i].rank,
+                                        ts[i].shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    for (size_t i = 0; i < fp8_writer_tensor_count(w); i++) {
+        const t_spec *t = NULL;
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp(ts[k].name, fp8_writer_tensor(w, i)->name))
+                t = &ts[k];
+        ck_assert(fp8_writer_write(ctx, w, t->data, t_bytes(t)) == FP8_OK);
+    }
+    ck_assert_msg(fp8_writer_commit(ctx, w) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    free(path);
+    if (config) {
+        ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+        tu_spit(path, config, strlen(config));
+        free(path);
+    }
+    return model;
+}
+
 /* Mistral's FP8 releases (Ministral-3, Devstral-2): quant_method fp8 with no
  * weight_block_size and static activations; per-tensor F32 weight_scale_inv
  * and activation_scale (rank 0: [], 1: [1]).  transformers' FineGrainedFP8 reads weight_scale_inv;
