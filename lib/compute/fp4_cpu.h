@@ -1,0 +1,27 @@
+/*
+ * fp4_cpu.h - the CPU's fast path of the packed-FP4 decode: the values of
+ * fp4_ref.h's table (the one numeric reference), looked up a nibble at a
+ * time with no per-element checks.  A group whose scale byte is NaN, or
+ * under which some code overflows, is left to fp4_dequant_row, which then
+ * decodes the row and says what and where; so the bytes and the result
+ * are fp4_dequant_row's for every input (tests/check_fp4_cpu.c).
+ */
+#ifndef FP8_FP4_CPU_H
+#define FP8_FP4_CPU_H
+
+#include "compute/fp4_ref.h"
+
+typedef struct {
+    const fp4_table *t;
+    uint16_t v16[256][16]; /* t->value as 16 bits (bf16, f16 outputs) */
+    bool clean[256];       /* scale byte b: not NaN, and no code overflows */
+} fp4_fast;
+
+/* Prepares the lookup of table t (kept by pointer: t must outlive f). */
+void fp4_fast_init(fp4_fast *f, const fp4_table *t);
+
+/* fp4_dequant_row(packed, scales, n, f->t, y, stride, where), faster. */
+fp4_deq_result fp4_fast_row(const fp4_fast *f, const uint8_t *packed, const uint8_t *scales,
+                            uint64_t n, void *y, uint64_t stride, uint64_t *where);
+
+#endif
