@@ -374,7 +374,7 @@ fuzz-dir: $(FUZZ_BUILD)/fuzz_dir
 	$(FUZZ_BUILD)/fuzz_dir -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
 		-rss_limit_mb=4096 -print_final_stats=1 $(FUZZ_BUILD)/corpus-dir $(FUZZ_DIR_SEEDS)
 
-BENCH_BIN := $(BUILD)/bench/runstat $(BUILD)/bench/make_model
+BENCH_BIN := $(BUILD)/bench/runstat $(BUILD)/bench/make_model $(BUILD)/bench/make_fp4_model
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(LDLIBS_ALL) -o $@

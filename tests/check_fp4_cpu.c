@@ -23,6 +23,14 @@ static const fp4_row_spec specs[] = {
 };
 static const fp8_dtype outs[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
 
+static double e2m1(unsigned c)
+{
+    static const double m[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
+    return c & 8 ? -m[c & 7] : m[c & 7];
+}
+
+static uint64_t lcg(uint64_t *x) { return (*x = *x * 6364136223846793005ull + 1442695040888963407ull) >> 33; }
+
 /* Decodes one row both ways into poisoned buffers; fails on any difference. */
 static void same_row(const fp4_fast *f, const uint8_t *packed, const uint8_t *scales, uint64_t n,
                      uint64_t stride, const char *what)
@@ -111,15 +119,61 @@ START_TEST(test_random_rows)
 }
 END_TEST
 
-/* ---------------------------------------------------------------- end to end */
-
-static double e2m1(unsigned c)
+START_TEST(test_transposed_bands)
 {
-    static const double m[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
-    return c & 8 ? -m[c & 7] : m[c & 7];
+    fp4_table *t = malloc(sizeof *t);
+    fp4_fast *f = malloc(sizeof *f);
+    ck_assert(t && f);
+    uint64_t x = 0x1234567ull;
+    enum { NR = 75, COLS = 192, LD = 80 }; /* 75 rows: two 32-row tiles and a partial one */
+    static uint8_t packed[NR * COLS / 2], scales[NR * COLS / 16];
+    static uint32_t ya[COLS * LD], yb[COLS * LD];
+    int refused = 0;
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+        for (size_t o = 0; o < 3; o++) {
+            fp4_table_init(t, &specs[s], outs[o]);
+            fp4_fast_init(f, t);
+            uint64_t per_row = COLS / specs[s].group, sz = outs[o] == FP8_DTYPE_F32 ? 4 : 2;
+            for (int k = 0; k < 20; k++) {
+                for (size_t i = 0; i < sizeof packed; i++)
+                    packed[i] = (uint8_t)lcg(&x);
+                for (uint64_t i = 0; i < NR * per_row; i++)
+                    scales[i] = (uint8_t)(specs[s].scale_elem == FP8_ELEM_E8M0 ? 118 + lcg(&x) % 8
+                                                                               : 0x30 + lcg(&x) % 0x40);
+                if (k % 4 == 3) /* now and then a scale byte of any value */
+                    scales[lcg(&x) % (NR * per_row)] = (uint8_t)lcg(&x);
+                /* columns [64, 64 + 96) of the rows, each row by the reference at stride LD */
+                uint64_t c0 = 64, n = 96, where;
+                memset(ya, 0xA5, sizeof ya);
+                memset(yb, 0xA5, sizeof yb);
+                bool clean = true;
+                for (uint64_t r = 0; r < NR; r++)
+                    clean = fp4_dequant_row(packed + (r * COLS + c0) / 2,
+                                            scales + r * per_row + c0 / specs[s].group, n, t,
+                                            (unsigned char *)ya + r * sz, LD, &where) ==
+                                FP4_DEQ_OK && clean;
+                bool ok = fp4_fast_cols(f, packed + c0 / 2, COLS / 2, scales + c0 / specs[s].group,
+                                        per_row, NR, n, yb, LD);
+                ck_assert(!ok || clean);
+                if (!ok) { /* refused: a scale not clean, and nothing written */
+                    refused++;
+                    bool any = false;
+                    for (uint64_t r = 0; r < NR; r++)
+                        for (uint64_t g = 0; g < n / specs[s].group; g++)
+                            any = any || !f->clean[scales[r * per_row + c0 / specs[s].group + g]];
+                    ck_assert(any);
+                    memset(ya, 0xA5, sizeof ya);
+                }
+                ck_assert_msg(!memcmp(ya, yb, sizeof ya), "spec %zu, out %zu, band %d differs", s, o, k);
+            }
+        }
+    ck_assert(refused > 0);
+    free(t);
+    free(f);
 }
+END_TEST
 
-static uint64_t lcg(uint64_t *x) { return (*x = *x * 6364136223846793005ull + 1442695040888963407ull) >> 33; }
+/* ---------------------------------------------------------------- end to end */
 
 START_TEST(test_gpt_oss_jobs_of_every_shape)
 {
@@ -231,6 +285,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_every_scale_byte_and_code);
     tcase_add_test(tc, test_random_rows);
+    tcase_add_test(tc, test_transposed_bands);
     suite_add_tcase(s, tc);
     tc = tcase_create("end to end");
     tcase_set_timeout(tc, 120);

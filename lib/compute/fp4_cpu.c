@@ -61,3 +61,48 @@ fp4_deq_result fp4_fast_row(const fp4_fast *f, const uint8_t *packed, const uint
     }
     return FP4_DEQ_OK;
 }
+
+bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
+                   const uint8_t *scales, uint64_t ld_scales, uint64_t nr, uint64_t n, void *y,
+                   uint64_t ld_out)
+{
+    const fp4_table *t = f->t;
+    uint64_t groups = n / t->group, half = t->group / 2;
+    for (uint64_t r = 0; r < nr; r++)
+        for (uint64_t g = 0; g < groups; g++)
+            if (!f->clean[scales[r * ld_scales + g]])
+                return false;
+    enum { TR = 32 };
+    for (uint64_t r0 = 0; r0 < nr; r0 += TR) {
+        uint64_t m = nr - r0 < TR ? nr - r0 : TR;
+        for (uint64_t g = 0; g < groups; g++) {
+            const uint8_t *p = packed + r0 * ld_codes + g * half;
+            const uint8_t *s = scales + r0 * ld_scales + g;
+            uint64_t c0 = g * t->group;
+            if (t->out == FP8_DTYPE_F32) {
+                const uint32_t *v[TR];
+                for (uint64_t r = 0; r < m; r++)
+                    v[r] = t->value[s[r * ld_scales]];
+                uint32_t *o = (uint32_t *)y + c0 * ld_out + r0;
+                for (uint64_t k = 0; k < half; k++, o += 2 * ld_out)
+                    for (uint64_t r = 0; r < m; r++) {
+                        unsigned b = p[r * ld_codes + k];
+                        o[r] = v[r][b & 15];
+                        o[ld_out + r] = v[r][b >> 4];
+                    }
+            } else {
+                const uint16_t *v[TR];
+                for (uint64_t r = 0; r < m; r++)
+                    v[r] = f->v16[s[r * ld_scales]];
+                uint16_t *o = (uint16_t *)y + c0 * ld_out + r0;
+                for (uint64_t k = 0; k < half; k++, o += 2 * ld_out)
+                    for (uint64_t r = 0; r < m; r++) {
+                        unsigned b = p[r * ld_codes + k];
+                        o[r] = v[r][b & 15];
+                        o[ld_out + r] = v[r][b >> 4];
+                    }
+            }
+        }
+    }
+    return true;
+}

@@ -24,4 +24,15 @@ void fp4_fast_init(fp4_fast *f, const fp4_table *t);
 fp4_deq_result fp4_fast_row(const fp4_fast *f, const uint8_t *packed, const uint8_t *scales,
                             uint64_t n, void *y, uint64_t stride, uint64_t *where);
 
+/*
+ * A band of a packed matrix, transposed: nr rows of n values (n a multiple
+ * of the group), row r's codes at packed + r * ld_codes and its scales at
+ * scales + r * ld_scales; value (r, c) goes to y[c * ld_out + r].  The
+ * values fp4_fast_row gives; false (and nothing written) when a scale of
+ * the band is NaN or lets a code overflow: fp4_fast_row then says what.
+ */
+bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
+                   const uint8_t *scales, uint64_t ld_scales, uint64_t nr, uint64_t n, void *y,
+                   uint64_t ld_out);
+
 #endif

@@ -717,7 +717,10 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
     }
     for (uint64_t c0 = 0; c0 < it->cols && !st; c0 += cw) {
         uint64_t w_ = it->cols - c0 < cw ? it->cols - c0 : cw;
-        for (uint64_t row = 0; row < j->nrows; row++) {
+        /* transposed, every scale clean: straight to the output's layout */
+        bool done = tr && fp4_fast_cols(fast, codes + c0 / 2, it->cols / 2, sc + c0 / sch->run,
+                                        per_row, j->nrows, w_, w->buf[2], j->nrows);
+        for (uint64_t row = 0; row < j->nrows && !done; row++) {
             uint64_t where = 0;
             /* transposed: FP4_TILE rows decoded into `tile`, then written
              * out as a stretch of FP4_TILE values per column */
