@@ -156,7 +156,7 @@ $(BUILD)/tests/check_fp8_math: tests/check_fp8_math.c tests/testutil.h $(HDRS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
 # The kernels run by their CPU emulation (any C++ compiler; no nvcc, no GPU).
-$(BUILD)/tests/kernels_emu.o: tests/kernels_emu.cpp kernels/quantize.cu $(HDRS) $(STAMP)
+$(BUILD)/tests/kernels_emu.o: tests/kernels_emu.cpp kernels/quantize.cu kernels/slot.cu $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O2 -g -ffp-contract=off $(SAN_FLAGS) -Ilib -Ikernels -pthread -c $< -o $@
 

@@ -449,6 +449,8 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
         /* the scales as fp32, then as stored */
         scale_span(r->plan, it, j.expert, j.row0, j.nrows, &first, &count);
         uint64_t need = count * (4 + fp8_dtype_bits(it->scale->dtype) / 8);
+        if (it->fp4) /* the table the GPU reads, then the scale bytes */
+            need = FP8_GPU_FP4_TABLE_BYTES + count;
         r->max_scales = need > r->max_scales ? need : r->max_scales;
     }
     r->jobs[r->njobs++] = j;
@@ -678,7 +680,7 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
     const dq_item *it = &p->items[j->item];
     uint64_t first, count, n = j->nrows * it->cols;
     scale_span(p, it, j->expert, j->row0, j->nrows, &first, &count);
-    uint8_t *codes = w->buf[0], *sc = w->buf[1];
+    uint8_t *codes = w->buf[0], *sc = w->buf[1] + FP8_GPU_FP4_TABLE_BYTES;
     fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t,
                                   code_bytes(it, (j->expert * it->rows + j->row0) * it->cols),
                                   codes, code_bytes(it, n));
@@ -704,6 +706,8 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
     }
     fp4_table_init(tab, &rs, out);
     fp4_fast_init(fast, tab);
+    if (w->gpu) /* the device looks the same values up */
+        fp8_gpu_fp4_table(tab, w->buf[1]);
     const fp8_tensor_info *ot = fp8_writer_find(r->out, it->out_name);
     bool tr = it->fp4->transpose;
     /* a band of columns at a time: all of them, or (transposed) the band
@@ -717,9 +721,25 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
     }
     for (uint64_t c0 = 0; c0 < it->cols && !st; c0 += cw) {
         uint64_t w_ = it->cols - c0 < cw ? it->cols - c0 : cw;
+        /* the GPU's band (the rows uploaded with the first), unless a
+         * scale is not clean: then the CPU's */
+        bool done = false;
+        if (w->gpu) {
+            fp8_gpu_fp4_band d = { j->nrows, it->cols, sch->run, c0, w_, tr, c0 == 0 };
+            bool bad = true;
+            st = fp8_gpu_fp4(w->ctx, w->gpu, &d, out, &bad);
+            if (st) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
+                st = fp8_fail(w->ctx, st, "%s: tensor '%s': %s",
+                              fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, why);
+                break;
+            }
+            done = !bad;
+        }
         /* transposed, every scale clean: straight to the output's layout */
-        bool done = tr && fp4_fast_cols(fast, codes + c0 / 2, it->cols / 2, sc + c0 / sch->run,
-                                        per_row, j->nrows, w_, w->buf[2], j->nrows);
+        done = done || (tr && fp4_fast_cols(fast, codes + c0 / 2, it->cols / 2, sc + c0 / sch->run,
+                                            per_row, j->nrows, w_, w->buf[2], j->nrows));
         for (uint64_t row = 0; row < j->nrows && !done; row++) {
             uint64_t where = 0;
             /* transposed: FP4_TILE rows decoded into `tile`, then written
