@@ -416,8 +416,11 @@ KIT_BUILD := build/gpu-kit-obj
 KIT_ARCHS ?= 90a 100
 KIT_MAX_MIB := 60
 KIT_PROGS := fp8conv tests/gpu/check_gpu tests/gpu/check_e4m3_cvt bench/gpu_bench bench/make_model \
+	bench/make_fp4_model \
 	tests/check_kernels tests/fp8conv-emu
-KIT_FIXTURES := llama-tiny deepseek-moe-tiny quant-edge deepseek-fp8-tiny
+KIT_FIXTURES := llama-tiny deepseek-moe-tiny quant-edge deepseek-fp8-tiny releases/gpt-oss \
+	releases/deepseek-v4 releases/nvfp4-modelopt releases/nvfp4-ct releases/nvfp4-modelopt-amax \
+	releases/nvfp4-ct-amax releases/defect-deepseek-v4-nan-e8m0
 # Libraries left to the machine: the C library's, and GCC's C++ runtime, of
 # which the programs need only the oldest symbol versions (CXXABI_1.3,
 # GCC_3.0), where the copy here needs GLIBC_2.36.  tests/check_gpu_kit.sh
@@ -433,7 +436,7 @@ gpu-kit:
 	@cp tests/gpu/run.sh $(KIT)/tests/gpu/run.sh
 	@cp bench/gpu_run.sh bench/torch_peer.py $(KIT)/bench/
 	@cp bench/gpu_kit_run.sh $(KIT)/run.sh
-	@for f in $(KIT_FIXTURES); do cp -r testdata/$$f $(KIT)/testdata/; done
+	@for f in $(KIT_FIXTURES); do mkdir -p $(KIT)/testdata/$$(dirname $$f); cp -r testdata/$$f $(KIT)/testdata/$$f; done
 	@for p in $(KIT_PROGS); do ldd $(KIT)/$$p; done | awk '/=> \// { print $$3 }' | \
 		grep -v -E '/($(KIT_SYSTEM_LIBS))' | sort -u | while read -r l; do cp -L "$$l" $(KIT)/lib/; done
 	@{ echo "fp8conv GPU kit, built $$(date -u +%Y-%m-%dT%H:%MZ) from $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
