@@ -1,6 +1,8 @@
 /*
  * fp4_cpu.c - the fast path of the packed-FP4 decode (fp4_cpu.h).
  */
+#include <string.h>
+
 #include "compute/fp4_cpu.h"
 
 void fp4_fast_init(fp4_fast *f, const fp4_table *t)
@@ -95,12 +97,22 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
                 for (uint64_t r = 0; r < m; r++)
                     v[r] = f->v16[s[r * ld_scales]];
                 uint16_t *o = (uint16_t *)y + c0 * ld_out + r0;
-                for (uint64_t k = 0; k < half; k++, o += 2 * ld_out)
-                    for (uint64_t r = 0; r < m; r++) {
-                        unsigned b = p[r * ld_codes + k];
+                for (uint64_t k = 0; k < half; k++, o += 2 * ld_out) {
+                    const uint8_t *pk = p + k;
+                    uint64_t r = 0;
+                    for (; r + 2 <= m; r += 2) { /* two rows: a value pair a column */
+                        unsigned b0 = pk[r * ld_codes], b1 = pk[(r + 1) * ld_codes];
+                        uint16_t lo[2] = { v[r][b0 & 15], v[r + 1][b1 & 15] };
+                        uint16_t hi[2] = { v[r][b0 >> 4], v[r + 1][b1 >> 4] };
+                        memcpy(o + r, lo, 4);
+                        memcpy(o + ld_out + r, hi, 4);
+                    }
+                    for (; r < m; r++) {
+                        unsigned b = pk[r * ld_codes];
                         o[r] = v[r][b & 15];
                         o[ld_out + r] = v[r][b >> 4];
                     }
+                }
             }
         }
     }

@@ -442,8 +442,9 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
         r->max_in = j.len > r->max_in ? j.len : r->max_in;
     } else {
         uint64_t codes = code_bytes(it, j.nrows * it->cols), first, count;
-        uint64_t outb = j.nrows * (it->fp4 && it->fp4->transpose ? fp4_col_band(it, j.nrows, r->plan->opts->dtype) : it->cols) *
-                        out_size(r->plan->opts->dtype);
+        fp8_dtype od = r->plan->opts->dtype;
+        uint64_t bw = it->fp4 && it->fp4->transpose ? fp4_col_band(it, j.nrows, od) : it->cols;
+        uint64_t outb = j.nrows * bw * out_size(od);
         r->max_in = codes > r->max_in ? codes : r->max_in;
         r->max_out = outb > r->max_out ? outb : r->max_out;
         /* the scales as fp32, then as stored */
@@ -479,7 +480,8 @@ static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
     if (it->fp4)
         job = r->plan->device == FP8_DEVICE_CUDA ? job : FP4_JOB_ELEMS;
     if (it->fp4 && it->fp4->transpose)
-        job = it->rows * it->cols / 2 <= FP4_T_CODES_MAX ? it->rows * it->cols : 2 * FP4_T_CODES_MAX;
+        job = it->rows * it->cols / 2 <= FP4_T_CODES_MAX ? it->rows * it->cols
+                                                          : 2 * FP4_T_CODES_MAX;
     uint64_t band = it->cols && job / it->cols ? job / it->cols : 1;
     for (uint64_t x = 0; x < it->experts; x++)
         for (uint64_t r0 = 0; r0 < it->rows && !st; r0 += band)
@@ -648,11 +650,6 @@ static fp8_status dq_cpu(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, cons
 /* The worker's buffers: buf[0] the codes, buf[1] the fp32 scales and after
  * them the stored ones, buf[2] the values in the output dtype (the GPU's, or
  * the CPU's). */
-/* A job of a packed-FP4 weight (fp4_ref.h): rows [row0, row0 + nrows) of
- * expert x, straight to the output dtype.  Transposed layouts (gpt-oss)
- * land as columns of the [cols, rows] output matrix: the job's values are
- * laid out [cols, nrows] in buf[2] and written a stretch of nrows per
- * output row. */
 /* Rows [r0, r0 + nr) of a band of cw columns, decoded row after row in
  * `tile` (nr rows of cw values of sz bytes), to their places in `y`, the
  * band's output laid out [cw, ld]: value (r, c) to y[c * ld + r]. */
@@ -674,6 +671,15 @@ static void tile_out(const unsigned char *tile, uint64_t r0, uint64_t nr, uint64
     }
 }
 
+/* A job of a packed-FP4 weight (fp4_ref.h): rows [row0, row0 + nrows) of
+ * expert x, straight to the output dtype, a band of columns at a time (all
+ * of them but for a transposed layout), on the GPU when there is one, else
+ * by the CPU's fast path (fp4_cpu.h), and where either finds a scale that
+ * is not clean by the reference, which names the bad input.  Transposed
+ * layouts (gpt-oss) land as columns of the [cols, rows] output matrix: a
+ * band's values are laid out [band, nrows] in buf[2] and written as one
+ * stretch when the job holds all the expert's rows, else a stretch of
+ * nrows per output row. */
 static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
 {
     const dq_plan *p = r->plan;
@@ -738,8 +744,9 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
             done = !bad;
         }
         /* transposed, every scale clean: straight to the output's layout */
-        done = done || (tr && fp4_fast_cols(fast, codes + c0 / 2, it->cols / 2, sc + c0 / sch->run,
-                                            per_row, j->nrows, w_, w->buf[2], j->nrows));
+        done = done || (tr && fp4_fast_cols(fast, codes + c0 / 2, it->cols / 2,
+                                            sc + c0 / sch->run, per_row, j->nrows, w_, w->buf[2],
+                                            j->nrows));
         for (uint64_t row = 0; row < j->nrows && !done; row++) {
             uint64_t where = 0;
             /* transposed: FP4_TILE rows decoded into `tile`, then written
@@ -779,8 +786,9 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
                                    (j->expert * it->rows + j->row0) * it->cols * osz, w->buf[2],
                                    n * osz);
         else if (j->nrows == it->rows) /* whole output rows: one stretch */
-            st = fp8_writer_pwrite(w->ctx, r->out, ot, (j->expert * it->cols + c0) * it->rows * osz,
-                                   w->buf[2], w_ * j->nrows * osz);
+            st = fp8_writer_pwrite(w->ctx, r->out, ot,
+                                   (j->expert * it->cols + c0) * it->rows * osz, w->buf[2],
+                                   w_ * j->nrows * osz);
         else
             for (uint64_t c = 0; c < w_ && !st; c++)
                 st = fp8_writer_pwrite(w->ctx, r->out, ot,
