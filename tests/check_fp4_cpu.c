@@ -7,7 +7,8 @@
  * and end to end, a gpt-oss weight of experts large enough for the ways
  * dequantize-for-export cuts a transposed weight into jobs (a whole expert
  * in several bands of output rows; an expert over 16 MiB of codes in
- * bands of its rows, written a stretch a column), every value against a
+ * bands of its rows, written a stretch a column; a band with a scale byte
+ * that is not clean, decoded row by row), every value against a
  * decode in double here, the same bytes for -j 1 and -j 3.
  */
 #include "testutil.h"
@@ -199,6 +200,13 @@ START_TEST(test_gpt_oss_jobs_of_every_shape)
             b[k][i] = (uint8_t)lcg(&x);
         for (uint64_t i = 0; i < n / 32; i++)
             s[k][i] = (uint8_t)(110 + lcg(&x) % 30);
+        /* a group under 2^127, whose codes (magnitudes 0 .. 1.5) do not
+         * overflow: that scale byte is not clean, so the band holding it is
+         * decoded row by row through a tile, and must come out the same */
+        uint64_t gi = n / 32 - 1 - 3 * (n / 32) / 7;
+        s[k][gi] = 254;
+        for (uint64_t i = gi * 16; i < gi * 16 + 16; i++)
+            b[k][i] &= 0x33;
         char name[96];
         snprintf(name, sizeof name, "model.layers.0.mlp.experts.%s_blocks", w[k].nm);
         uint64_t bs[4] = { w[k].E, w[k].R, w[k].C / 32, 16 }, ss[3] = { w[k].E, w[k].R, w[k].C / 32 };
