@@ -156,7 +156,7 @@ $(BUILD)/tests/check_fp8_math: tests/check_fp8_math.c tests/testutil.h $(HDRS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
 # The kernels run by their CPU emulation (any C++ compiler; no nvcc, no GPU).
-$(BUILD)/tests/kernels_emu.o: tests/kernels_emu.cpp kernels/quantize.cu $(HDRS) $(STAMP)
+$(BUILD)/tests/kernels_emu.o: tests/kernels_emu.cpp kernels/quantize.cu kernels/slot.cu $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O2 -g -ffp-contract=off $(SAN_FLAGS) -Ilib -Ikernels -pthread -c $< -o $@
 
@@ -386,7 +386,7 @@ fuzz-dir: $(FUZZ_BUILD)/fuzz_dir
 	$(FUZZ_BUILD)/fuzz_dir -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
 		-rss_limit_mb=4096 -print_final_stats=1 $(FUZZ_BUILD)/corpus-dir $(FUZZ_DIR_SEEDS)
 
-BENCH_BIN := $(BUILD)/bench/runstat $(BUILD)/bench/make_model
+BENCH_BIN := $(BUILD)/bench/runstat $(BUILD)/bench/make_model $(BUILD)/bench/make_fp4_model
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(LDLIBS_ALL) -o $@
@@ -428,8 +428,11 @@ KIT_BUILD := build/gpu-kit-obj
 KIT_ARCHS ?= 90a 100
 KIT_MAX_MIB := 60
 KIT_PROGS := fp8conv tests/gpu/check_gpu tests/gpu/check_e4m3_cvt bench/gpu_bench bench/make_model \
+	bench/make_fp4_model \
 	tests/check_kernels tests/fp8conv-emu
-KIT_FIXTURES := llama-tiny deepseek-moe-tiny quant-edge deepseek-fp8-tiny
+KIT_FIXTURES := llama-tiny deepseek-moe-tiny quant-edge deepseek-fp8-tiny releases/gpt-oss \
+	releases/deepseek-v4 releases/nvfp4-modelopt releases/nvfp4-ct releases/nvfp4-modelopt-amax \
+	releases/nvfp4-ct-amax releases/defect-deepseek-v4-nan-e8m0
 # Libraries left to the machine: the C library's, and GCC's C++ runtime, of
 # which the programs need only the oldest symbol versions (CXXABI_1.3,
 # GCC_3.0), where the copy here needs GLIBC_2.36.  tests/check_gpu_kit.sh
@@ -445,7 +448,7 @@ gpu-kit:
 	@cp tests/gpu/run.sh $(KIT)/tests/gpu/run.sh
 	@cp bench/gpu_run.sh bench/torch_peer.py $(KIT)/bench/
 	@cp bench/gpu_kit_run.sh $(KIT)/run.sh
-	@for f in $(KIT_FIXTURES); do cp -r testdata/$$f $(KIT)/testdata/; done
+	@for f in $(KIT_FIXTURES); do mkdir -p $(KIT)/testdata/$$(dirname $$f); cp -r testdata/$$f $(KIT)/testdata/$$f; done
 	@for p in $(KIT_PROGS); do ldd $(KIT)/$$p; done | awk '/=> \// { print $$3 }' | \
 		grep -v -E '/($(KIT_SYSTEM_LIBS))' | sort -u | while read -r l; do cp -L "$$l" $(KIT)/lib/; done
 	@{ echo "fp8conv GPU kit, built $$(date -u +%Y-%m-%dT%H:%MZ) from $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \

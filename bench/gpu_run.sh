@@ -64,3 +64,26 @@ printf 'quantize --device cuda   %7.3f s   %s x the larger pinned copy (%s s)\n'
 printf 'quantize --device cpu    %7.3f s   (%d threads)\n' "$q_cpu" "$(nproc)"
 printf 'dequantize --device cuda %7.3f s   %s x the larger pinned copy (%s s)\n' "$d_cuda" "$(ratio "$d_cuda" "$d_floor")" "$d_floor"
 printf 'dequantize --device cpu  %7.3f s\n' "$d_cpu"
+
+# packed FP4 (issue 25): dequantize-for-export of an MXFP4 (gpt-oss) and an
+# NVFP4 (ModelOpt) model of about 1 GB of bf16 out (bench/make_fp4_model.c),
+# --device cuda and --device cpu, against the pinned D2H copy of the output
+echo
+echo "== packed FP4 dequantize-for-export, ~1 GB of bf16 out, best of $REPS"
+for kind in gpt-oss nvfp4-modelopt; do
+    rm -rf "$model" "$work/model-fp8"
+    "$BUILD/bench/make_fp4_model" "$model" "$kind" >/dev/null
+    "$F" dequantize-for-export -q --no-sync --device cpu "$model" "$work/exp"
+    exp_bytes=$(cat "$work"/exp/*.safetensors | wc -c)
+    in4=$(cat "$model"/*.safetensors | wc -c)
+    f_cuda=$(best_s "$F" dequantize-for-export --no-sync --device cuda "$model" "$work/out")
+    f_cpu=$(best_s "$F" dequantize-for-export --no-sync --device cpu "$model" "$work/out")
+    "$F" dequantize-for-export -q --no-sync --device cuda "$model" "$work/out"
+    same=$(cmp -s "$work/exp/model.safetensors" "$work/out/model.safetensors" && echo "same bytes" || echo "OTHER BYTES")
+    f_floor=$("$BUILD/bench/gpu_bench" copy "$in4" "$exp_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')
+    printf 'fp4 %-15s --device cuda %7.3f s   %s x the larger pinned copy (%s s); cuda vs cpu: %s\n' \
+        "$kind" "$f_cuda" "$(ratio "$f_cuda" "$f_floor")" "$f_floor" "$same"
+    printf 'fp4 %-15s --device cpu  %7.3f s   (%d threads)\n' "$kind" "$f_cpu" "$(nproc)"
+    rm -rf "$work/exp" "$work/out"
+    [ "$same" = "same bytes" ] || exit 1
+done

@@ -5,7 +5,8 @@
 # (BENCH_WRITE=0 leaves the file alone).
 #
 # Knobs: REPS (best of, 5), SIZES (quantize model sizes in GB, "1 4 8"),
-# BUILD (build), BIN (BUILD/fp8conv).  The models are generated once into
+# BUILD (build), BIN (BUILD/fp8conv), ONLY=fp4 (only the packed-FP4 export
+# section, written between the "make bench fp4" markers).  The models are generated once into
 # BUILD/bench-model-{1,4,8}g (bench/make_model.c: 1.0, 4.1 and 8.4 GB of bf16
 # tensors: 2, 9 and 19 layers) and kept.
 #
@@ -22,6 +23,53 @@ SIZES=${SIZES:-1 4 8}
 . bench/common.sh
 
 describe_machine
+
+# ---------------------------------------------------------------- packed FP4 export (issue 25)
+# dequantize-for-export of an MXFP4 (gpt-oss) and an NVFP4 (ModelOpt and
+# compressed-tensors) model, each about 1 GB of bf16 once exported
+# (bench/make_fp4_model.c, generated once into BUILD/bench-fp4-KIND),
+# against cp -r of that bf16 output; then the same bytes for -j 1, 2 and 3.
+fp4_section() {
+    out '\n== dequantize-for-export of packed FP4 (~1 GB of bf16 out), against cp -r of its output\n'
+    row_header
+    local kind m
+    for kind in gpt-oss nvfp4-modelopt nvfp4-ct; do
+        m=$BUILD/bench-fp4-$kind
+        if [ ! -f "$m/model.safetensors" ] || [ "$m/model.safetensors" -ot "$BUILD/bench/make_fp4_model" ]; then
+            echo "== generating $m (once)" >&2
+            rm -rf "$m"
+            "$BUILD/bench/make_fp4_model" "$m" "$kind" >&2
+        fi
+        rm -rf "$work/exp"
+        "$BIN" dequantize-for-export -q --progress never --no-sync "$m" "$work/exp"
+        sync
+        warm "$m"/* "$work"/exp/*
+        floor "cp -r EXPORT ($kind)" cp -r "$work/exp" "$work/out"
+        local t_cp=$floor_s
+        floor "cp -r EXPORT && sync ($kind)" sh -c 'cp -r "$1" "$2" && sync' sh "$work/exp" "$work/out"
+        local t_cps=$floor_s
+        row "dequantize-for-export --no-sync $kind" "cp -r EXPORT" "$t_cp" 1.5 \
+            "$BIN" dequantize-for-export -q --progress never --no-sync "$m" "$work/out"
+        row "dequantize-for-export $kind" "cp -r EXPORT && sync" "$t_cps" - \
+            "$BIN" dequantize-for-export -q --progress never "$m" "$work/out"
+        local j
+        for j in 1 2 3; do
+            rm -rf "$work/out"
+            "$BIN" dequantize-for-export -q --progress never --no-sync -j "$j" "$m" "$work/out"
+            if ! cmp -s "$work/exp/model.safetensors" "$work/out/model.safetensors"; then
+                out 'dequantize-for-export -j %d %s: OTHER BYTES than the default -j\n' "$j" "$kind"
+                exit 1
+            fi
+        done
+        out '%-48s same bytes for -j 1, 2, 3 and the default (cmp)\n' "  $kind, $(stat -c %s "$work/exp/model.safetensors") bytes out"
+        rm -rf "$work/out" "$work/exp"
+    done
+}
+if [ "${ONLY:-}" = fp4 ]; then
+    fp4_section
+    write_results "make bench fp4"
+    exit 0
+fi
 
 # ---------------------------------------------------------------- inspect
 out '\n== inspect: a header with 10,000 tensors (header-only scan)\n'
@@ -111,5 +159,7 @@ t_cat8=$floor_s
 row "verify FP8" "cat FP8" "$t_cat8" - "$BIN" verify -q --progress never "$work/fp8"
 row "verify --no-values --tp 8 FP8" "cat FP8" "$t_cat8" - "$BIN" verify -q --no-values --tp 8 "$work/fp8"
 row "inspect --hash FP8" "cat FP8" "$t_cat8" - "$BIN" inspect --hash --progress never "$work/fp8"
+
+fp4_section
 
 write_results "make bench"

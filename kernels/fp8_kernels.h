@@ -63,7 +63,27 @@ enum {
     FP8K_BAD_SCALE = 2,     /* quantize: a scale the kind cannot store (F16 overflow) */
     FP8K_BAD_NAN_CODE = 4,  /* dequantize: an E4M3 NaN code */
     FP8K_BAD_OVERFLOW = 8,  /* dequantize: q * s, or its rounding, is not finite */
+    FP8K_BAD_FP4 = 16,      /* packed FP4: a scale byte that is NaN or lets a code overflow */
 };
+
+/*
+ * Packed-FP4 decode (lib/compute/fp4_ref.h), a band of columns of `rows`
+ * rows of `cols` values: row r's codes (two a byte, element 2i in the low
+ * nibble) at q + r * cols / 2, its scale bytes at scales + r * cols / group.
+ * The value of code c under scale byte b is table[b * 16 + c], the output's
+ * bits (16 or 32): the reference's table (fp4_table), built on the host, so
+ * the device computes nothing but the lookup; clean[b] == 0 (b NaN, or some
+ * code overflows under it) sets FP8K_BAD_FP4 and the host redoes the band.
+ * Columns [c0, c0 + width) (multiples of the group) go to
+ * y[r * width + c - c0], or with `transpose` to y[(c - c0) * rows + r].
+ */
+typedef struct {
+    fp8k_type out;
+    uint64_t rows, cols, group, c0, width;
+    int transpose;
+} fp8k_fp4;
+/* the table (256 x 16 uint32) and clean (256 bytes), as they lie in device memory */
+#define FP8K_FP4_TABLE_BYTES (256 * 16 * 4 + 256)
 
 /* ---- launches on device memory, asynchronous on `stream` (a cudaStream_t) */
 
@@ -78,6 +98,11 @@ int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsigned *amax_bi
 /* y gets rows * cols values of type d->out: decode(q) * scales[group]. */
 int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q, const float *scales,
                            void *y, unsigned *bad, void *stream);
+
+/* y gets the band's values (fp8k_fp4); table: FP8K_FP4_TABLE_BYTES, the
+ * uint32 values then the clean bytes. */
+int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_t *scales,
+                    const uint8_t *table, void *y, unsigned *bad, void *stream);
 
 /* ---- a slot: what one host thread owns on the GPU */
 
@@ -99,6 +124,12 @@ int fp8k_slot_quantize(fp8k_slot *s, const fp8k_band *b, unsigned *bad);
 int fp8k_slot_amax(fp8k_slot *s, fp8k_type src, uint64_t n, unsigned *amax_bits);
 /* host[0]: the codes; host[1]: `nscales` fp32 scales; host[2] gets the values. */
 int fp8k_slot_dequantize(fp8k_slot *s, const fp8k_dequant *d, uint64_t nscales, unsigned *bad);
+
+/* host[0]: the codes of d->rows rows (rows * cols / 2 bytes); host[1]: the
+ * table (FP8K_FP4_TABLE_BYTES), then the rows' scale bytes; host[2] gets the
+ * band's values.  upload 0: host[0] and host[1] are on the device already
+ * (this slot's previous call was another band of the same rows). */
+int fp8k_slot_fp4(fp8k_slot *s, const fp8k_fp4 *d, int upload, unsigned *bad);
 
 #ifdef __cplusplus
 }

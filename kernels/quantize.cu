@@ -1,5 +1,5 @@
 /*
- * quantize.cu - the quantize, amax and dequantize kernels.  Every number goes
+ * quantize.cu - the quantize, amax, dequantize and packed-FP4 decode kernels.  Every number goes
  * through lib/common/fp8_math.h, the code the CPU reference uses, so the bytes are
  * the reference's: the scale is fp8_scale_make() of the group's amax, each
  * element is one IEEE fp32 division (nvcc's default -prec-div=true; the
@@ -270,5 +270,59 @@ extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
     case FP8K_F32: FP8K_LAUNCH(dequant_kernel<FP8K_F32>, grid, st, *d, gcols, q, scales, y, bad); break;
     default: return (int)cudaErrorInvalidValue;
     }
+    return launch_error(cudaGetLastError());
+}
+
+/* ---------------------------------------------------------------- packed FP4 */
+
+/* A thread a byte of codes: its two values looked up in the host's table
+ * (fp8k_fp4), so they are the reference's bits by construction. */
+template <int OUT>
+__global__ void __launch_bounds__(CTA)
+    fp4_kernel(fp8k_fp4 d, const uint8_t *__restrict__ q, const uint8_t *__restrict__ scales,
+               const uint8_t *__restrict__ table, void *__restrict__ y, unsigned *bad)
+{
+    const uint32_t *value = (const uint32_t *)table;
+    const uint8_t *clean = table + 256 * 16 * 4;
+    unsigned flags = 0;
+    uint64_t half = d.width / 2, per_row = d.cols / d.group;
+    for (uint64_t row = blockIdx.y; row < d.rows; row += gridDim.y) {
+        const uint8_t *qr = q + row * (d.cols / 2) + d.c0 / 2;
+        const uint8_t *sr = scales + row * per_row + d.c0 / d.group;
+        for (uint64_t k = (uint64_t)blockIdx.x * CTA + threadIdx.x; k < half;
+             k += (uint64_t)gridDim.x * CTA) {
+            unsigned b = qr[k], sb = sr[2 * k / d.group]; /* group even: 2k, 2k + 1 share it */
+            flags |= clean[sb] ? 0 : FP8K_BAD_FP4;
+            uint32_t lo = value[sb * 16 + (b & 15)], hi = value[sb * 16 + (b >> 4)];
+            uint64_t i0 = d.transpose ? 2 * k * d.rows + row : row * d.width + 2 * k;
+            uint64_t i1 = d.transpose ? i0 + d.rows : i0 + 1;
+            if (OUT == FP8K_F32) {
+                ((uint32_t *)y)[i0] = lo;
+                ((uint32_t *)y)[i1] = hi;
+            } else {
+                ((uint16_t *)y)[i0] = (uint16_t)lo;
+                ((uint16_t *)y)[i1] = (uint16_t)hi;
+            }
+        }
+    }
+    if (flags)
+        atomicOr(bad, flags);
+}
+
+extern "C" int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_t *scales,
+                               const uint8_t *table, void *y, unsigned *bad, void *stream)
+{
+    if (d->rows == 0 || d->width == 0)
+        return 0;
+    if (d->group % 2 || d->width % d->group || d->c0 % d->group || d->c0 + d->width > d->cols)
+        return (int)cudaErrorInvalidValue;
+    uint64_t gx = fp8k_ceil_div(d->width / 2, CTA);
+    dim3 grid((unsigned)(gx < FP8K_DQ_CTAS_X ? gx : FP8K_DQ_CTAS_X),
+              (unsigned)(d->rows < FP8K_DQ_CTAS_Y ? d->rows : FP8K_DQ_CTAS_Y));
+    cudaStream_t st = (cudaStream_t)stream;
+    if (d->out == FP8K_F32)
+        FP8K_LAUNCH(fp4_kernel<FP8K_F32>, grid, st, *d, q, scales, table, y, bad);
+    else
+        FP8K_LAUNCH(fp4_kernel<FP8K_BF16>, grid, st, *d, q, scales, table, y, bad);
     return launch_error(cudaGetLastError());
 }

@@ -142,3 +142,18 @@ extern "C" int fp8k_slot_dequantize(fp8k_slot *s, const fp8k_dequant *d, uint64_
     TRY((cudaError_t)copy_out(s, 2, n * type_size(d->out)));
     return finish(s, bad);
 }
+
+extern "C" int fp8k_slot_fp4(fp8k_slot *s, const fp8k_fp4 *d, int upload, unsigned *bad)
+{
+    TRY(cudaSetDevice(s->device));
+    if (upload) {
+        TRY((cudaError_t)copy_in(s, 0, d->rows * d->cols / 2));
+        TRY((cudaError_t)copy_in(s, 1, FP8K_FP4_TABLE_BYTES + d->rows * d->cols / d->group));
+    }
+    TRY(cudaMemsetAsync(s->dword, 0, sizeof *s->dword, s->stream));
+    const uint8_t *dev1 = (const uint8_t *)s->dev[1];
+    TRY((cudaError_t)fp8k_launch_fp4(d, (const uint8_t *)s->dev[0], dev1 + FP8K_FP4_TABLE_BYTES,
+                                     dev1, s->dev[2], s->dword, s->stream));
+    TRY((cudaError_t)copy_out(s, 2, d->rows * d->width * (d->out == FP8K_F32 ? 4 : 2)));
+    return finish(s, bad);
+}

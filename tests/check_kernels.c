@@ -13,6 +13,8 @@ int fp8k_emu_quantize(const fp8k_band *b, const void *src, uint8_t *q, void *sca
 int fp8k_emu_amax(fp8k_type src, const void *x, uint64_t n, unsigned *amax_bits, void *stream);
 int fp8k_emu_dequantize(const fp8k_dequant *d, const uint8_t *q, const float *scales, void *y,
                         unsigned *bad, void *stream);
+int fp8k_emu_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_t *scales,
+                 const uint8_t *table, void *y, unsigned *bad, void *stream);
 
 static fp8k_type ktype(fp8_dtype d)
 {
@@ -46,7 +48,16 @@ static bool emu_dequantize(const fp8_gpu_dequant *d, const uint8_t *q, const flo
     return bad != 0;
 }
 
-static const kc_engine engine = { emu_quantize, emu_amax, emu_dequantize, true };
+static bool emu_fp4(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
+                    const unsigned char *table, const uint8_t *scales, void *y)
+{
+    fp8k_fp4 kd = { ktype(out), d->rows, d->cols, d->group, d->c0, d->width, d->transpose };
+    unsigned bad = 0;
+    ck_assert_int_eq(fp8k_emu_fp4(&kd, q, scales, table, y, &bad, NULL), 0);
+    return bad != 0;
+}
+
+static const kc_engine engine = { emu_quantize, emu_amax, emu_dequantize, true, emu_fp4 };
 
 int main(void)
 {

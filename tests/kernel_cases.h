@@ -4,7 +4,10 @@
  * and group shapes, random data of every magnitude, and the targeted cases:
  * exact ties, subnormals, zeros, values above 448 after scaling, all-zero
  * groups, underflowing scales, NaN and infinity, F16 scale overflow; amax;
- * dequantization to BF16, F16 and F32 for every scale layout.  Two suites
+ * dequantization to BF16, F16 and F32 for every scale layout; the packed-FP4
+ * decode (MXFP4, NVFP4 as ModelOpt and compressed-tensors write it) against
+ * fp4_dequant_row on every (scale byte, code) pair in both nibbles and on
+ * random rows, in bands and transposed.  Two suites
  * run them: tests/check_kernels.c on the CPU emulation of the kernels (every
  * build), tests/gpu/check_gpu.c on a GPU (make check-gpu).
  */
@@ -24,6 +27,10 @@ typedef struct {
     /* the scales `sf` as fp8_gpu_dequant describes them; y gets the values */
     bool (*dequantize)(const fp8_gpu_dequant *d, const uint8_t *q, const float *sf, void *y);
     bool quick; /* the emulation: smaller cases */
+    /* packed FP4: the band d of codes q, the table (FP8_GPU_FP4_TABLE_BYTES,
+     * fp8_gpu_fp4_table) and the rows' scale bytes; y gets the values */
+    bool (*fp4)(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
+                const unsigned char *table, const uint8_t *scales, void *y);
 } kc_engine;
 
 static inline unsigned kc_src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
@@ -261,6 +268,124 @@ static inline void kc_dequant(const kc_engine *e)
     free(got_y);
 }
 
+/* ---------------------------------------------------------------- packed FP4 */
+
+static const fp4_row_spec kc_fp4_specs[] = {
+    { FP8_ELEM_E8M0, 32, false, false, 0 },         /* MXFP4 (gpt-oss, DeepSeek-V4) */
+    { FP8_ELEM_E4M3, 16, true, false, 3.7194e-5f }, /* NVFP4, ModelOpt: * weight_scale_2 */
+    { FP8_ELEM_E4M3, 16, true, true, 26886.1f },    /* NVFP4, compressed-tensors: / global */
+    { FP8_ELEM_E4M3, 16, true, false, 1e30f },      /* many scale bytes overflow */
+};
+
+/* The reference's values of the band (fp4_dequant_row row by row, at the
+ * band's place and stride); false when a row is bad input. */
+static inline bool kc_fp4_ref(const fp8_gpu_fp4_band *d, const fp4_table *t, const uint8_t *q,
+                              const uint8_t *scales, void *y)
+{
+    unsigned sz = t->out == FP8_DTYPE_F32 ? 4 : 2;
+    bool ok = true;
+    for (uint64_t r = 0; r < d->rows; r++) {
+        uint64_t where;
+        void *yr = (char *)y + (d->transpose ? r : r * d->width) * sz;
+        ok = fp4_dequant_row(q + (r * d->cols + d->c0) / 2,
+                             scales + r * (d->cols / d->group) + d->c0 / d->group, d->width, t, yr,
+                             d->transpose ? d->rows : 1, &where) == FP4_DEQ_OK && ok;
+    }
+    return ok;
+}
+
+/* The engine's band against the reference: flagged exactly when a scale
+ * byte of the band is not clean (NaN, or some code overflows under it), and
+ * else the same bytes. */
+static inline void kc_fp4_band(const kc_engine *e, const fp8_gpu_fp4_band *d, const fp4_table *t,
+                               const unsigned char *table, const uint8_t *q, const uint8_t *scales,
+                               const char *what)
+{
+    size_t len = d->rows * d->width * (t->out == FP8_DTYPE_F32 ? 4 : 2);
+    unsigned char *want = malloc(len), *got = malloc(len);
+    ck_assert(want && got);
+    memset(want, 0xA5, len);
+    memset(got, 0x5A, len);
+    bool unclean = false;
+    for (uint64_t r = 0; r < d->rows; r++)
+        for (uint64_t g = d->c0 / d->group; g < (d->c0 + d->width) / d->group; g++)
+            unclean = unclean || !table[256 * 16 * 4 + scales[r * (d->cols / d->group) + g]];
+    bool ok = kc_fp4_ref(d, t, q, scales, want);
+    bool bad = e->fp4(d, t->out, q, table, scales, got);
+    ck_assert_msg(bad == unclean, "%s: kernel flag %d, a scale byte not clean %d", what, bad,
+                  unclean);
+    ck_assert_msg(unclean || ok, "%s: clean scales, but the reference refused", what);
+    if (!bad)
+        ck_assert_msg(memcmp(want, got, len) == 0, "%s: values differ", what);
+    free(want);
+    free(got);
+}
+
+static inline void kc_fp4(const kc_engine *e)
+{
+    static const fp8_dtype outs[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+    fp4_table *t = malloc(sizeof *t);
+    unsigned char *table = malloc(FP8_GPU_FP4_TABLE_BYTES);
+    uint8_t *q = malloc(256 * 256), *sc = malloc(256 * 32);
+    ck_assert(t && table && q && sc);
+    for (size_t s = 0; s < sizeof kc_fp4_specs / sizeof kc_fp4_specs[0]; s++)
+        for (size_t o = 0; o < 3; o++) {
+            const fp4_row_spec *rs = &kc_fp4_specs[s];
+            fp4_table_init(t, rs, outs[o]);
+            fp8_gpu_fp4_table(t, table);
+            char what[128];
+            /* every clean scale byte a row of 512 codes: every byte value, so
+             * each code in both nibbles; then each other byte alone, flagged */
+            uint64_t rows = 0, cols = 512, per_row = cols / rs->group;
+            for (unsigned b = 0; b < 256; b++) {
+                if (!table[256 * 16 * 4 + b])
+                    continue;
+                for (uint64_t k = 0; k < cols / 2; k++)
+                    q[rows * cols / 2 + k] = (uint8_t)k;
+                memset(sc + rows * per_row, (int)b, per_row);
+                rows++;
+            }
+            for (int tr = 0; tr < 2; tr++) {
+                fp8_gpu_fp4_band d = { rows, cols, rs->group, 0, cols, tr, true };
+                snprintf(what, sizeof what, "spec %zu, %s, every clean scale byte%s", s,
+                         fp8_dtype_name(outs[o]), tr ? ", transposed" : "");
+                kc_fp4_band(e, &d, t, table, q, sc, what);
+            }
+            for (unsigned b = 0; b < 256; b++) {
+                if (table[256 * 16 * 4 + b])
+                    continue;
+                memset(sc, (int)b, per_row);
+                fp8_gpu_fp4_band d = { 1, cols, rs->group, 0, cols, false, true };
+                snprintf(what, sizeof what, "spec %zu, %s, scale byte 0x%02x", s,
+                         fp8_dtype_name(outs[o]), b);
+                kc_fp4_band(e, &d, t, table, q, sc, what);
+            }
+            /* random rows, bands of columns, transposed and not, sometimes a
+             * scale byte of any value among realistic ones */
+            for (int k = 0; k < (e->quick ? 8 : 40); k++) {
+                uint64_t r_ = 1 + next_u32() % 75, c_ = rs->group * (2 + next_u32() % 12);
+                uint64_t pr = c_ / rs->group, g0 = next_u32() % pr, gw = 1 + next_u32() % (pr - g0);
+                for (uint64_t i = 0; i < r_ * c_ / 2; i++)
+                    q[i] = (uint8_t)next_u32();
+                for (uint64_t i = 0; i < r_ * pr; i++)
+                    sc[i] = (uint8_t)(rs->scale_elem == FP8_ELEM_E8M0 ? 118 + next_u32() % 8
+                                                                      : 0x30 + next_u32() % 0x40);
+                if (k % 4 == 3)
+                    sc[next_u32() % (r_ * pr)] = (uint8_t)next_u32();
+                fp8_gpu_fp4_band d = { r_, c_, rs->group, g0 * rs->group, gw * rs->group, k % 2,
+                                       true };
+                snprintf(what, sizeof what, "spec %zu, %s, random band %d (%llux%llu)", s,
+                         fp8_dtype_name(outs[o]), k, (unsigned long long)r_,
+                         (unsigned long long)c_);
+                kc_fp4_band(e, &d, t, table, q, sc, what);
+            }
+        }
+    free(t);
+    free(table);
+    free(q);
+    free(sc);
+}
+
 /* ---------------------------------------------------------------- the suite */
 
 static const kc_engine *kc_under_test; /* set before Check forks the tests */
@@ -280,6 +405,9 @@ END_TEST
 START_TEST(test_dequant_equals_cpu) { kc_dequant(kc_under_test); }
 END_TEST
 
+START_TEST(test_fp4_decode_equals_reference) { kc_fp4(kc_under_test); }
+END_TEST
+
 /* Adds every case above, run by `e`, to tc. */
 static inline void kc_add_tests(TCase *tc, const kc_engine *e)
 {
@@ -289,6 +417,7 @@ static inline void kc_add_tests(TCase *tc, const kc_engine *e)
     tcase_add_test(tc, test_bad_input_is_flagged);
     tcase_add_test(tc, test_amax_equals_reference);
     tcase_add_test(tc, test_dequant_equals_cpu);
+    tcase_add_test(tc, test_fp4_decode_equals_reference);
 }
 
 #endif

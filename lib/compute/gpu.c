@@ -105,6 +105,19 @@ fp8_status fp8_device_resolve(fp8_ctx *ctx, fp8_device requested, fp8_device *re
 
 /* ---------------------------------------------------------------- work */
 
+void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst)
+{
+    /* the values (host byte order, as the device's: both little-endian),
+     * then clean[b]: b is no NaN and no code overflows under it */
+    memcpy(dst, t->value, 256 * 16 * 4);
+    for (unsigned b = 0; b < 256; b++) {
+        bool clean = !t->nan_scale[b];
+        for (unsigned c = 0; c < 16; c++)
+            clean = clean && !t->inf[b][c];
+        dst[256 * 16 * 4 + b] = clean;
+    }
+}
+
 #ifdef FP8_HAVE_CUDA
 struct fp8_gpu {
     fp8k_slot *slot;
@@ -193,6 +206,18 @@ fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant 
     return FP8_OK;
 }
 
+fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
+                       bool *bad)
+{
+    fp8k_fp4 kd = { ktype(out), d->rows, d->cols, d->group, d->c0, d->width, d->transpose };
+    unsigned flags = 0;
+    int err = injected_fault() ? -1 : fp8k_slot_fp4(gpu->slot, &kd, d->upload, &flags);
+    if (err)
+        return cuda_fail(ctx, "the FP4 decode kernel", err < 0 ? 0 : err);
+    *bad = flags != 0;
+    return FP8_OK;
+}
+
 #else /* no CUDA: fp8_device_resolve never gives FP8_DEVICE_CUDA, so these are not reached */
 
 static fp8_status not_compiled(fp8_ctx *ctx)
@@ -221,6 +246,11 @@ fp8_status fp8_gpu_amax(fp8_ctx *ctx, fp8_gpu *gpu, fp8_dtype src, uint64_t n, f
 }
 
 fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad)
+{
+    return not_compiled(ctx);
+}
+fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
+                       bool *bad)
 {
     return not_compiled(ctx);
 }

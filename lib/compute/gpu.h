@@ -8,6 +8,7 @@
 #ifndef FP8_GPU_H
 #define FP8_GPU_H
 
+#include "compute/fp4_ref.h"
 #include "compute/quant_ref.h"
 
 typedef struct fp8_gpu fp8_gpu;
@@ -37,5 +38,26 @@ typedef struct {
 } fp8_gpu_dequant;
 /* *bad: a NaN code or a value that is not finite; the caller redoes it on the CPU. */
 fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad);
+
+/*
+ * Packed FP4 (fp4_ref.h) on the GPU: host[0] holds the codes of `rows` rows
+ * of `cols` values, host[1] the table fp8_gpu_fp4_table wrote and after it
+ * (FP8_GPU_FP4_TABLE_BYTES on) the rows' scale bytes; columns [c0, c0 +
+ * width) (whole groups) land in host[2] as the table's output dtype,
+ * [rows, width], or [width, rows] with `transpose`.  upload false: another
+ * band of the rows the last call uploaded.  The device only looks values
+ * up in the reference's table: the bytes are fp4_dequant_row's.  *bad: a
+ * scale byte is NaN or lets some code overflow; the caller redoes the band
+ * on the CPU, which says what and where (or finds that no code did).
+ */
+#define FP8_GPU_FP4_TABLE_BYTES (256 * 16 * 4 + 256)
+typedef struct {
+    uint64_t rows, cols, group, c0, width;
+    bool transpose, upload;
+} fp8_gpu_fp4_band;
+/* The table t as the device reads it, into dst (FP8_GPU_FP4_TABLE_BYTES). */
+void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst);
+fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
+                       bool *bad);
 
 #endif

@@ -22,6 +22,7 @@
 #include "layout/fp4.h"
 #include "layout/kvscale.h"
 #include "layout/scheme.h"
+#include "compute/fp4_cpu.h"
 #include "compute/fp4_ref.h"
 #include "compute/gpu.h"
 #include "compute/jobs.h"
@@ -33,6 +34,12 @@
  * small); the GPU wants big transfers. */
 #define JOB_BYTES_CPU ((uint64_t)256 << 10)
 #define JOB_BYTES_GPU ((uint64_t)FP8_CHUNK_BYTES)
+/* packed FP4 on the CPU (plan_jobs): values a job; a transposed weight's
+ * codes a job at most, and its output a band of columns */
+#define FP4_JOB_ELEMS ((uint64_t)2 << 20)
+#define FP4_T_CODES_MAX ((uint64_t)16 << 20)
+#define FP4_T_OUT_BAND ((uint64_t)4 << 20)
+#define FP4_TILE 32 /* rows of a transposed weight decoded before they are written as columns */
 
 typedef struct {
     const fp8_tensor_info *t;
@@ -433,6 +440,17 @@ typedef struct {
     size_t max_in, max_scales, max_out;
 } dq_run;
 
+/* The columns of a transposed FP4 weight a job of nrows rows decodes at a
+ * time: whole groups whose output, nrows values a column, is about
+ * FP4_T_OUT_BAND bytes (all of them when fewer). */
+static uint64_t fp4_col_band(const dq_item *it, uint64_t nrows, fp8_dtype out)
+{
+    uint64_t run = it->fp4->scheme->run;
+    uint64_t cw = FP4_T_OUT_BAND / (nrows * out_size(out)) / run * run;
+    cw = cw ? cw : run;
+    return cw < it->cols ? cw : it->cols;
+}
+
 static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
 {
     if (!fp8_grow(&r->jobs, r->njobs, &r->cap, sizeof *r->jobs))
@@ -442,12 +460,16 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
         r->max_in = j.len > r->max_in ? j.len : r->max_in;
     } else {
         uint64_t codes = code_bytes(it, j.nrows * it->cols), first, count;
-        uint64_t outb = j.nrows * it->cols * out_size(r->plan->opts->dtype);
+        fp8_dtype od = r->plan->opts->dtype;
+        uint64_t bw = it->fp4 && it->fp4->transpose ? fp4_col_band(it, j.nrows, od) : it->cols;
+        uint64_t outb = j.nrows * bw * out_size(od);
         r->max_in = codes > r->max_in ? codes : r->max_in;
         r->max_out = outb > r->max_out ? outb : r->max_out;
         /* the scales as fp32, then as stored */
         scale_span(r->plan, it, j.expert, j.row0, j.nrows, &first, &count);
         uint64_t need = count * (4 + fp8_dtype_bits(it->scale->dtype) / 8);
+        if (it->fp4) /* the table the GPU reads, then the scale bytes */
+            need = FP8_GPU_FP4_TABLE_BYTES + count;
         r->max_scales = need > r->max_scales ? need : r->max_scales;
     }
     r->jobs[r->njobs++] = j;
@@ -467,11 +489,17 @@ static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
         }
         return st;
     }
-    /* a transposed FP4 weight (gpt-oss) writes a stretch of `band` values per
-     * output row: twice the rows keep those writes from dominating,
-     * the codes still half an FP8 job's bytes */
+    /* packed FP4: FP4_JOB_ELEMS values a job (the table it builds is then
+     * a few percent of its time); a transposed weight (gpt-oss) a whole
+     * expert when its codes fit FP4_T_CODES_MAX, so that its output
+     * (columns of the expert's rows) is written a band of whole output
+     * rows at a time (fp4_col_band), else rows whose output stretches are
+     * still long writes */
+    if (it->fp4)
+        job = r->plan->device == FP8_DEVICE_CUDA ? job : FP4_JOB_ELEMS;
     if (it->fp4 && it->fp4->transpose)
-        job *= 2;
+        job = it->rows * it->cols / 2 <= FP4_T_CODES_MAX ? it->rows * it->cols
+                                                          : 2 * FP4_T_CODES_MAX;
     uint64_t band = it->cols && job / it->cols ? job / it->cols : 1;
     for (uint64_t x = 0; x < it->experts; x++)
         for (uint64_t r0 = 0; r0 < it->rows && !st; r0 += band)
@@ -640,18 +668,43 @@ static fp8_status dq_cpu(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, cons
 /* The worker's buffers: buf[0] the codes, buf[1] the fp32 scales and after
  * them the stored ones, buf[2] the values in the output dtype (the GPU's, or
  * the CPU's). */
+/* Rows [r0, r0 + nr) of a band of cw columns, decoded row after row in
+ * `tile` (nr rows of cw values of sz bytes), to their places in `y`, the
+ * band's output laid out [cw, ld]: value (r, c) to y[c * ld + r]. */
+static void tile_out(const unsigned char *tile, uint64_t r0, uint64_t nr, uint64_t cw, uint64_t ld,
+                     unsigned sz, unsigned char *y)
+{
+    if (sz == 2) {
+        const uint16_t *t = (const uint16_t *)(const void *)tile;
+        uint16_t *o = (uint16_t *)(void *)y;
+        for (uint64_t c = 0; c < cw; c++)
+            for (uint64_t r = 0; r < nr; r++)
+                o[c * ld + r0 + r] = t[r * cw + c];
+    } else {
+        const uint32_t *t = (const uint32_t *)(const void *)tile;
+        uint32_t *o = (uint32_t *)(void *)y;
+        for (uint64_t c = 0; c < cw; c++)
+            for (uint64_t r = 0; r < nr; r++)
+                o[c * ld + r0 + r] = t[r * cw + c];
+    }
+}
+
 /* A job of a packed-FP4 weight (fp4_ref.h): rows [row0, row0 + nrows) of
- * expert x, straight to the output dtype.  Transposed layouts (gpt-oss)
- * land as columns of the [cols, rows] output matrix: the job's values are
- * laid out [cols, nrows] in buf[2] and written a stretch of nrows per
- * output row. */
+ * expert x, straight to the output dtype, a band of columns at a time (all
+ * of them but for a transposed layout), on the GPU when there is one, else
+ * by the CPU's fast path (fp4_cpu.h), and where either finds a scale that
+ * is not clean by the reference, which names the bad input.  Transposed
+ * layouts (gpt-oss) land as columns of the [cols, rows] output matrix: a
+ * band's values are laid out [band, nrows] in buf[2] and written as one
+ * stretch when the job holds all the expert's rows, else a stretch of
+ * nrows per output row. */
 static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
 {
     const dq_plan *p = r->plan;
     const dq_item *it = &p->items[j->item];
     uint64_t first, count, n = j->nrows * it->cols;
     scale_span(p, it, j->expert, j->row0, j->nrows, &first, &count);
-    uint8_t *codes = w->buf[0], *sc = w->buf[1];
+    uint8_t *codes = w->buf[0], *sc = w->buf[1] + FP8_GPU_FP4_TABLE_BYTES;
     fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t,
                                   code_bytes(it, (j->expert * it->rows + j->row0) * it->cols),
                                   codes, code_bytes(it, n));
@@ -667,47 +720,102 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
     uint64_t per_row = it->cols / sch->run;
     fp4_row_spec rs = { sch->scale_elem[0], sch->run, sch->levels > 1, it->fp4->global_divides,
                         it->global };
+    /* the reference's table, looked up by the fast path (fp4_cpu.h) */
     fp4_table *tab = malloc(sizeof *tab);
-    if (!tab)
-        return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
-    fp4_table_init(tab, &rs, out);
-    for (uint64_t row = 0; row < j->nrows; row++) {
-        uint64_t where = 0;
-        void *y = it->fp4->transpose ? w->buf[2] + row * osz : w->buf[2] + row * it->cols * osz;
-        fp4_deq_result res = fp4_dequant_row(codes + row * it->cols / 2, sc + row * per_row,
-                                             it->cols, tab, y,
-                                             it->fp4->transpose ? j->nrows : 1, &where);
-        if (res == FP4_DEQ_OK)
-            continue;
+    fp4_fast *fast = malloc(sizeof *fast);
+    if (!tab || !fast) {
         free(tab);
-        uint64_t flat = (j->expert * it->rows + j->row0 + row) * it->cols + where;
-        const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
-        if (res == FP4_DEQ_NAN_SCALE)
-            return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': element %llu is the %s NaN 0x%02x (the scale of "
-                            "element %llu of '%s'); no value can be exported",
-                            fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
-                            (unsigned long long)(flat / sch->run),
-                            sch->scale_elem[0] == FP8_ELEM_E8M0 ? "E8M0" : "E4M3",
-                            (unsigned)sc[row * per_row + where / sch->run],
-                            (unsigned long long)flat, it->t->name);
-        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                        out == FP8_DTYPE_F16
-                            ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
-                            : "%s: tensor '%s': a value e2m1 * scales overflows %s (a scale beyond "
-                              "any real checkpoint's)",
-                        file, it->t->name, out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
+        free(fast);
+        return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
-    free(tab);
+    fp4_table_init(tab, &rs, out);
+    fp4_fast_init(fast, tab);
+    if (w->gpu) /* the device looks the same values up */
+        fp8_gpu_fp4_table(tab, w->buf[1]);
     const fp8_tensor_info *ot = fp8_writer_find(r->out, it->out_name);
-    if (!it->fp4->transpose)
-        return fp8_writer_pwrite(w->ctx, r->out, ot,
-                                 (j->expert * it->rows + j->row0) * it->cols * osz, w->buf[2],
-                                 n * osz);
-    for (uint64_t c = 0; c < it->cols && !st; c++)
-        st = fp8_writer_pwrite(w->ctx, r->out, ot,
-                               ((j->expert * it->cols + c) * it->rows + j->row0) * osz,
-                               w->buf[2] + c * j->nrows * osz, j->nrows * osz);
+    bool tr = it->fp4->transpose;
+    /* a band of columns at a time: all of them, or (transposed) the band
+     * whose values land as output rows [c0, c0 + cw) of the expert */
+    uint64_t cw = tr ? fp4_col_band(it, j->nrows, out) : it->cols;
+    unsigned char *tile = tr ? malloc(FP4_TILE * cw * osz) : NULL;
+    if (tr && !tile) {
+        free(tab);
+        free(fast);
+        return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    for (uint64_t c0 = 0; c0 < it->cols && !st; c0 += cw) {
+        uint64_t w_ = it->cols - c0 < cw ? it->cols - c0 : cw;
+        /* the GPU's band (the rows uploaded with the first), unless a
+         * scale is not clean: then the CPU's */
+        bool done = false;
+        if (w->gpu) {
+            fp8_gpu_fp4_band d = { j->nrows, it->cols, sch->run, c0, w_, tr, c0 == 0 };
+            bool bad = true;
+            st = fp8_gpu_fp4(w->ctx, w->gpu, &d, out, &bad);
+            if (st) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
+                st = fp8_fail(w->ctx, st, "%s: tensor '%s': %s",
+                              fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, why);
+                break;
+            }
+            done = !bad;
+        }
+        /* transposed, every scale clean: straight to the output's layout */
+        done = done || (tr && fp4_fast_cols(fast, codes + c0 / 2, it->cols / 2,
+                                            sc + c0 / sch->run, per_row, j->nrows, w_, w->buf[2],
+                                            j->nrows));
+        for (uint64_t row = 0; row < j->nrows && !done; row++) {
+            uint64_t where = 0;
+            /* transposed: FP4_TILE rows decoded into `tile`, then written
+             * out as a stretch of FP4_TILE values per column */
+            void *y = tr ? tile + (row % FP4_TILE) * w_ * osz : w->buf[2] + row * it->cols * osz;
+            fp4_deq_result res = fp4_fast_row(fast, codes + (row * it->cols + c0) / 2,
+                                              sc + row * per_row + c0 / sch->run, w_, y, 1, &where);
+            if (res == FP4_DEQ_OK) {
+                if (tr && (row % FP4_TILE == FP4_TILE - 1 || row == j->nrows - 1))
+                    tile_out(tile, row - row % FP4_TILE, row % FP4_TILE + 1, w_, j->nrows, osz,
+                             w->buf[2]);
+                continue;
+            }
+            free(tile);
+            free(tab);
+            free(fast);
+            uint64_t flat = (j->expert * it->rows + j->row0 + row) * it->cols + c0 + where;
+            const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+            if (res == FP4_DEQ_NAN_SCALE)
+                return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                                "%s: tensor '%s': element %llu is the %s NaN 0x%02x (the scale of "
+                                "element %llu of '%s'); no value can be exported",
+                                fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
+                                (unsigned long long)(flat / sch->run),
+                                sch->scale_elem[0] == FP8_ELEM_E8M0 ? "E8M0" : "E4M3",
+                                (unsigned)sc[row * per_row + (c0 + where) / sch->run],
+                                (unsigned long long)flat, it->t->name);
+            return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                            out == FP8_DTYPE_F16
+                                ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
+                                : "%s: tensor '%s': a value e2m1 * scales overflows %s (a scale "
+                                  "beyond any real checkpoint's)",
+                            file, it->t->name, out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
+        }
+        if (!tr)
+            st = fp8_writer_pwrite(w->ctx, r->out, ot,
+                                   (j->expert * it->rows + j->row0) * it->cols * osz, w->buf[2],
+                                   n * osz);
+        else if (j->nrows == it->rows) /* whole output rows: one stretch */
+            st = fp8_writer_pwrite(w->ctx, r->out, ot,
+                                   (j->expert * it->cols + c0) * it->rows * osz, w->buf[2],
+                                   w_ * j->nrows * osz);
+        else
+            for (uint64_t c = 0; c < w_ && !st; c++)
+                st = fp8_writer_pwrite(w->ctx, r->out, ot,
+                                       ((j->expert * it->cols + c0 + c) * it->rows + j->row0) * osz,
+                                       w->buf[2] + c * j->nrows * osz, j->nrows * osz);
+    }
+    free(tile);
+    free(tab);
+    free(fast);
     return st;
 }
 

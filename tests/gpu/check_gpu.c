@@ -61,7 +61,20 @@ static bool gpu_dequantize(const fp8_gpu_dequant *d, const uint8_t *q, const flo
     return bad;
 }
 
-static const kc_engine engine = { gpu_quantize, gpu_amax, gpu_dequantize, false };
+static bool gpu_fp4(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
+                    const unsigned char *table, const uint8_t *scales, void *y)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    bool bad = false;
+    memcpy(host[0], q, d->rows * d->cols / 2);
+    memcpy(host[1], table, FP8_GPU_FP4_TABLE_BYTES);
+    memcpy(host[1] + FP8_GPU_FP4_TABLE_BYTES, scales, d->rows * d->cols / d->group);
+    gpu_check(ctx, fp8_gpu_fp4(ctx, gpu, d, out, &bad));
+    memcpy(y, host[2], d->rows * d->width * kc_src_size(out));
+    return bad;
+}
+
+static const kc_engine engine = { gpu_quantize, gpu_amax, gpu_dequantize, false, gpu_fp4 };
 
 static void setup(void) { gpu = gpu_open(70000 * 64 + 64); }
 static void teardown(void) { fp8_gpu_free(gpu); }

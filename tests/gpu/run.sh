@@ -81,6 +81,42 @@ for m in "${dq_models[@]}"; do
         same "dequantize-for-export --dtype $d $m"
     done
 done
+# packed FP4 (issue 25): the release copies, and on a GPU generated models of
+# about 1 GB of bf16 out (bench/make_fp4_model.c), each exported to every
+# dtype on both devices; the FP4 kernel's bytes are the reference's
+fp4_models=(testdata/releases/gpt-oss testdata/releases/deepseek-v4 testdata/releases/nvfp4-modelopt
+    testdata/releases/nvfp4-ct testdata/releases/nvfp4-modelopt-amax testdata/releases/nvfp4-ct-amax)
+if [ "$quick" = 1 ]; then
+    fp4_models=(testdata/releases/gpt-oss testdata/releases/nvfp4-ct)
+elif [ "$emulated" != --emulated ]; then
+    "$BUILD/bench/make_fp4_model" "$work/gpt-oss" gpt-oss >/dev/null
+    "$BUILD/bench/make_fp4_model" "$work/nvfp4" nvfp4-modelopt >/dev/null
+    fp4_models+=("$work/gpt-oss" "$work/nvfp4")
+fi
+for m in "${fp4_models[@]}"; do
+    for d in $dq_dtypes; do
+        "$BUILD/fp8conv" dequantize-for-export -q --no-sync --dtype $d --device cpu "$m" "$work/cpu"
+        "$F" dequantize-for-export -q --no-sync --dtype $d --device cuda "$m" "$work/cuda"
+        same "dequantize-for-export (packed FP4) --dtype $d $m"
+    done
+done
+rm -rf "$work/gpt-oss" "$work/nvfp4"
+# an E8M0 NaN scale of an FP4 expert: the same exit 3 and message on both devices
+for dev in cpu cuda; do
+    bin=$F
+    [ $dev = cpu ] && bin=$BUILD/fp8conv
+    "$bin" dequantize-for-export --device $dev testdata/releases/defect-deepseek-v4-nan-e8m0 \
+        "$work/out-$dev" 2>"$work/err-$dev" && rc=0 || rc=$?
+    echo "$rc" >>"$work/err-$dev"
+done
+if cmp -s "$work/err-cpu" "$work/err-cuda" && grep -q '^3$' "$work/err-cuda" && [ ! -e "$work/out-cuda" ]; then
+    pass=$((pass + 1))
+else
+    echo "FAIL: FP4 NaN scale: cpu and cuda disagree:" >&2
+    cat "$work/err-cpu" "$work/err-cuda" >&2
+    fail=1
+fi
+
 # convert's value path quantizes on the device too (its exact path copies); small
 # inputs, as the emulation is slow
 "$BUILD/fp8conv" quantize -q --no-sync --device cpu --block 32x32 testdata/llama-tiny \
@@ -127,7 +163,8 @@ for s in "" "--scheme tensor" "--scheme mxfp8"; do
 done
 
 # a CUDA failure mid-run (the 5th GPU call fails): exit 5, nothing left
-for cmd in "quantize $work/model" "dequantize-for-export $work/model-fp8"; do
+for cmd in "quantize $work/model" "dequantize-for-export $work/model-fp8" \
+    "dequantize-for-export testdata/releases/deepseek-v4"; do
     mkdir -p "$work/fault"
     # shellcheck disable=SC2086
     FP8CONV_CUDA_FAULT=5 "$F" $cmd --device cuda "$work/fault/out" 2>"$work/err" && rc=0 || rc=$?

@@ -1,0 +1,38 @@
+/*
+ * fp4_cpu.h - the CPU's fast path of the packed-FP4 decode: the values of
+ * fp4_ref.h's table (the one numeric reference), looked up a nibble at a
+ * time with no per-element checks.  A group whose scale byte is NaN, or
+ * under which some code overflows, is left to fp4_dequant_row, which then
+ * decodes the row and says what and where; so the bytes and the result
+ * are fp4_dequant_row's for every input (tests/check_fp4_cpu.c).
+ */
+#ifndef FP8_FP4_CPU_H
+#define FP8_FP4_CPU_H
+
+#include "compute/fp4_ref.h"
+
+typedef struct {
+    const fp4_table *t;
+    uint16_t v16[256][16]; /* t->value as 16 bits (bf16, f16 outputs) */
+    bool clean[256];       /* scale byte b: not NaN, and no code overflows */
+} fp4_fast;
+
+/* Prepares the lookup of table t (kept by pointer: t must outlive f). */
+void fp4_fast_init(fp4_fast *f, const fp4_table *t);
+
+/* fp4_dequant_row(packed, scales, n, f->t, y, stride, where), faster. */
+fp4_deq_result fp4_fast_row(const fp4_fast *f, const uint8_t *packed, const uint8_t *scales,
+                            uint64_t n, void *y, uint64_t stride, uint64_t *where);
+
+/*
+ * A band of a packed matrix, transposed: nr rows of n values (n a multiple
+ * of the group), row r's codes at packed + r * ld_codes and its scales at
+ * scales + r * ld_scales; value (r, c) goes to y[c * ld_out + r].  The
+ * values fp4_fast_row gives; false (and nothing written) when a scale of
+ * the band is NaN or lets a code overflow: fp4_fast_row then says what.
+ */
+bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
+                   const uint8_t *scales, uint64_t ld_scales, uint64_t nr, uint64_t n, void *y,
+                   uint64_t ld_out);
+
+#endif
