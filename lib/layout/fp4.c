@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "layout/fp4.h"
 
 /* MXFP4 as the OCP MX spec has it: E2M1 codes (scheme.h's element table
@@ -324,6 +325,107 @@ const char *fp8_checkpoint_fp4_weight(const fp8_checkpoint *ck, const fp8_tensor
     free(sname);
     free(oname);
     return ok ? l->name : NULL;
+}
+
+/* NVFP4's second level of weight t: one finite positive F32. */
+static fp8_status find_second(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_tensor_info *t,
+                              const char *file, const char *verb, fp4_weight *w)
+{
+    const fp4_layout *l = w->l;
+    char name[1024];
+    snprintf(name, sizeof name, "%.*s%s", (int)(strlen(t->name) - strlen(l->weight_suffix)),
+             t->name, l->global_suffix);
+    const fp8_tensor_info *g = fp8_checkpoint_find(ck, name, &w->second_shard);
+    if (!g)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s' is packed %s with scale '%s' but has no second-level "
+                        "scale '%s'; its values cannot be %s (%s)",
+                        file, t->name, l->name, w->scale->name, name, verb, l->source);
+    file = fp8_checkpoint_shard_name(ck, w->second_shard);
+    if (g->dtype != FP8_DTYPE_F32 || g->elements != 1)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': %s's second-level scale is one F32, not %s of %llu "
+                        "elements (%s)",
+                        file, name, l->name, fp8_dtype_name(g->dtype),
+                        (unsigned long long)g->elements, l->source);
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(ck, w->second_shard), g, 0,
+                                  &w->global, 4);
+    if (!st && !(w->global > 0 && w->global <= 3.4028234663852886e38f))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %g is not a finite positive scale",
+                      file, name, (double)w->global);
+    w->second = g;
+    return st;
+}
+
+fp8_status fp4_weight_find(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_tensor_info *t,
+                           size_t shard, const char *verb, fp4_weight *w)
+{
+    char *sname, got[96], wanted[96];
+    int srank;
+    uint64_t sshape[3];
+    *w = (fp4_weight){ 0 };
+    const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &w->out_name);
+    if (!l)
+        return FP8_OK;
+    fp8_status st = FP8_OK;
+    const char *file = fp8_checkpoint_shard_name(ck, shard);
+    if (!sname) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    const fp8_tensor_info *s = fp8_checkpoint_find(ck, sname, &w->scale_shard);
+    if (!s && !l->by_name) /* not packed FP4: an int8 or uint8 tensor */
+        goto out;
+    if (!s) {
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: tensor '%s' is packed %s (%s) but has no scale '%s'; its values "
+                      "cannot be %s",
+                      file, t->name, l->name, l->source, sname, verb);
+        goto out;
+    }
+    if (!fp4_layout_geometry(l, t->rank, t->shape, &w->experts, &w->rows, &w->cols, &srank,
+                             sshape)) {
+        fp8_shape_text(t->rank, t->shape, got, sizeof got);
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: tensor '%s': packed shape %s is not %s's (%s%u; %s)", file, t->name,
+                      got, l->name,
+                      t->rank == 4 ? "[experts, rows, groups, 16], codes a group: "
+                                   : "[rows, cols / 2], cols a multiple of ",
+                      l->scheme->run, l->source);
+        goto out;
+    }
+    bool shape_ok = s->rank == srank;
+    for (int k = 0; shape_ok && k < srank; k++)
+        shape_ok = s->shape[k] == sshape[k];
+    if (s->dtype != l->scale_dtype || !shape_ok) {
+        fp8_shape_text(srank, sshape, wanted, sizeof wanted);
+        fp8_shape_text(s->rank, s->shape, got, sizeof got);
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: tensor '%s': scale %s %s, but %s weight '%s' needs %s %s (one %s "
+                      "scale per %u elements of a row; %s)",
+                      fp8_checkpoint_shard_name(ck, w->scale_shard), s->name,
+                      fp8_dtype_name(s->dtype), got, l->name, t->name,
+                      fp8_dtype_name(l->scale_dtype), wanted,
+                      fp8_elem_get(l->scheme->scale_elem[0])->name, l->scheme->run, l->source);
+        goto out;
+    }
+    w->l = l;
+    w->scale = s;
+    if (l->global_suffix)
+        st = find_second(ctx, ck, t, file, verb, w);
+out:
+    if (st || !w->l) {
+        free(w->out_name);
+        *w = (fp4_weight){ 0 };
+    }
+    free(sname);
+    return st;
+}
+
+void fp4_weight_free(fp4_weight *w)
+{
+    free(w->out_name);
+    w->out_name = NULL;
 }
 
 bool fp4_is_group_scale(const fp8_checkpoint *ck, const char *name)

@@ -142,6 +142,30 @@ bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why
  * fields). */
 bool fp4_layout_declared(const fp4_layout *l, const cJSON *config);
 
+/* A packed weight resolved against its checkpoint (fp4_weight_find). */
+typedef struct {
+    const fp4_layout *l;                /* NULL: no packed weight */
+    const fp8_tensor_info *scale, *second; /* its group scales; NVFP4's F32 (else NULL) */
+    size_t scale_shard, second_shard;
+    uint64_t experts, rows, cols;       /* rows the output dim, cols unpacked */
+    float global;                       /* NVFP4's second level */
+    char *out_name;                     /* the unpacked weight's name (malloc'ed) */
+} fp4_weight;
+
+/*
+ * Whether tensor t of ck (in shard `shard`) is a packed-FP4 weight, as every
+ * command reads one: w->l NULL when it is not (no layout's name, dtype and
+ * rank; or no scale, where the name alone does not say it is packed: an
+ * int8 tensor).  Else its scale is found with the layout's dtype and
+ * shape, and NVFP4's second level read (one finite positive F32); a
+ * packed weight that falls short is bad input, the message naming file,
+ * tensor and rule and ending "its values cannot be `verb`".  Free with
+ * fp4_weight_free.
+ */
+fp8_status fp4_weight_find(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_tensor_info *t,
+                           size_t shard, const char *verb, fp4_weight *w);
+void fp4_weight_free(fp4_weight *w);
+
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,
                           int *rank, uint64_t shape[3]);

@@ -208,106 +208,30 @@ static size_t item_index(const dq_plan *p, const char *name)
     return lo;
 }
 
-/* NVFP4's second-level scale of `it`: one finite positive F32, found by
- * the layout's name for it, read now and dropped from the output. */
-static fp8_status read_global(fp8_ctx *ctx, dq_plan *p, dq_item *it, const fp4_layout *l,
-                              const char *sname)
-{
-    size_t stem = strlen(it->t->name) - strlen(l->weight_suffix), shard;
-    char name[1024];
-    snprintf(name, sizeof name, "%.*s%s", (int)stem, it->t->name, l->global_suffix);
-    const fp8_tensor_info *g = fp8_checkpoint_find(p->ck, name, &shard);
-    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
-    if (!g)
-        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s' is packed %s with scale '%s' but has no second-level "
-                        "scale '%s'; its values cannot be recovered (%s)",
-                        file, it->t->name, l->name, sname, name, l->source);
-    file = fp8_checkpoint_shard_name(p->ck, shard);
-    if (g->dtype != FP8_DTYPE_F32 || g->elements != 1)
-        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': %s's second-level scale is one F32, not %s of %llu "
-                        "elements (%s)",
-                        file, name, l->name, fp8_dtype_name(g->dtype),
-                        (unsigned long long)g->elements, l->source);
-    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, shard), g, 0, &it->global, 4);
-    if (!st && !(it->global > 0 && it->global <= 3.4028234663852886e38f))
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %g is not a finite positive scale",
-                      file, name, (double)it->global);
-    if (!st)
-        p->items[item_index(p, name)].action = DQ_DROP;
-    return st;
-}
-
-/* Whether `it` is a packed-FP4 weight of a layout of fp4.h; if so, finds its
- * scale, checks the scale's dtype and shape, and marks both.  A DeepSeek-V4
- * expert name on an I8 tensor without a '.scale' is not one (an int8
- * checkpoint's weight): it is copied, as before. */
+/* Whether `it` is a packed-FP4 weight of a layout of fp4.h (fp4_weight_find);
+ * if so, marks it and its scales.  An I8 or U8 tensor without its layout's
+ * scale, the name not saying it is packed, is copied (an int8 weight). */
 static fp8_status decide_fp4(fp8_ctx *ctx, dq_plan *p, dq_item *it)
 {
-    char *sname, *oname;
-    const fp8_tensor_info *t = it->t;
-    const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
-    if (!l)
-        return FP8_OK;
-    if (!sname)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
-    size_t sshard;
-    const fp8_tensor_info *s = fp8_checkpoint_find(p->ck, sname, &sshard);
-    fp8_status st = FP8_OK;
-    int srank;
-    uint64_t sshape[3];
-    char want[96], got[96];
-    if (!s && !l->by_name) /* not packed FP4: an int8 or uint8 tensor, copied */
-        goto out;
-    if (!s) {
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: tensor '%s' is packed %s (%s) but has no scale '%s'; its values "
-                      "cannot be recovered",
-                      file, t->name, l->name, l->source, sname);
-        goto out;
-    }
-    if (!fp4_layout_geometry(l, t->rank, t->shape, &it->experts, &it->rows, &it->cols, &srank,
-                             sshape)) {
-        fp8_shape_text(t->rank, t->shape, got, sizeof got);
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: tensor '%s': packed shape %s is not %s's (%s: %s)", file, t->name, got,
-                      l->name,
-                      t->rank == 4 ? "[experts, rows, groups, 16], 32 codes a group"
-                                   : "[rows, cols / 2], cols a multiple of 32",
-                      l->source);
-        goto out;
-    }
-    const char *sfile = fp8_checkpoint_shard_name(p->ck, sshard);
-    bool shape_ok = s->rank == srank;
-    for (int k = 0; shape_ok && k < srank; k++)
-        shape_ok = s->shape[k] == sshape[k];
-    if (s->dtype != l->scale_dtype || !shape_ok) {
-        fp8_shape_text(srank, sshape, want, sizeof want);
-        fp8_shape_text(s->rank, s->shape, got, sizeof got);
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: tensor '%s': scale %s %s, but %s weight '%s' needs %s %s (one E8M0 "
-                      "scale per 32 elements of a row; %s)",
-                      sfile, s->name, fp8_dtype_name(s->dtype), got, l->name, t->name,
-                      fp8_dtype_name(l->scale_dtype), want, l->source);
-        goto out;
-    }
-    if (l->global_suffix && (st = read_global(ctx, p, it, l, sname)))
-        goto out;
-    it->fp4 = l;
-    it->out_name = oname;
-    oname = NULL;
-    it->scale = s;
-    it->scale_shard = sshard;
-    it->groups = (fp8_geometry){ 1, l->scheme->run, it->rows, it->cols / l->scheme->run };
-    fp4_layout_out_shape(l, it->experts, it->rows, it->cols, &it->out_rank, it->out_shape);
+    fp4_weight w;
+    fp8_status st = fp4_weight_find(ctx, p->ck, it->t, it->shard, "recovered", &w);
+    if (st || !w.l)
+        return st;
+    it->fp4 = w.l;
+    it->out_name = w.out_name;
+    it->experts = w.experts;
+    it->rows = w.rows;
+    it->cols = w.cols;
+    it->global = w.global;
+    it->scale = w.scale;
+    it->scale_shard = w.scale_shard;
+    it->groups = (fp8_geometry){ 1, w.l->scheme->run, it->rows, it->cols / w.l->scheme->run };
+    fp4_layout_out_shape(w.l, it->experts, it->rows, it->cols, &it->out_rank, it->out_shape);
     it->action = DQ_DEQUANT;
-    p->items[item_index(p, sname)].action = DQ_DROP;
-out:
-    free(sname);
-    free(oname);
-    return st;
+    p->items[item_index(p, w.scale->name)].action = DQ_DROP;
+    if (w.second)
+        p->items[item_index(p, w.second->name)].action = DQ_DROP;
+    return FP8_OK;
 }
 
 /* Finds each FP8 weight's scale and decides every tensor's fate. */

@@ -470,93 +470,36 @@ static size_t tensor_index(const fp8_checkpoint *ck, const char *name)
     return SIZE_MAX;
 }
 
-/* Whether tensor i of one side is a packed-FP4 weight of a layout of fp4.h
- * (its scale found, as dequantize-for-export finds it); if so, checks its
- * scales' dtypes and shapes, reads NVFP4's global scale, and marks the
- * scales consumed.  An I8 or U8 tensor without its layout's scale is none
- * (an int8 tensor), unless the name alone says it is packed (gpt-oss). */
+/* Whether tensor i of one side is a packed-FP4 weight of a layout of fp4.h,
+ * as dequantize-for-export reads one (fp4_weight_find); if so, marks its
+ * scales consumed. */
 static fp8_status find_fp4(fp8_ctx *ctx, fp8_diff *d, int side, size_t i)
 {
     fp8_checkpoint *ck = d->ck[side];
     diff_fp4 *f = &d->fp4[side][i];
-    size_t shard, sshard;
-    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &shard), *s;
-    char *sname, *oname, want[96], got[96];
-    int srank;
-    uint64_t sshape[3];
-    const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &oname);
-    if (!l)
-        return FP8_OK;
-    fp8_status st = FP8_OK;
-    const char *file = fp8_checkpoint_shard_name(ck, shard);
-    if (!sname) {
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if (!(s = fp8_checkpoint_find(ck, sname, &sshard))) {
-        if (l->by_name)
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s' is packed %s (%s) but has no scale '%s'; its values "
-                          "cannot be compared",
-                          file, t->name, l->name, l->source, sname);
-        goto out;
-    }
-    if (!fp4_layout_geometry(l, t->rank, t->shape, &f->experts, &f->rows, &f->cols, &srank,
-                             sshape)) {
-        fp8_shape_text(t->rank, t->shape, got, sizeof got);
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': packed shape %s is not %s's (%s)",
-                      file, t->name, got, l->name, l->source);
-        goto out;
-    }
-    bool shape_ok = s->rank == srank;
-    for (int k = 0; shape_ok && k < srank; k++)
-        shape_ok = s->shape[k] == sshape[k];
-    if (s->dtype != l->scale_dtype || !shape_ok) {
-        fp8_shape_text(srank, sshape, want, sizeof want);
-        fp8_shape_text(s->rank, s->shape, got, sizeof got);
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: tensor '%s': scale %s %s, but %s weight '%s' needs %s %s (%s)",
-                      fp8_checkpoint_shard_name(ck, sshard), s->name, fp8_dtype_name(s->dtype),
-                      got, l->name, t->name, fp8_dtype_name(l->scale_dtype), want, l->source);
-        goto out;
-    }
-    if (l->global_suffix) { /* NVFP4's second level: one finite positive F32 */
-        size_t stem = strlen(t->name) - strlen(l->weight_suffix), gshard;
-        char gname[1024];
-        snprintf(gname, sizeof gname, "%.*s%s", (int)stem, t->name, l->global_suffix);
-        const fp8_tensor_info *g = fp8_checkpoint_find(ck, gname, &gshard);
-        if (!g || g->dtype != FP8_DTYPE_F32 || g->elements != 1) {
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s' is packed %s with scale '%s' but has no second-level "
-                          "scale '%s' of one F32; its values cannot be compared (%s)",
-                          file, t->name, l->name, sname, gname, l->source);
-            goto out;
-        }
-        if ((st = fp8_file_read(ctx, fp8_checkpoint_shard(ck, gshard), g, 0, &f->global, 4)))
-            goto out;
-        if (!(f->global > 0 && f->global <= 3.4028234663852886e38f)) {
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': %g is not a finite positive scale",
-                          fp8_checkpoint_shard_name(ck, gshard), gname, (double)f->global);
-            goto out;
-        }
-        d->consumed[side][tensor_index(ck, gname)] = true;
-    }
-    d->consumed[side][tensor_index(ck, sname)] = true;
-    f->l = l;
+    size_t shard;
+    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &shard);
+    fp4_weight w;
+    fp8_status st = fp4_weight_find(ctx, ck, t, shard, "compared", &w);
+    if (st || !w.l)
+        return st;
+    if (w.second)
+        d->consumed[side][tensor_index(ck, w.second->name)] = true;
+    d->consumed[side][tensor_index(ck, w.scale->name)] = true;
+    f->l = w.l;
     f->t = t;
     f->shard = shard;
-    f->scale = s;
-    f->scale_shard = sshard;
-    f->name = oname;
-    oname = NULL;
+    f->scale = w.scale;
+    f->scale_shard = w.scale_shard;
+    f->experts = w.experts;
+    f->rows = w.rows;
+    f->cols = w.cols;
+    f->global = w.global;
+    f->name = w.out_name;
     f->logical = (fp8_tensor_info){ .name = f->name, .dtype = FP8_DTYPE_F4, .shape = f->shape,
                                     .elements = f->experts * f->rows * f->cols };
-    fp4_layout_out_shape(l, f->experts, f->rows, f->cols, &f->logical.rank, f->shape);
-out:
-    free(sname);
-    free(oname);
-    return st;
+    fp4_layout_out_shape(w.l, f->experts, f->rows, f->cols, &f->logical.rank, f->shape);
+    return FP8_OK;
 }
 
 /* One side's tensors to pair, sorted by the name they pair by: with dequant,
