@@ -30,7 +30,7 @@
  *     group spread of 17 is exact, 18 refused (exit 3, tensor, group and
  *     spread, no output) unless its codes are all zero, and across q_proj
  *     and k_proj (one global scale in vLLM) too; another target is a usage
- *     error, compressed-tensors' old bias 125 bad input;
+ *     error, compressed-tensors' old bias 125 and a NaN scale bad input;
  *   - FP8 blocks with ue8m0 (F32 power-of-two) scales to MXFP8 take the
  *     exact path: every code kept, each MX group the E8M0 byte of its
  *     block's scale, the same export; blocks with other scales are refused
@@ -890,18 +890,25 @@ END_TEST
 
 /* _i: another target (0 --format hf-fp8, 1 --scheme block): a usage
  * error; 2 scales written with compressed-tensors' old bias 125 (version
- * 0.13.0): bad input */
+ * 0.13.0), 3 a NaN scale byte 0xff: bad input */
 START_TEST(test_mxfp4_to_nvfp4_refusals)
 {
     static const char *const args[] = {
         "--format hf-fp8 " MXCT_RELEASE, "--scheme block " MXCT_RELEASE,
-        "testdata/releases/defect-mxfp4-ct-old-bias" };
+        "testdata/releases/defect-mxfp4-ct-old-bias", NULL };
     char *dir = tu_tmpdir(), *out, *err = NULL;
     ck_assert(asprintf(&out, "%s/out", dir) > 0);
-    int rc = tu_run_fmt(&err, "convert %s '%s'", args[_i], out);
-    ck_assert_msg(_i < 2 ? rc == 2 && strstr(err, "converts to NVFP4 only")
-                         : rc == 3 && strstr(err, "0.13.0"),
+    /* 127 - (-128): group [0, 1] of o_proj's scale is 0xff */
+    char *nan = _i == 3 ? write_mx_pair(dir, "self_attn.o_proj", "mlp.down_proj", false, -128,
+                                        false, false)
+                        : NULL;
+    int rc = tu_run_fmt(&err, "convert %s '%s'", nan ? nan : args[_i], out);
+    ck_assert_msg(_i < 2   ? rc == 2 && strstr(err, "converts to NVFP4 only")
+                  : _i < 3 ? rc == 3 && strstr(err, "0.13.0")
+                           : rc == 3 && strstr(err, "o_proj.weight_scale': element [0, 1] is "
+                                                    "the E8M0 NaN byte 0xff"),
                   "exit %d: %s", rc, err);
+    free(nan);
     ck_assert(!exists(out));
     free(err);
     free(out);
@@ -929,7 +936,7 @@ static Suite *casts_suite(void)
     tcase_add_loop_test(tc, test_mxfp4_ct_release_casts_to_nvfp4_exactly, 0, 3);
     tcase_add_test(tc, test_mxfp4_to_nvfp4_same_bytes_for_any_thread_count);
     tcase_add_loop_test(tc, test_mxfp4_to_nvfp4_exact_to_spread_17_and_refused_past_it, 0, 5);
-    tcase_add_loop_test(tc, test_mxfp4_to_nvfp4_refusals, 0, 3);
+    tcase_add_loop_test(tc, test_mxfp4_to_nvfp4_refusals, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
