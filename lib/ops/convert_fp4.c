@@ -1054,8 +1054,10 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p, bool to_ct)
                 for (int k = 0; k < 3 && fp4_fused_parts[f][k]; k++) {
                     char *part = NULL;
                     if (asprintf(&part, "%.*s%s%s", (int)(stem - n), sc->t->name,
-                                 fp4_fused_parts[f][k], from->scale_suffix) < 0)
+                                 fp4_fused_parts[f][k], from->scale_suffix) < 0) {
+                        p->n = n0 + extra; /* the new items' names are freed with the rest */
                         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+                    }
                     const cast_item *peer = item_of(p, part);
                     free(part);
                     if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
