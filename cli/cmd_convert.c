@@ -147,7 +147,7 @@ static int finish_cast(fp8_ctx *ctx, fp8_status st, const fp8_convert_fp4_report
         cJSON_AddStringToObject(root, "input", in);
         cJSON_AddStringToObject(root, "output", out);
         if (r->to) {
-            cJSON_AddStringToObject(root, "cast", "nvfp4");
+            cJSON_AddStringToObject(root, "cast", r->from_mxfp4 ? "mxfp4-to-nvfp4" : "nvfp4");
             cJSON_AddStringToObject(root, "format", r->to);
             cJSON_AddNumberToObject(root, "nvfp4_weights", (double)r->nvfp4);
             cJSON_AddNumberToObject(root, "reciprocals_rounded", (double)r->rounded);
@@ -162,6 +162,11 @@ static int finish_cast(fp8_ctx *ctx, fp8_status st, const fp8_convert_fp4_report
         cJSON_AddNumberToObject(root, "copied", (double)r->copied);
         cJSON_AddNumberToObject(root, "seconds", seconds);
         rc = cli_print_json(root);
+    } else if (r->to && r->from_mxfp4) {
+        cli_printf("wrote %s: NVFP4 (weight-only), format %s\n%zu MXFP4 weights cast exactly: "
+                   "codes kept, each group scale 2^k two E4M3 scales 2^(k - m) under a "
+                   "global scale 2^m; %zu tensors copied; %.2f s on cpu\n",
+                   cli_esc(out), r->to, r->nvfp4, r->copied, seconds);
     } else if (r->to) {
         cli_printf("wrote %s: NVFP4, format %s\n%zu NVFP4 weights: codes and group scales "
                    "copied, second-level scales inverted (%zu rounded to the nearest fp32, "

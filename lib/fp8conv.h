@@ -597,6 +597,12 @@ size_t fp8_convert_kv_scales(const fp8_convert *c, size_t *renamed, const char *
  * scales copied, each second-level scale (weight and activation) its
  * reciprocal, exact when that is an fp32 value; else the nearest is written
  * and counted (report->rounded), or with opts->exact FP8_ERR_USAGE.
+ * A compressed-tensors MXFP4 checkpoint converts to NVFP4 (format
+ * compressed-tensors, the default, or modelopt): codes kept, each group
+ * scale 2^k two E4M3 scales 2^(k - m) under a global scale 2^m, m = the
+ * largest k - 8; a group more than 17 exponents below the largest fails
+ * with FP8_ERR_BAD_INPUT naming tensor, group and spread, and leaves no
+ * output.
  * For any other input *handled is false and nothing is written
  * (fp8_convert_create takes it).
  */
@@ -605,6 +611,7 @@ typedef struct {
     size_t nvfp4;          /* NVFP4 weights re-labelled */
     size_t rounded;        /* NVFP4 second-level scales whose reciprocal was rounded */
     const char *to;        /* NVFP4: the target format's name; NULL for DeepSeek-V4 */
+    bool from_mxfp4;       /* NVFP4 from compressed-tensors MXFP4 (nvfp4: weights cast) */
     size_t copied;         /* tensors copied as they are */
     uint64_t output_bytes; /* of all tensors written */
 } fp8_convert_fp4_report;

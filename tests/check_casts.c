@@ -21,6 +21,16 @@
  *     amax-derived global scales (no exact
  *     reciprocal) are rounded and counted, and --exact refuses them (exit
  *     2, nothing left); no --format is a usage error;
+ *   - compressed-tensors MXFP4 to NVFP4 (compressed-tensors, the default,
+ *     or ModelOpt; NVIDIA Model-Optimizer PR #1372's closed form): the
+ *     release copy keeps every code, each group scale 2^k becomes two E4M3
+ *     scales 2^(k - m) under the global 2^m (2^-m: a divisor), m the
+ *     largest k of the weight's fused layer less 8; verify clean, the same
+ *     export, the weight-only NVFP4 config; the same bytes for any -j; a
+ *     group spread of 17 is exact, 18 refused (exit 3, tensor, group and
+ *     spread, no output) unless its codes are all zero, and across q_proj
+ *     and k_proj (one global scale in vLLM) too; another target is a usage
+ *     error, compressed-tensors' old bias 125 and a NaN scale bad input;
  *   - FP8 blocks with ue8m0 (F32 power-of-two) scales to MXFP8 take the
  *     exact path: every code kept, each MX group the E8M0 byte of its
  *     block's scale, the same export; blocks with other scales are refused
@@ -624,6 +634,288 @@ START_TEST(test_mxfp8_to_ue8m0_blocks_shifts_codes_exactly)
 }
 END_TEST
 
+/* ------------------------------------------------ MXFP4 -> NVFP4 (compressed-tensors MXFP4 in) */
+
+#define MXCT_RELEASE "testdata/releases/mxfp4-ct"
+
+/* The E4M3 value of byte b (tests: normal and subnormal powers of two). */
+static double e4m3_value(unsigned b)
+{
+    unsigned e = (b >> 3) & 15, m = b & 7;
+    return e ? ldexp(1.0 + m / 8.0, (int)e - 7) : ldexp(m, -9);
+}
+
+/* The F32 little-endian at p. */
+static float f32_at(const unsigned char *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Each MXFP4 weight X of `in` (weight_packed, weight_scale) is in `out` as
+ * NVFP4 of `fmt`: the same code bytes, and for every MXFP4 group 2^k two
+ * E4M3 group scales 2^(k - m) under the global 2^m (ModelOpt
+ * weight_scale_2) or 2^-m (compressed-tensors weight_global_scale), m the
+ * largest k of the weight's fused layer less 8. */
+static void expect_mx_as_nvfp4(const char *in, const char *out, bool to_ct)
+{
+    static const char *const mods[] = { "self_attn.q_proj", "self_attn.k_proj",
+                                        "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj" };
+    /* the fused layers' largest scale byte, by the first part's index */
+    int fused[7] = { 0, 0, 0, 3, 4, 4, 6 };
+    unsigned most[7] = { 0 };
+    for (int i = 0; i < 7; i++) {
+        char *sn;
+        fp8_tensor_info st;
+        ck_assert(asprintf(&sn, "model.layers.0.%s.weight_scale", mods[i]) > 0);
+        unsigned char *s = tensor_bytes(in, sn, &st);
+        for (uint64_t k = 0; k < st.elements; k++)
+            most[fused[i]] = s[k] > most[fused[i]] ? s[k] : most[fused[i]];
+        free(s);
+        free(sn);
+    }
+    for (int i = 0; i < 7; i++) {
+        char *wn, *sn, *ow, *og;
+        ck_assert(asprintf(&wn, "model.layers.0.%s.weight_packed", mods[i]) > 0 &&
+                  asprintf(&sn, "model.layers.0.%s.weight_scale", mods[i]) > 0 &&
+                  asprintf(&ow, "model.layers.0.%s.%s", mods[i],
+                           to_ct ? "weight_packed" : "weight") > 0 &&
+                  asprintf(&og, "model.layers.0.%s.%s", mods[i],
+                           to_ct ? "weight_global_scale" : "weight_scale_2") > 0);
+        fp8_tensor_info a, b, s, q, g;
+        unsigned char *x = tensor_bytes(in, wn, &a), *y = tensor_bytes(out, ow, &b);
+        ck_assert_msg(b.dtype == FP8_DTYPE_U8 && a.elements == b.elements &&
+                          !memcmp(x, y, a.elements),
+                      "%s: codes changed", ow);
+        unsigned char *e8 = tensor_bytes(in, sn, &s), *e4 = tensor_bytes(out, sn, &q);
+        unsigned char *gl = tensor_bytes(out, og, &g);
+        ck_assert(q.dtype == FP8_DTYPE_F8_E4M3 && q.elements == 2 * s.elements);
+        ck_assert(g.dtype == FP8_DTYPE_F32 && g.elements == 1 && g.rank == (to_ct ? 1 : 0));
+        int m = (int)most[fused[i]] - 127 - 8;
+        ck_assert_msg(f32_at(gl) == (float)ldexp(1.0, to_ct ? -m : m), "%s: %g, m %d", og,
+                      (double)f32_at(gl), m);
+        for (uint64_t k = 0; k < s.elements; k++)
+            for (int h = 0; h < 2; h++)
+                ck_assert_msg(e4m3_value(e4[2 * k + h]) * ldexp(1.0, m) ==
+                                  ldexp(1.0, (int)e8[k] - 127),
+                              "%s: group %llu half %d: 0x%02x under 2^%d is not 2^%d", sn,
+                              (unsigned long long)k, h, e4[2 * k + h], m, (int)e8[k] - 127);
+        free(x);
+        free(y);
+        free(e8);
+        free(e4);
+        free(gl);
+        free(wn);
+        free(sn);
+        free(ow);
+        free(og);
+    }
+}
+
+/* _i: 0 the default format (compressed-tensors), 1 --format
+ * compressed-tensors, 2 --format modelopt: the release copy casts exactly */
+START_TEST(test_mxfp4_ct_release_casts_to_nvfp4_exactly)
+{
+    static const char *const opt[] = { "", "--format compressed-tensors", "--format modelopt" };
+    bool to_ct = _i < 2;
+    char *dir = tu_tmpdir(), *out, *err = NULL, *path;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert -q --exact %s '%s' '%s'", opt[_i], MXCT_RELEASE, out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    expect_verify_clean(out);
+    expect_same_export(dir, MXCT_RELEASE, out);
+    expect_mx_as_nvfp4(MXCT_RELEASE, out, to_ct);
+    /* the NVFP4 copies' config (testdata/gen_fp4.py), weight-only */
+    ck_assert(asprintf(&path, "%s/config.json", out) > 0);
+    cJSON *c = read_json(path), *q = cJSON_GetObjectItemCaseSensitive(c, "quantization_config");
+    if (to_ct) {
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(q, "format")->valuestring,
+                         "nvfp4-pack-quantized");
+        cJSON *g0 = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(q, "config_groups"), "group_0");
+        cJSON *w = cJSON_GetObjectItemCaseSensitive(g0, "weights");
+        ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(w, "group_size")->valueint, 16);
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(w, "strategy")->valuestring,
+                         "tensor_group");
+        ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g0, "input_activations")));
+        ck_assert(!cJSON_GetObjectItemCaseSensitive(q, "version"));
+    } else {
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(q, "quant_method")->valuestring,
+                         "modelopt");
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(q, "quant_algo")->valuestring,
+                         "W4A16_NVFP4");
+    }
+    ck_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+                                            q, to_ct ? "ignore" : "exclude_modules"),
+                                        0)->valuestring,
+                     "lm_head");
+    cJSON_Delete(c);
+    free(path);
+    ck_assert(asprintf(&path, "%s/hf_quant_config.json", out) > 0);
+    ck_assert_int_eq(exists(path), !to_ct);
+    free(path);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_mxfp4_to_nvfp4_same_bytes_for_any_thread_count)
+{
+    char *dir = tu_tmpdir(), *a, *b, *err = NULL, *cmd;
+    ck_assert(asprintf(&a, "%s/a", dir) > 0 && asprintf(&b, "%s/b", dir) > 0);
+    int rc = tu_run_fmt(&err, "convert -q -j 1 --format modelopt '%s' '%s'", MXCT_RELEASE, a);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "convert -q -j 7 --format modelopt '%s' '%s'", MXCT_RELEASE, b);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    ck_assert(asprintf(&cmd, "cmp -s '%s/model.safetensors' '%s/model.safetensors'", a, b) > 0);
+    ck_assert_msg(system(cmd) == 0, "-j 1 and -j 7 wrote other bytes");
+    free(cmd);
+    free(err);
+    free(a);
+    free(b);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static const char mxct_config[] =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+    "\"hidden_size\": 64, \"intermediate_size\": 64, \"num_hidden_layers\": 1, "
+    "\"num_attention_heads\": 1, \"num_key_value_heads\": 1, \"head_dim\": 64, "
+    "\"torch_dtype\": \"bfloat16\", \"quantization_config\": {\"config_groups\": {\"group_0\": "
+    "{\"input_activations\": null, \"output_activations\": null, \"targets\": [\"Linear\"], "
+    "\"weights\": {\"dynamic\": false, \"group_size\": 32, \"num_bits\": 4, "
+    "\"scale_dtype\": \"torch.uint8\", \"strategy\": \"group\", \"symmetric\": true, "
+    "\"type\": \"float\"}}}, \"format\": \"mxfp4-pack-quantized\", \"ignore\": [], "
+    "\"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
+    "\"quantization_status\": \"compressed\", \"version\": \"0.14.0\"}}";
+
+/* Two MXFP4 linears [64, 64] (names a and b), group exponents 2^0 but
+ * group [0, 1] of the low one's (b if low_is_b, else a), 2^-spread, or
+ * every group of it when whole; codes nonzero throughout, but for that
+ * group's when zero_low (+0 and -0 codes). */
+static char *write_mx_pair(const char *dir, const char *a, const char *b, bool low_is_b,
+                           int spread, bool whole, bool zero_low)
+{
+    enum { R = 64, C = 64 };
+    static unsigned char codes[2][R * C / 2], scales[2][R * C / 32];
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; i < R * C / 2; i++)
+            codes[t][i] = (unsigned char)((i * 37 + 11 + t) | 0x11); /* both nibbles nonzero */
+        memset(scales[t], 127, sizeof scales[t]);
+    }
+    int lo = low_is_b ? 1 : 0;
+    if (whole)
+        memset(scales[lo], 127 - spread, sizeof scales[lo]);
+    else
+        scales[lo][1] = (unsigned char)(127 - spread); /* row 0, group 1 */
+    if (zero_low)
+        for (int i = 16; i < 32; i++)
+            codes[lo][i] = i & 1 ? 0x88 : 0x08; /* -0 and +0 */
+    char *wa, *sa, *wb, *sb;
+    ck_assert(asprintf(&wa, "model.layers.0.%s.weight_packed", a) > 0 &&
+              asprintf(&sa, "model.layers.0.%s.weight_scale", a) > 0 &&
+              asprintf(&wb, "model.layers.0.%s.weight_packed", b) > 0 &&
+              asprintf(&sb, "model.layers.0.%s.weight_scale", b) > 0);
+    t_spec ts[] = {
+        { wa, FP8_DTYPE_U8, 2, { R, C / 2 }, codes[0] },
+        { sa, FP8_DTYPE_U8, 2, { R, C / 32 }, scales[0] },
+        { wb, FP8_DTYPE_U8, 2, { R, C / 2 }, codes[1] },
+        { sb, FP8_DTYPE_U8, 2, { R, C / 32 }, scales[1] },
+    };
+    char *model = write_ck(dir, "in", ts, 4, mxct_config);
+    free(wa);
+    free(sa);
+    free(wb);
+    free(sb);
+    return model;
+}
+
+/* _i: 0 spread 17 in one tensor: exact; 1 spread 18: refused; 2 spread 18
+ * where the low group's codes are all zero: exact; 3 spread 18 across
+ * q_proj and k_proj, which vLLM fuses under one global scale: refused;
+ * 4 the same across o_proj and down_proj (one global scale each): exact */
+START_TEST(test_mxfp4_to_nvfp4_exact_to_spread_17_and_refused_past_it)
+{
+    static const struct {
+        const char *a, *b;
+        bool low_is_b;
+        int spread;
+        bool whole, zero_low, refused;
+    } c[] = {
+        { "self_attn.o_proj", "mlp.down_proj", false, 17, false, false, false },
+        { "self_attn.o_proj", "mlp.down_proj", false, 18, false, false, true },
+        { "self_attn.o_proj", "mlp.down_proj", false, 18, false, true, false },
+        { "self_attn.q_proj", "self_attn.k_proj", true, 18, true, false, true },
+        { "self_attn.o_proj", "mlp.down_proj", true, 18, true, false, false },
+    };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    char *in = write_mx_pair(dir, c[_i].a, c[_i].b, c[_i].low_is_b, c[_i].spread,
+                             c[_i].whole, c[_i].zero_low);
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    for (int fmt = 0; fmt < 2; fmt++) {
+        int rc = tu_run_fmt(&err, "convert -q --format %s '%s' '%s'",
+                            fmt ? "modelopt" : "compressed-tensors", in, out);
+        if (c[_i].refused) {
+            char *who;
+            ck_assert(asprintf(&who, "model.layers.0.%s.weight_packed'",
+                               c[_i].low_is_b ? c[_i].b : c[_i].a) > 0);
+            ck_assert_msg(rc == 3 && strstr(err, who) &&
+                              strstr(err, c[_i].whole ? "group [0, 0]" : "group [0, 1]") &&
+                              strstr(err, "lies 18 exponents below") &&
+                              strstr(err, "spread of at most 17") &&
+                              (_i != 3 || strstr(err, "fuses")),
+                          "exit %d: %s", rc, err);
+            ck_assert(!exists(out));
+            ck_assert_int_eq(count_entries(dir, "out"), 0);
+            free(who);
+        } else {
+            ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+            expect_same_export(dir, in, out);
+            tu_rmrf(out);
+        }
+        free(err);
+        err = NULL;
+    }
+    free(in);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* _i: another target (0 --format hf-fp8, 1 --scheme block): a usage
+ * error; 2 scales written with compressed-tensors' old bias 125 (version
+ * 0.13.0), 3 a NaN scale byte 0xff: bad input */
+START_TEST(test_mxfp4_to_nvfp4_refusals)
+{
+    static const char *const args[] = {
+        "--format hf-fp8 " MXCT_RELEASE, "--scheme block " MXCT_RELEASE,
+        "testdata/releases/defect-mxfp4-ct-old-bias", NULL };
+    char *dir = tu_tmpdir(), *out, *err = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    /* 127 - (-128): group [0, 1] of o_proj's scale is 0xff */
+    char *nan = _i == 3 ? write_mx_pair(dir, "self_attn.o_proj", "mlp.down_proj", false, -128,
+                                        false, false)
+                        : NULL;
+    int rc = tu_run_fmt(&err, "convert %s '%s'", nan ? nan : args[_i], out);
+    ck_assert_msg(_i < 2   ? rc == 2 && strstr(err, "converts to NVFP4 only")
+                  : _i < 3 ? rc == 3 && strstr(err, "0.13.0")
+                           : rc == 3 && strstr(err, "o_proj.weight_scale': element [0, 1] is "
+                                                    "the E8M0 NaN byte 0xff"),
+                  "exit %d: %s", rc, err);
+    free(nan);
+    ck_assert(!exists(out));
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 static Suite *casts_suite(void)
 {
     Suite *s = suite_create("casts");
@@ -641,6 +933,10 @@ static Suite *casts_suite(void)
     tcase_add_loop_test(tc, test_nvfp4_needs_the_other_format, 0, 4);
     tcase_add_loop_test(tc, test_ue8m0_blocks_to_mxfp8_keep_every_code, 0, 2);
     tcase_add_loop_test(tc, test_mxfp8_to_ue8m0_blocks_shifts_codes_exactly, 0, 2);
+    tcase_add_loop_test(tc, test_mxfp4_ct_release_casts_to_nvfp4_exactly, 0, 3);
+    tcase_add_test(tc, test_mxfp4_to_nvfp4_same_bytes_for_any_thread_count);
+    tcase_add_loop_test(tc, test_mxfp4_to_nvfp4_exact_to_spread_17_and_refused_past_it, 0, 5);
+    tcase_add_loop_test(tc, test_mxfp4_to_nvfp4_refusals, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

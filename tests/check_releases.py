@@ -29,7 +29,8 @@ inspect-json, verify, verify-strict and
     twin           (nvfp4-ct) `diff --dequant` of nvfp4-modelopt and nvfp4-ct exits 0: the two hold
                    the same values, the compressed-tensors global scale being the exact reciprocal
     cast           (CASTS below) `convert --exact` to the family's other layout (DeepSeek-V4: its
-                   MXFP4 experts to FP8), and the output verifies clean, equals the input under
+                   MXFP4 experts to FP8; compressed-tensors MXFP4: to NVFP4), and the output
+                   verifies clean, equals the input under
                    `diff --dequant` and exports the same bytes
 
 and the planted-defect copies (DEFECT below: one broken thing each) inspect, inspect-json and
@@ -304,8 +305,10 @@ def check_defect(fp8conv, rel, want):
 # family: the options; the cast's output must verify clean, export the input's export's bytes and
 # be identical to the input under `diff --dequant`. The NVFP4 twins' global scales are powers of
 # two, so the reciprocal is exact; the -amax copies' are not (convert --exact refuses them).
+# mxfp4-ct to ModelOpt NVFP4 (the compressed-tensors target is check_casts.c's too): every group of
+# a fused layer within 17 exponents of its largest, so each E4M3 scale 2^(k - m) is exact.
 CASTS = {"deepseek-v4": [], "nvfp4-modelopt": ["--format", "compressed-tensors"],
-         "nvfp4-ct": ["--format", "modelopt"]}
+         "nvfp4-ct": ["--format", "modelopt"], "mxfp4-ct": ["--format", "modelopt"]}
 
 
 def check_cast(fp8conv, rel, opts, tmp):

@@ -165,6 +165,19 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         } },
 };
 
+/* vLLM loads q/k/v and gate/up as one layer (models/llama.py
+ * packed_modules_mapping) and keeps one second-level scale for it: the
+ * parts' largest (compressed_tensors_w4a4_nvfp4.py and modelopt.py
+ * process_weights_after_loading, weight_global_scale.max() and
+ * weight_scale_2.max()), the gate's for MoE experts (w13_..._scale[:, 0]).
+ * A part whose own differs is computed with other values than the
+ * checkpoint's, so the producers give the parts one (llm-compressor
+ * modifiers/utils/helpers.py update_fused_layer_weight_global_scales,
+ * ModelOpt export/quant_utils.py preprocess_linear_fusion): verify's
+ * fused-global-scale, convert's cast to NVFP4. */
+const char *const fp4_fused_parts[FP4_FUSED_COUNT][3] = { { "q_proj", "k_proj", "v_proj" },
+                                                          { "gate_proj", "up_proj", NULL } };
+
 const fp4_layout *fp4_layout_get(fp4_layout_id id)
 {
     return (unsigned)id < FP4_LAYOUT_COUNT ? &layouts[id] : NULL;

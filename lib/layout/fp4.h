@@ -166,6 +166,14 @@ fp8_status fp4_weight_find(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_ten
                            size_t shard, const char *verb, fp4_weight *w);
 void fp4_weight_free(fp4_weight *w);
 
+/*
+ * The linears vLLM loads as one layer, which keeps one NVFP4 second-level
+ * scale for all its parts (fp4.c): each row the parts' module names, the
+ * first part first, NULL after the last.
+ */
+#define FP4_FUSED_COUNT 2
+extern const char *const fp4_fused_parts[FP4_FUSED_COUNT][3];
+
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,
                           int *rank, uint64_t shape[3]);

@@ -55,7 +55,10 @@
  * a DeepSeek-V4 expert's codes, F32 tile scales; TRUNK_SCALE: a trunk FP8
  * weight's E8M0 .scale as F32; RECIP: an NVFP4 second-level scale, its
  * reciprocal (`value`, computed when planned). */
-typedef enum { CAST_COPY, CAST_WEIGHT, CAST_SCALE, CAST_TRUNK_SCALE, CAST_RECIP } cast_kind;
+typedef enum {
+    CAST_COPY, CAST_WEIGHT, CAST_SCALE, CAST_TRUNK_SCALE, CAST_RECIP,
+    CAST_MX_SCALE /* an MXFP4 weight's E8M0 group scales as NVFP4 E4M3 ones */
+} cast_kind;
 
 typedef struct {
     const fp8_tensor_info *t; /* the input's tensor */
@@ -70,6 +73,9 @@ typedef struct {
     uint64_t out_shape[2];
     char *out_name;        /* NULL: the input's name */
     float value;           /* RECIP */
+    int mx_m;              /* MX_SCALE: the NVFP4 global scale's exponent m */
+    unsigned mx_most;      /* MX_SCALE: the largest E8M0 byte of the weight's scale */
+    bool mx_fused;         /* MX_SCALE: m is a fused layer's (fp4_fused_parts) */
 } cast_item;
 
 typedef struct {
@@ -77,7 +83,7 @@ typedef struct {
     const char *input;
     cast_item *items; /* in the checkpoint's (name) order */
     size_t *by_out;   /* items by output name */
-    size_t n, experts, nvfp4, rounded;
+    size_t n, experts, nvfp4, rounded, mxfp4;
     char **names;     /* output shard names */
     bool no_sync;
     uint64_t threads; /* for an expert's bands */
@@ -487,6 +493,9 @@ static fp8_status write_recip(fp8_ctx *ctx, const cast_item *it, fp8_writer *out
     return fp8_writer_pwrite(ctx, out, wt, 0, le, 4);
 }
 
+static fp8_status write_mx_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                                 fp8_writer *out, const fp8_tensor_info *wt);
+
 static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const char *path)
 {
     fp8_writer *out = NULL;
@@ -512,6 +521,7 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         st = it->kind == CAST_COPY          ? copy_tensor(ctx, p, it, out, wt)
              : it->kind == CAST_RECIP       ? write_recip(ctx, it, out, wt)
              : it->kind == CAST_TRUNK_SCALE ? write_trunk_scale(ctx, p, it, out, wt)
+             : it->kind == CAST_MX_SCALE    ? write_mx_scale(ctx, p, it, out, wt)
                                             : write_expert(ctx, p, it, out, wt);
     }
     if (!st)
@@ -658,6 +668,8 @@ static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const ch
     return FP8_OK;
 }
 
+static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what);
+
 static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, const nv_side *to,
                              bool exact)
 {
@@ -702,7 +714,14 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, co
         free(gname);
         free(iname);
     }
-    /* what else the cast would carry over unread: another quantized tensor */
+    return st ? st : check_carried(ctx, p, "NVFP4");
+}
+
+/* What else a cast to NVFP4 would carry over unread: another quantized
+ * tensor (`what`: the weights the cast reads). */
+static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what)
+{
+    fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < p->n; i++) {
         const cast_item *it = &p->items[i];
         long layer;
@@ -711,9 +730,9 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, co
         if (kv_naming_of(it->t->name, &layer) ||
             (it->t->dtype == FP8_DTYPE_F8_E4M3 && !fp4_is_group_scale(p->ck, it->t->name)))
             st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': the NVFP4 cast carries NVFP4 weights only (an FP8 "
+                          "%s: tensor '%s': the cast to NVFP4 carries %s weights only (an FP8 "
                           "weight or KV-cache scale beside them is not converted)",
-                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name);
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, what);
     }
     return st;
 }
@@ -721,7 +740,7 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, co
 /* The ignore list a config declares (compressed-tensors "ignore", ModelOpt
  * "exclude_modules"), a copy; patterns of one format are not the other's. */
 static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bool from_ct,
-                            const char *input, cJSON **out)
+                            bool to_ct, const char *input, cJSON **out)
 {
     const cJSON *list = from_ct ? cJSON_GetObjectItemCaseSensitive(qc, "ignore")
                                 : cJSON_GetObjectItemCaseSensitive(qc, "exclude_modules");
@@ -733,7 +752,8 @@ static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bo
     cJSON_ArrayForEach(e, *out) {
         const char *v = cJSON_IsString(e) ? e->valuestring : NULL;
         /* compressed-tensors: "re:" regular expressions; ModelOpt: fnmatch wildcards */
-        if (!v || (from_ct && !strncmp(v, "re:", 3)) || (!from_ct && strpbrk(v, "*?[")))
+        if (!v || (from_ct != to_ct && from_ct && !strncmp(v, "re:", 3)) ||
+            (from_ct != to_ct && !from_ct && strpbrk(v, "*?[")))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: config.json: ignore entry %s: a pattern of the input's format, "
                             "which the other does not read alike; the NVFP4 cast copies module "
@@ -746,16 +766,20 @@ static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bo
 /* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target:
  * as testdata/gen_fp4.py writes each (compressed-tensors quant_scheme.py
  * NVFP4 preset; ModelOpt's NVFP4 export read by vLLM modelopt.py
- * ModelOptNvFp4Config.from_config). */
-static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool to_ct,
-                                  const char *dir)
+ * ModelOptNvFp4Config.from_config).  from_ct: the input's config is
+ * compressed-tensors'; acts: the activations are NVFP4 too (W4A4), else
+ * the weights alone (W4A16: compressed-tensors' NVFP4A16 preset,
+ * input_activations null; ModelOpt's quant_algo W4A16_NVFP4,
+ * export/model_config.py QUANTIZATION_W4A16_NVFP4). */
+static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool from_ct,
+                                  bool to_ct, bool acts, const char *dir)
 {
     cJSON *side = NULL, *ignore = NULL;
     fp8_status st = ck_json_read(ctx, p->input, HF_QUANT_CONFIG, &side);
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
     if (!st) {
-        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, to_ct ? "kv_cache_quant_algo"
-                                                                     : "kv_cache_scheme");
+        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, from_ct ? "kv_cache_scheme"
+                                                                       : "kv_cache_quant_algo");
         if (kv && !cJSON_IsNull(kv))
             st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                           "%s: config.json: a quantized KV cache: the NVFP4 cast does not convert "
@@ -763,7 +787,7 @@ static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *confi
                           p->input);
     }
     if (!st)
-        st = nv_ignore(ctx, qc, side, !to_ct, p->input, &ignore);
+        st = nv_ignore(ctx, qc, side, from_ct, to_ct, p->input, &ignore);
     cJSON_Delete(side);
     side = NULL;
     if (st) {
@@ -789,7 +813,12 @@ static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *confi
         cJSON_AddNullToObject(w, "zp_dtype");
         cJSON *a = cJSON_Duplicate(w, true); /* dynamic "local": a per-group scale made at run time */
         cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
-        cJSON_AddItemToObject(g0, "input_activations", a);
+        if (acts)
+            cJSON_AddItemToObject(g0, "input_activations", a);
+        else {
+            cJSON_Delete(a);
+            cJSON_AddNullToObject(g0, "input_activations");
+        }
         cJSON_AddNullToObject(g0, "output_activations");
         cJSON *targets = cJSON_AddArrayToObject(g0, "targets");
         cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
@@ -809,11 +838,11 @@ static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *confi
         cJSON_AddItemToObject(sq, "exclude_modules", cJSON_Duplicate(ignore, true));
         cJSON_AddNumberToObject(sq, "group_size", 16);
         cJSON_AddNullToObject(sq, "kv_cache_quant_algo");
-        cJSON_AddStringToObject(sq, "quant_algo", "NVFP4");
+        cJSON_AddStringToObject(sq, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
         cJSON_AddItemToObject(q, "exclude_modules", ignore);
         cJSON_AddNumberToObject(q, "group_size", 16);
         cJSON_AddNullToObject(q, "kv_cache_quant_algo");
-        cJSON_AddStringToObject(q, "quant_algo", "NVFP4");
+        cJSON_AddStringToObject(q, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
         cJSON_AddStringToObject(q, "quant_method", "modelopt");
     }
     if (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
@@ -859,6 +888,268 @@ static fp8_status check_nv_options(fp8_ctx *ctx, const fp8_convert_options *o, c
     return FP8_OK;
 }
 
+/* -------------------------------------------------------- MXFP4 -> NVFP4 */
+
+/*
+ * compressed-tensors MXFP4 (fp4.h's FP4_LAYOUT_MXFP4_CT: weight_packed U8
+ * [N, K / 2], weight_scale U8 [N, K / 32], E8M0 bytes 2^(b - 127)) to NVFP4
+ * (compressed-tensors nvfp4-pack-quantized, or ModelOpt), by the closed
+ * form of NVIDIA Model-Optimizer PR #1372 (examples/llm_ptq/
+ * cast_mxfp4_to_nvfp4.py, "Add closed-form MXFP4 -> NVFP4 weight cast")
+ * and PR #1653 (the same numerics hoisted into modelopt/torch/quantization/
+ * utils/numeric_utils.py, mxfp4_to_nvfp4_global_amax and
+ * mxfp4_to_nvfp4_per_block_amax): the E2M1 codes are kept byte for byte;
+ * each MXFP4 group of 32 with scale 2^k_j becomes two NVFP4 groups of 16
+ * with the E4M3 scale 2^(k_j - m), under one global scale 2^m for the
+ * tensor (ModelOpt weight_scale_2 = 2^m, a multiplier; compressed-tensors
+ * weight_global_scale = 2^-m, a divisor: each the other's exact
+ * reciprocal), so that scale times global is 2^k_j again and every value
+ * is the same.  m = k_max - 8, k_max the largest group exponent of the
+ * tensor, as the PR pins it: 2^8 = 256 is E4M3's largest power of two, so
+ * the largest group sits at the top of E4M3's powers of two 2^-9 (its
+ * smallest subnormal) .. 2^8, which covers every group within 17 of it,
+ * the most any m covers while keeping the largest.  (m is kept >= -126, so
+ * that 2^m and 2^-m are normal fp32; that covers every group too, as k_j >=
+ * -127.)  A group whose exponent is more than 17 below k_max has no E4M3
+ * scale 2^(k_j - m); where the PR falls back to a rounded amax, this cast
+ * refuses (tensor, group, spread), unless the group's 16 codes of that half
+ * are all zero (then any scale keeps them zero: 2^-9 is written).  The
+ * activations stay bf16 (the MXFP4 input is weight-only, W4A16), so the
+ * target is weight-only NVFP4 (no input scale).
+ */
+#define MX_NV_TOP 8     /* log2 of E4M3's largest power of two, 256 (448 = 1.75 * 2^8) */
+#define MX_NV_BOTTOM -9 /* log2 of its smallest, the subnormal 2^-9 */
+#define MX_NV_GLOBAL_MIN -126 /* 2^m and 2^-m normal fp32 */
+#define NV_GROUP 16u
+
+/* The weight of layout `l` whose scale is in the checkpoint: the first. */
+static const fp4_layout *mx_layout_of(const cast_plan *p)
+{
+    const fp4_layout *mx = fp4_layout_get(FP4_LAYOUT_MXFP4_CT);
+    for (size_t i = 0; i < p->n; i++) {
+        char *sname = NULL, *oname = NULL;
+        const fp8_tensor_info *t = p->items[i].t;
+        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
+        bool found = l == mx && sname && fp8_checkpoint_find(p->ck, sname, NULL);
+        free(sname);
+        free(oname);
+        if (found)
+            return l;
+    }
+    return NULL;
+}
+
+static fp8_status check_mx_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input,
+                                   bool *to_ct)
+{
+    fp8_format f = o->target.format;
+    if (o->scheme_set || o->block_set || o->scale_fmt_set || o->kv_names ||
+        (f != FP8_FORMAT_DEFAULT && f != FP8_FORMAT_COMPRESSED_TENSORS && f != FP8_FORMAT_MODELOPT))
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: an MXFP4 checkpoint (compressed-tensors mxfp4) converts to NVFP4 "
+                        "only: --format compressed-tensors (the default) or --format modelopt, "
+                        "without --scheme, --block, --scale-fmt or --kv-names",
+                        input);
+    *to_ct = f != FP8_FORMAT_MODELOPT;
+    return FP8_OK;
+}
+
+/* The largest E8M0 byte of an MXFP4 weight's scale (a NaN byte is bad
+ * input). */
+static fp8_status mx_max_byte(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                              unsigned *most)
+{
+    enum { CHUNK = 1 << 16 };
+    uint64_t n = it->s->elements, groups = it->cols / FP8_MX_GROUP;
+    uint8_t *b = malloc(CHUNK);
+    fp8_status st = b ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    *most = 0;
+    for (uint64_t at = 0; !st && at < n; at += CHUNK) {
+        size_t len = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s, at, b, len);
+        for (size_t i = 0; !st && i < len; i++) {
+            if (b[i] == 0xFF)
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                              "%s: tensor '%s': element [%llu, %llu] is the E8M0 NaN byte 0xff; "
+                              "its group has no value to cast",
+                              fp8_checkpoint_shard_name(p->ck, it->sshard), it->s->name,
+                              (unsigned long long)((at + i) / groups),
+                              (unsigned long long)((at + i) % groups));
+            *most = b[i] > *most ? b[i] : *most;
+        }
+    }
+    free(b);
+    return st;
+}
+
+/* Plan the cast of every MXFP4 weight: its codes copied (renamed for
+ * ModelOpt), its scale cast (CAST_MX_SCALE), and one new item each, the
+ * global scale (CAST_RECIP's writer: one F32), after the input's items. */
+static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p, bool to_ct)
+{
+    const fp4_layout *from = fp4_layout_get(FP4_LAYOUT_MXFP4_CT);
+    const fp4_layout *to = fp4_layout_get(to_ct ? FP4_LAYOUT_NVFP4_CT : FP4_LAYOUT_NVFP4_MODELOPT);
+    size_t n0 = p->n, extra = 0;
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < n0; i++) {
+        cast_item *it = &p->items[i];
+        char *sname = NULL, *oname = NULL;
+        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank,
+                                               &sname, &oname);
+        cast_item *sc = l == from && sname ? item_of(p, sname) : NULL;
+        free(sname);
+        free(oname);
+        if (!sc)
+            continue;
+        const char *wfile = fp8_checkpoint_shard_name(p->ck, it->shard);
+        uint64_t experts, rows, cols, sshape[3];
+        int srank;
+        if (!fp4_layout_geometry(l, it->t->rank, it->t->shape, &experts, &rows, &cols, &srank,
+                                 sshape) || experts != 1)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
+                          wfile, it->t->name, l->name, l->scheme->run);
+        else if (sc->t->dtype != l->scale_dtype || sc->t->rank != srank ||
+                 sc->t->shape[0] != sshape[0] || sc->t->shape[1] != sshape[1])
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the scale of %s weight '%s' must be U8 [%llu, %llu] "
+                          "(one E8M0 byte per %u elements of a row)",
+                          fp8_checkpoint_shard_name(p->ck, sc->shard), sc->t->name, l->name,
+                          it->t->name, (unsigned long long)sshape[0],
+                          (unsigned long long)sshape[1], l->scheme->run);
+        if (st)
+            break;
+        size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
+        *sc = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_MX_SCALE, .w = it->t,
+                           .s = sc->t, .wshard = it->shard, .sshard = sc->shard, .rows = rows,
+                           .cols = cols, .out_dtype = FP8_DTYPE_F8_E4M3, .out_rank = 2,
+                           .out_shape = { rows, cols / NV_GROUP } };
+        if ((st = mx_max_byte(ctx, p, sc, &sc->mx_most)))
+            break;
+        cast_item *g = &p->items[n0 + extra++];
+        *g = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_RECIP,
+                          .out_dtype = FP8_DTYPE_F32, .out_rank = to_ct ? 1 : 0,
+                          .out_shape = { 1, 1 } };
+        if (asprintf(&g->out_name, "%.*s%s", (int)stem, it->t->name, to->global_suffix) < 0 ||
+            (strcmp(from->scale_suffix, to->scale_suffix) &&
+             asprintf(&sc->out_name, "%.*s%s", (int)stem, it->t->name, to->scale_suffix) < 0) ||
+            (strcmp(from->weight_suffix, to->weight_suffix) &&
+             asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name, to->weight_suffix) < 0))
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        p->mxfp4++;
+    }
+    /* each global scale: m from the largest group scale of its weight, or
+     * of the fused layer the weight is a part of (its parts one m, as vLLM
+     * keeps one global scale for them) */
+    for (size_t i = n0; !st && i < n0 + extra; i++) {
+        cast_item *g = &p->items[i], *sc = item_of(p, g->t->name);
+        unsigned most = sc->mx_most;
+        size_t stem = strlen(sc->t->name) - strlen(from->scale_suffix);
+        for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
+            for (int j = 0; j < 3 && fp4_fused_parts[f][j]; j++) {
+                size_t n = strlen(fp4_fused_parts[f][j]);
+                if (stem <= n || sc->t->name[stem - n - 1] != '.' ||
+                    strncmp(sc->t->name + stem - n, fp4_fused_parts[f][j], n))
+                    continue;
+                for (int k = 0; k < 3 && fp4_fused_parts[f][k]; k++) {
+                    char *part = NULL;
+                    if (asprintf(&part, "%.*s%s%s", (int)(stem - n), sc->t->name,
+                                 fp4_fused_parts[f][k], from->scale_suffix) < 0) {
+                        p->n = n0 + extra; /* the new items' names are freed with the rest */
+                        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+                    }
+                    const cast_item *peer = item_of(p, part);
+                    free(part);
+                    if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
+                        most = peer->mx_most > most ? peer->mx_most : most;
+                        sc->mx_fused = true;
+                    }
+                }
+            }
+        int m = (int)most - 127 - MX_NV_TOP;
+        sc->mx_m = m < MX_NV_GLOBAL_MIN ? MX_NV_GLOBAL_MIN : m;
+        g->value = fp8_pow2(to_ct ? -sc->mx_m : sc->mx_m);
+    }
+    p->n = n0 + extra;
+    if (!st && !p->mxfp4)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no MXFP4 weight with its scale", p->input);
+    return st ? st : check_carried(ctx, p, "MXFP4");
+}
+
+/* The E4M3 byte of 2^e, for e in MX_NV_BOTTOM..MX_NV_TOP: exact. */
+static uint8_t e4m3_pow2(int e) { return fp8_f32_to_e4m3(fp8_pow2(e)); }
+
+/* Whether the 16 codes of half h of group g of a packed row are all +-0. */
+static bool mx_half_zero(const uint8_t *row, uint64_t g, unsigned h)
+{
+    const uint8_t *b = row + g * (FP8_MX_GROUP / 2) + h * (NV_GROUP / 2);
+    for (unsigned i = 0; i < NV_GROUP / 2; i++)
+        if (b[i] & 0x77) /* each nibble's magnitude bits */
+            return false;
+    return true;
+}
+
+/* An MXFP4 weight's group scales as NVFP4's: two E4M3 scales 2^(k_j - m)
+ * per E8M0 byte, a band of rows at a time (one thread: any -j writes these
+ * bytes); a half group no E4M3 power of two scales, with a nonzero code, is
+ * refused. */
+static fp8_status write_mx_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                                 fp8_writer *out, const fp8_tensor_info *wt)
+{
+    enum { BAND = 256 };
+    uint64_t groups = it->cols / FP8_MX_GROUP;
+    uint8_t *sc = malloc(BAND * groups), *q = malloc(BAND * groups * 2), *row = malloc(it->cols / 2);
+    fp8_status st = sc && q && row ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    int m = it->mx_m;
+    for (uint64_t row0 = 0; !st && row0 < it->rows; row0 += BAND) {
+        uint64_t nrows = it->rows - row0 < BAND ? it->rows - row0 : BAND;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s, row0 * groups, sc,
+                           nrows * groups);
+        for (uint64_t r = 0; !st && r < nrows; r++) {
+            bool have_row = false;
+            for (uint64_t g = 0; !st && g < groups; g++) {
+                int k = (int)sc[r * groups + g] - 127, e = k - m;
+                for (unsigned h = 0; !st && h < 2; h++) {
+                    uint8_t *d = &q[(r * groups + g) * 2 + h];
+                    if (e >= MX_NV_BOTTOM) { /* e <= MX_NV_TOP: m >= k_max - 8 */
+                        *d = e4m3_pow2(e);
+                        continue;
+                    }
+                    if (!have_row)
+                        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->wshard), it->w,
+                                           (row0 + r) * (it->cols / 2), row, it->cols / 2);
+                    have_row = true;
+                    if (!st && mx_half_zero(row, g, h))
+                        *d = e4m3_pow2(MX_NV_BOTTOM); /* any scale keeps +-0 */
+                    else if (!st)
+                        st = fp8_fail(
+                            ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': group [%llu, %llu] (scale 2^%d) lies %d "
+                            "exponents below the largest group scale 2^%d of %s: NVFP4's E4M3 "
+                            "group scale 2^(k - m) holds 2^%d..2^%d, a spread of at most %d, so "
+                            "under the global scale 2^%d its values would change; convert "
+                            "refuses (dequantize-for-export keeps every value)",
+                            fp8_checkpoint_shard_name(p->ck, it->wshard), it->w->name,
+                            (unsigned long long)(row0 + r), (unsigned long long)g, k,
+                            m + MX_NV_TOP - k, m + MX_NV_TOP,
+                            it->mx_fused ? "the layer vLLM fuses it into (q/k/v or gate/up: one "
+                                           "global scale)"
+                                         : "the tensor",
+                            MX_NV_BOTTOM, MX_NV_TOP, MX_NV_TOP - MX_NV_BOTTOM, m);
+                }
+            }
+        }
+        if (!st)
+            st = fp8_writer_pwrite(ctx, out, wt, row0 * groups * 2, q, nrows * groups * 2);
+        if (!st && p->cancel && *p->cancel)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
+    }
+    free(sc);
+    free(q);
+    free(row);
+    return st;
+}
+
 fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
                            const fp8_convert_options *opts, bool *handled,
                            fp8_convert_fp4_report *report)
@@ -878,8 +1169,9 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
     if (!fp8_checkpoint_is_directory(p.ck) || (st = ck_config_read(ctx, input, &config)) || !config)
         goto out;
     p.n = fp8_checkpoint_tensor_count(p.ck);
-    if (!(p.items = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.items)) ||
-        !(p.by_out = fp8_xcalloc(p.n ? p.n : 1, sizeof *p.by_out))) {
+    /* room for one new item a weight (MXFP4 -> NVFP4: the global scale) */
+    if (!(p.items = fp8_xcalloc(p.n ? 2 * p.n : 1, sizeof *p.items)) ||
+        !(p.by_out = fp8_xcalloc(p.n ? 2 * p.n : 1, sizeof *p.by_out))) {
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -888,7 +1180,7 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
         p.by_out[i] = i;
     }
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
-    const fp4_layout *nv = NULL;
+    const fp4_layout *nv = NULL, *mx = NULL;
     bool to_ct = false;
     if (fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL) ==
         fp4_layout_get(FP4_LAYOUT_DSV4)) {
@@ -911,6 +1203,17 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
         st = check_nv_options(ctx, opts, input, nv, &to_ct);
         if (!st)
             st = plan_nvfp4(ctx, &p, &from, &to, opts->exact);
+    } else if ((mx = mx_layout_of(&p))) {
+        char why[1024];
+        *handled = true;
+        if (fp4_layout_bias_refused(mx, config, why, sizeof why))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s", input, why);
+        if (!st)
+            st = check_mx_options(ctx, opts, input, &to_ct);
+        if (!st)
+            st = plan_mx(ctx, &p, to_ct);
+        for (size_t i = 0; i < p.n; i++)
+            p.by_out[i] = i;
     } else
         goto out;
     qsort_r(p.by_out, p.n, sizeof *p.by_out, cmp_by_out, &p);
@@ -927,7 +1230,9 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
     if (!st && (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1))
         st = write_index(ctx, &p, out.tmp);
     if (!st)
-        st = nv ? write_nv_config(ctx, &p, config, to_ct, out.tmp) : write_config(ctx, config, out.tmp);
+        st = nv   ? write_nv_config(ctx, &p, config, !to_ct, to_ct, true, out.tmp)
+             : mx ? write_nv_config(ctx, &p, config, true, to_ct, false, out.tmp)
+                  : write_config(ctx, config, out.tmp);
     if (!st)
         st = ck_copy_other_files(ctx, p.ck, out.tmp, skip, opts->target.cancel);
     if (!st && opts->target.cancel && *opts->target.cancel)
@@ -935,10 +1240,11 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
     if (!st)
         st = fp8_output_commit(ctx, &out);
     if (!st && report) {
-        *report = (fp8_convert_fp4_report){ .experts = p.experts, .nvfp4 = p.nvfp4,
-                                            .rounded = p.rounded,
-                                            .to = nv ? (to_ct ? "compressed-tensors" : "modelopt")
-                                                     : NULL };
+        *report = (fp8_convert_fp4_report){ .experts = p.experts, .nvfp4 = p.nvfp4 + p.mxfp4,
+                                            .rounded = p.rounded, .from_mxfp4 = mx != NULL,
+                                            .to = nv || mx ? (to_ct ? "compressed-tensors"
+                                                                    : "modelopt")
+                                                           : NULL };
         for (size_t i = 0; i < p.n; i++) {
             report->copied += p.items[i].kind == CAST_COPY;
             report->output_bytes += out_bytes(&p.items[i]);

@@ -84,34 +84,24 @@ static fp8_status read_global(fp8_ctx *ctx, fp8_verify *v, const char *name, flo
     return fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, 0, g, 4);
 }
 
-/* vLLM loads q/k/v and gate/up as one layer (models/llama.py
- * packed_modules_mapping) and keeps one second-level scale for it: the
- * parts' largest (compressed_tensors_w4a4_nvfp4.py and modelopt.py
- * process_weights_after_loading, weight_global_scale.max() and
- * weight_scale_2.max()), the gate's for MoE experts (w13_..._scale[:, 0]).
- * A part whose own differs is computed with other values than the
- * checkpoint's, so the producers give the parts one (llm-compressor
- * modifiers/utils/helpers.py update_fused_layer_weight_global_scales,
- * ModelOpt export/quant_utils.py preprocess_linear_fusion).  Each later
- * part is compared with the first. */
-static const char *const fused_parts[][3] = { { "q_proj", "k_proj", "v_proj" },
-                                              { "gate_proj", "up_proj", NULL } };
-
+/* A later part of a fused layer (fp4.h's fp4_fused_parts) whose
+ * second-level scale is not the first part's.  Each later part is
+ * compared with the first. */
 static fp8_status check_fused_global(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
                                      const fp8_tensor_info *t, const char *file)
 {
     size_t stem = strlen(t->name) - strlen(l->weight_suffix);
-    for (size_t f = 0; f < sizeof fused_parts / sizeof *fused_parts; f++)
-        for (int j = 1; j < 3 && fused_parts[f][j]; j++) {
-            size_t n = strlen(fused_parts[f][j]);
+    for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
+        for (int j = 1; j < 3 && fp4_fused_parts[f][j]; j++) {
+            size_t n = strlen(fp4_fused_parts[f][j]);
             if (stem <= n || t->name[stem - n - 1] != '.' ||
-                strncmp(t->name + stem - n, fused_parts[f][j], n))
+                strncmp(t->name + stem - n, fp4_fused_parts[f][j], n))
                 continue;
             char mine[1024], first[1024];
             float a, b;
             snprintf(mine, sizeof mine, "%.*s%s", (int)stem, t->name, l->global_suffix);
-            snprintf(first, sizeof first, "%.*s%s%s", (int)(stem - n), t->name, fused_parts[f][0],
-                     l->global_suffix);
+            snprintf(first, sizeof first, "%.*s%s%s", (int)(stem - n), t->name,
+                     fp4_fused_parts[f][0], l->global_suffix);
             fp8_status st = read_global(ctx, v, mine, &a);
             if (st || (st = read_global(ctx, v, first, &b)) || a != a || b != b ||
                 !memcmp(&a, &b, 4))
@@ -123,7 +113,7 @@ static fp8_status check_fused_global(fp8_ctx *ctx, fp8_verify *v, const fp4_layo
                                   "than this checkpoint's for one of them; llm-compressor and "
                                   "ModelOpt give the parts one, from their largest amax",
                                   file, t->name, mine, (double)a, first, (double)b,
-                                  fused_parts[f][j], fused_parts[f][0]);
+                                  fp4_fused_parts[f][j], fp4_fused_parts[f][0]);
         }
     return FP8_OK;
 }
