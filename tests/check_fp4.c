@@ -1024,6 +1024,36 @@ START_TEST(test_verify_declaration_against_fp4_tensors)
 }
 END_TEST
 
+/* A config.json without quantization_config beside an hf_quant_config.json
+ * that is no JSON: verify names the side file ([config-json]), and the
+ * config read before it is freed (the ASan build's leak check; a fuzz
+ * finding). */
+START_TEST(test_verify_broken_side_file_beside_fp4)
+{
+    char *dir = tu_tmpdir(), *path, *out = NULL;
+    size_t len;
+    char *shard = tu_slurp("testdata/releases/nvfp4-modelopt/model.safetensors", &len);
+    ck_assert(asprintf(&path, "%s/model.safetensors", dir) > 0);
+    tu_spit(path, shard, len);
+    free(path);
+    static const char config[] = "{\"architectures\": [\"LlamaForCausalLM\"], "
+                                 "\"model_type\": \"llama\"}";
+    ck_assert(asprintf(&path, "%s/config.json", dir) > 0);
+    tu_spit(path, config, strlen(config));
+    free(path);
+    ck_assert(asprintf(&path, "%s/hf_quant_config.json", dir) > 0);
+    tu_spit(path, "{\"producer\": {", 14);
+    free(path);
+    int rc = run_verify(dir, &out);
+    ck_assert_msg(rc == 1 && strstr(out, "error [config-json]") &&
+                      strstr(out, "hf_quant_config.json: not valid JSON"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    free(shard);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fp4");
@@ -1058,6 +1088,7 @@ int main(void)
     tcase_add_test(tc, test_ct_mxfp4_old_bias_is_refused);
     tcase_add_test(tc, test_verify_says_per_loader_whether_fp4_loads);
     tcase_add_test(tc, test_verify_declaration_against_fp4_tensors);
+    tcase_add_test(tc, test_verify_broken_side_file_beside_fp4);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -356,7 +356,7 @@ fp8_status fmt_config_read(fp8_ctx *ctx, const char *dir, cJSON **config, bool *
     if (st || !*config || cJSON_GetObjectItemCaseSensitive(*config, "quantization_config"))
         return st;
     if ((st = ck_json_read(ctx, dir, HF_QUANT_CONFIG, &side)) || !side)
-        return st;
+        goto out;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(side, "quantization");
     const char *algo = str_of(q, "quant_algo");
     if (algo) {
@@ -371,6 +371,11 @@ fp8_status fmt_config_read(fp8_ctx *ctx, const char *dir, cJSON **config, bool *
         }
     }
     cJSON_Delete(side);
+out:
+    if (st) { /* nothing is returned with an error */
+        cJSON_Delete(*config);
+        *config = NULL;
+    }
     return st;
 }
 

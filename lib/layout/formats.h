@@ -134,7 +134,7 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d);
  * HF_QUANT_CONFIG's "quantization" names a quant_algo (ModelOpt 0.29 and
  * earlier wrote only that file), *config gets the quantization_config
  * {"quant_method": "modelopt", "quant_algo": ...} vLLM reads from it, and
- * *side_declared (may be NULL) is set. */
+ * *side_declared (may be NULL) is set.  On an error *config is NULL. */
 fp8_status fmt_config_read(fp8_ctx *ctx, const char *dir, cJSON **config, bool *side_declared);
 
 /* The expert count a config declares (n_routed_experts, num_experts,
