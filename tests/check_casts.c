@@ -254,31 +254,36 @@ START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
 END_TEST
 
 /* Every band path (FP8CONV_DSV4_CAST: ref, the element-by-element
- * reference; table; the default, SSSE3 where the CPU has it) writes the
- * reference's bytes: every shift a tile of spread 14 gives (-8 .. 6) meets
- * every code in both nibbles (each group's low nibbles 0..15, its high
- * nibbles a rotation of them), partial tiles both ways, and a group at
- * shift -9 whose codes E4M3 holds there; _i == 1: one code 0.5 in that
- * group, which every path refuses with the reference's message. */
+ * reference with tile_bytes_ref; table; the default, SSSE3 where the CPU
+ * has it) writes the reference's bytes, codes and tile scales: every shift
+ * -8 .. 6 meets every code in both nibbles (each group's low nibbles
+ * 0..15, its high nibbles a rotation of them); a partial band and tile;
+ * 260 groups a row (the fold of tile_bytes: 256 at a time, 16 a step, and
+ * tails); a tile whose largest group is in its band's last row only; a
+ * group at shift -9 whose codes E4M3 holds there; _i == 1: one code 0.5 in
+ * that group, which every path refuses with the reference's message. */
+enum { PR = 200, PC = 8320, PG = PC / 32 };
 START_TEST(test_dsv4_cast_paths_write_the_reference_bytes)
 {
-    static uint8_t w[XR * XC / 2], sc[XR * XG];
+    static uint8_t w[PR * PC / 2], sc[PR * PG];
     static const uint8_t held[12] = { 0, 2, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15 }; /* not +-0.5, +-1.5 */
-    for (int r = 0; r < XR; r++)
-        for (int g = 0; g < XG; g++) {
-            sc[r * XG + g] = (uint8_t)(120 + (r + g) % 15);
+    for (int r = 0; r < PR; r++)
+        for (int g = 0; g < PG; g++) {
+            sc[r * PG + g] = (uint8_t)(120 + (r + g) % 14);
             for (int b = 0; b < 16; b++)
-                w[r * XC / 2 + g * 16 + b] = (uint8_t)(b | ((b + r + g) & 15) << 4);
+                w[r * PC / 2 + g * 16 + b] = (uint8_t)(b | ((b + r + g) & 15) << 4);
         }
-    sc[7 * XG + 1] = 119; /* shift -9 under the tile's 134 */
+    /* tiles whose 134 (spread 14) is in the band's last row only */
+    sc[127 * PG + 3] = sc[127 * PG + 256] = sc[199 * PG + 259] = 134;
+    sc[7 * PG + 1] = 119; /* shift -9 under tile [0, 0]'s 134 */
     for (int b = 0; b < 16; b++)
-        w[7 * XC / 2 + 16 + b] = (uint8_t)(held[b % 12] | held[(b + 5) % 12] << 4);
+        w[7 * PC / 2 + 16 + b] = (uint8_t)(held[b % 12] | held[(b + 5) % 12] << 4);
     if (_i == 1)
-        w[7 * XC / 2 + 16 + 3] = 0x21; /* element [7, 38]: 0.5 * 2^-9 */
+        w[7 * PC / 2 + 16 + 3] = 0x21; /* element [7, 38]: 0.5 * 2^-9 */
     uint16_t norm[4] = { 0x3F80, 0x3F80, 0x3F80, 0x3F80 };
     t_spec ts[] = {
-        { "layers.0.ffn.experts.0.w1.weight", FP8_DTYPE_I8, 2, { XR, XC / 2 }, w },
-        { "layers.0.ffn.experts.0.w1.scale", FP8_DTYPE_F8_E8M0, 2, { XR, XG }, sc },
+        { "layers.0.ffn.experts.0.w1.weight", FP8_DTYPE_I8, 2, { PR, PC / 2 }, w },
+        { "layers.0.ffn.experts.0.w1.scale", FP8_DTYPE_F8_E8M0, 2, { PR, PG }, sc },
         { "layers.0.attn_norm.weight", FP8_DTYPE_BF16, 1, { 4 }, norm },
     };
     char *dir = tu_tmpdir();

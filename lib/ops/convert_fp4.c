@@ -312,10 +312,10 @@ static uint8_t shift_table[SHIFT_COUNT][16] __attribute__((aligned(16)));
 
 /* How cast_band gets its bytes, all byte-identical to cast_band_ref (which
  * names the element whenever one has no code): CAST_REF the reference
- * itself, CAST_TABLE a table row a group, CAST_SSSE3 that row as a pshufb
- * table, 32 codes at a time.  The fastest the CPU runs, unless the
- * environment's FP8CONV_DSV4_CAST names one (ref, table, ssse3: for
- * tests/check_casts.c, which compares each with ref). */
+ * itself (and tile_bytes_ref for the tile bytes), CAST_TABLE a table row a
+ * group, CAST_SSSE3 that row as a pshufb table, 32 codes at a time.  The
+ * fastest the CPU runs, unless the environment's FP8CONV_DSV4_CAST says
+ * ref or table (for tests/check_casts.c, which compares each with ref). */
 typedef enum { CAST_PATH_REF, CAST_PATH_TABLE, CAST_PATH_SSSE3 } cast_path;
 static cast_path band_path;
 static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
@@ -429,11 +429,13 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
     fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
     fp8_file *wf = fp8_checkpoint_shard(p->ck, it->wshard);
     uint64_t row0 = id * TILE;
+    pthread_once(&shift_once, shift_table_init);
     for (; !st && row0 < it->rows; row0 += n * TILE) {
         uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
         st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
         if (!st)
-            st = tile_bytes(ctx, p, it, row0, nrows, sc, tb);
+            st = band_path == CAST_PATH_REF ? tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb)
+                                            : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
         if (!st && it->kind == CAST_SCALE) {
             e8m0_f32(tb, tiles, tf);
             st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles * 4, tf, tiles * 4);
