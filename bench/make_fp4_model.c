@@ -40,7 +40,8 @@
  *                   group, not the same one)
  *
  * Codes are pseudo-random bytes (every nibble, code 8 included), the same
- * on every run; E8M0 scales 2^-7 .. 2^-3 (deepseek-v4: 2^-10 .. 2^-3), E4M3 scales 2 .. 448 and a second
+ * on every run; E8M0 scales 2^-7 .. 2^-3 (deepseek-v4: 2^-10 .. 2^-3),
+ * E4M3 scales 2 .. 448 and a second
  * level near amax / (6 * 448) that is no power of two, as a real
  * calibration gives (so the exported values are the rounded ones).
  *
@@ -68,7 +69,9 @@ static void die(fp8_ctx *ctx, const char *what)
     exit(1);
 }
 
-typedef enum { FILL_BF16, FILL_NORM, FILL_CODES, FILL_E8M0, FILL_E8M0_WIDE, FILL_E4M3, FILL_F32 } fill;
+typedef enum {
+    FILL_BF16, FILL_NORM, FILL_CODES, FILL_E8M0, FILL_E8M0_WIDE, FILL_E4M3, FILL_F32
+} fill;
 
 typedef struct {
     char name[112];
@@ -268,7 +271,8 @@ static void write_text(const char *dir, const char *file, const char *text)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: make_fp4_model DIR gpt-oss|nvfp4-modelopt|nvfp4-ct|deepseek-v4 [LAYERS|EXPERTS]\n");
+        fprintf(stderr, "usage: make_fp4_model DIR gpt-oss|nvfp4-modelopt|nvfp4-ct|deepseek-v4 "
+                        "[LAYERS|EXPERTS]\n");
         return 2;
     }
     const char *dir = argv[1], *kind = argv[2];
@@ -328,7 +332,8 @@ int main(int argc, char **argv)
                  "  \"n_routed_experts\": %d,\n  \"n_shared_experts\": 1,\n"
                  "  \"num_experts_per_tok\": 6,\n  \"num_hidden_layers\": 1,\n"
                  "  \"torch_dtype\": \"bfloat16\",\n"
-                 "  \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
+                 "  \"quantization_config\": {\"activation_scheme\": \"dynamic\", "
+                 "\"fmt\": \"e4m3\", "
                  "\"quant_method\": \"fp8\", \"scale_fmt\": \"ue8m0\", "
                  "\"weight_block_size\": [128, 128]}\n}\n",
                  count);

@@ -266,7 +266,8 @@ enum { PR = 200, PC = 8320, PG = PC / 32 };
 START_TEST(test_dsv4_cast_paths_write_the_reference_bytes)
 {
     static uint8_t w[PR * PC / 2], sc[PR * PG];
-    static const uint8_t held[12] = { 0, 2, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15 }; /* not +-0.5, +-1.5 */
+    /* the codes E4M3 holds at shift -9: not +-0.5, +-1.5 */
+    static const uint8_t held[12] = { 0, 2, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15 };
     for (int r = 0; r < PR; r++)
         for (int g = 0; g < PG; g++) {
             sc[r * PG + g] = (uint8_t)(120 + (r + g) % 14);

@@ -346,7 +346,8 @@ DSV4_SSSE3 static unsigned cast_rows_ssse3(const uint8_t *packed, const uint8_t 
             __m128i hi = _mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(x, 4), nib));
             _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi8(lo, hi));
             _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi8(lo, hi));
-            bad = _mm_or_si128(bad, _mm_or_si128(_mm_cmpeq_epi8(lo, none), _mm_cmpeq_epi8(hi, none)));
+            bad = _mm_or_si128(bad, _mm_or_si128(_mm_cmpeq_epi8(lo, none),
+                                                 _mm_cmpeq_epi8(hi, none)));
         }
     }
     return (unsigned)_mm_movemask_epi8(bad);
