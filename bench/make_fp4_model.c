@@ -20,13 +20,32 @@
  *                   X.weight_packed, X.weight_scale, X.weight_global_scale F32
  *                   [1] (a divisor), X.input_global_scale F32 [1]
  *                   (compressed-tensors compressors/nvfp4/)
+ *   deepseek-v4     DeepSeek-V4's layout for convert's MXFP4 -> FP8 cast
+ *                   (lib/ops/convert_fp4.c; testdata/gen_fp4.py cites each
+ *                   fact): one MoE layer of DeepSeek-V3's expert shapes
+ *                   (config.json hidden_size 7168, moe_intermediate_size
+ *                   2048: deepseek-ai/DeepSeek-V3; V4-Flash's own dims were
+ *                   not found in vLLM's or DeepSeek's sources here), 21
+ *                   routed experts layers.0.ffn.experts.E.w{1,2,3}.weight
+ *                   I8 [out, in / 2] (E2M1 codes, element 2i in the low
+ *                   nibble) with .scale F8_E8M0 [out, in / 32], a shared
+ *                   expert layers.0.ffn.shared_experts.w{1,2,3}.weight
+ *                   F8_E4M3 with .scale F8_E8M0 [out / 128, in / 128], the
+ *                   gate F32/BF16 and norms; config model_type deepseek_v4,
+ *                   expert_dtype fp4, quant_method fp8, scale_fmt ue8m0,
+ *                   weight_block_size [128, 128].  About 1 GB of FP8 once
+ *                   cast.  The group scale bytes spread 2^-10 .. 2^-3 (8
+ *                   exponents: a tile spreads by up to 7, within the cast's
+ *                   14, so every element goes through the shift of its
+ *                   group, not the same one)
  *
  * Codes are pseudo-random bytes (every nibble, code 8 included), the same
- * on every run; E8M0 scales 2^-7 .. 2^-3, E4M3 scales 2 .. 448 and a second
+ * on every run; E8M0 scales 2^-7 .. 2^-3 (deepseek-v4: 2^-10 .. 2^-3),
+ * E4M3 scales 2 .. 448 and a second
  * level near amax / (6 * 448) that is no power of two, as a real
  * calibration gives (so the exported values are the rounded ones).
  *
- * usage: make_fp4_model DIR gpt-oss|nvfp4-modelopt|nvfp4-ct [LAYERS|EXPERTS]
+ * usage: make_fp4_model DIR gpt-oss|nvfp4-modelopt|nvfp4-ct|deepseek-v4 [LAYERS|EXPERTS]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +69,9 @@ static void die(fp8_ctx *ctx, const char *what)
     exit(1);
 }
 
-typedef enum { FILL_BF16, FILL_NORM, FILL_CODES, FILL_E8M0, FILL_E4M3, FILL_F32 } fill;
+typedef enum {
+    FILL_BF16, FILL_NORM, FILL_CODES, FILL_E8M0, FILL_E8M0_WIDE, FILL_E4M3, FILL_F32
+} fill;
 
 typedef struct {
     char name[112];
@@ -71,6 +92,10 @@ static void fill_bytes(const spec *s, uint8_t *p, size_t n)
     case FILL_E8M0: /* 2^-7 .. 2^-3 */
         for (size_t i = 0; i < n; i++)
             p[i] = (uint8_t)(120 + (next() >> 33) % 5);
+        break;
+    case FILL_E8M0_WIDE: /* 2^-10 .. 2^-3 */
+        for (size_t i = 0; i < n; i++)
+            p[i] = (uint8_t)(117 + (next() >> 33) % 8);
         break;
     case FILL_E4M3: /* exponent field 8 .. 15 (2 .. 448), never the NaN 0x7F */
         for (size_t i = 0; i < n; i++) {
@@ -196,6 +221,42 @@ static size_t nvfp4(spec *ts, int layers, bool ct)
     return n;
 }
 
+static size_t deepseek_v4(spec *ts, int experts)
+{
+    const uint64_t H = 7168, I = 2048;
+    size_t n = 0;
+    /* w1, w3: [I, H] (gate, up); w2: [H, I] (down) */
+    const struct { const char *w; uint64_t out, in; } m[] = { { "w1", I, H }, { "w2", H, I },
+                                                               { "w3", I, H } };
+    for (int e = 0; e < experts; e++)
+        for (int k = 0; k < 3; k++) {
+            ADD(.dtype = FP8_DTYPE_I8, .rank = 2, .shape = { m[k].out, m[k].in / 2 },
+                .how = FILL_CODES);
+            NAME("layers.0.ffn.experts.%d.%s.weight", e, m[k].w);
+            ADD(.dtype = FP8_DTYPE_F8_E8M0, .rank = 2, .shape = { m[k].out, m[k].in / 32 },
+                .how = FILL_E8M0_WIDE);
+            NAME("layers.0.ffn.experts.%d.%s.scale", e, m[k].w);
+        }
+    for (int k = 0; k < 3; k++) {
+        ADD(.dtype = FP8_DTYPE_F8_E4M3, .rank = 2, .shape = { m[k].out, m[k].in },
+            .how = FILL_E4M3);
+        NAME("layers.0.ffn.shared_experts.%s.weight", m[k].w);
+        ADD(.dtype = FP8_DTYPE_F8_E8M0, .rank = 2, .shape = { m[k].out / 128, m[k].in / 128 },
+            .how = FILL_E8M0);
+        NAME("layers.0.ffn.shared_experts.%s.scale", m[k].w);
+    }
+    ADD(.dtype = FP8_DTYPE_BF16, .rank = 2, .shape = { (uint64_t)experts, H }, .how = FILL_BF16);
+    NAME("%s", "layers.0.ffn.gate.weight");
+    ADD(.dtype = FP8_DTYPE_F32, .rank = 1, .shape = { (uint64_t)experts }, .how = FILL_F32,
+        .value = 0.0f);
+    NAME("%s", "layers.0.ffn.gate.bias");
+    ADD(.dtype = FP8_DTYPE_BF16, .rank = 1, .shape = { H }, .how = FILL_NORM);
+    NAME("%s", "layers.0.ffn_norm.weight");
+    ADD(.dtype = FP8_DTYPE_BF16, .rank = 1, .shape = { H }, .how = FILL_NORM);
+    NAME("%s", "norm.weight");
+    return n;
+}
+
 static void write_text(const char *dir, const char *file, const char *text)
 {
     char path[4096];
@@ -210,7 +271,8 @@ static void write_text(const char *dir, const char *file, const char *text)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: make_fp4_model DIR gpt-oss|nvfp4-modelopt|nvfp4-ct [LAYERS|EXPERTS]\n");
+        fprintf(stderr, "usage: make_fp4_model DIR gpt-oss|nvfp4-modelopt|nvfp4-ct|deepseek-v4 "
+                        "[LAYERS|EXPERTS]\n");
         return 2;
     }
     const char *dir = argv[1], *kind = argv[2];
@@ -260,6 +322,21 @@ int main(int argc, char **argv)
                        "{\n  \"producer\": {\"name\": \"modelopt\", \"version\": \"0.37.0\"},\n"
                        "  \"quantization\": {\"exclude_modules\": [\"lm_head\"], \"group_size\": 16, "
                        "\"kv_cache_quant_algo\": null, \"quant_algo\": \"NVFP4\"}\n}\n");
+    } else if (!strcmp(kind, "deepseek-v4")) {
+        count = count > 0 ? count : 21;
+        n = deepseek_v4(ts, count);
+        snprintf(cfg, sizeof cfg,
+                 "{\n  \"architectures\": [\"DeepseekV4ForCausalLM\"],\n"
+                 "  \"model_type\": \"deepseek_v4\",\n  \"expert_dtype\": \"fp4\",\n"
+                 "  \"hidden_size\": 7168,\n  \"moe_intermediate_size\": 2048,\n"
+                 "  \"n_routed_experts\": %d,\n  \"n_shared_experts\": 1,\n"
+                 "  \"num_experts_per_tok\": 6,\n  \"num_hidden_layers\": 1,\n"
+                 "  \"torch_dtype\": \"bfloat16\",\n"
+                 "  \"quantization_config\": {\"activation_scheme\": \"dynamic\", "
+                 "\"fmt\": \"e4m3\", "
+                 "\"quant_method\": \"fp8\", \"scale_fmt\": \"ue8m0\", "
+                 "\"weight_block_size\": [128, 128]}\n}\n",
+                 count);
     } else {
         fprintf(stderr, "make_fp4_model: unknown kind '%s'\n", kind);
         return 2;

@@ -5,8 +5,10 @@
 # (BENCH_WRITE=0 leaves the file alone).
 #
 # Knobs: REPS (best of, 5), SIZES (quantize model sizes in GB, "1 4 8"),
-# BUILD (build), BIN (BUILD/fp8conv), ONLY=fp4 (only the packed-FP4 export
-# section, written between the "make bench fp4" markers).  The models are generated once into
+# BUILD (build), BIN (BUILD/fp8conv), ONLY=fp4 (only the packed-FP4
+# sections: export, and convert's DeepSeek-V4 cast; written between the
+# "make bench fp4" markers), ONLY=cast (only that cast, between the "make
+# bench cast" markers).  The models are generated once into
 # BUILD/bench-model-{1,4,8}g (bench/make_model.c: 1.0, 4.1 and 8.4 GB of bf16
 # tensors: 2, 9 and 19 layers) and kept.
 #
@@ -64,7 +66,51 @@ fp4_section() {
         out '%-48s same bytes for -j 1, 2, 3 and the default (cmp)\n' "  $kind, $(stat -c %s "$work/exp/model.safetensors") bytes out"
         rm -rf "$work/out" "$work/exp"
     done
+    cast_section
 }
+
+# convert's cast of DeepSeek-V4's MXFP4 experts to FP8 128x128 (issue 25
+# item 6: <= 1.5x cp of its output): a DeepSeek-V4 model of ~1 GB of FP8
+# once cast (bench/make_fp4_model.c deepseek-v4), against cp -r of the
+# cast's own output; then the same bytes for -j 1, 2 and 3.
+cast_section() {
+    out '\n== convert (cast) of DeepSeek-V4 MXFP4 experts to FP8 (~1 GB out), against cp -r of its output\n'
+    row_header
+    local m=$BUILD/bench-fp4-deepseek-v4
+    if [ ! -f "$m/model.safetensors" ] || [ "$m/model.safetensors" -ot "$BUILD/bench/make_fp4_model" ]; then
+        echo "== generating $m (once)" >&2
+        rm -rf "$m"
+        "$BUILD/bench/make_fp4_model" "$m" deepseek-v4 >&2
+    fi
+    rm -rf "$work/cast"
+    "$BIN" convert -q --progress never --no-sync "$m" "$work/cast"
+    sync
+    warm "$m"/* "$work"/cast/*
+    floor "cp -r CAST (deepseek-v4)" cp -r "$work/cast" "$work/out"
+    local t_cp=$floor_s
+    floor "cp -r CAST && sync (deepseek-v4)" sh -c 'cp -r "$1" "$2" && sync' sh "$work/cast" "$work/out"
+    local t_cps=$floor_s
+    row "convert --no-sync deepseek-v4" "cp -r CAST" "$t_cp" 1.5 \
+        "$BIN" convert -q --progress never --no-sync "$m" "$work/out"
+    row "convert deepseek-v4" "cp -r CAST && sync" "$t_cps" - \
+        "$BIN" convert -q --progress never "$m" "$work/out"
+    local j
+    for j in 1 2 3; do
+        rm -rf "$work/out"
+        "$BIN" convert -q --progress never --no-sync -j "$j" "$m" "$work/out"
+        if ! cmp -s "$work/cast/model.safetensors" "$work/out/model.safetensors"; then
+            out 'convert -j %d deepseek-v4: OTHER BYTES than the default -j\n' "$j"
+            exit 1
+        fi
+    done
+    out '%-48s same bytes for -j 1, 2, 3 and the default (cmp)\n' "  deepseek-v4, $(stat -c %s "$work/cast/model.safetensors") bytes out"
+    rm -rf "$work/out" "$work/cast"
+}
+if [ "${ONLY:-}" = cast ]; then
+    cast_section
+    write_results "make bench cast"
+    exit 0
+fi
 if [ "${ONLY:-}" = fp4 ]; then
     fp4_section
     write_results "make bench fp4"

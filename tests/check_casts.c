@@ -263,6 +263,94 @@ START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
 }
 END_TEST
 
+/* Every band path (FP8CONV_DSV4_CAST: ref, the element-by-element
+ * reference with tile_bytes_ref; table; the default, SSSE3 where the CPU
+ * has it) writes the reference's bytes, codes and tile scales: every shift
+ * -8 .. 6 meets every code in both nibbles (each group's low nibbles
+ * 0..15, its high nibbles a rotation of them); a partial band and tile;
+ * 260 groups a row (the fold of tile_bytes: 256 at a time, 16 a step, and
+ * tails); a tile whose largest group is in its band's last row only; a
+ * group at shift -9 whose codes E4M3 holds there; _i == 1: one code 0.5 in
+ * that group, which every path refuses with the reference's message. */
+enum { PR = 200, PC = 8320, PG = PC / 32 };
+START_TEST(test_dsv4_cast_paths_write_the_reference_bytes)
+{
+    static uint8_t w[PR * PC / 2], sc[PR * PG];
+    /* the codes E4M3 holds at shift -9: not +-0.5, +-1.5 */
+    static const uint8_t held[12] = { 0, 2, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15 };
+    for (int r = 0; r < PR; r++)
+        for (int g = 0; g < PG; g++) {
+            sc[r * PG + g] = (uint8_t)(120 + (r + g) % 14);
+            for (int b = 0; b < 16; b++)
+                w[r * PC / 2 + g * 16 + b] = (uint8_t)(b | ((b + r + g) & 15) << 4);
+        }
+    /* tiles whose 134 (spread 14) is in the band's last row only */
+    sc[127 * PG + 3] = sc[127 * PG + 256] = sc[199 * PG + 259] = 134;
+    sc[7 * PG + 1] = 119; /* shift -9 under tile [0, 0]'s 134 */
+    for (int b = 0; b < 16; b++)
+        w[7 * PC / 2 + 16 + b] = (uint8_t)(held[b % 12] | held[(b + 5) % 12] << 4);
+    if (_i == 1)
+        w[7 * PC / 2 + 16 + 3] = 0x21; /* element [7, 38]: 0.5 * 2^-9 */
+    uint16_t norm[4] = { 0x3F80, 0x3F80, 0x3F80, 0x3F80 };
+    t_spec ts[] = {
+        { "layers.0.ffn.experts.0.w1.weight", FP8_DTYPE_I8, 2, { PR, PC / 2 }, w },
+        { "layers.0.ffn.experts.0.w1.scale", FP8_DTYPE_F8_E8M0, 2, { PR, PG }, sc },
+        { "layers.0.attn_norm.weight", FP8_DTYPE_BF16, 1, { 4 }, norm },
+    };
+    char *dir = tu_tmpdir();
+    char *model = write_ck(dir, "dsv4", ts, sizeof ts / sizeof *ts, dsv4_config);
+    static const char *const paths[] = { "ref", "table", "ssse3" };
+    char *first = NULL, *first_err = NULL;
+    size_t n0 = 0;
+    for (int k = 0; k < 3; k++) {
+        char *out, *err = NULL;
+        ck_assert(asprintf(&out, "%s/out-%s", dir, paths[k]) > 0);
+        setenv("FP8CONV_DSV4_CAST", paths[k], 1);
+        int rc = tu_run_fmt(&err, "convert -j %d '%s' '%s'", 1 + k % 2, model, out);
+        unsetenv("FP8CONV_DSV4_CAST");
+        if (_i == 1) {
+            ck_assert_msg(rc == 3 && strstr(err, "element [7, 38]") && strstr(err, "spread by 15"),
+                          "%s: exit %d: %s", paths[k], rc, err);
+            ck_assert(!exists(out));
+            if (!first_err)
+                first_err = err;
+            else {
+                ck_assert_msg(!strcmp(err, first_err), "%s: '%s', the reference: '%s'", paths[k],
+                              err, first_err);
+                free(err);
+            }
+            free(out);
+            continue;
+        }
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", paths[k], rc, err);
+        free(err);
+        char *path;
+        ck_assert(asprintf(&path, "%s/model.safetensors", out) > 0);
+        size_t n;
+        char *bytes = tu_slurp(path, &n);
+        if (!first)
+            first = bytes, n0 = n;
+        else {
+            ck_assert_msg(n == n0 && !memcmp(bytes, first, n),
+                          "FP8CONV_DSV4_CAST=%s: other bytes than the reference's", paths[k]);
+            free(bytes);
+        }
+        free(path);
+        free(out);
+    }
+    if (_i == 0) { /* and the reference's bytes are the values */
+        char *ref;
+        ck_assert(asprintf(&ref, "%s/out-ref", dir) > 0);
+        expect_same_export(dir, model, ref);
+        free(ref);
+    }
+    free(first);
+    free(first_err);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* verify under expert_dtype "fp8" (DeepSeek-V4-Flash-Base): FP8 scales are
  * F32, as vLLM reads them; an E8M0 expert scale, which vLLM reads as its
  * byte there, is e8m0-expert-scale, and an E8M0 trunk scale scale-dtype.
@@ -924,6 +1012,7 @@ static Suite *casts_suite(void)
     tcase_add_test(tc, test_dsv4_release_copy_casts_exactly);
     tcase_add_loop_test(tc, test_dsv4_cast_exact_to_spread_14_and_refused_past_it, 0, 3);
     tcase_add_test(tc, test_dsv4_cast_same_bytes_for_any_thread_count);
+    tcase_add_loop_test(tc, test_dsv4_cast_paths_write_the_reference_bytes, 0, 2);
     tcase_add_loop_test(tc, test_dsv4_fp8_experts_take_f32_scales, 0, 3);
     tcase_add_loop_test(tc, test_dsv4_cast_says_fp8_where_the_config_says_fp4, 0, 2);
     tcase_add_test(tc, test_dsv4_nan_group_scale_is_bad_input);
