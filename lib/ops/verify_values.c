@@ -74,7 +74,9 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
                 for (uint64_t i = 0; cs.nan && *first_nan == UINT64_MAX && i < w; i++)
                     if ((p[c0 + i] & 0x7F) == 0x7F)
                         *first_nan = row * N + c0 + i;
-                if (!seen || !cs.nonzero)
+                /* past the last whole run (a row not a multiple of MX's
+                 * 32): no group of its own in the scale tensor */
+                if (!seen || !cs.nonzero || c0 / step >= g.col_groups)
                     continue;
                 unsigned char most = fp8_largest_code(p + c0, w);
                 unsigned char *s = &seen[fp8_geometry_index(&g, x, r, c0)];
