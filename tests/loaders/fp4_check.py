@@ -38,7 +38,9 @@ vLLM's CPU build (vllm_check.py in a child process; unless --no-vllm)
     are decoded exactly by vllm_check.py (Probe.nvfp4_linear) and must equal the export bit for
     bit; the model then cannot run here (batch-invariant mode calls Triton kernels), said as
     such. Both producers: compressed-tensors (CompressedTensorsW4A4Fp4: weight_packed,
-    weight_global_scale a divisor) and ModelOpt (nvfp4-modelopt, nvfp4-modelopt-amax:
+    weight_global_scale a divisor) and ModelOpt (nvfp4-modelopt, nvfp4-modelopt-amax, and
+    nvfp4-modelopt-stress, written here: 4 layers of random codes, E4M3 block scales and
+    full-mantissa weight_scale_2 shared per fused layer;
     ModelOptNvFp4Config's ModelOptLinearMethod, weight and weight_scale_2 a multiplier; vLLM is
     their one judge here, transformers having no ModelOpt quantizer), with a negative control
     (one element 1 ulp off in k_proj and in up_proj: found in qkv_proj and gate_up_proj only).
@@ -327,6 +329,44 @@ def stress_ct(src, dst, nvfp4, layers=1, seed=2525):
             if rng.random() < 0.5:
                 g = np.nextafter(g, np.float32(np.inf) if rng.random() < 0.5 else np.float32(0))
             t[k] = (dt, np.array([g], np.float32))
+    st_write(os.path.join(dst, "model.safetensors"), t)
+
+
+def stress_modelopt(src, dst, layers=4, seed=2526):
+    """nvfp4-modelopt-amax's names, shapes and config with `layers` layers of random codes (all
+    16), random positive finite E4M3 block scales (0x01..0x7E: subnormals and normals) and a
+    full-mantissa fp32 weight_scale_2 per fused layer (q/k/v share one, gate/up one, as ModelOpt
+    writes them: export/quant_utils.py preprocess_linear_fusion), for vLLM's ModelOpt judge."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(dst, exist_ok=True)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg["num_hidden_layers"] = layers
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    shutil.copy(os.path.join(src, "hf_quant_config.json"), dst)
+    t0 = st_read(os.path.join(src, "model.safetensors"))
+    t = {}
+    for k, v in t0.items():
+        if k.startswith("model.layers.0."):
+            for L in range(layers):
+                t["model.layers.%d.%s" % (L, k[len("model.layers.0."):])] = v
+        else:
+            t[k] = v
+    fused = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up",
+             "up_proj": "gate_up"}
+    g2 = {}
+    for k, (dt, a) in sorted(t.items()):
+        if k.endswith(".weight") and dt == "U8":
+            t[k] = (dt, rng.integers(0, 256, a.shape, dtype=np.uint8))
+        elif k.endswith(".weight_scale"):
+            t[k] = (dt, rng.integers(1, 0x7F, a.shape, dtype=np.uint8))
+        elif k.endswith(".weight_scale_2"):
+            mod = k[: -len(".weight_scale_2")]
+            layer, last = mod.rsplit(".", 1)
+            key = (layer.rsplit(".", 1)[0], fused.get(last, last))
+            if key not in g2:
+                g2[key] = np.float32((1 + rng.random()) * 2.0 ** int(rng.integers(-12, -5)))
+            t[k] = (dt, np.array(g2[key], np.float32).reshape(a.shape))
     st_write(os.path.join(dst, "model.safetensors"), t)
 
 
@@ -674,9 +714,13 @@ def judge_vllm(work, exports):
     # weight_scale_2 (a multiplier), which vllm_check.py (Probe.nvfp4_linear, modelopt) decodes
     # exactly. transformers 5.19 has no ModelOpt quantizer (quantizers/auto.py), so vLLM is the
     # one loader judging these copies here. Exported here: no other judge reads them.
-    for c in ("nvfp4-modelopt", "nvfp4-modelopt-amax"):
+    stress = os.path.join(work, "nvfp4-modelopt-stress")
+    shutil.rmtree(stress, ignore_errors=True)
+    stress_modelopt(os.path.join(RELEASES, "nvfp4-modelopt-amax"), stress)
+    for c in ("nvfp4-modelopt", "nvfp4-modelopt-amax", "nvfp4-modelopt-stress"):
+        src = stress if c == "nvfp4-modelopt-stress" else os.path.join(RELEASES, c)
         exp = os.path.join(work, c + ".bf16")
-        ok, msg = export(exports["_fp8conv"], os.path.join(RELEASES, c), exp)
+        ok, msg = export(exports["_fp8conv"], src, exp)
         exports[c] = exp if ok else None
         if not ok:
             rows.append({"copy": c, "judge": "vLLM ModelOptNvFp4Config", "ok": False,
@@ -688,7 +732,7 @@ def judge_vllm(work, exports):
                                   "init_nvfp4_linear_kernel: _POSSIBLE_NVFP4_KERNELS "
                                   "(model_executor/kernels/linear/__init__.py) lists no CPU "
                                   "kernel"))
-        rows.append(dict(vllm_emulation_row(work, c, os.path.join(RELEASES, c), exp,
+        rows.append(dict(vllm_emulation_row(work, c, src, exp,
                                             "ModelOptLinearMethod, EmulationNvFp4LinearKernel"),
                          fp8conv="written"))
     # negative control: the ModelOpt judge must find one element 1 ulp off in the middle shard
