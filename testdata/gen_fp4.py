@@ -487,15 +487,37 @@ MO_NVFP4 = {"exclude_modules": ["lm_head"], "group_size": 16, "kv_cache_quant_al
 MO_PRODUCER = {"name": "modelopt", "version": "0.37.0"}
 
 
+def mo_nvfp4_config():
+    """config.json's quantization_config as ModelOpt's HF export writes it: hf_quant_config.json's
+    "quantization" converted to the llm-compressor shape (NVIDIA/TensorRT-Model-Optimizer
+    modelopt/torch/export/convert_hf_config.py convert_hf_quant_config_format, called by
+    unified_export_hf.py export_hf_checkpoint): config_groups.group_0 (weights and
+    input_activations num_bits 4, type float, group_size 16, targets Linear), the exclude list
+    renamed "ignore", quant_algo, producer, quant_method "modelopt"; no kv_cache_scheme when
+    kv_cache_quant_algo is null, and no flat group_size or exclude_modules. vLLM reads this, not
+    hf_quant_config.json, whenever config.json has a quantization_config
+    (model_loader/weight_utils.py get_quant_config), and its flat branch takes the exclude list
+    from "ignore" only (quantization/modelopt.py ModelOptQuantConfigBase.from_config): a flat
+    "exclude_modules" there leaves lm_head quantized, and vLLM 0.32 then fails to load the bf16
+    lm_head.weight [V, H] into the NVFP4 U8 [V, H/2] parameter (vocab_parallel_embedding.py
+    weight_loader: "The size of tensor a (48) must match the size of tensor b (96)"), as the
+    copies made before this fix did."""
+    g = {"dynamic": False, "num_bits": 4, "type": "float", "group_size": MO_NVFP4["group_size"]}
+    return {"config_groups": {"group_0": {"input_activations": dict(g), "weights": dict(g),
+                                          "targets": ["Linear"]}},
+            "ignore": list(MO_NVFP4["exclude_modules"]), "quant_algo": MO_NVFP4["quant_algo"],
+            "producer": MO_PRODUCER, "quant_method": "modelopt"}
+
+
 def fam_nvfp4_modelopt(r):
-    # quant_algo NVFP4 and group_size 16, nested under "quantization" in hf_quant_config.json and
-    # flat beside quant_method modelopt in config.json (vllm modelopt.py ModelOptNvFp4Config
-    # from_config reads quant_algo, group_size, exclude_modules from either; SPEC §10). kv_cache_quant_algo
-    # null (no FP8 KV cache): ModelOptNvFp4Config.from_config in current vLLM takes a null as "auto";
-    # older vLLM (the same function, `if not (group_size and kv_cache_quant_algo and
-    # exclude_modules)`) refused it, a loader-version difference this copy does not hide
+    # quant_algo NVFP4, group_size 16 and exclude_modules nested under "quantization" in
+    # hf_quant_config.json, and config.json's quantization_config in ModelOpt's converted shape
+    # (mo_nvfp4_config: "ignore", config_groups; SPEC §10). kv_cache_quant_algo null (no FP8 KV
+    # cache): ModelOptNvFp4Config.from_config in current vLLM takes a null as "auto"; older vLLM
+    # (the same function, `if not (group_size and kv_cache_quant_algo and exclude_modules)`)
+    # refused it in hf_quant_config.json, a loader-version difference this copy does not hide
     fp4_llama(r, lambda r, m, o, i: nvfp4_linear(r, m, o, i, False), twin=True)
-    c = fp4_llama_config(dict(MO_NVFP4, producer=MO_PRODUCER, quant_method="modelopt"))
+    c = fp4_llama_config(mo_nvfp4_config())
     return c, {"hf_quant_config.json": {"producer": MO_PRODUCER, "quantization": MO_NVFP4}}, \
         ["--tp", "1"]
 
@@ -503,7 +525,7 @@ def fam_nvfp4_modelopt(r):
 def fam_nvfp4_modelopt_amax(r):
     # as nvfp4-modelopt, with weight_scale_2 from each weight's own amax (not a twin)
     fp4_llama(r, lambda r, m, o, i: nvfp4_amax_linear(r, m, o, i, False))
-    c = fp4_llama_config(dict(MO_NVFP4, producer=MO_PRODUCER, quant_method="modelopt"))
+    c = fp4_llama_config(mo_nvfp4_config())
     return c, {"hf_quant_config.json": {"producer": MO_PRODUCER, "quantization": MO_NVFP4}}, \
         ["--tp", "1"]
 

@@ -196,10 +196,24 @@ def modelopt_quant(flat):
     ModelOptFp8Config: get_config_filenames ["hf_quant_config.json"], from_config), flat beside
     quant_method "modelopt" in config.json's quantization_config (the same file's
     override_quantization_method: quant_method modelopt, then a nested "quantization" or a flat
-    quant_algo; sglang modelopt_quant.py reads exclude_modules and kv_cache_quant_algo alike)."""
+    quant_algo). config.json's is the nested one as ModelOpt's export converts it
+    (NVIDIA/TensorRT-Model-Optimizer modelopt/torch/export/convert_hf_config.py
+    convert_hf_quant_config_format, called by unified_export_hf.py): config_groups (FP8 weights
+    and input activations, targets Linear), the exclude list as "ignore", quant_algo, the KV
+    cache as kv_cache_scheme {dynamic false, num_bits 8, type float}, producer, quant_method
+    modelopt. vLLM reads config.json's alone when there is one (model_loader/weight_utils.py
+    get_quant_config), and in that flat form the exclude list from "ignore" and the KV-cache
+    algorithm from kv_cache_scheme only (ModelOptQuantConfigBase.from_config; SGLang
+    modelopt_quant.py reads "ignore" alike): the flat exclude_modules / kv_cache_quant_algo this
+    copy once had left lm_head quantized (vLLM's probe found lm_head under ModelOptLinearMethod)."""
     body = {"exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8", "quant_algo": "FP8"}
     if flat:
-        return dict(body, producer=MODELOPT_PRODUCER, quant_method="modelopt")
+        f8 = {"dynamic": False, "num_bits": 8, "type": "float"}
+        return {"config_groups": {"group_0": {"input_activations": dict(f8), "weights": dict(f8),
+                                              "targets": ["Linear"]}},
+                "ignore": list(body["exclude_modules"]), "quant_algo": body["quant_algo"],
+                "kv_cache_scheme": dict(f8), "producer": MODELOPT_PRODUCER,
+                "quant_method": "modelopt"}
     return {"producer": MODELOPT_PRODUCER, "quantization": body}
 
 

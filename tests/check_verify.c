@@ -715,6 +715,64 @@ START_TEST(test_unlisted_embedding_is_no_finding)
 }
 END_TEST
 
+/* ModelOpt's exclusions are read where vLLM and SGLang read them: config.json's
+ * quantization_config alone when there is one, and there its "ignore" alone
+ * (vLLM model_loader/weight_utils.py get_quant_config, quantization/modelopt.py
+ * ModelOptQuantConfigBase.from_config); hf_quant_config.json's exclude_modules
+ * only when config.json declares nothing. A flat "exclude_modules" in
+ * config.json (the nvfp4-modelopt copies and convert's ModelOpt output had one)
+ * leaves lm_head quantized in those loaders: lm_head stays BF16 but is not
+ * excluded, a finding even though hf_quant_config.json names it. */
+START_TEST(test_modelopt_exclusions_read_where_the_loaders_read_them)
+{
+    /* IGN without the router (ModelOpt's substring match of "mlp.gate" names gate_proj) */
+    const tu_tensor MO[] = { IGN[0], IGN[2], IGN[3], IGN[4] };
+    char *dir = tu_tmpdir(), out[512], *path;
+    char *model = make_named_model(dir, "m", IGN_CONFIG, MO, 4);
+    snprintf(out, sizeof out, "%s/mo", dir);
+    int rc;
+    char *w = quantize_warnings("--scheme channel --format modelopt", model, out, &rc);
+    ck_assert_int_eq(rc, 0);
+    free(w);
+    cJSON *j = verify_json(out, "--strict --no-values", &rc);
+    cJSON_Delete(j);
+    ck_assert_int_eq(rc, 0); /* as quantize wrote it: "ignore" in config.json */
+    /* config.json's list renamed exclude_modules, hf_quant_config.json's kept */
+    ck_assert(asprintf(&path, "%s/config.json", out) > 0);
+    cJSON *root = read_json(path);
+    cJSON *q = cJSON_GetObjectItem(root, "quantization_config");
+    cJSON *list = cJSON_DetachItemFromObject(q, "ignore");
+    ck_assert(list);
+    cJSON_AddItemToObject(q, "exclude_modules", list);
+    char *text = cJSON_Print(root);
+    tu_spit(path, text, strlen(text));
+    free(text);
+    j = verify_json(out, "--strict --no-values", &rc);
+    const cJSON *f;
+    bool lm = false;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(j, "findings"))
+        lm |= strcmp(cJSON_GetObjectItem(f, "rule")->valuestring, "not-in-ignore-list") == 0 &&
+              strstr(cJSON_GetObjectItem(f, "message")->valuestring, "lm_head.weight");
+    cJSON_Delete(j);
+    ck_assert_msg(lm && rc != 0, "a flat exclude_modules in config.json excluded lm_head");
+    /* no quantization_config in config.json: hf_quant_config.json's list is read */
+    cJSON_DeleteItemFromObject(root, "quantization_config");
+    text = cJSON_Print(root);
+    tu_spit(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(root);
+    j = verify_json(out, "--strict --no-values", &rc);
+    lm = false;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(j, "findings"))
+        lm |= strstr(cJSON_GetObjectItem(f, "message")->valuestring, "lm_head.weight") != NULL;
+    cJSON_Delete(j);
+    ck_assert_msg(!lm && rc == 0, "hf_quant_config.json's exclude_modules not read (rc %d)", rc);
+    free(path);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* Each format's ignore entries match as its loaders match them:
  * compressed-tensors (vLLM should_ignore_layer): whole names and "re:" from
  * the start, so ignore: ["lm_head", "re:.*mlp.gate$"] (Qwen3 MoE llm-compressor
@@ -1521,6 +1579,7 @@ int main(void)
     tcase_add_test(tc, test_mtp_shared_head_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_llama4_experts_in_out_quantize_square_blocks_only);
     tcase_add_test(tc, test_unlisted_embedding_is_no_finding);
+    tcase_add_test(tc, test_modelopt_exclusions_read_where_the_loaders_read_them);
     tcase_add_test(tc, test_ignore_entries_match_as_each_format_loaders_do);
     tcase_add_test(tc, test_blocks_spanning_fused_gate_up_halves);
     tcase_add_test(tc, test_no_fp8_weights_is_an_error);

@@ -360,9 +360,12 @@ fp8_status fmt_config_read(fp8_ctx *ctx, const char *dir, cJSON **config, bool *
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(side, "quantization");
     const char *algo = str_of(q, "quant_algo");
     if (algo) {
+        /* with the side file's "quantization" in it: the nested form vLLM's
+         * ModelOptQuantConfigBase.from_config reads (exclude_modules there) */
         cJSON *qc = cJSON_CreateObject();
         if (!qc || !cJSON_AddStringToObject(qc, "quant_method", "modelopt") ||
             !cJSON_AddStringToObject(qc, "quant_algo", algo) ||
+            !cJSON_AddItemToObject(qc, "quantization", cJSON_Duplicate(q, true)) ||
             !cJSON_AddItemToObject(*config, "quantization_config", qc)) {
             cJSON_Delete(qc);
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -674,12 +677,26 @@ fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config,
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
     fp8_status st = ignore_add(ctx, cJSON_GetObjectItemCaseSensitive(q, ignore_keys[format].config_key),
                                list, n, present);
-    if (!st && ignore_keys[format].side_key)
+    /* The side file is read only when config.json declares nothing: vLLM
+     * takes config.json's quantization_config alone whenever there is one
+     * (model_loader/weight_utils.py get_quant_config), and ModelOpt's loaders
+     * then read the exclusions from its "ignore" alone, a missing one as none
+     * (vLLM quantization/modelopt.py ModelOptQuantConfigBase.from_config,
+     * SGLang modelopt_quant.py ModelOptFp4Config.from_config): a flat
+     * "exclude_modules" there, or hf_quant_config.json's, excludes nothing. */
+    const cJSON *nested = cJSON_GetObjectItemCaseSensitive(q, "quantization");
+    if (!ignore_keys[format].side_key || st) {
+    } else if (q && !cJSON_IsObject(nested)) {
+        *present = true;
+    } else {
+        /* no quantization_config, or the one fmt_config_read made from the
+         * side file (its "quantization" nested in it) */
         st = ignore_add(ctx,
                         cJSON_GetObjectItemCaseSensitive(
-                            cJSON_GetObjectItemCaseSensitive(side, "quantization"),
+                            q ? nested : cJSON_GetObjectItemCaseSensitive(side, "quantization"),
                             ignore_keys[format].side_key),
                         list, n, present);
+    }
     return st;
 }
 

@@ -90,9 +90,12 @@ const char *fmt_side_file_name(fp8_format format);
  * "modules_to_not_convert"); NULL for FP8_FORMAT_DEFAULT. */
 const char *fmt_ignore_key(fp8_format format);
 /* The modules a checkpoint of `format` declares unquantized: its
- * quantization_config's list, then its side file's (`side`, may be NULL),
- * each entry once, appended to *list (*n entries, the caller frees them);
- * *present: some list is there, even an empty one.  Entries are module
+ * quantization_config's list, or, when config.json has no
+ * quantization_config, its side file's (`side`, may be NULL; ModelOpt's
+ * loaders read one or the other), each entry once, appended to *list (*n
+ * entries, the caller frees them); *present: some list is there, even an
+ * empty one (for ModelOpt, a quantization_config without "ignore": its
+ * loaders read none).  Entries are module
  * names, "re:" regexes or globs, as the loaders match them (verify). */
 fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config, const cJSON *side,
                            char ***list, size_t *n, bool *present);

@@ -850,13 +850,14 @@ static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *wh
     return st;
 }
 
-/* The ignore list a config declares (compressed-tensors "ignore", ModelOpt
- * "exclude_modules"), a copy; patterns of one format are not the other's. */
+/* The ignore list a config declares (compressed-tensors "ignore"; ModelOpt
+ * "ignore" in config.json, "exclude_modules" in hf_quant_config.json:
+ * formats.c ignore_keys), a copy; patterns of one format are not the other's. */
 static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bool from_ct,
                             bool to_ct, const char *input, cJSON **out)
 {
-    const cJSON *list = from_ct ? cJSON_GetObjectItemCaseSensitive(qc, "ignore")
-                                : cJSON_GetObjectItemCaseSensitive(qc, "exclude_modules");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(
+        qc, fmt_ignore_key(from_ct ? FP8_FORMAT_COMPRESSED_TENSORS : FP8_FORMAT_MODELOPT));
     if (!list && !from_ct && side)
         list = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(side, "quantization"), "exclude_modules");
@@ -879,7 +880,15 @@ static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bo
 /* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target:
  * as testdata/gen_fp4.py writes each (compressed-tensors quant_scheme.py
  * NVFP4 preset; ModelOpt's NVFP4 export read by vLLM modelopt.py
- * ModelOptNvFp4Config.from_config).  from_ct: the input's config is
+ * ModelOptNvFp4Config.from_config: hf_quant_config.json's "quantization"
+ * with exclude_modules, and config.json's quantization_config in the shape
+ * ModelOpt's export converts it to, modelopt/torch/export/convert_hf_config.py
+ * convert_hf_quant_config_format: config_groups, "ignore", quant_algo,
+ * quant_method.  vLLM reads config.json's alone when there is one
+ * (model_loader/weight_utils.py get_quant_config) and its exclude list from
+ * "ignore" alone (ModelOptQuantConfigBase.from_config): a flat
+ * "exclude_modules" there leaves lm_head quantized, and the bf16 lm_head
+ * does not load).  from_ct: the input's config is
  * compressed-tensors'; acts: the activations are NVFP4 too (W4A4), else
  * the weights alone (W4A16: compressed-tensors' NVFP4A16 preset,
  * input_activations null; ModelOpt's quant_algo W4A16_NVFP4,
@@ -952,9 +961,19 @@ static fp8_status write_nv_config(fp8_ctx *ctx, const cast_plan *p, cJSON *confi
         cJSON_AddNumberToObject(sq, "group_size", 16);
         cJSON_AddNullToObject(sq, "kv_cache_quant_algo");
         cJSON_AddStringToObject(sq, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
-        cJSON_AddItemToObject(q, "exclude_modules", ignore);
-        cJSON_AddNumberToObject(q, "group_size", 16);
-        cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+        cJSON *g0 = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"), "group_0");
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddFalseToObject(w, "dynamic");
+        cJSON_AddNumberToObject(w, "group_size", 16);
+        cJSON_AddNumberToObject(w, "num_bits", 4);
+        cJSON_AddStringToObject(w, "type", "float");
+        if (acts)
+            cJSON_AddItemToObject(g0, "input_activations", cJSON_Duplicate(w, true));
+        else /* vLLM ModelOptNvFp4Config._from_config: null activations in every group: W4A16 */
+            cJSON_AddNullToObject(g0, "input_activations");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(g0, "targets"), cJSON_CreateString("Linear"));
+        cJSON_AddItemToObject(g0, "weights", w);
+        cJSON_AddItemToObject(q, fmt_ignore_key(FP8_FORMAT_MODELOPT), ignore);
         cJSON_AddStringToObject(q, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
         cJSON_AddStringToObject(q, "quant_method", "modelopt");
     }

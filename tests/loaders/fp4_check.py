@@ -37,7 +37,13 @@ vLLM's CPU build (vllm_check.py in a child process; unless --no-vllm)
     the weights its loaders fill (fused qkv / gate_up shards, each with its own global scale)
     are decoded exactly by vllm_check.py (Probe.nvfp4_linear) and must equal the export bit for
     bit; the model then cannot run here (batch-invariant mode calls Triton kernels), said as
-    such.
+    such. Both producers: compressed-tensors (CompressedTensorsW4A4Fp4: weight_packed,
+    weight_global_scale a divisor) and ModelOpt (nvfp4-modelopt, nvfp4-modelopt-amax, and
+    nvfp4-modelopt-stress, written here: 4 layers of random codes, E4M3 block scales and
+    full-mantissa weight_scale_2 shared per fused layer;
+    ModelOptNvFp4Config's ModelOptLinearMethod, weight and weight_scale_2 a multiplier; vLLM is
+    their one judge here, transformers having no ModelOpt quantizer), with a negative control
+    (one element 1 ulp off in k_proj and in up_proj: found in qkv_proj and gate_up_proj only).
 
 KNOWN: a copy fp8conv refuses today, with the reason; such a judge is reported KNOWN, not
 failed, and the run fails when it passes (then take it out of KNOWN), as check_releases.py does.
@@ -323,6 +329,44 @@ def stress_ct(src, dst, nvfp4, layers=1, seed=2525):
             if rng.random() < 0.5:
                 g = np.nextafter(g, np.float32(np.inf) if rng.random() < 0.5 else np.float32(0))
             t[k] = (dt, np.array([g], np.float32))
+    st_write(os.path.join(dst, "model.safetensors"), t)
+
+
+def stress_modelopt(src, dst, layers=4, seed=2526):
+    """nvfp4-modelopt-amax's names, shapes and config with `layers` layers of random codes (all
+    16), random positive finite E4M3 block scales (0x01..0x7E: subnormals and normals) and a
+    full-mantissa fp32 weight_scale_2 per fused layer (q/k/v share one, gate/up one, as ModelOpt
+    writes them: export/quant_utils.py preprocess_linear_fusion), for vLLM's ModelOpt judge."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(dst, exist_ok=True)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg["num_hidden_layers"] = layers
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    shutil.copy(os.path.join(src, "hf_quant_config.json"), dst)
+    t0 = st_read(os.path.join(src, "model.safetensors"))
+    t = {}
+    for k, v in t0.items():
+        if k.startswith("model.layers.0."):
+            for L in range(layers):
+                t["model.layers.%d.%s" % (L, k[len("model.layers.0."):])] = v
+        else:
+            t[k] = v
+    fused = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up",
+             "up_proj": "gate_up"}
+    g2 = {}
+    for k, (dt, a) in sorted(t.items()):
+        if k.endswith(".weight") and dt == "U8":
+            t[k] = (dt, rng.integers(0, 256, a.shape, dtype=np.uint8))
+        elif k.endswith(".weight_scale"):
+            t[k] = (dt, rng.integers(1, 0x7F, a.shape, dtype=np.uint8))
+        elif k.endswith(".weight_scale_2"):
+            mod = k[: -len(".weight_scale_2")]
+            layer, last = mod.rsplit(".", 1)
+            key = (layer.rsplit(".", 1)[0], fused.get(last, last))
+            if key not in g2:
+                g2[key] = np.float32((1 + rng.random()) * 2.0 ** int(rng.integers(-12, -5)))
+            t[k] = (dt, np.array(g2[key], np.float32).reshape(a.shape))
     st_write(os.path.join(dst, "model.safetensors"), t)
 
 
@@ -660,35 +704,98 @@ def judge_vllm(work, exports):
     # fused qkv_proj / gate_up_proj shards included. The model cannot run: batch-invariant mode
     # calls Triton kernels (model_executor/determinism/batch_invariant.py), absent here.
     for c in ("nvfp4-ct", "nvfp4-ct-amax"):
-        if not exports.get(c):
+        if exports.get(c):
+            rows.append(vllm_emulation_row(work, c, os.path.join(RELEASES, c), exports[c],
+                                           "EmulationNvFp4LinearKernel"))
+    # ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4): vLLM's ModelOptNvFp4Config gives
+    # each linear ModelOptLinearMethod, whose NVFP4 weight scheme (quantization/modelopt.py
+    # KNvfp4Static) asks the same init_nvfp4_linear_kernel: no CPU kernel as it is; under
+    # VLLM_BATCH_INVARIANT=1 its loaders fill weight, weight_scale and the per-shard
+    # weight_scale_2 (a multiplier), which vllm_check.py (Probe.nvfp4_linear, modelopt) decodes
+    # exactly. transformers 5.19 has no ModelOpt quantizer (quantizers/auto.py), so vLLM is the
+    # one loader judging these copies here. Exported here: no other judge reads them.
+    stress = os.path.join(work, "nvfp4-modelopt-stress")
+    shutil.rmtree(stress, ignore_errors=True)
+    stress_modelopt(os.path.join(RELEASES, "nvfp4-modelopt-amax"), stress)
+    for c in ("nvfp4-modelopt", "nvfp4-modelopt-amax", "nvfp4-modelopt-stress"):
+        src = stress if c == "nvfp4-modelopt-stress" else os.path.join(RELEASES, c)
+        exp = os.path.join(work, c + ".bf16")
+        ok, msg = export(exports["_fp8conv"], src, exp)
+        exports[c] = exp if ok else None
+        if not ok:
+            rows.append({"copy": c, "judge": "vLLM ModelOptNvFp4Config", "ok": False,
+                         "result": "fp8conv refuses: %s" % short(msg)})
             continue
-        r = vllm_run(os.path.join(RELEASES, c), exports[c], work, c + "-emulation",
-                     env={"VLLM_BATCH_INVARIANT": "1"})
-        w = r.get("weights") or {}
-        nv = [x for x in w.get("per_layer", []) if str(x.get("layout", "")).startswith("nvfp4")]
-        ok = bool(r.get("loaded")) and nv and not w.get("bad") and w.get("exact") == w.get("layers")
-        el = sum((x.get("loaded") or {}).get("elements", 0) for x in nv)
-        maxg = sum(x.get("vllm_max_global_differs", 0) for x in nv)
-        nmax = sum(1 for x in nv if "vllm_max_global_differs" in x)
-        err = r.get("error") or ""
-        if "'function' object is not subscriptable" in err and "batch_invariant" in \
-                (r.get("traceback_tail") or "batch_invariant"):
-            err += " (model_executor/determinism/batch_invariant.py calls a Triton kernel, " \
-                   "which the CPU build has not)"
-        note = ("; %d fused layers hold shards with different global scales, which vLLM's "
-                "process_weights_after_loading replaces by their largest: it would compute %d "
-                "elements other than the checkpoint's values (llm-compressor shares one global "
-                "scale per fused layer for vLLM: modifiers/utils/helpers.py "
-                "update_fused_layer_weight_global_scales; this copy does not)" % (nmax, maxg)) \
-            if nmax else ""
-        rows.append({"copy": c, "judge": "vLLM weight loaders (VLLM_BATCH_INVARIANT=1: "
-                     "EmulationNvFp4LinearKernel)", "ok": bool(ok), "weights": w,
-                     "result": ("weights loaded bit-equal to the export: %d NVFP4 layers (fused "
-                                "qkv and gate_up shards included), %d elements; it cannot "
-                                "compute here: %s%s" % (len(nv), el, short(err, 260), note))
-                     if ok else "fails: %s; bad %s" % (short(r.get("error")), w.get("bad"))})
+        if c == "nvfp4-modelopt":
+            r = vllm_run(os.path.join(RELEASES, c), exp, work, c)
+            rows.append(_vllm_row(c, "vLLM ModelOptNvFp4Config (ModelOptLinearMethod)", r, None,
+                                  "init_nvfp4_linear_kernel: _POSSIBLE_NVFP4_KERNELS "
+                                  "(model_executor/kernels/linear/__init__.py) lists no CPU "
+                                  "kernel"))
+        rows.append(dict(vllm_emulation_row(work, c, src, exp,
+                                            "ModelOptLinearMethod, EmulationNvFp4LinearKernel"),
+                         fp8conv="written"))
+    # negative control: the ModelOpt judge must find one element 1 ulp off in the middle shard
+    # of qkv_proj (k_proj) and one in the second of gate_up_proj (up_proj), in those fused
+    # layers and nowhere else: the shards' rows and global scales are placed as vLLM's loaders
+    # place them
+    c = "nvfp4-modelopt-amax"
+    if exports.get(c):
+        def flip(b):
+            b.flat[777] ^= 1
+        p = "model.layers.0."
+        d1 = planted(exports[c], os.path.join(work, "neg-modelopt-1"), p + "self_attn.k_proj.weight",
+                     flip)
+        bad = planted(d1, os.path.join(work, "neg-modelopt-2"), p + "mlp.up_proj.weight", flip)
+        r = vllm_emulation_row(work, c, os.path.join(RELEASES, c), bad,
+                               "ModelOptLinearMethod, EmulationNvFp4LinearKernel", tag="neg-" + c)
+        per = {x["name"]: (x.get("loaded") or {}).get("n_diff")
+               for x in (r.get("weights") or {}).get("per_layer", [])
+               if str(x.get("layout", "")).startswith("nvfp4")}
+        want = {p + "self_attn.qkv_proj": 1, p + "self_attn.o_proj": 0,
+                p + "mlp.gate_up_proj": 1, p + "mlp.down_proj": 0}
+        caught = not r["ok"] and per == want
+        rows.append({"copy": "negative control", "fp8conv": "planted", "judge": r["judge"],
+                     "ok": caught, "result": "%s: k_proj and up_proj element 777 1 ulp off: %s"
+                     % (c, "caught, in qkv_proj and gate_up_proj only (%s)" % short(r["result"], 200)
+                        if caught else "NOT caught as planted: differing elements per layer %s"
+                        % per)})
     print("fp4: vLLM part %.0f s" % (time.time() - t), flush=True)
     return rows
+
+
+def vllm_emulation_row(work, c, copy, exp, kernel, tag=None):
+    """vLLM's weight loaders under VLLM_BATCH_INVARIANT=1 on NVFP4 copy `copy` (either producer),
+    judged by vllm_check.py's probe against export `exp`: every NVFP4 layer bit-equal."""
+    r = vllm_run(copy, exp, work, (tag or c) + "-emulation", env={"VLLM_BATCH_INVARIANT": "1"})
+    w = r.get("weights") or {}
+    nv = [x for x in w.get("per_layer", []) if str(x.get("layout", "")).startswith("nvfp4")]
+    ok = bool(r.get("loaded")) and nv and not w.get("bad") and w.get("exact") == w.get("layers")
+    el = sum((x.get("loaded") or {}).get("elements", 0) for x in nv)
+    maxg = sum(x.get("vllm_max_global_differs", 0) for x in nv)
+    nmax = sum(1 for x in nv if "vllm_max_global_differs" in x)
+    err = r.get("error") or ""
+    if "'function' object is not subscriptable" in err and "batch_invariant" in \
+            (r.get("traceback_tail") or "batch_invariant"):
+        err += " (model_executor/determinism/batch_invariant.py calls a Triton kernel, " \
+               "which the CPU build has not)"
+    note = ("; %d fused layers hold shards with different global scales, which vLLM's "
+            "process_weights_after_loading replaces by their largest: it would compute %d "
+            "elements other than the checkpoint's values (llm-compressor and ModelOpt share one "
+            "global scale per fused layer for vLLM: modifiers/utils/helpers.py "
+            "update_fused_layer_weight_global_scales, export/quant_utils.py "
+            "preprocess_linear_fusion; this copy does not)" % (nmax, maxg)) if nmax else ""
+    diffs = [x for x in nv if (x.get("loaded") or {}).get("n_diff")]
+    return {"copy": c, "judge": "vLLM weight loaders (VLLM_BATCH_INVARIANT=1: %s)" % kernel,
+            "ok": bool(ok), "weights": w,
+            "result": ("weights loaded bit-equal to the export: %d NVFP4 layers (fused qkv and "
+                       "gate_up shards included), %d elements; it cannot compute here: %s%s"
+                       % (len(nv), el, short(err, 260), note)) if ok else
+            "fails: %s; bad %s; %s" % (short(r.get("error")), w.get("bad"),
+                                       "; ".join("%s: %d of %d elements differ" % (
+                                           x["name"], x["loaded"]["n_diff"],
+                                           x["loaded"]["elements"]) for x in diffs)
+                                       or "no layer differs")}
 
 
 def _vllm_row(copy, judge, r, amx, why):
@@ -753,7 +860,7 @@ def main(argv=None):
     stress_ct(os.path.join(RELEASES, "mxfp4-ct"), os.path.join(work, "mxfp4-ct-stress"), False)
     stress_ct(os.path.join(RELEASES, "nvfp4-ct-amax"), os.path.join(work, "nvfp4-ct-stress"), True,
               layers=NVFP4_STRESS_LAYERS)
-    rows, exports, failed = [], {}, []
+    rows, exports, failed = [], {"_fp8conv": fp8conv}, []
     for name, copy in copies:
         t = time.time()
         exp = os.path.join(work, name + ".bf16")
@@ -790,7 +897,7 @@ def main(argv=None):
               flush=True)
     if not a.no_vllm:
         for r in judge_vllm(work, exports):
-            r["fp8conv"] = "—"
+            r.setdefault("fp8conv", "—")
             rows.append(r)
             print("fp4: vLLM %-16s %s: %s" % (r["copy"], "ok" if r["ok"] else "FAIL", r["result"]),
                   flush=True)

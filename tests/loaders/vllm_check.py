@@ -689,20 +689,25 @@ class Probe:
             rec["computed_error"] = _err(e)
             rec["computed_traceback_tail"] = _tb_tail(8)
 
-    def nvfp4_linear(self, rec, name, mod, raw):
+    def nvfp4_linear(self, rec, name, mod, raw, modelopt=False):
         """compressed-tensors NVFP4 as vLLM's weight loaders filled it (CompressedTensorsW4A4Fp4
         .create_weights, compressed_tensors_w4a4_nvfp4.py: weight_packed U8 [N, K/2],
         weight_scale F8_E4M3 [N, K/16], weight_global_scale F32 one per logical shard, a
         divisor: its process_weights_after_loading takes 1 / max of them), decoded exactly
         (e2m1 * scale / global of the row's shard, rounded once to bf16: fp4_check.py's oracle,
         the value fp8conv's export holds) and compared bit for bit. "loaded" only: vLLM 0.32's
-        CPU build has no NVFP4 kernel to compute with (fp4_check.py says which)."""
+        CPU build has no NVFP4 kernel to compute with (fp4_check.py says which).
+        modelopt: ModelOpt NVFP4 (quantization/modelopt.py KNvfp4Static.create_weights: weight U8
+        [N, K/2], weight_scale F8_E4M3 [N, K/group_size], weight_scale_2 F32 one per logical
+        shard, a multiplier: its process keeps weight_scale_2.max()), decoded as
+        e2m1 * scale * scale_2 of the row's shard (exact in float64: 2 + 4 + 24 significant
+        bits), rounded once."""
         import numpy as np
 
         import fp4_check as F
 
         torch = self.torch
-        wp = raw["weight_packed"]
+        wp = raw["weight" if modelopt else "weight_packed"]
         n_p, half = wp.shape
         exp, parts = self.linear_expected(name, mod, n_p, 2 * half)
         rec["export"] = parts
@@ -710,16 +715,26 @@ class Probe:
             rec["error"] = "no export tensor for this layer"
             return
         widths = list(getattr(mod, "logical_widths", None) or [n_p])
-        g = raw["weight_global_scale"].float().reshape(-1).numpy().astype(np.float64)
+        g = raw["weight_scale_2" if modelopt else "weight_global_scale"].float().reshape(-1) \
+            .numpy().astype(np.float64)
         if len(g) != len(widths) or sum(widths) != n_p:
             rec["error"] = f"global scales {g.tolist()} do not fit shard widths {widths}"
             return
         codes = F.unpack_e2m1(wp.numpy())
         sv = np.repeat(F.e4m3(raw["weight_scale"].view(torch.uint8).numpy()), 16, axis=-1)
-        den = np.broadcast_to(np.repeat(g, widths)[:, None], sv.shape)
-        bits = F.exact_bf16_bits(F.E2M1[codes] * sv, den)
+        if sv.shape != codes.shape:
+            rec["error"] = f"weight_scale {tuple(raw['weight_scale'].shape)} does not fit codes " \
+                f"{codes.shape} in groups of 16"
+            return
+        gv = np.broadcast_to(np.repeat(g, widths)[:, None], sv.shape)
+        if modelopt:
+            bits = F.exact_bf16_bits(F.E2M1[codes] * sv * gv)
+        else:
+            bits = F.exact_bf16_bits(F.E2M1[codes] * sv, gv)
         deq = torch.from_numpy(bits.view(np.int16).copy()).view(torch.bfloat16)
-        rec["layout"] = "nvfp4 compressed-tensors, global per shard %s" % g.tolist()
+        rec["layout"] = "nvfp4 %s, global per shard %s" % (
+            "modelopt (weight_scale_2, a multiplier)" if modelopt else "compressed-tensors",
+            g.tolist())
         rec["loaded"] = self.compare(deq, exp)
         if len(set(g.tolist())) > 1:
             # process_weights_after_loading keeps one global scale for the fused layer, the
@@ -727,7 +742,8 @@ class Probe:
             # e2m1 * scale / max, not the checkpoint's value. Counted, not judged (a loader rule
             # that a checkpoint with shared scales never meets: llm-compressor shares them,
             # modifiers/utils/helpers.py update_fused_layer_weight_global_scales).
-            alt = F.exact_bf16_bits(F.E2M1[codes] * sv, np.full(sv.shape, g.max()))
+            alt = F.exact_bf16_bits(F.E2M1[codes] * sv * g.max()) if modelopt else \
+                F.exact_bf16_bits(F.E2M1[codes] * sv, np.full(sv.shape, g.max()))
             rec["vllm_max_global_differs"] = int(np.sum(alt != bits))
 
     def moe(self, rec, name, mod, raw, blk):
@@ -855,6 +871,10 @@ class Probe:
                         self.moe(rec, name, mod, raw, blk)
                     elif "Embedding" in rec["module"] or "LMHead" in rec["module"]:
                         self.embedding(rec, name, mod, raw)
+                    elif {"weight", "weight_scale", "weight_scale_2"} <= set(raw) and \
+                            raw["weight"].dtype == torch.uint8:
+                        rec["quantized"] = True
+                        self.nvfp4_linear(rec, name, mod, raw, modelopt=True)
                     elif "weight" in raw and raw["weight"].dim() == 2:
                         self.linear(rec, name, mod, qm, raw, blk, computed)
                     elif {"weight_packed", "weight_scale", "weight_global_scale"} <= set(raw):
