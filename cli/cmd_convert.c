@@ -291,9 +291,10 @@ const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8
   "      --force                replace OUTPUT if it exists\n"
   "      --no-sync              do not fsync the output (faster; a power loss soon\n"
   "                             after can leave it damaged)\n"
-  "Packed FP4 input is cast: DeepSeek-V4's MXFP4 experts to FP8 128x128 blocks\n"
-  "(E8M0 scales, expert_dtype \"fp8\"; exact, else refused); NVFP4 between modelopt\n"
-  "and compressed-tensors (--format, the other one; global scales inverted)\n",
+  "Packed FP4 input is cast, exactly or not at all: DeepSeek-V4's MXFP4 experts to\n"
+  "FP8 128x128 blocks (F32 scales, expert_dtype \"fp8\"); NVFP4 between modelopt and\n"
+  "compressed-tensors (--format, the other one; global scales inverted); compressed-\n"
+  "tensors MXFP4 to NVFP4 (--format compressed-tensors or modelopt)\n",
   "  fp8conv convert --block 16x16 model-fp8/ model-fp8-16/\n"
   "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n",
   "0 written; 2 usage error, OUTPUT exists, or --exact and a weight is not exact;\n"
