@@ -116,6 +116,19 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
             cJSON_AddStringToObject(s, "name", it->scale_name);
             cJSON_AddStringToObject(s, "dtype", fp8_dtype_name(it->scale_dtype));
             cJSON_AddItemToObject(s, "shape", cli_json_shape(it->scale_rank, it->scale_shape));
+            if (it->packed_name) { /* FP4: two codes a byte */
+                uint64_t shape[2] = { it->tensor->shape[0], it->tensor->shape[1] / 2 }, one = 1;
+                cJSON *k = cJSON_AddObjectToObject(o, "packed");
+                cJSON_AddStringToObject(k, "name", it->packed_name);
+                cJSON_AddStringToObject(k, "dtype", "U8");
+                cJSON_AddItemToObject(k, "shape", cli_json_shape(2, shape));
+                if (it->global_name) {
+                    cJSON *g = cJSON_AddObjectToObject(o, "global_scale");
+                    cJSON_AddStringToObject(g, "name", it->global_name);
+                    cJSON_AddStringToObject(g, "dtype", "F32");
+                    cJSON_AddItemToObject(g, "shape", cli_json_shape(it->global_rank, &one));
+                }
+            }
         } else {
             cJSON_AddStringToObject(o, "reason", it->reason);
         }
@@ -155,7 +168,18 @@ static void print_plan(const fp8_quant_plan *plan)
     for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
         const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
         cli_shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
-        if (it->quantize) {
+        if (it->quantize && it->packed_name) {
+            uint64_t pshape[2] = { it->tensor->shape[0], it->tensor->shape[1] / 2 };
+            char pk[128];
+            cli_shape_text(2, pshape, pk, sizeof pk);
+            cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
+            cli_printf("quantize  %s %s %s -> %s U8 %s + %s %s %s", cli_esc(it->tensor->name),
+                       fp8_dtype_name(it->tensor->dtype), shape, cli_esc(it->packed_name), pk,
+                       cli_esc(it->scale_name), fp8_dtype_name(it->scale_dtype), sshape);
+            if (it->global_name)
+                cli_printf(" + %s F32 %s", cli_esc(it->global_name), it->global_rank ? "[1]" : "[]");
+            cli_printf("\n");
+        } else if (it->quantize) {
             cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
             cli_printf("quantize  %s %s %s -> F8_E4M3 + %s %s %s\n", cli_esc(it->tensor->name),
                    fp8_dtype_name(it->tensor->dtype), shape, cli_esc(it->scale_name),
@@ -315,13 +339,14 @@ static int cmd_quantize(int argc, char **argv, cli_common *common)
 
 /* The command: its synopsis, --help text, examples and exit statuses
  * (fp8conv help quantize), and its options for getopt and completion. */
-const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8", cmd_quantize,
+const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8 (or FP4)", cmd_quantize,
   "Options:\n"
-  "      --scheme block|channel|tensor|mxfp8\n"
-  "                             scaling granularity (default block)\n"
+  "      --scheme block|channel|tensor|mxfp8|nvfp4|mxfp4\n"
+  "                             scaling granularity (default block); nvfp4 and mxfp4\n"
+  "                             write weight-only packed FP4 (bf16 or f32 input)\n"
   "      --format hf-fp8|compressed-tensors|modelopt\n"
   "                             output layout (default: hf-fp8 for block and tensor,\n"
-  "                             compressed-tensors for channel and mxfp8)\n"
+  "                             compressed-tensors for the others)\n"
   "      --block RxC            block size for --scheme block (default 128x128)\n"
   "      --scale-fmt float|ue8m0\n"
   "                             block scales as computed, or rounded up to powers of two\n"
@@ -341,8 +366,9 @@ const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf
   "  -n, --dry-run              print the plan, write nothing\n",
   "  fp8conv quantize --dry-run Llama-3.1-8B Llama-3.1-8B-FP8\n"
   "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
-  "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n",
+  "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n"
+  "  fp8conv quantize --scheme nvfp4 model/ model-nvfp4/\n",
   "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
-  "3 bad input (already FP8, NaN or inf); "
+  "3 bad input (already FP8, NaN or inf; FP4: f16, 3-D experts); "
   "4 I/O error or interrupted; 5 device error",
   cli_quantize_options };

@@ -286,6 +286,8 @@ typedef enum {
     FP8_SCHEME_CHANNEL, /* one scale per output row */
     FP8_SCHEME_TENSOR,  /* one scale per matrix */
     FP8_SCHEME_MXFP8,   /* OCP MX: one power-of-two scale per 32 elements of a row */
+    FP8_SCHEME_NVFP4,   /* E2M1 codes, an E4M3 scale per 16 elements of a row, an F32 per matrix */
+    FP8_SCHEME_MXFP4,   /* E2M1 codes, an E8M0 scale per 32 elements of a row */
 } fp8_scheme;
 
 typedef enum {
@@ -404,6 +406,12 @@ typedef struct {
     fp8_dtype scale_dtype;
     int scale_rank;
     uint64_t scale_shape[3];
+    /* FP4 schemes: the packed weight's name (X.weight_packed in
+     * compressed-tensors; NULL: the tensor's own), and NVFP4's second-level
+     * scale, F32 of global_rank dims ([1], or [] for a scalar; NULL: none). */
+    const char *packed_name;
+    const char *global_name;
+    int global_rank;
 } fp8_quant_item;
 
 typedef struct fp8_quant_plan fp8_quant_plan;

@@ -99,28 +99,6 @@ static char *write_dsv4(const char *dir, const char *sub, dsv4_copy *c, int low)
     return write_ck(dir, sub, ts, sizeof ts / sizeof *ts, dsv4_config);
 }
 
-/* The bytes of tensor `name` of checkpoint `path`; *t its info. */
-static unsigned char *tensor_bytes(const char *path, const char *name, fp8_tensor_info *t)
-{
-    fp8_ctx *ctx = fp8_ctx_create();
-    fp8_checkpoint *ck;
-    size_t shard;
-    ck_assert_msg(fp8_checkpoint_open(ctx, path, &ck) == FP8_OK, "%s", fp8_ctx_message(ctx));
-    const fp8_tensor_info *ti = fp8_checkpoint_find(ck, name, &shard);
-    ck_assert_msg(ti != NULL, "%s: no tensor %s", path, name);
-    unsigned char *buf = malloc(fp8_tensor_nbytes(ti) + 1);
-    ck_assert(fp8_file_read(ctx, fp8_checkpoint_shard(ck, shard), ti, 0, buf,
-                            fp8_tensor_nbytes(ti)) == FP8_OK);
-    if (t) {
-        *t = *ti;
-        t->name = NULL;
-        t->shape = NULL;
-    }
-    fp8_checkpoint_close(ck);
-    fp8_ctx_free(ctx);
-    return buf;
-}
-
 /* dequantize-for-export (bf16) of `a` and of `b` give the same files. */
 static void expect_same_export(const char *dir, const char *a, const char *b)
 {
@@ -183,19 +161,19 @@ START_TEST(test_dsv4_release_copy_casts_exactly)
     expect_same_export(dir, DSV4_RELEASE, out);
     expect_expert_dtype_fp8(out);
     fp8_tensor_info t;
-    free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.weight", &t));
+    free(read_tensor_bytes(out, "layers.0.ffn.experts.1.w2.weight", &t));
     ck_assert_int_eq(t.dtype, FP8_DTYPE_F8_E4M3);
     ck_assert_int_eq(t.elements, 160 * 128);
     /* F32 scales, as vLLM reads them under expert_dtype "fp8"
      * (DeepSeek-V4-Flash-Base's layout): an E8M0 expert scale is read as its
      * byte there */
-    free(tensor_bytes(out, "layers.0.ffn.experts.1.w2.scale", &t));
+    free(read_tensor_bytes(out, "layers.0.ffn.experts.1.w2.scale", &t));
     ck_assert_int_eq(t.dtype, FP8_DTYPE_F32);
     ck_assert_int_eq(t.elements, 2 * 1);
     /* the trunk's scales: the same powers of two, F32 */
     fp8_tensor_info a, b;
-    unsigned char *e = tensor_bytes(DSV4_RELEASE, "layers.0.attn.wkv.scale", &a);
-    float *f = (float *)tensor_bytes(out, "layers.0.attn.wkv.scale", &b);
+    unsigned char *e = read_tensor_bytes(DSV4_RELEASE, "layers.0.attn.wkv.scale", &a);
+    float *f = (float *)read_tensor_bytes(out, "layers.0.attn.wkv.scale", &b);
     ck_assert_int_eq(a.dtype, FP8_DTYPE_F8_E8M0);
     ck_assert_int_eq(b.dtype, FP8_DTYPE_F32);
     ck_assert_int_eq(a.elements, b.elements);
@@ -209,8 +187,8 @@ START_TEST(test_dsv4_release_copy_casts_exactly)
                            "layers.0.ffn.gate.bias" };
     for (int i = 0; i < 3; i++) {
         fp8_tensor_info ta, tb;
-        unsigned char *x = tensor_bytes(DSV4_RELEASE, kept[i], &ta);
-        unsigned char *y = tensor_bytes(out, kept[i], &tb);
+        unsigned char *x = read_tensor_bytes(DSV4_RELEASE, kept[i], &ta);
+        unsigned char *y = read_tensor_bytes(out, kept[i], &tb);
         ck_assert_msg(ta.dtype == tb.dtype && fp8_tensor_nbytes(&ta) == fp8_tensor_nbytes(&tb) &&
                           !memcmp(x, y, fp8_tensor_nbytes(&ta)),
                       "%s changed", kept[i]);
@@ -249,7 +227,7 @@ START_TEST(test_dsv4_cast_exact_to_spread_14_and_refused_past_it)
         expect_same_export(dir, model, out);
         expect_expert_dtype_fp8(out);
         fp8_tensor_info t;
-        float *s = (float *)tensor_bytes(out, "layers.0.ffn.experts.0.w1.scale", &t);
+        float *s = (float *)read_tensor_bytes(out, "layers.0.ffn.experts.0.w1.scale", &t);
         ck_assert_int_eq(t.elements, 2 * 2);
         for (int k = 0; k < 4; k++) /* the largest group exponent, 134, less 6: 2^1 */
             ck_assert(s[k] == 2.0f);
@@ -513,7 +491,7 @@ static void expect_quantized_as_twin(const char *out, const char *twin)
         if (t->dtype == FP8_DTYPE_BF16)
             continue;
         fp8_tensor_info a, b;
-        unsigned char *x = tensor_bytes(twin, t->name, &a), *y = tensor_bytes(out, t->name, &b);
+        unsigned char *x = read_tensor_bytes(twin, t->name, &a), *y = read_tensor_bytes(out, t->name, &b);
         ck_assert_msg(a.dtype == b.dtype && a.rank == b.rank && a.elements == b.elements &&
                           !memcmp(x, y, fp8_tensor_nbytes(&a)),
                       "%s: %s is not the twin's", out, t->name);
@@ -650,7 +628,7 @@ START_TEST(test_ue8m0_blocks_to_mxfp8_keep_every_code)
             if (t->dtype != FP8_DTYPE_F8_E4M3)
                 continue;
             fp8_tensor_info a, b;
-            unsigned char *x = tensor_bytes(q, t->name, &a), *y = tensor_bytes(out, t->name, &b);
+            unsigned char *x = read_tensor_bytes(q, t->name, &a), *y = read_tensor_bytes(out, t->name, &b);
             ck_assert_msg(b.dtype == FP8_DTYPE_F8_E4M3 && a.elements == b.elements &&
                               !memcmp(x, y, a.elements),
                           "%s: codes changed", t->name);
@@ -760,7 +738,7 @@ static void expect_mx_as_nvfp4(const char *in, const char *out, bool to_ct)
         char *sn;
         fp8_tensor_info st;
         ck_assert(asprintf(&sn, "model.layers.0.%s.weight_scale", mods[i]) > 0);
-        unsigned char *s = tensor_bytes(in, sn, &st);
+        unsigned char *s = read_tensor_bytes(in, sn, &st);
         for (uint64_t k = 0; k < st.elements; k++)
             most[fused[i]] = s[k] > most[fused[i]] ? s[k] : most[fused[i]];
         free(s);
@@ -775,12 +753,12 @@ static void expect_mx_as_nvfp4(const char *in, const char *out, bool to_ct)
                   asprintf(&og, "model.layers.0.%s.%s", mods[i],
                            to_ct ? "weight_global_scale" : "weight_scale_2") > 0);
         fp8_tensor_info a, b, s, q, g;
-        unsigned char *x = tensor_bytes(in, wn, &a), *y = tensor_bytes(out, ow, &b);
+        unsigned char *x = read_tensor_bytes(in, wn, &a), *y = read_tensor_bytes(out, ow, &b);
         ck_assert_msg(b.dtype == FP8_DTYPE_U8 && a.elements == b.elements &&
                           !memcmp(x, y, a.elements),
                       "%s: codes changed", ow);
-        unsigned char *e8 = tensor_bytes(in, sn, &s), *e4 = tensor_bytes(out, sn, &q);
-        unsigned char *gl = tensor_bytes(out, og, &g);
+        unsigned char *e8 = read_tensor_bytes(in, sn, &s), *e4 = read_tensor_bytes(out, sn, &q);
+        unsigned char *gl = read_tensor_bytes(out, og, &g);
         ck_assert(q.dtype == FP8_DTYPE_F8_E4M3 && q.elements == 2 * s.elements);
         ck_assert(g.dtype == FP8_DTYPE_F32 && g.elements == 1 && g.rank == (to_ct ? 1 : 0));
         int m = (int)most[fused[i]] - 127 - 8;

@@ -226,7 +226,10 @@ START_TEST(test_make_install_puts_binary_man_and_completion_under_prefix)
     ck_assert_str_eq(out, "--scheme\n");
     free(out);
     out = complete(script, "fp8conv quantize --scheme m", 3);
-    ck_assert_str_eq(out, "mxfp8\n");
+    ck_assert_str_eq(out, "mxfp8 mxfp4\n");
+    free(out);
+    out = complete(script, "fp8conv quantize --scheme n", 3);
+    ck_assert_str_eq(out, "nvfp4\n");
     free(out);
     out = complete(script, "fp8conv ver", 1);
     ck_assert_str_eq(out, "verify\n");

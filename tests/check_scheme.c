@@ -64,10 +64,11 @@ START_TEST(test_scheme_names_in_enum_order)
     size_t n = 0;
     while (fp8_scheme_names[n]) {
         ck_assert(fp8_scheme_get((fp8_scheme)n) != NULL);
-        ck_assert_uint_eq(fp8_scheme_get((fp8_scheme)n)->levels, 1);
+        /* two levels: NVFP4's group and matrix scales */
+        ck_assert_uint_eq(fp8_scheme_get((fp8_scheme)n)->levels, n == FP8_SCHEME_NVFP4 ? 2 : 1);
         n++;
     }
-    ck_assert_uint_eq(n, 4);
+    ck_assert_uint_eq(n, 6);
     ck_assert(fp8_scheme_get((fp8_scheme)n) == NULL);
     ck_assert_str_eq(fp8_format_name(FP8_FORMAT_DEFAULT), "default");
     ck_assert_str_eq(fp8_format_name(FP8_FORMAT_MODELOPT), "modelopt");
@@ -135,7 +136,8 @@ START_TEST(test_format_defaults_and_pairs_from_the_table)
     ck_assert(!t.oom);
     ck_assert_str_eq(t.p, "block with hf-fp8 or compressed-tensors; channel with "
                           "compressed-tensors or modelopt; tensor with hf-fp8 or "
-                          "compressed-tensors; mxfp8 with compressed-tensors or modelopt");
+                          "compressed-tensors; mxfp8 with compressed-tensors or modelopt; "
+                          "nvfp4 with compressed-tensors; mxfp4 with compressed-tensors");
     free(t.p);
 }
 END_TEST

@@ -443,6 +443,28 @@ static inline char *write_ck(const char *dir, const char *sub, const t_spec *ts,
     return model;
 }
 
+/* The bytes of tensor `name` of checkpoint `path`; *t its info. */
+static inline unsigned char *read_tensor_bytes(const char *path, const char *name, fp8_tensor_info *t)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *ck;
+    size_t shard;
+    ck_assert_msg(fp8_checkpoint_open(ctx, path, &ck) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    const fp8_tensor_info *ti = fp8_checkpoint_find(ck, name, &shard);
+    ck_assert_msg(ti != NULL, "%s: no tensor %s", path, name);
+    unsigned char *buf = malloc(fp8_tensor_nbytes(ti) + 1);
+    ck_assert(fp8_file_read(ctx, fp8_checkpoint_shard(ck, shard), ti, 0, buf,
+                            fp8_tensor_nbytes(ti)) == FP8_OK);
+    if (t) {
+        *t = *ti;
+        t->name = NULL;
+        t->shape = NULL;
+    }
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    return buf;
+}
+
 /* Mistral's FP8 releases (Ministral-3, Devstral-2): quant_method fp8 with no
  * weight_block_size and static activations; per-tensor F32 weight_scale_inv
  * and activation_scale (rank 0: [], 1: [1]).  transformers' FineGrainedFP8 reads weight_scale_inv;

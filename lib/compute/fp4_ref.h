@@ -51,4 +51,30 @@ fp4_deq_result fp4_dequant_row(const uint8_t *packed, const uint8_t *scales, uin
  * 16 bits); x is exact, or rounded to odd with more than 26 bits. */
 uint32_t fp4_round_out(double x, fp8_dtype out);
 
+/* ---------------------------------------------------------------- quantization
+ * bf16/f32 rows to packed FP4, as the named reference computes them:
+ * llm-compressor 0.14.0.1's model_free_ptq (schemes NVFP4A16, MXFP4A16) with
+ * compressed-tensors 0.17.0's numerics (fp8conv-formats(5), FP4 QUANTIZATION).
+ * Every step rounds where the reference's torch arithmetic rounds: in the
+ * source dtype (BF16: fp32 then to nearest even) or in fp32.
+ */
+typedef enum { FP4_Q_OK, FP4_Q_NONFINITE, FP4_Q_SCALE_OVERFLOW } fp4_q_result;
+
+/* NVFP4's second level for a tensor (or fused tensors) of largest magnitude
+ * `amax` in source dtype `src` (BF16 or F32): generate_gparam's
+ * 448 * 6 / amax, which torch computes as reciprocal(amax) * 2688 in the
+ * source dtype; 1 where that is not finite. */
+float fp4_nvfp4_global(fp8_dtype src, float amax);
+
+/*
+ * n elements of one row (n a multiple of the scheme's run: 16 for NVFP4, 32
+ * for MXFP4), in source dtype `src` (BF16 or F32), to n / 2 packed bytes
+ * (element 2i in the low nibble of byte i) and n / run scale bytes (NVFP4:
+ * E4M3 under second level `global`; MXFP4: E8M0).  FP4_Q_NONFINITE: *where
+ * is the first NaN or infinity; FP4_Q_SCALE_OVERFLOW (MXFP4 only): *where is
+ * the first element of a group whose scale would be E8M0 255 (NaN).
+ */
+fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
+                              float global, uint8_t *packed, uint8_t *scales, uint64_t *where);
+
 #endif

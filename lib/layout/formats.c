@@ -13,6 +13,7 @@
 
 #include "io/checkpoint.h"
 #include "layout/formats.h"
+#include "layout/fp4.h"
 #include "layout/scheme.h"
 
 #define VLLM FP8_LOADER_VLLM
@@ -105,6 +106,18 @@ static const fmt_spec table[] = {
       .ct_weights = "group",
       .ct_activations = "group", .no_experts = { [HF] = HF_CT_EXPERTS },
       .no_f32_model = { [HF] = HF_CT_MX_F32 } },
+    /* Weight-only FP4 as llm-compressor's NVFP4A16 and MXFP4A16 write it
+     * (compressed-tensors quantization/quant_scheme.py; config/base.py
+     * CompressionFormat): the packed tensors of fp4.c's rows; vLLM loads
+     * them with compressed_tensors_w4a16_nvfp4.py and _w4a16_mxfp4.py. */
+    { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_NVFP4,
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_E4M3, .scheme_default = true,
+      .ct_weights = "tensor_group", .packed = true, .fp4_layout = FP4_LAYOUT_NVFP4_CT,
+      .ct_format = "nvfp4-pack-quantized" },
+    { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_MXFP4,
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .scheme_default = true,
+      .ct_weights = "group", .packed = true, .fp4_layout = FP4_LAYOUT_MXFP4_CT,
+      .ct_format = "mxfp4-pack-quantized" },
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_CHANNEL, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8_PER_CHANNEL_PER_TOKEN",
       .no_experts = { [VLLM] = MODELOPT_MOE_CHANNEL, [SGLANG] = MODELOPT_MOE_CHANNEL },
@@ -212,7 +225,8 @@ bool fp8_loader_from_name(const char *name, fp8_loader *l)
 
 fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source)
 {
-    return f->scale_dtype == FMT_SCALE_U8 ? FP8_DTYPE_U8
+    return f->scale_dtype == FMT_SCALE_U8     ? FP8_DTYPE_U8
+           : f->scale_dtype == FMT_SCALE_E4M3 ? FP8_DTYPE_F8_E4M3
            : f->scale_dtype == FMT_SCALE_WEIGHT ? source
                                                 : FP8_DTYPE_F32;
 }
@@ -313,8 +327,14 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         const char *strategy = str_of(w, "strategy");
         d->ct_activations = str_of(a, "strategy");
         d->scheme = FP8_SCHEME_TENSOR;
+        /* a packed FP4 format names its row; the FP8 rows go by strategy */
+        const char *fmt = str_of(q, "format");
+        bool packed = false;
+        for (size_t i = 0; fmt && i < NROWS; i++)
+            packed = packed || (table[i].ct_format && strcmp(table[i].ct_format, fmt) == 0);
         for (size_t i = 0; strategy && i < NROWS; i++)
-            if (table[i].ct_weights && strcmp(table[i].ct_weights, strategy) == 0)
+            if (table[i].ct_weights && strcmp(table[i].ct_weights, strategy) == 0 &&
+                table[i].packed == packed && (!packed || strcmp(table[i].ct_format, fmt) == 0))
                 d->scheme = table[i].scheme;
         if (d->scheme == FP8_SCHEME_MXFP8) {
             const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
@@ -544,15 +564,23 @@ static cJSON *int_pair(uint32_t a, uint32_t b)
 /* compressed-tensors' QuantizationArgs for the weights or the activations. */
 static cJSON *ct_args(const fmt_spec *spec, const fp8_quant_options *o, bool weights)
 {
+    const fp8_scheme_traits *sch = fp8_scheme_get(o->scheme);
+    if (!weights && !spec->ct_activations)
+        return cJSON_CreateNull(); /* weight-only */
     cJSON *a = cJSON_CreateObject();
-    cJSON_AddNumberToObject(a, "num_bits", 8);
+    cJSON_AddNumberToObject(a, "num_bits", fp8_elem_get(sch->elem)->bits);
     cJSON_AddStringToObject(a, "type", "float");
     cJSON_AddBoolToObject(a, "symmetric", true);
     cJSON_AddBoolToObject(a, "dynamic", !weights);
     cJSON_AddStringToObject(a, "strategy", weights ? spec->ct_weights : spec->ct_activations);
     if (weights && o->scheme == FP8_SCHEME_BLOCK)
         cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
-    if (o->scheme == FP8_SCHEME_MXFP8) {
+    if (spec->packed) { /* quant_scheme.py NVFP4A16, MXFP4A16 */
+        const char *sd = sch->scale_elem[0] == FP8_ELEM_E8M0 ? "torch.uint8" : "torch.float8_e4m3fn";
+        cJSON_AddNumberToObject(a, "group_size", sch->run);
+        cJSON_AddStringToObject(a, "scale_dtype", sd);
+        cJSON_AddStringToObject(a, "zp_dtype", sd);
+    } else if (o->scheme == FP8_SCHEME_MXFP8) {
         cJSON_AddNumberToObject(a, "group_size", FP8_MX_GROUP);
         cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
     } else if (!weights && o->scheme == FP8_SCHEME_BLOCK) {
@@ -592,8 +620,9 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
         break;
     case FP8_FORMAT_COMPRESSED_TENSORS: {
         cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
-        cJSON_AddStringToObject(q, "format", o->scheme == FP8_SCHEME_MXFP8 ? "mxfp8-quantized"
-                                                                           : "float-quantized");
+        cJSON_AddStringToObject(q, "format", spec->ct_format                 ? spec->ct_format
+                                             : o->scheme == FP8_SCHEME_MXFP8 ? "mxfp8-quantized"
+                                                                             : "float-quantized");
         cJSON_AddStringToObject(q, "quantization_status", "compressed");
         cJSON *group = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"),
                                                "group_0");

@@ -19,6 +19,7 @@ typedef enum {
     FMT_SCALE_F32,    /* F32 whatever the weight was */
     FMT_SCALE_WEIGHT, /* the source weight's own float dtype (compressed-tensors) */
     FMT_SCALE_U8,     /* E8M0 bytes stored as U8 */
+    FMT_SCALE_E4M3,   /* F8_E4M3 (NVFP4's group scales) */
 } fmt_scale_dtype;
 
 typedef struct {
@@ -63,6 +64,11 @@ typedef struct {
     bool needs_input_scale;
     /* The format --format DEFAULT picks for the scheme. */
     bool scheme_default;
+    /* FP4 schemes: the packed layout written (fp4.h's table names its
+     * tensors), and compressed-tensors' "format" for it. */
+    bool packed;
+    int fp4_layout;
+    const char *ct_format;
 } fmt_spec;
 
 /* ModelOpt's side file beside config.json. */

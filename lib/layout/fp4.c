@@ -11,19 +11,11 @@
 #include "common/text.h"
 #include "layout/fp4.h"
 
-/* MXFP4 as the OCP MX spec has it: E2M1 codes (scheme.h's element table
- * says how they decode), one E8M0 scale per FP8_MX_GROUP elements of a row. */
-static const fp8_scheme_traits mxfp4 = {
-    .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = FP8_MX_GROUP, .levels = 1,
-    .scale_elem = { FP8_ELEM_E8M0 }, .pow2_scales = true,
-};
-
-/* NVFP4 as ModelOpt and compressed-tensors write it: E2M1 codes, one E4M3
- * scale per 16 elements of a row, and one F32 for the tensor. */
-static const fp8_scheme_traits nvfp4 = {
-    .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = 16, .levels = 2,
-    .scale_elem = { FP8_ELEM_E4M3, FP8_ELEM_F32 },
-};
+/* The schemes' rows (scheme.h): E2M1 codes, MXFP4 one E8M0 scale per
+ * FP8_MX_GROUP elements of a row, NVFP4 one E4M3 per 16 and an F32 for the
+ * tensor. */
+#define mxfp4 fp8_scheme_table[FP8_SCHEME_MXFP4]
+#define nvfp4 fp8_scheme_table[FP8_SCHEME_NVFP4]
 
 /* compressed-tensors' MXFP4 scales: 127 + floor(log2(scale)) - 2 before
  * commit a333c877 "Use standard E8M0 scale format for MXFP4 (#538)" (2026-01-09;
@@ -175,8 +167,30 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
  * modifiers/utils/helpers.py update_fused_layer_weight_global_scales,
  * ModelOpt export/quant_utils.py preprocess_linear_fusion): verify's
  * fused-global-scale, convert's cast to NVFP4. */
-const char *const fp4_fused_parts[FP4_FUSED_COUNT][3] = { { "q_proj", "k_proj", "v_proj" },
-                                                          { "gate_proj", "up_proj", NULL } };
+const char *const fp4_fused_parts[FP4_FUSED_COUNT][3] = {
+    { "q_proj", "k_proj", "v_proj" },
+    { "gate_proj", "up_proj", NULL },
+    /* DeepSeek's fused_qkv_a_proj (vLLM models/deepseek_v2.py), and the
+     * w1/w3 experts (Mixtral, DeepSeek-V4): llm-compressor's
+     * observers/helpers.py FUSED_LAYER_NAMES */
+    { "q_a_proj", "kv_a_proj_with_mqa", NULL },
+    { "w1", "w3", NULL },
+};
+
+bool fp4_fused_part(const char *stem, size_t *row, size_t *base)
+{
+    size_t len = strlen(stem);
+    for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
+        for (int j = 0; j < 3 && fp4_fused_parts[f][j]; j++) {
+            size_t n = strlen(fp4_fused_parts[f][j]);
+            if (len > n && stem[len - n - 1] == '.' && !strcmp(stem + len - n, fp4_fused_parts[f][j])) {
+                *row = f;
+                *base = len - n;
+                return true;
+            }
+        }
+    return false;
+}
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id)
 {

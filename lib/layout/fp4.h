@@ -171,8 +171,12 @@ void fp4_weight_free(fp4_weight *w);
  * scale for all its parts (fp4.c): each row the parts' module names, the
  * first part first, NULL after the last.
  */
-#define FP4_FUSED_COUNT 2
+#define FP4_FUSED_COUNT 4
 extern const char *const fp4_fused_parts[FP4_FUSED_COUNT][3];
+/* Whether module `stem` (a weight's name without ".weight") is a part of
+ * such a layer: its row of fp4_fused_parts, and the length of what comes
+ * before the part's name (ending in '.'). */
+bool fp4_fused_part(const char *stem, size_t *row, size_t *base);
 
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,

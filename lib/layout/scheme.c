@@ -39,7 +39,7 @@ const fp8_elem_traits *fp8_elem_get(fp8_elem e)
 }
 
 /* In fp8_scheme's order; fp8_scheme_names is the one list of their names. */
-static const fp8_scheme_traits schemes[] = {
+const fp8_scheme_traits fp8_scheme_table[] = {
     [FP8_SCHEME_BLOCK] = { .elem = FP8_ELEM_E4M3, .group = FP8_GROUP_TILE, .levels = 1,
                            .scale_elem = { FP8_ELEM_F32 } },
     [FP8_SCHEME_CHANNEL] = { .elem = FP8_ELEM_E4M3, .group = FP8_GROUP_ROW, .levels = 1,
@@ -48,15 +48,23 @@ static const fp8_scheme_traits schemes[] = {
                             .scale_elem = { FP8_ELEM_F32 }, .fixed = true },
     [FP8_SCHEME_MXFP8] = { .elem = FP8_ELEM_E4M3, .group = FP8_GROUP_RUN, .run = FP8_MX_GROUP,
                            .levels = 1, .scale_elem = { FP8_ELEM_E8M0 }, .pow2_scales = true },
+    /* NVFP4 as ModelOpt and compressed-tensors write it; its second level
+     * comes from the matrix's amax, a pass over it first */
+    [FP8_SCHEME_NVFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = 16, .levels = 2,
+                           .scale_elem = { FP8_ELEM_E4M3, FP8_ELEM_F32 } },
+    /* MXFP4 as the OCP MX spec has it */
+    [FP8_SCHEME_MXFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = FP8_MX_GROUP,
+                           .levels = 1, .scale_elem = { FP8_ELEM_E8M0 }, .pow2_scales = true },
 };
 
-const char *const fp8_scheme_names[] = { "block", "channel", "tensor", "mxfp8", NULL };
+const char *const fp8_scheme_names[] = { "block", "channel", "tensor", "mxfp8", "nvfp4",
+                                         "mxfp4", NULL };
 
-#define NSCHEMES (sizeof schemes / sizeof *schemes)
+#define NSCHEMES (sizeof fp8_scheme_table / sizeof *fp8_scheme_table)
 
 const fp8_scheme_traits *fp8_scheme_get(fp8_scheme s)
 {
-    return (unsigned)s < NSCHEMES ? &schemes[s] : NULL;
+    return (unsigned)s < NSCHEMES ? &fp8_scheme_table[s] : NULL;
 }
 
 unsigned fp8_scheme_options(fp8_scheme s)
@@ -65,7 +73,8 @@ unsigned fp8_scheme_options(fp8_scheme s)
     if (!t)
         return 0;
     return (t->group == FP8_GROUP_TILE ? FP8_SCHEME_TAKES_BLOCK | FP8_SCHEME_TAKES_SCALE_FMT : 0) |
-           (t->pow2_scales ? FP8_SCHEME_TAKES_MX_ROUNDING : 0);
+           /* FP4's E8M0 scales follow its reference's one rounding */
+           (t->pow2_scales && t->elem != FP8_ELEM_E2M1 ? FP8_SCHEME_TAKES_MX_ROUNDING : 0);
 }
 
 const char *fp8_scheme_name(fp8_scheme s)

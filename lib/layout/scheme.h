@@ -51,11 +51,18 @@ typedef struct {
     fp8_elem elem;          /* the weight codes */
     fp8_group_shape group;
     uint32_t run;           /* FP8_GROUP_RUN: elements per group */
-    unsigned levels;        /* scale levels: 1 (NVFP4 will have 2: group and global) */
+    unsigned levels;        /* scale levels: 1, or 2 (NVFP4: group and matrix) */
     fp8_elem scale_elem[2]; /* each level's stored element type */
     bool pow2_scales;       /* every scale a power of two (MX) */
     bool fixed;             /* the group is the matrix: a pass over it first (amax) */
 } fp8_scheme_traits;
+
+/* The table, in fp8_scheme's order (for static tables that point at a row,
+ * as fp4.c's layouts do); elsewhere fp8_scheme_get. */
+extern const fp8_scheme_traits fp8_scheme_table[];
+
+/* Whether the scheme packs E2M1 codes (NVFP4, MXFP4). */
+static inline bool fp8_scheme_is_fp4(const fp8_scheme_traits *t) { return t && t->elem == FP8_ELEM_E2M1; }
 
 /* The scheme's row; NULL for a value outside fp8_scheme. */
 const fp8_scheme_traits *fp8_scheme_get(fp8_scheme s);

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "layout/formats.h"
 #include "layout/parallel.h"
+#include "layout/fp4.h"
 #include "layout/scheme.h"
 
 #define MAX_BLOCK 4096
@@ -108,6 +109,60 @@ fp8_status quant_plan_warn(fp8_ctx *ctx, fp8_quant_plan *p, char *message)
     return FP8_OK;
 }
 
+/* "stem" + suffix, owned by the entry's *slot. */
+static fp8_status name_with(fp8_ctx *ctx, const char *stem, size_t n, const char *suffix,
+                            char **slot)
+{
+    if (asprintf(slot, "%.*s%s", (int)n, stem, suffix) < 0) {
+        *slot = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    return FP8_OK;
+}
+
+/* An FP4 scheme's tensors, named and shaped by fp4.h's row of the layout
+ * written: X.weight becomes X.weight_packed (U8, two codes a byte, low
+ * nibble first), X.weight_scale and, for NVFP4, X.weight_global_scale. */
+static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *it,
+                                plan_entry *e)
+{
+    const fp8_tensor_info *t = it->tensor;
+    const fp4_layout *l = fp4_layout_get((fp4_layout_id)p->spec->fp4_layout);
+    const char *scheme = fp8_scheme_name(p->opts.scheme);
+    if (t->rank != 2)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': --scheme %s writes 2-D weights, one per expert; "
+                        "fused 3-D experts tensors are not written yet",
+                        it->shard, t->name, scheme);
+    if (t->dtype == FP8_DTYPE_F16)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': --scheme %s takes bf16 or f32 weights, not f16: its "
+                        "reference computes the scales in the weight's dtype, where f16 "
+                        "overflows (fp8conv-formats(5), FP4 QUANTIZATION)",
+                        it->shard, t->name, scheme);
+    size_t stem = strlen(t->name) - strlen(".weight");
+    fp8_status st;
+    if ((st = name_with(ctx, t->name, stem, l->weight_suffix, &e->owned_packed_name)) ||
+        (st = name_with(ctx, t->name, stem, l->scale_suffix, &e->owned_scale_name)) ||
+        (l->global_suffix &&
+         (st = name_with(ctx, t->name, stem, l->global_suffix, &e->owned_global_name))))
+        return st;
+    it->packed_name = e->owned_packed_name;
+    it->scale_name = e->owned_scale_name;
+    it->global_name = e->owned_global_name;
+    it->global_rank = 1; /* compressed-tensors: [1] */
+    it->scale_dtype = l->scale_dtype;
+    fmt_scale_shape(p->spec, t->rank, t->shape, 1, 1, &it->scale_rank, it->scale_shape);
+    const char *names[] = { it->packed_name, it->scale_name, it->global_name };
+    for (int k = 0; k < 3; k++)
+        if (names[k] && fp8_checkpoint_find(p->ck, names[k], NULL))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': the input already has '%s', a name the output "
+                            "gives its quantized form",
+                            it->shard, t->name, names[k]);
+    return FP8_OK;
+}
+
 /* The scale tensor of the format table's row for a quantized tensor. */
 static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *it,
                                plan_entry *e)
@@ -117,6 +172,8 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     e->experts = t->rank == 3 ? t->shape[0] : 1;
     e->rows = t->shape[t->rank - 2];
     e->cols = t->shape[t->rank - 1];
+    if (p->spec->packed)
+        return packed_layout(ctx, p, it, e);
     it->scale_dtype = fmt_scale_dtype_of(p->spec, t->dtype);
     /* --like: the reference's float scale dtype (not convert's: it keeps its own) */
     if (o->scale_dtype_set && !p->source && it->scale_dtype != FP8_DTYPE_U8 && !o->scale_ue8m0)
@@ -211,6 +268,11 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         free(pairs.p);
         return st;
     }
+    if (p->source && p->spec->packed)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "convert --scheme %s: convert re-quantizes FP8 checkpoints to FP8 "
+                        "schemes; quantize writes %s from bf16 or f32 weights",
+                        fp8_scheme_name(o->scheme), fp8_scheme_name(o->scheme));
     if (o->block_rows < 1 || o->block_rows > MAX_BLOCK || o->block_cols < 1 ||
         o->block_cols > MAX_BLOCK)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--block %ux%u: each side must be 1 to %d",
@@ -325,7 +387,8 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         if (it->quantize) {
             if ((st = scale_layout(ctx, p, it, e)))
                 return st;
-            if (fp8_scheme_get(p->opts.scheme)->fixed)
+            const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
+            if (sch->fixed || sch->levels == 2) /* an amax pass first */
                 p->work_bytes += fp8_tensor_nbytes(it->tensor);
         } else if (it->tensor->rank == 2 &&
                    (quant_is_float(it->tensor->dtype) || it->tensor->dtype == FP8_DTYPE_F64) &&
@@ -454,6 +517,8 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
     for (size_t i = 0; p->entries && i < p->n; i++) {
         free(p->entries[i].owned_reason);
         free(p->entries[i].owned_scale_name);
+        free(p->entries[i].owned_packed_name);
+        free(p->entries[i].owned_global_name);
     }
     for (size_t i = 0; i < p->nignored; i++)
         free(p->ignored[i]);

@@ -62,7 +62,8 @@ typedef struct {
     size_t shard;
     fp8_scale_kind kind;
     uint64_t experts, rows, cols; /* E, M, N; E = 1 for a matrix */
-    char *owned_reason, *owned_scale_name;
+    char *owned_reason, *owned_scale_name, *owned_packed_name, *owned_global_name;
+    float global;                 /* NVFP4: the second level, after the amax pass */
     bool from_source;             /* convert: the source's tensor, read through it */
     uint64_t nan_at;              /* a kept float tensor's first NaN element + 1; 0: none */
 } plan_entry;

@@ -24,7 +24,9 @@
 #include "layout/scheme.h"
 #include "compute/gpu.h"
 #include "compute/jobs.h"
+#include "compute/fp4_ref.h"
 #include "compute/quant_cpu.h"
+#include "layout/fp4.h"
 /* Declares shard s's output tensors to a writer: each kept tensor as it is,
  * each quantized one as F8_E4M3 plus its scale. */
 static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
@@ -35,8 +37,17 @@ static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s,
         const fp8_tensor_info *t = it->tensor;
         if (p->entries[i].shard != s)
             continue;
-        st = fp8_writer_add_tensor(ctx, w, t->name, it->quantize ? FP8_DTYPE_F8_E4M3 : t->dtype,
-                                   t->rank, t->shape);
+        if (it->packed_name) { /* two E2M1 codes a byte */
+            uint64_t shape[2] = { t->shape[0], t->shape[1] / 2 }, one = 1;
+            st = fp8_writer_add_tensor(ctx, w, it->packed_name, FP8_DTYPE_U8, 2, shape);
+            if (!st && it->global_name)
+                st = fp8_writer_add_tensor(ctx, w, it->global_name, FP8_DTYPE_F32,
+                                           it->global_rank, &one);
+        } else {
+            st = fp8_writer_add_tensor(ctx, w, t->name,
+                                       it->quantize ? FP8_DTYPE_F8_E4M3 : t->dtype, t->rank,
+                                       t->shape);
+        }
         if (!st && it->quantize)
             st = fp8_writer_add_tensor(ctx, w, it->scale_name, it->scale_dtype, it->scale_rank,
                                        it->scale_shape);
@@ -109,6 +120,9 @@ typedef struct {
 
 static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
 
+/* Whether the plan writes an FP4 scheme (packed codes, byte scales). */
+static bool packs(const fp8_quant_plan *p) { return p->spec->packed; }
+
 static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
 {
     if (!fp8_grow(&r->jobs, r->njobs, &r->cap, sizeof *r->jobs))
@@ -126,7 +140,7 @@ static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
         uint64_t nscales = fp8_scheme_get(p->opts.scheme)->fixed ? 0 : g.row_groups * g.col_groups;
         r->max_src = elems * sz > r->max_src ? elems * sz : r->max_src;
         r->max_q = elems > r->max_q ? elems : r->max_q;
-        nscales *= fp8_scale_size(e->kind);
+        nscales *= packs(p) ? 1 : fp8_scale_size(e->kind);
         r->max_scales = nscales > r->max_scales ? nscales : r->max_scales;
     }
     r->jobs[r->njobs++] = j;
@@ -254,6 +268,40 @@ static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
                     w->r->plan->items[j->item].tensor->name, why);
 }
 
+/* An FP4 job (whole rows, quantize.c's plan): the reference row by row
+ * (fp4_ref.h), on the CPU whatever the device. */
+static fp8_status do_quantize_fp4(worker *w, const job *j)
+{
+    shard_run *r = w->r;
+    const fp8_quant_plan *p = r->plan;
+    const fp8_quant_item *it = &p->items[j->item];
+    const plan_entry *e = &p->entries[j->item];
+    fp8_dtype dt = it->tensor->dtype;
+    uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
+    uint64_t cols = j->ncols, where = 0;
+    for (uint64_t k = 0; k < j->nrows; k++) {
+        const char *row = (const char *)w->src + k * cols * src_size(dt);
+        switch (fp4_quantize_row(p->opts.scheme, dt, row, cols, e->global, w->q + k * cols / 2,
+                                 w->scales + k * cols / run, &where)) {
+        case FP4_Q_OK: break;
+        case FP4_Q_NONFINITE: return nonfinite_error(w, j, k * cols + where);
+        case FP4_Q_SCALE_OVERFLOW:
+            return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': the group at row %llu, column %llu: its largest "
+                            "element rounds to a power of two beyond E8M0's (its scale would be "
+                            "byte 255, NaN)",
+                            fp8_file_path(r->in), it->tensor->name,
+                            (unsigned long long)(j->row0 + k), (unsigned long long)where);
+        }
+    }
+    uint64_t at = flat_index(e, j->expert, j->row0, 0), n = j->nrows * cols;
+    fp8_status st = fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->packed_name),
+                                      at / 2, w->q, n / 2);
+    return st ? st
+              : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->scale_name),
+                                  at / run, w->scales, n / run);
+}
+
 static fp8_status do_quantize(worker *w, const job *j)
 {
     shard_run *r = w->r;
@@ -275,6 +323,8 @@ static fp8_status do_quantize(worker *w, const job *j)
             return nonfinite_error(w, j, where);
         return FP8_OK;
     }
+    if (packs(p))
+        return do_quantize_fp4(w, j);
     fp8_band b;
     uint64_t first; /* index of the job's first scale in the scale tensor */
     fp8_quant_plan_band(p, j->item, j->expert, j->row0, j->nrows, j->col0, j->ncols, &b, &first);
@@ -537,6 +587,113 @@ static size_t shard_items(const fp8_quant_plan *p, size_t s, bool quantized, siz
     return n;
 }
 
+/* ---------------------------------------------------------------- NVFP4's second level */
+
+/* The fused layer (fp4.h's fp4_fused_parts) an item is part of, as a key:
+ * its name with the first part's in place of its own; its own name when
+ * it is no part. */
+static char *fused_key(const char *name)
+{
+    size_t stem = strlen(name) - strlen(".weight"), row, base;
+    char *s = strndup(name, stem), *key = NULL;
+    if (s && fp4_fused_part(s, &row, &base) &&
+        asprintf(&key, "%.*s%s", (int)base, s, fp4_fused_parts[row][0]) < 0)
+        key = NULL;
+    if (s && !key && !fp4_fused_part(s, &row, &base))
+        return s;
+    free(s);
+    return key;
+}
+
+typedef struct {
+    char *key;
+    size_t item;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
+}
+
+/*
+ * NVFP4: the amax of every quantized matrix, over the whole input before
+ * any shard is written (a fused layer's parts may lie in different shards),
+ * then each matrix's second level from the largest amax of its fused layer,
+ * as llm-compressor gives the parts one (observers/base.py get_global_scale
+ * over FusionHandler's group) and vLLM needs 
+ * (fp8conv-formats(5), FP4 QUANTIZATION).
+ */
+static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
+{
+    size_t nshards = fp8_checkpoint_shard_count(p->ck);
+    float *amax = fp8_xcalloc(p->n ? p->n : 1, sizeof *amax);
+    size_t *items = fp8_xcalloc(p->n ? p->n : 1, sizeof *items);
+    keyed *keys = fp8_xcalloc(p->n ? p->n : 1, sizeof *keys);
+    fp8_status st = amax && items && keys ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    uint64_t chunk = fp8_jobs_chunk(p->opts.threads, p->device);
+    for (size_t s0 = 0; s0 < nshards && !st; s0 += SHARDS_AT_ONCE) {
+        shard_run r[SHARDS_AT_ONCE] = { 0 };
+        shard_group g = { .plan = p, .r = r, .n = 0 };
+        for (size_t s = s0; s < nshards && s < s0 + SHARDS_AT_ONCE && !st; s++, g.n++) {
+            r[g.n] = (shard_run){ .plan = p, .in = fp8_checkpoint_shard(p->ck, s), .done = done,
+                                  .chunk = chunk };
+            size_t ni = shard_items(p, s, true, items);
+            for (size_t i = 0; i < ni && !st; i++)
+                st = plan_jobs(ctx, &r[g.n], items[i], JOB_AMAX);
+            if (!st && !(r[g.n].amax = fp8_xcalloc(r[g.n].njobs ? r[g.n].njobs : 1,
+                                                   sizeof *r[g.n].amax)))
+                st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (!st)
+            st = run_jobs(ctx, &g);
+        for (size_t k = 0; k < g.n; k++) {
+            for (size_t j = 0; !st && j < r[k].njobs; j++) {
+                float *m = &amax[r[k].jobs[j].item];
+                *m = r[k].amax[j] > *m ? r[k].amax[j] : *m;
+            }
+            free(r[k].jobs);
+            free(r[k].amax);
+        }
+        free(g.slots);
+    }
+    size_t nk = 0;
+    for (size_t i = 0; i < p->n && !st; i++)
+        if (p->items[i].quantize && !(keys[nk++] = (keyed){ fused_key(p->items[i].tensor->name), i }).key)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (!st)
+        qsort(keys, nk, sizeof *keys, cmp_keyed);
+    for (size_t a = 0, b; a < nk && !st; a = b) {
+        float m = 0;
+        for (b = a; b < nk && !strcmp(keys[b].key, keys[a].key); b++)
+            m = amax[keys[b].item] > m ? amax[keys[b].item] : m;
+        for (size_t k = a; k < b; k++)
+            p->entries[keys[k].item].global =
+                fp4_nvfp4_global(p->items[keys[k].item].tensor->dtype, m);
+    }
+    for (size_t k = 0; k < nk; k++)
+        free(keys[k].key);
+    free(keys);
+    free(items);
+    free(amax);
+    return st;
+}
+
+/* NVFP4: shard s's second-level scales, one F32 each. */
+static fp8_status write_globals(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; i < p->n && !st; i++) {
+        const fp8_quant_item *it = &p->items[i];
+        if (p->entries[i].shard != s || !it->quantize || !it->global_name)
+            continue;
+        uint32_t bits = fp8_f32_bits(p->entries[i].global);
+        unsigned char b[4] = { (unsigned char)bits, (unsigned char)(bits >> 8),
+                               (unsigned char)(bits >> 16), (unsigned char)(bits >> 24) };
+        st = fp8_writer_pwrite(ctx, w, fp8_writer_find(w, it->global_name), 0, b, 4);
+    }
+    return st;
+}
+
 /* Writes output shards shards[0 .. n-1] (n <= SHARDS_AT_ONCE) at once. */
 static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
                                const size_t *shards, size_t n, uint64_t *done)
@@ -556,7 +713,8 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
         else if (!(st = fp8_writer_create(ctx, path, &r[k].out)) &&
                  !(st = declare_shard(ctx, p, shards[k], r[k].out))) {
             fp8_writer_set_durable(r[k].out, !p->opts.no_sync);
-            st = fp8_writer_begin(ctx, r[k].out);
+            if (!(st = fp8_writer_begin(ctx, r[k].out)))
+                st = write_globals(ctx, p, shards[k], r[k].out);
         }
         free(path);
     }
@@ -605,23 +763,28 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
 /* model.safetensors.index.json for the output. */
 static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
 {
-    ck_index_entry *map = fp8_xcalloc(p->n * 2 + 1, sizeof *map);
+    ck_index_entry *map = fp8_xcalloc(p->n * 3 + 1, sizeof *map);
     if (!map)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     size_t n = 0;
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++) {
         const fp8_quant_item *it = &p->items[i];
-        map[n++] = (ck_index_entry){ it->tensor->name, it->shard };
+        map[n++] = (ck_index_entry){ it->packed_name ? it->packed_name : it->tensor->name,
+                                     it->shard };
         if (!it->quantize) {
             total += fp8_tensor_nbytes(it->tensor);
             continue;
         }
-        uint64_t scales = it->scale_dtype == FP8_DTYPE_U8 ? 1 : it->scale_dtype == FP8_DTYPE_F32 ? 4 : 2;
+        uint64_t scales = fp8_dtype_bits(it->scale_dtype) / 8;
         for (int d = 0; d < it->scale_rank; d++)
             scales *= it->scale_shape[d];
-        total += it->tensor->elements + scales;
+        total += (it->packed_name ? it->tensor->elements / 2 : it->tensor->elements) + scales;
         map[n++] = (ck_index_entry){ it->scale_name, it->shard };
+        if (it->global_name) {
+            total += 4;
+            map[n++] = (ck_index_entry){ it->global_name, it->shard };
+        }
     }
     fp8_status st = ck_index_write(ctx, dir, map, n, total);
     free(map);
@@ -702,6 +865,11 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
     if (!st)
         st = fp8_output_open(ctx, &out, p->input, output, is_dir, p->opts.force,
                              !p->opts.no_sync, &work);
+    bool any = false; /* shards to write (not --resume's finished ones) */
+    for (size_t s = 0; !st && !out.complete && s < nshards; s++)
+        any = any || out.todo[s];
+    if (!st && !out.complete && any && fp8_scheme_get(p->opts.scheme)->levels == 2)
+        st = global_pass(ctx, p, &done);
     for (size_t s = 0; !st && !out.complete && s < nshards; s++) {
         if (out.todo[s])
             todo[n++] = s;

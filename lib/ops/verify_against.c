@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "ops/verify.h"
+#include "layout/fp4.h"
 #include "common/fp8_math.h"
 #include "io/checkpoint.h"
 #include "layout/formats.h"
@@ -633,6 +634,19 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
 {
     fp8_checkpoint *src = NULL;
     dq_weights *w = NULL;
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
+        char *sn = NULL, *on = NULL;
+        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sn, &on);
+        free(sn);
+        free(on);
+        if (l)
+            return fp8_fail(ctx, FP8_ERR_USAGE,
+                            "%s: tensor '%s' is packed FP4 (%s): verify --against does not "
+                            "re-quantize packed FP4 weights yet; verify without --against checks "
+                            "their layout and values",
+                            v->path, t->name, l->name);
+    }
     against a = { .v = v };
     pthread_mutex_init(&a.lock, NULL);
     fp8_status st = fp8_checkpoint_open(ctx, src_path, &src);

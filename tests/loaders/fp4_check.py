@@ -72,6 +72,7 @@ import numpy as np  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RELEASES = os.path.join(ROOT, "testdata", "releases")
+SAMPLE = os.path.join(ROOT, "testdata", "llama-tiny")  # bf16, what quantize starts from
 PY = sys.executable
 
 # copies fp8conv refuses today, with the reason (none: compressed-tensors mxfp4-pack-quantized,
@@ -452,7 +453,7 @@ def judge_ct(name, copy, exp):
     comp = BaseCompressor.get_value_from_registry(fmt)
     # the one config group targets Linear (testdata/gen_fp4.py ct_fp4_config)
     (scheme,) = qconf.config_groups.values()
-    q = st_read(os.path.join(copy, "model.safetensors"))
+    q = read_export(copy)  # every shard
     e = read_export(exp) if exp else None
     res = {"copy": name, "layout": "compressed-tensors %s" % fmt,
            "judge": "compressed-tensors %s.decompress" % comp.__name__}
@@ -707,6 +708,12 @@ def judge_vllm(work, exports):
         if exports.get(c):
             rows.append(vllm_emulation_row(work, c, os.path.join(RELEASES, c), exports[c],
                                            "EmulationNvFp4LinearKernel"))
+    # fp8conv quantize --scheme nvfp4 (weight-only: CompressedTensorsW4A16Fp4), fused qkv and
+    # gate_up shards sharing one global scale as written
+    c = "quantize-nvfp4"
+    if exports.get(c):
+        rows.append(dict(vllm_emulation_row(work, c, os.path.join(work, c), exports[c],
+                                            "CompressedTensorsW4A16Fp4"), fp8conv="written"))
     # ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4): vLLM's ModelOptNvFp4Config gives
     # each linear ModelOptLinearMethod, whose NVFP4 weight scheme (quantization/modelopt.py
     # KNvfp4Static) asks the same init_nvfp4_linear_kernel: no CPU kernel as it is; under
@@ -856,6 +863,12 @@ def main(argv=None):
               ("nvfp4-ct-stress", os.path.join(work, "nvfp4-ct-stress"))]
     for d in ("gpt-oss-stress", "mxfp4-ct-stress", "nvfp4-ct-stress"):
         shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+    # fp8conv's own FP4 (issue 26): quantize --scheme nvfp4 / mxfp4 of the bf16 sample
+    for s in ("nvfp4", "mxfp4"):
+        d = os.path.join(work, "quantize-" + s)
+        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run([fp8conv, "quantize", "-q", "--scheme", s, SAMPLE, d], check=True)
+        copies.append(("quantize-" + s, d))
     stress_gpt_oss(os.path.join(RELEASES, "gpt-oss"), os.path.join(work, "gpt-oss-stress"))
     stress_ct(os.path.join(RELEASES, "mxfp4-ct"), os.path.join(work, "mxfp4-ct-stress"), False)
     stress_ct(os.path.join(RELEASES, "nvfp4-ct-amax"), os.path.join(work, "nvfp4-ct-stress"), True,

@@ -1,0 +1,370 @@
+/*
+ * check_fp4_quant.c - quantize --scheme nvfp4 and mxfp4 (fp8conv(1),
+ * quantize; fp8conv-formats(5), FP4 QUANTIZATION):
+ *   - the reference (fp4_ref.h) on values worked by hand from
+ *     compressed-tensors 0.17.0's rules: cast_to_fp4's thresholds and ties,
+ *     the sign of what rounds to zero (signbit: -0.1 is code 8, -0 code 0),
+ *     the zero group's E4M3 eps scale 0.125, generate_gparam's global
+ *     2688 / amax as reciprocal * 2688 in bf16 (218112 for amax bf16
+ *     0.0123, seen in torch 2.13) and 1 where it overflows, round_to_power_2
+ *     from 1.75 up, the E8M0 byte 127 + log2 - 2 clamped at 0, and no scale
+ *     past E8M0's range;
+ *   - end to end on testdata/llama-tiny: compressed-tensors' tensors
+ *     (weight_packed U8 [N, K/2], weight_scale F8_E4M3 [N, K/16] or U8
+ *     [N, K/32], weight_global_scale F32 [1]) and config; q/k/v and gate/up
+ *     share one global, that of their largest amax (worked out here from
+ *     the source); verify clean; the same bytes for -j 1 and -j 2; the
+ *     export has the source's names, dtypes and shapes;
+ *   - bad input: f16 weights, 3-D experts and NaN exit 3 with nothing
+ *     left; a last dimension not a multiple of the group stays bf16 with a
+ *     warning; convert --scheme nvfp4 and verify --against of a packed
+ *     checkpoint are usage errors.
+ * Byte-identity with llm-compressor itself is make check-fp4-quant's.
+ */
+#include "golden.h"
+
+#include "common/fp8_math.h"
+#include "compute/fp4_ref.h"
+
+#define TINY "testdata/llama-tiny"
+
+/* ---------------------------------------------------------------- the reference */
+
+START_TEST(test_nvfp4_group_rounds_as_cast_to_fp4)
+{
+    /* global 1, group max 6: scale 6 / 6 = 1 (E4M3 0x38), each element
+     * divided by 1: the thresholds and ties of cast_to_fp4 */
+    float x[16] = { 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f,
+                    -0.1f, -0.0f, 0.26f, -5.01f, 0.74f, 2.49f, 3.49f, 0.0f };
+    /* codes 0 2 2 4 4 6 6 7 8 0 1 15 1 4 5 0, low nibble first */
+    const uint8_t want[8] = { 0x20, 0x42, 0x64, 0x76, 0x08, 0xF1, 0x41, 0x05 };
+    uint8_t q[8], s[1];
+    uint64_t where;
+    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 16, 1.0f, q, s, &where),
+                     FP4_Q_OK);
+    ck_assert_uint_eq(s[0], 0x38);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(q[i] == want[i], "byte %d: 0x%02x, want 0x%02x", i, q[i], want[i]);
+}
+END_TEST
+
+START_TEST(test_nvfp4_zero_group_and_global)
+{
+    float x[32] = { 0 };
+    x[20] = 3.0f; /* the second group is not zero */
+    uint8_t q[16], s[2];
+    uint64_t where;
+    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 32, 1.0f, q, s, &where),
+                     FP4_Q_OK);
+    ck_assert_uint_eq(s[0], 0x20); /* E4M3 0.125: calculate_qparams' eps for a zero scale */
+    for (int i = 0; i < 8; i++)
+        ck_assert_uint_eq(q[i], 0);
+    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_F32, 1.0f), 2688.0f);
+    /* torch 2.13: 2688.0 / bf16 tensor 0.0123 is 218112 (reciprocal, then
+     * the product, each rounded to bf16; the direct quotient is 218624) */
+    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_BF16, fp8_bf16_to_f32(fp8_f32_to_bf16(0.0123f))),
+                       218112.0f);
+    /* an all-zero tensor: 2688 / 2^-126 overflows, nan_to_num gives 1 */
+    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_BF16, 0.0f), 1.0f);
+    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_F32, 0.0f), 1.0f);
+    /* a NaN element is refused where it is */
+    x[5] = NAN;
+    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 32, 1.0f, q, s, &where),
+                     FP4_Q_NONFINITE);
+    ck_assert_uint_eq(where, 5);
+}
+END_TEST
+
+START_TEST(test_mxfp4_scale_rounds_up_from_1_75)
+{
+    /* bf16: group max 1.75 rounds to 2 (byte 127 + 1 - 2 = 126, scale 0.5),
+     * and 1.75 / 0.5 = 3.5 is a tie that goes to 4 (code 6); max 1.7421875
+     * (mantissa 95/128) stays 1 (byte 125, scale 0.25): 1.7421875 / 0.25 =
+     * 6.97 is 6 (code 7); a zero group is byte 0 */
+    uint16_t x[96] = { 0 };
+    x[0] = fp8_f32_to_bf16(1.75f);
+    x[1] = fp8_f32_to_bf16(-0.25f); /* -0.5: code 9 */
+    x[32] = fp8_f32_to_bf16(1.7421875f);
+    x[33] = fp8_f32_to_bf16(-0.0625f); /* -0.25: a tie to 0, negative: code 8 */
+    uint8_t q[48], s[3];
+    uint64_t where;
+    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_BF16, x, 96, 0, q, s, &where),
+                     FP4_Q_OK);
+    ck_assert_uint_eq(s[0], 126);
+    ck_assert_uint_eq(s[1], 125);
+    ck_assert_uint_eq(s[2], 0);
+    ck_assert_uint_eq(q[0], 0x96);
+    ck_assert_uint_eq(q[16], 0x87);
+    for (int i = 32; i < 48; i++)
+        ck_assert_uint_eq(q[i], 0);
+    /* f32, the same threshold: 1.75 carries into the exponent */
+    float f[32] = { 1.75f };
+    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
+                     FP4_Q_OK);
+    ck_assert_uint_eq(s[0], 126);
+    /* 1.76 * 2^127 rounds to 2^128: E8M0 255 is NaN, no scale */
+    f[7] = 3.0e38f;
+    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
+                     FP4_Q_SCALE_OVERFLOW);
+    ck_assert_uint_eq(where, 0);
+    /* tiny groups clamp the byte at 0 (2^-127) */
+    f[7] = 0;
+    f[0] = 1e-38f;
+    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
+                     FP4_Q_OK);
+    ck_assert_uint_eq(s[0], 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- end to end */
+
+static float bf16_amax(const char *model, const char *name)
+{
+    fp8_tensor_info t;
+    uint16_t *w = (uint16_t *)(void *)read_tensor_bytes(model, name, &t);
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_BF16);
+    float m = 0;
+    for (uint64_t i = 0; i < t.elements; i++) {
+        float v = fabsf(fp8_bf16_to_f32(w[i]));
+        m = v > m ? v : m;
+    }
+    free(w);
+    return m;
+}
+
+static float global_of(const char *out, const char *stem)
+{
+    char name[256];
+    snprintf(name, sizeof name, "%s.weight_global_scale", stem);
+    fp8_tensor_info t;
+    float g, *p = (float *)(void *)read_tensor_bytes(out, name, &t);
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_F32);
+    ck_assert_uint_eq(t.elements, 1);
+    g = *p;
+    free(p);
+    return g;
+}
+
+static void expect_tensor(fp8_checkpoint *ck, const char *name, fp8_dtype dtype, uint64_t rows,
+                          uint64_t cols)
+{
+    const fp8_tensor_info *t = fp8_checkpoint_find(ck, name, NULL);
+    ck_assert_msg(t != NULL, "no %s", name);
+    ck_assert_msg(t->dtype == dtype, "%s: %s", name, fp8_dtype_name(t->dtype));
+    ck_assert_int_eq(t->rank, 2);
+    ck_assert_uint_eq(t->shape[0], rows);
+    ck_assert_uint_eq(t->shape[1], cols);
+}
+
+/* Every quantized weight of the tiny model in compressed-tensors' packed
+ * layout of `scheme`, and the config declaring it. */
+static void expect_ct_layout(const char *out, bool nv)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *src, *ck;
+    ck_assert(fp8_checkpoint_open(ctx, TINY, &src) == FP8_OK);
+    ck_assert(fp8_checkpoint_open(ctx, out, &ck) == FP8_OK);
+    int packed = 0;
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(src); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(src, i, NULL);
+        if (t->rank != 2 || strstr(t->name, "embed") || strstr(t->name, "lm_head"))
+            continue;
+        char stem[256], name[300];
+        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(t->name) - 7), t->name);
+        ck_assert_msg(!fp8_checkpoint_find(ck, t->name, NULL), "%s kept", t->name);
+        snprintf(name, sizeof name, "%s.weight_packed", stem);
+        expect_tensor(ck, name, FP8_DTYPE_U8, t->shape[0], t->shape[1] / 2);
+        snprintf(name, sizeof name, "%s.weight_scale", stem);
+        expect_tensor(ck, name, nv ? FP8_DTYPE_F8_E4M3 : FP8_DTYPE_U8, t->shape[0],
+                      t->shape[1] / (nv ? 16 : 32));
+        snprintf(name, sizeof name, "%s.weight_global_scale", stem);
+        ck_assert(!fp8_checkpoint_find(ck, name, NULL) == !nv);
+        packed++;
+    }
+    ck_assert_int_eq(packed, 14);
+    fp8_checkpoint_close(src);
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    char *path;
+    ck_assert(asprintf(&path, "%s/config.json", out) > 0);
+    cJSON *config = read_json(path), *q = cJSON_GetObjectItem(config, "quantization_config");
+    ck_assert_str_eq(cJSON_GetObjectItem(q, "format")->valuestring,
+                     nv ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized");
+    cJSON *g = cJSON_GetObjectItem(cJSON_GetObjectItem(q, "config_groups"), "group_0");
+    cJSON *w = cJSON_GetObjectItem(g, "weights");
+    ck_assert_int_eq(cJSON_GetObjectItem(w, "num_bits")->valueint, 4);
+    ck_assert_int_eq(cJSON_GetObjectItem(w, "group_size")->valueint, nv ? 16 : 32);
+    ck_assert_str_eq(cJSON_GetObjectItem(w, "strategy")->valuestring, nv ? "tensor_group" : "group");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(g, "input_activations")));
+    cJSON_Delete(config);
+    free(path);
+}
+
+START_TEST(test_nvfp4_writes_ct_layout_with_fused_globals)
+{
+    char *dir = tu_tmpdir(), *err = NULL;
+    char *out = quantize_into(dir, "--scheme nvfp4", TINY);
+    expect_ct_layout(out, true);
+    /* q/k/v share the largest amax's global, gate/up too, o_proj its own */
+    const char *l0 = "model.layers.0.";
+    char a[128], b[128], c[128];
+    snprintf(a, sizeof a, "%sself_attn.q_proj.weight", l0);
+    snprintf(b, sizeof b, "%sself_attn.k_proj.weight", l0);
+    snprintf(c, sizeof c, "%sself_attn.v_proj.weight", l0);
+    float m = fmaxf(bf16_amax(TINY, a), fmaxf(bf16_amax(TINY, b), bf16_amax(TINY, c)));
+    float g = fp4_nvfp4_global(FP8_DTYPE_BF16, m);
+    ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.q_proj"), g);
+    ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.k_proj"), g);
+    ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.v_proj"), g);
+    snprintf(a, sizeof a, "%smlp.gate_proj.weight", l0);
+    snprintf(b, sizeof b, "%smlp.up_proj.weight", l0);
+    g = fp4_nvfp4_global(FP8_DTYPE_BF16, fmaxf(bf16_amax(TINY, a), bf16_amax(TINY, b)));
+    ck_assert_float_eq(global_of(out, "model.layers.0.mlp.gate_proj"), g);
+    ck_assert_float_eq(global_of(out, "model.layers.0.mlp.up_proj"), g);
+    snprintf(a, sizeof a, "%sself_attn.o_proj.weight", l0);
+    ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.o_proj"),
+                       fp4_nvfp4_global(FP8_DTYPE_BF16, bf16_amax(TINY, a)));
+    /* its own verify is clean; --against is not there yet */
+    int rc = tu_run_fmt(&err, "verify -q '%s'", out);
+    ck_assert_msg(rc == 0, "verify: exit %d: %s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "verify --against %s '%s'", TINY, out);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(err, "does not re-quantize packed FP4"), "%s", err);
+    free(err);
+    /* the export has the source's tensors */
+    rc = tu_run_fmt(&err, "dequantize-for-export -q '%s' '%s/dq'", out, dir);
+    ck_assert_msg(rc == 0, "export: exit %d: %s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "diff --json %s '%s/dq'", TINY, dir);
+    ck_assert_msg(rc == 0 || rc == 1, "diff: exit %d: %s", rc, err);
+    free(err);
+    char *out_dir = strdup(dir), *j1;
+    ck_assert(asprintf(&j1, "%s/j1", dir) > 0);
+    rc = tu_run_fmt(&err, "quantize -q -j 1 --scheme nvfp4 %s '%s'", TINY, j1);
+    ck_assert_msg(rc == 0, "%s", err);
+    free(err);
+    rc = tu_run_fmt(NULL, "quantize -q -j 2 --scheme nvfp4 %s '%s/j2'", TINY, dir);
+    ck_assert_int_eq(rc, 0);
+    char *cmd;
+    ck_assert(asprintf(&cmd, "diff -r '%s' '%s/j2' >/dev/null && diff -r '%s' '%s' >/dev/null", j1,
+                       dir, j1, out) > 0);
+    ck_assert_msg(system(cmd) == 0, "-j 1, -j 2 and the default differ");
+    free(cmd);
+    free(j1);
+    free(out_dir);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(test_mxfp4_writes_ct_layout)
+{
+    char *dir = tu_tmpdir(), *err = NULL;
+    char *out = quantize_into(dir, "--scheme mxfp4", TINY);
+    expect_ct_layout(out, false);
+    int rc = tu_run_fmt(&err, "verify -q '%s'", out);
+    ck_assert_msg(rc == 0, "verify: exit %d: %s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "dequantize-for-export -q '%s' '%s/dq'", out, dir);
+    ck_assert_msg(rc == 0, "export: exit %d: %s", rc, err);
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A one-tensor checkpoint: `name` of dtype, rank and shape, elements from
+ * a pattern, element `nan_at` NaN when >= 0. */
+static char *one_tensor(const char *dir, const char *sub, const char *name, fp8_dtype dtype,
+                        int rank, uint64_t d0, uint64_t d1, uint64_t d2, int64_t nan_at)
+{
+    uint64_t n = rank == 3 ? d0 * d1 * d2 : d0 * d1;
+    uint16_t *w = malloc(n * 2);
+    for (uint64_t i = 0; i < n; i++) {
+        float v = (float)((int)(i * 37 % 29) - 14) / 8.0f;
+        w[i] = dtype == FP8_DTYPE_F16 ? fp8_f32_to_f16(v) : fp8_f32_to_bf16(v);
+    }
+    if (nan_at >= 0)
+        w[nan_at] = 0x7FC0;
+    t_spec ts[] = { { name, dtype, rank, { d0, d1, d2 }, w } };
+    char *m = write_ck(dir, sub, ts, 1, "{\"model_type\": \"llama\", \"hidden_size\": 64}");
+    free(w);
+    return m;
+}
+
+static void expect_refused(const char *model, const char *scheme, const char *dir, int want,
+                           const char *says)
+{
+    char *err = NULL, *out;
+    ck_assert(asprintf(&out, "%s/out-%s", dir, scheme) > 0);
+    int rc = tu_run_fmt(&err, "quantize -q --scheme %s '%s' '%s'", scheme, model, out);
+    ck_assert_msg(rc == want, "exit %d, want %d: %s", rc, want, err);
+    ck_assert_msg(strstr(err, says), "'%s' not in: %s", says, err);
+    ck_assert(!exists(out));
+    ck_assert_int_eq(count_entries(dir, "out-"), 0);
+    free(err);
+    free(out);
+}
+
+START_TEST(test_fp4_bad_input_leaves_nothing)
+{
+    char *dir = tu_tmpdir();
+    char *f16 = one_tensor(dir, "f16", "model.layers.0.mlp.down_proj.weight", FP8_DTYPE_F16, 2,
+                           64, 64, 0, -1);
+    expect_refused(f16, "nvfp4", dir, 3, "not f16");
+    expect_refused(f16, "mxfp4", dir, 3, "not f16");
+    char *moe = one_tensor(dir, "moe", "model.layers.0.mlp.experts.down_proj", FP8_DTYPE_BF16, 3,
+                           2, 64, 128, -1);
+    expect_refused(moe, "nvfp4", dir, 3, "fused 3-D experts");
+    char *nan = one_tensor(dir, "nan", "model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
+                           64, 64, 0, 64 * 3 + 5);
+    expect_refused(nan, "nvfp4", dir, 3, "row 3, column 5) is NaN");
+    expect_refused(nan, "mxfp4", dir, 3, "row 3, column 5) is NaN");
+    /* a last dimension of 40: whole groups of 16 and 32 do not tile it */
+    char *odd = one_tensor(dir, "odd", "model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
+                           64, 40, 0, -1);
+    char *err = NULL;
+    int rc = tu_run_fmt(&err, "quantize --scheme nvfp4 '%s' '%s/odd-out'", odd, dir);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_msg(strstr(err, "multiple of 16"), "%s", err);
+    free(err);
+    char *kept;
+    ck_assert(asprintf(&kept, "%s/odd-out", dir) > 0);
+    fp8_tensor_info t;
+    free(read_tensor_bytes(kept, "model.layers.0.mlp.down_proj.weight", &t));
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_BF16);
+    /* convert writes FP8 schemes only; --block does not apply */
+    char *fp8 = quantize_into(dir, "--block 32x32", TINY);
+    rc = tu_run_fmt(&err, "convert --scheme nvfp4 '%s' '%s/cv'", fp8, dir);
+    ck_assert_msg(rc == 2 && strstr(err, "quantize writes nvfp4"), "exit %d: %s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "quantize --scheme nvfp4 --block 32x32 %s '%s/blk'", TINY, dir);
+    ck_assert_int_eq(rc, 2);
+    free(err);
+    free(kept);
+    free(fp8);
+    free(odd);
+    free(nan);
+    free(moe);
+    free(f16);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static Suite *fp4_quant_suite(void)
+{
+    Suite *s = suite_create("fp4_quant");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_nvfp4_group_rounds_as_cast_to_fp4);
+    tcase_add_test(tc, test_nvfp4_zero_group_and_global);
+    tcase_add_test(tc, test_mxfp4_scale_rounds_up_from_1_75);
+    tcase_add_test(tc, test_nvfp4_writes_ct_layout_with_fused_globals);
+    tcase_add_test(tc, test_mxfp4_writes_ct_layout);
+    tcase_add_test(tc, test_fp4_bad_input_leaves_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(fp4_quant_suite()); }
