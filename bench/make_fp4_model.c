@@ -21,7 +21,7 @@
  *                   [1] (a divisor), X.input_global_scale F32 [1]
  *                   (compressed-tensors compressors/nvfp4/)
  *   deepseek-v4     DeepSeek-V4's layout for convert's MXFP4 -> FP8 cast
- *                   (lib/ops/convert_fp4.c; testdata/gen_fp4.py cites each
+ *                   (lib/ops/convert_dsv4.c; testdata/gen_fp4.py cites each
  *                   fact): one MoE layer of DeepSeek-V3's expert shapes
  *                   (config.json hidden_size 7168, moe_intermediate_size
  *                   2048: deepseek-ai/DeepSeek-V3; V4-Flash's own dims were

@@ -236,7 +236,7 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
  * the largest group exponent byte B as its scale 2^(B - 127), and each code
  * q of a group with byte b becomes q * 2^(b - B), exact while that is an
  * E4M3 value (no bit shifted out below E4M3's 2^-9): the rule of
- * DeepSeek's FP4 cast (convert_fp4.c) with E4M3 elements.  shift_table[d][q]
+ * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements.  shift_table[d][q]
  * is q * 2^-d, or NO_SHIFT (E4M3's NaN, which no product is) where that is
  * no E4M3 value or q is NaN.
  */

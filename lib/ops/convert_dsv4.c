@@ -1,0 +1,551 @@
+/*
+ * convert_dsv4.c - convert's cast of DeepSeek-V4's MXFP4 routed experts
+ * to FP8 (fp8conv(1) convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS; the
+ * plan it fills and its writer are convert_fp4.c's): the experts
+ * (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an
+ * F8_E8M0 scale per 32 elements of a row) become FP8 E4M3 [out, in] with
+ * one scale per 128x128 tile, as DeepSeek's own cast does it
+ * (deepseek-ai DeepSeek-V4-Flash-0731 inference/convert.py
+ * cast_e2m1fn_to_e4m3fn, quoted in radixark/miles
+ * tools/convert_mxfp4_to_fp8.py): the tile's scale is the largest group
+ * scale of the tile over 2^6, and each E2M1 value times 2^(group exponent
+ * - tile exponent) is the E4M3 code.  E2M1's largest value 6 times 2^6 is
+ * 384, inside E4M3; the cast is exact while each such product is an E4M3
+ * value, which holds for every element while the group exponents of a tile
+ * spread by 14 or less (0.5 * 2^(6 - 14) = 2^-9, E4M3's smallest
+ * subnormal).  An element whose product is not an E4M3 value is refused,
+ * with its tensor, tile and spread: the cast never rounds.  Every other
+ * tensor is copied as it is (the trunk's FP8 weights and their .scale
+ * keep their bytes), and config.json says expert_dtype "fp8": vLLM reads a
+ * missing expert_dtype as "fp4" (vllm/models/deepseek_v4,
+ * DeepseekV4ForCausalLM.__init__: getattr(config, "expert_dtype", "fp4")),
+ * and with "fp8" maps every .scale to weight_scale_inv, which its block FP8
+ * MoE method reads (_make_deepseek_v4_weights_mapper).
+ *
+ * Every FP8 scale of the output is F32 (the tile scales, and the trunk's
+ * .scale, whose E8M0 bytes become the same powers of two), as
+ * DeepSeek-V4-Flash-Base, the release with FP8 experts, stores them and as
+ * vLLM reads them under expert_dtype "fp8" (models/deepseek_v4
+ * quant_config.py: is_scale_e8m0 only for "fp4", else float32 scale
+ * parameters): its DeepseekV4Model.load_weights views every float8_e8m0fnu
+ * expert weight_scale as uint8 bytes, right for the FP4 experts' uint8
+ * parameter, so an E8M0 tile scale would land in the float32 parameter as
+ * its byte (vLLM PR 51946: "fluent-looking token salad").  DeepSeek's own
+ * cast writes E8M0 tile scales; verify's e8m0-expert-scale names them.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
+
+#include "common/fp8_math.h"
+#include "io/checkpoint.h"
+#include "layout/fp4.h"
+#include "ops/convert_dsv4.h"
+
+#define TILE 128u        /* DeepSeek's fp8_block_size */
+#define TILE_OFFSET 6    /* log2 of its max_offset 2^6: E2M1's 6 * 2^6 = 384 <= 448 */
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* The expert whose weight or scale `t` is, if any: fills the item. */
+static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
+{
+    const fp4_layout *dsv4 = fp4_layout_get(FP4_LAYOUT_DSV4);
+    const fp8_tensor_info *t = it->t;
+    char *sname = NULL, *oname = NULL;
+    const char *wname = t->name;
+    char *wbuf = NULL;
+    size_t tn = strlen(t->name), ss = strlen(dsv4->scale_suffix);
+    bool is_scale = false;
+    /* a scale names its weight: X.scale -> X.weight */
+    if (tn > ss && !strcmp(t->name + tn - ss, dsv4->scale_suffix) && t->dtype == dsv4->scale_dtype) {
+        if (asprintf(&wbuf, "%.*s%s", (int)(tn - ss), t->name, dsv4->weight_suffix) < 0)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        wname = wbuf;
+        is_scale = true;
+    }
+    size_t wshard = 0;
+    const fp8_tensor_info *w = fp8_checkpoint_find(p->ck, wname, &wshard);
+    const fp4_layout *l = w ? fp4_layout_match(p->ck, w->name, w->dtype, w->rank, &sname, &oname) : NULL;
+    fp8_status st = FP8_OK;
+    if (l == dsv4 && !sname)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    if (!st && is_scale && w && w->dtype == FP8_DTYPE_F8_E4M3) { /* a trunk weight's */
+        it->kind = CAST_TRUNK_SCALE;
+        it->out_dtype = FP8_DTYPE_F32;
+    }
+    size_t sshard = 0;
+    const fp8_tensor_info *s = l == dsv4 && sname ? fp8_checkpoint_find(p->ck, sname, &sshard) : NULL;
+    if (!st && s) {
+        uint64_t experts, rows, cols, sshape[3];
+        int srank;
+        const char *file = fp8_checkpoint_shard_name(p->ck, sshard);
+        if (!fp4_layout_geometry(l, w->rank, w->shape, &experts, &rows, &cols, &srank, sshape))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
+                          fp8_checkpoint_shard_name(p->ck, wshard), w->name, l->name,
+                          l->scheme->run);
+        else if (s->dtype != l->scale_dtype || s->rank != srank || s->shape[0] != sshape[0] ||
+                 s->shape[1] != sshape[1])
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the scale of %s weight '%s' must be F8_E8M0 "
+                          "[%llu, %llu] (one per %u elements of a row)",
+                          file, s->name, l->name, w->name, (unsigned long long)sshape[0],
+                          (unsigned long long)sshape[1], l->scheme->run);
+        else if (!is_scale || t == s) {
+            it->kind = is_scale ? CAST_SCALE : CAST_WEIGHT;
+            it->w = w;
+            it->s = s;
+            it->wshard = wshard;
+            it->sshard = sshard;
+            it->rows = rows;
+            it->cols = cols;
+            it->out_rank = 2;
+            it->out_dtype = is_scale ? FP8_DTYPE_F32 : FP8_DTYPE_F8_E4M3;
+            it->out_shape[0] = is_scale ? ceil_div(rows, TILE) : rows;
+            it->out_shape[1] = is_scale ? ceil_div(cols, TILE) : cols;
+        }
+    }
+    free(sname);
+    free(oname);
+    free(wbuf);
+    return st;
+}
+
+/* n E8M0 bytes (no NaN) as the little-endian F32 of the same powers of two. */
+static void e8m0_f32(const uint8_t *b, size_t n, uint8_t *f)
+{
+    float (*decode)(uint8_t) = fp8_elem_get(FP8_ELEM_E8M0)->decode;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = fp8_f32_bits(decode(b[i]));
+        for (int k = 0; k < 4; k++)
+            f[4 * i + k] = (uint8_t)(bits >> 8 * k);
+    }
+}
+
+/* The tile exponent byte of the tiles of one band of rows, each the
+ * largest group byte of its tile less 6 (not below 0: E8M0's smallest);
+ * a NaN group scale is bad input (the first, tile by tile, row by row).
+ * `sc` holds the band's group bytes, nrows rows of cols / 32. */
+static fp8_status tile_bytes_ref(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                             uint64_t row0, uint64_t nrows, const uint8_t *sc, uint8_t *tb)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
+    uint64_t tiles = ceil_div(it->cols, TILE);
+    for (uint64_t j = 0; j < tiles; j++) {
+        unsigned most = 0;
+        for (uint64_t r = 0; r < nrows; r++)
+            for (uint64_t g = j * per_tile; g < groups && g < (j + 1) * per_tile; g++) {
+                unsigned b = sc[r * groups + g];
+                if (b == 0xFF)
+                    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                                    "%s: tensor '%s': element [%llu, %llu] is the E8M0 NaN "
+                                    "byte 0xff; its group has no value to cast",
+                                    fp8_checkpoint_shard_name(p->ck, it->sshard), it->s->name,
+                                    (unsigned long long)(row0 + r), (unsigned long long)g);
+                most = b > most ? b : most;
+            }
+        tb[j] = (uint8_t)(most > TILE_OFFSET ? most - TILE_OFFSET : 0);
+    }
+    return FP8_OK;
+}
+
+/* tile_bytes_ref's bytes, the band's rows folded into a column maximum
+ * first (a loop the compiler vectorizes).  The NaN byte 0xFF is the
+ * largest, so a tile holds one exactly when its maximum is 0xFF: then
+ * tile_bytes_ref names the first. */
+static fp8_status tile_bytes(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                             uint64_t row0, uint64_t nrows, const uint8_t *sc, uint8_t *tb)
+{
+    enum { CHUNK = 256 }; /* groups at a time, whole tiles of 4 */
+    uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
+    uint8_t most[CHUNK];
+    for (uint64_t g0 = 0; g0 < groups; g0 += CHUNK) {
+        uint64_t n = groups - g0 < CHUNK ? groups - g0 : CHUNK;
+        memcpy(most, sc + g0, n);
+        for (uint64_t r = 1; r < nrows; r++) {
+            const uint8_t *s = sc + r * groups + g0;
+            uint64_t g = 0;
+#ifdef __SSE2__
+            for (; g + 16 <= n; g += 16)
+                _mm_storeu_si128((__m128i *)(most + g),
+                                 _mm_max_epu8(_mm_loadu_si128((const __m128i *)(most + g)),
+                                              _mm_loadu_si128((const __m128i *)(s + g))));
+#endif
+            for (; g < n; g++)
+                most[g] = s[g] > most[g] ? s[g] : most[g];
+        }
+        for (uint64_t g = 0; g < n; g += per_tile) {
+            unsigned m = 0;
+            for (uint64_t k = g; k < n && k < g + per_tile; k++)
+                m = most[k] > m ? most[k] : m;
+            if (m == 0xFF)
+                return tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb);
+            tb[(g0 + g) / per_tile] = (uint8_t)(m > TILE_OFFSET ? m - TILE_OFFSET : 0);
+        }
+    }
+    return FP8_OK;
+}
+
+/* E2M1 code c times 2^k as an E4M3 code; false when that product is no
+ * E4M3 value (the cast would round it).  k <= 6 here. */
+static bool e2m1_shift(unsigned c, int k, uint8_t *q)
+{
+    const fp8_elem_traits *e2m1 = fp8_elem_get(FP8_ELEM_E2M1);
+    float v = e2m1->decode((uint8_t)c);
+    if (v == 0) {
+        *q = c & 8 ? 0x80 : 0x00; /* -0 stays -0: the decode's sign (scheme.c) */
+        return true;
+    }
+    if (k < -24) /* below 2^-24 * 0.5: far under E4M3's 2^-9 */
+        return false;
+    float x = v * fp8_pow2(k); /* exact: 2 significant bits, exponent >= -25 */
+    *q = fp8_f32_to_e4m3(x);
+    return fp8_e4m3_to_f32(*q) == x;
+}
+
+/* The spread of group exponents in tile j of a band (for the message). */
+static unsigned tile_spread(const cast_item *it, uint64_t nrows, const uint8_t *sc, uint64_t j)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
+    unsigned lo = 255, hi = 0;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t g = j * per_tile; g < groups && g < (j + 1) * per_tile; g++) {
+            unsigned b = sc[r * groups + g];
+            lo = b < lo ? b : lo;
+            hi = b > hi ? b : hi;
+        }
+    return hi - lo;
+}
+
+/* The E4M3 codes of one band of an expert's rows, element by element by
+ * the rule (e2m1_shift); it names the first element the cast would change. */
+static fp8_status cast_band_ref(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
+                            uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
+                            const uint8_t *tb, uint8_t *q)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t i = 0; i < it->cols; i++) {
+            unsigned byte = packed[r * (it->cols / 2) + i / 2];
+            unsigned c = i & 1 ? byte >> 4 : byte & 15; /* element 2i in the low nibble */
+            int k = (int)sc[r * groups + i / FP8_MX_GROUP] - (int)tb[i / TILE];
+            if (!e2m1_shift(c, k, &q[r * it->cols + i]))
+                return fp8_fail(
+                    ctx, FP8_ERR_BAD_INPUT,
+                    "%s: tensor '%s': element [%llu, %llu] (%g times 2^%d) is no E4M3 value "
+                    "under its 128x128 tile's scale (tile [%llu, %llu]: its group exponents "
+                    "spread by %u, more than the 14 E4M3 holds): the cast to FP8 would "
+                    "change it; convert refuses (dequantize-for-export keeps every value)",
+                    fp8_checkpoint_shard_name(p->ck, it->wshard), it->w->name,
+                    (unsigned long long)(row0 + r), (unsigned long long)i,
+                    (double)fp8_elem_get(FP8_ELEM_E2M1)->decode((uint8_t)c),
+                    (int)sc[r * groups + i / FP8_MX_GROUP] - 127,
+                    (unsigned long long)(row0 / TILE), (unsigned long long)(i / TILE),
+                    tile_spread(it, nrows, sc, i / TILE));
+        }
+    return FP8_OK;
+}
+
+/* e2m1_shift tabulated for every shift k a tile can give (group byte -
+ * tile byte: at most 6, at least -254) and every code; 0x7F, E4M3's NaN,
+ * which no product is, where the product is no E4M3 value.  A row is 16
+ * bytes, a pshufb table. */
+enum { SHIFT_MIN = -255, SHIFT_COUNT = 6 - SHIFT_MIN + 1, NO_CODE = 0x7F };
+static uint8_t shift_table[SHIFT_COUNT][16] __attribute__((aligned(16)));
+
+/* How cast_band gets its bytes, all byte-identical to cast_band_ref (which
+ * names the element whenever one has no code): CAST_REF the reference
+ * itself (and tile_bytes_ref for the tile bytes), CAST_TABLE a table row a
+ * group, CAST_SSSE3 that row as a pshufb table, 32 codes at a time.  The
+ * fastest the CPU runs, unless the environment's FP8CONV_DSV4_CAST says
+ * ref or table (for tests/check_casts.c, which compares each with ref). */
+typedef enum { CAST_PATH_REF, CAST_PATH_TABLE, CAST_PATH_SSSE3 } cast_path;
+static cast_path band_path;
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DSV4_SSSE3 __attribute__((target("ssse3")))
+static bool cpu_has_ssse3(void) { return __builtin_cpu_supports("ssse3"); }
+
+/* Each group's 16 bytes of codes: the low nibbles (elements 2b) and the
+ * high ones (2b + 1) looked up in the group's table row, interleaved
+ * back; nonzero when some element has no code. */
+DSV4_SSSE3 static unsigned cast_rows_ssse3(const uint8_t *packed, const uint8_t *sc,
+                                           const uint8_t *tb, uint64_t nrows, uint64_t cols,
+                                           uint8_t *q)
+{
+    uint64_t groups = cols / FP8_MX_GROUP;
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    __m128i none = _mm_set1_epi8(NO_CODE), bad = _mm_setzero_si128();
+    for (uint64_t r = 0; r < nrows; r++) {
+        const uint8_t *s = sc + r * groups;
+        const uint8_t *src = packed + r * (cols / 2);
+        uint8_t *dst = q + r * cols;
+        for (uint64_t g = 0; g < groups; g++, src += FP8_MX_GROUP / 2, dst += FP8_MX_GROUP) {
+            int k = (int)s[g] - (int)tb[g * FP8_MX_GROUP / TILE];
+            __m128i t = _mm_load_si128((const __m128i *)shift_table[k - SHIFT_MIN]);
+            __m128i x = _mm_loadu_si128((const __m128i *)src);
+            __m128i lo = _mm_shuffle_epi8(t, _mm_and_si128(x, nib));
+            __m128i hi = _mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(x, 4), nib));
+            _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi8(lo, hi));
+            _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi8(lo, hi));
+            bad = _mm_or_si128(bad, _mm_or_si128(_mm_cmpeq_epi8(lo, none),
+                                                 _mm_cmpeq_epi8(hi, none)));
+        }
+    }
+    return (unsigned)_mm_movemask_epi8(bad);
+}
+#else
+static bool cpu_has_ssse3(void) { return false; }
+static unsigned cast_rows_ssse3(const uint8_t *packed, const uint8_t *sc, const uint8_t *tb,
+                                uint64_t nrows, uint64_t cols, uint8_t *q)
+{
+    return 1;
+}
+#endif
+
+static void shift_table_init(void)
+{
+    for (int k = SHIFT_MIN; k < SHIFT_MIN + SHIFT_COUNT; k++)
+        for (unsigned c = 0; c < 16; c++) {
+            uint8_t q;
+            shift_table[k - SHIFT_MIN][c] = e2m1_shift(c, k, &q) ? q : NO_CODE;
+        }
+    const char *want = getenv("FP8CONV_DSV4_CAST");
+    band_path = cpu_has_ssse3() ? CAST_PATH_SSSE3 : CAST_PATH_TABLE;
+    if (want && !strcmp(want, "ref"))
+        band_path = CAST_PATH_REF;
+    else if (want && !strcmp(want, "table"))
+        band_path = CAST_PATH_TABLE;
+}
+
+/* cast_band_ref's bytes a group's table row at a time; nonzero when some
+ * element has no code. */
+static unsigned cast_rows_table(const uint8_t *packed, const uint8_t *sc, const uint8_t *tb,
+                                uint64_t nrows, uint64_t cols, uint8_t *q)
+{
+    uint64_t groups = cols / FP8_MX_GROUP;
+    unsigned bad = 0;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t g = 0; g < groups; g++) {
+            int k = (int)sc[r * groups + g] - (int)tb[g * FP8_MX_GROUP / TILE];
+            const uint8_t *row = shift_table[k - SHIFT_MIN];
+            const uint8_t *src = packed + r * (cols / 2) + g * (FP8_MX_GROUP / 2);
+            uint8_t *dst = q + r * cols + g * FP8_MX_GROUP;
+            for (unsigned b = 0; b < FP8_MX_GROUP / 2; b++) { /* element 2b in the low nibble */
+                dst[2 * b] = row[src[b] & 15];
+                dst[2 * b + 1] = row[src[b] >> 4];
+                bad |= (dst[2 * b] == NO_CODE) | (dst[2 * b + 1] == NO_CODE);
+            }
+        }
+    return bad;
+}
+
+/* cast_band_ref's bytes by band_path; where some element has no code,
+ * cast_band_ref says which. */
+static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
+                            uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
+                            const uint8_t *tb, uint8_t *q)
+{
+    pthread_once(&shift_once, shift_table_init);
+    unsigned bad = band_path == CAST_PATH_SSSE3
+                       ? cast_rows_ssse3(packed, sc, tb, nrows, it->cols, q)
+                   : band_path == CAST_PATH_TABLE
+                       ? cast_rows_table(packed, sc, tb, nrows, it->cols, q)
+                       : 1;
+    return bad ? cast_band_ref(ctx, p, it, row0, nrows, packed, sc, tb, q) : FP8_OK;
+}
+
+/* Bands id, id + n, id + 2n, ... (of 128 rows) of one expert's codes (a
+ * weight item) or tile scales (a scale item), written where they belong;
+ * *failed_row: the first row of the band that failed. */
+static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                               fp8_writer *out, const fp8_tensor_info *wt, uint64_t id,
+                               uint64_t n, uint64_t *failed_row)
+{
+    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = ceil_div(it->cols, TILE);
+    uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles), *tf = malloc(tiles * 4);
+    uint8_t *packed = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols / 2) : NULL;
+    uint8_t *q = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols) : NULL;
+    fp8_status st = sc && tb && tf && (it->kind != CAST_WEIGHT || (packed && q))
+                        ? FP8_OK
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
+    fp8_file *wf = fp8_checkpoint_shard(p->ck, it->wshard);
+    uint64_t row0 = id * TILE;
+    pthread_once(&shift_once, shift_table_init);
+    for (; !st && row0 < it->rows; row0 += n * TILE) {
+        uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
+        st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
+        if (!st)
+            st = band_path == CAST_PATH_REF ? tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb)
+                                            : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
+        if (!st && it->kind == CAST_SCALE) {
+            e8m0_f32(tb, tiles, tf);
+            st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles * 4, tf, tiles * 4);
+        }
+        if (st || it->kind == CAST_SCALE)
+            continue;
+        st = fp8_file_read(ctx, wf, it->w, row0 * it->cols / 2, packed, nrows * it->cols / 2);
+        if (!st)
+            st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
+        if (!st)
+            st = fp8_writer_pwrite(ctx, out, wt, row0 * it->cols, q, nrows * it->cols);
+        if (!st && p->cancel && *p->cancel)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
+    }
+    if (st)
+        *failed_row = row0;
+    free(sc);
+    free(tb);
+    free(tf);
+    free(packed);
+    free(q);
+    return st;
+}
+
+typedef struct {
+    const cast_plan *p;
+    const cast_item *it;
+    fp8_writer *out;
+    const fp8_tensor_info *wt;
+    uint64_t id, n, failed_row;
+    fp8_ctx *ctx;
+    fp8_status st;
+} band_worker;
+
+static void *band_thread(void *arg)
+{
+    band_worker *b = arg;
+    b->st = b->ctx ? expert_bands(b->ctx, b->p, b->it, b->out, b->wt, b->id, b->n, &b->failed_row)
+                   : FP8_ERR_NOMEM;
+    return NULL;
+}
+
+/* One expert's codes or tile scales, its bands spread over the threads
+ * (any count writes the same bytes); a failure is the first band's that
+ * failed, whichever thread met it. */
+fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                             fp8_writer *out, const fp8_tensor_info *wt)
+{
+    uint64_t bands = ceil_div(it->rows, TILE), n = p->threads, off;
+    /* a compressed shard is a stream, read forward by one thread */
+    if (ck_lane(p->ck, it->wshard, it->w, 0, 0, &off) != FP8_NO_LANE ||
+        ck_lane(p->ck, it->sshard, it->s, 0, 0, &off) != FP8_NO_LANE)
+        n = 1;
+    n = n < bands ? n : bands;
+    uint64_t failed;
+    if (n <= 1)
+        return expert_bands(ctx, p, it, out, wt, 0, 1, &failed);
+    band_worker *w = fp8_xcalloc(n, sizeof *w);
+    pthread_t *th = fp8_xcalloc(n, sizeof *th);
+    bool *started = fp8_xcalloc(n, sizeof *started);
+    fp8_status st = w && th && started ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; !st && i < n; i++) {
+        w[i] = (band_worker){ .p = p, .it = it, .out = out, .wt = wt, .id = i, .n = n,
+                              .failed_row = UINT64_MAX, .ctx = fp8_ctx_create() };
+        started[i] = pthread_create(&th[i], NULL, band_thread, &w[i]) == 0;
+        if (!started[i])
+            band_thread(&w[i]); /* no thread: this one does its share */
+    }
+    const band_worker *first = NULL;
+    for (uint64_t i = 0; w && started && i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        if (!st && w[i].st && (!first || w[i].failed_row < first->failed_row))
+            first = &w[i];
+    }
+    if (first)
+        st = first->ctx ? fp8_fail(ctx, first->st, "%s", fp8_ctx_message(first->ctx))
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; w && i < n; i++)
+        fp8_ctx_free(w[i].ctx);
+    free(w);
+    free(th);
+    free(started);
+    return st;
+}
+
+/* A trunk weight's E8M0 .scale as F32; a NaN byte is bad input. */
+fp8_status dsv4_write_trunk_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                                  fp8_writer *out, const fp8_tensor_info *wt)
+{
+    enum { CHUNK = 1 << 16 };
+    uint64_t n = it->t->elements;
+    uint8_t *b = malloc(CHUNK), *f = malloc(CHUNK * 4);
+    fp8_status st = b && f ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t at = 0; !st && at < n; at += CHUNK) {
+        size_t len = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, at, b, len);
+        for (size_t i = 0; !st && i < len; i++)
+            if (b[i] == 0xFF)
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                              "%s: tensor '%s': element %llu is the E8M0 NaN byte 0xff; its "
+                              "block has no scale to write",
+                              fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                              (unsigned long long)(at + i));
+        if (!st) {
+            e8m0_f32(b, len, f);
+            st = fp8_writer_pwrite(ctx, out, wt, at * 4, f, len * 4);
+        }
+    }
+    free(b);
+    free(f);
+    return st;
+}
+
+/* config.json with expert_dtype "fp8" wherever the input says "fp4" (top
+ * level: V4; inside quantization_config: V4.1), and at the top level when
+ * it says nothing: vLLM's default is "fp4". */
+fp8_status dsv4_write_config(fp8_ctx *ctx, cJSON *config, const char *dir)
+{
+    cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    bool said = false;
+    cJSON *where[2] = { config, cJSON_IsObject(qc) ? qc : NULL };
+    for (int i = 0; i < 2; i++)
+        if (where[i] && cJSON_GetObjectItemCaseSensitive(where[i], "expert_dtype")) {
+            cJSON_ReplaceItemInObjectCaseSensitive(where[i], "expert_dtype",
+                                                   cJSON_CreateString("fp8"));
+            said = true;
+        }
+    if (!said && !cJSON_AddStringToObject(config, "expert_dtype", "fp8"))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    return ck_json_write(ctx, dir, "config.json", config);
+}
+
+/* The options convert takes beside the cast's own target. */
+static fp8_status check_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input)
+{
+    const fp8_quant_options *t = &o->target;
+    bool block_ok = !o->block_set || (t->block_rows == TILE && t->block_cols == TILE);
+    if ((o->scheme_set && t->scheme != FP8_SCHEME_BLOCK) || !block_ok ||
+        (t->format != FP8_FORMAT_DEFAULT && t->format != FP8_FORMAT_HF_FP8) ||
+        (o->scale_fmt_set && !t->scale_ue8m0) || o->kv_names)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: DeepSeek-V4's MXFP4 experts cast to one layout only, DeepSeek's: "
+                        "--scheme block --block 128x128 --scale-fmt ue8m0 --format hf-fp8 "
+                        "(the trunk's; --kv-names does not apply)",
+                        input);
+    return FP8_OK;
+}
+
+fp8_status dsv4_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < p->n; i++) {
+        st = find_expert(ctx, p, &p->items[i]);
+        p->experts += p->items[i].kind == CAST_WEIGHT;
+    }
+    if (st || !p->experts)
+        return st;
+    *handled = true;
+    return check_options(ctx, o, p->input);
+}

@@ -1,0 +1,52 @@
+/*
+ * convert_fp4.h - the plan that convert's casts of packed-FP4 weights fill
+ * (convert_dsv4.c, convert_nvfp4.c) and convert_fp4.c writes: an item per
+ * output tensor, each written by its kind.
+ */
+#ifndef FP8_CONVERT_FP4_H
+#define FP8_CONVERT_FP4_H
+
+#include <signal.h>
+
+#include "common/internal.h"
+
+/* COPY: the bytes as they are, under the item's output name; WEIGHT, SCALE:
+ * a DeepSeek-V4 expert's codes, F32 tile scales; TRUNK_SCALE: a trunk FP8
+ * weight's E8M0 .scale as F32; RECIP: an NVFP4 second-level scale, its
+ * reciprocal (`value`, computed when planned). */
+typedef enum {
+    CAST_COPY, CAST_WEIGHT, CAST_SCALE, CAST_TRUNK_SCALE, CAST_RECIP,
+    CAST_MX_SCALE /* an MXFP4 weight's E8M0 group scales as NVFP4 E4M3 ones */
+} cast_kind;
+
+typedef struct {
+    const fp8_tensor_info *t; /* the input's tensor */
+    size_t shard;
+    cast_kind kind;
+    /* an expert (both its weight's item and its scale's): */
+    const fp8_tensor_info *w, *s;
+    size_t wshard, sshard;
+    uint64_t rows, cols;   /* unpacked: [rows, cols] */
+    fp8_dtype out_dtype;
+    int out_rank;
+    uint64_t out_shape[2];
+    char *out_name;        /* NULL: the input's name */
+    float value;           /* RECIP */
+    int mx_m;              /* MX_SCALE: the NVFP4 global scale's exponent m */
+    unsigned mx_most;      /* MX_SCALE: the largest E8M0 byte of the weight's scale */
+    bool mx_fused;         /* MX_SCALE: m is a fused layer's (fp4_fused_parts) */
+} cast_item;
+
+typedef struct {
+    fp8_checkpoint *ck;
+    const char *input;
+    cast_item *items; /* in the checkpoint's (name) order */
+    size_t *by_out;   /* items by output name */
+    size_t n, experts, nvfp4, rounded, mxfp4;
+    char **names;     /* output shard names */
+    bool no_sync;
+    uint64_t threads; /* for an expert's bands */
+    const volatile sig_atomic_t *cancel;
+} cast_plan;
+
+#endif

@@ -1,0 +1,628 @@
+/*
+ * convert_nvfp4.c - convert's two casts to NVFP4 (fp8conv(1) convert,
+ * CASTS; fp8conv-formats(5), 2026 LAYOUTS; the plan they fill and its
+ * writer are convert_fp4.c's): NVFP4 between ModelOpt and
+ * compressed-tensors, which keeps every code and group scale, and
+ * compressed-tensors MXFP4 to NVFP4, which keeps every value.  Each
+ * section below says how.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fp8_math.h"
+#include "io/checkpoint.h"
+#include "layout/formats.h"
+#include "layout/fp4.h"
+#include "layout/kvscale.h"
+#include "ops/convert_nvfp4.h"
+
+/* ---------------------------------------------------------------- NVFP4 */
+
+/*
+ * NVFP4 between ModelOpt and compressed-tensors (fp4.h's two NVFP4 rows):
+ * the codes (weight <-> weight_packed) and the E4M3 group scales
+ * (weight_scale) are copied; the second level is a multiplier in ModelOpt
+ * (weight_scale_2 F32 []) and a divisor in compressed-tensors
+ * (weight_global_scale F32 [1]), so each becomes its reciprocal, and so do
+ * the activations' (ModelOpt input_scale F32 [] <-> compressed-tensors
+ * input_global_scale F32 [1]: vLLM compressed_tensors_w4a4_nvfp4.py takes
+ * 1 / input_global_scale where ModelOptNvFp4LinearMethod takes input_scale;
+ * testdata/gen_fp4.py).  Exact when the fp32 reciprocal is exact (the
+ * scale a power of two): every value e2m1 * s * g = e2m1 * s / (1 / g).
+ * Otherwise the fp32 reciprocal nearest 1 / g is written (a relative
+ * change of at most 2^-24 to every value of the weight), counted in the
+ * report; --exact refuses it.
+ */
+typedef struct {
+    const fp4_layout *l;
+    const char *input_suffix; /* the activations' second level (not in fp4.h's table yet) */
+    int global_rank;          /* 0: [], 1: [1] */
+} nv_side;
+
+static const nv_side nv_modelopt = { NULL, ".input_scale", 0 };
+static const nv_side nv_ct = { NULL, ".input_global_scale", 1 };
+
+static cast_item *item_of(cast_plan *p, const char *name)
+{
+    size_t shard;
+    const fp8_tensor_info *t = fp8_checkpoint_find(p->ck, name, &shard);
+    for (size_t lo = 0, hi = p->n; t && lo < hi;) { /* items are in name order */
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(p->items[mid].t->name, name);
+        if (!d)
+            return &p->items[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* A second-level scale item: its reciprocal, under the target's name and
+ * rank; *rounded when the reciprocal is not exact. */
+static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const char *stem_name,
+                             size_t stem, const char *suffix, int rank, bool exact)
+{
+    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+    float g;
+    if (it->t->dtype != FP8_DTYPE_F32 || it->t->elements != 1 || it->t->rank > 1)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': an NVFP4 second-level scale must be one F32", file,
+                        it->t->name);
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t, 0, &g, 4);
+    if (st)
+        return st;
+    if (!(g > 0) || !isfinite(g))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': %g is not a finite positive scale", file, it->t->name,
+                        (double)g);
+    it->kind = CAST_RECIP;
+    it->value = 1.0f / g;
+    it->out_dtype = FP8_DTYPE_F32;
+    it->out_rank = rank;
+    it->out_shape[0] = 1;
+    it->out_shape[1] = 1;
+    if (asprintf(&it->out_name, "%.*s%s", (int)stem, stem_name, suffix) < 0) {
+        it->out_name = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    /* a product of two 24-bit significands is exact in double */
+    if (isfinite(it->value) && it->value > 0 && (double)it->value * (double)g == 1.0)
+        return FP8_OK;
+    if (!isfinite(it->value) || !(it->value > 0))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': its reciprocal 1 / %g is beyond fp32", file,
+                        it->t->name, (double)g);
+    if (exact)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: tensor '%s': --exact: its reciprocal 1 / %.9g is no fp32 value (the "
+                        "scale is not a power of two): as '%s' it would change every value it "
+                        "scales by up to 2^-24 of itself",
+                        file, it->t->name, (double)g, it->out_name);
+    p->rounded++;
+    return FP8_OK;
+}
+
+static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what);
+
+static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, const nv_side *to,
+                             bool exact)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < p->n; i++) {
+        cast_item *it = &p->items[i];
+        char *sname = NULL, *oname = NULL;
+        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank, &sname,
+                                               &oname);
+        cast_item *sc = l == from->l && sname ? item_of(p, sname) : NULL;
+        free(sname);
+        free(oname);
+        if (!sc)
+            continue;
+        size_t stem = strlen(it->t->name) - strlen(from->l->weight_suffix);
+        char *gname = NULL, *iname = NULL;
+        if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->l->global_suffix) < 0 ||
+            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        cast_item *g = st ? NULL : item_of(p, gname), *in = st ? NULL : item_of(p, iname);
+        if (!st && !g)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, gname);
+        else if (!st && !in)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': no '%s': the NVFP4 cast takes weights and "
+                          "activations in 4 bits (NVFP4 W4A4) only",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, iname);
+        if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
+                            to->l->weight_suffix) < 0) {
+            it->out_name = NULL;
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (!st)
+            st = plan_recip(ctx, p, g, it->t->name, stem, to->l->global_suffix, to->global_rank,
+                            exact);
+        if (!st)
+            st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->global_rank,
+                            exact);
+        p->nvfp4++;
+        free(gname);
+        free(iname);
+    }
+    return st ? st : check_carried(ctx, p, "NVFP4");
+}
+
+/* What else a cast to NVFP4 would carry over unread: another quantized
+ * tensor (`what`: the weights the cast reads). */
+static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < p->n; i++) {
+        const cast_item *it = &p->items[i];
+        long layer;
+        if (it->kind != CAST_COPY || it->out_name)
+            continue;
+        if (kv_naming_of(it->t->name, &layer) ||
+            (it->t->dtype == FP8_DTYPE_F8_E4M3 && !fp4_is_group_scale(p->ck, it->t->name)))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the cast to NVFP4 carries %s weights only (an FP8 "
+                          "weight or KV-cache scale beside them is not converted)",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, what);
+    }
+    return st;
+}
+
+/* The ignore list a config declares (compressed-tensors "ignore"; ModelOpt
+ * "ignore" in config.json, "exclude_modules" in hf_quant_config.json:
+ * formats.c ignore_keys), a copy; patterns of one format are not the other's. */
+static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bool from_ct,
+                            bool to_ct, const char *input, cJSON **out)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(
+        qc, fmt_ignore_key(from_ct ? FP8_FORMAT_COMPRESSED_TENSORS : FP8_FORMAT_MODELOPT));
+    if (!list && !from_ct && side)
+        list = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(side, "quantization"), "exclude_modules");
+    *out = list ? cJSON_Duplicate(list, true) : cJSON_CreateArray();
+    const cJSON *e;
+    cJSON_ArrayForEach(e, *out) {
+        const char *v = cJSON_IsString(e) ? e->valuestring : NULL;
+        /* compressed-tensors: "re:" regular expressions; ModelOpt: fnmatch wildcards */
+        if (!v || (from_ct != to_ct && from_ct && !strncmp(v, "re:", 3)) ||
+            (from_ct != to_ct && !from_ct && strpbrk(v, "*?[")))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: config.json: ignore entry %s: a pattern of the input's format, "
+                            "which the other does not read alike; the NVFP4 cast copies module "
+                            "names only",
+                            input, v ? v : "(not a string)");
+    }
+    return FP8_OK;
+}
+
+/* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target:
+ * as testdata/gen_fp4.py writes each (compressed-tensors quant_scheme.py
+ * NVFP4 preset; ModelOpt's NVFP4 export read by vLLM modelopt.py
+ * ModelOptNvFp4Config.from_config: hf_quant_config.json's "quantization"
+ * with exclude_modules, and config.json's quantization_config in the shape
+ * ModelOpt's export converts it to, modelopt/torch/export/convert_hf_config.py
+ * convert_hf_quant_config_format: config_groups, "ignore", quant_algo,
+ * quant_method.  vLLM reads config.json's alone when there is one
+ * (model_loader/weight_utils.py get_quant_config) and its exclude list from
+ * "ignore" alone (ModelOptQuantConfigBase.from_config): a flat
+ * "exclude_modules" there leaves lm_head quantized, and the bf16 lm_head
+ * does not load).  from_ct: the input's config is
+ * compressed-tensors'; acts: the activations are NVFP4 too (W4A4), else
+ * the weights alone (W4A16: compressed-tensors' NVFP4A16 preset,
+ * input_activations null; ModelOpt's quant_algo W4A16_NVFP4,
+ * export/model_config.py QUANTIZATION_W4A16_NVFP4). */
+fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool from_ct,
+                           bool to_ct, bool acts, const char *dir)
+{
+    cJSON *side = NULL, *ignore = NULL;
+    fp8_status st = ck_json_read(ctx, p->input, HF_QUANT_CONFIG, &side);
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    if (!st) {
+        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, from_ct ? "kv_cache_scheme"
+                                                                       : "kv_cache_quant_algo");
+        if (kv && !cJSON_IsNull(kv))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: config.json: a quantized KV cache: the NVFP4 cast does not convert "
+                          "it",
+                          p->input);
+    }
+    if (!st)
+        st = nv_ignore(ctx, qc, side, from_ct, to_ct, p->input, &ignore);
+    cJSON_Delete(side);
+    side = NULL;
+    if (st) {
+        cJSON_Delete(ignore);
+        return st;
+    }
+    cJSON *q = cJSON_CreateObject();
+    if (to_ct) {
+        cJSON *groups = cJSON_AddObjectToObject(q, "config_groups");
+        cJSON *g0 = cJSON_AddObjectToObject(groups, "group_0");
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddNullToObject(w, "actorder");
+        cJSON_AddNullToObject(w, "block_structure");
+        cJSON_AddFalseToObject(w, "dynamic");
+        cJSON_AddNumberToObject(w, "group_size", 16);
+        cJSON_AddNumberToObject(w, "num_bits", 4);
+        cJSON_AddStringToObject(w, "observer", "minmax");
+        cJSON_AddObjectToObject(w, "observer_kwargs");
+        cJSON_AddStringToObject(w, "scale_dtype", "torch.float8_e4m3fn");
+        cJSON_AddStringToObject(w, "strategy", "tensor_group");
+        cJSON_AddTrueToObject(w, "symmetric");
+        cJSON_AddStringToObject(w, "type", "float");
+        cJSON_AddNullToObject(w, "zp_dtype");
+        cJSON *a = cJSON_Duplicate(w, true); /* dynamic "local": a per-group scale made at run time */
+        cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
+        if (acts)
+            cJSON_AddItemToObject(g0, "input_activations", a);
+        else {
+            cJSON_Delete(a);
+            cJSON_AddNullToObject(g0, "input_activations");
+        }
+        cJSON_AddNullToObject(g0, "output_activations");
+        cJSON *targets = cJSON_AddArrayToObject(g0, "targets");
+        cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
+        cJSON_AddItemToObject(g0, "weights", w);
+        cJSON_AddStringToObject(q, "format", "nvfp4-pack-quantized");
+        cJSON_AddNullToObject(q, "global_compression_ratio");
+        cJSON_AddItemToObject(q, "ignore", ignore);
+        cJSON_AddNullToObject(q, "kv_cache_scheme");
+        cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
+        cJSON_AddStringToObject(q, "quantization_status", "compressed");
+    } else {
+        side = cJSON_CreateObject();
+        cJSON *producer = cJSON_AddObjectToObject(side, "producer");
+        cJSON_AddStringToObject(producer, "name", "fp8conv");
+        cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
+        cJSON *sq = cJSON_AddObjectToObject(side, "quantization");
+        cJSON_AddItemToObject(sq, "exclude_modules", cJSON_Duplicate(ignore, true));
+        cJSON_AddNumberToObject(sq, "group_size", 16);
+        cJSON_AddNullToObject(sq, "kv_cache_quant_algo");
+        cJSON_AddStringToObject(sq, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
+        cJSON *g0 = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"), "group_0");
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddFalseToObject(w, "dynamic");
+        cJSON_AddNumberToObject(w, "group_size", 16);
+        cJSON_AddNumberToObject(w, "num_bits", 4);
+        cJSON_AddStringToObject(w, "type", "float");
+        if (acts)
+            cJSON_AddItemToObject(g0, "input_activations", cJSON_Duplicate(w, true));
+        else /* vLLM ModelOptNvFp4Config._from_config: null activations in every group: W4A16 */
+            cJSON_AddNullToObject(g0, "input_activations");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(g0, "targets"), cJSON_CreateString("Linear"));
+        cJSON_AddItemToObject(g0, "weights", w);
+        cJSON_AddItemToObject(q, fmt_ignore_key(FP8_FORMAT_MODELOPT), ignore);
+        cJSON_AddStringToObject(q, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
+        cJSON_AddStringToObject(q, "quant_method", "modelopt");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
+        cJSON_ReplaceItemInObjectCaseSensitive(config, "quantization_config", q);
+    else
+        cJSON_AddItemToObject(config, "quantization_config", q);
+    st = ck_json_write(ctx, dir, "config.json", config);
+    if (!st && side)
+        st = ck_json_write(ctx, dir, HF_QUANT_CONFIG, side);
+    cJSON_Delete(side);
+    return st;
+}
+
+/* The layout of the input's first weight whose layout `fits` and whose
+ * scale is in the checkpoint, if any. */
+static const fp4_layout *weight_layout(const cast_plan *p, bool (*fits)(const fp4_layout *l))
+{
+    for (size_t i = 0; i < p->n; i++) {
+        char *sname = NULL, *oname = NULL;
+        const fp8_tensor_info *t = p->items[i].t;
+        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
+        bool found = l && fits(l) && sname && fp8_checkpoint_find(p->ck, sname, NULL);
+        free(sname);
+        free(oname);
+        if (found)
+            return l;
+    }
+    return NULL;
+}
+
+/* NVFP4's rows are the ones with a second-level scale. */
+static bool is_nvfp4(const fp4_layout *l) { return l->global_suffix != NULL; }
+
+const fp4_layout *nv_layout_of(const cast_plan *p) { return weight_layout(p, is_nvfp4); }
+
+static fp8_status check_nv_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input,
+                                   const fp4_layout *from, bool *to_ct)
+{
+    const fp8_quant_options *t = &o->target;
+    bool from_ct = from == fp4_layout_get(FP4_LAYOUT_NVFP4_CT);
+    fp8_format want = from_ct ? FP8_FORMAT_MODELOPT : FP8_FORMAT_COMPRESSED_TENSORS;
+    if (o->scheme_set || o->block_set || o->scale_fmt_set || o->kv_names || t->format != want)
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: an NVFP4 checkpoint (%s) converts to the other NVFP4 format only: "
+                        "--format %s, without --scheme, --block, --scale-fmt or --kv-names",
+                        input, from->name, fp8_format_name(want));
+    *to_ct = !from_ct;
+    return FP8_OK;
+}
+
+fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, const fp4_layout *nv,
+                   bool *to_ct)
+{
+    nv_side from = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_ct : nv_modelopt;
+    nv_side to = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_modelopt : nv_ct;
+    from.l = nv;
+    to.l = fp4_layout_get(nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? FP4_LAYOUT_NVFP4_MODELOPT
+                                                                    : FP4_LAYOUT_NVFP4_CT);
+    fp8_status st = check_nv_options(ctx, o, p->input, nv, to_ct);
+    return st ? st : plan_nvfp4(ctx, p, &from, &to, o->exact);
+}
+
+/* -------------------------------------------------------- MXFP4 -> NVFP4 */
+
+/*
+ * compressed-tensors MXFP4 (fp4.h's FP4_LAYOUT_MXFP4_CT: weight_packed U8
+ * [N, K / 2], weight_scale U8 [N, K / 32], E8M0 bytes 2^(b - 127)) to NVFP4
+ * (compressed-tensors nvfp4-pack-quantized, or ModelOpt), by the closed
+ * form of NVIDIA Model-Optimizer PR #1372 (examples/llm_ptq/
+ * cast_mxfp4_to_nvfp4.py, "Add closed-form MXFP4 -> NVFP4 weight cast")
+ * and PR #1653 (the same numerics hoisted into modelopt/torch/quantization/
+ * utils/numeric_utils.py, mxfp4_to_nvfp4_global_amax and
+ * mxfp4_to_nvfp4_per_block_amax): the E2M1 codes are kept byte for byte;
+ * each MXFP4 group of 32 with scale 2^k_j becomes two NVFP4 groups of 16
+ * with the E4M3 scale 2^(k_j - m), under one global scale 2^m for the
+ * tensor (ModelOpt weight_scale_2 = 2^m, a multiplier; compressed-tensors
+ * weight_global_scale = 2^-m, a divisor: each the other's exact
+ * reciprocal), so that scale times global is 2^k_j again and every value
+ * is the same.  m = k_max - 8, k_max the largest group exponent of the
+ * tensor, as the PR pins it: 2^8 = 256 is E4M3's largest power of two, so
+ * the largest group sits at the top of E4M3's powers of two 2^-9 (its
+ * smallest subnormal) .. 2^8, which covers every group within 17 of it,
+ * the most any m covers while keeping the largest.  (m is kept >= -126, so
+ * that 2^m and 2^-m are normal fp32; that covers every group too, as k_j >=
+ * -127.)  A group whose exponent is more than 17 below k_max has no E4M3
+ * scale 2^(k_j - m); where the PR falls back to a rounded amax, this cast
+ * refuses (tensor, group, spread), unless the group's 16 codes of that half
+ * are all zero (then any scale keeps them zero: 2^-9 is written).  The
+ * activations stay bf16 (the MXFP4 input is weight-only, W4A16), so the
+ * target is weight-only NVFP4 (no input scale).
+ */
+#define MX_NV_TOP 8     /* log2 of E4M3's largest power of two, 256 (448 = 1.75 * 2^8) */
+#define MX_NV_BOTTOM -9 /* log2 of its smallest, the subnormal 2^-9 */
+#define MX_NV_GLOBAL_MIN -126 /* 2^m and 2^-m normal fp32 */
+#define NV_GROUP 16u
+
+static bool is_mxfp4_ct(const fp4_layout *l) { return l == fp4_layout_get(FP4_LAYOUT_MXFP4_CT); }
+
+const fp4_layout *mx_layout_of(const cast_plan *p) { return weight_layout(p, is_mxfp4_ct); }
+
+static fp8_status check_mx_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input,
+                                   bool *to_ct)
+{
+    fp8_format f = o->target.format;
+    if (o->scheme_set || o->block_set || o->scale_fmt_set || o->kv_names ||
+        (f != FP8_FORMAT_DEFAULT && f != FP8_FORMAT_COMPRESSED_TENSORS && f != FP8_FORMAT_MODELOPT))
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: an MXFP4 checkpoint (compressed-tensors mxfp4) converts to NVFP4 "
+                        "only: --format compressed-tensors (the default) or --format modelopt, "
+                        "without --scheme, --block, --scale-fmt or --kv-names",
+                        input);
+    *to_ct = f != FP8_FORMAT_MODELOPT;
+    return FP8_OK;
+}
+
+/* The largest E8M0 byte of an MXFP4 weight's scale (a NaN byte is bad
+ * input). */
+static fp8_status mx_max_byte(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
+                              unsigned *most)
+{
+    enum { CHUNK = 1 << 16 };
+    uint64_t n = it->s->elements, groups = it->cols / FP8_MX_GROUP;
+    uint8_t *b = malloc(CHUNK);
+    fp8_status st = b ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    *most = 0;
+    for (uint64_t at = 0; !st && at < n; at += CHUNK) {
+        size_t len = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s, at, b, len);
+        for (size_t i = 0; !st && i < len; i++) {
+            if (b[i] == 0xFF)
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                              "%s: tensor '%s': element [%llu, %llu] is the E8M0 NaN byte 0xff; "
+                              "its group has no value to cast",
+                              fp8_checkpoint_shard_name(p->ck, it->sshard), it->s->name,
+                              (unsigned long long)((at + i) / groups),
+                              (unsigned long long)((at + i) % groups));
+            *most = b[i] > *most ? b[i] : *most;
+        }
+    }
+    free(b);
+    return st;
+}
+
+/* Plan the cast of every MXFP4 weight: its codes copied (renamed for
+ * ModelOpt), its scale cast (CAST_MX_SCALE), and one new item each, the
+ * global scale (CAST_RECIP's writer: one F32), after the input's items. */
+static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p, bool to_ct)
+{
+    const fp4_layout *from = fp4_layout_get(FP4_LAYOUT_MXFP4_CT);
+    const fp4_layout *to = fp4_layout_get(to_ct ? FP4_LAYOUT_NVFP4_CT : FP4_LAYOUT_NVFP4_MODELOPT);
+    size_t n0 = p->n, extra = 0;
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < n0; i++) {
+        cast_item *it = &p->items[i];
+        char *sname = NULL, *oname = NULL;
+        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank,
+                                               &sname, &oname);
+        cast_item *sc = l == from && sname ? item_of(p, sname) : NULL;
+        free(sname);
+        free(oname);
+        if (!sc)
+            continue;
+        const char *wfile = fp8_checkpoint_shard_name(p->ck, it->shard);
+        uint64_t experts, rows, cols, sshape[3];
+        int srank;
+        if (!fp4_layout_geometry(l, it->t->rank, it->t->shape, &experts, &rows, &cols, &srank,
+                                 sshape) || experts != 1)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
+                          wfile, it->t->name, l->name, l->scheme->run);
+        else if (sc->t->dtype != l->scale_dtype || sc->t->rank != srank ||
+                 sc->t->shape[0] != sshape[0] || sc->t->shape[1] != sshape[1])
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the scale of %s weight '%s' must be U8 [%llu, %llu] "
+                          "(one E8M0 byte per %u elements of a row)",
+                          fp8_checkpoint_shard_name(p->ck, sc->shard), sc->t->name, l->name,
+                          it->t->name, (unsigned long long)sshape[0],
+                          (unsigned long long)sshape[1], l->scheme->run);
+        if (st)
+            break;
+        size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
+        *sc = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_MX_SCALE, .w = it->t,
+                           .s = sc->t, .wshard = it->shard, .sshard = sc->shard, .rows = rows,
+                           .cols = cols, .out_dtype = FP8_DTYPE_F8_E4M3, .out_rank = 2,
+                           .out_shape = { rows, cols / NV_GROUP } };
+        if ((st = mx_max_byte(ctx, p, sc, &sc->mx_most)))
+            break;
+        cast_item *g = &p->items[n0 + extra++];
+        *g = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_RECIP,
+                          .out_dtype = FP8_DTYPE_F32, .out_rank = to_ct ? 1 : 0,
+                          .out_shape = { 1, 1 } };
+        if (asprintf(&g->out_name, "%.*s%s", (int)stem, it->t->name, to->global_suffix) < 0 ||
+            (strcmp(from->scale_suffix, to->scale_suffix) &&
+             asprintf(&sc->out_name, "%.*s%s", (int)stem, it->t->name, to->scale_suffix) < 0) ||
+            (strcmp(from->weight_suffix, to->weight_suffix) &&
+             asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name, to->weight_suffix) < 0))
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        p->mxfp4++;
+    }
+    /* each global scale: m from the largest group scale of its weight, or
+     * of the fused layer the weight is a part of (its parts one m, as vLLM
+     * keeps one global scale for them) */
+    for (size_t i = n0; !st && i < n0 + extra; i++) {
+        cast_item *g = &p->items[i], *sc = item_of(p, g->t->name);
+        unsigned most = sc->mx_most;
+        size_t stem = strlen(sc->t->name) - strlen(from->scale_suffix);
+        for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
+            for (int j = 0; j < 3 && fp4_fused_parts[f][j]; j++) {
+                size_t n = strlen(fp4_fused_parts[f][j]);
+                if (stem <= n || sc->t->name[stem - n - 1] != '.' ||
+                    strncmp(sc->t->name + stem - n, fp4_fused_parts[f][j], n))
+                    continue;
+                for (int k = 0; k < 3 && fp4_fused_parts[f][k]; k++) {
+                    char *part = NULL;
+                    if (asprintf(&part, "%.*s%s%s", (int)(stem - n), sc->t->name,
+                                 fp4_fused_parts[f][k], from->scale_suffix) < 0) {
+                        p->n = n0 + extra; /* the new items' names are freed with the rest */
+                        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+                    }
+                    const cast_item *peer = item_of(p, part);
+                    free(part);
+                    if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
+                        most = peer->mx_most > most ? peer->mx_most : most;
+                        sc->mx_fused = true;
+                    }
+                }
+            }
+        int m = (int)most - 127 - MX_NV_TOP;
+        sc->mx_m = m < MX_NV_GLOBAL_MIN ? MX_NV_GLOBAL_MIN : m;
+        g->value = fp8_pow2(to_ct ? -sc->mx_m : sc->mx_m);
+    }
+    p->n = n0 + extra;
+    if (!st && !p->mxfp4)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no MXFP4 weight with its scale", p->input);
+    return st ? st : check_carried(ctx, p, "MXFP4");
+}
+
+fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, const cJSON *config,
+                   const fp4_layout *mx, bool *to_ct)
+{
+    char why[1024];
+    fp8_status st = FP8_OK;
+    if (fp4_layout_bias_refused(mx, config, why, sizeof why))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s", p->input, why);
+    if (!st)
+        st = check_mx_options(ctx, o, p->input, to_ct);
+    if (!st)
+        st = plan_mx(ctx, p, *to_ct);
+    return st;
+}
+
+/* The E4M3 byte of 2^e, for e in MX_NV_BOTTOM..MX_NV_TOP: exact. */
+static uint8_t e4m3_pow2(int e) { return fp8_f32_to_e4m3(fp8_pow2(e)); }
+
+/* Whether the 16 codes of half h of group g of a packed row are all +-0. */
+static bool mx_half_zero(const uint8_t *row, uint64_t g, unsigned h)
+{
+    const uint8_t *b = row + g * (FP8_MX_GROUP / 2) + h * (NV_GROUP / 2);
+    for (unsigned i = 0; i < NV_GROUP / 2; i++)
+        if (b[i] & 0x77) /* each nibble's magnitude bits */
+            return false;
+    return true;
+}
+
+/* An MXFP4 weight's group scales as NVFP4's: two E4M3 scales 2^(k_j - m)
+ * per E8M0 byte, a band of rows at a time (one thread: any -j writes these
+ * bytes); a half group no E4M3 power of two scales, with a nonzero code, is
+ * refused. */
+fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, fp8_writer *out,
+                          const fp8_tensor_info *wt)
+{
+    enum { BAND = 256 };
+    uint64_t groups = it->cols / FP8_MX_GROUP;
+    uint8_t *sc = malloc(BAND * groups), *q = malloc(BAND * groups * 2), *row = malloc(it->cols / 2);
+    fp8_status st = sc && q && row ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    int m = it->mx_m;
+    for (uint64_t row0 = 0; !st && row0 < it->rows; row0 += BAND) {
+        uint64_t nrows = it->rows - row0 < BAND ? it->rows - row0 : BAND;
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s, row0 * groups, sc,
+                           nrows * groups);
+        for (uint64_t r = 0; !st && r < nrows; r++) {
+            bool have_row = false;
+            for (uint64_t g = 0; !st && g < groups; g++) {
+                int k = (int)sc[r * groups + g] - 127, e = k - m;
+                for (unsigned h = 0; !st && h < 2; h++) {
+                    uint8_t *d = &q[(r * groups + g) * 2 + h];
+                    if (e >= MX_NV_BOTTOM) { /* e <= MX_NV_TOP: m >= k_max - 8 */
+                        *d = e4m3_pow2(e);
+                        continue;
+                    }
+                    if (!have_row)
+                        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->wshard), it->w,
+                                           (row0 + r) * (it->cols / 2), row, it->cols / 2);
+                    have_row = true;
+                    if (!st && mx_half_zero(row, g, h))
+                        *d = e4m3_pow2(MX_NV_BOTTOM); /* any scale keeps +-0 */
+                    else if (!st)
+                        st = fp8_fail(
+                            ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': group [%llu, %llu] (scale 2^%d) lies %d "
+                            "exponents below the largest group scale 2^%d of %s: NVFP4's E4M3 "
+                            "group scale 2^(k - m) holds 2^%d..2^%d, a spread of at most %d, so "
+                            "under the global scale 2^%d its values would change; convert "
+                            "refuses (dequantize-for-export keeps every value)",
+                            fp8_checkpoint_shard_name(p->ck, it->wshard), it->w->name,
+                            (unsigned long long)(row0 + r), (unsigned long long)g, k,
+                            m + MX_NV_TOP - k, m + MX_NV_TOP,
+                            it->mx_fused ? "the layer vLLM fuses it into (q/k/v or gate/up: one "
+                                           "global scale)"
+                                         : "the tensor",
+                            MX_NV_BOTTOM, MX_NV_TOP, MX_NV_TOP - MX_NV_BOTTOM, m);
+                }
+            }
+        }
+        if (!st)
+            st = fp8_writer_pwrite(ctx, out, wt, row0 * groups * 2, q, nrows * groups * 2);
+        if (!st && p->cancel && *p->cancel)
+            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
+    }
+    free(sc);
+    free(q);
+    free(row);
+    return st;
+}
