@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "compute/fp4_cpu.h"
+#include "compute/quant_cpu.h"
 
 void fp4_fast_init(fp4_fast *f, const fp4_table *t)
 {
@@ -117,4 +118,91 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
         }
     }
     return true;
+}
+
+/* ---------------------------------------------------------------- quantization */
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+/* Elements i..i+7 as fp32 into v (macros, not functions: a 32-byte vector
+ * argument or result would change the ABI between the clones). */
+#define LOAD8(v, src, x, i)                                                        \
+    do {                                                                           \
+        if ((src) == FP8_DTYPE_BF16) {                                             \
+            const uint16_t *p_ = (const uint16_t *)(x) + (i);                      \
+            v8i u_ = { p_[0], p_[1], p_[2], p_[3], p_[4], p_[5], p_[6], p_[7] };   \
+            (v) = (v8f)(u_ << 16);                                                 \
+        } else {                                                                   \
+            memcpy(&(v), (const float *)(x) + (i), sizeof(v));                     \
+        }                                                                          \
+    } while (0)
+#define ABS8(v) ((v8f)((v8i)(v) & 0x7FFFFFFF))
+
+/* The row, the groups' scales by the reference's steps and the elements 8 at
+ * a time; static, as FP8_CLONES needs (quant_cpu.h). */
+FP8_CLONES static fp4_q_result quantize_row_clones(fp8_scheme scheme, fp8_dtype src, const void *x,
+                                                   uint64_t n, float global, uint8_t *packed,
+                                                   uint8_t *scales, uint64_t *where)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
+    uint32_t run = t->run;
+    bool nv = t->levels == 2, tiny_matters = !nv && src == FP8_DTYPE_BF16;
+    for (uint64_t g = 0; g < n / run; g++) {
+        v8f mx = { 0 }, v;
+        v8i ok = { 0 };
+        ok = ok == 0;
+        for (uint64_t i = g * run; i < (g + 1) * run; i += 8) {
+            LOAD8(v, src, x, i);
+            v8f a = ABS8(v);
+            ok &= a <= 3.4028234663852886e38f; /* false for NaN */
+            v8i gt = a > mx;
+            mx = (v8f)(((v8i)a & gt) | ((v8i)mx & ~gt));
+        }
+        float m = 0;
+        bool finite = true;
+        for (int k = 0; k < 8; k++) {
+            m = mx[k] > m ? mx[k] : m;
+            finite = finite && ok[k];
+        }
+        if (!finite)
+            return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
+        float d;
+        if (nv) {
+            scales[g] = fp4_nvfp4_scale(src, m, global, &d);
+        } else {
+            int b = fp4_mxfp4_scale(src, m, &d);
+            if (b > 255)
+                return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
+            scales[g] = (uint8_t)b;
+        }
+        for (uint64_t i = g * run; i < (g + 1) * run; i += 8) {
+            LOAD8(v, src, x, i);
+            v /= d;
+            v8f a = ABS8(v);
+            if (tiny_matters) {
+                v8i tiny = (a > 0.0f) & (a < 0x1p-126f);
+                for (int k = 0; k < 8; k++)
+                    if (tiny[k])
+                        return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
+            }
+            /* fp4_ref.c's e2m1_code: each threshold passed adds one */
+            v8i c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                    (a >= 3.5f) + (a > 5.0f);
+            c = -c | ((v < 0.0f) & 8);
+            for (int k = 0; k < 4; k++)
+                packed[i / 2 + (uint64_t)k] = (uint8_t)(c[2 * k] | c[2 * k + 1] << 4);
+        }
+    }
+    return FP4_Q_OK;
+}
+
+fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
+                                   float global, uint8_t *packed, uint8_t *scales,
+                                   uint64_t *where)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
+    if ((src != FP8_DTYPE_BF16 && src != FP8_DTYPE_F32) || t->run % 8)
+        return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
+    return quantize_row_clones(scheme, src, x, n, global, packed, scales, where);
 }

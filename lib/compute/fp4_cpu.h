@@ -35,4 +35,18 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
                    const uint8_t *scales, uint64_t ld_scales, uint64_t nr, uint64_t n, void *y,
                    uint64_t ld_out);
 
+/*
+ * fp4_quantize_row (fp4_ref.h), faster: the group scales by the reference's
+ * own steps (fp4_nvfp4_scale, fp4_mxfp4_scale), the elements 8 at a time
+ * (one fp32 division each, as the reference's; the thresholds as counts of
+ * comparisons).  A row with a NaN or infinity, an MX scale past E8M0's
+ * range, or (MXFP4 from bf16) a quotient below 2^-126, whose rounding to
+ * bf16 decides its sign, is left to fp4_quantize_row, which then writes it
+ * and says what and where; so the bytes and the result are the
+ * reference's for every input (tests/check_fp4_quant.c).
+ */
+fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
+                                   float global, uint8_t *packed, uint8_t *scales,
+                                   uint64_t *where);
+
 #endif

@@ -153,6 +153,27 @@ static int mx_byte(fp8_dtype src, float m)
     return byte < 0 ? 0 : byte;
 }
 
+uint8_t fp4_nvfp4_scale(fp8_dtype src, float m, float global, float *d)
+{
+    /* calculate_qparams: max_val_pos / 6 in the dtype, times the global in
+     * fp32 (exact), to E4M3 after clamping to 448, and a zero scale
+     * replaced by E4M3's eps 0.125; _quantize divides by scale / global, in
+     * fp32 */
+    float s = global * in_src(src, m / 6.0f);
+    uint8_t b = fp8_f32_to_e4m3(s < 448.0f ? s : 448.0f);
+    if (b == 0)
+        b = fp8_f32_to_e4m3(0.125f);
+    *d = fp8_e4m3_to_f32(b) / global;
+    return b;
+}
+
+int fp4_mxfp4_scale(fp8_dtype src, float m, float *d)
+{
+    int b = mx_byte(src, m);
+    *d = b > 255 ? 0 : fp8_pow2(b - 127);
+    return b;
+}
+
 fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
                               float global, uint8_t *packed, uint8_t *scales, uint64_t *where)
 {
@@ -171,24 +192,14 @@ fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, u
         }
         float d; /* the divisor of each element */
         if (nv) {
-            /* calculate_qparams: max_val_pos / 6 in the dtype, times the
-             * global in fp32 (exact), to E4M3 after clamping to 448, and a
-             * zero scale replaced by E4M3's eps 0.125; _quantize divides by
-             * scale / global, in fp32 */
-            float s = global * in_src(src, m / 6.0f);
-            uint8_t b = fp8_f32_to_e4m3(s < 448.0f ? s : 448.0f);
-            if (b == 0)
-                b = fp8_f32_to_e4m3(0.125f);
-            scales[g] = b;
-            d = fp8_e4m3_to_f32(b) / global;
+            scales[g] = fp4_nvfp4_scale(src, m, global, &d);
         } else {
-            int b = mx_byte(src, m);
+            int b = fp4_mxfp4_scale(src, m, &d);
             if (b > 255) {
                 *where = g * run;
                 return FP4_Q_SCALE_OVERFLOW;
             }
             scales[g] = (uint8_t)b;
-            d = fp8_pow2(b - 127);
         }
         for (uint64_t i = g * run; i < (g + 1) * run; i += 2) {
             /* NVFP4: x / d in fp32 (x widened); MXFP4: in the dtype */

@@ -66,6 +66,13 @@ typedef enum { FP4_Q_OK, FP4_Q_NONFINITE, FP4_Q_SCALE_OVERFLOW } fp4_q_result;
  * source dtype; 1 where that is not finite. */
 float fp4_nvfp4_global(fp8_dtype src, float amax);
 
+/* A group's scale from its largest magnitude m, and the divisor of its
+ * elements (*d): NVFP4's E4M3 byte under second level `global`; MXFP4's
+ * E8M0 byte, 256 when none (past E8M0's range; *d is then 0).  The
+ * reference's steps, shared by the fast path (fp4_cpu.h). */
+uint8_t fp4_nvfp4_scale(fp8_dtype src, float m, float global, float *d);
+int fp4_mxfp4_scale(fp8_dtype src, float m, float *d);
+
 /*
  * n elements of one row (n a multiple of the scheme's run: 16 for NVFP4, 32
  * for MXFP4), in source dtype `src` (BF16 or F32), to n / 2 packed bytes

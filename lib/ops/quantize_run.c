@@ -24,7 +24,7 @@
 #include "layout/scheme.h"
 #include "compute/gpu.h"
 #include "compute/jobs.h"
-#include "compute/fp4_ref.h"
+#include "compute/fp4_cpu.h"
 #include "compute/quant_cpu.h"
 #include "layout/fp4.h"
 /* Declares shard s's output tensors to a writer: each kept tensor as it is,
@@ -281,7 +281,7 @@ static fp8_status do_quantize_fp4(worker *w, const job *j)
     uint64_t cols = j->ncols, where = 0;
     for (uint64_t k = 0; k < j->nrows; k++) {
         const char *row = (const char *)w->src + k * cols * src_size(dt);
-        switch (fp4_quantize_row(p->opts.scheme, dt, row, cols, e->global, w->q + k * cols / 2,
+        switch (fp4_fast_quantize_row(p->opts.scheme, dt, row, cols, e->global, w->q + k * cols / 2,
                                  w->scales + k * cols / run, &where)) {
         case FP4_Q_OK: break;
         case FP4_Q_NONFINITE: return nonfinite_error(w, j, k * cols + where);
