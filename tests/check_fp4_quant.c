@@ -18,7 +18,10 @@
  *   - bad input: f16 weights, 3-D experts and NaN exit 3 with nothing
  *     left; a last dimension not a multiple of the group stays bf16 with a
  *     warning; convert --scheme nvfp4 and verify --against of a packed
- *     checkpoint are usage errors.
+ *     checkpoint are usage errors;
+ *   - --like fp8conv's own NVFP4 output writes it again byte for byte; --like
+ *     a W4A4 NVFP4 release (testdata/releases/nvfp4-ct: calibrated
+ *     input_global_scale) is refused, exit 3, nothing left.
  * Byte-identity with llm-compressor itself is make check-fp4-quant's.
  */
 #include "golden.h"
@@ -320,6 +323,19 @@ START_TEST(test_nvfp4_writes_ct_layout_with_fused_globals)
                        dir, j1, out) > 0);
     ck_assert_msg(system(cmd) == 0, "-j 1, -j 2 and the default differ");
     free(cmd);
+    /* --like the output (weight-only NVFP4) writes it again, byte for byte;
+     * --like a W4A4 release is refused (calibrated input_global_scale) */
+    rc = tu_run_fmt(&err, "quantize -q --like '%s' %s '%s/like'", out, TINY, dir);
+    ck_assert_msg(rc == 0, "%s", err);
+    free(err);
+    ck_assert(asprintf(&cmd, "diff -r '%s' '%s/like' >/dev/null", out, dir) > 0);
+    ck_assert_msg(system(cmd) == 0, "--like its own output differs");
+    free(cmd);
+    rc = tu_run_fmt(&err, "quantize -q --like testdata/releases/nvfp4-ct %s '%s/w4a4'", TINY, dir);
+    ck_assert_msg(rc == 3 && strstr(err, "W4A4 NVFP4") && strstr(err, "input_global_scale"),
+                  "exit %d: %s", rc, err);
+    ck_assert(count_entries(dir, "w4a4") == 0);
+    free(err);
     free(j1);
     free(out_dir);
     free(out);

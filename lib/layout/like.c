@@ -65,7 +65,8 @@ static bool is_kv_scale(const char *name)
 static bool is_activation_scale(const char *name)
 {
     const char *dot = strrchr(name, '.'), *last = dot ? dot + 1 : name;
-    return strcmp(last, "input_scale") == 0 || strcmp(last, "activation_scale") == 0;
+    return strcmp(last, "input_scale") == 0 || strcmp(last, "activation_scale") == 0 ||
+           strcmp(last, "input_global_scale") == 0; /* NVFP4 W4A4 */
 }
 
 /* The first tensor of `ck` (by name) that `is` takes, and how many; NULL
@@ -709,6 +710,38 @@ static const char *static_activations(const cJSON *config, const fmt_declaration
     return NULL;
 }
 
+/* A packed-FP4 reference that quantizes activations too (W4A4): fp8conv
+ * writes the weight-only forms.  NVFP4 activations need a calibrated
+ * input_global_scale per linear (vLLM compressed_tensors_w4a4_nvfp4.py,
+ * CompressedTensorsW4A4Fp4.create_weights): refused, as static FP8 is;
+ * MXFP4's are dynamic: written weight-only, with a note. */
+static fp8_status like_fp4_activations(fp8_ctx *ctx, fp8_like *l, const char *ref,
+                                       const fp8_checkpoint *rck, const cJSON *config)
+{
+    const fmt_spec *spec = fmt_spec_find(l->decl.format, l->decl.scheme);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(g ? g->child : NULL, "input_activations");
+    if (!spec || !spec->packed || !cJSON_IsObject(a))
+        return FP8_OK;
+    if (fp8_scheme_get(l->decl.scheme)->levels == 2) {
+        size_t n;
+        const char *first = first_of(rck, is_activation_scale, &n);
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "--like %s: it is W4A4 NVFP4 (input_activations declared%s%s%s): vLLM's "
+                        "CompressedTensorsW4A4Fp4 reads a calibrated input_global_scale per "
+                        "linear, and fp8conv has no calibration data: quantize --scheme nvfp4 "
+                        "without --like writes the weight-only form (NVFP4A16)",
+                        ref, first ? "; calibrated: '" : "", first ? first : "", first ? "'" : "");
+    }
+    char *msg;
+    if (asprintf(&msg, "--like %s: its activations are %s too (W4A4, dynamic); fp8conv writes "
+                 "the weight-only form (input_activations null)",
+                 ref, fp8_scheme_name(l->decl.scheme)) < 0)
+        msg = NULL;
+    return push(ctx, &l->notes, &l->nnotes, msg);
+}
+
 /* The refusal of a reference with static activations: one shape for every
  * format (REF, its first calibrated tensor, the rule, what to do). */
 static fp8_status refuse_static(fp8_ctx *ctx, const char *ref, const fp8_checkpoint *rck,
@@ -785,7 +818,8 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
                                           : "no quantization_config");
     else if (act)
         st = refuse_static(ctx, ref, rck, act);
-    else if (!(st = fp8_checkpoint_open(ctx, input, &ck)))
+    else if (!(st = like_fp4_activations(ctx, l, ref, rck, config)) &&
+             !(st = fp8_checkpoint_open(ctx, input, &ck)))
         st = note_kv_cache(ctx, l, ref, rck, config);
     const fmt_spec *spec = fmt_spec_find(d->format, d->scheme);
     char *msg = NULL;

@@ -708,12 +708,24 @@ def judge_vllm(work, exports):
         if exports.get(c):
             rows.append(vllm_emulation_row(work, c, os.path.join(RELEASES, c), exports[c],
                                            "EmulationNvFp4LinearKernel"))
-    # fp8conv quantize --scheme nvfp4 (weight-only: CompressedTensorsW4A16Fp4), fused qkv and
-    # gate_up shards sharing one global scale as written
+    # fp8conv quantize --scheme nvfp4, weight-only: vLLM's CompressedTensorsW4A16Fp4
+    # (compressed_tensors/schemes/compressed_tensors_w4a16_nvfp4.py) forces
+    # MarlinNvFp4LinearKernel, a CUDA kernel: as it is, vLLM's CPU build cannot load it. Its
+    # emulation kernel is W4A4 only ("EmulationNvFp4LinearKernel does not support W4A16"), so
+    # the same tensors declared W4A4 (w4a4_twin) go through vLLM's CompressedTensorsW4A4Fp4
+    # weight loaders, which the probe judges: every weight bit-equal to the export, fused qkv
+    # and gate_up shards with one global scale (the activation scales added are not judged)
     c = "quantize-nvfp4"
     if exports.get(c):
-        rows.append(dict(vllm_emulation_row(work, c, os.path.join(work, c), exports[c],
-                                            "CompressedTensorsW4A16Fp4"), fp8conv="written"))
+        r = vllm_run(os.path.join(work, c), exports[c], work, c)
+        rows.append(dict(_vllm_row(c, "vLLM CompressedTensorsW4A16Fp4", r, None,
+                                   "CompressedTensorsW4A16Fp4 forces MarlinNvFp4LinearKernel, "
+                                   "CUDA only"), fp8conv="written"))
+        twin = os.path.join(work, c + "-w4a4")
+        w4a4_twin(os.path.join(work, c), twin)
+        rows.append(dict(vllm_emulation_row(work, c + " as W4A4", twin, exports[c],
+                                            "EmulationNvFp4LinearKernel", tag=c + "-w4a4"),
+                         fp8conv="written"))
     # ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4): vLLM's ModelOptNvFp4Config gives
     # each linear ModelOptLinearMethod, whose NVFP4 weight scheme (quantization/modelopt.py
     # KNvfp4Static) asks the same init_nvfp4_linear_kernel: no CPU kernel as it is; under
@@ -771,6 +783,34 @@ def judge_vllm(work, exports):
     return rows
 
 
+def w4a4_twin(src, dst):
+    """fp8conv's weight-only NVFP4 `src`, declared W4A4 in `dst` for vLLM's emulation kernel:
+    the nvfp4-ct release copy's input_activations (testdata/gen_fp4.py, as llm-compressor's
+    NVFP4 scheme writes them) and an input_global_scale of 1 beside each weight_global_scale.
+    The weight tensors are src's bytes."""
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    rel = json.load(open(os.path.join(RELEASES, "nvfp4-ct", "config.json")))
+    cfg = json.load(open(os.path.join(dst, "config.json")))
+    act = rel["quantization_config"]["config_groups"]["group_0"]["input_activations"]
+    cfg["quantization_config"]["config_groups"]["group_0"]["input_activations"] = act
+    json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
+    index = os.path.join(dst, "model.safetensors.index.json")
+    idx = json.load(open(index)) if os.path.exists(index) else None
+    for f in sorted(os.listdir(dst)):
+        if not f.endswith(".safetensors"):
+            continue
+        t = st_read(os.path.join(dst, f))
+        for k in [k for k in t if k.endswith(".weight_global_scale")]:
+            name = k[: -len("weight_global_scale")] + "input_global_scale"
+            t[name] = ("F32", np.ones(1, np.float32))
+            if idx:
+                idx["weight_map"][name] = f
+        st_write(os.path.join(dst, f), t)
+    if idx:
+        json.dump(idx, open(index, "w"), indent=2)
+
+
 def vllm_emulation_row(work, c, copy, exp, kernel, tag=None):
     """vLLM's weight loaders under VLLM_BATCH_INVARIANT=1 on NVFP4 copy `copy` (either producer),
     judged by vllm_check.py's probe against export `exp`: every NVFP4 layer bit-equal."""
@@ -810,7 +850,8 @@ def _vllm_row(copy, judge, r, amx, why):
     if r.get("ok"):
         return {"copy": copy, "judge": judge, "ok": True, "result": "loads, weights and generation ok"}
     missing = ("No MXFP4 MoE backend" in err and "CPU, reason: kernel does not support current "
-               "device cpu" in err) or "Failed to find a kernel that can implement the NVFP4" in err
+               "device cpu" in err) or "Failed to find a kernel that can implement the NVFP4" in err \
+        or "MarlinNvFp4LinearKernel is not supported" in err
     if missing and amx is not True:
         return {"copy": copy, "judge": judge, "ok": True, "known_missing_kernel": True,
                 "result": "no kernel on this CPU: %s: %s" % (why, short(err.split(". Candidate")[0]
