@@ -13,7 +13,9 @@
  *     (weight_packed U8 [N, K/2], weight_scale F8_E4M3 [N, K/16] or U8
  *     [N, K/32], weight_global_scale F32 [1]) and config; q/k/v and gate/up
  *     share one global, that of their largest amax (worked out here from
- *     the source); verify clean; the same bytes for -j 1 and -j 2; the
+ *     the source), and so do an MoE expert's gate_proj and up_proj and
+ *     q_a_proj / kv_a_proj_with_mqa (testdata/deepseek-moe-tiny, its router
+ *     kept bf16); verify clean; the same bytes for -j 1 and -j 2; the
  *     export has the source's names, dtypes and shapes;
  *   - bad input: f16 weights, 3-D experts and NaN exit 3 with nothing
  *     left; a last dimension not a multiple of the group stays bf16 with a
@@ -150,7 +152,7 @@ static void fill_row(int k, uint64_t n, uint32_t *seed, float *f)
 
 START_TEST(test_fast_path_is_the_reference)
 {
-    enum { N = 256 };
+    enum { N = 352 }; /* NVFP4: 22 groups, MXFP4: 11: blocks of 8 and the rest */
     float f[N];
     uint16_t b[N];
     uint8_t q0[N / 2], q1[N / 2], s0[N / 16], s1[N / 16];
@@ -343,6 +345,39 @@ START_TEST(test_nvfp4_writes_ct_layout_with_fused_globals)
 }
 END_TEST
 
+/* An MoE model with one weight per expert (testdata/deepseek-moe-tiny):
+ * each expert's gate_proj and up_proj share a global, as q_a_proj and
+ * kv_a_proj_with_mqa do; the router stays bf16; verify is clean. */
+START_TEST(test_nvfp4_moe_experts_share_gate_up_global)
+{
+    char *dir = tu_tmpdir(), *err = NULL;
+    const char *moe = "testdata/deepseek-moe-tiny";
+    char *out = quantize_into(dir, "--scheme nvfp4", moe);
+    const char *pairs[][2] = {
+        { "model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.up_proj" },
+        { "model.layers.1.mlp.experts.3.gate_proj", "model.layers.1.mlp.experts.3.up_proj" },
+        { "model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.mlp.shared_experts.up_proj" },
+        { "model.layers.1.self_attn.q_a_proj", "model.layers.1.self_attn.kv_a_proj_with_mqa" },
+    };
+    for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+        char a[160], b[160];
+        snprintf(a, sizeof a, "%s.weight", pairs[k][0]);
+        snprintf(b, sizeof b, "%s.weight", pairs[k][1]);
+        float g = fp4_nvfp4_global(FP8_DTYPE_BF16, fmaxf(bf16_amax(moe, a), bf16_amax(moe, b)));
+        ck_assert_float_eq(global_of(out, pairs[k][0]), g);
+        ck_assert_float_eq(global_of(out, pairs[k][1]), g);
+    }
+    fp8_tensor_info t;
+    free(read_tensor_bytes(out, "model.layers.1.mlp.gate.weight", &t));
+    ck_assert_int_eq(t.dtype, FP8_DTYPE_BF16);
+    int rc = tu_run_fmt(&err, "verify -q '%s'", out);
+    ck_assert_msg(rc == 0, "verify: exit %d: %s", rc, err);
+    free(err);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_mxfp4_writes_ct_layout)
 {
     char *dir = tu_tmpdir(), *err = NULL;
@@ -447,6 +482,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_mxfp4_scale_rounds_up_from_1_75);
     tcase_add_test(tc, test_fast_path_is_the_reference);
     tcase_add_test(tc, test_nvfp4_writes_ct_layout_with_fused_globals);
+    tcase_add_test(tc, test_nvfp4_moe_experts_share_gate_up_global);
     tcase_add_test(tc, test_mxfp4_writes_ct_layout);
     tcase_add_test(tc, test_fp4_bad_input_leaves_nothing);
     suite_add_tcase(s, tc);

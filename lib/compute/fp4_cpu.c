@@ -124,77 +124,177 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef uint16_t v8h __attribute__((vector_size(16)));
+typedef uint8_t v8b __attribute__((vector_size(8)));
 
 /* Elements i..i+7 as fp32 into v (macros, not functions: a 32-byte vector
  * argument or result would change the ABI between the clones). */
 #define LOAD8(v, src, x, i)                                                        \
     do {                                                                           \
         if ((src) == FP8_DTYPE_BF16) {                                             \
-            const uint16_t *p_ = (const uint16_t *)(x) + (i);                      \
-            v8i u_ = { p_[0], p_[1], p_[2], p_[3], p_[4], p_[5], p_[6], p_[7] };   \
-            (v) = (v8f)(u_ << 16);                                                 \
+            v8h h_;                                                                \
+            memcpy(&h_, (const uint16_t *)(x) + (i), sizeof h_);                   \
+            (v) = (v8f)(__builtin_convertvector(h_, v8u) << 16);                   \
         } else {                                                                   \
             memcpy(&(v), (const float *)(x) + (i), sizeof(v));                     \
         }                                                                          \
     } while (0)
 #define ABS8(v) ((v8f)((v8i)(v) & 0x7FFFFFFF))
+#define MAX8(a, b) ((v8f)(((v8i)(a) & ((a) > (b))) | ((v8i)(b) & ~((a) > (b)))))
+#define SHUF(a, b, ...) __builtin_shuffle((a), (b), (v8i){ __VA_ARGS__ })
 
-/* The row, the groups' scales by the reference's steps and the elements 8 at
- * a time; static, as FP8_CLONES needs (quant_cpu.h). */
-FP8_CLONES static fp4_q_result quantize_row_clones(fp8_scheme scheme, fp8_dtype src, const void *x,
-                                                   uint64_t n, float global, uint8_t *packed,
-                                                   uint8_t *scales, uint64_t *where)
+/*
+ * Groups g0..g0+7 of a row, each `run` elements: 8 scales at once, then the
+ * elements 8 at a time.  The scales by the reference's steps in vector form
+ * (fp4_ref.c fp4_nvfp4_scale, mx_byte): m / 6 in fp32, to bf16 by nearest
+ * even (an fp32 that is finite and positive: the carry of the rounding bit
+ * into the kept bits), times the global, at most 448, to E4M3 by nearest
+ * even (normal: 3 mantissa bits kept the same way; below 2^-6: the sum with
+ * 2^14, whose fp32 ulp is E4M3's subnormal 2^-9), zero to 0.125; MXFP4's
+ * exponent byte from m's bits plus the rounding carry.  False where the
+ * reference must take the row: a NaN or infinity, an E8M0 overflow, a tiny
+ * MXFP4 quotient (fp4_cpu.h).
+ */
+#define EIGHT_GROUPS(run)                                                                    \
+    do {                                                                                     \
+        v8f m[8], v;                                                                         \
+        v8i ok = (v8i){ 0 } == 0;                                                            \
+        for (int j = 0; j < 8; j++) {                                                        \
+            m[j] = (v8f){ 0 };                                                               \
+            for (uint64_t i = (g0 + j) * (run); i < (g0 + j + 1) * (run); i += 8) {          \
+                LOAD8(v, src, x, i);                                                         \
+                v8f a = ABS8(v);                                                             \
+                ok &= a <= 3.4028234663852886e38f;                                           \
+                m[j] = MAX8(a, m[j]);                                                        \
+            }                                                                                \
+        }                                                                                    \
+        for (int k = 0; k < 8; k++)                                                          \
+            if (!ok[k])                                                                      \
+                return false;                                                                \
+        v8f p[4], q[2], lo, hi, M;                                                           \
+        for (int j = 0; j < 4; j++) {                                                        \
+            lo = SHUF(m[2 * j], m[2 * j + 1], 0, 8, 2, 10, 4, 12, 6, 14);                     \
+            hi = SHUF(m[2 * j], m[2 * j + 1], 1, 9, 3, 11, 5, 13, 7, 15);                     \
+            p[j] = MAX8(lo, hi);                                                             \
+        }                                                                                    \
+        for (int j = 0; j < 2; j++) {                                                        \
+            lo = SHUF(p[2 * j], p[2 * j + 1], 0, 1, 8, 9, 4, 5, 12, 13);                      \
+            hi = SHUF(p[2 * j], p[2 * j + 1], 2, 3, 10, 11, 6, 7, 14, 15);                    \
+            q[j] = MAX8(lo, hi);                                                             \
+        }                                                                                    \
+        lo = SHUF(q[0], q[1], 0, 1, 2, 3, 8, 9, 10, 11);                                     \
+        hi = SHUF(q[0], q[1], 4, 5, 6, 7, 12, 13, 14, 15);                                   \
+        M = MAX8(lo, hi); /* M[j]: group g0 + j's largest magnitude */                       \
+        v8f d;                                                                               \
+        v8u byte;                                                                            \
+        if (nv) {                                                                            \
+            v8f s = M / 6.0f;                                                                \
+            if (src == FP8_DTYPE_BF16) {                                                     \
+                v8u u = (v8u)s;                                                              \
+                s = (v8f)((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);                    \
+            }                                                                                \
+            s = global * s;                                                                  \
+            v8i big = s > 448.0f;                                                            \
+            s = (v8f)(((v8i)s & ~big) | ((v8i)((v8f){ 0 } + 448.0f) & big));                 \
+            v8u u = (v8u)s;                                                                  \
+            v8u nrm = (u + 0x7FFFFu + ((u >> 20) & 1u)) & 0xFFF00000u;                        \
+            v8f sub = (s + 16384.0f) - 16384.0f;                                             \
+            v8i normal = s >= 0x1p-6f;                                                       \
+            v8f r = (v8f)(((v8i)nrm & normal) | ((v8i)sub & ~normal));                       \
+            v8u bn = (((nrm >> 23) - 120u) << 3) | ((nrm >> 20) & 7u);                       \
+            v8u bs = __builtin_convertvector(sub * 512.0f, v8u);                             \
+            byte = (v8u)(((v8i)bn & normal) | ((v8i)bs & ~normal));                          \
+            v8i zero = r == 0.0f;                                                            \
+            byte = (v8u)(((v8i)byte & ~zero) | (0x20 & zero));                               \
+            r = (v8f)(((v8i)r & ~zero) | ((v8i)((v8f){ 0 } + 0.125f) & zero));               \
+            d = r / global;                                                                  \
+        } else {                                                                             \
+            v8u u = (v8u)M;                                                                  \
+            /* bf16's 1 << 5 and fp32's 1 << 21 are the same bit */                          \
+            v8u e = ((u + 0x200000u) & 0xFF800000u) >> 23;                                   \
+            for (int k = 0; k < 8; k++)                                                      \
+                if (e[k] == 255)                                                             \
+                    return false;                                                            \
+            byte = (v8u)((v8i)(e - 2u) & (e > 2u));                                          \
+            d = (v8f)((byte << 23) | (0x00400000u & (byte == 0u)));                          \
+        }                                                                                    \
+        v8b b8 = __builtin_convertvector(byte, v8b);                                         \
+        memcpy(scales + g0, &b8, 8);                                                         \
+        for (int j = 0; j < 8; j++)                                                          \
+            for (uint64_t i = (g0 + j) * (run); i < (g0 + j + 1) * (run); i += 8)            \
+                if (!codes8(src, x, i, d[j], tiny_matters, packed))                          \
+                    return false;                                                            \
+    } while (0)
+
+/* Elements i..i+7 divided by d, to E2M1 codes (fp4_ref.c's e2m1_code: each
+ * threshold passed adds one), packed into packed[i / 2 ..]; false for a
+ * tiny MXFP4 quotient. */
+static inline __attribute__((always_inline)) bool codes8(fp8_dtype src, const void *x, uint64_t i,
+                                                         float d, bool tiny_matters,
+                                                         uint8_t *packed)
+{
+    v8f v;
+    LOAD8(v, src, x, i);
+    v /= d;
+    v8f a = ABS8(v);
+    if (tiny_matters) {
+        v8i tiny = (a > 0.0f) & (a < 0x1p-126f);
+        for (int k = 0; k < 8; k++)
+            if (tiny[k])
+                return false;
+    }
+    v8i c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+            (a >= 3.5f) + (a > 5.0f);
+    c = -c | ((v < 0.0f) & 8);
+    c |= SHUF(c, c, 1, 0, 3, 2, 5, 4, 7, 6) << 4; /* lanes 0, 2, 4, 6: the bytes */
+    v8b b = __builtin_convertvector(c, v8b);
+    uint64_t w;
+    memcpy(&w, &b, 8);
+    w = (w & 0xFF) | (w >> 8 & 0xFF00) | (w >> 16 & 0xFF0000) | (w >> 24 & 0xFF000000);
+    uint32_t four = (uint32_t)w;
+    memcpy(packed + i / 2, &four, 4);
+    return true;
+}
+
+/* The row in blocks of 8 groups, the rest group by group as the reference;
+ * false where the reference must take it. */
+FP8_CLONES static bool quantize_row_clones(fp8_scheme scheme, fp8_dtype src, const void *x,
+                                           uint64_t n, float global, uint8_t *packed,
+                                           uint8_t *scales)
 {
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
-    uint32_t run = t->run;
+    uint64_t groups = n / t->run, g0 = 0;
     bool nv = t->levels == 2, tiny_matters = !nv && src == FP8_DTYPE_BF16;
-    for (uint64_t g = 0; g < n / run; g++) {
-        v8f mx = { 0 }, v;
-        v8i ok = { 0 };
-        ok = ok == 0;
-        for (uint64_t i = g * run; i < (g + 1) * run; i += 8) {
-            LOAD8(v, src, x, i);
-            v8f a = ABS8(v);
-            ok &= a <= 3.4028234663852886e38f; /* false for NaN */
-            v8i gt = a > mx;
-            mx = (v8f)(((v8i)a & gt) | ((v8i)mx & ~gt));
+    for (; g0 + 8 <= groups; g0 += 8) {
+        if (t->run == 16)
+            EIGHT_GROUPS(16);
+        else
+            EIGHT_GROUPS(32);
+    }
+    for (; g0 < groups; g0++) {
+        float m = 0, d;
+        for (uint64_t i = g0 * t->run; i < (g0 + 1) * t->run; i++) {
+            float a = __builtin_fabsf(src == FP8_DTYPE_BF16
+                                          ? fp8_bf16_to_f32(((const uint16_t *)x)[i])
+                                          : ((const float *)x)[i]);
+            if (!(a <= 3.4028234663852886e38f))
+                return false;
+            m = a > m ? a : m;
         }
-        float m = 0;
-        bool finite = true;
-        for (int k = 0; k < 8; k++) {
-            m = mx[k] > m ? mx[k] : m;
-            finite = finite && ok[k];
-        }
-        if (!finite)
-            return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
-        float d;
         if (nv) {
-            scales[g] = fp4_nvfp4_scale(src, m, global, &d);
+            scales[g0] = fp4_nvfp4_scale(src, m, global, &d);
         } else {
             int b = fp4_mxfp4_scale(src, m, &d);
             if (b > 255)
-                return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
-            scales[g] = (uint8_t)b;
+                return false;
+            scales[g0] = (uint8_t)b;
         }
-        for (uint64_t i = g * run; i < (g + 1) * run; i += 8) {
-            LOAD8(v, src, x, i);
-            v /= d;
-            v8f a = ABS8(v);
-            if (tiny_matters) {
-                v8i tiny = (a > 0.0f) & (a < 0x1p-126f);
-                for (int k = 0; k < 8; k++)
-                    if (tiny[k])
-                        return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
-            }
-            /* fp4_ref.c's e2m1_code: each threshold passed adds one */
-            v8i c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
-                    (a >= 3.5f) + (a > 5.0f);
-            c = -c | ((v < 0.0f) & 8);
-            for (int k = 0; k < 4; k++)
-                packed[i / 2 + (uint64_t)k] = (uint8_t)(c[2 * k] | c[2 * k + 1] << 4);
-        }
+        for (uint64_t i = g0 * t->run; i < (g0 + 1) * t->run; i += 8)
+            if (!codes8(src, x, i, d, tiny_matters, packed))
+                return false;
     }
-    return FP4_Q_OK;
+    return true;
 }
 
 fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
@@ -202,7 +302,8 @@ fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void 
                                    uint64_t *where)
 {
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
-    if ((src != FP8_DTYPE_BF16 && src != FP8_DTYPE_F32) || t->run % 8)
+    if ((src != FP8_DTYPE_BF16 && src != FP8_DTYPE_F32) || t->run % 8 ||
+        !quantize_row_clones(scheme, src, x, n, global, packed, scales))
         return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
-    return quantize_row_clones(scheme, src, x, n, global, packed, scales, where);
+    return FP4_Q_OK;
 }

@@ -73,6 +73,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RELEASES = os.path.join(ROOT, "testdata", "releases")
 SAMPLE = os.path.join(ROOT, "testdata", "llama-tiny")  # bf16, what quantize starts from
+MOE_SAMPLE = os.path.join(ROOT, "testdata", "deepseek-moe-tiny")  # bf16, one weight per expert
 PY = sys.executable
 
 # copies fp8conv refuses today, with the reason (none: compressed-tensors mxfp4-pack-quantized,
@@ -905,11 +906,12 @@ def main(argv=None):
     for d in ("gpt-oss-stress", "mxfp4-ct-stress", "nvfp4-ct-stress"):
         shutil.rmtree(os.path.join(work, d), ignore_errors=True)
     # fp8conv's own FP4 (issue 26): quantize --scheme nvfp4 / mxfp4 of the bf16 sample
-    for s in ("nvfp4", "mxfp4"):
-        d = os.path.join(work, "quantize-" + s)
+    for s, model, tag in (("nvfp4", SAMPLE, ""), ("mxfp4", SAMPLE, ""),
+                          ("nvfp4", MOE_SAMPLE, "-moe")):
+        d = os.path.join(work, "quantize-" + s + tag)
         shutil.rmtree(d, ignore_errors=True)
-        subprocess.run([fp8conv, "quantize", "-q", "--scheme", s, SAMPLE, d], check=True)
-        copies.append(("quantize-" + s, d))
+        subprocess.run([fp8conv, "quantize", "-q", "--scheme", s, model, d], check=True)
+        copies.append(("quantize-" + s + tag, d))
     stress_gpt_oss(os.path.join(RELEASES, "gpt-oss"), os.path.join(work, "gpt-oss-stress"))
     stress_ct(os.path.join(RELEASES, "mxfp4-ct"), os.path.join(work, "mxfp4-ct-stress"), False)
     stress_ct(os.path.join(RELEASES, "nvfp4-ct-amax"), os.path.join(work, "nvfp4-ct-stress"), True,
