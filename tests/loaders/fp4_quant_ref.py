@@ -180,6 +180,10 @@ def model_moe(dt, rng):
     t[p + "mlp.shared_expert.gate_proj.weight"] = cast(rng.normal(0, 0.02, (I, H)), dt)
     t[p + "mlp.shared_expert.up_proj.weight"] = cast(rng.normal(0, 0.05, (I, H)), dt)
     t[p + "mlp.shared_expert.down_proj.weight"] = cast(rng.normal(0, 0.02, (H, I)), dt)
+    # Llama-4's feed_forward.gate_proj / up_proj: model_free loads them together
+    # (DEFAULT_FUSED_MAPPINGS) but does not fuse them (_DEFAULT_FUSED_MAPPINGS_LIST: mlp. only)
+    t[p + "feed_forward.gate_proj.weight"] = cast(rng.normal(0, 0.02, (I, H)), dt)
+    t[p + "feed_forward.up_proj.weight"] = cast(rng.normal(0, 0.06, (I, H)), dt)
     t[p + "attn.wq_a.weight"] = cast(rng.normal(0, 0.02, (32, H)), dt)
     t[p + "attn.wkv_a_with_mqa.weight"] = cast(rng.normal(0, 0.07, (32, H)), dt)
     t[p + "post_attention_layernorm.weight"] = cast(1 + rng.normal(0, 0.1, (H,)), dt)
