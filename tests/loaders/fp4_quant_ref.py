@@ -31,7 +31,7 @@ float32 (dense and adv also float16).
     after normalizing: config group names dropped, 'ignore' as a sorted list, keys whose value is
     null or {} the same as absent, 'version' not compared (printed).
 (c) what model_free_ptq does with shapes it cannot quantize (K not a multiple of the group, a
-    1-D or 3-D '.weight'), checked to be what fp8conv-formats(5) says.
+    1-D or 3-D '.weight'), checked to be what fp8conv-formats(5), FP4 QUANTIZATION says.
 
 Prints 'N passed, N failed'; exit 1 when a check fails, 2 when the reference cannot be imported.
 """
@@ -558,7 +558,7 @@ def main(argv=None):
     os.makedirs(args.work, exist_ok=True)
     T = Tally()
     want_models = set(args.models.split(","))
-    fp8conv_missing = None
+    fp8conv_missing = {}   # scheme -> why fp8conv cannot write it
     seed = 26
     for mname, _, dts in MODELS:
         if mname not in want_models:
@@ -574,7 +574,7 @@ def main(argv=None):
                 ref = read_dir(ref_dir)
                 want, fused = oracle_output(in_dir, scheme, ignore)
                 compare_tensors(T, f"{label} oracle", ref, want)
-                if not args.fp8conv or fp8conv_missing:
+                if not args.fp8conv or scheme in fp8conv_missing:
                     continue
                 out_dir = os.path.join(args.work, "fp8conv", f"{mname}-{dt.lower()}-{scheme}")
                 r, cmd = run_fp8conv(args.fp8conv, scheme, in_dir, out_dir)
@@ -582,9 +582,9 @@ def main(argv=None):
                     err = (r.stderr or r.stdout).strip().splitlines()
                     if re.search(r"scheme|invalid|unknown|usage", " ".join(err[:3]), re.I) and \
                             not os.path.exists(out_dir):
-                        fp8conv_missing = f"fp8conv does not know --scheme {SCHEMES[scheme]}"
-                        T.check(False, f"{label} fp8conv", f"{fp8conv_missing} (exit {r.returncode}: "
-                                f"{err[0] if err else ''})")
+                        fp8conv_missing[scheme] = f"fp8conv does not know --scheme {SCHEMES[scheme]}"
+                        T.check(False, f"{label} fp8conv", f"{fp8conv_missing[scheme]} (exit "
+                                f"{r.returncode}: {err[0] if err else ''})")
                     else:
                         T.check(False, f"{label} fp8conv", f"{' '.join(cmd)} exit {r.returncode}: "
                                 f"{' | '.join(err[-3:])}")
@@ -592,8 +592,8 @@ def main(argv=None):
                 compare_tensors(T, f"{label} fp8conv", ref, read_dir(out_dir))
                 compare_config(T, f"{label} fp8conv", ref_dir, out_dir)
     behaviour(T, args.work)
-    if fp8conv_missing:
-        print(f"fp4_quant_ref: {fp8conv_missing}: the fp8conv comparisons were not run")
+    for why in fp8conv_missing.values():
+        print(f"fp4_quant_ref: {why}: its fp8conv comparisons were not run")
     print(f"{T.passed} passed, {T.failed} failed")
     return 1 if T.failed else 0
 

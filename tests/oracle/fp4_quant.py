@@ -7,8 +7,9 @@ run on CPU with the compressed-tensors it pins, 0.19.0 (not the 0.17.0 vLLM 0.32
 model_free path imports compressed_tensors.entrypoints.convert.exec_jobs_dynamic and
 TensorProfiler, which 0.17.0 does not have). Every step below names the file and function of
 that pair it follows; tests/loaders/fp4_quant_ref.py checks this module byte for byte against
-the real thing. It imports neither torch nor compressed_tensors: numpy for the arithmetic,
-ml_dtypes for bfloat16 and float8_e4m3fn (round to nearest even, as torch's casts).
+the real thing; fp8conv-formats(5), FP4 QUANTIZATION states the same steps in prose. It imports
+neither torch nor compressed_tensors: numpy for the arithmetic, ml_dtypes for bfloat16 and
+float8_e4m3fn (round to nearest even, as torch's casts).
 
 The weight's dtype D (bfloat16, float16 or float32) matters: torch computes every op on D
 tensors in float32 and rounds the result to D, so `_op` below does exactly that.
