@@ -325,9 +325,9 @@ def write_model(root, name, dt, seed):
 
 # ---------------------------------------------------------------- the oracle's side
 FUSED_RULES = [
-    # llmcompressor/entrypoints/model_free/microscale.py _DEFAULT_FUSED_MAPPINGS_LIST (used by
-    # converter.py _process_microscale): names end in these, the part before the last component
-    # the same; only complete sets share a global scale
+    # --fused-sets model_free: llmcompressor/entrypoints/model_free/microscale.py
+    # _DEFAULT_FUSED_MAPPINGS_LIST (used by converter.py _process_microscale): names end in these,
+    # the part before the last component the same; only complete sets share a global scale
     (r"^(.*(?:attn|attention))\.(q_proj|k_proj|v_proj)\.weight$", ("q_proj", "k_proj", "v_proj")),
     (r"^(.*(?:attn|attention))\.(wq_a|wkv_a_with_mqa)\.weight$", ("wq_a", "wkv_a_with_mqa")),
     (r"^(.*mlp)\.(gate_proj|up_proj)\.weight$", ("gate_proj", "up_proj")),
@@ -335,18 +335,37 @@ FUSED_RULES = [
 ]
 
 
-def fused_sets(names):
+# --fused-sets siblings: llm-compressor's oneshot fuses sibling modules by attribute name
+# (observers/helpers.py FUSED_LAYER_NAMES, fuse_weight_observers), which is what vLLM loads as one
+# layer (q/k/v and gate/up of every parent, experts and shared experts included). model_free's
+# own list leaves per-expert and shared-expert gate/up, feed_forward gate/up and q_a_proj /
+# kv_a_proj_with_mqa unfused, which fp8conv verify calls fused-global-scale. This mode runs
+# model_free_ptq with its list replaced by these sibling patterns, oneshot's sets plus
+# model_free's wq_a / wkv_a_with_mqa (pairs form in name order, complete sets only, as
+# match_names_set_eager does), and the oracle with the same rule.
+ONESHOT_RULES = [
+    (r"^(.*)\.(q_proj|k_proj|v_proj)\.weight$", ("q_proj", "k_proj", "v_proj")),
+    (r"^(.*)\.(q_a_proj|kv_a_proj_with_mqa)\.weight$", ("q_a_proj", "kv_a_proj_with_mqa")),
+    (r"^(.*)\.(wq_a|wkv_a_with_mqa)\.weight$", ("wq_a", "wkv_a_with_mqa")),
+    (r"^(.*)\.(gate_proj|up_proj)\.weight$", ("gate_proj", "up_proj")),
+    (r"^(.*)\.(w1|w3)\.weight$", ("w1", "w3")),
+]
+ONESHOT_LIST = [[f"re:.*\\.{p}\\.weight$" for p in parts] for _, parts in ONESHOT_RULES]
+
+
+def fused_sets(names, rules=None):
     """{name: tuple of the names sharing its global scale}"""
+    rules = rules or FUSED_RULES
     groups = {}
     for n in names:
-        for i, (rx, parts) in enumerate(FUSED_RULES):
+        for i, (rx, parts) in enumerate(rules):
             m = re.match(rx, n)
             if m:
                 groups.setdefault((i, m.group(1)), {})[m.group(2)] = n
                 break
     out = {}
     for (i, _), members in groups.items():
-        if set(members) == set(FUSED_RULES[i][1]):
+        if set(members) == set(rules[i][1]):
             for n in members.values():
                 out[n] = tuple(sorted(members.values()))
     return out
@@ -381,12 +400,12 @@ def quantized(name, a, ignore):
     return param == "weight" and not mod.endswith("norm") and mod not in ignore
 
 
-def oracle_output(in_dir, scheme, ignore):
+def oracle_output(in_dir, scheme, ignore, rules=None):
     import fp4_quant as O
     raw = read_dir(in_dir)
     arrays = split_fused_experts({k: as_array(v) for k, v in raw.items()})
     names = [k for k, a in arrays.items() if quantized(k, a, ignore)]
-    fused = fused_sets(names) if scheme == "NVFP4A16" else {}
+    fused = fused_sets(names, rules) if scheme == "NVFP4A16" else {}
     out = {}
     for k, a in arrays.items():
         if k not in names:
@@ -421,11 +440,18 @@ class Tally:
         return ok
 
 
-def run_reference(in_dir, out_dir, scheme, ignore):
+def run_reference(in_dir, out_dir, scheme, ignore, fused_list=None):
     from llmcompressor.entrypoints.model_free import model_free_ptq
+    from llmcompressor.entrypoints.model_free import microscale
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
-    model_free_ptq(in_dir, out_dir, scheme=scheme, ignore=list(ignore), device="cpu")
+    saved = microscale._DEFAULT_FUSED_MAPPINGS_LIST
+    if fused_list is not None:
+        microscale._DEFAULT_FUSED_MAPPINGS_LIST = fused_list
+    try:
+        model_free_ptq(in_dir, out_dir, scheme=scheme, ignore=list(ignore), device="cpu")
+    finally:
+        microscale._DEFAULT_FUSED_MAPPINGS_LIST = saved
 
 
 def first_diff(a, b):
@@ -542,6 +568,8 @@ def main(argv=None):
     ap.add_argument("--fp8conv")
     ap.add_argument("--site", default=os.path.join(ROOT, "build", "venv-loaders", "llmc"))
     ap.add_argument("--models", default=",".join(m for m, _, _ in MODELS))
+    ap.add_argument("--fused-sets", choices=("model_free", "siblings"), default="model_free",
+                    help="which parts share an NVFP4 global scale (see ONESHOT_RULES)")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.abspath(args.site))
     try:
@@ -554,7 +582,8 @@ def main(argv=None):
               "installs it with tests/loaders/setup.sh)", file=sys.stderr)
         return 2
     print(f"reference: llmcompressor {llmcompressor.__version__} model_free_ptq, compressed-tensors "
-          f"{compressed_tensors.__version__} ({os.path.dirname(compressed_tensors.__file__)})")
+          f"{compressed_tensors.__version__} ({os.path.dirname(compressed_tensors.__file__)}), "
+          f"fused sets: {args.fused_sets}")
     os.makedirs(args.work, exist_ok=True)
     T = Tally()
     want_models = set(args.models.split(","))
@@ -570,10 +599,18 @@ def main(argv=None):
                 label = f"{mname}-{dt.lower()} {scheme}"
                 print(f"{label}: model_free_ptq(ignore={ignore})", flush=True)
                 ref_dir = os.path.join(args.work, "ref", f"{mname}-{dt.lower()}-{scheme}")
-                run_reference(in_dir, ref_dir, scheme, ignore)
+                oneshot = args.fused_sets == "siblings"
+                run_reference(in_dir, ref_dir, scheme, ignore, ONESHOT_LIST if oneshot else None)
                 ref = read_dir(ref_dir)
-                want, fused = oracle_output(in_dir, scheme, ignore)
+                want, fused = oracle_output(in_dir, scheme, ignore, ONESHOT_RULES if oneshot else None)
                 compare_tensors(T, f"{label} oracle", ref, want)
+                if args.fp8conv and scheme == "NVFP4A16":
+                    # what fp8conv's own verify says of the reference's fused sets (a note)
+                    r = subprocess.run([args.fp8conv, "verify", ref_dir], capture_output=True,
+                                       text=True)
+                    n = (r.stdout + r.stderr).count("[fused-global-scale]")
+                    print(f"  note {label}: fp8conv verify on the reference output: {n} "
+                          f"fused-global-scale error(s) (--fused-sets {args.fused_sets})")
                 if not args.fp8conv or scheme in fp8conv_missing:
                     continue
                 out_dir = os.path.join(args.work, "fp8conv", f"{mname}-{dt.lower()}-{scheme}")
