@@ -354,15 +354,17 @@ check-loaders-fp4: deps $(BUILD)/fp8conv
 # 0.14.0.1's model_free_ptq NVFP4A16 / MXFP4A16 (installed beside the venv by setup_llmc.sh: it pins
 # another compressed-tensors than vLLM) on seeded dense, MoE and adversarial inputs, held byte for
 # byte against the numpy oracle tests/oracle/fp4_quant.py and against `fp8conv quantize --scheme
-# nvfp4|mxfp4 --format compressed-tensors`. About a minute here. FP4_FUSED_SETS=siblings: the
-# NVFP4 parts that share a global scale are oneshot's sibling sets (what vLLM fuses) instead of
-# model_free's list, which leaves per-expert gate/up unfused (fp4_quant_ref.py ONESHOT_RULES).
+# nvfp4|mxfp4 --format compressed-tensors`; --venv-ct holds the venv's own compressed-tensors
+# 0.17.0 (vLLM's pin, torch.compile'd E2M1 cast) to the oracle too. 25-60 s here, and the
+# first run adds setup_llmc.sh's 15 s. FP4_FUSED_SETS=siblings: the NVFP4 parts that share a
+# global scale are oneshot's sibling sets (what vLLM fuses) instead of model_free's list, which
+# leaves per-expert gate/up unfused (fp4_quant_ref.py ONESHOT_RULES).
 FP4_FUSED_SETS ?= model_free
 check-fp4-quant: deps $(BUILD)/fp8conv
 	bash tests/loaders/setup.sh
 	bash tests/loaders/setup_llmc.sh
 	build/venv-loaders/bin/python tests/loaders/fp4_quant_ref.py --fp8conv $(BUILD)/fp8conv \
-		--work $(BUILD)/fp4-quant --fused-sets $(FP4_FUSED_SETS)
+		--work $(BUILD)/fp4-quant --fused-sets $(FP4_FUSED_SETS) --venv-ct
 
 check-loaders-releases: deps $(BUILD)/fp8conv
 	bash tests/loaders/setup.sh

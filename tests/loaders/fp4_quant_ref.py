@@ -33,6 +33,9 @@ float32 (dense and adv also float16).
 (c) what model_free_ptq does with shapes it cannot quantize (K not a multiple of the group, a
     1-D or 3-D '.weight'), checked to be what fp8conv-formats(5), FP4 QUANTIZATION says.
 
+(d) with --venv-ct, the venv's own compressed-tensors (0.17.0, vLLM's pin; its cast_to_fp4 is
+    torch.compile'd) through the same steps on every adversarial tensor, against the oracle.
+
 Prints 'N passed, N failed'; exit 1 when a check fails, 2 when the reference cannot be imported.
 """
 from __future__ import annotations
@@ -553,6 +556,62 @@ def behaviour(T, work):
         T.check(got == want, f"model_free_ptq {scheme} {name} {shapes}", f"{got} ({detail})")
 
 
+def venv_ct_check(work):
+    """(d) in a child process with --site last on sys.path: the venv's own compressed-tensors (0.17.0, vLLM's pin,
+    whose cast_to_fp4 is torch.compile'd) through the same steps model_free_ptq takes (per-group
+    amin/amax, generate_gparam of the tensor's absmax, calculate_qparams, the scale copied into a
+    parameter of the weight's dtype, quantize, pack_fp4_to_uint8, compress_mx_scale) on every
+    adversarial tensor; prints one line per tensor and scheme that differs from the oracle, then
+    'venv-ct: N equal, N differ'."""
+    import torch  # noqa: F401  (the child's imports: torch and the venv's compressed_tensors)
+    import torch._dynamo
+    import compressed_tensors as ct
+    from compressed_tensors.quantization import QuantizationArgs
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
+    from compressed_tensors.quantization.lifecycle.forward import quantize
+    from compressed_tensors.compressors.nvfp4.helpers import pack_fp4_to_uint8
+    from compressed_tensors.compressors.mx_utils import compress_mx_scale
+    import fp4_quant as O
+    torch._dynamo.config.recompile_limit = 1 << 20   # keep every call compiled
+    td = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+    e4m3 = torch.float8_e4m3fn
+    nv = QuantizationArgs(num_bits=4, type="float", strategy="tensor_group", symmetric=True,
+                          dynamic=False, group_size=16, scale_dtype=e4m3, zp_dtype=e4m3)
+    mx = QuantizationArgs(num_bits=4, type="float", strategy="group", symmetric=True,
+                          dynamic=False, group_size=32, scale_dtype=torch.uint8, zp_dtype=torch.uint8)
+    print(f"venv-ct: compressed-tensors {ct.__version__} ({os.path.dirname(ct.__file__)})")
+    equal = differ = 0
+    for dt in ("BF16", "F32", "F16"):
+        for k, e in sorted(read_dir(os.path.join(work, "in", f"adv-{dt.lower()}")).items()):
+            a = as_array(e)
+            w = torch.from_numpy(a.astype(np.float32)).to(td[dt])
+            for name, qa, g in (("NVFP4", nv, 16), ("MXFP4", mx, 32)):
+                x = w.unflatten(-1, (-1, g))
+                mn, mxv = torch.amin(x, -1), torch.amax(x, -1)
+                gs = None
+                if name == "NVFP4":
+                    A = torch.max(mxv.max(), -mn.min())
+                    gs = generate_gparam(-A.reshape(1), A.reshape(1))
+                s, _ = calculate_qparams(mn, mxv, qa, global_scale=gs)
+                sp = torch.empty(s.shape, dtype=td[dt])
+                sp.copy_(s)
+                packed = pack_fp4_to_uint8(quantize(w, sp, None, qa, global_scale=gs)).numpy()
+                if name == "NVFP4":
+                    p2, s2, g2 = O.nvfp4_quantize(a)
+                    ok = (packed.tobytes() == p2.tobytes() and gs.numpy().tobytes() == g2.tobytes()
+                          and sp.to(e4m3).view(torch.uint8).numpy().tobytes() == s2.tobytes())
+                else:
+                    p2, b2 = O.mxfp4_quantize(a)
+                    ok = (packed.tobytes() == p2.tobytes()
+                          and compress_mx_scale(sp, torch.uint8).numpy().tobytes() == b2.tobytes())
+                equal += ok
+                differ += not ok
+                if not ok:
+                    print(f"venv-ct: {dt} {k} {name} differs from the oracle")
+    print(f"venv-ct: {equal} equal, {differ} differ")
+    return 1 if differ else 0
+
+
 def run_fp8conv(binary, scheme, in_dir, out_dir):
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
@@ -570,7 +629,14 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(m for m, _, _ in MODELS))
     ap.add_argument("--fused-sets", choices=("model_free", "siblings"), default="model_free",
                     help="which parts share an NVFP4 global scale (see ONESHOT_RULES)")
+    ap.add_argument("--venv-ct", action="store_true",
+                    help="also hold the venv's own compressed-tensors (vLLM's pin) to the oracle")
+    ap.add_argument("--venv-ct-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.venv_ct_child:
+        # --site last: the venv's compressed_tensors first, ml_dtypes (for the oracle) from --site
+        sys.path.append(os.path.abspath(args.site))
+        return venv_ct_check(args.work)
     sys.path.insert(0, os.path.abspath(args.site))
     try:
         import compressed_tensors
@@ -629,6 +695,15 @@ def main(argv=None):
                 compare_tensors(T, f"{label} fp8conv", ref, read_dir(out_dir))
                 compare_config(T, f"{label} fp8conv", ref_dir, out_dir)
     behaviour(T, args.work)
+    if args.venv_ct and "adv" in want_models:
+        # a child process: compressed_tensors 0.19.0 from --site is already imported here
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--work", args.work,
+                            "--site", args.site, "--venv-ct-child"], capture_output=True, text=True)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("venv-ct:")]
+        print("\n".join("  " + ln for ln in lines) or r.stderr[-2000:])
+        T.check(r.returncode == 0 and bool(lines) and lines[-1].endswith(" 0 differ"),
+                "the venv's own compressed-tensors (vLLM's pin) agrees with the oracle on adv",
+                lines[-1] if lines else f"exit {r.returncode}")
     for why in fp8conv_missing.values():
         print(f"fp4_quant_ref: {why}: its fp8conv comparisons were not run")
     print(f"{T.passed} passed, {T.failed} failed")
