@@ -114,7 +114,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
+.PHONY: all install check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
@@ -349,6 +349,22 @@ LOADERS_FP4 = build/venv-loaders/bin/python tests/loaders/fp4_check.py --fp8conv
 check-loaders-fp4: deps $(BUILD)/fp8conv
 	bash tests/loaders/setup.sh
 	$(LOADERS_FP4)
+
+# The named FP4 quantizer reference (tests/loaders/fp4_quant_ref.py, issue 26 item 3): llm-compressor
+# 0.14.0.1's model_free_ptq NVFP4A16 / MXFP4A16 (installed beside the venv by setup_llmc.sh: it pins
+# another compressed-tensors than vLLM) on seeded dense, MoE and adversarial inputs, held byte for
+# byte against the numpy oracle tests/oracle/fp4_quant.py and against `fp8conv quantize --scheme
+# nvfp4|mxfp4 --format compressed-tensors`; --venv-ct holds the venv's own compressed-tensors
+# 0.17.0 (vLLM's pin, torch.compile'd E2M1 cast) to the oracle too. 25-60 s here, and the
+# first run adds setup_llmc.sh's 15 s. FP4_FUSED_SETS=siblings: the NVFP4 parts that share a
+# global scale are oneshot's sibling sets (what vLLM fuses) instead of model_free's list, which
+# leaves per-expert gate/up unfused (fp4_quant_ref.py ONESHOT_RULES).
+FP4_FUSED_SETS ?= siblings
+check-fp4-quant: deps $(BUILD)/fp8conv
+	bash tests/loaders/setup.sh
+	bash tests/loaders/setup_llmc.sh
+	build/venv-loaders/bin/python tests/loaders/fp4_quant_ref.py --fp8conv $(BUILD)/fp8conv \
+		--work $(BUILD)/fp4-quant --fused-sets $(FP4_FUSED_SETS) --venv-ct
 
 check-loaders-releases: deps $(BUILD)/fp8conv
 	bash tests/loaders/setup.sh

@@ -2,7 +2,7 @@
  * check_fp4_quant.c - quantize --scheme nvfp4 and mxfp4 (fp8conv(1),
  * quantize; fp8conv-formats(5), FP4 QUANTIZATION):
  *   - the reference (fp4_ref.h) on values worked by hand from
- *     compressed-tensors 0.17.0's rules: cast_to_fp4's thresholds and ties,
+ *     compressed-tensors' rules (0.17.0 and 0.19.0 alike): cast_to_fp4's thresholds and ties,
  *     the sign of what rounds to zero (signbit: -0.1 is code 8, -0 code 0),
  *     the zero group's E4M3 eps scale 0.125, generate_gparam's global
  *     2688 / amax as reciprocal * 2688 in bf16 (218112 for amax bf16

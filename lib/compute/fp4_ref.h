@@ -54,7 +54,8 @@ uint32_t fp4_round_out(double x, fp8_dtype out);
 /* ---------------------------------------------------------------- quantization
  * bf16/f32 rows to packed FP4, as the named reference computes them:
  * llm-compressor 0.14.0.1's model_free_ptq (schemes NVFP4A16, MXFP4A16) with
- * compressed-tensors 0.17.0's numerics (fp8conv-formats(5), FP4 QUANTIZATION).
+ * the compressed-tensors it pins, 0.19.0, whose CPU numerics are 0.17.0's
+ * too (fp8conv-formats(5), FP4 QUANTIZATION).
  * Every step rounds where the reference's torch arithmetic rounds: in the
  * source dtype (BF16: fp32 then to nearest even) or in fp32.
  */

@@ -175,6 +175,9 @@ const char *const fp4_fused_parts[FP4_FUSED_COUNT][3] = {
      * observers/helpers.py FUSED_LAYER_NAMES */
     { "q_a_proj", "kv_a_proj_with_mqa", NULL },
     { "w1", "w3", NULL },
+    /* DeepSeek-V4's names for q_a / kv_a (llm-compressor
+     * entrypoints/model_free/microscale.py DEFAULT_FUSED_MAPPINGS) */
+    { "wq_a", "wkv_a_with_mqa", NULL },
 };
 
 bool fp4_fused_part(const char *stem, size_t *row, size_t *base)

@@ -171,7 +171,7 @@ void fp4_weight_free(fp4_weight *w);
  * scale for all its parts (fp4.c): each row the parts' module names, the
  * first part first, NULL after the last.
  */
-#define FP4_FUSED_COUNT 4
+#define FP4_FUSED_COUNT 5
 extern const char *const fp4_fused_parts[FP4_FUSED_COUNT][3];
 /* Whether module `stem` (a weight's name without ".weight") is a part of
  * such a layer: its row of fp4_fused_parts, and the length of what comes
