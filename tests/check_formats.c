@@ -60,6 +60,13 @@ START_TEST(test_linear_layers_named_gate_are_not_routers)
     ck_assert_str_eq(keep("model.embed_tokens.weight", 512, 256, 0), "embedding");
     ck_assert_str_eq(keep("lm_head.weight", 512, 256, 0), "output head");
     ck_assert_str_eq(keep("model.layers.0.input_layernorm.weight", 1, 256, 0), "normalization");
+    ck_assert_str_eq(keep("model.layers.0.self_attn.q_norm.weight", 1, 256, 0), "normalization");
+    ck_assert_str_eq(keep("vision.blocks.0.norm1.weight", 1, 256, 0), "normalization");
+    ck_assert_str_eq(keep("model.norm.weight", 1, 256, 0), "normalization");
+    ck_assert_str_eq(keep("model.norm_out.weight", 1, 256, 0), "normalization");
+    /* the letters alone are no norm (check-fp4-quant's adversarial model) */
+    ck_assert(!keep("adv.subnormal.down_proj.weight", 4, 64, 0));
+    ck_assert(!keep("model.layers.0.normalizer_proj.weight", 4, 64, 0));
     ck_assert_str_eq(keep("model.layers.61.eh_proj.weight", 256, 512, 0),
                      "MTP projection (eh_proj)");
 }

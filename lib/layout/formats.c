@@ -484,6 +484,17 @@ static bool mtp_head(const char *name)
     const char *p = strstr(name, "shared_head.head");
     return p && (p == name || p[-1] == '.') && (p[16] == '\0' || p[16] == '.');
 }
+/* a normalization's module: norm, q_norm, input_layernorm, norm1, norm_out
+ * (a name that ends in "norm" but for digits, or starts with "norm"); not
+ * every name holding the letters ("subnormal": found by check-fp4-quant's
+ * adversarial model, which llm-compressor quantizes) */
+static bool norm_component(const char *p, size_t n)
+{
+    while (n && p[n - 1] >= '0' && p[n - 1] <= '9')
+        n--;
+    return (n >= 4 && memcmp(p + n - 4, "norm", 4) == 0) ||
+           (n >= 4 && memcmp(p, "norm", 4) == 0 && (n == 4 || p[4] == '_'));
+}
 /* gate (Qwen, DeepSeek, OLMoE, GLM), router (GPT-OSS, Llama-4, DBRX, Jamba, Granite) */
 static bool router_component(const char *p, size_t n)
 {
@@ -501,7 +512,7 @@ const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, 
         return "MTP projection (eh_proj)";
     if (mtp_head(name))
         return "MTP output head (shared_head.head)";
-    if (strstr(name, "norm"))
+    if (any_component(name, norm_component))
         return "normalization";
     /* Mixtral and Phi-MoE call it block_sparse_moe.gate; a router by any
      * name is a 2-D weight whose output dimension is the expert count */
@@ -579,7 +590,6 @@ static cJSON *ct_args(const fmt_spec *spec, const fp8_quant_options *o, bool wei
         const char *sd = sch->scale_elem[0] == FP8_ELEM_E8M0 ? "torch.uint8" : "torch.float8_e4m3fn";
         cJSON_AddNumberToObject(a, "group_size", sch->run);
         cJSON_AddStringToObject(a, "scale_dtype", sd);
-        cJSON_AddStringToObject(a, "zp_dtype", sd);
     } else if (o->scheme == FP8_SCHEME_MXFP8) {
         cJSON_AddNumberToObject(a, "group_size", FP8_MX_GROUP);
         cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
@@ -627,6 +637,8 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
         cJSON *group = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"),
                                                "group_0");
         const char *linear = "Linear";
+        if (spec->ct_format) /* llm-compressor names it in the group too */
+            cJSON_AddStringToObject(group, "format", spec->ct_format);
         cJSON_AddItemToObject(group, "targets", cJSON_CreateStringArray(&linear, 1));
         cJSON_AddItemToObject(group, "weights", ct_args(spec, o, true));
         cJSON_AddItemToObject(group, "input_activations", ct_args(spec, o, false));
