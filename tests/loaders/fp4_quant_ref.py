@@ -612,8 +612,9 @@ def venv_ct_check(work):
     return 1 if differ else 0
 
 
-# What fp8conv refuses by design where the reference writes something (fp8conv-formats(5), FP4
-# QUANTIZATION, "What fp8conv writes"): (why, a regex its message must match), or None.
+# What fp8conv refuses by design where the reference writes something
+# (fp8conv-formats(5), FP4 QUANTIZATION; its "What fp8conv writes"):
+# (why, a regex its message must match), or None.
 def expected_refusal(model, dt, scheme):
     if dt == "F16":
         return ("F16 weights: the reference's F16 global scale overflows", r"not f16")
