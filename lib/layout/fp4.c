@@ -123,9 +123,18 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
                                   "compressed_tensors_w4a16_nvfp4.py" },
             [FP8_LOADER_SGLANG] = { "SGLang compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py, "
                                     "compressed_tensors_w4a16_nvfp4.py" },
+            /* seen in make check-loaders-fp4 (quantize-nvfp4-moe, transformers
+             * 5.19, DeepseekV3ForCausalLM): the experts' weight_global_scale are
+             * unexpected keys and 93% of their elements differ from the export;
+             * MXFP4 experts (no global) load bit-equal */
             [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_compressed_tensors.py, "
                                           "decompressed by compressed-tensors compressors/nvfp4/"
-                                          "base.py NVFP4PackedCompressor" },
+                                          "base.py NVFP4PackedCompressor",
+                                          .experts_refuses =
+                                          "it merges one weight per expert into fused experts "
+                                          "and drops their weight_global_scale (unexpected "
+                                          "keys), so it computes the experts from other values "
+                                          "(transformers 5.19, seen on DeepseekV3ForCausalLM)" },
         } },
     /* compressed-tensors mxfp4-pack-quantized: weight_packed U8 [N, K / 2]
      * (the NVFP4 packing, low nibble first: MXFP4PackedCompressor subclasses

@@ -91,6 +91,9 @@ typedef struct {
     struct {
         const char *reads;
         const char *refuses;
+        /* Non-NULL: it loads the layout but not MoE experts (one weight
+         * per expert) in it, because of this rule */
+        const char *experts_refuses;
     } loaders[FP8_LOADER_COUNT];
 } fp4_layout;
 

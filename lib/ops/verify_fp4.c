@@ -221,9 +221,18 @@ static fp8_status check_bias(fp8_ctx *ctx, fp8_verify *v, const cJSON *config,
  * loaders column): a finding that stops that loader only, naming the
  * layout's first weight and the loader's rule, for each one that does not. */
 static fp8_status check_loaders(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
-                                const fp8_tensor_info *first, size_t shard, size_t count)
+                                const fp8_tensor_info *first, size_t shard, size_t count,
+                                const fp8_tensor_info *expert, size_t eshard, size_t experts)
 {
     fp8_status st = FP8_OK;
+    for (int k = 0; k < FP8_LOADER_COUNT && experts && !st; k++)
+        if (l->loaders[k].experts_refuses && !l->loaders[k].refuses)
+            st = verify_add_for(ctx, v, BIT(k), "loader-layout",
+                                "%s: %s: %s does not load MoE experts as %s weights: %s (%zu "
+                                "expert weight%s)",
+                                fp8_checkpoint_shard_name(v->ck, eshard), expert->name,
+                                fmt_loader_title((fp8_loader)k), l->name,
+                                l->loaders[k].experts_refuses, experts, experts == 1 ? "" : "s");
     for (int k = 0; k < FP8_LOADER_COUNT && count && !st; k++)
         if (l->loaders[k].refuses)
             st = verify_add_for(ctx, v, BIT(k), "loader-layout",
@@ -296,8 +305,9 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
 {
     fp8_status st = FP8_OK;
     cJSON *config = NULL;
-    const fp8_tensor_info *first[FP4_LAYOUT_COUNT] = { 0 };
+    const fp8_tensor_info *first[FP4_LAYOUT_COUNT] = { 0 }, *expert[FP4_LAYOUT_COUNT] = { 0 };
     size_t count[FP4_LAYOUT_COUNT] = { 0 }, first_shard[FP4_LAYOUT_COUNT] = { 0 };
+    size_t experts[FP4_LAYOUT_COUNT] = { 0 }, expert_shard[FP4_LAYOUT_COUNT] = { 0 };
     /* a config.json no loader parses is read_declaration's finding */
     if (v->config_dir && fmt_config_read(ctx, v->config_dir, &config, NULL))
         config = NULL;
@@ -328,6 +338,8 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
         size_t id = (size_t)(l - fp4_layout_get(FP4_LAYOUT_GPT_OSS)); /* the table's row */
         if (!count[id]++)
             first[id] = t, first_shard[id] = shard;
+        if (fmt_is_expert(t->name) && !experts[id]++)
+            expert[id] = t, expert_shard[id] = shard;
         free(sname);
         free(oname);
     }
@@ -336,7 +348,8 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
     for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++)
         if (!(st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i],
                               count[i])))
-            st = check_loaders(ctx, v, fp4_layout_get(i), first[i], first_shard[i], count[i]);
+            st = check_loaders(ctx, v, fp4_layout_get(i), first[i], first_shard[i], count[i],
+                               expert[i], expert_shard[i], experts[i]);
     cJSON_Delete(config);
     return st;
 }
