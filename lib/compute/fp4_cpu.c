@@ -142,7 +142,12 @@ typedef uint8_t v8b __attribute__((vector_size(8)));
     } while (0)
 #define ABS8(v) ((v8f)((v8i)(v) & 0x7FFFFFFF))
 #define MAX8(a, b) ((v8f)(((v8i)(a) & ((a) > (b))) | ((v8i)(b) & ~((a) > (b)))))
+/* lanes of a and b (0-7: a's, 8-15: b's), in GCC's and clang's spelling */
+#if defined(__clang__)
+#define SHUF(a, b, ...) __builtin_shufflevector((a), (b), __VA_ARGS__)
+#else
 #define SHUF(a, b, ...) __builtin_shuffle((a), (b), (v8i){ __VA_ARGS__ })
+#endif
 
 /*
  * Groups g0..g0+7 of a row, each `run` elements: 8 scales at once, then the
