@@ -186,7 +186,7 @@ FP8_CLONES static fp4_q_result quantize_row_clones(fp8_scheme scheme, fp8_dtype 
                     if (tiny[k])
                         return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
             }
-            /* fp4_ref.c's e2m1_code: each threshold passed adds one */
+            /* fp4_math.h's fp4_e2m1_code: each threshold passed adds one */
             v8i c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
                     (a >= 3.5f) + (a > 5.0f);
             c = -c | ((v < 0.0f) & 8);
