@@ -7,13 +7,15 @@
 #      device against the reference (tests/gpu/check_e4m3_cvt.cu)
 #   3. kernel cases: every case of tests/kernel_cases.h on the GPU (check_gpu)
 #   4. end to end: --device cuda against --device cpu, byte for byte, every
-#      scheme, the fixtures and a generated 1 GiB model, the packed-FP4
-#      release copies and ~1 GB MXFP4 / NVFP4 models (tests/gpu/run.sh)
+#      scheme (NVFP4 and MXFP4 too), the fixtures and a generated 1 GiB
+#      model, the packed-FP4 release copies and ~1 GB MXFP4 / NVFP4 models
+#      (tests/gpu/run.sh)
 #   5. bench kernels: each kernel on 256 MiB and 1 GiB bf16 tensors as a
 #      fraction of the same run's device-to-device copy (bench/gpu_bench.cu)
 #   6. bench end to end: quantize and dequantize a generated 4 GiB model
-#      against pinned H2D/D2H copies of its bytes, and dequantize-for-export
-#      of ~1 GB packed-FP4 models, cuda against cpu (bench/gpu_run.sh)
+#      against pinned H2D/D2H copies of its bytes, FP4 quantize of it (NVFP4,
+#      MXFP4) and dequantize-for-export of ~1 GB packed-FP4 models, cuda
+#      against cpu (bench/gpu_run.sh)
 #   7. torch peer: the same 128x128 block quantization in eager PyTorch on the
 #      GPU (bench/torch_peer.py), as the ratio of times fp8conv / torch
 # Each step has its own time limit, all of them together KIT_BUDGET_S (520 s);

@@ -5,7 +5,8 @@
 #   2. end to end: quantize and dequantize a GPU_LAYERS-layer Llama-shaped
 #      checkpoint (4 GiB by default) from the page cache with --device cuda,
 #      against the same run's pinned H2D / D2H copy of its bytes, and with
-#      --device cpu for comparison.
+#      --device cpu for comparison; and quantize it to NVFP4 and MXFP4,
+#      --device cuda against --device cpu (time, and the bytes compared).
 # GPU_BENCH_KERNELS=0 skips part 1 (the GPU kit times it as its own step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +65,24 @@ printf 'quantize --device cuda   %7.3f s   %s x the larger pinned copy (%s s)\n'
 printf 'quantize --device cpu    %7.3f s   (%d threads)\n' "$q_cpu" "$(nproc)"
 printf 'dequantize --device cuda %7.3f s   %s x the larger pinned copy (%s s)\n' "$d_cuda" "$(ratio "$d_cuda" "$d_floor")" "$d_floor"
 printf 'dequantize --device cpu  %7.3f s\n' "$d_cpu"
+
+# FP4 quantize (issue 26): the same model to NVFP4 and MXFP4, --device cuda
+# against --device cpu (time, and the bytes compared)
+FP4_REPS=${FP4_REPS:-2}
+echo
+echo "== FP4 quantize: the $LAYERS-layer model, best of $FP4_REPS"
+for s in nvfp4 mxfp4; do
+    t_cuda=$(REPS=$FP4_REPS best_s "$F" quantize --no-sync --scheme $s --device cuda "$model" "$work/out")
+    t_cpu=$(REPS=$FP4_REPS best_s "$F" quantize --no-sync --scheme $s --device cpu "$model" "$work/out")
+    "$F" quantize -q --no-sync --scheme $s --device cpu "$model" "$work/q-cpu"
+    "$F" quantize -q --no-sync --scheme $s --device cuda "$model" "$work/q-cuda"
+    same=$(diff -r -q "$work/q-cpu" "$work/q-cuda" >/dev/null && echo "same bytes" || echo "OTHER BYTES")
+    printf 'quantize --scheme %s --device cuda %7.3f s   %s x --device cpu; cuda vs cpu: %s\n' \
+        "$s" "$t_cuda" "$(ratio "$t_cuda" "$t_cpu")" "$same"
+    printf 'quantize --scheme %s --device cpu  %7.3f s   (%d threads)\n' "$s" "$t_cpu" "$(nproc)"
+    rm -rf "$work/q-cpu" "$work/q-cuda"
+    [ "$same" = "same bytes" ] || exit 1
+done
 
 # packed FP4 (issue 25): dequantize-for-export of an MXFP4 (gpt-oss) and an
 # NVFP4 (ModelOpt) model of about 1 GB of bf16 out (bench/make_fp4_model.c),

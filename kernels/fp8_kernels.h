@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/fp4_math.h"
 #include "common/fp8_math.h"
 
 #ifdef __cplusplus
@@ -64,6 +65,7 @@ enum {
     FP8K_BAD_NAN_CODE = 4,  /* dequantize: an E4M3 NaN code */
     FP8K_BAD_OVERFLOW = 8,  /* dequantize: q * s, or its rounding, is not finite */
     FP8K_BAD_FP4 = 16,      /* packed FP4: a scale byte that is NaN or lets a code overflow */
+    FP8K_BAD_TINY = 32,     /* FP4 quantize, MXFP4 from BF16: a quotient at or below 2^-126 */
 };
 
 /*
@@ -85,6 +87,25 @@ typedef struct {
 /* the table (256 x 16 uint32) and clean (256 bytes), as they lie in device memory */
 #define FP8K_FP4_TABLE_BYTES (256 * 16 * 4 + 256)
 
+/*
+ * Packed-FP4 quantization (lib/compute/fp4_ref.h, fp4_quantize_row) of n
+ * source elements (whole rows, end to end; n a multiple of the group, 16
+ * for NVFP4 and 32 for MXFP4): packed gets n / 2 bytes (element 2i in the
+ * low nibble of byte i), scales n / group bytes (NVFP4: E4M3 under the
+ * second level `global`; MXFP4: E8M0).  One thread a group, each rule of
+ * lib/common/fp4_math.h.  A group with a NaN or infinity sets
+ * FP8K_BAD_NONFINITE, one whose E8M0 byte would be 255 or more
+ * FP8K_BAD_SCALE, and (MXFP4 from BF16) a nonzero element whose quotient is
+ * at or below 2^-126, where the BF16 rounding of a subnormal decides the
+ * sign, FP8K_BAD_TINY: the host redoes the band with the CPU reference.
+ */
+typedef struct {
+    fp8k_type src; /* FP8K_BF16 or FP8K_F32 */
+    int nvfp4;     /* else MXFP4 */
+    uint64_t n, group;
+    float global;
+} fp8k_fp4q;
+
 /* ---- launches on device memory, asynchronous on `stream` (a cudaStream_t) */
 
 /* q gets rows * cols codes, scales the groups' stored scales (row-major,
@@ -103,6 +124,10 @@ int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q, const float 
  * uint32 values then the clean bytes. */
 int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_t *scales,
                     const uint8_t *table, void *y, unsigned *bad, void *stream);
+
+/* packed and scales get the band's codes and scale bytes (fp8k_fp4q). */
+int fp8k_launch_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *packed, uint8_t *scales,
+                     unsigned *bad, void *stream);
 
 /* ---- a slot: what one host thread owns on the GPU */
 
@@ -130,6 +155,9 @@ int fp8k_slot_dequantize(fp8k_slot *s, const fp8k_dequant *d, uint64_t nscales, 
  * band's values.  upload 0: host[0] and host[1] are on the device already
  * (this slot's previous call was another band of the same rows). */
 int fp8k_slot_fp4(fp8k_slot *s, const fp8k_fp4 *d, int upload, unsigned *bad);
+/* host[0]: the n source elements; host[1] gets the n / 2 packed bytes,
+ * host[2] the n / group scale bytes. */
+int fp8k_slot_fp4q(fp8k_slot *s, const fp8k_fp4q *d, unsigned *bad);
 
 #ifdef __cplusplus
 }

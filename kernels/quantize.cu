@@ -1,5 +1,6 @@
 /*
- * quantize.cu - the quantize, amax, dequantize and packed-FP4 decode kernels.  Every number goes
+ * quantize.cu - the quantize, amax, dequantize, packed-FP4 decode and FP4
+ * quantize kernels.  Every number goes
  * through lib/common/fp8_math.h, the code the CPU reference uses, so the bytes are
  * the reference's: the scale is fp8_scale_make() of the group's amax, each
  * element is one IEEE fp32 division (nvcc's default -prec-div=true; the
@@ -325,4 +326,87 @@ extern "C" int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_
     else
         FP8K_LAUNCH(fp4_kernel<FP8K_BF16>, grid, st, *d, q, scales, table, y, bad);
     return launch_error(cudaGetLastError());
+}
+
+/* ---------------------------------------------------------------- FP4 quantize */
+
+/* A thread a group (fp8k_fp4q): its largest magnitude as the integer
+ * maximum of the magnitude bits, its scale and each element's code by
+ * lib/common/fp4_math.h, the rules fp4_quantize_row calls. */
+template <int SRC, int NV>
+__global__ void __launch_bounds__(CTA)
+    fp4q_kernel(fp8k_fp4q d, const void *__restrict__ src_, uint8_t *__restrict__ packed,
+                uint8_t *__restrict__ scales, unsigned *bad)
+{
+    typedef src_traits<SRC> T;
+    const typename T::bits *src = (const typename T::bits *)src_;
+    const int bf16 = SRC == FP8K_BF16;
+    unsigned flags = 0;
+    uint64_t groups = d.n / d.group;
+    for (uint64_t g = (uint64_t)blockIdx.x * CTA + threadIdx.x; g < groups;
+         g += (uint64_t)gridDim.x * CTA) {
+        const typename T::bits *x = src + g * d.group;
+        uint32_t m = 0;
+        for (uint64_t k = 0; k < d.group; k++) {
+            uint32_t v = x[k] & T::mag;
+            m = v > m ? v : m;
+        }
+        if (m >= T::inf) { /* the CPU finds the first one */
+            flags |= FP8K_BAD_NONFINITE;
+            continue;
+        }
+        float dv;
+        if (NV) {
+            scales[g] = fp4_nv_scale(bf16, T::f32(m), d.global, &dv);
+        } else {
+            int b = fp4_mx_scale(bf16, T::f32(m), &dv);
+            if (b > 255) {
+                flags |= FP8K_BAD_SCALE;
+                continue;
+            }
+            scales[g] = (uint8_t)b;
+        }
+        bool tiny = false;
+        uint8_t *p = packed + g * d.group / 2;
+        for (uint64_t k = 0; k < d.group; k += 2) {
+            uint32_t b0 = x[k], b1 = x[k + 1];
+            float v0 = fp4_quotient(NV, bf16, T::f32(b0), dv);
+            float v1 = fp4_quotient(NV, bf16, T::f32(b1), dv);
+            if (!NV && bf16) /* the CPU's tiny quotients, and a few more */
+                tiny = tiny || ((b0 & T::mag) && (fp8_f32_bits(v0) & 0x7FFFFFFF) <= 0x00800000) ||
+                       ((b1 & T::mag) && (fp8_f32_bits(v1) & 0x7FFFFFFF) <= 0x00800000);
+            p[k / 2] = (uint8_t)(fp4_e2m1_code(v0) | fp4_e2m1_code(v1) << 4);
+        }
+        if (tiny)
+            flags |= FP8K_BAD_TINY;
+    }
+    if (flags)
+        atomicOr(bad, flags);
+}
+
+template <int SRC, int NV>
+static int launch_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *packed, uint8_t *scales,
+                       unsigned *bad, cudaStream_t stream)
+{
+    uint64_t ctas = fp8k_ceil_div(d->n / d->group, CTA);
+    unsigned grid = (unsigned)(ctas < FP8K_GROUP_CTAS ? ctas : FP8K_GROUP_CTAS);
+    FP8K_LAUNCH((fp4q_kernel<SRC, NV>), grid, stream, *d, src, packed, scales, bad);
+    return launch_error(cudaGetLastError());
+}
+
+extern "C" int fp8k_launch_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *packed,
+                                uint8_t *scales, unsigned *bad, void *stream)
+{
+    if (d->n == 0)
+        return 0;
+    if (d->group == 0 || d->group % 2 || d->n % d->group)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (d->src == FP8K_BF16)
+        return d->nvfp4 ? launch_fp4q<FP8K_BF16, 1>(d, src, packed, scales, bad, st)
+                        : launch_fp4q<FP8K_BF16, 0>(d, src, packed, scales, bad, st);
+    if (d->src == FP8K_F32)
+        return d->nvfp4 ? launch_fp4q<FP8K_F32, 1>(d, src, packed, scales, bad, st)
+                        : launch_fp4q<FP8K_F32, 0>(d, src, packed, scales, bad, st);
+    return (int)cudaErrorInvalidValue;
 }

@@ -157,3 +157,17 @@ extern "C" int fp8k_slot_fp4(fp8k_slot *s, const fp8k_fp4 *d, int upload, unsign
     TRY((cudaError_t)copy_out(s, 2, d->rows * d->width * (d->out == FP8K_F32 ? 4 : 2)));
     return finish(s, bad);
 }
+
+extern "C" int fp8k_slot_fp4q(fp8k_slot *s, const fp8k_fp4q *d, unsigned *bad)
+{
+    if (d->group == 0)
+        return (int)cudaErrorInvalidValue;
+    TRY(cudaSetDevice(s->device));
+    TRY((cudaError_t)copy_in(s, 0, d->n * type_size(d->src)));
+    TRY(cudaMemsetAsync(s->dword, 0, sizeof *s->dword, s->stream));
+    TRY((cudaError_t)fp8k_launch_fp4q(d, s->dev[0], (uint8_t *)s->dev[1], (uint8_t *)s->dev[2],
+                                      s->dword, s->stream));
+    TRY((cudaError_t)copy_out(s, 1, d->n / 2));
+    TRY((cudaError_t)copy_out(s, 2, d->n / d->group));
+    return finish(s, bad);
+}

@@ -15,6 +15,8 @@ int fp8k_emu_dequantize(const fp8k_dequant *d, const uint8_t *q, const float *sc
                         unsigned *bad, void *stream);
 int fp8k_emu_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_t *scales,
                  const uint8_t *table, void *y, unsigned *bad, void *stream);
+int fp8k_emu_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *packed, uint8_t *scales,
+                  unsigned *bad, void *stream);
 
 static fp8k_type ktype(fp8_dtype d)
 {
@@ -57,7 +59,17 @@ static bool emu_fp4(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
     return bad != 0;
 }
 
-static const kc_engine engine = { emu_quantize, emu_amax, emu_dequantize, true, emu_fp4 };
+static bool emu_fp4q(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n, float global,
+                     uint8_t *packed, uint8_t *scales)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
+    fp8k_fp4q kd = { ktype(src), t->levels == 2, n, t->run, global };
+    unsigned bad = 0;
+    ck_assert_int_eq(fp8k_emu_fp4q(&kd, x, packed, scales, &bad, NULL), 0);
+    return bad != 0;
+}
+
+static const kc_engine engine = { emu_quantize, emu_amax, emu_dequantize, true, emu_fp4, emu_fp4q };
 
 int main(void)
 {

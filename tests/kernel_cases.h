@@ -7,7 +7,9 @@
  * dequantization to BF16, F16 and F32 for every scale layout; the packed-FP4
  * decode (MXFP4, NVFP4 as ModelOpt and compressed-tensors write it) against
  * fp4_dequant_row on every (scale byte, code) pair in both nibbles and on
- * random rows, in bands and transposed.  Two suites
+ * random rows, in bands and transposed; the FP4 quantize (NVFP4, MXFP4)
+ * against fp4_quantize_row from BF16 and F32 on random magnitudes,
+ * threshold ties, zeros, subnormals, tiny quotients and bad input.  Two suites
  * run them: tests/check_kernels.c on the CPU emulation of the kernels (every
  * build), tests/gpu/check_gpu.c on a GPU (make check-gpu).
  */
@@ -31,6 +33,10 @@ typedef struct {
      * fp8_gpu_fp4_table) and the rows' scale bytes; y gets the values */
     bool (*fp4)(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
                 const unsigned char *table, const uint8_t *scales, void *y);
+    /* FP4 quantize: n elements x (whole rows) to n / 2 packed bytes and
+     * n / run scale bytes */
+    bool (*fp4q)(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n, float global,
+                 uint8_t *packed, uint8_t *scales);
 } kc_engine;
 
 static inline unsigned kc_src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
@@ -386,6 +392,103 @@ static inline void kc_fp4(const kc_engine *e)
     free(sc);
 }
 
+/* ---------------------------------------------------------------- FP4 quantize */
+
+/* n elements of class k (as fp32 in f), as check_fp4_quant.c's fill_row:
+ * 0 random magnitudes over many binades, 1 exact threshold ties under a
+ * group max of 6, 2 zeros and -0, 3 small values beside a group max of
+ * 2^100 (MXFP4 quotients below 2^-126, which bf16 rounds, to -0 for
+ * some), 4 a NaN, 5 an infinity, 6 an element past E8M0's range, 7 fp32
+ * and bf16 subnormals. */
+static inline void kc_fp4q_fill(int k, uint64_t n, float *f)
+{
+    static const float ties[] = { 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f };
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t r = next_u32();
+        float u = (float)(r & 0xFFFF) / 65536.0f, sign = r & 0x10000 ? -1.0f : 1.0f;
+        switch (k) {
+        case 0: f[i] = sign * u * fp8_pow2((int)(r >> 17 & 31) - 16); break;
+        case 1: f[i] = i % 16 == 0 ? 6.0f : sign * ties[r % 8] * (r & 0x20000 ? 1.0f : 0.5f); break;
+        case 2: f[i] = r % 3 == 0 ? 0.0f : r % 3 == 1 ? -0.0f : sign * u; break;
+        case 3: f[i] = i % 32 == 0 ? 0x1p100f : sign * fp8_pow2(-30 - (int)(r % 12)) * (1 + u); break;
+        case 7: f[i] = sign * u * fp8_pow2(-126 - (int)(r >> 17 & 15)); break;
+        default: f[i] = sign * u;
+        }
+    }
+    if (k == 4)
+        f[n / 2 + 3] = NAN;
+    if (k == 5)
+        f[n - 1] = -INFINITY;
+    if (k == 6)
+        f[n / 3] = 3.0e38f;
+}
+
+/* The engine against fp4_quantize_row: what the reference refuses is
+ * flagged; what is not flagged has the reference's bytes; and only a tiny
+ * quotient (class 3 or 7, MXFP4 from BF16) may be flagged besides. */
+static inline void kc_fp4_quantize(const kc_engine *e)
+{
+    enum { NMAX = 32 * 1100 };
+    float *f = malloc(NMAX * 4);
+    uint16_t *b = malloc(NMAX * 2);
+    uint8_t *q0 = malloc(NMAX / 2), *q1 = malloc(NMAX / 2), *s0 = malloc(NMAX / 16),
+            *s1 = malloc(NMAX / 16);
+    ck_assert(f && b && q0 && q1 && s0 && s1);
+    int compared = 0, refused = 0;
+    for (int rep = 0; rep < (e->quick ? 4 : 30); rep++)
+        for (int k = 0; k < 8; k++)
+            for (int sc = 0; sc < 2; sc++)
+                for (int dt = 0; dt < 2; dt++) {
+                    fp8_scheme scheme = sc ? FP8_SCHEME_MXFP4 : FP8_SCHEME_NVFP4;
+                    fp8_dtype src = dt ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
+                    /* once a class a band past the emulation's launch cap */
+                    uint64_t n = 32 * (rep == 0 ? 1100 : 1 + next_u32() % 40);
+                    kc_fp4q_fill(k, n, f);
+                    for (uint64_t i = 0; i < n; i++)
+                        b[i] = fp8_f32_to_bf16(f[i]);
+                    const void *x = dt ? (const void *)f : (const void *)b;
+                    float global = rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(src, 1.0f + (float)rep);
+                    uint64_t where;
+                    memset(q0, 0xAA, n / 2);
+                    memset(q1, 0x55, n / 2);
+                    memset(s0, 0xAA, n / 16);
+                    memset(s1, 0x55, n / 16);
+                    fp4_q_result want = fp4_quantize_row(scheme, src, x, n, global, q0, s0, &where);
+                    bool bad = e->fp4q(scheme, src, x, n, global, q1, s1);
+                    char what[96];
+                    snprintf(what, sizeof what, "rep %d, class %d, %s from %s, %llu elements", rep,
+                             k, sc ? "mxfp4" : "nvfp4", dt ? "f32" : "bf16",
+                             (unsigned long long)n);
+                    if (want != FP4_Q_OK) {
+                        ck_assert_msg(bad, "%s: the reference refuses (%d), the kernel did not flag",
+                                      what, want);
+                        refused++;
+                        continue;
+                    }
+                    if (bad) {
+                        ck_assert_msg(sc && !dt && (k == 3 || k == 7),
+                                      "%s: flagged, but the reference quantizes it", what);
+                        continue;
+                    }
+                    uint64_t ns = n / fp8_scheme_get(scheme)->run;
+                    for (uint64_t i = 0; i < n / 2; i++)
+                        ck_assert_msg(q0[i] == q1[i], "%s: packed byte %llu: reference 0x%02x, "
+                                      "kernel 0x%02x", what, (unsigned long long)i, q0[i], q1[i]);
+                    for (uint64_t i = 0; i < ns; i++)
+                        ck_assert_msg(s0[i] == s1[i], "%s: scale %llu: reference 0x%02x, kernel "
+                                      "0x%02x", what, (unsigned long long)i, s0[i], s1[i]);
+                    compared++;
+                }
+    ck_assert_int_gt(compared, e->quick ? 80 : 600);
+    ck_assert_int_gt(refused, e->quick ? 15 : 100);
+    free(f);
+    free(b);
+    free(q0);
+    free(q1);
+    free(s0);
+    free(s1);
+}
+
 /* ---------------------------------------------------------------- the suite */
 
 static const kc_engine *kc_under_test; /* set before Check forks the tests */
@@ -408,6 +511,9 @@ END_TEST
 START_TEST(test_fp4_decode_equals_reference) { kc_fp4(kc_under_test); }
 END_TEST
 
+START_TEST(test_fp4_quantize_equals_reference) { kc_fp4_quantize(kc_under_test); }
+END_TEST
+
 /* Adds every case above, run by `e`, to tc. */
 static inline void kc_add_tests(TCase *tc, const kc_engine *e)
 {
@@ -418,6 +524,7 @@ static inline void kc_add_tests(TCase *tc, const kc_engine *e)
     tcase_add_test(tc, test_amax_equals_reference);
     tcase_add_test(tc, test_dequant_equals_cpu);
     tcase_add_test(tc, test_fp4_decode_equals_reference);
+    tcase_add_test(tc, test_fp4_quantize_equals_reference);
 }
 
 #endif

@@ -182,6 +182,7 @@ static void emu_launch(dim3 grid, unsigned block, void (*kernel)(P...), A... arg
 #define fp8k_launch_amax fp8k_emu_amax
 #define fp8k_launch_dequantize fp8k_emu_dequantize
 #define fp8k_launch_fp4 fp8k_emu_fp4
+#define fp8k_launch_fp4q fp8k_emu_fp4q
 
 #include "../kernels/quantize.cu"
 #include "../kernels/slot.cu"

@@ -152,7 +152,7 @@ typedef uint8_t v8b __attribute__((vector_size(8)));
 /*
  * Groups g0..g0+7 of a row, each `run` elements: 8 scales at once, then the
  * elements 8 at a time.  The scales by the reference's steps in vector form
- * (fp4_ref.c fp4_nvfp4_scale, mx_byte): m / 6 in fp32, to bf16 by nearest
+ * (fp4_math.h fp4_nv_scale, fp4_mx_byte): m / 6 in fp32, to bf16 by nearest
  * even (an fp32 that is finite and positive: the carry of the rounding bit
  * into the kept bits), times the global, at most 448, to E4M3 by nearest
  * even (normal: 3 mantissa bits kept the same way; below 2^-6: the sum with
@@ -232,7 +232,7 @@ typedef uint8_t v8b __attribute__((vector_size(8)));
                     return false;                                                            \
     } while (0)
 
-/* Elements i..i+7 divided by d, to E2M1 codes (fp4_ref.c's e2m1_code: each
+/* Elements i..i+7 divided by d, to E2M1 codes (fp4_math.h fp4_e2m1_code: each
  * threshold passed adds one), packed into packed[i / 2 ..]; false for a
  * tiny MXFP4 quotient. */
 static inline __attribute__((always_inline)) bool codes8(fp8_dtype src, const void *x, uint64_t i,

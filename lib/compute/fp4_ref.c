@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compute/fp4_ref.h"
+#include "common/fp4_math.h"
 #include "common/fp8_math.h"
 #include "compute/quant_ref.h"
 
@@ -102,12 +103,9 @@ fp4_deq_result fp4_dequant_row(const uint8_t *packed, const uint8_t *scales, uin
 
 /* ---------------------------------------------------------------- quantization */
 
-/* x rounded to the source dtype, as torch stores each intermediate tensor
- * of that dtype (BF16: to nearest even; F32: as is). */
-static float in_src(fp8_dtype src, float x)
-{
-    return src == FP8_DTYPE_BF16 ? fp8_bf16_to_f32(fp8_f32_to_bf16(x)) : x;
-}
+/* The rules of one element and one group: common/fp4_math.h, which the
+ * CUDA kernel calls too. */
+static float in_src(fp8_dtype src, float x) { return fp4_in_src(src == FP8_DTYPE_BF16, x); }
 
 float fp4_nvfp4_global(fp8_dtype src, float amax)
 {
@@ -119,59 +117,14 @@ float fp4_nvfp4_global(fp8_dtype src, float amax)
     return g == g && g <= 3.4028234663852886e38f ? g : 1.0f;
 }
 
-/* E2M1 code of v (clamped to [-6, 6] first), by FP4_E2M1_DATA.cast_to_fp4's
- * thresholds (round to nearest, ties to even), the sign bit from
- * signbit(sign(v) * |rounded|): set for v < 0, clear for -0. */
-static unsigned e2m1_code(float v)
-{
-    float a = __builtin_fabsf(v);
-    unsigned c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
-               : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
-    return c | (v < 0 ? 8u : 0u);
-}
-
-/* MXFP4's E8M0 byte for a group of largest magnitude m (mxfp_utils.py
- * generate_mx_scales): round_to_power_2 adds 1 << (mantissa bits - 2) to
- * m's bits and keeps sign and exponent (so from 1.75 * 2^e up it is
- * 2^(e+1)), then 127 + floor(log2) - 2, clamped to [0, 255] (log2(0) is
- * -inf: 0).  256 and up: no scale (E8M0 255 is NaN). */
-static int mx_byte(fp8_dtype src, float m)
-{
-    int e;
-    if (src == FP8_DTYPE_BF16) {
-        uint32_t b = ((uint32_t)fp8_f32_to_bf16(m) + (1u << 5)) & 0xFF80u;
-        e = (int)(b >> 7);
-    } else {
-        uint32_t b = (fp8_f32_bits(m) + (1u << 21)) & 0xFF800000u;
-        e = (int)(b >> 23);
-    }
-    if (e == 0) /* zero (or a subnormal below the carry): log2 is -inf, or below */
-        return 0;
-    if (e == 255)
-        return 256;
-    int byte = e - 2; /* 127 + (e - 127) - 2 */
-    return byte < 0 ? 0 : byte;
-}
-
 uint8_t fp4_nvfp4_scale(fp8_dtype src, float m, float global, float *d)
 {
-    /* calculate_qparams: max_val_pos / 6 in the dtype, times the global in
-     * fp32 (exact), to E4M3 after clamping to 448, and a zero scale
-     * replaced by E4M3's eps 0.125; _quantize divides by scale / global, in
-     * fp32 */
-    float s = global * in_src(src, m / 6.0f);
-    uint8_t b = fp8_f32_to_e4m3(s < 448.0f ? s : 448.0f);
-    if (b == 0)
-        b = fp8_f32_to_e4m3(0.125f);
-    *d = fp8_e4m3_to_f32(b) / global;
-    return b;
+    return fp4_nv_scale(src == FP8_DTYPE_BF16, m, global, d);
 }
 
 int fp4_mxfp4_scale(fp8_dtype src, float m, float *d)
 {
-    int b = mx_byte(src, m);
-    *d = b > 255 ? 0 : fp8_pow2(b - 127);
-    return b;
+    return fp4_mx_scale(src == FP8_DTYPE_BF16, m, d);
 }
 
 fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
@@ -202,13 +155,10 @@ fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, u
             scales[g] = (uint8_t)b;
         }
         for (uint64_t i = g * run; i < (g + 1) * run; i += 2) {
-            /* NVFP4: x / d in fp32 (x widened); MXFP4: in the dtype */
-            float v0 = fp8_load_f32(src, x, i) / d, v1 = fp8_load_f32(src, x, i + 1) / d;
-            if (!nv) {
-                v0 = in_src(src, v0);
-                v1 = in_src(src, v1);
-            }
-            packed[i / 2] = (uint8_t)(e2m1_code(v0) | e2m1_code(v1) << 4);
+            int bf16 = src == FP8_DTYPE_BF16;
+            float v0 = fp4_quotient(nv, bf16, fp8_load_f32(src, x, i), d);
+            float v1 = fp4_quotient(nv, bf16, fp8_load_f32(src, x, i + 1), d);
+            packed[i / 2] = (uint8_t)(fp4_e2m1_code(v0) | fp4_e2m1_code(v1) << 4);
         }
     }
     return FP4_Q_OK;

@@ -218,6 +218,23 @@ fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp
     return FP8_OK;
 }
 
+fp8_status fp8_gpu_fp4_quantize(fp8_ctx *ctx, fp8_gpu *gpu, fp8_scheme scheme, fp8_dtype src,
+                                uint64_t n, float global, bool *bad)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
+    fp8k_fp4q kd = { ktype(src), t->levels == 2, n, t->run, global };
+    unsigned flags = 0;
+    if (src != FP8_DTYPE_BF16 && src != FP8_DTYPE_F32) { /* not the kernel's */
+        *bad = true;
+        return FP8_OK;
+    }
+    int err = injected_fault() ? -1 : fp8k_slot_fp4q(gpu->slot, &kd, &flags);
+    if (err)
+        return cuda_fail(ctx, "the FP4 quantize kernel", err < 0 ? 0 : err);
+    *bad = flags != 0;
+    return FP8_OK;
+}
+
 #else /* no CUDA: fp8_device_resolve never gives FP8_DEVICE_CUDA, so these are not reached */
 
 static fp8_status not_compiled(fp8_ctx *ctx)
@@ -251,6 +268,12 @@ fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant 
 }
 fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
                        bool *bad)
+{
+    return not_compiled(ctx);
+}
+
+fp8_status fp8_gpu_fp4_quantize(fp8_ctx *ctx, fp8_gpu *gpu, fp8_scheme scheme, fp8_dtype src,
+                                uint64_t n, float global, bool *bad)
 {
     return not_compiled(ctx);
 }

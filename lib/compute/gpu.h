@@ -60,4 +60,16 @@ void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst);
 fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
                        bool *bad);
 
+/*
+ * Packed-FP4 quantization on the GPU: the n elements (whole rows, n a
+ * multiple of the scheme's run) of dtype src (BF16 or F32) in host[0] to
+ * n / 2 packed bytes in host[1] and n / run scale bytes in host[2], as
+ * fp4_quantize_row gives them under the second level `global` (NVFP4).
+ * *bad: a NaN or infinity, an E8M0 overflow, or (MXFP4 from BF16) a
+ * quotient at or below 2^-126; the caller then runs the CPU path, which
+ * says what and where (or writes the same bytes).
+ */
+fp8_status fp8_gpu_fp4_quantize(fp8_ctx *ctx, fp8_gpu *gpu, fp8_scheme scheme, fp8_dtype src,
+                                uint64_t n, float global, bool *bad);
+
 #endif

@@ -268,8 +268,10 @@ static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
                     w->r->plan->items[j->item].tensor->name, why);
 }
 
-/* An FP4 job (whole rows, quantize.c's plan): the reference row by row
- * (fp4_ref.h), on the CPU whatever the device. */
+/* An FP4 job (whole rows, quantize.c's plan): on the GPU when there is one
+ * (its bytes are the reference's); else, and on what the GPU flags (bad
+ * input, or a quotient only the reference rounds), the CPU's fast path of
+ * the reference row by row (fp4_ref.h), which says what and where. */
 static fp8_status do_quantize_fp4(worker *w, const job *j)
 {
     shard_run *r = w->r;
@@ -279,7 +281,12 @@ static fp8_status do_quantize_fp4(worker *w, const job *j)
     fp8_dtype dt = it->tensor->dtype;
     uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
     uint64_t cols = j->ncols, where = 0;
-    for (uint64_t k = 0; k < j->nrows; k++) {
+    bool bad = true;
+    fp8_status st;
+    if (w->gpu && (st = fp8_gpu_fp4_quantize(w->ctx, w->gpu, p->opts.scheme, dt,
+                                             j->nrows * cols, e->global, &bad)))
+        return gpu_error(w, j, st);
+    for (uint64_t k = 0; bad && k < j->nrows; k++) {
         const char *row = (const char *)w->src + k * cols * src_size(dt);
         switch (fp4_fast_quantize_row(p->opts.scheme, dt, row, cols, e->global, w->q + k * cols / 2,
                                  w->scales + k * cols / run, &where)) {
@@ -295,8 +302,8 @@ static fp8_status do_quantize_fp4(worker *w, const job *j)
         }
     }
     uint64_t at = flat_index(e, j->expert, j->row0, 0), n = j->nrows * cols;
-    fp8_status st = fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->packed_name),
-                                      at / 2, w->q, n / 2);
+    st = fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->packed_name), at / 2,
+                           w->q, n / 2);
     return st ? st
               : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->scale_name),
                                   at / run, w->scales, n / run);

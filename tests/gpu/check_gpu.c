@@ -74,7 +74,20 @@ static bool gpu_fp4(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
     return bad;
 }
 
-static const kc_engine engine = { gpu_quantize, gpu_amax, gpu_dequantize, false, gpu_fp4 };
+static bool gpu_fp4q(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n, float global,
+                     uint8_t *packed, uint8_t *scales)
+{
+    fp8_ctx *ctx = fp8_ctx_create();
+    bool bad = false;
+    memcpy(host[0], x, n * kc_src_size(src));
+    gpu_check(ctx, fp8_gpu_fp4_quantize(ctx, gpu, scheme, src, n, global, &bad));
+    memcpy(packed, host[1], n / 2);
+    memcpy(scales, host[2], n / fp8_scheme_get(scheme)->run);
+    return bad;
+}
+
+static const kc_engine engine = { gpu_quantize, gpu_amax, gpu_dequantize, false, gpu_fp4,
+                                  gpu_fp4q };
 
 static void setup(void) { gpu = gpu_open(70000 * 64 + 64); }
 static void teardown(void) { fp8_gpu_free(gpu); }

@@ -70,6 +70,52 @@ for m in $models; do
         same "quantize $s $m"
     done
 done
+# packed-FP4 quantize (issue 26): the kernel's bytes are fp4_quantize_row's;
+# fp4-edge holds what the GPU hands back to the CPU (MXFP4 quotients from
+# bf16 below 2^-126 beside a group max of 2^100) and E2M1 threshold ties,
+# zeros, -0 and subnormals, in bf16 and f32
+python3 - "$work/fp4-edge" <<'PY'
+import json, os, random, struct, sys
+os.makedirs(sys.argv[1])
+random.seed(26)
+ties = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0]
+def row(k, n):
+    out = []
+    for i in range(n):
+        s, u = random.choice((-1.0, 1.0)), random.random()
+        if k == 0:
+            out.append(2.0 ** 100 if i % 32 == 0 else s * 2.0 ** -random.randint(30, 41) * (1 + u))
+        elif k == 1:
+            out.append(6.0 if i % 16 == 0 else s * random.choice(ties) * random.choice((1.0, 0.5)))
+        elif k == 2:
+            out.append(random.choice((0.0, -0.0, s * u)))
+        elif k == 3:
+            out.append(s * u * 2.0 ** -random.randint(126, 141))
+        else:
+            out.append(s * u * 2.0 ** random.randint(-20, 12))
+    return out
+vals = [v for r in range(40) for v in row(r % 5, 256)]
+f32 = struct.pack("<%df" % len(vals), *vals)
+bf16 = b"".join(f32[i + 2:i + 4] for i in range(0, len(f32), 4))  # truncated: exact bf16 values
+hdr, data = {}, b""
+for name, dt, b in (("model.layers.0.mlp.down_proj.weight", "BF16", bf16),
+                    ("model.layers.0.mlp.up_proj.weight", "F32", f32)):
+    hdr[name] = {"dtype": dt, "shape": [40, 256], "data_offsets": [len(data), len(data) + len(b)]}
+    data += b
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(os.path.join(sys.argv[1], "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + data)
+json.dump({"model_type": "llama", "hidden_size": 256}, open(os.path.join(sys.argv[1], "config.json"), "w"))
+PY
+fp4q_models=(testdata/llama-tiny "$work/fp4-edge" "$work/model")
+[ "$quick" = 1 ] && fp4q_models=(testdata/llama-tiny)
+for m in "${fp4q_models[@]}"; do
+    for s in nvfp4 mxfp4; do
+        "$BUILD/fp8conv" quantize -q --no-sync --scheme $s --device cpu "$m" "$work/cpu"
+        "$F" quantize -q --no-sync --scheme $s --device cuda "$m" "$work/cuda"
+        same "quantize --scheme $s $m"
+    done
+done
 "$BUILD/fp8conv" quantize -q --no-sync --device cpu "$work/model" "$work/model-fp8"
 "$BUILD/fp8conv" quantize -q --no-sync --device cpu --scheme mxfp8 "$work/model" "$work/model-mx"
 dq_models=(testdata/deepseek-fp8-tiny "$work/model-fp8" "$work/model-mx") dq_dtypes="bf16 f16 f32"
@@ -143,7 +189,7 @@ hdr = json.dumps({"w.weight": {"dtype": "BF16", "shape": [32, 128], "data_offset
 hdr += b" " * (-len(hdr) % 8)
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
 EOF
-for s in "" "--scheme tensor" "--scheme mxfp8"; do
+for s in "" "--scheme tensor" "--scheme mxfp8" "--scheme nvfp4" "--scheme mxfp4"; do
     for dev in cpu cuda; do
         bin=$F
         [ $dev = cpu ] && bin=$BUILD/fp8conv
@@ -164,7 +210,7 @@ done
 
 # a CUDA failure mid-run (the 5th GPU call fails): exit 5, nothing left
 for cmd in "quantize $work/model" "dequantize-for-export $work/model-fp8" \
-    "dequantize-for-export testdata/releases/deepseek-v4"; do
+    "dequantize-for-export testdata/releases/deepseek-v4" "quantize --scheme mxfp4 $work/model"; do
     mkdir -p "$work/fault"
     # shellcheck disable=SC2086
     FP8CONV_CUDA_FAULT=5 "$F" $cmd --device cuda "$work/fault/out" 2>"$work/err" && rc=0 || rc=$?
