@@ -484,6 +484,33 @@ START_TEST(test_fp4_bad_input_leaves_nothing)
 }
 END_TEST
 
+/* verify --against refuses packed FP4 weights it would have to re-quantize,
+ * not a packed tensor the source holds and quantize kept as it is (a
+ * gpt-oss _blocks tensor beside bf16 weights; found by CI's fuzz_dir run:
+ * the refusal broke its invariant that --against runs). */
+START_TEST(test_against_runs_on_a_kept_packed_tensor)
+{
+    char *dir = tu_tmpdir(), *err = NULL;
+    uint8_t blocks[2 * 8 * 2 * 16] = { 0x21 };
+    uint16_t w[64 * 64];
+    for (int i = 0; i < 64 * 64; i++)
+        w[i] = fp8_f32_to_bf16((float)(i % 13) / 16.0f - 0.375f);
+    t_spec ts[] = {
+        { "model.layers.0.mlp.experts.gate_up_proj_blocks", FP8_DTYPE_U8, 4, { 2, 8, 2, 16 },
+          blocks },
+        { "model.layers.0.self_attn.o_proj.weight", FP8_DTYPE_BF16, 2, { 64, 64 }, w },
+    };
+    char *in = write_ck(dir, "in", ts, 2, "{\"model_type\": \"llama\", \"hidden_size\": 64}");
+    char *out = quantize_into(dir, "--scheme channel", in);
+    int rc = tu_run_fmt(&err, "verify --against '%s' '%s'", in, out);
+    ck_assert_msg(rc != 2 && !strstr(err, "does not re-quantize"), "exit %d: %s", rc, err);
+    free(err);
+    free(out);
+    free(in);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 static Suite *fp4_quant_suite(void)
 {
     Suite *s = suite_create("fp4_quant");
@@ -497,6 +524,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_nvfp4_moe_experts_share_gate_up_global);
     tcase_add_test(tc, test_mxfp4_writes_ct_layout);
     tcase_add_test(tc, test_fp4_bad_input_leaves_nothing);
+    tcase_add_test(tc, test_against_runs_on_a_kept_packed_tensor);
     suite_add_tcase(s, tc);
     return s;
 }

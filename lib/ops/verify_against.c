@@ -634,24 +634,28 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
 {
     fp8_checkpoint *src = NULL;
     dq_weights *w = NULL;
+    fp8_status st = fp8_checkpoint_open(ctx, src_path, &src);
+    if (st)
+        return st;
+    /* a packed FP4 weight SRC does not hold (one it holds is kept, compared
+     * as it is below) */
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         char *sn = NULL, *on = NULL;
         const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sn, &on);
         free(sn);
         free(on);
-        if (l)
+        if (l && !fp8_checkpoint_find(src, t->name, NULL)) {
+            fp8_checkpoint_close(src);
             return fp8_fail(ctx, FP8_ERR_USAGE,
                             "%s: tensor '%s' is packed FP4 (%s): verify --against does not "
                             "re-quantize packed FP4 weights yet; verify without --against checks "
                             "their layout and values",
                             v->path, t->name, l->name);
+        }
     }
     against a = { .v = v };
     pthread_mutex_init(&a.lock, NULL);
-    fp8_status st = fp8_checkpoint_open(ctx, src_path, &src);
-    if (st)
-        return st;
     fp8_ctx *wctx = fp8_ctx_create();
     bool can_dequantize = wctx && !dq_weights_open(wctx, v->ck,
                                                    fp8_checkpoint_is_directory(v->ck) ? v->path : NULL,
