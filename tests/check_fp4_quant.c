@@ -27,6 +27,7 @@
  * Byte-identity with llm-compressor itself is make check-fp4-quant's.
  */
 #include "golden.h"
+#include "fill.h"
 
 #include "common/fp8_math.h"
 #include "compute/fp4_cpu.h"
@@ -122,49 +123,20 @@ START_TEST(test_mxfp4_scale_rounds_up_from_1_75)
 }
 END_TEST
 
-/* A row of n elements of class k in dtype src (as fp32 in f): random
- * magnitudes over many binades, exact threshold ties under a group max of
- * 6, zeros and -0, small values beside a group max of 2^100 (MXFP4
- * quotients below 2^-126, which bf16 rounds, to -0 for some), and one NaN,
- * infinity or E8M0-overflowing element. */
-static void fill_row(int k, uint64_t n, uint32_t *seed, float *f)
-{
-    static const float ties[] = { 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f };
-    for (uint64_t i = 0; i < n; i++) {
-        *seed = *seed * 1664525u + 1013904223u;
-        uint32_t r = *seed >> 8;
-        float u = (float)(r & 0xFFFF) / 65536.0f, sign = r & 0x10000 ? -1.0f : 1.0f;
-        switch (k) {
-        case 0: f[i] = sign * u * fp8_pow2((int)(r >> 17 & 31) - 16); break;
-        case 1: f[i] = i % 16 == 0 ? 6.0f : sign * ties[r % 8] * (r & 0x20000 ? 1.0f : 0.5f); break;
-        case 2: f[i] = r % 3 == 0 ? 0.0f : r % 3 == 1 ? -0.0f : sign * u; break;
-        case 3: f[i] = i % 32 == 0 ? 0x1p100f : sign * fp8_pow2(-30 - (int)(r % 12)) * (1 + u); break;
-        default: f[i] = sign * u;
-        }
-    }
-    if (k == 4)
-        f[n / 2 + 3] = NAN;
-    if (k == 5)
-        f[n - 1] = -INFINITY;
-    if (k == 6)
-        f[n / 3] = 3.0e38f;
-}
-
 START_TEST(test_fast_path_is_the_reference)
 {
     enum { N = 352 }; /* NVFP4: 22 groups, MXFP4: 11: blocks of 8 and the rest */
     float f[N];
     uint16_t b[N];
     uint8_t q0[N / 2], q1[N / 2], s0[N / 16], s1[N / 16];
-    uint32_t seed = 26;
     int rows = 0;
     for (int rep = 0; rep < 200; rep++)
-        for (int k = 0; k < 7; k++)
+        for (int k = 0; k < 8; k++) /* fill.h's fill_fp4q classes */
             for (int sc = 0; sc < 2; sc++)
                 for (int dt = 0; dt < 2; dt++) {
                     fp8_scheme scheme = sc ? FP8_SCHEME_MXFP4 : FP8_SCHEME_NVFP4;
                     fp8_dtype src = dt ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
-                    fill_row(k, N, &seed, f);
+                    fill_fp4q(k, N, f);
                     for (int i = 0; i < N; i++)
                         b[i] = fp8_f32_to_bf16(f[i]);
                     const void *x = dt ? (const void *)f : (const void *)b;

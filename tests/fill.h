@@ -44,4 +44,34 @@ static inline void fill(fp8_dtype dt, void *x, uint64_t n)
     }
 }
 
+/* FP4 quantize's input classes (tests/check_fp4_quant.c, kernel_cases.h):
+ * n elements of class k (as fp32 in f):
+ * 0 random magnitudes over many binades, 1 exact threshold ties under a
+ * group max of 6, 2 zeros and -0, 3 small values beside a group max of
+ * 2^100 (MXFP4 quotients below 2^-126, which bf16 rounds, to -0 for
+ * some), 4 a NaN, 5 an infinity, 6 an element past E8M0's range, 7 fp32
+ * and bf16 subnormals. */
+static inline void fill_fp4q(int k, uint64_t n, float *f)
+{
+    static const float ties[] = { 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f };
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t r = next_u32();
+        float u = (float)(r & 0xFFFF) / 65536.0f, sign = r & 0x10000 ? -1.0f : 1.0f;
+        switch (k) {
+        case 0: f[i] = sign * u * fp8_pow2((int)(r >> 17 & 31) - 16); break;
+        case 1: f[i] = i % 16 == 0 ? 6.0f : sign * ties[r % 8] * (r & 0x20000 ? 1.0f : 0.5f); break;
+        case 2: f[i] = r % 3 == 0 ? 0.0f : r % 3 == 1 ? -0.0f : sign * u; break;
+        case 3: f[i] = i % 32 == 0 ? 0x1p100f : sign * fp8_pow2(-30 - (int)(r % 12)) * (1 + u); break;
+        case 7: f[i] = sign * u * fp8_pow2(-126 - (int)(r >> 17 & 15)); break;
+        default: f[i] = sign * u;
+        }
+    }
+    if (k == 4)
+        f[n / 2 + 3] = NAN;
+    if (k == 5)
+        f[n - 1] = -INFINITY;
+    if (k == 6)
+        f[n / 3] = 3.0e38f;
+}
+
 #endif
