@@ -28,7 +28,8 @@
 #include "compute/quant_cpu.h"
 #include "layout/fp4.h"
 /* Declares shard s's output tensors to a writer: each kept tensor as it is,
- * each quantized one as F8_E4M3 plus its scale. */
+ * each quantized one as F8_E4M3 plus its scale, or (FP4 schemes) as its
+ * packed codes, its group scales and NVFP4's second level. */
 static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
 {
     fp8_status st = FP8_OK;
