@@ -4,8 +4,8 @@
  * description that the CPU reference (lib/compute/fp4_ref.c), its fast path
  * (fp4_cpu.c) and the CUDA kernel (kernels/quantize.cu) all call.  `bf16`
  * says the source dtype is BF16 (else F32): the reference (llm-compressor
- * 0.14.0.1 with compressed-tensors 0.17.0) rounds each intermediate tensor
- * to its dtype.
+ * 0.14.0.1 with the compressed-tensors it pins, 0.19.0; 0.17.0's CPU
+ * numerics are the same) rounds each intermediate tensor to its dtype.
  */
 #ifndef FP8_FP4_MATH_H
 #define FP8_FP4_MATH_H
