@@ -317,6 +317,121 @@ START_TEST(test_nvfp4_writes_ct_layout_with_fused_globals)
 }
 END_TEST
 
+/* --format modelopt: ModelOpt's weight-only NVFP4 layout (fp4.h's ModelOpt
+ * row; ModelOpt export/model_config.py QUANTIZATION_W4A16_NVFP4) holding the
+ * reference's codes and group scales, and as weight_scale_2 F32 [] the fp32
+ * nearest to 1 / the reference's global scale (ModelOpt multiplies by it,
+ * compressed-tensors divides): what convert --format modelopt makes of the
+ * compressed-tensors output, file for file; the two export to the same
+ * bf16 here; verify clean; --like it writes it again; --like a W4A4 ModelOpt
+ * release (quant_algo NVFP4, calibrated input_scale) is refused. */
+START_TEST(test_nvfp4_modelopt_is_the_reference_with_its_global_inverted)
+{
+    char *dir = tu_tmpdir(), *err = NULL, *cmd, *mo;
+    char *ct = quantize_into(dir, "--scheme nvfp4", TINY);
+    ck_assert(asprintf(&mo, "%s/mo", dir) > 0);
+    int rc = tu_run_fmt(&err, "quantize -q --scheme nvfp4 --format modelopt %s '%s'", TINY, mo);
+    ck_assert_msg(rc == 0, "quantize: exit %d: %s", rc, err);
+    free(err);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_checkpoint *src, *ck;
+    ck_assert(fp8_checkpoint_open(ctx, TINY, &src) == FP8_OK);
+    ck_assert(fp8_checkpoint_open(ctx, mo, &ck) == FP8_OK);
+    int packed = 0;
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(src); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(src, i, NULL);
+        if (t->rank != 2 || strstr(t->name, "embed") || strstr(t->name, "lm_head"))
+            continue;
+        char stem[256], name[300], other[300];
+        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(t->name) - 7), t->name);
+        expect_tensor(ck, t->name, FP8_DTYPE_U8, t->shape[0], t->shape[1] / 2);
+        snprintf(name, sizeof name, "%s.weight_scale", stem);
+        expect_tensor(ck, name, FP8_DTYPE_F8_E4M3, t->shape[0], t->shape[1] / 16);
+        fp8_tensor_info a, b;
+        snprintf(other, sizeof other, "%s.weight_packed", stem);
+        unsigned char *x = read_tensor_bytes(mo, t->name, &a), *y = read_tensor_bytes(ct, other, &b);
+        ck_assert_msg(a.elements == b.elements && !memcmp(x, y, a.elements), "%s: codes", t->name);
+        free(x);
+        free(y);
+        x = read_tensor_bytes(mo, name, &a);
+        y = read_tensor_bytes(ct, name, &b);
+        ck_assert_msg(a.elements == b.elements && !memcmp(x, y, a.elements), "%s: scales", name);
+        free(x);
+        free(y);
+        snprintf(name, sizeof name, "%s.weight_scale_2", stem);
+        const fp8_tensor_info *s2 = fp8_checkpoint_find(ck, name, NULL);
+        ck_assert_msg(s2 && s2->dtype == FP8_DTYPE_F32 && s2->rank == 0, "%s", name);
+        float *f = (float *)(void *)read_tensor_bytes(mo, name, &a), w2 = *f;
+        free(f);
+        /* the fp32 nearest 1 / g, found in double (each neighbour farther) */
+        double r = 1.0 / global_of(ct, stem);
+        ck_assert_msg(fabs(w2 - r) <= fabs(nextafterf(w2, 0) - r) &&
+                          fabs(w2 - r) <= fabs(nextafterf(w2, INFINITY) - r),
+                      "%s = %.9g, 1 / g = %.17g", name, (double)w2, r);
+        snprintf(name, sizeof name, "%s.weight_global_scale", stem);
+        ck_assert(!fp8_checkpoint_find(ck, name, NULL));
+        packed++;
+    }
+    ck_assert_int_eq(packed, 14);
+    fp8_checkpoint_close(src);
+    fp8_checkpoint_close(ck);
+    fp8_ctx_free(ctx);
+    /* config.json and hf_quant_config.json declare weight-only ModelOpt NVFP4 */
+    ck_assert(asprintf(&cmd, "%s/config.json", mo) > 0);
+    cJSON *config = read_json(cmd), *q = cJSON_GetObjectItem(config, "quantization_config");
+    ck_assert_str_eq(cJSON_GetObjectItem(q, "quant_method")->valuestring, "modelopt");
+    ck_assert_str_eq(cJSON_GetObjectItem(q, "quant_algo")->valuestring, "W4A16_NVFP4");
+    cJSON *g = cJSON_GetObjectItem(cJSON_GetObjectItem(q, "config_groups"), "group_0");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(g, "input_activations")));
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "weights"), "group_size")->valueint,
+                     16);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(q, "ignore")), 2);
+    cJSON_Delete(config);
+    free(cmd);
+    ck_assert(asprintf(&cmd, "%s/hf_quant_config.json", mo) > 0);
+    config = read_json(cmd);
+    q = cJSON_GetObjectItem(config, "quantization");
+    ck_assert_str_eq(cJSON_GetObjectItem(q, "quant_algo")->valuestring, "W4A16_NVFP4");
+    ck_assert_int_eq(cJSON_GetObjectItem(q, "group_size")->valueint, 16);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(q, "exclude_modules")), 2);
+    cJSON_Delete(config);
+    free(cmd);
+    rc = tu_run_fmt(&err, "verify -q '%s'", mo);
+    ck_assert_msg(rc == 0, "verify: exit %d: %s", rc, err);
+    free(err);
+    /* convert of the compressed-tensors output: the same files */
+    rc = tu_run_fmt(&err, "convert -q --format modelopt '%s' '%s/conv'", ct, dir);
+    ck_assert_msg(rc == 0, "convert: exit %d: %s", rc, err);
+    free(err);
+    ck_assert(asprintf(&cmd, "diff -r '%s' '%s/conv' >/dev/null", mo, dir) > 0);
+    ck_assert_msg(system(cmd) == 0, "quantize --format modelopt differs from convert's");
+    free(cmd);
+    /* the same bf16 export as the compressed-tensors output's */
+    ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q '%s' '%s/dmo'", mo, dir), 0);
+    ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q '%s' '%s/dct'", ct, dir), 0);
+    rc = tu_run_fmt(&err, "diff '%s/dmo' '%s/dct'", dir, dir);
+    ck_assert_msg(rc == 0, "exports: exit %d: %s", rc, err);
+    free(err);
+    /* --like: itself again; a W4A4 release refused, nothing left */
+    rc = tu_run_fmt(&err, "quantize -q --like '%s' %s '%s/like'", mo, TINY, dir);
+    ck_assert_msg(rc == 0, "%s", err);
+    free(err);
+    ck_assert(asprintf(&cmd, "diff -r '%s' '%s/like' >/dev/null", mo, dir) > 0);
+    ck_assert_msg(system(cmd) == 0, "--like its own output differs");
+    free(cmd);
+    rc = tu_run_fmt(&err, "quantize -q --like testdata/releases/nvfp4-modelopt %s '%s/w4a4'", TINY,
+                    dir);
+    ck_assert_msg(rc == 3 && strstr(err, "W4A4 NVFP4") && strstr(err, "input_scale") &&
+                      strstr(err, "--format modelopt"),
+                  "exit %d: %s", rc, err);
+    ck_assert(count_entries(dir, "w4a4") == 0);
+    free(err);
+    free(ct);
+    free(mo);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* An MoE model with one weight per expert (testdata/deepseek-moe-tiny):
  * each expert's gate_proj and up_proj share a global, as q_a_proj and
  * kv_a_proj_with_mqa do; the router stays bf16; verify is clean. */
@@ -493,6 +608,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_mxfp4_scale_rounds_up_from_1_75);
     tcase_add_test(tc, test_fast_path_is_the_reference);
     tcase_add_test(tc, test_nvfp4_writes_ct_layout_with_fused_globals);
+    tcase_add_test(tc, test_nvfp4_modelopt_is_the_reference_with_its_global_inverted);
     tcase_add_test(tc, test_nvfp4_moe_experts_share_gate_up_global);
     tcase_add_test(tc, test_mxfp4_writes_ct_layout);
     tcase_add_test(tc, test_fp4_bad_input_leaves_nothing);

@@ -34,7 +34,8 @@ static const char HF_FP8_TENSOR_TRANSFORMERS[] =
     "scales; a per-tensor hf-fp8 checkpoint's weight_scale is left unused (vLLM and SGLang load "
     "it): use --format compressed-tensors for transformers";
 static const char NO_MODELOPT_TRANSFORMERS[] =
-    "it has no quantizer for quant_method modelopt and loads the FP8 codes as plain weights";
+    "it has no quantizer for quant_method modelopt and loads the quantized codes as plain "
+    "weights";
 /* transformers 5.19 on a CPU: FineGrainedFP8 dequantizes at load
  * (integrations/finegrained_fp8.py, Fp8Dequantize) with full blocks only:
  * "Weight shape (320, 352) not divisible by scale grid (3, 3)", or, where the
@@ -127,6 +128,16 @@ static const fmt_spec table[] = {
       .needs_input_scale = true, .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_MXFP8, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_U8, .modelopt_algo = "MXFP8",
+      .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
+    /* Weight-only NVFP4 as ModelOpt's export writes it (W4A16_NVFP4_CFG;
+     * export/model_config.py QUANTIZATION_W4A16_NVFP4): fp4.c's ModelOpt row,
+     * weight_scale_2 the reference's global scale inverted; vLLM
+     * quantization/modelopt.py ModelOptNvFp4Config reads quant_algo
+     * W4A16_NVFP4 and NVFP4, the latter with a calibrated input_scale per
+     * linear (W4A4, not written). */
+    { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_NVFP4, .scale_suffix = "_scale",
+      .scale_dtype = FMT_SCALE_E4M3, .modelopt_algo = "W4A16_NVFP4",
+      .modelopt_algo_acts = "NVFP4", .packed = true, .fp4_layout = FP4_LAYOUT_NVFP4_MODELOPT,
       .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
 };
 
@@ -352,7 +363,8 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         const char *algo = str_of(q, "quant_algo");
         d->scheme = FP8_SCHEME_TENSOR;
         for (size_t i = 0; algo && i < NROWS; i++)
-            if (table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0)
+            if ((table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0) ||
+                (table[i].modelopt_algo_acts && strcasecmp(table[i].modelopt_algo_acts, algo) == 0))
                 d->scheme = table[i].scheme;
     } else {
         d->unknown_method = method;
@@ -651,6 +663,11 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
         break;
     }
     default:
+        if (spec->packed) {
+            cJSON_Delete(q);
+            q = fmt_modelopt_fp4_config(ignored, false);
+            break;
+        }
         cJSON_AddStringToObject(q, "quant_method", "modelopt");
         cJSON_AddStringToObject(q, "quant_algo", spec->modelopt_algo);
         if (o->kv_cache_fp8) /* vLLM modelopt.py, SGLang modelopt_quant.py */
@@ -663,26 +680,63 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
     return q;
 }
 
+/* ModelOpt's NVFP4 export (modelopt/torch/export/convert_hf_config.py
+ * convert_hf_quant_config_format) writes config.json's quantization_config
+ * with config_groups; vLLM reads config.json's alone when there is one
+ * (model_loader/weight_utils.py get_quant_config) and its exclusions from
+ * "ignore" alone (ModelOptQuantConfigBase.from_config: a flat
+ * "exclude_modules" there leaves lm_head quantized), and takes null
+ * activations in every group for weight-only (ModelOptNvFp4Config
+ * ._from_config). */
+cJSON *fmt_modelopt_fp4_config(cJSON *ignore, bool acts)
+{
+    cJSON *q = cJSON_CreateObject();
+    cJSON *g0 = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"), "group_0");
+    cJSON *w = cJSON_CreateObject();
+    cJSON_AddFalseToObject(w, "dynamic");
+    cJSON_AddNumberToObject(w, "group_size", fp8_scheme_get(FP8_SCHEME_NVFP4)->run);
+    cJSON_AddNumberToObject(w, "num_bits", 4);
+    cJSON_AddStringToObject(w, "type", "float");
+    if (acts)
+        cJSON_AddItemToObject(g0, "input_activations", cJSON_Duplicate(w, true));
+    else
+        cJSON_AddNullToObject(g0, "input_activations");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(g0, "targets"), cJSON_CreateString("Linear"));
+    cJSON_AddItemToObject(g0, "weights", w);
+    cJSON_AddItemToObject(q, ignore_keys[FP8_FORMAT_MODELOPT].config_key, ignore);
+    cJSON_AddStringToObject(q, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
+    cJSON_AddStringToObject(q, "quant_method", "modelopt");
+    return q;
+}
+
 /* ModelOpt's hf_quant_config.json. */
 cJSON *fmt_side_file(const fmt_spec *spec, const fp8_quant_options *o, char *const *ignore,
                      size_t nignore)
 {
     if (spec->format != FP8_FORMAT_MODELOPT)
         return NULL;
-    cJSON *root = cJSON_CreateObject(), *ignored = ignore_list(o, ignore, nignore);
+    const fp8_scheme_traits *sch = fp8_scheme_get(o->scheme);
+    cJSON *root = fmt_modelopt_side(spec->modelopt_algo, ignore_list(o, ignore, nignore),
+                                    sch->group == FP8_GROUP_RUN ? sch->run : 0, o->kv_cache_fp8);
+    if (o->declare_ignore && o->declare_no_list) /* --like: the reference has none */
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "quantization"),
+                                                ignore_keys[spec->format].side_key);
+    return root;
+}
+
+cJSON *fmt_modelopt_side(const char *algo, cJSON *ignore, uint32_t group_size, bool kv_fp8)
+{
+    cJSON *root = cJSON_CreateObject();
     cJSON *producer = cJSON_AddObjectToObject(root, "producer");
     cJSON_AddStringToObject(producer, "name", "fp8conv");
     cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
     cJSON *q = cJSON_AddObjectToObject(root, "quantization");
-    cJSON_AddStringToObject(q, "quant_algo", spec->modelopt_algo);
-    if (o->kv_cache_fp8)
+    cJSON_AddStringToObject(q, "quant_algo", algo);
+    if (kv_fp8)
         cJSON_AddStringToObject(q, "kv_cache_quant_algo", "FP8");
-    cJSON_AddItemToObject(q, ignore_keys[spec->format].side_key, ignored);
-    const fp8_scheme_traits *sch = fp8_scheme_get(o->scheme);
-    if (sch->group == FP8_GROUP_RUN)
-        cJSON_AddNumberToObject(q, "group_size", sch->run);
-    if (o->declare_ignore && o->declare_no_list) /* --like: the reference has none */
-        cJSON_DeleteItemFromObjectCaseSensitive(q, ignore_keys[spec->format].side_key);
+    cJSON_AddItemToObject(q, ignore_keys[FP8_FORMAT_MODELOPT].side_key, ignore);
+    if (group_size)
+        cJSON_AddNumberToObject(q, "group_size", group_size);
     return root;
 }
 

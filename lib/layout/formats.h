@@ -41,6 +41,10 @@ typedef struct {
      * method takes with these weights; NULL: no such rule. */
     const char *ct_moe_activations;
     const char *modelopt_algo;
+    /* ModelOpt: the quant_algo of the same weights with calibrated
+     * activations in the scheme too (NVFP4's W4A4), which fp8conv reads and
+     * does not write; its declaration is read as this row's scheme. */
+    const char *modelopt_algo_acts;
     /* Non-NULL: fp8conv does not write the pair, because of this loader rule. */
     const char *refused;
     /* Non-NULL: the loader cannot load MoE experts (3-D or per expert) in this
@@ -85,10 +89,19 @@ void fmt_pairs_text(fp8_text *b);
  * without one. */
 cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
                                char *const *ignore, size_t nignore);
+/* ModelOpt NVFP4's quantization_config in config.json, as ModelOpt's
+ * export converts it (config_groups, "ignore", quant_algo): weight-only
+ * (W4A16_NVFP4), or with NVFP4 activations too (`acts`, W4A4: NVFP4).
+ * Takes `ignore` (an array). */
+cJSON *fmt_modelopt_fp4_config(cJSON *ignore, bool acts);
 /* The side file a pair writes beside config.json (HF_QUANT_CONFIG for
  * ModelOpt); NULL when the format has none. */
 cJSON *fmt_side_file(const fmt_spec *spec, const fp8_quant_options *o, char *const *ignore,
                      size_t nignore);
+/* ModelOpt's hf_quant_config.json: "producer" (fp8conv) and "quantization"
+ * with quant_algo `algo`, the exclusions (takes `ignore`, an array),
+ * group_size when not 0, and kv_cache_quant_algo FP8 when `kv_fp8`. */
+cJSON *fmt_modelopt_side(const char *algo, cJSON *ignore, uint32_t group_size, bool kv_fp8);
 /* The side file of a format beside config.json (HF_QUANT_CONFIG for
  * ModelOpt); NULL when it has none. */
 const char *fmt_side_file_name(fp8_format format);

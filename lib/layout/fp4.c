@@ -114,6 +114,7 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
         .scale_dtype = FP8_DTYPE_F8_E4M3, .weight_rank = 2, .scheme = &nvfp4,
         .global_suffix = ".weight_global_scale", .global_divides = true,
+        .global_rank = 1,
         .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py",
         /* compressed-tensors config/base.py CompressionFormat.nvfp4_pack_quantized */
         .decl_method = "compressed-tensors", .decl_key = "format",

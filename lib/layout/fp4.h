@@ -54,6 +54,7 @@ typedef struct {
      * tensors) rather than multiplied (ModelOpt) */
     const char *global_suffix;
     bool global_divides;
+    int global_rank;           /* its shape: 0 [] (ModelOpt), 1 [1] (compressed-tensors) */
     /* the weight's name must hold this (NULL: any name) */
     const char *name_needs;
     /* the name and dtype alone say it is packed (gpt-oss's _blocks): without

@@ -712,9 +712,10 @@ static const char *static_activations(const cJSON *config, const fmt_declaration
 
 /* A packed-FP4 reference that quantizes activations too (W4A4): fp8conv
  * writes the weight-only forms.  NVFP4 activations need a calibrated
- * input_global_scale per linear (vLLM compressed_tensors_w4a4_nvfp4.py,
- * CompressedTensorsW4A4Fp4.create_weights): refused, as static FP8 is;
- * MXFP4's are dynamic: written weight-only, with a note. */
+ * second-level scale per linear (vLLM compressed_tensors_w4a4_nvfp4.py,
+ * CompressedTensorsW4A4Fp4.create_weights: input_global_scale; modelopt.py
+ * ModelOptNvFp4LinearMethod, quant_algo NVFP4: input_scale): refused, as
+ * static FP8 is; MXFP4's are dynamic: written weight-only, with a note. */
 static fp8_status like_fp4_activations(fp8_ctx *ctx, fp8_like *l, const char *ref,
                                        const fp8_checkpoint *rck, const cJSON *config)
 {
@@ -722,17 +723,24 @@ static fp8_status like_fp4_activations(fp8_ctx *ctx, fp8_like *l, const char *re
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(g ? g->child : NULL, "input_activations");
-    if (!spec || !spec->packed || !cJSON_IsObject(a))
+    const cJSON *algo = cJSON_GetObjectItemCaseSensitive(q, "quant_algo");
+    bool modelopt_acts = spec && spec->modelopt_algo_acts && cJSON_IsString(algo) &&
+                         strcasecmp(algo->valuestring, spec->modelopt_algo_acts) == 0;
+    if (!spec || !spec->packed || !(cJSON_IsObject(a) || modelopt_acts))
         return FP8_OK;
     if (fp8_scheme_get(l->decl.scheme)->levels == 2) {
         size_t n;
         const char *first = first_of(rck, is_activation_scale, &n);
+        bool mo = l->decl.format == FP8_FORMAT_MODELOPT;
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "--like %s: it is W4A4 NVFP4 (input_activations declared%s%s%s): vLLM's "
-                        "CompressedTensorsW4A4Fp4 reads a calibrated input_global_scale per "
-                        "linear, and fp8conv has no calibration data: quantize --scheme nvfp4 "
-                        "without --like writes the weight-only form (NVFP4A16)",
-                        ref, first ? "; calibrated: '" : "", first ? first : "", first ? "'" : "");
+                        "--like %s: it is W4A4 NVFP4 (%s%s%s%s): vLLM's %s reads a calibrated "
+                        "%s per linear, and fp8conv has no calibration data: quantize --scheme "
+                        "nvfp4%s without --like writes the weight-only form (%s)",
+                        ref, mo ? "quant_algo NVFP4" : "input_activations declared",
+                        first ? "; calibrated: '" : "", first ? first : "", first ? "'" : "",
+                        mo ? "ModelOptNvFp4LinearMethod" : "CompressedTensorsW4A4Fp4",
+                        mo ? "input_scale" : "input_global_scale", mo ? " --format modelopt" : "",
+                        mo ? "quant_algo W4A16_NVFP4" : "NVFP4A16");
     }
     char *msg;
     if (asprintf(&msg, "--like %s: its activations are %s too (W4A4, dynamic); fp8conv writes "

@@ -195,7 +195,7 @@ fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
     if (!st && (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1))
         st = write_index(ctx, &p, out.tmp);
     if (!st)
-        st = nv   ? nv_write_config(ctx, &p, config, !to_ct, to_ct, true, out.tmp)
+        st = nv   ? nv_write_config(ctx, &p, config, !to_ct, to_ct, p.acts, out.tmp)
              : mx ? nv_write_config(ctx, &p, config, true, to_ct, false, out.tmp)
                   : dsv4_write_config(ctx, config, out.tmp);
     if (!st)

@@ -43,6 +43,7 @@ typedef struct {
     cast_item *items; /* in the checkpoint's (name) order */
     size_t *by_out;   /* items by output name */
     size_t n, experts, nvfp4, rounded, mxfp4;
+    bool acts;        /* NVFP4: the activations have their second level too (W4A4) */
     char **names;     /* output shard names */
     bool no_sync;
     uint64_t threads; /* for an expert's bands */

@@ -40,11 +40,10 @@
 typedef struct {
     const fp4_layout *l;
     const char *input_suffix; /* the activations' second level (not in fp4.h's table yet) */
-    int global_rank;          /* 0: [], 1: [1] */
 } nv_side;
 
-static const nv_side nv_modelopt = { NULL, ".input_scale", 0 };
-static const nv_side nv_ct = { NULL, ".input_global_scale", 1 };
+static const nv_side nv_modelopt = { NULL, ".input_scale" };
+static const nv_side nv_ct = { NULL, ".input_global_scale" };
 
 static cast_item *item_of(cast_plan *p, const char *name)
 {
@@ -134,21 +133,24 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, co
             st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                           "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
                           fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, gname);
-        else if (!st && !in)
+        else if (!st && (p->nvfp4 ? (in != NULL) != p->acts : false))
             st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': no '%s': the NVFP4 cast takes weights and "
-                          "activations in 4 bits (NVFP4 W4A4) only",
-                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, iname);
+                          "%s: tensor '%s': %s '%s', unlike the NVFP4 weights before it: the "
+                          "cast takes weight-only NVFP4 (W4A16) or weights and activations in 4 "
+                          "bits (W4A4), one for every weight",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                          in ? "it has" : "no", iname);
+        p->acts = p->nvfp4 ? p->acts : in != NULL;
         if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
                             to->l->weight_suffix) < 0) {
             it->out_name = NULL;
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         }
         if (!st)
-            st = plan_recip(ctx, p, g, it->t->name, stem, to->l->global_suffix, to->global_rank,
-                            exact);
-        if (!st)
-            st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->global_rank,
+            st = plan_recip(ctx, p, g, it->t->name, stem, to->l->global_suffix,
+                            to->l->global_rank, exact);
+        if (!st && in)
+            st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->l->global_rank,
                             exact);
         p->nvfp4++;
         free(gname);
@@ -279,30 +281,10 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool
         cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
         cJSON_AddStringToObject(q, "quantization_status", "compressed");
     } else {
-        side = cJSON_CreateObject();
-        cJSON *producer = cJSON_AddObjectToObject(side, "producer");
-        cJSON_AddStringToObject(producer, "name", "fp8conv");
-        cJSON_AddStringToObject(producer, "version", FP8CONV_VERSION);
-        cJSON *sq = cJSON_AddObjectToObject(side, "quantization");
-        cJSON_AddItemToObject(sq, "exclude_modules", cJSON_Duplicate(ignore, true));
-        cJSON_AddNumberToObject(sq, "group_size", 16);
-        cJSON_AddNullToObject(sq, "kv_cache_quant_algo");
-        cJSON_AddStringToObject(sq, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
-        cJSON *g0 = cJSON_AddObjectToObject(cJSON_AddObjectToObject(q, "config_groups"), "group_0");
-        cJSON *w = cJSON_CreateObject();
-        cJSON_AddFalseToObject(w, "dynamic");
-        cJSON_AddNumberToObject(w, "group_size", 16);
-        cJSON_AddNumberToObject(w, "num_bits", 4);
-        cJSON_AddStringToObject(w, "type", "float");
-        if (acts)
-            cJSON_AddItemToObject(g0, "input_activations", cJSON_Duplicate(w, true));
-        else /* vLLM ModelOptNvFp4Config._from_config: null activations in every group: W4A16 */
-            cJSON_AddNullToObject(g0, "input_activations");
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(g0, "targets"), cJSON_CreateString("Linear"));
-        cJSON_AddItemToObject(g0, "weights", w);
-        cJSON_AddItemToObject(q, fmt_ignore_key(FP8_FORMAT_MODELOPT), ignore);
-        cJSON_AddStringToObject(q, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
-        cJSON_AddStringToObject(q, "quant_method", "modelopt");
+        side = fmt_modelopt_side(acts ? "NVFP4" : "W4A16_NVFP4", cJSON_Duplicate(ignore, true),
+                                 fp8_scheme_get(FP8_SCHEME_NVFP4)->run, false);
+        cJSON_Delete(q);
+        q = fmt_modelopt_fp4_config(ignore, acts);
     }
     if (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
         cJSON_ReplaceItemInObjectCaseSensitive(config, "quantization_config", q);

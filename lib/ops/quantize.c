@@ -122,7 +122,8 @@ static fp8_status name_with(fp8_ctx *ctx, const char *stem, size_t n, const char
 
 /* An FP4 scheme's tensors, named and shaped by fp4.h's row of the layout
  * written: X.weight becomes X.weight_packed (U8, two codes a byte, low
- * nibble first), X.weight_scale and, for NVFP4, X.weight_global_scale. */
+ * nibble first; ModelOpt: X.weight, U8), X.weight_scale and, for NVFP4,
+ * X.weight_global_scale ([1]; ModelOpt: X.weight_scale_2, []). */
 static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *it,
                                 plan_entry *e)
 {
@@ -150,12 +151,12 @@ static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item 
     it->packed_name = e->owned_packed_name;
     it->scale_name = e->owned_scale_name;
     it->global_name = e->owned_global_name;
-    it->global_rank = 1; /* compressed-tensors: [1] */
+    it->global_rank = l->global_rank;
     it->scale_dtype = l->scale_dtype;
     fmt_scale_shape(p->spec, t->rank, t->shape, 1, 1, &it->scale_rank, it->scale_shape);
     const char *names[] = { it->packed_name, it->scale_name, it->global_name };
     for (int k = 0; k < 3; k++)
-        if (names[k] && fp8_checkpoint_find(p->ck, names[k], NULL))
+        if (names[k] && strcmp(names[k], t->name) && fp8_checkpoint_find(p->ck, names[k], NULL))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': the input already has '%s', a name the output "
                             "gives its quantized form",

@@ -686,15 +686,19 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
     return st;
 }
 
-/* NVFP4: shard s's second-level scales, one F32 each. */
+/* NVFP4: shard s's second-level scales, one F32 each: the global scale, a
+ * divisor (compressed-tensors), or its nearest fp32 reciprocal, a factor
+ * (ModelOpt's weight_scale_2; fp8conv-formats(5), FP4 QUANTIZATION). */
 static fp8_status write_globals(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
 {
     fp8_status st = FP8_OK;
+    bool divides = fp4_layout_get((fp4_layout_id)p->spec->fp4_layout)->global_divides;
     for (size_t i = 0; i < p->n && !st; i++) {
         const fp8_quant_item *it = &p->items[i];
         if (p->entries[i].shard != s || !it->quantize || !it->global_name)
             continue;
-        uint32_t bits = fp8_f32_bits(p->entries[i].global);
+        float g = p->entries[i].global;
+        uint32_t bits = fp8_f32_bits(divides ? g : 1.0f / g);
         unsigned char b[4] = { (unsigned char)bits, (unsigned char)(bits >> 8),
                                (unsigned char)(bits >> 16), (unsigned char)(bits >> 24) };
         st = fp8_writer_pwrite(ctx, w, fp8_writer_find(w, it->global_name), 0, b, 4);
