@@ -649,6 +649,30 @@ START_TEST(test_static_activations_are_refused)
 }
 END_TEST
 
+/* A layout fp8conv reads but does not write (gpt-oss: quant_method mxfp4,
+ * fused 3-D experts as _blocks/_scales) is refused with what quantize writes
+ * instead, nothing left (it said "declares no FP8 layout fp8conv reads");
+ * verify names the declaration (it said "declared: none"). */
+START_TEST(test_read_only_layout_is_refused_with_what_is_written)
+{
+    char *dir = tu_tmpdir(), *out, *err, *text;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    int rc = tu_run_fmt(&err, "quantize --like testdata/releases/gpt-oss testdata/llama-tiny '%s'",
+                        out);
+    ck_assert_msg(rc == 3 && strstr(err, "reads but does not write") &&
+                      strstr(err, "--scheme mxfp4") && strstr(err, "mxfp4-pack-quantized"),
+                  "exit %d: %s", rc, err);
+    struct stat sb;
+    ck_assert_msg(stat(out, &sb) != 0, "%s was written", out);
+    free(err);
+    ck_assert_int_eq(tu_run("verify testdata/releases/gpt-oss", &text, NULL), 0);
+    ck_assert_msg(strstr(text, "declared: quant_method mxfp4 (gpt-oss mxfp4)"), "%s", text);
+    free(text);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("like");
@@ -662,6 +686,7 @@ int main(void)
     tcase_add_test(tc, test_equal_to_a_loader_is_no_difference);
     tcase_add_test(tc, test_calibrated_kv_cache_is_a_warning);
     tcase_add_test(tc, test_static_activations_are_refused);
+    tcase_add_test(tc, test_read_only_layout_is_refused_with_what_is_written);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

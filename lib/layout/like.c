@@ -16,6 +16,7 @@
 #include "layout/like.h"
 #include "io/checkpoint.h"
 #include "layout/formats.h"
+#include "layout/fp4.h"
 #include "layout/kvscale.h"
 #include "layout/scheme.h"
 
@@ -818,7 +819,15 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
     fmt_declaration_read(config, &l->decl);
     const fmt_declaration *d = &l->decl;
     const char *act = static_activations(config, d);
-    if (d->format == FP8_FORMAT_DEFAULT || d->bad_key)
+    const fp4_layout *read_only = d->unknown_method ? fp4_layout_of_method(d->unknown_method) : NULL;
+    if (read_only) /* gpt-oss: read (inspect, verify, export, diff), not written */
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "--like %s: its layout (%s, quant_method %s: fused 3-D experts as "
+                      "_blocks and _scales) is one fp8conv reads but does not write: quantize "
+                      "--scheme mxfp4 writes MXFP4 in compressed-tensors' layout "
+                      "(mxfp4-pack-quantized), one weight per expert",
+                      ref, read_only->name, d->unknown_method);
+    else if (d->format == FP8_FORMAT_DEFAULT || d->bad_key)
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                       "--like %s: config.json declares no FP8 layout fp8conv reads (%s)", ref,
                       d->bad_key ? d->bad_key

@@ -149,6 +149,10 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                                      : "") < 0)
             v->format_name = NULL;
     }
+    const fp4_layout *by_method = d.unknown_method ? fp4_layout_of_method(d.unknown_method) : NULL;
+    if (!st && by_method && /* gpt-oss: quant_method mxfp4 declares its packed experts */
+        asprintf(&v->format_name, "quant_method %s (%s)", d.unknown_method, by_method->name) < 0)
+        v->format_name = NULL;
     if (v->assumed) /* --format names no ignore list: which modules stay is unknown */
         v->has_ignore_list = false;
     if (!st && v->assumed)
