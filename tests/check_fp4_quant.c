@@ -394,6 +394,8 @@ START_TEST(test_nvfp4_modelopt_is_the_reference_with_its_global_inverted)
     ck_assert_str_eq(cJSON_GetObjectItem(q, "quant_algo")->valuestring, "W4A16_NVFP4");
     ck_assert_int_eq(cJSON_GetObjectItem(q, "group_size")->valueint, 16);
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(q, "exclude_modules")), 2);
+    /* vLLM's ModelOptNvFp4Config requires the key in this file */
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(q, "kv_cache_quant_algo")));
     cJSON_Delete(config);
     free(cmd);
     rc = tu_run_fmt(&err, "verify -q '%s'", mo);

@@ -734,6 +734,10 @@ cJSON *fmt_modelopt_side(const char *algo, cJSON *ignore, uint32_t group_size, b
     cJSON_AddStringToObject(q, "quant_algo", algo);
     if (kv_fp8)
         cJSON_AddStringToObject(q, "kv_cache_quant_algo", "FP8");
+    else if (strstr(algo, "NVFP4")) /* vLLM ModelOptNvFp4Config._from_config requires the
+                                       key in this file (group_size, kv_cache_quant_algo,
+                                       exclude_modules), null or not */
+        cJSON_AddNullToObject(q, "kv_cache_quant_algo");
     cJSON_AddItemToObject(q, ignore_keys[FP8_FORMAT_MODELOPT].side_key, ignore);
     if (group_size)
         cJSON_AddNumberToObject(q, "group_size", group_size);

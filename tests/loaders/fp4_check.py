@@ -783,6 +783,31 @@ def judge_vllm(work, exports):
         rows.append(dict(vllm_emulation_row(work, c + " as W4A4", twin, exports[c],
                                             "EmulationNvFp4LinearKernel", tag=c + "-w4a4"),
                          fp8conv="written"))
+    # fp8conv quantize --scheme nvfp4 --format modelopt: ModelOpt's weight-only layout
+    # (quant_algo W4A16_NVFP4), which vLLM's ModelOptNvFp4Config reads as W4A16
+    # (quantization/modelopt.py LINEAR_ALGOS, use_a16): a Marlin kernel, CUDA only, as it is;
+    # the same tensors declared W4A4 (modelopt_w4a4_twin: quant_algo NVFP4, input_scale 1)
+    # go through ModelOptLinearMethod's loaders under the emulation kernel, judged bit for bit
+    c = "quantize-nvfp4-modelopt"
+    d = os.path.join(work, c)
+    shutil.rmtree(d, ignore_errors=True)
+    subprocess.run([exports["_fp8conv"], "quantize", "-q", "--scheme", "nvfp4", "--format",
+                    "modelopt", SAMPLE, d], check=True)
+    exp = os.path.join(work, c + ".bf16")
+    ok, msg = export(exports["_fp8conv"], d, exp)
+    if not ok:
+        rows.append({"copy": c, "fp8conv": "written", "judge": "vLLM ModelOptNvFp4Config",
+                     "ok": False, "result": "fp8conv's export refuses: %s" % short(msg)})
+    else:
+        r = vllm_run(d, exp, work, c)
+        rows.append(dict(_vllm_row(c, "vLLM ModelOptNvFp4Config, quant_algo W4A16_NVFP4", r, None,
+                                   "W4A16 NVFP4 runs on a Marlin kernel, CUDA only"),
+                         fp8conv="written"))
+        twin = os.path.join(work, c + "-w4a4")
+        modelopt_w4a4_twin(d, twin)
+        rows.append(dict(vllm_emulation_row(work, c + " as W4A4", twin, exp,
+                                            "ModelOptLinearMethod, EmulationNvFp4LinearKernel",
+                                            tag=c + "-w4a4"), fp8conv="written"))
     # ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4): vLLM's ModelOptNvFp4Config gives
     # each linear ModelOptLinearMethod, whose NVFP4 weight scheme (quantization/modelopt.py
     # KNvfp4Static) asks the same init_nvfp4_linear_kernel: no CPU kernel as it is; under
@@ -861,6 +886,40 @@ def w4a4_twin(src, dst):
         for k in [k for k in t if k.endswith(".weight_global_scale")]:
             name = k[: -len("weight_global_scale")] + "input_global_scale"
             t[name] = ("F32", np.ones(1, np.float32))
+            if idx:
+                idx["weight_map"][name] = f
+        st_write(os.path.join(dst, f), t)
+    if idx:
+        json.dump(idx, open(index, "w"), indent=2)
+
+
+def modelopt_w4a4_twin(src, dst):
+    """fp8conv's weight-only ModelOpt NVFP4 `src` (quant_algo W4A16_NVFP4), declared W4A4 in
+    `dst`: quant_algo NVFP4 in config.json and hf_quant_config.json, the nvfp4-modelopt release
+    copy's input_activations (testdata/gen_fp4.py) in its config group, and an input_scale of 1
+    (F32 []) beside each weight_scale_2. The weight tensors are src's bytes."""
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    rel = json.load(open(os.path.join(RELEASES, "nvfp4-modelopt", "config.json")))
+    cfg = json.load(open(os.path.join(dst, "config.json")))
+    q = cfg["quantization_config"]
+    q["quant_algo"] = "NVFP4"
+    act = rel["quantization_config"]["config_groups"]["group_0"]["input_activations"]
+    q["config_groups"]["group_0"]["input_activations"] = act
+    json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
+    side = os.path.join(dst, "hf_quant_config.json")
+    hq = json.load(open(side))
+    hq["quantization"]["quant_algo"] = "NVFP4"
+    json.dump(hq, open(side, "w"), indent=2)
+    index = os.path.join(dst, "model.safetensors.index.json")
+    idx = json.load(open(index)) if os.path.exists(index) else None
+    for f in sorted(os.listdir(dst)):
+        if not f.endswith(".safetensors"):
+            continue
+        t = st_read(os.path.join(dst, f))
+        for k in [k for k in t if k.endswith(".weight_scale_2")]:
+            name = k[: -len("weight_scale_2")] + "input_scale"
+            t[name] = ("F32", np.ones((), np.float32))
             if idx:
                 idx["weight_map"][name] = f
         st_write(os.path.join(dst, f), t)
