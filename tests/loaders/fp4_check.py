@@ -877,18 +877,24 @@ def w4a4_twin(src, dst):
     act = rel["quantization_config"]["config_groups"]["group_0"]["input_activations"]
     cfg["quantization_config"]["config_groups"]["group_0"]["input_activations"] = act
     json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
-    index = os.path.join(dst, "model.safetensors.index.json")
+    add_beside(dst, "weight_global_scale", "input_global_scale", np.ones(1, np.float32))
+
+
+def add_beside(d, suffix, new_suffix, value):
+    """In checkpoint directory `d`, an F32 tensor `value` named X.new_suffix beside every
+    X.suffix (same shard; the index too)."""
+    index = os.path.join(d, "model.safetensors.index.json")
     idx = json.load(open(index)) if os.path.exists(index) else None
-    for f in sorted(os.listdir(dst)):
+    for f in sorted(os.listdir(d)):
         if not f.endswith(".safetensors"):
             continue
-        t = st_read(os.path.join(dst, f))
-        for k in [k for k in t if k.endswith(".weight_global_scale")]:
-            name = k[: -len("weight_global_scale")] + "input_global_scale"
-            t[name] = ("F32", np.ones(1, np.float32))
+        t = st_read(os.path.join(d, f))
+        for k in [k for k in t if k.endswith("." + suffix)]:
+            name = k[: -len(suffix)] + new_suffix
+            t[name] = ("F32", value)
             if idx:
                 idx["weight_map"][name] = f
-        st_write(os.path.join(dst, f), t)
+        st_write(os.path.join(d, f), t)
     if idx:
         json.dump(idx, open(index, "w"), indent=2)
 
@@ -911,20 +917,7 @@ def modelopt_w4a4_twin(src, dst):
     hq = json.load(open(side))
     hq["quantization"]["quant_algo"] = "NVFP4"
     json.dump(hq, open(side, "w"), indent=2)
-    index = os.path.join(dst, "model.safetensors.index.json")
-    idx = json.load(open(index)) if os.path.exists(index) else None
-    for f in sorted(os.listdir(dst)):
-        if not f.endswith(".safetensors"):
-            continue
-        t = st_read(os.path.join(dst, f))
-        for k in [k for k in t if k.endswith(".weight_scale_2")]:
-            name = k[: -len("weight_scale_2")] + "input_scale"
-            t[name] = ("F32", np.ones((), np.float32))
-            if idx:
-                idx["weight_map"][name] = f
-        st_write(os.path.join(dst, f), t)
-    if idx:
-        json.dump(idx, open(index, "w"), indent=2)
+    add_beside(dst, "weight_scale_2", "input_scale", np.ones((), np.float32))
 
 
 def vllm_emulation_row(work, c, copy, exp, kernel, tag=None):
