@@ -595,6 +595,16 @@ static const char *message(const cJSON *f)
     return cJSON_GetObjectItem(f, "message")->valuestring;
 }
 
+/* The first finding of `rule` whose message holds `text`, NULL when none. */
+static const cJSON *finding_with(const cJSON *report, const char *rule, const char *text)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(report, "findings"))
+        if (!strcmp(cJSON_GetObjectItem(f, "rule")->valuestring, rule) && strstr(message(f), text))
+            return f;
+    return NULL;
+}
+
 /* verify --json --against SRC CK: its exit status must be `want`, and its
  * requantized object say fp4 packed weights, of which `same` reproduced,
  * the first that differs `miss` (NULL: none); no against-* finding but
@@ -852,7 +862,8 @@ END_TEST
 /* An MoE model with one weight per expert: each expert's gate_proj and
  * up_proj share a global from both amaxes (quantize's global pass over
  * the fused sets), and re-quantizing reproduces all 28 packed weights;
- * MXFP4 too. */
+ * MXFP4 too.  Against another model: against-set, naming the packed
+ * weight. */
 START_TEST(test_against_reproduces_moe_experts_with_fused_globals)
 {
     char *dir = tu_tmpdir(), *err = NULL;
@@ -865,6 +876,17 @@ START_TEST(test_against_reproduces_moe_experts_with_fused_globals)
         ck_assert_msg(rc == 0, "%s", err);
         free(err);
         cJSON_Delete(expect_against(moe, out, 0, 28, 28, NULL, NULL));
+        /* against another model, each packed weight's source has another
+         * shape or is not there */
+        cJSON *j = verify_json(out, "--against " TINY, &rc);
+        const cJSON *f = finding_with(j, "against-set",
+                                      "model.layers.1.mlp.experts.0.up_proj.weight_packed: "
+                                      "packed compressed-tensors");
+        ck_assert_msg(rc == 1 && f && strstr(message(f), "but its weight "
+                                                          "model.layers.1.mlp.experts.0.up_proj."
+                                                          "weight is not in"),
+                      "exit %d: %s", rc, f ? message(f) : "no against-set");
+        cJSON_Delete(j);
         free(out);
     }
     tu_tmpdir_free(dir);

@@ -208,18 +208,18 @@ static fp8_status find_source(fp8_ctx *ctx, vf4_against *f, vf4_item *it)
     const fp8_tensor_info *x = fp8_checkpoint_find(f->src, it->w.out_name, &it->xshard);
     if (!x)
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
-                          "%s: %s: packed %s weight %s, which is not in %s", v->path, it->t->name,
-                          it->w.l->name, it->w.out_name, f->src_path);
+                          "%s: %s: packed %s, but its weight %s is not in %s", v->path,
+                          it->t->name, it->w.l->name, it->w.out_name, f->src_path);
     if (!same_dims(rank, shape, x)) {
         fp8_shape_text(rank, shape, want, sizeof want);
         fp8_shape_text(x->rank, x->shape, got, sizeof got);
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
-                          "%s: %s: packed %s weight %s %s, which is %s in %s", v->path,
+                          "%s: %s: packed %s, its weight %s %s, but %s in %s", v->path,
                           it->t->name, it->w.l->name, it->w.out_name, want, got, f->src_path);
     }
     if (!verify_is_float(x->dtype))
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
-                          "%s: %s: packed %s weight %s, which is %s in %s, not bf16, f16 or f32",
+                          "%s: %s: packed %s, but its weight %s is %s in %s, not bf16, f16 or f32",
                           v->path, it->t->name, it->w.l->name, it->w.out_name,
                           fp8_dtype_name(x->dtype), f->src_path);
     it->x = x;
