@@ -152,7 +152,9 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         reproduced = fp8_verify_reproduced(v, &requantized, &miss);
         if (a.opts.against && reproduced >= 0) {
             cJSON *r = cJSON_AddObjectToObject(root, "requantized");
-            cJSON_AddNumberToObject(r, "fp8_weights", (double)requantized);
+            long fp4 = fp8_verify_requantized_fp4(v);
+            cJSON_AddNumberToObject(r, "fp8_weights", (double)(requantized - fp4));
+            cJSON_AddNumberToObject(r, "fp4_weights", (double)fp4);
             cJSON_AddNumberToObject(r, "reproduced", (double)reproduced);
             if (miss)
                 cJSON_AddStringToObject(r, "first_difference", miss);
@@ -257,10 +259,20 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         if (a.opts.against && reproduced < 0)
             cli_printf("re-quantizing %s: not possible with the declared scheme\n",
                        cli_esc(a.opts.against));
-        else if (a.opts.against)
-            cli_printf("re-quantizing %s reproduces %ld of %ld FP8 weights byte for byte%s%s\n",
-                   cli_esc(a.opts.against), reproduced, requantized,
-                   miss ? "; first that differs: " : "", miss ? cli_esc(miss) : "");
+        else if (a.opts.against) {
+            long fp4 = fp8_verify_requantized_fp4(v);
+            char kinds[96];
+            if (!fp4)
+                snprintf(kinds, sizeof kinds, "FP8 weights");
+            else if (fp4 == requantized)
+                snprintf(kinds, sizeof kinds, "packed FP4 weights");
+            else
+                snprintf(kinds, sizeof kinds, "weights (%ld FP8, %ld packed FP4)",
+                         requantized - fp4, fp4);
+            cli_printf("re-quantizing %s reproduces %ld of %ld %s byte for byte%s%s\n",
+                       cli_esc(a.opts.against), reproduced, requantized, kinds,
+                       miss ? "; first that differs: " : "", miss ? cli_esc(miss) : "");
+        }
         if (!a.opts.values)
             cli_printf("values not scanned (--no-values)\n");
         cli_printf("%zu error%s, %zu warning%s", errors, errors == 1 ? "" : "s", warnings,
@@ -283,8 +295,9 @@ const cli_command cli_cmd_verify = { "verify", "CHECKPOINT", "check an FP8 check
   "      --tp N                 report every layer that would not load at tensor-\n"
   "                             parallel size N (vLLM/SGLang partitions)\n"
   "      --ep M                 MoE experts spread whole over M expert-parallel ranks\n"
-  "      --against SRC          compare with the bf16 source: E4M3 error bound, and\n"
-  "                             whether re-quantizing SRC reproduces the FP8 bytes\n"
+  "      --against SRC          compare with the bf16 source: the FP8 or FP4 error\n"
+  "                             bound, and whether re-quantizing SRC reproduces the\n"
+  "                             bytes\n"
   "      --loader vllm|sglang|transformers\n"
   "                             require that loader too (repeatable; default vllm and\n"
   "                             sglang)\n"

@@ -766,7 +766,9 @@ const char *fp8_diff_digest(const fp8_diff *d, int side);
  * with the declared scheme reproduces the FP8 bytes.
  */
 /* A note is a loader that is not required (see fp8_verify_options.require)
- * and would refuse the checkpoint: said, never a failure, even --strict. */
+ * and would refuse the checkpoint, or (with `against`) what is no fault but
+ * worth saying (against-skipped, against-clipped): said, never a failure,
+ * even --strict. */
 typedef enum { FP8_SEV_ERROR, FP8_SEV_WARNING, FP8_SEV_NOTE } fp8_severity;
 const char *fp8_severity_name(fp8_severity s); /* "error", "warning", "note" */
 
@@ -861,11 +863,16 @@ uint64_t fp8_verify_tp_sizes(const fp8_verify *v);
  * dimensions (at its top level or under text_config) and declares a
  * format; when false, fp8_verify_tp_sizes' 0 says nothing. */
 bool fp8_verify_tp_known(const fp8_verify *v);
-/* With `against`: how many of the *requantized FP8 weights re-quantizing
- * the source reproduced byte for byte (weight and scale), and the first one
- * it did not; -1 when it was not tried (no source, or the source cannot be
- * quantized with the declared scheme). */
+/* With `against`: how many of the *requantized weights re-quantizing the
+ * source reproduced byte for byte (weight and scale; a packed FP4 weight's
+ * second-level scale too), and the first one it did not, in name order; -1
+ * when it was not tried (no source, or the source cannot be quantized with
+ * the declared scheme). */
 long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **first_miss);
+/* Of those *requantized weights, how many are packed FP4 (NVFP4 and MXFP4
+ * as quantize writes them, and their ModelOpt twin; the others are FP8);
+ * -1 when not tried. */
+long fp8_verify_requantized_fp4(const fp8_verify *v);
 
 /* ---------------------------------------------------------------- devices */
 

@@ -375,7 +375,12 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         e->shard = shard;
         e->from_source = seen != t;
         it->shard = p->out_shards[e->shard];
-        it->reason = p->source ? why : keep_reason(p, it->tensor, &it->warn, &e->owned_reason);
+        if (p->source)
+            it->reason = why;
+        else if (p->wanted && !p->wanted(p->wanted_user, it->tensor->name))
+            it->reason = "not asked for (kept)";
+        else
+            it->reason = keep_reason(p, it->tensor, &it->warn, &e->owned_reason);
         it->quantize = it->reason == NULL;
         p->nquantized += it->quantize;
         p->input_bytes += fp8_tensor_nbytes(it->tensor);
@@ -485,9 +490,10 @@ fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quan
     return fp8_quant_plan_create_from(ctx, input, opts, NULL, out);
 }
 
-fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,
-                                      const fp8_quant_options *opts,
-                                      const fp8_quant_source *source, fp8_quant_plan **out)
+static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
+                              const fp8_quant_source *source,
+                              bool (*wanted)(void *user, const char *name), void *user,
+                              fp8_quant_plan **out)
 {
     fp8_status st;
     fp8_quant_plan *p = calloc(1, sizeof *p);
@@ -498,6 +504,8 @@ fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,
     }
     p->opts = *opts;
     p->source = source;
+    p->wanted = wanted;
+    p->wanted_user = user;
     if ((st = check_options(ctx, p)) || (st = fp8_checkpoint_open(ctx, input, &p->ck)) ||
         (!source && (st = check_not_quantized(ctx, p))) || (st = name_shards(ctx, p)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
@@ -509,6 +517,20 @@ fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,
     }
     *out = p;
     return FP8_OK;
+}
+
+fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,
+                                      const fp8_quant_options *opts,
+                                      const fp8_quant_source *source, fp8_quant_plan **out)
+{
+    return plan_create(ctx, input, opts, source, NULL, NULL, out);
+}
+
+fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
+                                  bool (*wanted)(void *user, const char *name), void *user,
+                                  fp8_quant_plan **out)
+{
+    return plan_create(ctx, input, opts, NULL, wanted, user, out);
 }
 
 void fp8_quant_plan_free(fp8_quant_plan *p)

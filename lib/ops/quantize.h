@@ -50,6 +50,19 @@ fp8_status fp8_quant_plan_create_from(fp8_ctx *ctx, const char *input,
                                       const fp8_quant_options *opts,
                                       const fp8_quant_source *source, fp8_quant_plan **out);
 
+/*
+ * fp8_quant_plan_create, quantizing only the input tensors `wanted` accepts
+ * (called once per tensor, with its name); every other one is kept, whatever
+ * the keep rules and opts->ignore would say of it.  A wanted tensor still
+ * meets the scheme's own rules (a shape it cannot write is kept, with its
+ * reason).  verify --against re-quantizes so the weights a checkpoint holds
+ * quantized, whatever ignore list made it: NVFP4's fused sets then share a
+ * global among those only, as they did in the checkpoint's own run.
+ */
+fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
+                                  bool (*wanted)(void *user, const char *name), void *user,
+                                  fp8_quant_plan **out);
+
 /* ---------------------------------------------------------------- the plan, as its run sees it */
 
 static inline bool quant_is_float(fp8_dtype d)
@@ -90,6 +103,8 @@ struct fp8_quant_plan {
     uint64_t input_bytes, work_bytes; /* work counts per-tensor inputs twice */
     fp8_device device;     /* resolved by the run */
     const fp8_quant_source *source; /* convert's FP8 input; NULL for quantize */
+    bool (*wanted)(void *user, const char *name); /* quant_plan_create_only's; NULL: all */
+    void *wanted_user;
 };
 
 /* Adds a warning about the whole output (takes `message`; NULL: out of

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/quantize.h"
+#include "ops/quantize_run.h"
 #include "io/checkpoint.h"
 #include "io/output.h"
 #include "io/parts.h"
@@ -684,6 +684,12 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
     free(items);
     free(amax);
     return st;
+}
+
+fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    uint64_t done = 0;
+    return fp8_scheme_get(p->opts.scheme)->levels == 2 ? global_pass(ctx, p, &done) : FP8_OK;
 }
 
 /* NVFP4: shard s's second-level scales, one F32 each: the global scale, a

@@ -6,8 +6,10 @@
  * ue8m0 claim; codes at +-448 are counted: without the source, a clipped
  * value cannot be told from the group's largest one).  Every problem is reported, not just the first.
  * With --against SRC, each FP8 weight is checked against its source within
- * E4M3's rounding error, and SRC is re-quantized in memory, band by band, as
- * quantize would write it, to say which weights it reproduces byte for byte.
+ * E4M3's rounding error (each packed FP4 weight against its group's E2M1
+ * grid: verify_against_fp4.c), and SRC is re-quantized in memory, band by
+ * band, as quantize would write it, to say which weights it reproduces byte
+ * for byte.
  */
 #define _GNU_SOURCE
 #include <fnmatch.h>
@@ -277,7 +279,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
     v->path = path;
     v->opts = opts;
     v->require = opts->require ? opts->require : FP8_LOADERS_SERVING;
-    v->requantized = v->reproduced = -1;
+    v->requantized = v->reproduced = v->requantized_fp4 = -1;
     v->chunk = fp8_jobs_chunk(opts->threads, FP8_DEVICE_CPU);
     fp8_status st = fp8_checkpoint_open(ctx, path, &v->ck);
     if (st == FP8_ERR_BAD_INPUT) { /* the container or the index is the finding */
@@ -343,6 +345,7 @@ long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **
     *first_miss = v->first_unreproduced;
     return v->reproduced;
 }
+long fp8_verify_requantized_fp4(const fp8_verify *v) { return v->requantized_fp4; }
 size_t fp8_verify_stats_count(const fp8_verify *v) { return v->nstats; }
 const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t i)
 {

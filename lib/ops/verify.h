@@ -2,7 +2,8 @@
  * verify.h - what verify's passes share (verify.c: the config and
  * parallelism passes, the API; verify_rules.c: structure and loader rules;
  * verify_values.c: the values; verify_kv.c: KV-cache scales; verify_against.c: --against;
- * verify_findings.c: the findings every pass adds to).
+ * verify_against_fp4.c: --against's packed FP4 weights; verify_findings.c: the findings
+ * every pass adds to).
  */
 #ifndef FP8_VERIFY_H
 #define FP8_VERIFY_H
@@ -55,6 +56,7 @@ struct fp8_verify {
     /* --against: FP8 weights re-quantized from SRC, and how many came out the
      * same bytes (weight and scale); -1 when not tried */
     long requantized, reproduced;
+    long requantized_fp4; /* of requantized, the packed FP4 weights */
     uint64_t chunk;     /* bytes a job reads at a time (fp8_jobs_chunk) */
     char *first_unreproduced;
     fp8_verify_stats *stats; /* per FP8 weight, when values were scanned */
@@ -106,5 +108,58 @@ fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v); /* verify_kv.c */
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads);
 fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
                                 const volatile sig_atomic_t *cancel);
+
+/* ---------------------------------------------------------------- --against, packed FP4
+ * (verify_against_fp4.c; fp8conv-formats(5), ERROR BOUND) */
+
+/* How a packed FP4 weight's group scales divide its elements: NVFP4's E4M3
+ * scale by its stored second level (compressed-tensors divides by it:
+ * d = scale / second; ModelOpt multiplies: d = scale * second), or MXFP4's
+ * E8M0 byte b (d = 2^(b - 127)). */
+typedef struct {
+    bool nvfp4;
+    bool divides;
+    double second;
+} vf4_rule;
+
+/* One group's verdict: elements whose code is not the E2M1 value nearest
+ * x / d (within a relative 2^-20 of it, either way at a tie), the first of
+ * them (UINT32_MAX: none), elements beyond 7 d stored as +-6 (clipped),
+ * whether the scale does not serve the group's largest element (its
+ * elements are then not judged), and a NaN scale (left to bad-scale: not
+ * judged). */
+typedef struct {
+    uint64_t bad, clipped;
+    uint32_t first_bad;
+    bool bad_scale, unjudged;
+} vf4_group;
+
+/* The bound of one group of n elements of dtype dt at x, their codes
+ * (`packed`, element 2i in the low nibble of byte i) and its scale byte. */
+void verify_fp4_group(const vf4_rule *r, fp8_dtype dt, const void *x, const uint8_t *packed,
+                      uint32_t n, uint8_t scale, vf4_group *out);
+
+/* The packed FP4 weights of v->ck that SRC does not hold as they are, each
+ * with its logical weight in SRC (an against-set finding where there is
+ * none; a note for the layouts quantize does not write).  `src` is
+ * borrowed. */
+typedef struct vf4_against vf4_against;
+fp8_status verify_fp4_against_open(fp8_ctx *ctx, fp8_verify *v, fp8_checkpoint *src,
+                                   const char *src_path, vf4_against **out);
+void verify_fp4_against_free(vf4_against *f);
+/* Whether tensor `name` of v->ck (src_side false: a packed weight, its
+ * scales) or of SRC (true: a packed weight's logical weight) is this
+ * pass's, not the FP8 pass's; false for a NULL f. */
+bool verify_fp4_against_owns(const vf4_against *f, const char *name, bool src_side);
+/* The bound and the re-quantization of every weight, and their findings
+ * (against-bound, against-scale, saturation). */
+fp8_status verify_fp4_against_run(fp8_ctx *ctx, vf4_against *f, int threads,
+                                  const volatile sig_atomic_t *cancel);
+/* The packed weights it counts as re-quantized; whether re-quantizing was
+ * possible (quantize takes SRC); and for packed weight `name`, -1 when it
+ * is not one of them, else whether SRC reproduced it byte for byte. */
+size_t verify_fp4_against_requantized(const vf4_against *f);
+bool verify_fp4_against_possible(const vf4_against *f);
+int verify_fp4_against_reproduced(const vf4_against *f, const char *name);
 
 #endif

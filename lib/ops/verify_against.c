@@ -72,6 +72,7 @@ typedef struct {
     fp8_checkpoint *src;
     dq_weights *w;
     fp8_quant_plan *plan; /* NULL: no re-quantization */
+    vf4_against *f4;      /* the packed FP4 weights, verify_against_fp4.c's */
     ag_item *items;
     size_t n, *by_tensor;  /* by_tensor: v->ck's tensor -> item, SIZE_MAX when none */
     size_t njobs;
@@ -542,7 +543,8 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->t = fp8_checkpoint_tensor(v->ck, i, &it->shard);
         it->x = fp8_checkpoint_find(a->src, it->t->name, &it->xshard);
         size_t item = it->x ? plan_find(a->plan, it->t->name) : SIZE_MAX;
-        if (it->t->dtype != FP8_DTYPE_F8_E4M3 || !it->x || (!bound[i] && item == SIZE_MAX))
+        if (it->t->dtype != FP8_DTYPE_F8_E4M3 || !it->x || (!bound[i] && item == SIZE_MAX) ||
+            verify_fp4_against_owns(a->f4, it->t->name, false))
             continue;
         it->name = it->t->name;
         against_item(a, it, bound[i], item);
@@ -551,7 +553,8 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     for (size_t k = 0; k < np; k++) {
         const fp8_quant_item *qi = fp8_quant_plan_item(a->plan, k);
         const fp8_tensor_info *t = fp8_checkpoint_find(v->ck, qi->tensor->name, NULL);
-        if (!qi->quantize || (t && t->dtype == FP8_DTYPE_F8_E4M3))
+        if (!qi->quantize || (t && t->dtype == FP8_DTYPE_F8_E4M3) ||
+            verify_fp4_against_owns(a->f4, qi->tensor->name, true))
             continue;
         ag_item *it = &a->items[a->n++];
         it->name = qi->tensor->name;
@@ -601,31 +604,44 @@ static void against_tensor_scales(against *a)
     }
 }
 
-/* How many FP8 weights re-quantizing reproduces (with the MX scales of
- * the latest pass) and the first that it does not; -1 when it was not
- * possible. */
+/* How many weights re-quantizing reproduces (FP8 with the MX scales of the
+ * latest pass, and packed FP4) and the first that it does not, in name
+ * order; -1 when it was not possible. */
 static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against *a)
 {
-    long total = 0, same = 0;
+    long total = 0, same = 0, fp4 = 0, fp8 = 0;
     int k = a->floor_pass;
-    v->requantized = v->reproduced = -1;
+    const char *first = NULL;
+    v->requantized = v->reproduced = v->requantized_fp4 = -1;
     free(v->first_unreproduced);
     v->first_unreproduced = NULL;
-    if (!a->plan || a->impossible)
-        return FP8_OK;
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        if (t->dtype != FP8_DTYPE_F8_E4M3)
+        int packed = verify_fp4_against_reproduced(a->f4, t->name);
+        bool ok;
+        if (packed >= 0) {
+            fp4++;
+            ok = packed;
+        } else if (t->dtype == FP8_DTYPE_F8_E4M3 &&
+                   !verify_fp4_against_owns(a->f4, t->name, false)) {
+            const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
+            fp8++;
+            ok = it && it->compare && !it->differs[k];
+        } else {
             continue;
-        const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
-        bool ok = it && it->compare && !it->differs[k];
+        }
         total++;
         same += ok;
-        if (!ok && !v->first_unreproduced && !(v->first_unreproduced = fp8_strdup(t->name)))
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        first = !ok && !first ? t->name : first;
     }
+    bool fp8_possible = a->plan && !a->impossible;
+    if (((fp8 || !fp4) && !fp8_possible) || (fp4 && !verify_fp4_against_possible(a->f4)))
+        return FP8_OK;
+    if (first && !(v->first_unreproduced = fp8_strdup(first)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     v->requantized = total;
     v->reproduced = same;
+    v->requantized_fp4 = fp4;
     return FP8_OK;
 }
 
@@ -637,24 +653,15 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     fp8_status st = fp8_checkpoint_open(ctx, src_path, &src);
     if (st)
         return st;
-    /* a packed FP4 weight SRC does not hold (one it holds is kept, compared
-     * as it is below) */
-    for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
-        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        char *sn = NULL, *on = NULL;
-        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sn, &on);
-        free(sn);
-        free(on);
-        if (l && !fp8_checkpoint_find(src, t->name, NULL)) {
-            fp8_checkpoint_close(src);
-            return fp8_fail(ctx, FP8_ERR_USAGE,
-                            "%s: tensor '%s' is packed FP4 (%s): verify --against does not "
-                            "re-quantize packed FP4 weights yet; verify without --against checks "
-                            "their layout and values",
-                            v->path, t->name, l->name);
-        }
+    /* the packed FP4 weights (SRC holds their logical weights), which the
+     * loops below leave to verify_against_fp4.c; a packed tensor SRC holds as
+     * it is (gpt-oss _blocks kept by quantize) is a kept tensor here */
+    vf4_against *f4 = NULL;
+    if ((st = verify_fp4_against_open(ctx, v, src, src_path, &f4))) {
+        fp8_checkpoint_close(src);
+        return st;
     }
-    against a = { .v = v };
+    against a = { .v = v, .f4 = f4 };
     pthread_mutex_init(&a.lock, NULL);
     fp8_ctx *wctx = fp8_ctx_create();
     bool can_dequantize = wctx && !dq_weights_open(wctx, v->ck,
@@ -672,7 +679,8 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
         if (role == DQ_DROP || (t->dtype != FP8_DTYPE_F8_E4M3 && (verify_has_suffix(t->name, "_scale") ||
-                                                                  verify_has_suffix(t->name, "_scale_inv"))))
+                                                                  verify_has_suffix(t->name, "_scale_inv"))) ||
+            verify_fp4_against_owns(f4, t->name, false))
             continue;
         const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, NULL);
         if (!x)
@@ -692,13 +700,16 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(src) && !st; i++) {
         const fp8_tensor_info *x = fp8_checkpoint_tensor(src, i, NULL);
-        if (!fp8_checkpoint_find(v->ck, x->name, NULL))
+        if (!fp8_checkpoint_find(v->ck, x->name, NULL) && !verify_fp4_against_owns(f4, x->name, true))
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s of %s is missing", v->path,
                      x->name, src_path);
     }
     a.src = src;
     a.w = w;
-    if (!st && can_dequantize && v->format != FP8_FORMAT_DEFAULT)
+    /* a declared FP4 scheme's plan is the FP4 pass's, by layout */
+    bool fp8_plan = can_dequantize && v->format != FP8_FORMAT_DEFAULT &&
+                    !fp8_scheme_is_fp4(fp8_scheme_get(v->scheme));
+    if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
@@ -729,10 +740,13 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      "%s: %s: %llu elements of %s exceed 464 * scale and were clipped to +-448",
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
-    if (!st && can_dequantize && v->format != FP8_FORMAT_DEFAULT)
+    if (!st)
+        st = verify_fp4_against_run(ctx, f4, threads, cancel);
+    if (!st && ((can_dequantize && v->format != FP8_FORMAT_DEFAULT) ||
+                verify_fp4_against_requantized(f4)))
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
-    if (!st && v->reproduced >= 0 && v->reproduced < v->requantized &&
+    if (!st && a.plan && v->reproduced >= 0 && v->reproduced < v->requantized &&
         fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0) {
         a.floor_pass = true;
         if (!(st = against_run(ctx, &a, threads, cancel, src_path)))
@@ -748,6 +762,7 @@ out:
     free(a.scale_bits);
     pthread_mutex_destroy(&a.lock);
     fp8_quant_plan_free(a.plan);
+    verify_fp4_against_free(f4);
     dq_weights_free(w);
     fp8_checkpoint_close(src);
     return st;

@@ -1,0 +1,18 @@
+/*
+ * quantize_run.h - what of quantize's run (quantize_run.c) another operation
+ * runs on a plan of its own: NVFP4's global pass, which verify --against
+ * runs before it re-quantizes a source as quantize would.
+ */
+#ifndef FP8_QUANTIZE_RUN_H
+#define FP8_QUANTIZE_RUN_H
+
+#include "ops/quantize.h"
+
+/* NVFP4 (a scheme of two scale levels): every quantized item's second level
+ * (plan_entry.global), from the amax of its fused set over the whole input,
+ * as the run computes it before it writes a shard
+ * (fp8conv-formats(5), FP4 QUANTIZATION); nothing for another scheme.  A NaN
+ * or infinity in a quantized tensor is FP8_ERR_BAD_INPUT. */
+fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p);
+
+#endif
