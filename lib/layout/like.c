@@ -854,7 +854,7 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
         st = ck_json_read(ctx, ref, side, &hq);
     char **ignore = NULL;
     size_t nignore = 0;
-    bool listed;
+    bool listed = false; /* read only when nothing was refused above */
     if (!st)
         st = fmt_ignore_read(ctx, d->format, config, hq, &ignore, &nignore, &listed);
     l->listed = listed;
