@@ -122,6 +122,33 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
 
 /* ---------------------------------------------------------------- quantization */
 
+/*
+ * Two rules let the fast paths skip steps of the reference (fp4_math.h)
+ * without changing a byte:
+ *
+ * MXFP4 multiplies by 1/d where the reference divides by d.  d is
+ * 2^(b - 127) for the scale byte b, and 1/d = 2^(127 - b) is an fp32 for
+ * every b in [0, 254]: a normal one down to 2^-126 (b <= 253), and 2^-127,
+ * a subnormal, at b = 254 (fp4_mx_byte gives at most 252: 254 is E8M0's
+ * largest exponent, and it subtracts 2).  x / d and x * (1/d) are then the
+ * same real number, and IEEE rounds each correctly, once, to the same fp32
+ * (subnormal results included: FTZ and DAZ are off).
+ * tests/check_fp4_quant.c test_mx_reciprocal_is_exact checks every bf16
+ * and many fp32 values against every byte.
+ *
+ * MXFP4 from bf16 rounds the quotient v = x / d to bf16 before its code
+ * (fp4_quotient).  v is x times a power of two, exactly x's 8 significant
+ * bits, except where it falls below 2^-126, in fp32's and bf16's
+ * subnormals: so rounding changes no v that reaches a threshold (0.25 and
+ * up), and where it does round (below 2^-126, code 0 either way) it
+ * decides only the sign bit, which the reference takes from v < 0 after
+ * rounding.  bf16's subnormals are multiples of 2^-133, so a v of at most
+ * 2^-134 in magnitude rounds to a zero (2^-134 itself a tie, to the even
+ * zero) and anything larger to a nonzero bf16: the sign bit is v <
+ * -2^-134 on the unrounded fp32 v.  NVFP4 and fp32 sources keep v < 0.
+ */
+#define NEG_LIMIT(nv, src) (!(nv) && (src) == FP8_DTYPE_BF16 ? -0x1p-134f : 0.0f)
+
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
@@ -157,9 +184,9 @@ typedef uint8_t v8b __attribute__((vector_size(8)));
  * into the kept bits), times the global, at most 448, to E4M3 by nearest
  * even (normal: 3 mantissa bits kept the same way; below 2^-6: the sum with
  * 2^14, whose fp32 ulp is E4M3's subnormal 2^-9), zero to 0.125; MXFP4's
- * exponent byte from m's bits plus the rounding carry.  False where the
- * reference must take the row: a NaN or infinity, an E8M0 overflow, a tiny
- * MXFP4 quotient (fp4_cpu.h).
+ * exponent byte from m's bits plus the rounding carry, and its reciprocal
+ * 2^(127 - byte) (above).  False where the reference must take the row: a
+ * NaN or infinity, an E8M0 overflow.
  */
 #define EIGHT_GROUPS(run)                                                                    \
     do {                                                                                     \
@@ -222,36 +249,29 @@ typedef uint8_t v8b __attribute__((vector_size(8)));
                 if (e[k] == 255)                                                             \
                     return false;                                                            \
             byte = (v8u)((v8i)(e - 2u) & (e > 2u));                                          \
-            d = (v8f)((byte << 23) | (0x00400000u & (byte == 0u)));                          \
+            d = (v8f)((254u - byte) << 23); /* 1 / 2^(byte - 127), byte <= 252 */            \
         }                                                                                    \
         v8b b8 = __builtin_convertvector(byte, v8b);                                         \
         memcpy(scales + g0, &b8, 8);                                                         \
         for (int j = 0; j < 8; j++)                                                          \
             for (uint64_t i = (g0 + j) * (run); i < (g0 + j + 1) * (run); i += 8)            \
-                if (!codes8(src, x, i, d[j], tiny_matters, packed))                          \
-                    return false;                                                            \
+                codes8(src, x, i, nv, d[j], neg, packed);                                    \
     } while (0)
 
-/* Elements i..i+7 divided by d, to E2M1 codes (fp4_math.h fp4_e2m1_code: each
- * threshold passed adds one), packed into packed[i / 2 ..]; false for a
- * tiny MXFP4 quotient. */
-static inline __attribute__((always_inline)) bool codes8(fp8_dtype src, const void *x, uint64_t i,
-                                                         float d, bool tiny_matters,
+/* Elements i..i+7 divided by d (NVFP4) or times MXFP4's reciprocal f, to
+ * E2M1 codes (fp4_math.h fp4_e2m1_code: each threshold passed adds one; the
+ * sign bit for v < neg, above), packed into packed[i / 2 ..]. */
+static inline __attribute__((always_inline)) void codes8(fp8_dtype src, const void *x, uint64_t i,
+                                                         bool nv, float f, float neg,
                                                          uint8_t *packed)
 {
     v8f v;
     LOAD8(v, src, x, i);
-    v /= d;
+    v = nv ? v / f : v * f;
     v8f a = ABS8(v);
-    if (tiny_matters) {
-        v8i tiny = (a > 0.0f) & (a < 0x1p-126f);
-        for (int k = 0; k < 8; k++)
-            if (tiny[k])
-                return false;
-    }
     v8i c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
             (a >= 3.5f) + (a > 5.0f);
-    c = -c | ((v < 0.0f) & 8);
+    c = -c | ((v < neg) & 8);
     c |= SHUF(c, c, 1, 0, 3, 2, 5, 4, 7, 6) << 4; /* lanes 0, 2, 4, 6: the bytes */
     v8b b = __builtin_convertvector(c, v8b);
     uint64_t w;
@@ -259,7 +279,6 @@ static inline __attribute__((always_inline)) bool codes8(fp8_dtype src, const vo
     w = (w & 0xFF) | (w >> 8 & 0xFF00) | (w >> 16 & 0xFF0000) | (w >> 24 & 0xFF000000);
     uint32_t four = (uint32_t)w;
     memcpy(packed + i / 2, &four, 4);
-    return true;
 }
 
 /* The row in blocks of 8 groups, the rest group by group as the reference;
@@ -270,7 +289,8 @@ FP8_CLONES static bool quantize_row_clones(fp8_scheme scheme, fp8_dtype src, con
 {
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
     uint64_t groups = n / t->run, g0 = 0;
-    bool nv = t->levels == 2, tiny_matters = !nv && src == FP8_DTYPE_BF16;
+    bool nv = t->levels == 2;
+    float neg = NEG_LIMIT(nv, src);
     for (; g0 + 8 <= groups; g0 += 8) {
         if (t->run == 16)
             EIGHT_GROUPS(16);
@@ -294,21 +314,245 @@ FP8_CLONES static bool quantize_row_clones(fp8_scheme scheme, fp8_dtype src, con
             if (b > 255)
                 return false;
             scales[g0] = (uint8_t)b;
+            d = fp8_pow2(127 - b);
         }
         for (uint64_t i = g0 * t->run; i < (g0 + 1) * t->run; i += 8)
-            if (!codes8(src, x, i, d, tiny_matters, packed))
-                return false;
+            codes8(src, x, i, nv, d, neg, packed);
     }
     return true;
+}
+
+/* ---------------------------------------------------------------- quantization: AVX2 */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
+#include <immintrin.h>
+#define FP4_AVX2 __attribute__((target("avx2"), always_inline)) static inline
+
+static bool cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+
+/* Elements 0..7 at p (bf16 or fp32) as fp32. */
+FP4_AVX2 __m256 avx2_load8(bool bf16, const void *p)
+{
+    if (bf16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    return _mm256_loadu_ps((const float *)p);
+}
+
+/* Lane j: the largest of v[j]'s eight lanes (unsigned), by three rounds of
+ * pairing lanes of two vectors. */
+FP4_AVX2 __m256i avx2_max_of_eight(const __m256i v[8])
+{
+    __m256i p[4], q[2];
+    for (int j = 0; j < 4; j++) /* [a0|a2 b0|b2 a1|a3 b1|b3] in each half */
+        p[j] = _mm256_max_epu32(_mm256_unpacklo_epi32(v[2 * j], v[2 * j + 1]),
+                                _mm256_unpackhi_epi32(v[2 * j], v[2 * j + 1]));
+    for (int j = 0; j < 2; j++) /* [a b c d] of each half's four lanes */
+        q[j] = _mm256_max_epu32(_mm256_unpacklo_epi64(p[2 * j], p[2 * j + 1]),
+                                _mm256_unpackhi_epi64(p[2 * j], p[2 * j + 1]));
+    return _mm256_max_epu32(_mm256_permute2x128_si256(q[0], q[1], 0x20),
+                            _mm256_permute2x128_si256(q[0], q[1], 0x31));
+}
+
+/* E2M1 codes of v as codes8 has them (each threshold passed adds one, the
+ * sign bit for v < neg), one a 32-bit lane. */
+FP4_AVX2 __m256i avx2_codes8(__m256 v, __m256 neg)
+{
+    __m256 a = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
+#define PAST(t, op) _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(t), op))
+    __m256i n = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(PAST(0.25f, _CMP_GT_OQ), PAST(0.75f, _CMP_GE_OQ)),
+                         _mm256_add_epi32(PAST(1.25f, _CMP_GT_OQ), PAST(1.75f, _CMP_GE_OQ))),
+        _mm256_add_epi32(_mm256_add_epi32(PAST(2.5f, _CMP_GT_OQ), PAST(3.5f, _CMP_GE_OQ)),
+                         PAST(5.0f, _CMP_GT_OQ)));
+#undef PAST
+    __m256i s = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, neg, _CMP_LT_OQ)),
+                                 _mm256_set1_epi32(8));
+    return _mm256_sub_epi32(s, n); /* n counts -1 a threshold */
+}
+
+/* 32 codes (c[0] elements 0-7, ...) as 16 bytes, two a byte, the first in
+ * the low nibble: to bytes by saturating packs (which interleave the
+ * 128-bit halves, put back in order by a permutation), then each pair as
+ * b0 * 1 + b1 * 16. */
+FP4_AVX2 void avx2_pack32(__m256i c0, __m256i c1, __m256i c2, __m256i c3, uint8_t *out)
+{
+    __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3));
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    __m256i w = _mm256_maddubs_epi16(b, _mm256_set1_epi16(0x1001));
+    w = _mm256_permute4x64_epi64(_mm256_packus_epi16(w, w), 0x08);
+    _mm_storeu_si128((__m128i *)(void *)out, _mm256_castsi256_si128(w));
+}
+
+/*
+ * Eight groups of `run` elements at x (bf16 or fp32): their scales into
+ * scales[0..7] and codes into packed[0 .. 4 run - 1].  EIGHT_GROUPS' steps
+ * in AVX2: the largest magnitudes as unsigned maxima of the bits without
+ * the sign (bf16: of 16-bit lanes, then of their pairs), which also finds
+ * a NaN or infinity (bits above FLT_MAX's); the scales as EIGHT_GROUPS has
+ * them.  Returns a mask, nonzero where the reference must take the row.
+ */
+FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void *x, float global,
+                                   uint8_t *packed, uint8_t *scales)
+{
+    __m256i acc[8];
+    if (bf16) {
+        const uint16_t *h = x;
+        const __m256i mag = _mm256_set1_epi16(0x7FFF), low = _mm256_set1_epi32(0xFFFF);
+        for (unsigned j = 0; j < 8; j++) {
+            __m256i m = _mm256_setzero_si256();
+            for (unsigned i = 0; i < run; i += 16)
+                m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(h + j * run + i)), mag));
+            acc[j] = _mm256_max_epu32(_mm256_and_si256(m, low), _mm256_srli_epi32(m, 16));
+        }
+    } else {
+        const float *f = x;
+        const __m256i mag = _mm256_set1_epi32(0x7FFFFFFF);
+        for (unsigned j = 0; j < 8; j++) {
+            __m256i m = _mm256_setzero_si256();
+            for (unsigned i = 0; i < run; i += 8)
+                m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(f + j * run + i)), mag));
+            acc[j] = m;
+        }
+    }
+    __m256i M = avx2_max_of_eight(acc); /* lane j: group j's largest magnitude, fp32 bits */
+    if (bf16)
+        M = _mm256_slli_epi32(M, 16);
+    __m256i bad = _mm256_cmpgt_epi32(M, _mm256_set1_epi32(0x7F7FFFFF));
+    __m256i byte;
+    __m256 f; /* NVFP4: the divisor; MXFP4: the reciprocal */
+    if (nv) {
+        __m256 s = _mm256_div_ps(_mm256_castsi256_ps(M), _mm256_set1_ps(6.0f));
+        if (bf16) {
+            __m256i u = _mm256_castps_si256(s);
+            u = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                                 _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
+            s = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xFFFF0000u)));
+        }
+        s = _mm256_min_ps(_mm256_mul_ps(_mm256_set1_ps(global), s), _mm256_set1_ps(448.0f));
+        __m256i u = _mm256_castps_si256(s);
+        __m256i nrm = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFFF)),
+                                       _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1)));
+        nrm = _mm256_and_si256(nrm, _mm256_set1_epi32((int)0xFFF00000u));
+        __m256 sub = _mm256_sub_ps(_mm256_add_ps(s, _mm256_set1_ps(16384.0f)), _mm256_set1_ps(16384.0f));
+        __m256i normal = _mm256_castps_si256(_mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_GE_OQ));
+        __m256i r = _mm256_blendv_epi8(_mm256_castps_si256(sub), nrm, normal);
+        __m256i bn = _mm256_or_si256(
+            _mm256_slli_epi32(_mm256_sub_epi32(_mm256_srli_epi32(nrm, 23), _mm256_set1_epi32(120)), 3),
+            _mm256_and_si256(_mm256_srli_epi32(nrm, 20), _mm256_set1_epi32(7)));
+        __m256i bs = _mm256_cvttps_epi32(_mm256_mul_ps(sub, _mm256_set1_ps(512.0f)));
+        byte = _mm256_blendv_epi8(bs, bn, normal);
+        __m256i zero = _mm256_castps_si256(_mm256_cmp_ps(_mm256_castsi256_ps(r), _mm256_setzero_ps(), _CMP_EQ_OQ));
+        byte = _mm256_blendv_epi8(byte, _mm256_set1_epi32(0x20), zero);
+        r = _mm256_blendv_epi8(r, _mm256_castps_si256(_mm256_set1_ps(0.125f)), zero);
+        f = _mm256_div_ps(_mm256_castsi256_ps(r), _mm256_set1_ps(global));
+    } else {
+        __m256i e = _mm256_srli_epi32(_mm256_and_si256(_mm256_add_epi32(M, _mm256_set1_epi32(0x200000)),
+                                                       _mm256_set1_epi32((int)0xFF800000u)), 23);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
+        byte = _mm256_max_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(2)), _mm256_setzero_si256());
+        f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), byte), 23));
+    }
+    /* the low byte of each lane, in order */
+    __m256i sb = _mm256_shuffle_epi8(byte, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    _mm_storel_epi64((__m128i *)(void *)scales,
+                     _mm_unpacklo_epi32(_mm256_castsi256_si128(sb), _mm256_extracti128_si256(sb, 1)));
+    float fs[8];
+    _mm256_storeu_ps(fs, f);
+    __m256 neg = _mm256_set1_ps(NEG_LIMIT(nv, bf16 ? FP8_DTYPE_BF16 : FP8_DTYPE_F32));
+    unsigned sz = bf16 ? 2 : 4;
+    for (unsigned i = 0; i < 8 * run; i += 32) {
+        const char *p = (const char *)x + i * sz;
+        /* NVFP4: two groups of 16; MXFP4: one of 32 */
+        __m256 f0 = _mm256_broadcast_ss(&fs[i / run]), f1 = _mm256_broadcast_ss(&fs[(i + 16) / run]);
+        __m256 v0 = avx2_load8(bf16, p), v1 = avx2_load8(bf16, p + 8 * sz);
+        __m256 v2 = avx2_load8(bf16, p + 16 * sz), v3 = avx2_load8(bf16, p + 24 * sz);
+        if (nv) {
+            v0 = _mm256_div_ps(v0, f0), v1 = _mm256_div_ps(v1, f0);
+            v2 = _mm256_div_ps(v2, f1), v3 = _mm256_div_ps(v3, f1);
+        } else {
+            v0 = _mm256_mul_ps(v0, f0), v1 = _mm256_mul_ps(v1, f0);
+            v2 = _mm256_mul_ps(v2, f1), v3 = _mm256_mul_ps(v3, f1);
+        }
+        avx2_pack32(avx2_codes8(v0, neg), avx2_codes8(v1, neg), avx2_codes8(v2, neg),
+                    avx2_codes8(v3, neg), packed + i / 2);
+    }
+    return bad;
+}
+
+/* A row of NVFP4 (run 16) or MXFP4 (run 32) in blocks of 8 groups; the last
+ * groups padded with zeros to 8 (a group's bytes depend on it alone). */
+FP4_AVX2 bool avx2_row(bool nv, unsigned run, bool bf16, const void *x, uint64_t n, float global,
+                       uint8_t *packed, uint8_t *scales)
+{
+    uint64_t groups = n / run, g0 = 0, sz = bf16 ? 2 : 4;
+    __m256i bad = _mm256_setzero_si256();
+    for (; g0 + 8 <= groups; g0 += 8)
+        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16, (const char *)x + g0 * run * sz,
+                                                     global, packed + g0 * run / 2, scales + g0));
+    if (g0 < groups) {
+        uint64_t rest = groups - g0;
+        _Alignas(32) unsigned char in[8 * 32 * 4] = { 0 };
+        uint8_t q[8 * 32 / 2], s[8];
+        memcpy(in, (const char *)x + g0 * run * sz, rest * run * sz);
+        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16, in, global, q, s));
+        memcpy(packed + g0 * run / 2, q, rest * run / 2);
+        memcpy(scales + g0, s, rest);
+    }
+    return _mm256_testz_si256(bad, bad);
+}
+
+__attribute__((target("avx2"))) static bool quantize_row_avx2(bool nv, bool bf16, const void *x,
+                                                              uint64_t n, float global,
+                                                              uint8_t *packed, uint8_t *scales)
+{
+    /* each a constant, so that every combination is compiled apart */
+    if (nv)
+        return bf16 ? avx2_row(true, 16, true, x, n, global, packed, scales)
+                    : avx2_row(true, 16, false, x, n, global, packed, scales);
+    return bf16 ? avx2_row(false, 32, true, x, n, global, packed, scales)
+                : avx2_row(false, 32, false, x, n, global, packed, scales);
+}
+#else
+static bool cpu_has_avx2(void) { return false; }
+static bool quantize_row_avx2(bool nv, bool bf16, const void *x, uint64_t n, float global,
+                              uint8_t *packed, uint8_t *scales)
+{
+    (void)nv, (void)bf16, (void)x, (void)n, (void)global, (void)packed, (void)scales;
+    return false;
+}
+#endif
+
+bool fp4_q_path_runs(fp4_q_path path)
+{
+    return path == FP4_Q_PATH_CLONES || (path == FP4_Q_PATH_AVX2 && cpu_has_avx2());
+}
+
+const char *fp4_q_path_name(fp4_q_path path)
+{
+    return path == FP4_Q_PATH_AVX2 ? "avx2" : "clones";
+}
+
+fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, fp8_scheme scheme, fp8_dtype src,
+                                      const void *x, uint64_t n, float global, uint8_t *packed,
+                                      uint8_t *scales, uint64_t *where)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
+    bool nv = t->levels == 2, ok = false;
+    if ((src == FP8_DTYPE_BF16 || src == FP8_DTYPE_F32) && t->run == (nv ? 16u : 32u)) {
+        if (path == FP4_Q_PATH_AVX2 && cpu_has_avx2())
+            ok = quantize_row_avx2(nv, src == FP8_DTYPE_BF16, x, n, global, packed, scales);
+        else
+            ok = quantize_row_clones(scheme, src, x, n, global, packed, scales);
+    }
+    return ok ? FP4_Q_OK : fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
 }
 
 fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
                                    float global, uint8_t *packed, uint8_t *scales,
                                    uint64_t *where)
 {
-    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
-    if ((src != FP8_DTYPE_BF16 && src != FP8_DTYPE_F32) || t->run % 8 ||
-        !quantize_row_clones(scheme, src, x, n, global, packed, scales))
-        return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
-    return FP4_Q_OK;
+    return fp4_fast_quantize_row_on(FP4_Q_PATH_AVX2, scheme, src, x, n, global, packed, scales,
+                                    where);
 }
