@@ -142,7 +142,7 @@ START_TEST(test_fast_path_is_the_reference)
             continue;
         }
         for (int rep = 0; rep < 200; rep++)
-            for (int k = 0; k < 8; k++) /* fill.h's fill_fp4q classes */
+            for (int k = 0; k < 9; k++) /* fill.h's fill_fp4q classes */
                 for (int sc = 0; sc < 2; sc++)
                     for (int dt = 0; dt < 2; dt++) {
                         fp8_scheme scheme = sc ? FP8_SCHEME_MXFP4 : FP8_SCHEME_NVFP4;

@@ -330,6 +330,9 @@ FP8_CLONES static bool quantize_row_clones(fp8_scheme scheme, fp8_dtype src, con
 
 static bool cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 
+#define SET32(v) _mm256_set1_epi32((int)(v))
+#define SET16(v) _mm256_set1_epi16((short)(v))
+
 /* Elements 0..7 at p (bf16 or fp32) as fp32. */
 FP4_AVX2 __m256 avx2_load8(bool bf16, const void *p)
 {
@@ -354,11 +357,79 @@ FP4_AVX2 __m256i avx2_max_of_eight(const __m256i v[8])
                             _mm256_permute2x128_si256(q[0], q[1], 0x31));
 }
 
-/* E2M1 codes of v as codes8 has them (each threshold passed adds one, the
- * sign bit for v < neg), one a 32-bit lane. */
+/* Lane j: the largest magnitude of group j of eight of `run` elements at x,
+ * as fp32 bits: the unsigned maximum of the bits without the sign (bf16: of
+ * 16-bit lanes, then of their pairs), the order of IEEE magnitudes; above
+ * FLT_MAX's bits for a NaN or infinity. */
+FP4_AVX2 __m256i avx2_maxima(unsigned run, bool bf16, const void *x)
+{
+    __m256i acc[8];
+    for (unsigned j = 0; j < 8; j++) {
+        __m256i m = _mm256_setzero_si256();
+        if (bf16) {
+            for (unsigned i = 0; i < run; i += 16)
+                m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)x + j * run + i)), SET16(0x7FFF)));
+            acc[j] = _mm256_max_epu32(_mm256_and_si256(m, SET32(0xFFFF)), _mm256_srli_epi32(m, 16));
+        } else {
+            for (unsigned i = 0; i < run; i += 8)
+                m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)((const float *)x + j * run + i)), SET32(0x7FFFFFFF)));
+            acc[j] = m;
+        }
+    }
+    __m256i M = avx2_max_of_eight(acc);
+    return bf16 ? _mm256_slli_epi32(M, 16) : M;
+}
+
+/*
+ * The scale bytes of eight groups of largest magnitudes M (fp32 bits) into
+ * *byte (32-bit lanes) and what their elements are divided by (NVFP4, *f)
+ * or multiplied by (MXFP4's reciprocal), by EIGHT_GROUPS' steps.  Returns a
+ * mask, nonzero where the reference must take the row: a NaN or infinity,
+ * an E8M0 overflow.
+ */
+FP4_AVX2 __m256i avx2_scales(bool nv, bool bf16, __m256i M, float global, __m256i *byte,
+                             __m256 *f)
+{
+    __m256i bad = _mm256_cmpgt_epi32(M, SET32(0x7F7FFFFF));
+    if (!nv) {
+        /* bf16's 1 << 5 and fp32's 1 << 21 are the same bit */
+        __m256i e = _mm256_srli_epi32(_mm256_and_si256(_mm256_add_epi32(M, SET32(0x200000)),
+                                                       SET32(0xFF800000u)), 23);
+        *byte = _mm256_max_epi32(_mm256_sub_epi32(e, SET32(2)), _mm256_setzero_si256());
+        *f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(SET32(254), *byte), 23));
+        return _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, SET32(255)));
+    }
+    __m256 s = _mm256_div_ps(_mm256_castsi256_ps(M), _mm256_set1_ps(6.0f));
+    if (bf16) {
+        __m256i u = _mm256_castps_si256(s);
+        u = _mm256_add_epi32(_mm256_add_epi32(u, SET32(0x7FFF)),
+                             _mm256_and_si256(_mm256_srli_epi32(u, 16), SET32(1)));
+        s = _mm256_castsi256_ps(_mm256_and_si256(u, SET32(0xFFFF0000u)));
+    }
+    s = _mm256_min_ps(_mm256_mul_ps(_mm256_set1_ps(global), s), _mm256_set1_ps(448.0f));
+    __m256i u = _mm256_castps_si256(s);
+    __m256i nrm = _mm256_add_epi32(_mm256_add_epi32(u, SET32(0x7FFFF)),
+                                   _mm256_and_si256(_mm256_srli_epi32(u, 20), SET32(1)));
+    nrm = _mm256_and_si256(nrm, SET32(0xFFF00000u));
+    __m256 sub = _mm256_sub_ps(_mm256_add_ps(s, _mm256_set1_ps(16384.0f)), _mm256_set1_ps(16384.0f));
+    __m256i normal = _mm256_castps_si256(_mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_GE_OQ));
+    __m256i r = _mm256_blendv_epi8(_mm256_castps_si256(sub), nrm, normal);
+    __m256i bn = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_sub_epi32(_mm256_srli_epi32(nrm, 23), SET32(120)), 3),
+        _mm256_and_si256(_mm256_srli_epi32(nrm, 20), SET32(7)));
+    __m256i bs = _mm256_cvttps_epi32(_mm256_mul_ps(sub, _mm256_set1_ps(512.0f)));
+    __m256i zero = _mm256_castps_si256(_mm256_cmp_ps(_mm256_castsi256_ps(r), _mm256_setzero_ps(), _CMP_EQ_OQ));
+    *byte = _mm256_blendv_epi8(_mm256_blendv_epi8(bs, bn, normal), SET32(0x20), zero);
+    r = _mm256_blendv_epi8(r, _mm256_castps_si256(_mm256_set1_ps(0.125f)), zero);
+    *f = _mm256_div_ps(_mm256_castsi256_ps(r), _mm256_set1_ps(global));
+    return bad;
+}
+
+/* E2M1 codes of fp32 v as codes8 has them (each threshold passed adds one,
+ * the sign bit for v < neg), one a 32-bit lane. */
 FP4_AVX2 __m256i avx2_codes8(__m256 v, __m256 neg)
 {
-    __m256 a = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
+    __m256 a = _mm256_and_ps(v, _mm256_castsi256_ps(SET32(0x7FFFFFFF)));
 #define PAST(t, op) _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(t), op))
     __m256i n = _mm256_add_epi32(
         _mm256_add_epi32(_mm256_add_epi32(PAST(0.25f, _CMP_GT_OQ), PAST(0.75f, _CMP_GE_OQ)),
@@ -366,98 +437,71 @@ FP4_AVX2 __m256i avx2_codes8(__m256 v, __m256 neg)
         _mm256_add_epi32(_mm256_add_epi32(PAST(2.5f, _CMP_GT_OQ), PAST(3.5f, _CMP_GE_OQ)),
                          PAST(5.0f, _CMP_GT_OQ)));
 #undef PAST
-    __m256i s = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, neg, _CMP_LT_OQ)),
-                                 _mm256_set1_epi32(8));
+    __m256i s = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, neg, _CMP_LT_OQ)), SET32(8));
     return _mm256_sub_epi32(s, n); /* n counts -1 a threshold */
 }
 
-/* 32 codes (c[0] elements 0-7, ...) as 16 bytes, two a byte, the first in
- * the low nibble: to bytes by saturating packs (which interleave the
- * 128-bit halves, put back in order by a permutation), then each pair as
- * b0 * 1 + b1 * 16. */
+/*
+ * E2M1 codes of 16 quotients given as the upper halves of their fp32 bits
+ * (h: sign and magnitude; y: the magnitude, 0..0x7FFF, or below 0x80 for
+ * any quotient under 2^-126), one a 16-bit lane; the sign bit where h is
+ * above `neg` (unsigned).  The thresholds of fp4_e2m1_code are fp32 values
+ * whose low 17 bits are zero: a > t and a >= t are the same comparisons of
+ * the upper halves once the lowest bit of a half is set where a's lower
+ * half is not zero (the rounding's sticky bit), as codes16's callers have
+ * it; a >= t is a > t - 1 in integers.
+ */
+#define T16(t) { t, t, t, t, t, t, t, t, t, t, t, t, t, t, t, t }
+static const int16_t codes16_thresholds[7][16] __attribute__((aligned(32))) = {
+    T16(0x3E80), T16(0x3F3F), T16(0x3FA0), T16(0x3FDF), T16(0x4020), T16(0x405F), T16(0x40A0)
+};
+#undef T16
+
+FP4_AVX2 __m256i avx2_codes16(__m256i y, __m256i h, __m256i neg)
+{
+    /* The thresholds read from memory as the comparisons' operands: GCC,
+     * seeing constants, rebuilds each in the loop from an immediate (three
+     * instructions) for want of registers; the empty asm hides where the
+     * pointer points. */
+    const __m256i *t = (const __m256i *)(const void *)codes16_thresholds;
+    __asm__ volatile("" : "+r"(t));
+#define PAST(k) _mm256_cmpgt_epi16(y, _mm256_load_si256(t + (k)))
+    __m256i n = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(PAST(0), PAST(1)),
+                                                  _mm256_add_epi16(PAST(2), PAST(3))),
+                                 _mm256_add_epi16(_mm256_add_epi16(PAST(4), PAST(5)), PAST(6)));
+#undef PAST
+    /* h - neg, saturated at 0: nonzero where h > neg; 8 there */
+    __m256i s = _mm256_slli_epi16(_mm256_min_epu16(_mm256_subs_epu16(h, neg), SET16(1)), 3);
+    return _mm256_sub_epi16(s, n);
+}
+
+/* 32 codes, one a 32-bit lane (c0: elements 0-7, ...), as 16 bytes, two a
+ * byte, the first in the low nibble: to bytes by saturating packs (which
+ * interleave the 128-bit halves, put back in order by a permutation), then
+ * each pair as b0 * 1 + b1 * 16. */
 FP4_AVX2 void avx2_pack32(__m256i c0, __m256i c1, __m256i c2, __m256i c3, uint8_t *out)
 {
     __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3));
     b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    __m256i w = _mm256_maddubs_epi16(b, _mm256_set1_epi16(0x1001));
+    __m256i w = _mm256_maddubs_epi16(b, SET16(0x1001));
     w = _mm256_permute4x64_epi64(_mm256_packus_epi16(w, w), 0x08);
     _mm_storeu_si128((__m128i *)(void *)out, _mm256_castsi256_si128(w));
 }
 
-/*
- * Eight groups of `run` elements at x (bf16 or fp32): their scales into
- * scales[0..7] and codes into packed[0 .. 4 run - 1].  EIGHT_GROUPS' steps
- * in AVX2: the largest magnitudes as unsigned maxima of the bits without
- * the sign (bf16: of 16-bit lanes, then of their pairs), which also finds
- * a NaN or infinity (bits above FLT_MAX's); the scales as EIGHT_GROUPS has
- * them.  Returns a mask, nonzero where the reference must take the row.
- */
-FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void *x, float global,
-                                   uint8_t *packed, uint8_t *scales)
+/* 32 codes, one a 16-bit lane (c0: elements 0-15, c1: 16-31), as 16 bytes:
+ * avx2_pack32's steps, its permutation on what one pack interleaves. */
+FP4_AVX2 void avx2_pack32_16(__m256i c0, __m256i c1, uint8_t *out)
 {
-    __m256i acc[8];
-    if (bf16) {
-        const uint16_t *h = x;
-        const __m256i mag = _mm256_set1_epi16(0x7FFF), low = _mm256_set1_epi32(0xFFFF);
-        for (unsigned j = 0; j < 8; j++) {
-            __m256i m = _mm256_setzero_si256();
-            for (unsigned i = 0; i < run; i += 16)
-                m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(h + j * run + i)), mag));
-            acc[j] = _mm256_max_epu32(_mm256_and_si256(m, low), _mm256_srli_epi32(m, 16));
-        }
-    } else {
-        const float *f = x;
-        const __m256i mag = _mm256_set1_epi32(0x7FFFFFFF);
-        for (unsigned j = 0; j < 8; j++) {
-            __m256i m = _mm256_setzero_si256();
-            for (unsigned i = 0; i < run; i += 8)
-                m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(f + j * run + i)), mag));
-            acc[j] = m;
-        }
-    }
-    __m256i M = avx2_max_of_eight(acc); /* lane j: group j's largest magnitude, fp32 bits */
-    if (bf16)
-        M = _mm256_slli_epi32(M, 16);
-    __m256i bad = _mm256_cmpgt_epi32(M, _mm256_set1_epi32(0x7F7FFFFF));
-    __m256i byte;
-    __m256 f; /* NVFP4: the divisor; MXFP4: the reciprocal */
-    if (nv) {
-        __m256 s = _mm256_div_ps(_mm256_castsi256_ps(M), _mm256_set1_ps(6.0f));
-        if (bf16) {
-            __m256i u = _mm256_castps_si256(s);
-            u = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
-                                 _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
-            s = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xFFFF0000u)));
-        }
-        s = _mm256_min_ps(_mm256_mul_ps(_mm256_set1_ps(global), s), _mm256_set1_ps(448.0f));
-        __m256i u = _mm256_castps_si256(s);
-        __m256i nrm = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFFF)),
-                                       _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1)));
-        nrm = _mm256_and_si256(nrm, _mm256_set1_epi32((int)0xFFF00000u));
-        __m256 sub = _mm256_sub_ps(_mm256_add_ps(s, _mm256_set1_ps(16384.0f)), _mm256_set1_ps(16384.0f));
-        __m256i normal = _mm256_castps_si256(_mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_GE_OQ));
-        __m256i r = _mm256_blendv_epi8(_mm256_castps_si256(sub), nrm, normal);
-        __m256i bn = _mm256_or_si256(
-            _mm256_slli_epi32(_mm256_sub_epi32(_mm256_srli_epi32(nrm, 23), _mm256_set1_epi32(120)), 3),
-            _mm256_and_si256(_mm256_srli_epi32(nrm, 20), _mm256_set1_epi32(7)));
-        __m256i bs = _mm256_cvttps_epi32(_mm256_mul_ps(sub, _mm256_set1_ps(512.0f)));
-        byte = _mm256_blendv_epi8(bs, bn, normal);
-        __m256i zero = _mm256_castps_si256(_mm256_cmp_ps(_mm256_castsi256_ps(r), _mm256_setzero_ps(), _CMP_EQ_OQ));
-        byte = _mm256_blendv_epi8(byte, _mm256_set1_epi32(0x20), zero);
-        r = _mm256_blendv_epi8(r, _mm256_castps_si256(_mm256_set1_ps(0.125f)), zero);
-        f = _mm256_div_ps(_mm256_castsi256_ps(r), _mm256_set1_ps(global));
-    } else {
-        __m256i e = _mm256_srli_epi32(_mm256_and_si256(_mm256_add_epi32(M, _mm256_set1_epi32(0x200000)),
-                                                       _mm256_set1_epi32((int)0xFF800000u)), 23);
-        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
-        byte = _mm256_max_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(2)), _mm256_setzero_si256());
-        f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), byte), 23));
-    }
-    /* the low byte of each lane, in order */
-    __m256i sb = _mm256_shuffle_epi8(byte, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
-    _mm_storel_epi64((__m128i *)(void *)scales,
-                     _mm_unpacklo_epi32(_mm256_castsi256_si128(sb), _mm256_extracti128_si256(sb, 1)));
+    __m256i w = _mm256_maddubs_epi16(_mm256_packus_epi16(c0, c1), SET16(0x1001));
+    w = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w), _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+    _mm_storeu_si128((__m128i *)(void *)out, _mm256_castsi256_si128(w));
+}
+
+/* Codes of 8 groups of `run` elements in fp32: each divided by its group's
+ * f (NVFP4) or multiplied by it (MXFP4), to codes as codes8 has them. */
+FP4_AVX2 void avx2_codes_f32(bool nv, unsigned run, bool bf16, const void *x, __m256 f,
+                             uint8_t *packed)
+{
     float fs[8];
     _mm256_storeu_ps(fs, f);
     __m256 neg = _mm256_set1_ps(NEG_LIMIT(nv, bf16 ? FP8_DTYPE_BF16 : FP8_DTYPE_F32));
@@ -478,6 +522,100 @@ FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void 
         avx2_pack32(avx2_codes8(v0, neg), avx2_codes8(v1, neg), avx2_codes8(v2, neg),
                     avx2_codes8(v3, neg), packed + i / 2);
     }
+}
+
+/* The upper halves of 8 fp32 quotients' bits, the lowest bit set where the
+ * lower half is not zero (the sticky bit of avx2_codes16), in 32-bit lanes:
+ * the lower half plus 0xFFFF carries into bit 16 exactly when it is not
+ * zero. */
+FP4_AVX2 __m256i avx2_sticky_half(__m256 q)
+{
+    __m256i u = _mm256_castps_si256(q);
+    return _mm256_srli_epi32(
+        _mm256_or_si256(u, _mm256_add_epi32(_mm256_and_si256(u, SET32(0xFFFF)), SET32(0xFFFF))), 16);
+}
+
+/* NVFP4 from bf16, 8 groups of 16: each group one load, its halves widened
+ * to fp32 by interleaving with zeros (elements 0-3 and 8-11, 4-7 and
+ * 12-15), divided by the group's d, their sticky upper halves packed back
+ * into element order, to codes in 16-bit lanes. */
+FP4_AVX2 __m256i avx2_nv_group16(const uint16_t *x, const float *d)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)x), zero = _mm256_setzero_si256();
+    __m256 dj = _mm256_broadcast_ss(d);
+    __m256 lo = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v)), dj);
+    __m256 hi = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v)), dj);
+    __m256i h = _mm256_packus_epi32(avx2_sticky_half(lo), avx2_sticky_half(hi));
+    return avx2_codes16(_mm256_and_si256(h, SET16(0x7FFF)), h, SET16(0x8000));
+}
+
+FP4_AVX2 void avx2_codes_nv_bf16(const uint16_t *x, __m256 d, uint8_t *packed)
+{
+    float ds[8];
+    _mm256_storeu_ps(ds, d);
+    for (unsigned j = 0; j < 8; j += 2)
+        avx2_pack32_16(avx2_nv_group16(x + 16 * j, &ds[j]),
+                       avx2_nv_group16(x + 16 * j + 16, &ds[j + 1]), packed + 8 * j);
+}
+
+/*
+ * MXFP4 from bf16, 8 groups of 32 whose scale bytes are 3 or more, in
+ * 16-bit lanes without a multiplication: x * 2^k (k = 127 - byte) is x's
+ * magnitude bits plus k << 7 (its exponent plus k) wherever that is a
+ * normal bf16: the quotient's bits exactly, which the reference's rounding
+ * keeps.  Where it is not, the sum is not what avx2_codes16's comparisons
+ * misread: a quotient under 2^-126 from a normal x leaves at most 0x7F, or
+ * a negative sum (code 0, as the reference's); and a zero or subnormal x
+ * (at most 0x7F) gives at most 0x7F + (124 << 7) = 0x3E7F below 0.25's
+ * 0x3E80 (code 0 again: its quotient is below 2^-2 by far) since byte >= 3.
+ * The sign bit (fp4_cpu.c, above) is x < 0 with |x| 2^k > 2^-134, that is
+ * |x| > 2^(byte - 261): for byte < 128 every nonzero x, above a bf16
+ * subnormal 2^(byte - 128) units of 2^-133 from 128 to 134, above the
+ * normal (byte - 134) << 7 from 135; so x above 0x8000 plus that.
+ */
+FP4_AVX2 void avx2_codes_mx_bf16(const uint16_t *x, __m256i byte, uint8_t *packed)
+{
+    __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(SET32(127), byte), 7);
+    __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(byte, SET32(134)), 7);
+    /* vpsllvd gives 0 for a count above 31, as byte - 128 is below 128 */
+    __m256i sub = _mm256_sllv_epi32(SET32(1), _mm256_sub_epi32(byte, SET32(128)));
+    __m256i t = _mm256_blendv_epi8(sub, normal, _mm256_cmpgt_epi32(byte, SET32(134)));
+    __m256i neg = _mm256_add_epi32(t, SET32(0x8000));
+    int32_t ks[8], ns[8];
+    _mm256_storeu_si256((__m256i *)(void *)ks, shift);
+    _mm256_storeu_si256((__m256i *)(void *)ns, neg);
+    for (unsigned j = 0; j < 8; j++) {
+        __m256i k = SET16(ks[j]), nj = SET16(ns[j]);
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * j));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * j + 16));
+        __m256i c0 = avx2_codes16(_mm256_add_epi16(_mm256_and_si256(v0, SET16(0x7FFF)), k), v0, nj);
+        __m256i c1 = avx2_codes16(_mm256_add_epi16(_mm256_and_si256(v1, SET16(0x7FFF)), k), v1, nj);
+        avx2_pack32_16(c0, c1, packed + 16 * j);
+    }
+}
+
+/*
+ * Eight groups of `run` elements at x (bf16 or fp32): their scales into
+ * scales[0..7] and codes into packed[0 .. 4 run - 1].  Returns a mask,
+ * nonzero where the reference must take the row.
+ */
+FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void *x, float global,
+                                   uint8_t *packed, uint8_t *scales)
+{
+    __m256i byte;
+    __m256 f;
+    __m256i bad = avx2_scales(nv, bf16, avx2_maxima(run, bf16, x), global, &byte, &f);
+    /* the low byte of each lane, in order */
+    __m256i sb = _mm256_shuffle_epi8(byte, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    _mm_storel_epi64((__m128i *)(void *)scales,
+                     _mm_unpacklo_epi32(_mm256_castsi256_si128(sb), _mm256_extracti128_si256(sb, 1)));
+    if (bf16 && nv)
+        avx2_codes_nv_bf16(x, f, packed);
+    else if (bf16 && _mm256_testz_si256(_mm256_cmpgt_epi32(SET32(3), byte), SET32(-1)))
+        avx2_codes_mx_bf16(x, byte, packed);
+    else
+        avx2_codes_f32(nv, run, bf16, x, f, packed);
     return bad;
 }
 

@@ -55,7 +55,7 @@ fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void 
  * not run falls back to the clones. */
 typedef enum {
     FP4_Q_PATH_CLONES, /* GCC vectors, compiled by FP8_CLONES */
-    FP4_Q_PATH_AVX2,   /* explicit AVX2: 16-bit maxima, packs and a multiply-add to bytes */
+    FP4_Q_PATH_AVX2,   /* explicit AVX2; from bf16 the codes in 16-bit lanes (fp4_cpu.c) */
     FP4_Q_PATH_COUNT
 } fp4_q_path;
 bool fp4_q_path_runs(fp4_q_path path);
