@@ -152,7 +152,8 @@ START_TEST(test_fast_path_is_the_reference)
                         for (uint64_t i = 0; i < n; i++)
                             b[i] = fp8_f32_to_bf16(f[i]);
                         const void *x = dt ? (const void *)f : (const void *)b;
-                        float global = rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(src, 1.0f + (float)rep);
+                        float global =
+                            rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(src, 1.0f + (float)rep);
                         uint64_t w0 = 7, w1 = 7;
                         memset(q0, 0xAA, sizeof q0);
                         memset(q1, 0xAA, sizeof q1);

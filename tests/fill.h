@@ -54,7 +54,8 @@ static inline void fill(fp8_dtype dt, void *x, uint64_t n)
  * of at most 2^-134 to zero, with the sign bit clear) under group maxima
  * from 2^-10 to 2^20 (scale bytes 115 to 145: that edge 2^(byte - 261) a
  * bf16 subnormal or normal), or bf16 subnormals under maxima from 2^-130
- * to 2^-114 (bytes 0 to 11), powers of two among them. */
+ * to 2^-114 (bytes 0 to 11), powers of two among them (for the CPU's
+ * 16-bit MXFP4 path: check_fp4_quant takes it, kernel_cases.h 0 to 7). */
 static inline void fill_fp4q(int k, uint64_t n, float *f)
 {
     static const float ties[] = { 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f };

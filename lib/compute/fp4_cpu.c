@@ -332,6 +332,7 @@ static bool cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 
 #define SET32(v) _mm256_set1_epi32((int)(v))
 #define SET16(v) _mm256_set1_epi16((short)(v))
+#define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
 
 /* Elements 0..7 at p (bf16 or fp32) as fp32. */
 FP4_AVX2 __m256 avx2_load8(bool bf16, const void *p)
@@ -367,12 +368,14 @@ FP4_AVX2 __m256i avx2_maxima(unsigned run, bool bf16, const void *x)
     for (unsigned j = 0; j < 8; j++) {
         __m256i m = _mm256_setzero_si256();
         if (bf16) {
+            const uint16_t *h = (const uint16_t *)x + j * run;
             for (unsigned i = 0; i < run; i += 16)
-                m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)x + j * run + i)), SET16(0x7FFF)));
+                m = _mm256_max_epu16(m, _mm256_and_si256(LOADU(h + i), SET16(0x7FFF)));
             acc[j] = _mm256_max_epu32(_mm256_and_si256(m, SET32(0xFFFF)), _mm256_srli_epi32(m, 16));
         } else {
+            const float *f = (const float *)x + j * run;
             for (unsigned i = 0; i < run; i += 8)
-                m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)((const float *)x + j * run + i)), SET32(0x7FFFFFFF)));
+                m = _mm256_max_epu32(m, _mm256_and_si256(LOADU(f + i), SET32(0x7FFFFFFF)));
             acc[j] = m;
         }
     }
@@ -411,14 +414,15 @@ FP4_AVX2 __m256i avx2_scales(bool nv, bool bf16, __m256i M, float global, __m256
     __m256i nrm = _mm256_add_epi32(_mm256_add_epi32(u, SET32(0x7FFFF)),
                                    _mm256_and_si256(_mm256_srli_epi32(u, 20), SET32(1)));
     nrm = _mm256_and_si256(nrm, SET32(0xFFF00000u));
-    __m256 sub = _mm256_sub_ps(_mm256_add_ps(s, _mm256_set1_ps(16384.0f)), _mm256_set1_ps(16384.0f));
+    __m256 big = _mm256_set1_ps(16384.0f), sub = _mm256_sub_ps(_mm256_add_ps(s, big), big);
     __m256i normal = _mm256_castps_si256(_mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_GE_OQ));
     __m256i r = _mm256_blendv_epi8(_mm256_castps_si256(sub), nrm, normal);
     __m256i bn = _mm256_or_si256(
         _mm256_slli_epi32(_mm256_sub_epi32(_mm256_srli_epi32(nrm, 23), SET32(120)), 3),
         _mm256_and_si256(_mm256_srli_epi32(nrm, 20), SET32(7)));
     __m256i bs = _mm256_cvttps_epi32(_mm256_mul_ps(sub, _mm256_set1_ps(512.0f)));
-    __m256i zero = _mm256_castps_si256(_mm256_cmp_ps(_mm256_castsi256_ps(r), _mm256_setzero_ps(), _CMP_EQ_OQ));
+    __m256i zero = _mm256_castps_si256(
+        _mm256_cmp_ps(_mm256_castsi256_ps(r), _mm256_setzero_ps(), _CMP_EQ_OQ));
     *byte = _mm256_blendv_epi8(_mm256_blendv_epi8(bs, bn, normal), SET32(0x20), zero);
     r = _mm256_blendv_epi8(r, _mm256_castps_si256(_mm256_set1_ps(0.125f)), zero);
     *f = _mm256_div_ps(_mm256_castsi256_ps(r), _mm256_set1_ps(global));
@@ -437,7 +441,8 @@ FP4_AVX2 __m256i avx2_codes8(__m256 v, __m256 neg)
         _mm256_add_epi32(_mm256_add_epi32(PAST(2.5f, _CMP_GT_OQ), PAST(3.5f, _CMP_GE_OQ)),
                          PAST(5.0f, _CMP_GT_OQ)));
 #undef PAST
-    __m256i s = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, neg, _CMP_LT_OQ)), SET32(8));
+    __m256i s = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, neg, _CMP_LT_OQ)),
+                                 SET32(8));
     return _mm256_sub_epi32(s, n); /* n counts -1 a threshold */
 }
 
@@ -493,7 +498,8 @@ FP4_AVX2 void avx2_pack32(__m256i c0, __m256i c1, __m256i c2, __m256i c3, uint8_
 FP4_AVX2 void avx2_pack32_16(__m256i c0, __m256i c1, uint8_t *out)
 {
     __m256i w = _mm256_maddubs_epi16(_mm256_packus_epi16(c0, c1), SET16(0x1001));
-    w = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w), _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+    w = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w),
+                                    _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
     _mm_storeu_si128((__m128i *)(void *)out, _mm256_castsi256_si128(w));
 }
 
@@ -509,7 +515,8 @@ FP4_AVX2 void avx2_codes_f32(bool nv, unsigned run, bool bf16, const void *x, __
     for (unsigned i = 0; i < 8 * run; i += 32) {
         const char *p = (const char *)x + i * sz;
         /* NVFP4: two groups of 16; MXFP4: one of 32 */
-        __m256 f0 = _mm256_broadcast_ss(&fs[i / run]), f1 = _mm256_broadcast_ss(&fs[(i + 16) / run]);
+        __m256 f0 = _mm256_broadcast_ss(&fs[i / run]);
+        __m256 f1 = _mm256_broadcast_ss(&fs[(i + 16) / run]);
         __m256 v0 = avx2_load8(bf16, p), v1 = avx2_load8(bf16, p + 8 * sz);
         __m256 v2 = avx2_load8(bf16, p + 16 * sz), v3 = avx2_load8(bf16, p + 24 * sz);
         if (nv) {
@@ -531,8 +538,8 @@ FP4_AVX2 void avx2_codes_f32(bool nv, unsigned run, bool bf16, const void *x, __
 FP4_AVX2 __m256i avx2_sticky_half(__m256 q)
 {
     __m256i u = _mm256_castps_si256(q);
-    return _mm256_srli_epi32(
-        _mm256_or_si256(u, _mm256_add_epi32(_mm256_and_si256(u, SET32(0xFFFF)), SET32(0xFFFF))), 16);
+    __m256i carry = _mm256_add_epi32(_mm256_and_si256(u, SET32(0xFFFF)), SET32(0xFFFF));
+    return _mm256_srli_epi32(_mm256_or_si256(u, carry), 16);
 }
 
 /* NVFP4 from bf16, 8 groups of 16: each group one load, its halves widened
@@ -541,7 +548,7 @@ FP4_AVX2 __m256i avx2_sticky_half(__m256 q)
  * into element order, to codes in 16-bit lanes. */
 FP4_AVX2 __m256i avx2_nv_group16(const uint16_t *x, const float *d)
 {
-    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)x), zero = _mm256_setzero_si256();
+    __m256i v = LOADU(x), zero = _mm256_setzero_si256();
     __m256 dj = _mm256_broadcast_ss(d);
     __m256 lo = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v)), dj);
     __m256 hi = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v)), dj);
@@ -559,19 +566,23 @@ FP4_AVX2 void avx2_codes_nv_bf16(const uint16_t *x, __m256 d, uint8_t *packed)
 }
 
 /*
- * MXFP4 from bf16, 8 groups of 32 whose scale bytes are 3 or more, in
- * 16-bit lanes without a multiplication: x * 2^k (k = 127 - byte) is x's
- * magnitude bits plus k << 7 (its exponent plus k) wherever that is a
- * normal bf16: the quotient's bits exactly, which the reference's rounding
- * keeps.  Where it is not, the sum is not what avx2_codes16's comparisons
- * misread: a quotient under 2^-126 from a normal x leaves at most 0x7F, or
- * a negative sum (code 0, as the reference's); and a zero or subnormal x
- * (at most 0x7F) gives at most 0x7F + (124 << 7) = 0x3E7F below 0.25's
- * 0x3E80 (code 0 again: its quotient is below 2^-2 by far) since byte >= 3.
- * The sign bit (fp4_cpu.c, above) is x < 0 with |x| 2^k > 2^-134, that is
- * |x| > 2^(byte - 261): for byte < 128 every nonzero x, above a bf16
- * subnormal 2^(byte - 128) units of 2^-133 from 128 to 134, above the
- * normal (byte - 134) << 7 from 135; so x above 0x8000 plus that.
+ * MXFP4 from bf16, 8 groups of 32 whose scale bytes are all 3 or more, in
+ * 16-bit lanes with no multiplication.  With k = 127 - byte, x 2^k is x's
+ * magnitude bits plus k << 7 (the exponent plus k) wherever that sum is a
+ * normal bf16: the quotient's own bits, which the reference's rounding to
+ * bf16 keeps.  Elsewhere the sum still compares as the quotient's code 0:
+ * a normal x whose quotient falls under 2^-126 leaves at most 0x7F (or a
+ * negative sum), and a zero or subnormal x (at most 0x7F) at most 0x7F +
+ * (124 << 7) = 0x3E7F, under 0.25's 0x3E80, where its quotient is at
+ * most 127 2^-133 2^124 < 0.25 too (byte >= 3 keeps k <= 124).  No sum
+ * passes 0x7FFF: a quotient is below 8 (fp4_mx_byte).
+ * The sign bit (above) is v < -2^-134 for the fp32 quotient v; x's 8
+ * significant bits keep |x| 2^k out of (2^-134, 2^-134 (1 + 2^-7)), so
+ * v's rounding cannot come down to 2^-134, and it is x < 0 with |x| >
+ * 2^(byte - 261): any nonzero x for byte < 128, x above the bf16
+ * subnormal of 2^(byte - 128) units of 2^-133 for 128 to 134, above the
+ * normal bits (byte - 134) << 7 from 135; that is, x (unsigned) above
+ * 0x8000 plus those bits.
  */
 FP4_AVX2 void avx2_codes_mx_bf16(const uint16_t *x, __m256i byte, uint8_t *packed)
 {
@@ -586,8 +597,7 @@ FP4_AVX2 void avx2_codes_mx_bf16(const uint16_t *x, __m256i byte, uint8_t *packe
     _mm256_storeu_si256((__m256i *)(void *)ns, neg);
     for (unsigned j = 0; j < 8; j++) {
         __m256i k = SET16(ks[j]), nj = SET16(ns[j]);
-        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * j));
-        __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * j + 16));
+        __m256i v0 = LOADU(x + 32 * j), v1 = LOADU(x + 32 * j + 16);
         __m256i c0 = avx2_codes16(_mm256_add_epi16(_mm256_and_si256(v0, SET16(0x7FFF)), k), v0, nj);
         __m256i c1 = avx2_codes16(_mm256_add_epi16(_mm256_and_si256(v1, SET16(0x7FFF)), k), v1, nj);
         avx2_pack32_16(c0, c1, packed + 16 * j);
@@ -606,10 +616,13 @@ FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void 
     __m256 f;
     __m256i bad = avx2_scales(nv, bf16, avx2_maxima(run, bf16, x), global, &byte, &f);
     /* the low byte of each lane, in order */
-    __m256i sb = _mm256_shuffle_epi8(byte, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    __m256i sb = _mm256_shuffle_epi8(byte, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1,
+                                                            -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                                                            -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                            -1));
     _mm_storel_epi64((__m128i *)(void *)scales,
-                     _mm_unpacklo_epi32(_mm256_castsi256_si128(sb), _mm256_extracti128_si256(sb, 1)));
+                     _mm_unpacklo_epi32(_mm256_castsi256_si128(sb),
+                                        _mm256_extracti128_si256(sb, 1)));
     if (bf16 && nv)
         avx2_codes_nv_bf16(x, f, packed);
     else if (bf16 && _mm256_testz_si256(_mm256_cmpgt_epi32(SET32(3), byte), SET32(-1)))
@@ -627,8 +640,9 @@ FP4_AVX2 bool avx2_row(bool nv, unsigned run, bool bf16, const void *x, uint64_t
     uint64_t groups = n / run, g0 = 0, sz = bf16 ? 2 : 4;
     __m256i bad = _mm256_setzero_si256();
     for (; g0 + 8 <= groups; g0 += 8)
-        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16, (const char *)x + g0 * run * sz,
-                                                     global, packed + g0 * run / 2, scales + g0));
+        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16,
+                                                     (const char *)x + g0 * run * sz, global,
+                                                     packed + g0 * run / 2, scales + g0));
     if (g0 < groups) {
         uint64_t rest = groups - g0;
         _Alignas(32) unsigned char in[8 * 32 * 4] = { 0 };
