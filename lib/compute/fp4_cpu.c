@@ -359,28 +359,46 @@ FP4_AVX2 __m256i avx2_max_of_eight(const __m256i v[8])
 }
 
 /* Lane j: the largest magnitude of group j of eight of `run` elements at x,
- * as fp32 bits: the unsigned maximum of the bits without the sign (bf16: of
- * 16-bit lanes, then of their pairs), the order of IEEE magnitudes; above
- * FLT_MAX's bits for a NaN or infinity. */
+ * as fp32 bits: the unsigned maximum of the bits without the sign, the
+ * order of IEEE magnitudes; above FLT_MAX's bits for a NaN or infinity.
+ * bf16 in 16-bit lanes: the eight groups' vectors paired by interleaving
+ * words, then dwords, then qwords (each round halves the lanes a group
+ * has, the groups in order), then the two 128-bit halves. */
 FP4_AVX2 __m256i avx2_maxima(unsigned run, bool bf16, const void *x)
 {
     __m256i acc[8];
-    for (unsigned j = 0; j < 8; j++) {
-        __m256i m = _mm256_setzero_si256();
-        if (bf16) {
+    if (bf16) {
+        const __m256i mag = SET16(0x7FFF);
+#pragma GCC unroll 8
+        for (unsigned j = 0; j < 8; j++) {
             const uint16_t *h = (const uint16_t *)x + j * run;
-            for (unsigned i = 0; i < run; i += 16)
-                m = _mm256_max_epu16(m, _mm256_and_si256(LOADU(h + i), SET16(0x7FFF)));
-            acc[j] = _mm256_max_epu32(_mm256_and_si256(m, SET32(0xFFFF)), _mm256_srli_epi32(m, 16));
-        } else {
-            const float *f = (const float *)x + j * run;
-            for (unsigned i = 0; i < run; i += 8)
-                m = _mm256_max_epu32(m, _mm256_and_si256(LOADU(f + i), SET32(0x7FFFFFFF)));
+            __m256i m = _mm256_and_si256(LOADU(h), mag);
+            for (unsigned i = 16; i < run; i += 16)
+                m = _mm256_max_epu16(m, _mm256_and_si256(LOADU(h + i), mag));
             acc[j] = m;
         }
+        __m256i a[4], b[2], c;
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            a[j] = _mm256_max_epu16(_mm256_unpacklo_epi16(acc[2 * j], acc[2 * j + 1]),
+                                    _mm256_unpackhi_epi16(acc[2 * j], acc[2 * j + 1]));
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; j++)
+            b[j] = _mm256_max_epu16(_mm256_unpacklo_epi32(a[2 * j], a[2 * j + 1]),
+                                    _mm256_unpackhi_epi32(a[2 * j], a[2 * j + 1]));
+        c = _mm256_max_epu16(_mm256_unpacklo_epi64(b[0], b[1]), _mm256_unpackhi_epi64(b[0], b[1]));
+        __m128i d = _mm_max_epu16(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+        return _mm256_slli_epi32(_mm256_cvtepu16_epi32(d), 16);
     }
-    __m256i M = avx2_max_of_eight(acc);
-    return bf16 ? _mm256_slli_epi32(M, 16) : M;
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < 8; j++) {
+        const float *f = (const float *)x + j * run;
+        __m256i m = _mm256_and_si256(LOADU(f), SET32(0x7FFFFFFF));
+        for (unsigned i = 8; i < run; i += 8)
+            m = _mm256_max_epu32(m, _mm256_and_si256(LOADU(f + i), SET32(0x7FFFFFFF)));
+        acc[j] = m;
+    }
+    return avx2_max_of_eight(acc);
 }
 
 /*
