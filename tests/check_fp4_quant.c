@@ -130,42 +130,88 @@ START_TEST(test_mxfp4_scale_rounds_up_from_1_75)
 }
 END_TEST
 
+/* Every fast path (fp4_cpu.h: the clones, and AVX2 where the CPU has it)
+ * against the reference, byte for byte, on fill.h's input classes: rows of
+ * 352 elements (NVFP4: 22 groups, MXFP4: 11: blocks of 8 and the rest),
+ * 256 (whole blocks), 128 and 32 (less than one block). */
 START_TEST(test_fast_path_is_the_reference)
 {
-    enum { N = 352 }; /* NVFP4: 22 groups, MXFP4: 11: blocks of 8 and the rest */
+    enum { N = 352 };
+    static const int lens[] = { N, 256, 128, 32 };
     float f[N];
     uint16_t b[N];
     uint8_t q0[N / 2], q1[N / 2], s0[N / 16], s1[N / 16];
     int rows = 0;
-    for (int rep = 0; rep < 200; rep++)
-        for (int k = 0; k < 8; k++) /* fill.h's fill_fp4q classes */
-            for (int sc = 0; sc < 2; sc++)
-                for (int dt = 0; dt < 2; dt++) {
-                    fp8_scheme scheme = sc ? FP8_SCHEME_MXFP4 : FP8_SCHEME_NVFP4;
-                    fp8_dtype src = dt ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
-                    fill_fp4q(k, N, f);
-                    for (int i = 0; i < N; i++)
-                        b[i] = fp8_f32_to_bf16(f[i]);
-                    const void *x = dt ? (const void *)f : (const void *)b;
-                    float global = rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(src, 1.0f + (float)rep);
-                    uint64_t w0 = 7, w1 = 7;
-                    memset(q0, 0xAA, sizeof q0);
-                    memset(q1, 0xAA, sizeof q1);
-                    memset(s0, 0xAA, sizeof s0);
-                    memset(s1, 0xAA, sizeof s1);
-                    fp4_q_result r0 = fp4_quantize_row(scheme, src, x, N, global, q0, s0, &w0);
-                    fp4_q_result r1 = fp4_fast_quantize_row(scheme, src, x, N, global, q1, s1, &w1);
-                    ck_assert_int_eq(r0, r1);
-                    if (r0 != FP4_Q_OK) {
-                        ck_assert_uint_eq(w0, w1);
-                        continue;
+    for (int path = 0; path < FP4_Q_PATH_COUNT; path++) {
+        if (!fp4_q_path_runs((fp4_q_path)path)) {
+            fprintf(stderr, "fp4 quantize path %s: not on this CPU\n",
+                    fp4_q_path_name((fp4_q_path)path));
+            continue;
+        }
+        for (int rep = 0; rep < 200; rep++)
+            for (int k = 0; k < 9; k++) /* fill.h's fill_fp4q classes */
+                for (int sc = 0; sc < 2; sc++)
+                    for (int dt = 0; dt < 2; dt++) {
+                        fp8_scheme scheme = sc ? FP8_SCHEME_MXFP4 : FP8_SCHEME_NVFP4;
+                        fp8_dtype src = dt ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
+                        uint64_t n = (uint64_t)lens[rep % 4];
+                        fill_fp4q(k, n, f);
+                        for (uint64_t i = 0; i < n; i++)
+                            b[i] = fp8_f32_to_bf16(f[i]);
+                        const void *x = dt ? (const void *)f : (const void *)b;
+                        float global =
+                            rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(src, 1.0f + (float)rep);
+                        uint64_t w0 = 7, w1 = 7;
+                        memset(q0, 0xAA, sizeof q0);
+                        memset(q1, 0xAA, sizeof q1);
+                        memset(s0, 0xAA, sizeof s0);
+                        memset(s1, 0xAA, sizeof s1);
+                        fp4_q_result r0 = fp4_quantize_row(scheme, src, x, n, global, q0, s0, &w0);
+                        fp4_q_result r1 = fp4_fast_quantize_row_on((fp4_q_path)path, scheme, src,
+                                                                   x, n, global, q1, s1, &w1);
+                        ck_assert_int_eq(r0, r1);
+                        if (r0 != FP4_Q_OK) {
+                            ck_assert_uint_eq(w0, w1);
+                            continue;
+                        }
+                        ck_assert_msg(!memcmp(q0, q1, sizeof q0) && !memcmp(s0, s1, sizeof s0),
+                                      "%s: class %d, %s, %s, %d elements: the fast path differs",
+                                      fp4_q_path_name((fp4_q_path)path), k,
+                                      sc ? "mxfp4" : "nvfp4", dt ? "f32" : "bf16", (int)n);
+                        rows++;
                     }
-                    ck_assert_msg(!memcmp(q0, q1, sizeof q0) && !memcmp(s0, s1, sizeof s0),
-                                  "class %d, %s, %s: the fast path differs", k,
-                                  sc ? "mxfp4" : "nvfp4", dt ? "f32" : "bf16");
-                    rows++;
-                }
+    }
     ck_assert_int_gt(rows, 3000);
+}
+END_TEST
+
+/* fp4_cpu.c's MXFP4 rule: x / 2^(b - 127) and x * 2^(127 - b) are the same
+ * fp32, for every scale byte b of [0, 254] (2^-127 a subnormal at 254) and
+ * every finite bf16 x (as fp32), and fp32 x of every binade, subnormals
+ * among them (the quotients of the smallest underflow to zero alike). */
+START_TEST(test_mx_reciprocal_is_exact)
+{
+    uint64_t checked = 0;
+    for (int byte = 0; byte <= 254; byte++) {
+        float d = fp8_pow2(byte - 127), r = fp8_pow2(127 - byte);
+        ck_assert_float_eq(d * r, 1.0f);
+        for (uint32_t h = 0; h < 0x10000; h++) {
+            if ((h & 0x7F80) == 0x7F80)
+                continue;
+            float x = fp8_bf16_to_f32((uint16_t)h), p = x * r, q = x / d;
+            ck_assert_msg(fp8_f32_bits(p) == fp8_f32_bits(q), "bf16 0x%04x, byte %d: %a, %a", h,
+                          byte, p, q);
+            checked++;
+        }
+        for (int i = 0; i < 20000; i++) {
+            uint32_t u = next_u32() & 0x807FFFFF, e = next_u32() % 255;
+            float x = fp8_f32_from_bits(u | e << 23), p = x * r, q = x / d;
+            ck_assert_msg(fp8_f32_bits(p) == fp8_f32_bits(q), "fp32 %a, byte %d: %a, %a", x, byte,
+                          p, q);
+            checked++;
+        }
+    }
+    ck_assert_uint_gt(checked, 20000000);
 }
 END_TEST
 
@@ -1082,6 +1128,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_nvfp4_zero_group_and_global);
     tcase_add_test(tc, test_mxfp4_scale_rounds_up_from_1_75);
     tcase_add_test(tc, test_fast_path_is_the_reference);
+    tcase_add_test(tc, test_mx_reciprocal_is_exact);
     tcase_add_test(tc, test_nvfp4_writes_ct_layout_with_fused_globals);
     tcase_add_test(tc, test_nvfp4_modelopt_is_the_reference_with_its_global_inverted);
     tcase_add_test(tc, test_nvfp4_moe_experts_share_gate_up_global);

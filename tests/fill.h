@@ -50,10 +50,16 @@ static inline void fill(fp8_dtype dt, void *x, uint64_t n)
  * group max of 6, 2 zeros and -0, 3 small values beside a group max of
  * 2^100 (MXFP4 quotients below 2^-126, which bf16 rounds, to -0 for
  * some), 4 a NaN, 5 an infinity, 6 an element past E8M0's range, 7 fp32
- * and bf16 subnormals. */
+ * and bf16 subnormals, 8 MXFP4 quotients about 2^-134 (bf16 rounds those
+ * of at most 2^-134 to zero, with the sign bit clear) under group maxima
+ * from 2^-10 to 2^20 (scale bytes 115 to 145: that edge 2^(byte - 261) a
+ * bf16 subnormal or normal), or bf16 subnormals under maxima from 2^-130
+ * to 2^-114 (bytes 0 to 11), powers of two among them (for the CPU's
+ * 16-bit MXFP4 path: check_fp4_quant takes it, kernel_cases.h 0 to 7). */
 static inline void fill_fp4q(int k, uint64_t n, float *f)
 {
     static const float ties[] = { 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f };
+    int e8 = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint32_t r = next_u32();
         float u = (float)(r & 0xFFFF) / 65536.0f, sign = r & 0x10000 ? -1.0f : 1.0f;
@@ -63,6 +69,16 @@ static inline void fill_fp4q(int k, uint64_t n, float *f)
         case 2: f[i] = r % 3 == 0 ? 0.0f : r % 3 == 1 ? -0.0f : sign * u; break;
         case 3: f[i] = i % 32 == 0 ? 0x1p100f : sign * fp8_pow2(-30 - (int)(r % 12)) * (1 + u); break;
         case 7: f[i] = sign * u * fp8_pow2(-126 - (int)(r >> 17 & 15)); break;
+        case 8: /* per 32: the maximum 2^e8, then elements about 2^(e8 - 136) */
+            if (i % 32 == 0) {
+                e8 = r & 0x200000 ? (int)((r >> 22) % 31) - 10 : (int)((r >> 22) % 17) - 130;
+                f[i] = sign * fp8_pow2(e8);
+            } else {
+                int e = e8 - 139 + (int)(r >> 17 & 7);
+                f[i] = sign * fp8_pow2(e < -149 ? -136 + (int)(r >> 17 & 15) : e) *
+                       (r & 0x100000 ? 1.0f : 1.0f + u);
+            }
+            break;
         default: f[i] = sign * u;
         }
     }

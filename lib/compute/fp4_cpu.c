@@ -122,6 +122,33 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
 
 /* ---------------------------------------------------------------- quantization */
 
+/*
+ * Two rules let the fast paths skip steps of the reference (fp4_math.h)
+ * without changing a byte:
+ *
+ * MXFP4 multiplies by 1/d where the reference divides by d.  d is
+ * 2^(b - 127) for the scale byte b, and 1/d = 2^(127 - b) is an fp32 for
+ * every b in [0, 254]: a normal one down to 2^-126 (b <= 253), and 2^-127,
+ * a subnormal, at b = 254 (fp4_mx_byte gives at most 252: 254 is E8M0's
+ * largest exponent, and it subtracts 2).  x / d and x * (1/d) are then the
+ * same real number, and IEEE rounds each correctly, once, to the same fp32
+ * (subnormal results included: FTZ and DAZ are off).
+ * tests/check_fp4_quant.c test_mx_reciprocal_is_exact checks every bf16
+ * and many fp32 values against every byte.
+ *
+ * MXFP4 from bf16 rounds the quotient v = x / d to bf16 before its code
+ * (fp4_quotient).  v is x times a power of two, exactly x's 8 significant
+ * bits, except where it falls below 2^-126, in fp32's and bf16's
+ * subnormals: so rounding changes no v that reaches a threshold (0.25 and
+ * up), and where it does round (below 2^-126, code 0 either way) it
+ * decides only the sign bit, which the reference takes from v < 0 after
+ * rounding.  bf16's subnormals are multiples of 2^-133, so a v of at most
+ * 2^-134 in magnitude rounds to a zero (2^-134 itself a tie, to the even
+ * zero) and anything larger to a nonzero bf16: the sign bit is v <
+ * -2^-134 on the unrounded fp32 v.  NVFP4 and fp32 sources keep v < 0.
+ */
+#define NEG_LIMIT(nv, src) (!(nv) && (src) == FP8_DTYPE_BF16 ? -0x1p-134f : 0.0f)
+
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
@@ -157,9 +184,9 @@ typedef uint8_t v8b __attribute__((vector_size(8)));
  * into the kept bits), times the global, at most 448, to E4M3 by nearest
  * even (normal: 3 mantissa bits kept the same way; below 2^-6: the sum with
  * 2^14, whose fp32 ulp is E4M3's subnormal 2^-9), zero to 0.125; MXFP4's
- * exponent byte from m's bits plus the rounding carry.  False where the
- * reference must take the row: a NaN or infinity, an E8M0 overflow, a tiny
- * MXFP4 quotient (fp4_cpu.h).
+ * exponent byte from m's bits plus the rounding carry, and its reciprocal
+ * 2^(127 - byte) (above).  False where the reference must take the row: a
+ * NaN or infinity, an E8M0 overflow.
  */
 #define EIGHT_GROUPS(run)                                                                    \
     do {                                                                                     \
@@ -222,36 +249,29 @@ typedef uint8_t v8b __attribute__((vector_size(8)));
                 if (e[k] == 255)                                                             \
                     return false;                                                            \
             byte = (v8u)((v8i)(e - 2u) & (e > 2u));                                          \
-            d = (v8f)((byte << 23) | (0x00400000u & (byte == 0u)));                          \
+            d = (v8f)((254u - byte) << 23); /* 1 / 2^(byte - 127), byte <= 252 */            \
         }                                                                                    \
         v8b b8 = __builtin_convertvector(byte, v8b);                                         \
         memcpy(scales + g0, &b8, 8);                                                         \
         for (int j = 0; j < 8; j++)                                                          \
             for (uint64_t i = (g0 + j) * (run); i < (g0 + j + 1) * (run); i += 8)            \
-                if (!codes8(src, x, i, d[j], tiny_matters, packed))                          \
-                    return false;                                                            \
+                codes8(src, x, i, nv, d[j], neg, packed);                                    \
     } while (0)
 
-/* Elements i..i+7 divided by d, to E2M1 codes (fp4_math.h fp4_e2m1_code: each
- * threshold passed adds one), packed into packed[i / 2 ..]; false for a
- * tiny MXFP4 quotient. */
-static inline __attribute__((always_inline)) bool codes8(fp8_dtype src, const void *x, uint64_t i,
-                                                         float d, bool tiny_matters,
+/* Elements i..i+7 divided by d (NVFP4) or times MXFP4's reciprocal f, to
+ * E2M1 codes (fp4_math.h fp4_e2m1_code: each threshold passed adds one; the
+ * sign bit for v < neg, above), packed into packed[i / 2 ..]. */
+static inline __attribute__((always_inline)) void codes8(fp8_dtype src, const void *x, uint64_t i,
+                                                         bool nv, float f, float neg,
                                                          uint8_t *packed)
 {
     v8f v;
     LOAD8(v, src, x, i);
-    v /= d;
+    v = nv ? v / f : v * f;
     v8f a = ABS8(v);
-    if (tiny_matters) {
-        v8i tiny = (a > 0.0f) & (a < 0x1p-126f);
-        for (int k = 0; k < 8; k++)
-            if (tiny[k])
-                return false;
-    }
     v8i c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
             (a >= 3.5f) + (a > 5.0f);
-    c = -c | ((v < 0.0f) & 8);
+    c = -c | ((v < neg) & 8);
     c |= SHUF(c, c, 1, 0, 3, 2, 5, 4, 7, 6) << 4; /* lanes 0, 2, 4, 6: the bytes */
     v8b b = __builtin_convertvector(c, v8b);
     uint64_t w;
@@ -259,7 +279,6 @@ static inline __attribute__((always_inline)) bool codes8(fp8_dtype src, const vo
     w = (w & 0xFF) | (w >> 8 & 0xFF00) | (w >> 16 & 0xFF0000) | (w >> 24 & 0xFF000000);
     uint32_t four = (uint32_t)w;
     memcpy(packed + i / 2, &four, 4);
-    return true;
 }
 
 /* The row in blocks of 8 groups, the rest group by group as the reference;
@@ -270,7 +289,8 @@ FP8_CLONES static bool quantize_row_clones(fp8_scheme scheme, fp8_dtype src, con
 {
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
     uint64_t groups = n / t->run, g0 = 0;
-    bool nv = t->levels == 2, tiny_matters = !nv && src == FP8_DTYPE_BF16;
+    bool nv = t->levels == 2;
+    float neg = NEG_LIMIT(nv, src);
     for (; g0 + 8 <= groups; g0 += 8) {
         if (t->run == 16)
             EIGHT_GROUPS(16);
@@ -294,21 +314,415 @@ FP8_CLONES static bool quantize_row_clones(fp8_scheme scheme, fp8_dtype src, con
             if (b > 255)
                 return false;
             scales[g0] = (uint8_t)b;
+            d = fp8_pow2(127 - b);
         }
         for (uint64_t i = g0 * t->run; i < (g0 + 1) * t->run; i += 8)
-            if (!codes8(src, x, i, d, tiny_matters, packed))
-                return false;
+            codes8(src, x, i, nv, d, neg, packed);
     }
     return true;
+}
+
+/* ---------------------------------------------------------------- quantization: AVX2 */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
+#include <immintrin.h>
+#define FP4_AVX2 __attribute__((target("avx2"), always_inline)) static inline
+
+static bool cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+
+#define SET32(v) _mm256_set1_epi32((int)(v))
+#define SET16(v) _mm256_set1_epi16((short)(v))
+#define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+
+/* Elements 0..7 at p (bf16 or fp32) as fp32. */
+FP4_AVX2 __m256 avx2_load8(bool bf16, const void *p)
+{
+    if (bf16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    return _mm256_loadu_ps((const float *)p);
+}
+
+/* Lane j: the largest of v[j]'s eight lanes (unsigned), by three rounds of
+ * pairing lanes of two vectors. */
+FP4_AVX2 __m256i avx2_max_of_eight(const __m256i v[8])
+{
+    __m256i p[4], q[2];
+    for (int j = 0; j < 4; j++) /* [a0|a2 b0|b2 a1|a3 b1|b3] in each half */
+        p[j] = _mm256_max_epu32(_mm256_unpacklo_epi32(v[2 * j], v[2 * j + 1]),
+                                _mm256_unpackhi_epi32(v[2 * j], v[2 * j + 1]));
+    for (int j = 0; j < 2; j++) /* [a b c d] of each half's four lanes */
+        q[j] = _mm256_max_epu32(_mm256_unpacklo_epi64(p[2 * j], p[2 * j + 1]),
+                                _mm256_unpackhi_epi64(p[2 * j], p[2 * j + 1]));
+    return _mm256_max_epu32(_mm256_permute2x128_si256(q[0], q[1], 0x20),
+                            _mm256_permute2x128_si256(q[0], q[1], 0x31));
+}
+
+/* Lane j: the largest magnitude of group j of eight of `run` elements at x,
+ * as fp32 bits: the unsigned maximum of the bits without the sign, the
+ * order of IEEE magnitudes; above FLT_MAX's bits for a NaN or infinity.
+ * bf16 in 16-bit lanes: the eight groups' vectors paired by interleaving
+ * words, then dwords, then qwords (each round halves the lanes a group
+ * has, the groups in order), then the two 128-bit halves. */
+FP4_AVX2 __m256i avx2_maxima(unsigned run, bool bf16, const void *x)
+{
+    __m256i acc[8];
+    if (bf16) {
+        const __m256i mag = SET16(0x7FFF);
+#pragma GCC unroll 8
+        for (unsigned j = 0; j < 8; j++) {
+            const uint16_t *h = (const uint16_t *)x + j * run;
+            __m256i m = _mm256_and_si256(LOADU(h), mag);
+            for (unsigned i = 16; i < run; i += 16)
+                m = _mm256_max_epu16(m, _mm256_and_si256(LOADU(h + i), mag));
+            acc[j] = m;
+        }
+        __m256i a[4], b[2], c;
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            a[j] = _mm256_max_epu16(_mm256_unpacklo_epi16(acc[2 * j], acc[2 * j + 1]),
+                                    _mm256_unpackhi_epi16(acc[2 * j], acc[2 * j + 1]));
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; j++)
+            b[j] = _mm256_max_epu16(_mm256_unpacklo_epi32(a[2 * j], a[2 * j + 1]),
+                                    _mm256_unpackhi_epi32(a[2 * j], a[2 * j + 1]));
+        c = _mm256_max_epu16(_mm256_unpacklo_epi64(b[0], b[1]), _mm256_unpackhi_epi64(b[0], b[1]));
+        __m128i d = _mm_max_epu16(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+        return _mm256_slli_epi32(_mm256_cvtepu16_epi32(d), 16);
+    }
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < 8; j++) {
+        const float *f = (const float *)x + j * run;
+        __m256i m = _mm256_and_si256(LOADU(f), SET32(0x7FFFFFFF));
+        for (unsigned i = 8; i < run; i += 8)
+            m = _mm256_max_epu32(m, _mm256_and_si256(LOADU(f + i), SET32(0x7FFFFFFF)));
+        acc[j] = m;
+    }
+    return avx2_max_of_eight(acc);
+}
+
+/*
+ * The scale bytes of eight groups of largest magnitudes M (fp32 bits) into
+ * *byte (32-bit lanes) and what their elements are divided by (NVFP4, *f)
+ * or multiplied by (MXFP4's reciprocal), by EIGHT_GROUPS' steps.  Returns a
+ * mask, nonzero where the reference must take the row: a NaN or infinity,
+ * an E8M0 overflow.
+ */
+FP4_AVX2 __m256i avx2_scales(bool nv, bool bf16, __m256i M, float global, __m256i *byte,
+                             __m256 *f)
+{
+    __m256i bad = _mm256_cmpgt_epi32(M, SET32(0x7F7FFFFF));
+    if (!nv) {
+        /* bf16's 1 << 5 and fp32's 1 << 21 are the same bit */
+        __m256i e = _mm256_srli_epi32(_mm256_and_si256(_mm256_add_epi32(M, SET32(0x200000)),
+                                                       SET32(0xFF800000u)), 23);
+        *byte = _mm256_max_epi32(_mm256_sub_epi32(e, SET32(2)), _mm256_setzero_si256());
+        *f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(SET32(254), *byte), 23));
+        return _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, SET32(255)));
+    }
+    __m256 s = _mm256_div_ps(_mm256_castsi256_ps(M), _mm256_set1_ps(6.0f));
+    if (bf16) {
+        __m256i u = _mm256_castps_si256(s);
+        u = _mm256_add_epi32(_mm256_add_epi32(u, SET32(0x7FFF)),
+                             _mm256_and_si256(_mm256_srli_epi32(u, 16), SET32(1)));
+        s = _mm256_castsi256_ps(_mm256_and_si256(u, SET32(0xFFFF0000u)));
+    }
+    s = _mm256_min_ps(_mm256_mul_ps(_mm256_set1_ps(global), s), _mm256_set1_ps(448.0f));
+    __m256i u = _mm256_castps_si256(s);
+    __m256i nrm = _mm256_add_epi32(_mm256_add_epi32(u, SET32(0x7FFFF)),
+                                   _mm256_and_si256(_mm256_srli_epi32(u, 20), SET32(1)));
+    nrm = _mm256_and_si256(nrm, SET32(0xFFF00000u));
+    __m256 big = _mm256_set1_ps(16384.0f), sub = _mm256_sub_ps(_mm256_add_ps(s, big), big);
+    __m256i normal = _mm256_castps_si256(_mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_GE_OQ));
+    __m256i r = _mm256_blendv_epi8(_mm256_castps_si256(sub), nrm, normal);
+    __m256i bn = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_sub_epi32(_mm256_srli_epi32(nrm, 23), SET32(120)), 3),
+        _mm256_and_si256(_mm256_srli_epi32(nrm, 20), SET32(7)));
+    __m256i bs = _mm256_cvttps_epi32(_mm256_mul_ps(sub, _mm256_set1_ps(512.0f)));
+    __m256i zero = _mm256_castps_si256(
+        _mm256_cmp_ps(_mm256_castsi256_ps(r), _mm256_setzero_ps(), _CMP_EQ_OQ));
+    *byte = _mm256_blendv_epi8(_mm256_blendv_epi8(bs, bn, normal), SET32(0x20), zero);
+    r = _mm256_blendv_epi8(r, _mm256_castps_si256(_mm256_set1_ps(0.125f)), zero);
+    *f = _mm256_div_ps(_mm256_castsi256_ps(r), _mm256_set1_ps(global));
+    return bad;
+}
+
+/* E2M1 codes of fp32 v as codes8 has them (each threshold passed adds one,
+ * the sign bit for v < neg), one a 32-bit lane. */
+FP4_AVX2 __m256i avx2_codes8(__m256 v, __m256 neg)
+{
+    __m256 a = _mm256_and_ps(v, _mm256_castsi256_ps(SET32(0x7FFFFFFF)));
+#define PAST(t, op) _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(t), op))
+    __m256i n = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(PAST(0.25f, _CMP_GT_OQ), PAST(0.75f, _CMP_GE_OQ)),
+                         _mm256_add_epi32(PAST(1.25f, _CMP_GT_OQ), PAST(1.75f, _CMP_GE_OQ))),
+        _mm256_add_epi32(_mm256_add_epi32(PAST(2.5f, _CMP_GT_OQ), PAST(3.5f, _CMP_GE_OQ)),
+                         PAST(5.0f, _CMP_GT_OQ)));
+#undef PAST
+    __m256i s = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, neg, _CMP_LT_OQ)),
+                                 SET32(8));
+    return _mm256_sub_epi32(s, n); /* n counts -1 a threshold */
+}
+
+/*
+ * E2M1 codes of 16 quotients given as the upper halves of their fp32 bits
+ * (h: sign and magnitude; y: the magnitude, 0..0x7FFF, or below 0x80 for
+ * any quotient under 2^-126), one a 16-bit lane; the sign bit where h is
+ * above `neg` (unsigned).  The thresholds of fp4_e2m1_code are fp32 values
+ * whose low 17 bits are zero: a > t and a >= t are the same comparisons of
+ * the upper halves once the lowest bit of a half is set where a's lower
+ * half is not zero (the rounding's sticky bit), as codes16's callers have
+ * it; a >= t is a > t - 1 in integers.
+ */
+#define T16(t) { t, t, t, t, t, t, t, t, t, t, t, t, t, t, t, t }
+static const int16_t codes16_thresholds[7][16] __attribute__((aligned(32))) = {
+    T16(0x3E80), T16(0x3F3F), T16(0x3FA0), T16(0x3FDF), T16(0x4020), T16(0x405F), T16(0x40A0)
+};
+#undef T16
+
+FP4_AVX2 __m256i avx2_codes16(__m256i y, __m256i h, __m256i neg)
+{
+    /* The thresholds read from memory as the comparisons' operands: GCC,
+     * seeing constants, rebuilds each in the loop from an immediate (three
+     * instructions) for want of registers; the empty asm hides where the
+     * pointer points. */
+    const __m256i *t = (const __m256i *)(const void *)codes16_thresholds;
+    __asm__ volatile("" : "+r"(t));
+#define PAST(k) _mm256_cmpgt_epi16(y, _mm256_load_si256(t + (k)))
+    __m256i n = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(PAST(0), PAST(1)),
+                                                  _mm256_add_epi16(PAST(2), PAST(3))),
+                                 _mm256_add_epi16(_mm256_add_epi16(PAST(4), PAST(5)), PAST(6)));
+#undef PAST
+    /* h - neg, saturated at 0: nonzero where h > neg; 8 there */
+    __m256i s = _mm256_slli_epi16(_mm256_min_epu16(_mm256_subs_epu16(h, neg), SET16(1)), 3);
+    return _mm256_sub_epi16(s, n);
+}
+
+/* 32 codes, one a 32-bit lane (c0: elements 0-7, ...), as 16 bytes, two a
+ * byte, the first in the low nibble: to bytes by saturating packs (which
+ * interleave the 128-bit halves, put back in order by a permutation), then
+ * each pair as b0 * 1 + b1 * 16. */
+FP4_AVX2 void avx2_pack32(__m256i c0, __m256i c1, __m256i c2, __m256i c3, uint8_t *out)
+{
+    __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3));
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    __m256i w = _mm256_maddubs_epi16(b, SET16(0x1001));
+    w = _mm256_permute4x64_epi64(_mm256_packus_epi16(w, w), 0x08);
+    _mm_storeu_si128((__m128i *)(void *)out, _mm256_castsi256_si128(w));
+}
+
+/* 32 codes, one a 16-bit lane (c0: elements 0-15, c1: 16-31), as 16 bytes:
+ * avx2_pack32's steps, its permutation on what one pack interleaves. */
+FP4_AVX2 void avx2_pack32_16(__m256i c0, __m256i c1, uint8_t *out)
+{
+    __m256i w = _mm256_maddubs_epi16(_mm256_packus_epi16(c0, c1), SET16(0x1001));
+    w = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w),
+                                    _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+    _mm_storeu_si128((__m128i *)(void *)out, _mm256_castsi256_si128(w));
+}
+
+/* Codes of 8 groups of `run` elements in fp32: each divided by its group's
+ * f (NVFP4) or multiplied by it (MXFP4), to codes as codes8 has them. */
+FP4_AVX2 void avx2_codes_f32(bool nv, unsigned run, bool bf16, const void *x, __m256 f,
+                             uint8_t *packed)
+{
+    float fs[8];
+    _mm256_storeu_ps(fs, f);
+    __m256 neg = _mm256_set1_ps(NEG_LIMIT(nv, bf16 ? FP8_DTYPE_BF16 : FP8_DTYPE_F32));
+    unsigned sz = bf16 ? 2 : 4;
+    for (unsigned i = 0; i < 8 * run; i += 32) {
+        const char *p = (const char *)x + i * sz;
+        /* NVFP4: two groups of 16; MXFP4: one of 32 */
+        __m256 f0 = _mm256_broadcast_ss(&fs[i / run]);
+        __m256 f1 = _mm256_broadcast_ss(&fs[(i + 16) / run]);
+        __m256 v0 = avx2_load8(bf16, p), v1 = avx2_load8(bf16, p + 8 * sz);
+        __m256 v2 = avx2_load8(bf16, p + 16 * sz), v3 = avx2_load8(bf16, p + 24 * sz);
+        if (nv) {
+            v0 = _mm256_div_ps(v0, f0), v1 = _mm256_div_ps(v1, f0);
+            v2 = _mm256_div_ps(v2, f1), v3 = _mm256_div_ps(v3, f1);
+        } else {
+            v0 = _mm256_mul_ps(v0, f0), v1 = _mm256_mul_ps(v1, f0);
+            v2 = _mm256_mul_ps(v2, f1), v3 = _mm256_mul_ps(v3, f1);
+        }
+        avx2_pack32(avx2_codes8(v0, neg), avx2_codes8(v1, neg), avx2_codes8(v2, neg),
+                    avx2_codes8(v3, neg), packed + i / 2);
+    }
+}
+
+/* The upper halves of 8 fp32 quotients' bits, the lowest bit set where the
+ * lower half is not zero (the sticky bit of avx2_codes16), in 32-bit lanes:
+ * the lower half plus 0xFFFF carries into bit 16 exactly when it is not
+ * zero. */
+FP4_AVX2 __m256i avx2_sticky_half(__m256 q)
+{
+    __m256i u = _mm256_castps_si256(q);
+    __m256i carry = _mm256_add_epi32(_mm256_and_si256(u, SET32(0xFFFF)), SET32(0xFFFF));
+    return _mm256_srli_epi32(_mm256_or_si256(u, carry), 16);
+}
+
+/* NVFP4 from bf16, 8 groups of 16: each group one load, its halves widened
+ * to fp32 by interleaving with zeros (elements 0-3 and 8-11, 4-7 and
+ * 12-15), divided by the group's d, their sticky upper halves packed back
+ * into element order, to codes in 16-bit lanes. */
+FP4_AVX2 __m256i avx2_nv_group16(const uint16_t *x, const float *d)
+{
+    __m256i v = LOADU(x), zero = _mm256_setzero_si256();
+    __m256 dj = _mm256_broadcast_ss(d);
+    __m256 lo = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v)), dj);
+    __m256 hi = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v)), dj);
+    __m256i h = _mm256_packus_epi32(avx2_sticky_half(lo), avx2_sticky_half(hi));
+    return avx2_codes16(_mm256_and_si256(h, SET16(0x7FFF)), h, SET16(0x8000));
+}
+
+FP4_AVX2 void avx2_codes_nv_bf16(const uint16_t *x, __m256 d, uint8_t *packed)
+{
+    float ds[8];
+    _mm256_storeu_ps(ds, d);
+    for (unsigned j = 0; j < 8; j += 2)
+        avx2_pack32_16(avx2_nv_group16(x + 16 * j, &ds[j]),
+                       avx2_nv_group16(x + 16 * j + 16, &ds[j + 1]), packed + 8 * j);
+}
+
+/*
+ * MXFP4 from bf16, 8 groups of 32 whose scale bytes are all 3 or more, in
+ * 16-bit lanes with no multiplication.  With k = 127 - byte, x 2^k is x's
+ * magnitude bits plus k << 7 (the exponent plus k) wherever that sum is a
+ * normal bf16: the quotient's own bits, which the reference's rounding to
+ * bf16 keeps.  Elsewhere the sum still compares as the quotient's code 0:
+ * a normal x whose quotient falls under 2^-126 leaves at most 0x7F (or a
+ * negative sum), and a zero or subnormal x (at most 0x7F) at most 0x7F +
+ * (124 << 7) = 0x3E7F, under 0.25's 0x3E80, where its quotient is at
+ * most 127 2^-133 2^124 < 0.25 too (byte >= 3 keeps k <= 124).  No sum
+ * passes 0x7FFF: a quotient is below 8 (fp4_mx_byte).
+ * The sign bit (above) is v < -2^-134 for the fp32 quotient v; x's 8
+ * significant bits keep |x| 2^k out of (2^-134, 2^-134 (1 + 2^-7)), so
+ * v's rounding cannot come down to 2^-134, and it is x < 0 with |x| >
+ * 2^(byte - 261): any nonzero x for byte < 128, x above the bf16
+ * subnormal of 2^(byte - 128) units of 2^-133 for 128 to 134, above the
+ * normal bits (byte - 134) << 7 from 135; that is, x (unsigned) above
+ * 0x8000 plus those bits.
+ */
+FP4_AVX2 void avx2_codes_mx_bf16(const uint16_t *x, __m256i byte, uint8_t *packed)
+{
+    __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(SET32(127), byte), 7);
+    __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(byte, SET32(134)), 7);
+    /* vpsllvd gives 0 for a count above 31, as byte - 128 is below 128 */
+    __m256i sub = _mm256_sllv_epi32(SET32(1), _mm256_sub_epi32(byte, SET32(128)));
+    __m256i t = _mm256_blendv_epi8(sub, normal, _mm256_cmpgt_epi32(byte, SET32(134)));
+    __m256i neg = _mm256_add_epi32(t, SET32(0x8000));
+    int32_t ks[8], ns[8];
+    _mm256_storeu_si256((__m256i *)(void *)ks, shift);
+    _mm256_storeu_si256((__m256i *)(void *)ns, neg);
+    for (unsigned j = 0; j < 8; j++) {
+        __m256i k = SET16(ks[j]), nj = SET16(ns[j]);
+        __m256i v0 = LOADU(x + 32 * j), v1 = LOADU(x + 32 * j + 16);
+        __m256i c0 = avx2_codes16(_mm256_add_epi16(_mm256_and_si256(v0, SET16(0x7FFF)), k), v0, nj);
+        __m256i c1 = avx2_codes16(_mm256_add_epi16(_mm256_and_si256(v1, SET16(0x7FFF)), k), v1, nj);
+        avx2_pack32_16(c0, c1, packed + 16 * j);
+    }
+}
+
+/*
+ * Eight groups of `run` elements at x (bf16 or fp32): their scales into
+ * scales[0..7] and codes into packed[0 .. 4 run - 1].  Returns a mask,
+ * nonzero where the reference must take the row.
+ */
+FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void *x, float global,
+                                   uint8_t *packed, uint8_t *scales)
+{
+    __m256i byte;
+    __m256 f;
+    __m256i bad = avx2_scales(nv, bf16, avx2_maxima(run, bf16, x), global, &byte, &f);
+    /* the low byte of each lane, in order */
+    __m256i sb = _mm256_shuffle_epi8(byte, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1,
+                                                            -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                                                            -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                            -1));
+    _mm_storel_epi64((__m128i *)(void *)scales,
+                     _mm_unpacklo_epi32(_mm256_castsi256_si128(sb),
+                                        _mm256_extracti128_si256(sb, 1)));
+    if (bf16 && nv)
+        avx2_codes_nv_bf16(x, f, packed);
+    else if (bf16 && _mm256_testz_si256(_mm256_cmpgt_epi32(SET32(3), byte), SET32(-1)))
+        avx2_codes_mx_bf16(x, byte, packed);
+    else
+        avx2_codes_f32(nv, run, bf16, x, f, packed);
+    return bad;
+}
+
+/* A row of NVFP4 (run 16) or MXFP4 (run 32) in blocks of 8 groups; the last
+ * groups padded with zeros to 8 (a group's bytes depend on it alone). */
+FP4_AVX2 bool avx2_row(bool nv, unsigned run, bool bf16, const void *x, uint64_t n, float global,
+                       uint8_t *packed, uint8_t *scales)
+{
+    uint64_t groups = n / run, g0 = 0, sz = bf16 ? 2 : 4;
+    __m256i bad = _mm256_setzero_si256();
+    for (; g0 + 8 <= groups; g0 += 8)
+        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16,
+                                                     (const char *)x + g0 * run * sz, global,
+                                                     packed + g0 * run / 2, scales + g0));
+    if (g0 < groups) {
+        uint64_t rest = groups - g0;
+        _Alignas(32) unsigned char in[8 * 32 * 4] = { 0 };
+        uint8_t q[8 * 32 / 2], s[8];
+        memcpy(in, (const char *)x + g0 * run * sz, rest * run * sz);
+        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16, in, global, q, s));
+        memcpy(packed + g0 * run / 2, q, rest * run / 2);
+        memcpy(scales + g0, s, rest);
+    }
+    return _mm256_testz_si256(bad, bad);
+}
+
+__attribute__((target("avx2"))) static bool quantize_row_avx2(bool nv, bool bf16, const void *x,
+                                                              uint64_t n, float global,
+                                                              uint8_t *packed, uint8_t *scales)
+{
+    /* each a constant, so that every combination is compiled apart */
+    if (nv)
+        return bf16 ? avx2_row(true, 16, true, x, n, global, packed, scales)
+                    : avx2_row(true, 16, false, x, n, global, packed, scales);
+    return bf16 ? avx2_row(false, 32, true, x, n, global, packed, scales)
+                : avx2_row(false, 32, false, x, n, global, packed, scales);
+}
+#else
+static bool cpu_has_avx2(void) { return false; }
+static bool quantize_row_avx2(bool nv, bool bf16, const void *x, uint64_t n, float global,
+                              uint8_t *packed, uint8_t *scales)
+{
+    (void)nv, (void)bf16, (void)x, (void)n, (void)global, (void)packed, (void)scales;
+    return false;
+}
+#endif
+
+bool fp4_q_path_runs(fp4_q_path path)
+{
+    return path == FP4_Q_PATH_CLONES || (path == FP4_Q_PATH_AVX2 && cpu_has_avx2());
+}
+
+const char *fp4_q_path_name(fp4_q_path path)
+{
+    return path == FP4_Q_PATH_AVX2 ? "avx2" : "clones";
+}
+
+fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, fp8_scheme scheme, fp8_dtype src,
+                                      const void *x, uint64_t n, float global, uint8_t *packed,
+                                      uint8_t *scales, uint64_t *where)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
+    bool nv = t->levels == 2, ok = false;
+    if ((src == FP8_DTYPE_BF16 || src == FP8_DTYPE_F32) && t->run == (nv ? 16u : 32u)) {
+        if (path == FP4_Q_PATH_AVX2 && cpu_has_avx2())
+            ok = quantize_row_avx2(nv, src == FP8_DTYPE_BF16, x, n, global, packed, scales);
+        else
+            ok = quantize_row_clones(scheme, src, x, n, global, packed, scales);
+    }
+    return ok ? FP4_Q_OK : fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
 }
 
 fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
                                    float global, uint8_t *packed, uint8_t *scales,
                                    uint64_t *where)
 {
-    const fp8_scheme_traits *t = fp8_scheme_get(scheme);
-    if ((src != FP8_DTYPE_BF16 && src != FP8_DTYPE_F32) || t->run % 8 ||
-        !quantize_row_clones(scheme, src, x, n, global, packed, scales))
-        return fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
-    return FP4_Q_OK;
+    return fp4_fast_quantize_row_on(FP4_Q_PATH_AVX2, scheme, src, x, n, global, packed, scales,
+                                    where);
 }

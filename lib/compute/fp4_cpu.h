@@ -37,16 +37,31 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
 
 /*
  * fp4_quantize_row (fp4_ref.h), faster: the group scales by the reference's
- * own steps (fp4_nvfp4_scale, fp4_mxfp4_scale), the elements 8 at a time
- * (one fp32 division each, as the reference's; the thresholds as counts of
- * comparisons).  A row with a NaN or infinity, an MX scale past E8M0's
- * range, or (MXFP4 from bf16) a quotient below 2^-126, whose rounding to
- * bf16 decides its sign, is left to fp4_quantize_row, which then writes it
- * and says what and where; so the bytes and the result are the
- * reference's for every input (tests/check_fp4_quant.c).
+ * own steps (fp4_nvfp4_scale, fp4_mxfp4_scale) eight groups at a time, the
+ * elements 8 at a time (NVFP4: one fp32 division each, as the reference's;
+ * MXFP4: the product with the scale's exact reciprocal, the same fp32; the
+ * thresholds as counts of comparisons; fp4_cpu.c says why no bf16 rounding
+ * is needed).  A row with a NaN or infinity, or an MX scale past E8M0's
+ * range, is left to fp4_quantize_row, which then writes it and says what
+ * and where; so the bytes and the result are the reference's for every
+ * input (tests/check_fp4_quant.c, on every path).
  */
 fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
                                    float global, uint8_t *packed, uint8_t *scales,
                                    uint64_t *where);
+
+/* The paths of fp4_fast_quantize_row, each with the reference's bytes;
+ * fp4_fast_quantize_row takes the best the CPU runs.  A path the CPU does
+ * not run falls back to the clones. */
+typedef enum {
+    FP4_Q_PATH_CLONES, /* GCC vectors, compiled by FP8_CLONES */
+    FP4_Q_PATH_AVX2,   /* explicit AVX2; from bf16 the codes in 16-bit lanes (fp4_cpu.c) */
+    FP4_Q_PATH_COUNT
+} fp4_q_path;
+bool fp4_q_path_runs(fp4_q_path path);
+const char *fp4_q_path_name(fp4_q_path path);
+fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, fp8_scheme scheme, fp8_dtype src,
+                                      const void *x, uint64_t n, float global, uint8_t *packed,
+                                      uint8_t *scales, uint64_t *where);
 
 #endif
