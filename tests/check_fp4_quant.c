@@ -738,28 +738,6 @@ START_TEST(test_fp4_bound_holds_the_reference)
 }
 END_TEST
 
-static cJSON *verify_json(const char *path, const char *extra, int *rc)
-{
-    char *args, *out;
-    ck_assert(asprintf(&args, "verify --json %s '%s'", extra, path) > 0);
-    *rc = tu_run(args, &out, NULL);
-    cJSON *j = cJSON_Parse(out);
-    ck_assert_msg(j != NULL, "verify %s: not JSON: %s", path, out);
-    free(out);
-    free(args);
-    return j;
-}
-
-/* The first finding of `rule`, NULL when none. */
-static const cJSON *finding(const cJSON *report, const char *rule)
-{
-    const cJSON *f;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItem(report, "findings"))
-        if (strcmp(cJSON_GetObjectItem(f, "rule")->valuestring, rule) == 0)
-            return f;
-    return NULL;
-}
-
 static const char *message(const cJSON *f)
 {
     return cJSON_GetObjectItem(f, "message")->valuestring;
@@ -971,7 +949,7 @@ START_TEST(test_against_finds_a_changed_code_scale_or_global)
     int old = set_byte(code, packed, 100, 0);
     set_byte(code, packed, 100, old ^ 0x40);
     cJSON *j = expect_against(TINY, code, 1, 14, 13, packed, "against-bound");
-    const cJSON *f = finding(j, "against-bound");
+    const cJSON *f = verify_finding(j, "against-bound");
     ck_assert_msg(f && strstr(message(f), packed) && strstr(message(f), "1 of 104448 elements") &&
                   strstr(message(f), "first at 201 (row 1, column 9)"),
                   "%s", f ? message(f) : "no against-bound");
@@ -994,7 +972,7 @@ START_TEST(test_against_finds_a_changed_code_scale_or_global)
     old = set_byte(sc, scale, 5, 0);
     set_byte(sc, scale, 5, old - 0x20);
     j = expect_against(TINY, sc, 1, 14, 13, packed, "against-scale,against-bound");
-    f = finding(j, "against-scale");
+    f = verify_finding(j, "against-scale");
     ck_assert_msg(f && strstr(message(f), scale) && strstr(message(f), "1 of 6528 group scales") &&
                   strstr(message(f), "group 5 (row 0, columns 80..95)"),
                   "%s", f ? message(f) : "no against-scale");
@@ -1012,7 +990,7 @@ START_TEST(test_against_finds_a_changed_code_scale_or_global)
     old = set_byte(mo, mo_weight, 100, 0);
     set_byte(mo, mo_weight, 100, old ^ 0x40);
     j = expect_against(TINY, mo, 1, 14, 13, mo_weight, "against-bound");
-    f = finding(j, "against-bound");
+    f = verify_finding(j, "against-bound");
     ck_assert_msg(f && strstr(message(f), mo_weight) && strstr(message(f), "weight_scale_2"),
                   "%s", f ? message(f) : "no against-bound");
     cJSON_Delete(j);
@@ -1074,7 +1052,7 @@ START_TEST(test_against_notes_what_subnormal_scales_clip)
     /* its 3-D experts and f16 v_proj are not FP4 quantize's */
     char *out = quantize_into(dir, "--scheme nvfp4 --ignore 'experts|v_proj'", "testdata/quant-edge");
     cJSON *j = expect_against("testdata/quant-edge", out, 0, 3, 3, NULL, "against-clipped");
-    const cJSON *f = finding(j, "against-clipped");
+    const cJSON *f = verify_finding(j, "against-clipped");
     ck_assert_msg(f && !strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") &&
                   strstr(message(f), "model.layers.0.self_attn.k_proj.weight_packed"),
                   "%s", f ? message(f) : "no against-clipped");
@@ -1108,7 +1086,7 @@ START_TEST(test_against_notes_layouts_quantize_does_not_write)
         cJSON *j = verify_json(ck, extra, &rc);
         char *text = cJSON_Print(j);
         ck_assert_msg(rc == 0, "%s: exit %d: %.1500s", rel[k], rc, text);
-        const cJSON *f = finding(j, "against-skipped");
+        const cJSON *f = verify_finding(j, "against-skipped");
         ck_assert_msg(f && strstr(message(f), "quantize does not write that layout") &&
                       (k == 0) == !!strstr(message(f), "stored transposed"),
                       "%.1500s", text);

@@ -39,28 +39,6 @@ static int read_manifest(manifest_row *rows, int max)
     return n;
 }
 
-static cJSON *verify_json(const char *path, const char *extra, int *rc)
-{
-    char *args, *out;
-    ck_assert(asprintf(&args, "verify --json %s '%s'", extra, path) > 0);
-    *rc = tu_run(args, &out, NULL);
-    cJSON *j = cJSON_Parse(out);
-    ck_assert_msg(j != NULL, "verify %s: not JSON: %s", path, out);
-    free(out);
-    free(args);
-    return j;
-}
-
-/* The finding of `rule` in a report, NULL when absent. */
-static const cJSON *finding(const cJSON *report, const char *rule)
-{
-    const cJSON *f;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItem(report, "findings"))
-        if (strcmp(cJSON_GetObjectItem(f, "rule")->valuestring, rule) == 0)
-            return f;
-    return NULL;
-}
-
 START_TEST(test_every_fixture_is_reported_under_its_rule)
 {
     manifest_row rows[64];
@@ -85,7 +63,7 @@ START_TEST(test_every_fixture_is_reported_under_its_rule)
             if (strncmp(r->fixture, "clean-", 6) == 0)
                 ck_assert_msg(warnings == 0, "%s: %d warnings", r->fixture, warnings);
         } else {
-            const cJSON *f = finding(j, r->rule);
+            const cJSON *f = verify_finding(j, r->rule);
             ck_assert_msg(f != NULL, "%s: no finding [%s]", r->fixture, r->rule);
             ck_assert_str_eq(cJSON_GetObjectItem(f, "severity")->valuestring, r->severity);
             if (strcmp(r->tensor, "-") != 0)
@@ -203,7 +181,7 @@ START_TEST(test_all_problems_are_reported_not_just_the_first)
     cJSON *j = verify_json(dir, "", &rc);
     ck_assert_int_eq(rc, 1);
     ck_assert_int_eq(cJSON_GetObjectItem(j, "errors")->valueint, 3);
-    ck_assert(finding(j, "missing-scale") && finding(j, "bad-scale") && finding(j, "orphan-scale"));
+    ck_assert(verify_finding(j, "missing-scale") && verify_finding(j, "bad-scale") && verify_finding(j, "orphan-scale"));
     cJSON_Delete(j);
     tu_tmpdir_free(dir);
 }
@@ -414,7 +392,7 @@ START_TEST(test_config_rules)
         int rc;
         cJSON *j = verify_json(ck, "", &rc);
         ck_assert_int_eq(rc, 1);
-        ck_assert_msg(finding(j, cases[k].rule), "no [%s]", cases[k].rule);
+        ck_assert_msg(verify_finding(j, cases[k].rule), "no [%s]", cases[k].rule);
         cJSON_Delete(j);
         free(ck);
         tu_tmpdir_free(dir);
@@ -448,7 +426,7 @@ START_TEST(test_fp8_tensor_of_rank_1_is_an_error)
     int rc;
     cJSON *j = verify_json(ck, "", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "fp8-rank");
+    const cJSON *f = verify_finding(j, "fp8-rank");
     ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "odd.weight"));
     cJSON_Delete(j);
     free(ck);
@@ -465,7 +443,7 @@ START_TEST(test_zero_blocks_are_counted_per_tensor)
     int rc;
     cJSON *j = verify_json(args, "", &rc);
     ck_assert_int_eq(rc, 1);
-    ck_assert(finding(j, "fused-block") != NULL);
+    ck_assert(verify_finding(j, "fused-block") != NULL);
     const cJSON *t;
     bool found = false;
     cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors"))
@@ -544,7 +522,7 @@ START_TEST(test_mixtral_router_stays_bf16_or_fails_verify)
     free(w);
     j = verify_json(out2, "", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "router-quantized");
+    const cJSON *f = verify_finding(j, "router-quantized");
     ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring,
                           "model.layers.0.block_sparse_moe.gate.weight"));
     cJSON_Delete(j);
@@ -609,7 +587,7 @@ START_TEST(test_mtp_shared_head_stays_bf16_or_fails_verify)
         free(config);
         free(path);
         cJSON *j = verify_json(outs[k], "--strict --no-values", &rc);
-        ck_assert_msg(rc == 0 && !finding(j, "mtp-head-quantized"), "verify --strict %s: %d",
+        ck_assert_msg(rc == 0 && !verify_finding(j, "mtp-head-quantized"), "verify --strict %s: %d",
                       outs[k], rc);
         cJSON_Delete(j);
     }
@@ -619,7 +597,7 @@ START_TEST(test_mtp_shared_head_stays_bf16_or_fails_verify)
     free(w);
     cJSON *j = verify_json(all, "--no-values", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "mtp-head-quantized");
+    const cJSON *f = verify_finding(j, "mtp-head-quantized");
     ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "error") == 0 &&
               strstr(cJSON_GetObjectItem(f, "message")->valuestring,
                      "model.layers.1.shared_head.head.weight"));
@@ -901,7 +879,7 @@ START_TEST(test_llama4_experts_in_out_quantize_square_blocks_only)
     free(path);
     j = verify_json(bad, "--no-values", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "experts-in-out");
+    const cJSON *f = verify_finding(j, "experts-in-out");
     ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring,
                           "model.layers.0.feed_forward.experts."));
     ck_assert_int_eq(cJSON_GetObjectItem(j, "errors")->valueint, 2);
@@ -934,7 +912,7 @@ START_TEST(test_blocks_spanning_fused_gate_up_halves)
     free(w);
     cJSON *j = verify_json(out, "", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "fused-block");
+    const cJSON *f = verify_finding(j, "fused-block");
     ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "gate_up_proj"));
     cJSON_Delete(j);
     w = quantize_warnings("--block 32x32", model, out2, &rc);
@@ -959,7 +937,7 @@ START_TEST(test_a_loader_not_required_is_a_note)
     cJSON *j = verify_json(out, "--strict", &rc);
     ck_assert_int_eq(rc, 0);
     ck_assert_int_eq(cJSON_GetObjectItem(j, "notes")->valueint, 1);
-    const cJSON *f = finding(j, "loader-format"), *l;
+    const cJSON *f = verify_finding(j, "loader-format"), *l;
     ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
     cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "loaders"))
     {
@@ -970,7 +948,7 @@ START_TEST(test_a_loader_not_required_is_a_note)
     cJSON_Delete(j);
     j = verify_json(out, "--loader transformers", &rc);
     ck_assert_int_eq(rc, 1);
-    f = finding(j, "loader-format");
+    f = verify_finding(j, "loader-format");
     ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "error") == 0);
     cJSON_Delete(j);
     char *args;
@@ -990,7 +968,7 @@ START_TEST(test_partial_blocks_stop_transformers_only)
     int rc;
     cJSON *j = verify_json(out, "--strict", &rc);
     ck_assert_int_eq(rc, 0);
-    const cJSON *f = finding(j, "partial-blocks");
+    const cJSON *f = verify_finding(j, "partial-blocks");
     ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
     ck_assert(strstr(cJSON_GetObjectItem(f, "message")->valuestring, "down_proj"));
     cJSON_Delete(j);
@@ -1016,7 +994,7 @@ START_TEST(test_mx_on_a_float32_model_stops_transformers)
     int rc;
     cJSON *j = verify_json(out, "", &rc);
     ck_assert_int_eq(rc, 0);
-    const cJSON *f = finding(j, "loader-dtype");
+    const cJSON *f = verify_finding(j, "loader-dtype");
     ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
     cJSON_Delete(j);
     j = verify_json(out, "--loader transformers", &rc);
@@ -1034,7 +1012,7 @@ START_TEST(test_no_fp8_weights_is_an_error)
     int rc;
     cJSON *j = verify_json("testdata/llama-tiny", "", &rc);
     ck_assert_int_eq(rc, 1);
-    ck_assert(finding(j, "no-fp8-weights") != NULL);
+    ck_assert(verify_finding(j, "no-fp8-weights") != NULL);
     cJSON_Delete(j);
 }
 END_TEST
@@ -1047,7 +1025,7 @@ START_TEST(test_tensor_experts_need_tensor_activations)
                                                   "testdata/deepseek-moe-tiny");
     int rc;
     cJSON *j = verify_json(out, "", &rc);
-    ck_assert(finding(j, "moe-activations") == NULL);
+    ck_assert(verify_finding(j, "moe-activations") == NULL);
     cJSON_Delete(j);
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", out);
@@ -1064,7 +1042,7 @@ START_TEST(test_tensor_experts_need_tensor_activations)
     tu_spit(path, edited, strlen(edited));
     j = verify_json(out, "", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "moe-activations");
+    const cJSON *f = verify_finding(j, "moe-activations");
     ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "AssertionError"));
     cJSON_Delete(j);
     free(edited);
@@ -1195,7 +1173,7 @@ START_TEST(test_rounded_scales_pass_the_strictest_check)
     int rc;
     cJSON *j = verify_json(args, "--strict --against testdata/quant-edge", &rc);
     ck_assert_int_eq(rc, 0);
-    ck_assert(finding(j, "saturation") == NULL);
+    ck_assert(verify_finding(j, "saturation") == NULL);
     cJSON_Delete(j);
     free(args);
     tu_tmpdir_free(dir);
@@ -1211,7 +1189,7 @@ START_TEST(test_against_finds_saturation_from_floor_scales)
     int rc;
     cJSON *j = verify_json(args, "--against testdata/quant-edge", &rc);
     ck_assert_int_eq(rc, 0);
-    const cJSON *f = finding(j, "saturation");
+    const cJSON *f = verify_finding(j, "saturation");
     ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "warning") == 0);
     ck_assert(strstr(cJSON_GetObjectItem(f, "message")->valuestring, "clipped"));
     cJSON_Delete(j);
@@ -1239,7 +1217,7 @@ START_TEST(test_against_a_changed_source_finds_the_tensor)
     int rc;
     cJSON *j = verify_json(fp8, src, &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *b = finding(j, "against-bound");
+    const cJSON *b = verify_finding(j, "against-bound");
     ck_assert(b && strstr(cJSON_GetObjectItem(b, "message")->valuestring,
                           "model.layers.0.mlp.up_proj.weight"));
     const cJSON *r = cJSON_GetObjectItem(j, "requantized");
@@ -1251,13 +1229,13 @@ START_TEST(test_against_a_changed_source_finds_the_tensor)
     snprintf(path, sizeof path, "%s/src/model-00002-of-00002.safetensors", dir);
     overwrite_tensor(path, "model.norm.weight", 0x55, 1);
     j = verify_json(fp8, src, &rc);
-    const cJSON *c = finding(j, "against-copy");
+    const cJSON *c = verify_finding(j, "against-copy");
     ck_assert(c && strstr(cJSON_GetObjectItem(c, "message")->valuestring, "model.norm.weight"));
     cJSON_Delete(j);
     /* another model entirely: the tensor sets differ */
     j = verify_json(fp8, "--against testdata/quant-edge", &rc);
     ck_assert_int_eq(rc, 1);
-    ck_assert(finding(j, "against-set") != NULL);
+    ck_assert(verify_finding(j, "against-set") != NULL);
     cJSON_Delete(j);
     tu_tmpdir_free(dir);
 }
@@ -1322,7 +1300,7 @@ START_TEST(test_ct_f32_scales_the_model_dtype_cannot_hold_are_a_transformers_fin
     int rc;
     cJSON *j = verify_json(ct, "", &rc);
     ck_assert_int_eq(rc, 0);
-    const cJSON *f = finding(j, "scale-dtype");
+    const cJSON *f = verify_finding(j, "scale-dtype");
     ck_assert(f && strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0);
     ck_assert(strstr(cJSON_GetObjectItem(f, "message")->valuestring, "bfloat16 cannot hold"));
     ck_assert(!transformers_loads(j));
@@ -1335,7 +1313,7 @@ START_TEST(test_ct_f32_scales_the_model_dtype_cannot_hold_are_a_transformers_fin
                                  "testdata/llama-tiny");
     j = verify_json(direct, "", &rc);
     ck_assert_int_eq(rc, 0);
-    ck_assert(!finding(j, "scale-dtype") && transformers_loads(j));
+    ck_assert(!verify_finding(j, "scale-dtype") && transformers_loads(j));
     cJSON_Delete(j);
     free(direct);
     free(fp8);
@@ -1378,13 +1356,13 @@ START_TEST(test_qwen3_bf16_and_f16_block_scales_load)
     char *u8 = qwen3_like(dir, "qwen3-u8", FP8_DTYPE_U8, FP8_DTYPE_BF16);
     int rc;
     cJSON *j = verify_json(bf, "--strict", &rc);
-    ck_assert_msg(rc == 0 && !finding(j, "scale-dtype"), "verify exit %d", rc);
+    ck_assert_msg(rc == 0 && !verify_finding(j, "scale-dtype"), "verify exit %d", rc);
     ck_assert(transformers_loads(j));
     cJSON_Delete(j);
     /* U8 bytes are no float scale: copy_ would take 0x78 as the number 120 */
     j = verify_json(u8, "", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "scale-dtype");
+    const cJSON *f = verify_finding(j, "scale-dtype");
     ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring,
                           "q_proj.weight_scale_inv: dtype U8"));
     cJSON_Delete(j);
@@ -1415,7 +1393,7 @@ START_TEST(test_mistral_per_tensor_scale_inv_loads)
         cJSON *j = verify_json(m, "--strict", &rc);
         char *text = cJSON_Print(j);
         ck_assert_msg(rc == 0, "rank %d: %s", rank, text);
-        ck_assert(!finding(j, "scale-name") && transformers_loads(j));
+        ck_assert(!verify_finding(j, "scale-name") && transformers_loads(j));
         free(text);
         cJSON_Delete(j);
         free(m);
@@ -1441,7 +1419,7 @@ START_TEST(test_tp_reads_text_config)
     cJSON_Delete(j);
     j = verify_json(m, "--tp 4", &rc);
     ck_assert_int_eq(rc, 1);
-    ck_assert(finding(j, "tp"));
+    ck_assert(verify_finding(j, "tp"));
     cJSON_Delete(j);
     /* the same checkpoint with no dimensions at all */
     char *cmd;
@@ -1459,7 +1437,7 @@ START_TEST(test_tp_reads_text_config)
     free(cmd);
     j = verify_json(m, "--tp 2", &rc);
     ck_assert_int_eq(rc, 1);
-    const cJSON *f = finding(j, "tp");
+    const cJSON *f = verify_finding(j, "tp");
     ck_assert(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "not found"));
     cJSON_Delete(j);
     free(m);
@@ -1524,7 +1502,7 @@ START_TEST(test_modelopt_side_file_declares_the_layout)
     int rc;
     cJSON *j = verify_json(m, "", &rc);
     ck_assert_int_eq(rc, 0);
-    ck_assert(!finding(j, "no-quant-config"));
+    ck_assert(!verify_finding(j, "no-quant-config"));
     ck_assert(strstr(cJSON_GetObjectItem(j, "format")->valuestring, "modelopt, scheme tensor"));
     cJSON_Delete(j);
     j = verify_json(m, "--tp 2", &rc);
@@ -1532,7 +1510,7 @@ START_TEST(test_modelopt_side_file_declares_the_layout)
     cJSON_Delete(j);
     j = verify_json(m, "--format modelopt --scheme tensor", &rc);
     ck_assert_int_eq(rc, 0);
-    ck_assert(!finding(j, "config-assumed"));
+    ck_assert(!verify_finding(j, "config-assumed"));
     cJSON_Delete(j);
     ck_assert_int_eq(tu_run_fmt(&err, "verify --format hf-fp8 '%s'", m), 2);
     ck_assert_msg(strstr(err, "hf_quant_config.json declares its own"), "%s", err);

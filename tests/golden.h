@@ -493,4 +493,27 @@ static inline char *make_mistral3_fp8(const char *dir, const char *name, int sca
     return make_typed_model(dir, name, TU_MISTRAL3_FP8_CONFIG, t, sizeof t / sizeof *t);
 }
 
+/* `fp8conv verify --json EXTRA PATH`, parsed (must be JSON); *rc its exit status. */
+static inline cJSON *verify_json(const char *path, const char *extra, int *rc)
+{
+    char *args, *out;
+    ck_assert(asprintf(&args, "verify --json %s '%s'", extra, path) > 0);
+    *rc = tu_run(args, &out, NULL);
+    cJSON *j = cJSON_Parse(out);
+    ck_assert_msg(j != NULL, "verify %s: not JSON: %s", path, out);
+    free(out);
+    free(args);
+    return j;
+}
+
+/* The first finding of `rule` in a verify --json report, NULL when none. */
+static inline const cJSON *verify_finding(const cJSON *report, const char *rule)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(report, "findings"))
+        if (strcmp(cJSON_GetObjectItem(f, "rule")->valuestring, rule) == 0)
+            return f;
+    return NULL;
+}
+
 #endif

@@ -572,6 +572,21 @@ const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *p, size_t i)
 {
     return i < p->n ? &p->items[i] : NULL;
 }
+size_t quant_plan_find(const fp8_quant_plan *p, const char *name)
+{
+    size_t lo = 0, hi = p ? p->n : 0;
+    while (lo < hi) { /* items are in name order */
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(p->items[mid].tensor->name, name);
+        if (c == 0)
+            return p->items[mid].quantize ? mid : SIZE_MAX;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return SIZE_MAX;
+}
 size_t fp8_quant_plan_ignored_count(const fp8_quant_plan *p) { return p->nignored; }
 const char *fp8_quant_plan_ignored(const fp8_quant_plan *p, size_t i)
 {

@@ -107,6 +107,10 @@ struct fp8_quant_plan {
     void *wanted_user;
 };
 
+/* The item of plan p (may be NULL) for tensor `name`, SIZE_MAX when it has
+ * none or keeps the tensor. */
+size_t quant_plan_find(const fp8_quant_plan *p, const char *name);
+
 /* Adds a warning about the whole output (takes `message`; NULL: out of
  * memory). */
 fp8_status quant_plan_warn(fp8_ctx *ctx, fp8_quant_plan *p, char *message);

@@ -441,23 +441,6 @@ static fp8_status against_plan(fp8_ctx *ctx, const fp8_verify *v, const char *sr
     return st;
 }
 
-/* The plan's item for tensor `name`, SIZE_MAX when it has none or keeps it. */
-static size_t plan_find(const fp8_quant_plan *p, const char *name)
-{
-    size_t lo = 0, hi = p ? fp8_quant_plan_count(p) : 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(fp8_quant_plan_item(p, mid)->tensor->name, name);
-        if (c == 0)
-            return fp8_quant_plan_item(p, mid)->quantize ? mid : SIZE_MAX;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SIZE_MAX;
-}
-
 static uint64_t scale_bytes(fp8_dtype dt, int rank, const uint64_t *shape)
 {
     uint64_t n = fp8_dtype_bits(dt) / 8;
@@ -542,7 +525,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         a->by_tensor[i] = SIZE_MAX;
         it->t = fp8_checkpoint_tensor(v->ck, i, &it->shard);
         it->x = fp8_checkpoint_find(a->src, it->t->name, &it->xshard);
-        size_t item = it->x ? plan_find(a->plan, it->t->name) : SIZE_MAX;
+        size_t item = it->x ? quant_plan_find(a->plan, it->t->name) : SIZE_MAX;
         if (it->t->dtype != FP8_DTYPE_F8_E4M3 || !it->x || (!bound[i] && item == SIZE_MAX) ||
             verify_fp4_against_owns(a->f4, it->t->name, false))
             continue;

@@ -397,23 +397,6 @@ static bool wanted(void *user, const char *name)
     return in_sorted(w->names, w->n, name);
 }
 
-/* The plan's item for tensor `name`, SIZE_MAX when it has none or keeps it. */
-static size_t plan_item(const fp8_quant_plan *p, const char *name)
-{
-    size_t lo = 0, hi = fp8_quant_plan_count(p);
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(fp8_quant_plan_item(p, mid)->tensor->name, name);
-        if (c == 0)
-            return fp8_quant_plan_item(p, mid)->quantize ? mid : SIZE_MAX;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SIZE_MAX;
-}
-
 /* Quantize's plan for SRC with each FP4 scheme the checkpoint holds,
  * compressed-tensors' (the ModelOpt twin's codes and group scales are the
  * same; its second level is the reciprocal), quantizing what the
@@ -464,7 +447,7 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
         vf4_item *it = &f->items[i];
         const fp8_quant_plan *p = it->requant && it->x ? f->plans[it->plan] : NULL;
         if (p)
-            it->item = plan_item(p, it->x->name);
+            it->item = quant_plan_find(p, it->x->name);
         if (it->item == SIZE_MAX) {
             it->differs = true;
             continue;
