@@ -149,8 +149,13 @@ KERNEL_LIMITS = (
      "vLLM's AMX W8A16 FP8 kernel (fp8_scaled_mm_cpu) reads a layer's bf16 bias as float"),
 )
 # Error texts meaning "this vLLM build has no kernel for it on this CPU".
+# "FP8 KV cache on CPU requires x86 with AVX-512 or AMX": vLLM 0.32 resolves a checkpoint's
+# kv_cache_quant_algo FP8 to an FP8 KV cache (utils/torch_utils.py resolve_kv_cache_dtype_string)
+# and its CPU attention backend has no FP8 cache kernel without AVX-512 or AMX
+# (v1/attention/backends/cpu_attn.py): a CPU limit, met on an AVX2-only AMD EPYC.
 KERNEL_UNAVAILABLE = ("Failed to find a kernel", "MoE backend: NONE", "requires AMX",
-                      "expected at most 0 argument(s)", "No supported backend", "not supported on CPU")
+                      "expected at most 0 argument(s)", "No supported backend", "not supported on CPU",
+                      "FP8 KV cache on CPU requires")
 # Error texts, after a successful load, meaning "a kernel/op is missing here"
 # (vLLM's MXFP8 MoE EMULATION backend runs a Triton kernel: CPU has no Triton).
 MISSING_OP = ("NotImplementedError", "not implemented for", "Could not run", "no kernel",
@@ -968,6 +973,14 @@ def child_main(a):
         kw["language_model_only"] = True
     if pooling:
         kw["runner"] = "pooling"
+    import torch
+    if (os.environ.get("FP8CHECK_EMULATE") == "1" and not torch.cpu._is_avx512_supported()
+            and not torch.cpu._is_amx_tile_supported()):
+        # the stand-in run on a CPU without vLLM's FP8 KV-cache kernel (KERNEL_UNAVAILABLE):
+        # a bf16 cache, so that the weights and the KV-cache scales vLLM's loaders fill are
+        # still captured (the scales are loaded either way; only the cache's dtype differs)
+        kw["kv_cache_dtype"] = "bfloat16"
+        res["kv_cache_dtype_forced"] = "bfloat16 (no FP8 KV-cache kernel on this CPU)"
     t1 = time.time()
     try:
         llm = LLM(**kw)
