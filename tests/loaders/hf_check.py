@@ -1029,5 +1029,18 @@ def main(argv=None) -> int:
     return 0
 
 
+def preload():
+    """The fork server's imports (forkserver.py): what every run imports."""
+    import transformers  # noqa: F401
+    for name in ("compressed_tensors", "sentence_transformers"):
+        with contextlib.suppress(Exception):
+            __import__(name)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import forkserver
+
+        sys.exit(forkserver.serve(main, preload))
     sys.exit(main())

@@ -50,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
 sys.path.insert(0, HERE)
+import forkserver  # noqa: E402
 import vllm_check  # noqa: E402  (its criteria and known kernel bugs; vLLM is not imported)
 
 PAIRS = [("block", "hf-fp8"), ("block", "compressed-tensors"), ("channel", "compressed-tensors"),
@@ -257,11 +258,16 @@ def export(a, q, e):
         raise SystemExit("harness: dequantize-for-export %s: %s" % (q, r.stderr))
 
 
+JUDGES = {}  # script: forkserver.Judge
+
+
 def checker(script, args, out):
-    r = run([PY, os.path.join(HERE, script)] + args + ["--json", out])
-    if r.returncode != 0 or not os.path.exists(out):
-        raise SystemExit("harness: %s %s failed (exit %d):\n%s\n%s"
-                         % (script, " ".join(args), r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
+    judge = JUDGES.setdefault(script, forkserver.Judge(os.path.join(HERE, script)))
+    log = out + ".log"
+    rc = judge.run(args + ["--json", out], log)
+    if rc != 0 or not os.path.exists(out):
+        raise SystemExit("harness: %s %s failed (%s):\n%s" % (script, " ".join(args), rc,
+                                                               forkserver.tail(log)))
     with open(out) as f:
         return json.load(f)
 

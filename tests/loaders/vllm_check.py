@@ -1056,6 +1056,82 @@ def _on_signal(signum, frame):
     sys.exit(128 + signum)
 
 
+# Under the fork server (forkserver.py: `vllm_check.py --serve`, what matrix.py and fp4_check.py
+# run), a run's TP=1 children are forked from the run, itself forked from the server that has
+# imported vLLM once: vLLM's import is 10-20 s of CPU here, paid once a matrix instead of once per
+# child. What the children read from the environment at import time is set before the import
+# (_zygote), the rest is each child's own environment, set after the fork. A lone run starts its
+# children as processes of their own (it would import serially what they import side by side),
+# and so are TP > 1 children (vLLM's CPU platform spawns their workers anyway); FP8CHECK_NO_FORK=1
+# starts every child so.
+_ZYGOTE = {"ready": False}
+
+
+class _Forked:
+    """A forked child, with the part of Popen's interface the parent uses."""
+
+    def __init__(self, pid):
+        self.pid, self.returncode = pid, None
+
+    def wait(self, timeout=None):
+        if self.returncode is not None:
+            return self.returncode
+        end = None if timeout is None else time.time() + timeout
+        while True:
+            pid, status = os.waitpid(self.pid, 0 if end is None else os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+                return self.returncode
+            if time.time() >= end:
+                raise subprocess.TimeoutExpired(["vllm_check child"], timeout)
+            time.sleep(0.05)
+
+
+def _zygote():
+    if not _ZYGOTE["ready"]:
+        for k, v in child_env(1, "q", False).items():
+            if k.startswith(("HF_", "TRANSFORMERS_", "TQDM_", "VLLM_LOGGING")):
+                os.environ.setdefault(k, v)
+        import vllm  # noqa: F401
+        from vllm import LLM, SamplingParams  # noqa: F401
+        from vllm.inputs import TokensPrompt  # noqa: F401
+        _ZYGOTE["ready"] = True
+
+
+def _fork_child(cmd, env, log):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return _Forked(pid)
+    code = 1
+    try:  # the child: its own session (killpg), log, environment and arguments
+        global _T_START
+        import signal
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)  # not the parent's: it kills the children
+        del _CHILDREN[:]
+        os.setsid()
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # fds 1, 2: the log
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = cmd[1:]
+        _T_START = time.time()
+        install_hooks()
+        code = main()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 0)
+
+
 def run_child(role, a, model, emulate):
     out = os.path.join(a.workdir, f"{role}{'-emu' if emulate else ''}.json")
     log = os.path.join(a.workdir, f"{role}{'-emu' if emulate else ''}.log")
@@ -1076,8 +1152,12 @@ def run_child(role, a, model, emulate):
         env["FP8CHECK_EXPORT"] = os.path.abspath(a.export)
         env["FP8CHECK_BLOCK"] = json.dumps(block_size_of(read_config(a.model)))
     t0 = time.time()
-    with open(log, "w") as lf:
-        p = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    if a.tp == 1 and _ZYGOTE["ready"] and os.environ.get("FP8CHECK_NO_FORK") != "1":
+        p = _fork_child(cmd, env, log)
+    else:
+        with open(log, "w") as lf:
+            p = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True)
     _CHILDREN.append(p)
     return {"proc": p, "out": out, "log": log, "t0": t0, "role": role, "loaded_out": loaded_out}
 
@@ -1127,6 +1207,8 @@ def wait_child(c, timeout):
         os.killpg(p.pid, 9)
     except (ProcessLookupError, PermissionError):
         pass
+    if p in _CHILDREN:  # reaped: its pid may be another process's from now on
+        _CHILDREN.remove(p)
     res = None
     if os.path.exists(c["out"]):
         with open(c["out"]) as f:
@@ -1513,7 +1595,9 @@ def break_scale(src, out, tensor, factor):
     return 0
 
 
-def main():
+def main(argv=None):
+    """The command line (argv: its arguments; None: sys.argv's). matrix.py calls it in its own
+    process, so that the TP=1 children of every cell fork from one import of vLLM."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model")
     ap.add_argument("--export")
@@ -1534,7 +1618,7 @@ def main():
     ap.add_argument("--factor", type=float, default=2.0)
     ap.add_argument("--_child", choices=["q", "e"], help=argparse.SUPPRESS)
     ap.add_argument("--_out", dest="out", help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.break_scale:
         return break_scale(a.break_scale[0], a.break_scale[1], a.tensor, a.factor)
     if a._child:
@@ -1547,4 +1631,9 @@ def main():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import forkserver
+
+        sys.exit(forkserver.serve(main, _zygote))
     sys.exit(main())
