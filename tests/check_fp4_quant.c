@@ -185,6 +185,74 @@ START_TEST(test_fast_path_is_the_reference)
 }
 END_TEST
 
+/* fp4_cpu.c's NVFP4 rule from bf16 (codes by thresholds on |x|, no
+ * division): under globals from the tiniest to the largest, every scale
+ * byte a group can take, with every bf16 element that group can hold, of
+ * either sign, coded by each path as by the reference. */
+START_TEST(test_nv_thresholds_code_every_bf16_element)
+{
+    static const float amaxes[] = { 1.0f, 1e-30f, 3e38f, 0.01f, 0x1p-126f };
+    enum { CAP = 0x8000 * 2 / 15 * 16 + 32 };
+    uint16_t *x = malloc(CAP * sizeof *x);
+    uint8_t *q0 = malloc(CAP / 2), *q1 = malloc(CAP / 2), *s0 = malloc(CAP / 16),
+            *s1 = malloc(CAP / 16);
+    ck_assert(x && q0 && q1 && s0 && s1);
+    uint64_t elements = 0, bad = 0;
+    char first[200] = "";
+    for (int path = 0; path < FP4_Q_PATH_COUNT; path++) {
+        if (!fp4_q_path_runs((fp4_q_path)path))
+            continue;
+        for (size_t a = 0; a <= sizeof amaxes / sizeof *amaxes; a++) {
+            float global = a < sizeof amaxes / sizeof *amaxes
+                               ? fp4_nvfp4_global(FP8_DTYPE_BF16, amaxes[a])
+                               : 1.0f;
+            uint16_t top[256] = { 0 }; /* the largest group maximum of each byte */
+            bool seen[256] = { false };
+            for (uint32_t m = 0; m <= 0x7F7F; m++) {
+                float d;
+                uint8_t b = fp4_nvfp4_scale(FP8_DTYPE_BF16, fp8_bf16_to_f32((uint16_t)m), global,
+                                            &d);
+                top[b] = (uint16_t)m, seen[b] = true;
+            }
+            for (int b = 0; b < 256; b++) {
+                if (!seen[b])
+                    continue;
+                uint64_t n = 0;
+                for (uint32_t v = 0; v <= 2u * top[b] + 1; v++) {
+                    if (n % 16 == 0)
+                        x[n++] = top[b];
+                    x[n++] = (uint16_t)((v >> 1) | (v & 1) << 15);
+                }
+                while (n % 16)
+                    x[n++] = 0;
+                uint64_t w0 = 0, w1 = 0;
+                fp4_q_result r0 = fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_BF16, x, n, global,
+                                                   q0, s0, &w0);
+                fp4_q_result r1 = fp4_fast_quantize_row_on((fp4_q_path)path, FP8_SCHEME_NVFP4,
+                                                           FP8_DTYPE_BF16, x, n, global, q1, s1,
+                                                           &w1);
+                ck_assert_int_eq(r0, FP4_Q_OK);
+                ck_assert_int_eq(r1, FP4_Q_OK);
+                elements += n;
+                for (uint64_t i = 0; i < n / 2; i++)
+                    if (q0[i] != q1[i] && !bad++)
+                        snprintf(first, sizeof first,
+                                 "%s, global %a, scale byte 0x%02x: elements 0x%04x, 0x%04x "
+                                 "coded 0x%02x, the reference 0x%02x",
+                                 fp4_q_path_name((fp4_q_path)path), global, s0[i / 8], x[2 * i],
+                                 x[2 * i + 1], q1[i], q0[i]);
+                if (memcmp(s0, s1, n / 16) && !bad++)
+                    snprintf(first, sizeof first, "%s, global %a: a scale byte differs",
+                             fp4_q_path_name((fp4_q_path)path), global);
+            }
+        }
+    }
+    ck_assert_msg(!bad, "%llu differences; the first: %s", (unsigned long long)bad, first);
+    ck_assert_uint_gt(elements, 1000000);
+    free(x), free(q0), free(q1), free(s0), free(s1);
+}
+END_TEST
+
 /* fp4_cpu.c's MXFP4 rule: x / 2^(b - 127) and x * 2^(127 - b) are the same
  * fp32, for every scale byte b of [0, 254] (2^-127 a subnormal at 254) and
  * every finite bf16 x (as fp32), and fp32 x of every binade, subnormals
@@ -1116,6 +1184,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_nvfp4_zero_group_and_global);
     tcase_add_test(tc, test_mxfp4_scale_rounds_up_from_1_75);
     tcase_add_test(tc, test_fast_path_is_the_reference);
+    tcase_add_test(tc, test_nv_thresholds_code_every_bf16_element);
     tcase_add_test(tc, test_mx_reciprocal_is_exact);
     tcase_add_test(tc, test_nvfp4_writes_ct_layout_with_fused_globals);
     tcase_add_test(tc, test_nvfp4_modelopt_is_the_reference_with_its_global_inverted);

@@ -3,6 +3,7 @@
  */
 #include <string.h>
 
+#include "common/fp4_math.h"
 #include "compute/fp4_cpu.h"
 #include "compute/quant_cpu.h"
 
@@ -471,8 +472,8 @@ FP4_AVX2 __m256i avx2_codes8(__m256 v, __m256 neg)
  * above `neg` (unsigned).  The thresholds of fp4_e2m1_code are fp32 values
  * whose low 17 bits are zero: a > t and a >= t are the same comparisons of
  * the upper halves once the lowest bit of a half is set where a's lower
- * half is not zero (the rounding's sticky bit), as codes16's callers have
- * it; a >= t is a > t - 1 in integers.
+ * half is not zero (the rounding's sticky bit; avx2_codes_mx_bf16's
+ * quotients are exact in 16 bits); a >= t is a > t - 1 in integers.
  */
 #define T16(t) { t, t, t, t, t, t, t, t, t, t, t, t, t, t, t, t }
 static const int16_t codes16_thresholds[7][16] __attribute__((aligned(32))) = {
@@ -549,38 +550,108 @@ FP4_AVX2 void avx2_codes_f32(bool nv, unsigned run, bool bf16, const void *x, __
     }
 }
 
-/* The upper halves of 8 fp32 quotients' bits, the lowest bit set where the
- * lower half is not zero (the sticky bit of avx2_codes16), in 32-bit lanes:
- * the lower half plus 0xFFFF carries into bit 16 exactly when it is not
- * zero. */
-FP4_AVX2 __m256i avx2_sticky_half(__m256 q)
+/*
+ * NVFP4 from bf16 without a division.  A group's elements are coded
+ * fp4_e2m1_code(x / d), the quotient in fp32 (fp4_quotient), a
+ * non-decreasing function of |x|: the magnitude code of x is the number of
+ * thresholds t[1..7] that |x|'s bits pass (t[k]: the largest bf16
+ * magnitude whose code is below k), and its sign bit is set where x is
+ * negative and |x| passes t[0] (the largest magnitude whose quotient is
+ * zero).  d is the group's E4M3 scale over the tensor's global, so each
+ * thread keeps the thresholds of the scale bytes it met under the last few
+ * globals it saw, each found by bisection with the reference's own
+ * quotient and code.
+ */
+#define NV_GLOBALS 8
+
+typedef struct {
+    uint32_t global; /* fp32 bits; 0: none yet (a global is positive) */
+    float g;
+    uint8_t have[128];
+    int16_t t[128][8];
+} nv_way;
+
+static _Thread_local struct {
+    nv_way way[NV_GLOBALS];
+    unsigned next;
+} nv_tab;
+
+/* Whether bf16 magnitude m (bits) has a code below k by divisor d (k = 0:
+ * a quotient of zero). */
+static bool nv_below(uint32_t m, float d, unsigned k)
 {
-    __m256i u = _mm256_castps_si256(q);
-    __m256i carry = _mm256_add_epi32(_mm256_and_si256(u, SET32(0xFFFF)), SET32(0xFFFF));
-    return _mm256_srli_epi32(_mm256_or_si256(u, carry), 16);
+    float v = fp4_quotient(1, 1, fp8_bf16_to_f32((uint16_t)m), d);
+    return k ? (fp4_e2m1_code(v) & 7) < k : v == 0;
 }
 
-/* NVFP4 from bf16, 8 groups of 16: each group one load, its halves widened
- * to fp32 by interleaving with zeros (elements 0-3 and 8-11, 4-7 and
- * 12-15), divided by the group's d, their sticky upper halves packed back
- * into element order, to codes in 16-bit lanes. */
-FP4_AVX2 __m256i avx2_nv_group16(const uint16_t *x, const float *d)
+/* The largest finite bf16 magnitude (bits) with a code below k by d. */
+static int16_t nv_threshold(float d, unsigned k)
 {
-    __m256i v = LOADU(x), zero = _mm256_setzero_si256();
-    __m256 dj = _mm256_broadcast_ss(d);
-    __m256 lo = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v)), dj);
-    __m256 hi = _mm256_div_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v)), dj);
-    __m256i h = _mm256_packus_epi32(avx2_sticky_half(lo), avx2_sticky_half(hi));
-    return avx2_codes16(_mm256_and_si256(h, SET16(0x7FFF)), h, SET16(0x8000));
+    uint32_t lo = 0, hi = 0x7F7F; /* lo is below (0 always is); hi may be */
+    if (nv_below(hi, d, k))
+        return (int16_t)hi;
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (nv_below(mid, d, k))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (int16_t)lo;
 }
 
-FP4_AVX2 void avx2_codes_nv_bf16(const uint16_t *x, __m256 d, uint8_t *packed)
+/* This thread's thresholds under `global` (the least recently made ones
+ * give way to a new global). */
+static nv_way *nv_way_of(float global)
 {
-    float ds[8];
-    _mm256_storeu_ps(ds, d);
+    uint32_t gb = fp8_f32_bits(global);
+    for (unsigned w = 0; w < NV_GLOBALS; w++)
+        if (nv_tab.way[w].global == gb)
+            return &nv_tab.way[w];
+    nv_way *w = &nv_tab.way[nv_tab.next];
+    nv_tab.next = (nv_tab.next + 1) % NV_GLOBALS;
+    w->global = gb, w->g = global;
+    memset(w->have, 0, sizeof w->have);
+    return w;
+}
+
+static __attribute__((noinline)) void nv_fill(nv_way *w, uint8_t b)
+{
+    float d = fp8_e4m3_to_f32(b) / w->g; /* fp4_nv_scale's divisor */
+    for (unsigned k = 0; k < 8; k++)
+        w->t[b][k] = nv_threshold(d, k);
+    w->have[b] = 1;
+}
+
+/* The thresholds of scale byte b (its low 7 bits: a positive E4M3). */
+static inline const int16_t *nv_row(nv_way *w, int32_t b)
+{
+    b &= 0x7F;
+    if (__builtin_expect(!w->have[b], 0))
+        nv_fill(w, (uint8_t)b);
+    return w->t[b];
+}
+
+/* 16 bf16 elements of a group with thresholds t, to codes in 16-bit lanes. */
+FP4_AVX2 __m256i avx2_nv_group16(const uint16_t *x, const int16_t *t)
+{
+    __m256i v = LOADU(x), y = _mm256_and_si256(v, SET16(0x7FFF));
+#define PAST(k) _mm256_cmpgt_epi16(y, _mm256_set1_epi16(t[k]))
+    __m256i n = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(PAST(1), PAST(2)),
+                                                  _mm256_add_epi16(PAST(3), PAST(4))),
+                                 _mm256_add_epi16(_mm256_add_epi16(PAST(5), PAST(6)), PAST(7)));
+    __m256i s = _mm256_and_si256(_mm256_and_si256(PAST(0), _mm256_srai_epi16(v, 15)), SET16(8));
+#undef PAST
+    return _mm256_sub_epi16(s, n); /* n counts -1 a threshold */
+}
+
+FP4_AVX2 void avx2_codes_nv_bf16(const uint16_t *x, __m256i byte, nv_way *w, uint8_t *packed)
+{
+    int32_t b[8];
+    _mm256_storeu_si256((__m256i *)(void *)b, byte);
     for (unsigned j = 0; j < 8; j += 2)
-        avx2_pack32_16(avx2_nv_group16(x + 16 * j, &ds[j]),
-                       avx2_nv_group16(x + 16 * j + 16, &ds[j + 1]), packed + 8 * j);
+        avx2_pack32_16(avx2_nv_group16(x + 16 * j, nv_row(w, b[j])),
+                       avx2_nv_group16(x + 16 * j + 16, nv_row(w, b[j + 1])), packed + 8 * j);
 }
 
 /*
@@ -628,7 +699,7 @@ FP4_AVX2 void avx2_codes_mx_bf16(const uint16_t *x, __m256i byte, uint8_t *packe
  * nonzero where the reference must take the row.
  */
 FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void *x, float global,
-                                   uint8_t *packed, uint8_t *scales)
+                                   nv_way *w, uint8_t *packed, uint8_t *scales)
 {
     __m256i byte;
     __m256 f;
@@ -642,7 +713,7 @@ FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void 
                      _mm_unpacklo_epi32(_mm256_castsi256_si128(sb),
                                         _mm256_extracti128_si256(sb, 1)));
     if (bf16 && nv)
-        avx2_codes_nv_bf16(x, f, packed);
+        avx2_codes_nv_bf16(x, byte, w, packed);
     else if (bf16 && _mm256_testz_si256(_mm256_cmpgt_epi32(SET32(3), byte), SET32(-1)))
         avx2_codes_mx_bf16(x, byte, packed);
     else
@@ -656,17 +727,18 @@ FP4_AVX2 bool avx2_row(bool nv, unsigned run, bool bf16, const void *x, uint64_t
                        uint8_t *packed, uint8_t *scales)
 {
     uint64_t groups = n / run, g0 = 0, sz = bf16 ? 2 : 4;
+    nv_way *w = nv && bf16 ? nv_way_of(global) : NULL;
     __m256i bad = _mm256_setzero_si256();
     for (; g0 + 8 <= groups; g0 += 8)
         bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16,
-                                                     (const char *)x + g0 * run * sz, global,
+                                                     (const char *)x + g0 * run * sz, global, w,
                                                      packed + g0 * run / 2, scales + g0));
     if (g0 < groups) {
         uint64_t rest = groups - g0;
         _Alignas(32) unsigned char in[8 * 32 * 4] = { 0 };
         uint8_t q[8 * 32 / 2], s[8];
         memcpy(in, (const char *)x + g0 * run * sz, rest * run * sz);
-        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16, in, global, q, s));
+        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16, in, global, w, q, s));
         memcpy(packed + g0 * run / 2, q, rest * run / 2);
         memcpy(scales + g0, s, rest);
     }
