@@ -5,6 +5,8 @@
 #ifndef FP8_JOBS_H
 #define FP8_JOBS_H
 
+#include <string.h>
+
 #include "common/internal.h"
 
 /* What one worker thread owns: its error context, its buffers and, when the
@@ -67,5 +69,23 @@ uint64_t fp8_jobs_chunk(int threads, fp8_device device);
 /* Lets the next job of the worker's lane start reading (a no-op without a
  * turn): for a job whose reads are done but whose work is not. */
 void fp8_worker_end_turn(fp8_worker *w);
+
+/* Of n items `size` bytes apart from `items`, each with the number of its
+ * first job in the size_t at byte `at` (ascending, the first item's 0), the
+ * index of the one job j belongs to: the last whose first job is at most j. */
+static inline size_t fp8_jobs_item_of(const void *items, size_t n, size_t size, size_t at,
+                                      size_t j)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2, first;
+        memcpy(&first, (const char *)items + mid * size + at, sizeof first);
+        if (first <= j)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 #endif

@@ -95,15 +95,8 @@ static uint64_t src_at(const ag_item *it, uint64_t x, uint64_t row0)
 /* Job j's item, matrix and rows. */
 static ag_item *job_band(const against *a, size_t j, uint64_t *x, uint64_t *row0, uint64_t *nrows)
 {
-    size_t lo = 0, hi = a->n;
-    while (hi - lo > 1) { /* the last item whose first job is at or before j */
-        size_t mid = lo + (hi - lo) / 2;
-        if (a->items[mid].first_job <= j)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    ag_item *it = &a->items[lo];
+    ag_item *it = &a->items[fp8_jobs_item_of(a->items, a->n, sizeof *it,
+                                             offsetof(ag_item, first_job), j)];
     uint64_t per = (it->rows + it->band - 1) / it->band, k = j - it->first_job;
     *x = k / per;
     *row0 = k % per * it->band;

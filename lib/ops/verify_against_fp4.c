@@ -468,15 +468,8 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
 
 static vf4_item *job_band(const vf4_against *f, size_t j, uint64_t *row0, uint64_t *nrows)
 {
-    size_t lo = 0, hi = f->n;
-    while (hi - lo > 1) { /* the last item whose first job is at or before j */
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->items[mid].first_job <= j)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    vf4_item *it = &f->items[lo];
+    vf4_item *it = &f->items[fp8_jobs_item_of(f->items, f->n, sizeof *it,
+                                              offsetof(vf4_item, first_job), j)];
     *row0 = (j - it->first_job) * it->band;
     *nrows = it->rows - *row0 < it->band ? it->rows - *row0 : it->band;
     return it;
