@@ -229,13 +229,10 @@ static char *make_checkpoint(const char *dir, const char *name, const release *r
 /* verify --json --no-values --like REF PATH: its report; *rc its exit. */
 static cJSON *verify_like(const char *ref, const char *path, int *rc)
 {
-    char *args, *out;
-    ck_assert(asprintf(&args, "verify --json --no-values --like '%s' '%s'", ref, path) > 0);
-    *rc = tu_run(args, &out, NULL);
-    cJSON *r = cJSON_Parse(out);
-    ck_assert_msg(r != NULL, "%s: %s", args, out);
-    free(out);
-    free(args);
+    char *extra;
+    ck_assert(asprintf(&extra, "--no-values --like '%s'", ref) > 0);
+    cJSON *r = verify_json(path, extra, rc);
+    free(extra);
     return r;
 }
 
