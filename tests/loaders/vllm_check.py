@@ -1596,8 +1596,9 @@ def break_scale(src, out, tensor, factor):
 
 
 def main(argv=None):
-    """The command line (argv: its arguments; None: sys.argv's). matrix.py calls it in its own
-    process, so that the TP=1 children of every cell fork from one import of vLLM."""
+    """The command line (argv: its arguments; None: sys.argv's). The fork server (forkserver.py)
+    calls it in a child of the process that imported vLLM once, whose TP=1 children then fork
+    from it too."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model")
     ap.add_argument("--export")
