@@ -5,7 +5,7 @@
  *   gpu_bench kernels [MIB...]       each kernel on tensors of MIB MiB of bf16
  *   gpu_bench copy IN_BYTES OUT_BYTES  pinned H2D of IN_BYTES, D2H of OUT_BYTES
  *
- * Times are the best of REPS runs, measured with CUDA events.  A kernel's
+ * Times are the best of REPS runs (GPU_BENCH_REPS, default 10), measured with CUDA events.  A kernel's
  * bandwidth counts the bytes it must move (reads plus writes); the floor is
  * cudaMemcpy device to device of the input, which moves 2 x input bytes.
  */
@@ -16,7 +16,8 @@
 
 #include "../kernels/fp8_kernels.h"
 
-#define REPS 10
+/* timed runs a measurement (GPU_BENCH_REPS, default 10; a profiler's run takes 1) */
+static int REPS = 10;
 
 static void check(cudaError_t err, const char *what)
 {
@@ -120,6 +121,30 @@ static int kernels(int argc, char **argv)
         });
         report("dequantize block -> bf16", n + n * 2 + (rows / 128) * (cols / 128) * 4, ms, n * 2,
                copy_ms);
+        /* packed FP4 (issues 25, 26): bf16 -> NVFP4 / MXFP4 codes and scale
+         * bytes, and MXFP4 codes -> bf16 through a table (its contents do not
+         * change the work: a lookup a code) */
+        for (int nv = 1; nv >= 0; nv--) {
+            uint64_t g = nv ? 16 : 32;
+            fp8k_fp4q f = { FP8K_BF16, nv, n, g, nv ? 0x1p-3f / (448.0f * 6.0f) : 0.0f };
+            ms = best_ms([&] {
+                check_k(fp8k_launch_fp4q(&f, x, (uint8_t *)q, (uint8_t *)s, word, 0),
+                        nv ? "fp4q nvfp4" : "fp4q mxfp4");
+            });
+            report(nv ? "quantize nvfp4 (g16)" : "quantize mxfp4 (g32)", n * 2 + n / 2 + n / g, ms,
+                   n * 2, copy_ms);
+        }
+        void *table;
+        check(cudaMalloc(&table, FP8K_FP4_TABLE_BYTES), "malloc");
+        check(cudaMemset(table, 1, FP8K_FP4_TABLE_BYTES), "memset");
+        fp8k_fp4 d4 = { FP8K_BF16, rows, cols, 32, 0, cols, 0 };
+        ms = best_ms([&] {
+            check_k(fp8k_launch_fp4(&d4, (const uint8_t *)q, (const uint8_t *)s,
+                                    (const uint8_t *)table, y, word, 0),
+                    "fp4 decode");
+        });
+        report("dequantize mxfp4 -> bf16", n / 2 + n / 32 + n * 2, ms, n * 2, copy_ms);
+        cudaFree(table);
         cudaFree(x);
         cudaFree(copy);
         cudaFree(q);
@@ -151,6 +176,8 @@ static int copies(uint64_t in, uint64_t out)
 
 int main(int argc, char **argv)
 {
+    if (getenv("GPU_BENCH_REPS"))
+        REPS = atoi(getenv("GPU_BENCH_REPS")) > 0 ? atoi(getenv("GPU_BENCH_REPS")) : 1;
     if (argc >= 2 && strcmp(argv[1], "kernels") == 0)
         return kernels(argc - 2, argv + 2);
     if (argc == 4 && strcmp(argv[1], "copy") == 0)

@@ -97,6 +97,7 @@ for kind in gpt-oss nvfp4-modelopt; do
     in4=$(cat "$model"/*.safetensors | wc -c)
     f_cuda=$(best_s "$F" dequantize-for-export --no-sync --device cuda "$model" "$work/out")
     f_cpu=$(best_s "$F" dequantize-for-export --no-sync --device cpu "$model" "$work/out")
+    rm -rf "$work/out" # best_s leaves its last output
     "$F" dequantize-for-export -q --no-sync --device cuda "$model" "$work/out"
     same=$(cmp -s "$work/exp/model.safetensors" "$work/out/model.safetensors" && echo "same bytes" || echo "OTHER BYTES")
     f_floor=$("$BUILD/bench/gpu_bench" copy "$in4" "$exp_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')

@@ -51,31 +51,67 @@ template <> struct src_traits<FP8K_F32> {
     static __device__ float f32(uint32_t b) { return fp8_f32_from_bits(b); }
 };
 
-/* The largest of the team's values; every thread of the CTA calls it. */
+/* The largest of the team's values; every thread of the CTA calls it.  A
+ * team narrower than a warp is an aligned run of TEAM lanes, which the xor
+ * shuffles below TEAM never leave. */
 template <int TEAM> __device__ uint32_t team_max(uint32_t m, uint32_t *shared)
 {
-    for (int o = 16; o > 0; o >>= 1) {
+    for (int o = (TEAM < 32 ? TEAM : 32) / 2; o > 0; o >>= 1) {
         uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, m, o);
         m = other > m ? other : m;
     }
-    if (TEAM == 32)
+    if (TEAM <= 32)
         return m;
-    int warp = threadIdx.x / 32, first = warp / (TEAM / 32) * (TEAM / 32);
+    constexpr int warps = TEAM / 32 > 0 ? TEAM / 32 : 1; /* a team's */
+    int warp = threadIdx.x / 32, first = warp / warps * warps;
     if (threadIdx.x % 32 == 0)
         shared[warp] = m;
     __syncthreads();
-    for (int k = 0; k < TEAM / 32; k++)
+    for (int k = 0; k < warps; k++)
         m = shared[first + k] > m ? shared[first + k] : m;
     __syncthreads(); /* before the next group writes `shared` again */
     return m;
 }
+
+/*
+ * E4M3 of two fp32 values, lo in the low byte.  On sm_89 and newer the
+ * hardware's cvt.rn.satfinite.e4m3x2.f32, which the GPU kit's sweep
+ * (tests/gpu/check_e4m3_cvt.cu) found equal to fp8_f32_to_e4m3 on all 2^32
+ * fp32 patterns on an H200 (bench/RESULTS.md); elsewhere, and in the CPU
+ * emulation, the reference itself.
+ */
+__device__ __forceinline__ uint32_t e4m3_pair(float lo, float hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return fp8_f32_to_e4m3(lo) | (uint32_t)fp8_f32_to_e4m3(hi) << 8;
+#endif
+}
+
+/* 8 elements of 2 bytes (one 16-byte load), and their 8 codes */
+struct alignas(16) vec8_in {
+    uint32_t w[4];
+};
+struct alignas(8) vec8_out {
+    uint32_t w[2];
+};
 
 struct band_args {
     fp8k_band b;
     uint64_t gcols, ngroups;
 };
 
-template <int SRC, int TEAM>
+/*
+ * VEC (2-byte sources whose rows and groups are whole multiples of 8
+ * elements, src 16-byte and q 8-byte aligned): a thread takes 8 consecutive
+ * elements at a time, with one 16-byte load and one 8-byte store, in the
+ * same order of groups and the same arithmetic; a team's 8-element units
+ * run along the group's rows.
+ */
+template <int SRC, int TEAM, bool VEC>
 __global__ void __launch_bounds__(CTA)
     quantize_groups(band_args a, const void *__restrict__ src_, uint8_t *__restrict__ q,
                     void *__restrict__ scales, unsigned *bad)
@@ -94,7 +130,18 @@ __global__ void __launch_bounds__(CTA)
         uint64_t r0 = live ? g / a.gcols * b.group_rows : 0, c0 = live ? g % a.gcols * b.group_cols : 0;
         uint64_t r1 = live ? min(r0 + b.group_rows, b.rows) : 0, c1 = min(c0 + b.group_cols, b.cols);
         uint32_t m = 0;
-        if (!b.fixed)
+        /* VEC: the group's 8-element units, upr a row */
+        const uint32_t upr = (uint32_t)((c1 - c0) / 8), units = (uint32_t)(r1 - r0) * upr;
+        if (!b.fixed && VEC)
+            for (uint32_t u = lane; u < units; u += TEAM) {
+                const vec8_in v = *(const vec8_in *)(src + (r0 + u / upr) * b.cols + c0 + u % upr * 8);
+                for (int k = 0; k < 4; k++) {
+                    uint32_t lo = v.w[k] & T::mag, hi = v.w[k] >> 16 & T::mag;
+                    m = lo > m ? lo : m;
+                    m = hi > m ? hi : m;
+                }
+            }
+        else if (!b.fixed)
             for (uint64_t r = r0; r < r1; r++)
                 for (uint64_t c = c0 + lane; c < c1; c += TEAM) {
                     uint32_t v = src[r * b.cols + c] & T::mag;
@@ -121,12 +168,26 @@ __global__ void __launch_bounds__(CTA)
                 fp8_scale_store(scales, fp8_scale_size(b.kind), g, stored);
         }
         bool nonfinite = false; /* only a fixed scale skipped the amax */
-        for (uint64_t r = r0; r < r1; r++)
-            for (uint64_t c = c0 + lane; c < c1; c += TEAM) {
-                uint32_t v = src[r * b.cols + c];
-                nonfinite |= (v & T::mag) >= T::inf;
-                q[r * b.cols + c] = fp8_f32_to_e4m3(T::f32(v) / s);
+        if (VEC)
+            for (uint32_t u = lane; u < units; u += TEAM) {
+                uint64_t at = (r0 + u / upr) * b.cols + c0 + u % upr * 8;
+                const vec8_in v = *(const vec8_in *)(src + at);
+                vec8_out o;
+                for (int k = 0; k < 4; k++) {
+                    uint32_t lo = v.w[k] & 0xFFFF, hi = v.w[k] >> 16;
+                    nonfinite |= (lo & T::mag) >= T::inf || (hi & T::mag) >= T::inf;
+                    uint32_t pair = e4m3_pair(T::f32(lo) / s, T::f32(hi) / s);
+                    o.w[k / 2] = k % 2 ? o.w[k / 2] | pair << 16 : pair;
+                }
+                *(vec8_out *)(q + at) = o;
             }
+        else
+            for (uint64_t r = r0; r < r1; r++)
+                for (uint64_t c = c0 + lane; c < c1; c += TEAM) {
+                    uint32_t v = src[r * b.cols + c];
+                    nonfinite |= (v & T::mag) >= T::inf;
+                    q[r * b.cols + c] = (uint8_t)e4m3_pair(T::f32(v) / s, 0.0f);
+                }
         if (nonfinite)
             atomicOr(bad, FP8K_BAD_NONFINITE);
     }
@@ -139,26 +200,37 @@ static int launch_error(cudaError_t err)
     return (int)err;
 }
 
-template <int SRC, int TEAM>
+template <int SRC, int TEAM, bool VEC>
 static int launch_groups(const band_args &a, const void *src, uint8_t *q, void *scales,
                          unsigned *bad, cudaStream_t stream)
 {
     uint64_t ctas = fp8k_ceil_div(a.ngroups, CTA / TEAM);
     unsigned grid = (unsigned)(ctas < FP8K_GROUP_CTAS ? ctas : FP8K_GROUP_CTAS);
-    FP8K_LAUNCH((quantize_groups<SRC, TEAM>), grid, stream, a, src, q, scales, bad);
+    FP8K_LAUNCH((quantize_groups<SRC, TEAM, VEC>), grid, stream, a, src, q, scales, bad);
     return launch_error(cudaGetLastError());
 }
 
+/* A team a group: for VEC, as many threads as the group has 8-element
+ * units (4 for MX groups of 32, a warp up to 256 elements, else 256);
+ * otherwise a thread a column, up to 256. */
 template <int SRC>
 static int launch_src(const band_args &a, const void *src, uint8_t *q, void *scales,
                       unsigned *bad, cudaStream_t stream)
 {
-    uint64_t w = a.b.fixed ? a.b.cols : a.b.group_cols;
+    uint64_t w = a.b.group_cols, units = a.b.group_rows * w / 8;
+    if (SRC != FP8K_F32 && a.b.cols % 8 == 0 && w % 8 == 0 && (uintptr_t)src % 16 == 0 &&
+        (uintptr_t)q % 8 == 0) {
+        if (units <= 4)
+            return launch_groups<SRC, 4, true>(a, src, q, scales, bad, stream);
+        if (units <= 32)
+            return launch_groups<SRC, 32, true>(a, src, q, scales, bad, stream);
+        return launch_groups<SRC, 256, true>(a, src, q, scales, bad, stream);
+    }
     if (w <= 32)
-        return launch_groups<SRC, 32>(a, src, q, scales, bad, stream);
+        return launch_groups<SRC, 32, false>(a, src, q, scales, bad, stream);
     if (w <= 128)
-        return launch_groups<SRC, 128>(a, src, q, scales, bad, stream);
-    return launch_groups<SRC, 256>(a, src, q, scales, bad, stream);
+        return launch_groups<SRC, 128, false>(a, src, q, scales, bad, stream);
+    return launch_groups<SRC, 256, false>(a, src, q, scales, bad, stream);
 }
 
 extern "C" int fp8k_launch_quantize(const fp8k_band *b, const void *src, uint8_t *q,
@@ -184,7 +256,9 @@ extern "C" int fp8k_launch_quantize(const fp8k_band *b, const void *src, uint8_t
 
 /* ---------------------------------------------------------------- amax */
 
-template <int SRC>
+/* VEC (a 2-byte source, 16-byte aligned): 8 elements a 16-byte load, the
+ * last n % 8 one by one */
+template <int SRC, bool VEC>
 __global__ void __launch_bounds__(CTA) amax_kernel(const void *__restrict__ x_, uint64_t n,
                                                    unsigned *amax_bits)
 {
@@ -192,7 +266,17 @@ __global__ void __launch_bounds__(CTA) amax_kernel(const void *__restrict__ x_, 
     const typename T::bits *x = (const typename T::bits *)x_;
     __shared__ uint32_t shared[CTA / 32];
     uint32_t m = 0;
-    for (uint64_t i = (uint64_t)blockIdx.x * CTA + threadIdx.x; i < n; i += (uint64_t)gridDim.x * CTA) {
+    const uint64_t first = (uint64_t)blockIdx.x * CTA + threadIdx.x, stride = (uint64_t)gridDim.x * CTA;
+    const uint64_t vecs = n / 8;
+    for (uint64_t i = first; VEC && i < vecs; i += stride) {
+        const vec8_in v = ((const vec8_in *)x)[i];
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo = v.w[k] & T::mag, hi = v.w[k] >> 16 & T::mag;
+            m = lo > m ? lo : m;
+            m = hi > m ? hi : m;
+        }
+    }
+    for (uint64_t i = (VEC ? vecs * 8 : 0) + first; i < n; i += stride) {
         uint32_t v = x[i] & T::mag;
         m = v > m ? v : m;
     }
@@ -209,10 +293,21 @@ extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsign
     uint64_t ctas = fp8k_ceil_div(n, CTA * 8);
     unsigned grid = (unsigned)(ctas < FP8K_AMAX_CTAS ? ctas : FP8K_AMAX_CTAS);
     cudaStream_t st = (cudaStream_t)stream;
+    const bool vec = (uintptr_t)x % 16 == 0;
     switch (src) {
-    case FP8K_BF16: FP8K_LAUNCH(amax_kernel<FP8K_BF16>, grid, st, x, n, amax_bits); break;
-    case FP8K_F16: FP8K_LAUNCH(amax_kernel<FP8K_F16>, grid, st, x, n, amax_bits); break;
-    case FP8K_F32: FP8K_LAUNCH(amax_kernel<FP8K_F32>, grid, st, x, n, amax_bits); break;
+    case FP8K_BF16:
+        if (vec)
+            FP8K_LAUNCH((amax_kernel<FP8K_BF16, true>), grid, st, x, n, amax_bits);
+        else
+            FP8K_LAUNCH((amax_kernel<FP8K_BF16, false>), grid, st, x, n, amax_bits);
+        break;
+    case FP8K_F16:
+        if (vec)
+            FP8K_LAUNCH((amax_kernel<FP8K_F16, true>), grid, st, x, n, amax_bits);
+        else
+            FP8K_LAUNCH((amax_kernel<FP8K_F16, false>), grid, st, x, n, amax_bits);
+        break;
+    case FP8K_F32: FP8K_LAUNCH((amax_kernel<FP8K_F32, false>), grid, st, x, n, amax_bits); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return launch_error(cudaGetLastError());
@@ -333,7 +428,10 @@ extern "C" int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_
 /* A thread a group (fp8k_fp4q): its largest magnitude as the integer
  * maximum of the magnitude bits, its scale and each element's code by
  * lib/common/fp4_math.h, the rules fp4_quantize_row calls. */
-template <int SRC, int NV>
+/* G (0: d.group): a BF16 group of G = 16 or 32 elements read with G / 8
+ * 16-byte loads into registers and its G / 2 bytes written with G / 16
+ * 8-byte stores (src 16-byte and packed 8-byte aligned) */
+template <int SRC, int NV, int G>
 __global__ void __launch_bounds__(CTA)
     fp4q_kernel(fp8k_fp4q d, const void *__restrict__ src_, uint8_t *__restrict__ packed,
                 uint8_t *__restrict__ scales, unsigned *bad)
@@ -341,14 +439,22 @@ __global__ void __launch_bounds__(CTA)
     typedef src_traits<SRC> T;
     const typename T::bits *src = (const typename T::bits *)src_;
     const int bf16 = SRC == FP8K_BF16;
+    const uint64_t group = G ? G : d.group;
     unsigned flags = 0;
-    uint64_t groups = d.n / d.group;
+    uint64_t groups = d.n / group;
     for (uint64_t g = (uint64_t)blockIdx.x * CTA + threadIdx.x; g < groups;
          g += (uint64_t)gridDim.x * CTA) {
-        const typename T::bits *x = src + g * d.group;
+        const typename T::bits *x = src + g * group;
+        uint32_t w[G ? G / 2 : 1]; /* G: the group, two elements a word */
+        for (int j = 0; j < G / 8; j++) {
+            const vec8_in v = ((const vec8_in *)x)[j];
+            for (int k = 0; k < 4; k++)
+                w[4 * j + k] = v.w[k];
+        }
+        auto at = [&](uint64_t k) -> uint32_t { return G ? w[k / 2] >> k % 2 * 16 & 0xFFFF : x[k]; };
         uint32_t m = 0;
-        for (uint64_t k = 0; k < d.group; k++) {
-            uint32_t v = x[k] & T::mag;
+        for (uint64_t k = 0; k < group; k++) {
+            uint32_t v = at(k) & T::mag;
             m = v > m ? v : m;
         }
         if (m >= T::inf) { /* the CPU finds the first one */
@@ -367,16 +473,23 @@ __global__ void __launch_bounds__(CTA)
             scales[g] = (uint8_t)b;
         }
         bool tiny = false;
-        uint8_t *p = packed + g * d.group / 2;
-        for (uint64_t k = 0; k < d.group; k += 2) {
-            uint32_t b0 = x[k], b1 = x[k + 1];
+        uint8_t *p = packed + g * group / 2;
+        uint32_t out[G ? G / 8 : 1] = { 0 }; /* G: the packed bytes, four a word */
+        for (uint64_t k = 0; k < group; k += 2) {
+            uint32_t b0 = at(k), b1 = at(k + 1);
             float v0 = fp4_quotient(NV, bf16, T::f32(b0), dv);
             float v1 = fp4_quotient(NV, bf16, T::f32(b1), dv);
             if (!NV && bf16) /* the CPU's tiny quotients, and a few more */
                 tiny = tiny || ((b0 & T::mag) && (fp8_f32_bits(v0) & 0x7FFFFFFF) <= 0x00800000) ||
                        ((b1 & T::mag) && (fp8_f32_bits(v1) & 0x7FFFFFFF) <= 0x00800000);
-            p[k / 2] = (uint8_t)(fp4_e2m1_code(v0) | fp4_e2m1_code(v1) << 4);
+            uint32_t byte = fp4_e2m1_code(v0) | fp4_e2m1_code(v1) << 4;
+            if (G)
+                out[k / 8] |= byte << (k / 2 % 4 * 8);
+            else
+                p[k / 2] = (uint8_t)byte;
         }
+        for (int j = 0; j < G / 16; j++)
+            ((vec8_out *)p)[j] = vec8_out{ { out[2 * j], out[2 * j + 1] } };
         if (tiny)
             flags |= FP8K_BAD_TINY;
     }
@@ -384,13 +497,13 @@ __global__ void __launch_bounds__(CTA)
         atomicOr(bad, flags);
 }
 
-template <int SRC, int NV>
+template <int SRC, int NV, int G>
 static int launch_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *packed, uint8_t *scales,
                        unsigned *bad, cudaStream_t stream)
 {
     uint64_t ctas = fp8k_ceil_div(d->n / d->group, CTA);
     unsigned grid = (unsigned)(ctas < FP8K_GROUP_CTAS ? ctas : FP8K_GROUP_CTAS);
-    FP8K_LAUNCH((fp4q_kernel<SRC, NV>), grid, stream, *d, src, packed, scales, bad);
+    FP8K_LAUNCH((fp4q_kernel<SRC, NV, G>), grid, stream, *d, src, packed, scales, bad);
     return launch_error(cudaGetLastError());
 }
 
@@ -402,11 +515,16 @@ extern "C" int fp8k_launch_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *pa
     if (d->group == 0 || d->group % 2 || d->n % d->group)
         return (int)cudaErrorInvalidValue;
     cudaStream_t st = (cudaStream_t)stream;
+    bool vec = (uintptr_t)src % 16 == 0 && (uintptr_t)packed % 8 == 0;
+    if (d->src == FP8K_BF16 && vec && d->nvfp4 && d->group == 16)
+        return launch_fp4q<FP8K_BF16, 1, 16>(d, src, packed, scales, bad, st);
+    if (d->src == FP8K_BF16 && vec && !d->nvfp4 && d->group == 32)
+        return launch_fp4q<FP8K_BF16, 0, 32>(d, src, packed, scales, bad, st);
     if (d->src == FP8K_BF16)
-        return d->nvfp4 ? launch_fp4q<FP8K_BF16, 1>(d, src, packed, scales, bad, st)
-                        : launch_fp4q<FP8K_BF16, 0>(d, src, packed, scales, bad, st);
+        return d->nvfp4 ? launch_fp4q<FP8K_BF16, 1, 0>(d, src, packed, scales, bad, st)
+                        : launch_fp4q<FP8K_BF16, 0, 0>(d, src, packed, scales, bad, st);
     if (d->src == FP8K_F32)
-        return d->nvfp4 ? launch_fp4q<FP8K_F32, 1>(d, src, packed, scales, bad, st)
-                        : launch_fp4q<FP8K_F32, 0>(d, src, packed, scales, bad, st);
+        return d->nvfp4 ? launch_fp4q<FP8K_F32, 1, 0>(d, src, packed, scales, bad, st)
+                        : launch_fp4q<FP8K_F32, 0, 0>(d, src, packed, scales, bad, st);
     return (int)cudaErrorInvalidValue;
 }
