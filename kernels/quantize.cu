@@ -315,36 +315,67 @@ extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsign
 
 /* ---------------------------------------------------------------- dequantize */
 
-template <int OUT>
+/* One code under its scale, as fp8_dequant_row_ref: the output's bits, and
+ * FP8K_BAD_* for a NaN code or a value OUT cannot hold (an infinite bf16 is
+ * flagged). */
+template <int OUT> __device__ __forceinline__ uint32_t dequant_one(uint8_t code, float s, unsigned &flags)
+{
+    flags |= (code & 0x7F) == 0x7F ? FP8K_BAD_NAN_CODE : 0;
+    float v = fp8_e4m3_to_f32(code) * s;
+    uint32_t u = fp8_f32_bits(v);
+    if (OUT == FP8K_F32) {
+        flags |= (u & 0x7F800000) == 0x7F800000 ? FP8K_BAD_OVERFLOW : 0;
+        return u;
+    }
+    if (OUT == FP8K_BF16) {
+        uint16_t h = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+        flags |= (h & 0x7F80) == 0x7F80 ? FP8K_BAD_OVERFLOW : 0;
+        return h;
+    }
+    uint16_t h = fp8_f32_to_f16(v);
+    flags |= (h & 0x7C00) == 0x7C00 ? FP8K_BAD_OVERFLOW : 0;
+    return h;
+}
+
+/* VEC (cols and group_cols multiples of 8, q 8-byte and y 16-byte aligned):
+ * a thread takes 8 codes of one group at a time, one 8-byte load and one
+ * 16-byte store (two for F32). */
+template <int OUT, bool VEC>
 __global__ void __launch_bounds__(CTA)
     dequant_kernel(fp8k_dequant d, uint64_t gcols, const uint8_t *__restrict__ q,
                    const float *__restrict__ scales, void *__restrict__ y, unsigned *bad)
 {
     unsigned flags = 0;
     const bool narrow = d.cols <= 0xFFFFFFFFu;
+    const uint64_t step = VEC ? 8 : 1;
     for (uint64_t row = blockIdx.y; row < d.rows; row += gridDim.y) {
         const float *sr = scales + ((d.row0 + row) / d.group_rows - d.row0 / d.group_rows) * gcols;
-        for (uint64_t c = (uint64_t)blockIdx.x * CTA + threadIdx.x; c < d.cols;
-             c += (uint64_t)gridDim.x * CTA) {
+        for (uint64_t c = ((uint64_t)blockIdx.x * CTA + threadIdx.x) * step; c < d.cols;
+             c += (uint64_t)gridDim.x * CTA * step) {
             uint64_t i = row * d.cols + c;
-            uint8_t code = q[i];
-            flags |= (code & 0x7F) == 0x7F ? FP8K_BAD_NAN_CODE : 0;
             /* 32-bit division where it suffices: 64-bit division is slow on a GPU */
             uint64_t k = narrow ? (uint32_t)c / (uint32_t)d.group_cols : c / d.group_cols;
-            float v = fp8_e4m3_to_f32(code) * sr[k];
-            uint32_t u = fp8_f32_bits(v);
-            if (OUT == FP8K_F32) {
-                flags |= (u & 0x7F800000) == 0x7F800000 ? FP8K_BAD_OVERFLOW : 0;
-                ((float *)y)[i] = v;
-            } else if (OUT == FP8K_BF16) { /* as fp8_dequant_row_ref: an infinite bf16 is flagged */
-                uint16_t h = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-                flags |= (h & 0x7F80) == 0x7F80 ? FP8K_BAD_OVERFLOW : 0;
-                ((uint16_t *)y)[i] = h;
-            } else {
-                uint16_t h = fp8_f32_to_f16(v);
-                flags |= (h & 0x7C00) == 0x7C00 ? FP8K_BAD_OVERFLOW : 0;
-                ((uint16_t *)y)[i] = h;
+            if (!VEC) {
+                uint32_t h = dequant_one<OUT>(q[i], sr[k], flags);
+                if (OUT == FP8K_F32)
+                    ((uint32_t *)y)[i] = h;
+                else
+                    ((uint16_t *)y)[i] = (uint16_t)h;
+                continue;
             }
+            const float s = sr[k];
+            const vec8_out codes = *(const vec8_out *)(q + i);
+            uint32_t o[OUT == FP8K_F32 ? 8 : 4];
+            for (int e = 0; e < 8; e++) {
+                uint32_t h = dequant_one<OUT>((uint8_t)(codes.w[e / 4] >> e % 4 * 8), s, flags);
+                if (OUT == FP8K_F32)
+                    o[e] = h;
+                else
+                    o[e / 2] = e % 2 ? o[e / 2] | h << 16 : h;
+            }
+            for (int j = 0; j < (OUT == FP8K_F32 ? 2 : 1); j++)
+                ((vec8_in *)y)[i / (OUT == FP8K_F32 ? 4 : 8) + j] =
+                    vec8_in{ { o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3] } };
         }
     }
     if (flags)
@@ -356,16 +387,22 @@ extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
 {
     if (d->rows == 0 || d->cols == 0)
         return 0;
-    uint64_t gx = fp8k_ceil_div(d->cols, CTA), gcols = fp8k_ceil_div(d->cols, d->group_cols);
+    const bool vec = d->cols % 8 == 0 && d->group_cols % 8 == 0 && (uintptr_t)q % 8 == 0 &&
+                     (uintptr_t)y % 16 == 0;
+    uint64_t gx = fp8k_ceil_div(d->cols, CTA * (vec ? 8 : 1)), gcols = fp8k_ceil_div(d->cols, d->group_cols);
     dim3 grid((unsigned)(gx < FP8K_DQ_CTAS_X ? gx : FP8K_DQ_CTAS_X),
               (unsigned)(d->rows < FP8K_DQ_CTAS_Y ? d->rows : FP8K_DQ_CTAS_Y));
     cudaStream_t st = (cudaStream_t)stream;
+#define FP8K_DQ(OUT)                                                                             \
+    (vec ? FP8K_LAUNCH((dequant_kernel<OUT, true>), grid, st, *d, gcols, q, scales, y, bad)      \
+         : FP8K_LAUNCH((dequant_kernel<OUT, false>), grid, st, *d, gcols, q, scales, y, bad))
     switch (d->out) {
-    case FP8K_BF16: FP8K_LAUNCH(dequant_kernel<FP8K_BF16>, grid, st, *d, gcols, q, scales, y, bad); break;
-    case FP8K_F16: FP8K_LAUNCH(dequant_kernel<FP8K_F16>, grid, st, *d, gcols, q, scales, y, bad); break;
-    case FP8K_F32: FP8K_LAUNCH(dequant_kernel<FP8K_F32>, grid, st, *d, gcols, q, scales, y, bad); break;
+    case FP8K_BF16: FP8K_DQ(FP8K_BF16); break;
+    case FP8K_F16: FP8K_DQ(FP8K_F16); break;
+    case FP8K_F32: FP8K_DQ(FP8K_F32); break;
     default: return (int)cudaErrorInvalidValue;
     }
+#undef FP8K_DQ
     return launch_error(cudaGetLastError());
 }
 
@@ -373,7 +410,10 @@ extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
 
 /* A thread a byte of codes: its two values looked up in the host's table
  * (fp8k_fp4), so they are the reference's bits by construction. */
-template <int OUT>
+/* VEC (not transposed, cols, width and group multiples of 8, q 4-byte and
+ * y 16-byte aligned): a thread takes 4 bytes of codes, 8 values of one group,
+ * with one 4-byte load and one 16-byte store (two for F32). */
+template <int OUT, bool VEC>
 __global__ void __launch_bounds__(CTA)
     fp4_kernel(fp8k_fp4 d, const uint8_t *__restrict__ q, const uint8_t *__restrict__ scales,
                const uint8_t *__restrict__ table, void *__restrict__ y, unsigned *bad)
@@ -381,15 +421,33 @@ __global__ void __launch_bounds__(CTA)
     const uint32_t *value = (const uint32_t *)table;
     const uint8_t *clean = table + 256 * 16 * 4;
     unsigned flags = 0;
+    const uint64_t step = VEC ? 4 : 1; /* bytes of codes a thread takes at a time */
     uint64_t half = d.width / 2, per_row = d.cols / d.group;
     for (uint64_t row = blockIdx.y; row < d.rows; row += gridDim.y) {
         const uint8_t *qr = q + row * (d.cols / 2) + d.c0 / 2;
         const uint8_t *sr = scales + row * per_row + d.c0 / d.group;
-        for (uint64_t k = (uint64_t)blockIdx.x * CTA + threadIdx.x; k < half;
-             k += (uint64_t)gridDim.x * CTA) {
-            unsigned b = qr[k], sb = sr[2 * k / d.group]; /* group even: 2k, 2k + 1 share it */
+        for (uint64_t k = ((uint64_t)blockIdx.x * CTA + threadIdx.x) * step; k < half;
+             k += (uint64_t)gridDim.x * CTA * step) {
+            unsigned sb = sr[2 * k / d.group]; /* group even: 2k, 2k + 1 share it */
             flags |= clean[sb] ? 0 : FP8K_BAD_FP4;
-            uint32_t lo = value[sb * 16 + (b & 15)], hi = value[sb * 16 + (b >> 4)];
+            const uint32_t *vs = value + sb * 16;
+            if (VEC) {
+                uint32_t b4 = *(const uint32_t *)(qr + k), o[OUT == FP8K_F32 ? 8 : 4];
+                for (int e = 0; e < 8; e++) {
+                    uint32_t v = vs[b4 >> 4 * e & 15];
+                    if (OUT == FP8K_F32)
+                        o[e] = v;
+                    else
+                        o[e / 2] = e % 2 ? o[e / 2] | v << 16 : v & 0xFFFF;
+                }
+                uint64_t i0 = row * d.width + 2 * k;
+                for (int j = 0; j < (OUT == FP8K_F32 ? 2 : 1); j++)
+                    ((vec8_in *)y)[i0 / (OUT == FP8K_F32 ? 4 : 8) + j] =
+                        vec8_in{ { o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3] } };
+                continue;
+            }
+            unsigned b = qr[k];
+            uint32_t lo = vs[b & 15], hi = vs[b >> 4];
             uint64_t i0 = d.transpose ? 2 * k * d.rows + row : row * d.width + 2 * k;
             uint64_t i1 = d.transpose ? i0 + d.rows : i0 + 1;
             if (OUT == FP8K_F32) {
@@ -412,14 +470,20 @@ extern "C" int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_
         return 0;
     if (d->group % 2 || d->width % d->group || d->c0 % d->group || d->c0 + d->width > d->cols)
         return (int)cudaErrorInvalidValue;
-    uint64_t gx = fp8k_ceil_div(d->width / 2, CTA);
+    const bool vec = !d->transpose && d->cols % 8 == 0 && d->width % 8 == 0 && d->group % 8 == 0 &&
+                     (uintptr_t)q % 4 == 0 && (uintptr_t)y % 16 == 0;
+    uint64_t gx = fp8k_ceil_div(d->width / 2, CTA * (vec ? 4 : 1));
     dim3 grid((unsigned)(gx < FP8K_DQ_CTAS_X ? gx : FP8K_DQ_CTAS_X),
               (unsigned)(d->rows < FP8K_DQ_CTAS_Y ? d->rows : FP8K_DQ_CTAS_Y));
     cudaStream_t st = (cudaStream_t)stream;
+#define FP8K_FP4(OUT)                                                                         \
+    (vec ? FP8K_LAUNCH((fp4_kernel<OUT, true>), grid, st, *d, q, scales, table, y, bad)       \
+         : FP8K_LAUNCH((fp4_kernel<OUT, false>), grid, st, *d, q, scales, table, y, bad))
     if (d->out == FP8K_F32)
-        FP8K_LAUNCH(fp4_kernel<FP8K_F32>, grid, st, *d, q, scales, table, y, bad);
+        FP8K_FP4(FP8K_F32);
     else
-        FP8K_LAUNCH(fp4_kernel<FP8K_BF16>, grid, st, *d, q, scales, table, y, bad);
+        FP8K_FP4(FP8K_BF16);
+#undef FP8K_FP4
     return launch_error(cudaGetLastError());
 }
 
