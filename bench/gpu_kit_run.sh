@@ -147,9 +147,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
         echo "  not measured"
     fi
     be=$out/bench-end-to-end.log
-    echo "end to end, 4 GiB model, page cache warm (time, and x the larger pinned H2D/D2H copy):"
+    echo "end to end, page cache warm (time; x the larger pinned H2D/D2H copy, x cp -r of the bf16 model;"
+    echo "FP4 quantize of the 4 GiB model; FP4 export of ~1 GB models):"
     if [ -s "$be" ] && grep -q -- '--device cuda' "$be"; then
-        grep -E '^(quantize|dequantize) --device' "$be" | sed 's/^/  /'
+        grep -E '^(quantize|dequantize) --(device|scheme)|^fp4 ' "$be" | sed 's/^/  /'
     else
         echo "  not measured"
     fi

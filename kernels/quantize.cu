@@ -295,21 +295,15 @@ extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsign
     cudaStream_t st = (cudaStream_t)stream;
     const bool vec = (uintptr_t)x % 16 == 0;
     switch (src) {
-    case FP8K_BF16:
-        if (vec)
-            FP8K_LAUNCH((amax_kernel<FP8K_BF16, true>), grid, st, x, n, amax_bits);
-        else
-            FP8K_LAUNCH((amax_kernel<FP8K_BF16, false>), grid, st, x, n, amax_bits);
-        break;
-    case FP8K_F16:
-        if (vec)
-            FP8K_LAUNCH((amax_kernel<FP8K_F16, true>), grid, st, x, n, amax_bits);
-        else
-            FP8K_LAUNCH((amax_kernel<FP8K_F16, false>), grid, st, x, n, amax_bits);
-        break;
+#define FP8K_AMAX(SRC)                                                        \
+    (vec ? FP8K_LAUNCH((amax_kernel<SRC, true>), grid, st, x, n, amax_bits)   \
+         : FP8K_LAUNCH((amax_kernel<SRC, false>), grid, st, x, n, amax_bits))
+    case FP8K_BF16: FP8K_AMAX(FP8K_BF16); break;
+    case FP8K_F16: FP8K_AMAX(FP8K_F16); break;
     case FP8K_F32: FP8K_LAUNCH((amax_kernel<FP8K_F32, false>), grid, st, x, n, amax_bits); break;
     default: return (int)cudaErrorInvalidValue;
     }
+#undef FP8K_AMAX
     return launch_error(cudaGetLastError());
 }
 
