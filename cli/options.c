@@ -13,8 +13,8 @@
 
 const char cli_common_help[] =
     "Common options:\n"
-    "  --device auto|cpu|cuda     where to compute (default auto: CUDA when a usable GPU is\n"
-    "                             present, else CPU); cuda without a GPU exits 5\n"
+    "  --device auto|cpu|cuda     where to compute (default auto, which is the CPU: faster\n"
+    "                             than the GPU path as measured); cuda without a GPU exits 5\n"
     "  -j, --threads N            worker threads (default: all cores)\n"
     "      --json                 one JSON document on stdout instead of the text report\n"
     "  -q, --quiet                no report, only errors\n"
