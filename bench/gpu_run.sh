@@ -109,7 +109,7 @@ for kind in gpt-oss nvfp4-modelopt; do
     "$F" dequantize-for-export -q --no-sync --device cuda "$model" "$work/out"
     same=$(cmp -s "$work/exp/model.safetensors" "$work/out/model.safetensors" && echo "same bytes" || echo "OTHER BYTES")
     f_floor=$("$BUILD/bench/gpu_bench" copy "$in4" "$exp_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')
-    f_cp=$(best_s cp -r "$work/exp" "$work/out") # make bench's floor: cp -r of the export
+    f_cp=$(best_s cp -r "$work/exp" "$work/out") # the floor bench/run.sh takes: cp -r of the export
     printf 'fp4 %-15s --device cuda %7.3f s   %s x the larger pinned copy (%s s), %s x cp -r (%s s); cuda vs cpu: %s\n' \
         "$kind" "$f_cuda" "$(ratio "$f_cuda" "$f_floor")" "$f_floor" "$(ratio "$f_cuda" "$f_cp")" "$f_cp" "$same"
     printf 'fp4 %-15s --device cpu  %7.3f s   %s x cp -r (%d threads)\n' "$kind" "$f_cpu" "$(ratio "$f_cpu" "$f_cp")" "$(nproc)"
