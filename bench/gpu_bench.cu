@@ -5,9 +5,10 @@
  *   gpu_bench kernels [MIB...]       each kernel on tensors of MIB MiB of bf16
  *   gpu_bench copy IN_BYTES OUT_BYTES  pinned H2D of IN_BYTES, D2H of OUT_BYTES
  *
- * Times are the best of REPS runs (GPU_BENCH_REPS, default 10), measured with CUDA events.  A kernel's
- * bandwidth counts the bytes it must move (reads plus writes); the floor is
- * cudaMemcpy device to device of the input, which moves 2 x input bytes.
+ * Times are the best of REPS runs (GPU_BENCH_REPS, default 10), measured
+ * with CUDA events.  A kernel's bandwidth counts the bytes it must move
+ * (reads plus writes); the floor is cudaMemcpy device to device of the
+ * input, which moves 2 x input bytes.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -176,8 +177,9 @@ static int copies(uint64_t in, uint64_t out)
 
 int main(int argc, char **argv)
 {
-    if (getenv("GPU_BENCH_REPS"))
-        REPS = atoi(getenv("GPU_BENCH_REPS")) > 0 ? atoi(getenv("GPU_BENCH_REPS")) : 1;
+    const char *reps = getenv("GPU_BENCH_REPS");
+    if (reps)
+        REPS = atoi(reps) > 0 ? atoi(reps) : 1;
     if (argc >= 2 && strcmp(argv[1], "kernels") == 0)
         return kernels(argc - 2, argv + 2);
     if (argc == 4 && strcmp(argv[1], "copy") == 0)

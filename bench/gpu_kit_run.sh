@@ -82,9 +82,10 @@ step() {
     "$na_rc")
         # the tool is missing only where the log says so: fp8conv's own exit 2
         # (bad input) under a bench script is a failure
-        if grep -q -E 'not available|No such file|not found|nothing was (tested|measured)' "$out/$log"; then
-            state="not available: $(grep -m1 -E 'not available|No such file|not found|nothing was' "$out/$log" |
-                sed 's/^.*not available[: ]*//' | cut -c1-60)"
+        local why
+        why=$(grep -m1 -E 'not available|No such file|not found|nothing was' "$out/$log")
+        if [ -n "$why" ]; then
+            state="not available: $(sed 's/^.*not available[: ]*//' <<<"$why" | cut -c1-60)"
         else
             state="failed (exit $rc)"
         fi ;;

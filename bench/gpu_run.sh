@@ -5,8 +5,9 @@
 #   2. end to end: quantize and dequantize a GPU_LAYERS-layer Llama-shaped
 #      checkpoint (4 GiB by default) from the page cache with --device cuda,
 #      against the same run's pinned H2D / D2H copy of its bytes and cp -r of
-#      the input (the host's floor), and with --device cpu for comparison; and quantize it to NVFP4 and MXFP4,
-#      --device cuda against --device cpu (time, and the bytes compared).
+#      the bf16 model (the host's floor), and with --device cpu for
+#      comparison; and quantize it to NVFP4 and MXFP4, --device cuda against
+#      --device cpu (time, and the bytes compared).
 # GPU_BENCH_KERNELS=0 skips part 1 (the GPU kit times it as its own step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,16 +64,15 @@ d_floor=$("$BUILD/bench/gpu_bench" copy "$out_bytes" "$in_bytes" | tee /dev/stde
 # the host's floor, as make bench takes it for both: cp -r of the bf16 model
 # (quantize's input, the export's output), page cache warm; the first GPU
 # run found the page cache, not PCIe, the bound
-q_cp=$(best_s cp -r "$model" "$work/out")
-d_cp=$q_cp
+cp_s=$(best_s cp -r "$model" "$work/out")
 rm -rf "$work/out"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 printf 'quantize --device cuda   %7.3f s   %s x the larger pinned copy (%s s), %s x cp -r (%s s)\n' \
-    "$q_cuda" "$(ratio "$q_cuda" "$q_floor")" "$q_floor" "$(ratio "$q_cuda" "$q_cp")" "$q_cp"
-printf 'quantize --device cpu    %7.3f s   %s x cp -r (%d threads)\n' "$q_cpu" "$(ratio "$q_cpu" "$q_cp")" "$(nproc)"
+    "$q_cuda" "$(ratio "$q_cuda" "$q_floor")" "$q_floor" "$(ratio "$q_cuda" "$cp_s")" "$cp_s"
+printf 'quantize --device cpu    %7.3f s   %s x cp -r (%d threads)\n' "$q_cpu" "$(ratio "$q_cpu" "$cp_s")" "$(nproc)"
 printf 'dequantize --device cuda %7.3f s   %s x the larger pinned copy (%s s), %s x cp -r (%s s)\n' \
-    "$d_cuda" "$(ratio "$d_cuda" "$d_floor")" "$d_floor" "$(ratio "$d_cuda" "$d_cp")" "$d_cp"
-printf 'dequantize --device cpu  %7.3f s   %s x cp -r\n' "$d_cpu" "$(ratio "$d_cpu" "$d_cp")"
+    "$d_cuda" "$(ratio "$d_cuda" "$d_floor")" "$d_floor" "$(ratio "$d_cuda" "$cp_s")" "$cp_s"
+printf 'dequantize --device cpu  %7.3f s   %s x cp -r\n' "$d_cpu" "$(ratio "$d_cpu" "$cp_s")"
 
 # FP4 quantize (issue 26): the same model to NVFP4 and MXFP4, --device cuda
 # against --device cpu (time, and the bytes compared)

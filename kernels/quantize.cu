@@ -99,6 +99,21 @@ struct alignas(8) vec8_out {
     uint32_t w[2];
 };
 
+/* Values i..i+7 of y (16-byte aligned there) get v[0..7], OUT's bits each
+ * (the low 16 for bf16 and f16): one 16-byte store, two for F32. */
+template <int OUT> __device__ __forceinline__ void store8(void *y, uint64_t i, const uint32_t v[8])
+{
+    if (OUT == FP8K_F32) {
+        ((vec8_in *)y)[i / 4] = vec8_in{ { v[0], v[1], v[2], v[3] } };
+        ((vec8_in *)y)[i / 4 + 1] = vec8_in{ { v[4], v[5], v[6], v[7] } };
+    } else {
+        uint32_t w[4];
+        for (int k = 0; k < 4; k++) /* the low 16 bits of each value */
+            w[k] = (v[2 * k] & 0xFFFF) | v[2 * k + 1] << 16;
+        ((vec8_in *)y)[i / 8] = vec8_in{ { w[0], w[1], w[2], w[3] } };
+    }
+}
+
 struct band_args {
     fp8k_band b;
     uint64_t gcols, ngroups;
@@ -359,17 +374,10 @@ __global__ void __launch_bounds__(CTA)
             }
             const float s = sr[k];
             const vec8_out codes = *(const vec8_out *)(q + i);
-            uint32_t o[OUT == FP8K_F32 ? 8 : 4];
-            for (int e = 0; e < 8; e++) {
-                uint32_t h = dequant_one<OUT>((uint8_t)(codes.w[e / 4] >> e % 4 * 8), s, flags);
-                if (OUT == FP8K_F32)
-                    o[e] = h;
-                else
-                    o[e / 2] = e % 2 ? o[e / 2] | h << 16 : h;
-            }
-            for (int j = 0; j < (OUT == FP8K_F32 ? 2 : 1); j++)
-                ((vec8_in *)y)[i / (OUT == FP8K_F32 ? 4 : 8) + j] =
-                    vec8_in{ { o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3] } };
+            uint32_t o[8];
+            for (int e = 0; e < 8; e++)
+                o[e] = dequant_one<OUT>((uint8_t)(codes.w[e / 4] >> e % 4 * 8), s, flags);
+            store8<OUT>(y, i, o);
         }
     }
     if (flags)
@@ -403,10 +411,10 @@ extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
 /* ---------------------------------------------------------------- packed FP4 */
 
 /* A thread a byte of codes: its two values looked up in the host's table
- * (fp8k_fp4), so they are the reference's bits by construction. */
-/* VEC (not transposed, cols, width and group multiples of 8, q 4-byte and
- * y 16-byte aligned): a thread takes 4 bytes of codes, 8 values of one group,
- * with one 4-byte load and one 16-byte store (two for F32). */
+ * (fp8k_fp4), so they are the reference's bits by construction.  VEC (not
+ * transposed, cols, width and group multiples of 8, q 4-byte and y 16-byte
+ * aligned): 4 bytes of codes at a time, 8 values of one group, with one
+ * 4-byte load and one 16-byte store (two for F32). */
 template <int OUT, bool VEC>
 __global__ void __launch_bounds__(CTA)
     fp4_kernel(fp8k_fp4 d, const uint8_t *__restrict__ q, const uint8_t *__restrict__ scales,
@@ -426,18 +434,10 @@ __global__ void __launch_bounds__(CTA)
             flags |= clean[sb] ? 0 : FP8K_BAD_FP4;
             const uint32_t *vs = value + sb * 16;
             if (VEC) {
-                uint32_t b4 = *(const uint32_t *)(qr + k), o[OUT == FP8K_F32 ? 8 : 4];
-                for (int e = 0; e < 8; e++) {
-                    uint32_t v = vs[b4 >> 4 * e & 15];
-                    if (OUT == FP8K_F32)
-                        o[e] = v;
-                    else
-                        o[e / 2] = e % 2 ? o[e / 2] | v << 16 : v & 0xFFFF;
-                }
-                uint64_t i0 = row * d.width + 2 * k;
-                for (int j = 0; j < (OUT == FP8K_F32 ? 2 : 1); j++)
-                    ((vec8_in *)y)[i0 / (OUT == FP8K_F32 ? 4 : 8) + j] =
-                        vec8_in{ { o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3] } };
+                uint32_t b4 = *(const uint32_t *)(qr + k), o[8];
+                for (int e = 0; e < 8; e++)
+                    o[e] = vs[b4 >> 4 * e & 15];
+                store8<OUT>(y, row * d.width + 2 * k, o);
                 continue;
             }
             unsigned b = qr[k];
@@ -485,10 +485,10 @@ extern "C" int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_
 
 /* A thread a group (fp8k_fp4q): its largest magnitude as the integer
  * maximum of the magnitude bits, its scale and each element's code by
- * lib/common/fp4_math.h, the rules fp4_quantize_row calls. */
-/* G (0: d.group): a BF16 group of G = 16 or 32 elements read with G / 8
- * 16-byte loads into registers and its G / 2 bytes written with G / 16
- * 8-byte stores (src 16-byte and packed 8-byte aligned) */
+ * lib/common/fp4_math.h, the rules fp4_quantize_row calls.  G (0: d.group):
+ * a BF16 group of G = 16 or 32 elements read with G / 8 16-byte loads into
+ * registers and its G / 2 bytes written with G / 16 8-byte stores (src
+ * 16-byte and packed 8-byte aligned). */
 template <int SRC, int NV, int G>
 __global__ void __launch_bounds__(CTA)
     fp4q_kernel(fp8k_fp4q d, const void *__restrict__ src_, uint8_t *__restrict__ packed,
