@@ -51,6 +51,17 @@ best_s() { # best wall time of REPS runs of "$@", page cache warm
     echo "$best"
 }
 
+# copy_floor IN_BYTES OUT_BYTES: the pinned H2D/D2H copy bound, its lines on
+# stderr and the seconds on stdout.  Not `tee /dev/stderr`: where stderr is a
+# file (the kit's log), opening /dev/stderr truncates it (the H100 run lost
+# its end-to-end lines so)
+copy_floor() {
+    local o
+    o=$("$BUILD/bench/gpu_bench" copy "$1" "$2")
+    echo "$o" >&2
+    awk '/^copy_floor_s/ { print $2 }' <<<"$o"
+}
+
 echo
 echo "== end to end: $LAYERS-layer model, $in_bytes bytes of bf16 tensors, page cache warm, best of $REPS"
 q_cuda=$(best_s "$F" quantize --no-sync --device cuda "$model" "$work/out")
@@ -59,8 +70,8 @@ q_cpu=$(best_s "$F" quantize --no-sync --device cpu "$model" "$work/out")
 out_bytes=$(cat "$work"/model-fp8/*.safetensors | wc -c)
 d_cuda=$(best_s "$F" dequantize-for-export --no-sync --device cuda "$work/model-fp8" "$work/out")
 d_cpu=$(best_s "$F" dequantize-for-export --no-sync --device cpu "$work/model-fp8" "$work/out")
-q_floor=$("$BUILD/bench/gpu_bench" copy "$in_bytes" "$out_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')
-d_floor=$("$BUILD/bench/gpu_bench" copy "$out_bytes" "$in_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')
+q_floor=$(copy_floor "$in_bytes" "$out_bytes")
+d_floor=$(copy_floor "$out_bytes" "$in_bytes")
 # the host's floor, as make bench takes it for both: cp -r of the bf16 model
 # (quantize's input, the export's output), page cache warm; the first GPU
 # run found the page cache, not PCIe, the bound
@@ -108,7 +119,7 @@ for kind in gpt-oss nvfp4-modelopt; do
     rm -rf "$work/out" # best_s leaves its last output
     "$F" dequantize-for-export -q --no-sync --device cuda "$model" "$work/out"
     same=$(cmp -s "$work/exp/model.safetensors" "$work/out/model.safetensors" && echo "same bytes" || echo "OTHER BYTES")
-    f_floor=$("$BUILD/bench/gpu_bench" copy "$in4" "$exp_bytes" | tee /dev/stderr | awk '/^copy_floor_s/ { print $2 }')
+    f_floor=$(copy_floor "$in4" "$exp_bytes")
     f_cp=$(best_s cp -r "$work/exp" "$work/out") # the floor bench/run.sh takes: cp -r of the export
     printf 'fp4 %-15s --device cuda %7.3f s   %s x the larger pinned copy (%s s), %s x cp -r (%s s); cuda vs cpu: %s\n' \
         "$kind" "$f_cuda" "$(ratio "$f_cuda" "$f_floor")" "$f_floor" "$(ratio "$f_cuda" "$f_cp")" "$f_cp" "$same"
