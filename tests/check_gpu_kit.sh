@@ -83,6 +83,15 @@ else
     ok "the kit's scripts call no compiler, package manager or network tool"
 fi
 
+# no script of the kit opens /dev/stdout or /dev/stderr: where the kit sends
+# both to one log file, opening either truncates the log (the H100 run lost
+# its end-to-end lines to a `tee /dev/stderr`)
+if cat "$k/run.sh" "$k/tests/gpu/run.sh" "$k/bench/gpu_run.sh" | grep -v -E '^\s*#' | grep -n -F -e /dev/stderr -e /dev/stdout; then
+    bad "a kit script opens /dev/stdout or /dev/stderr, which truncates a log file (lines above)"
+else
+    ok "the kit's scripts open no /dev/stdout or /dev/stderr"
+fi
+
 # run.sh --emulated --quick, without network where this machine lets us take it away
 netns=()
 if unshare -n true 2>/dev/null; then netns=(unshare -n); fi
