@@ -669,9 +669,19 @@ START_TEST(test_fp4_bad_input_leaves_nothing)
                            64, 64, 0, -1);
     expect_refused(f16, "nvfp4", dir, 3, "not f16");
     expect_refused(f16, "mxfp4", dir, 3, "not f16");
-    char *moe = one_tensor(dir, "moe", "model.layers.0.mlp.experts.down_proj", FP8_DTYPE_BF16, 3,
-                           2, 64, 128, -1);
+    /* fused experts with gpt-oss's biases (gate and up interleaved) */
+    uint16_t gu[2 * 64 * 128] = { 0 }, bias[2 * 128] = { 0 };
+    t_spec oss[] = {
+        { "model.layers.0.mlp.experts.gate_up_proj", FP8_DTYPE_BF16, 3, { 2, 128, 64 }, gu },
+        { "model.layers.0.mlp.experts.gate_up_proj_bias", FP8_DTYPE_BF16, 2, { 2, 128 }, bias },
+    };
+    char *moe = write_ck(dir, "moe", oss, 2, "{\"model_type\": \"gpt_oss\", \"hidden_size\": 64}");
     expect_refused(moe, "nvfp4", dir, 3, "fused 3-D experts");
+    /* without a config, nothing tells [E, in, out] from [E, out, in] */
+    char *lone;
+    ck_assert(asprintf(&lone, "%s/model.safetensors", moe) > 0);
+    expect_refused(lone, "mxfp4", dir, 3, "fused 3-D experts");
+    free(lone);
     char *nan = one_tensor(dir, "nan", "model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
                            64, 64, 0, 64 * 3 + 5);
     expect_refused(nan, "nvfp4", dir, 3, "row 3, column 5) is NaN");
@@ -1119,6 +1129,89 @@ START_TEST(test_against_reproduces_moe_experts_with_fused_globals)
 }
 END_TEST
 
+/* Fused experts are written one weight per expert (quantize.c's unfuse):
+ * Llama-4's [E, in, out] read transposed, as vLLM's llama4.py loads them.
+ * The values, dequantized, are the transposed source's within NVFP4's and
+ * MXFP4's error; verify --against re-quantizes them from the fused tensors
+ * and finds a changed code; an input that already has a name a weight is
+ * written apart as is refused. */
+START_TEST(test_fp4_fused_experts_written_apart)
+{
+    enum { E = 2, H = 64, I = 64 }; /* down_proj [E, I, H] square: Llama-4's model type */
+    static uint16_t gu[E * H * 2 * I], dn[E * I * H];
+    for (int i = 0; i < E * H * 2 * I; i++)
+        gu[i] = fp8_f32_to_bf16((float)((i * 37 + i / 97) % 29 - 14) / 8.0f);
+    for (int i = 0; i < E * I * H; i++)
+        dn[i] = fp8_f32_to_bf16((float)((i * 11 + i / 89) % 23 - 11) / 4.0f);
+    const char *stem = "language_model.model.layers.0.feed_forward.experts.";
+    char gname[128], dname[128], name[160];
+    snprintf(gname, sizeof gname, "%sgate_up_proj", stem);
+    snprintf(dname, sizeof dname, "%sdown_proj", stem);
+    t_spec ts[] = { { gname, FP8_DTYPE_BF16, 3, { E, H, 2 * I }, gu },
+                    { dname, FP8_DTYPE_BF16, 3, { E, I, H }, dn } };
+    const char *config = "{\"model_type\": \"llama4\", \"text_config\": "
+                         "{\"model_type\": \"llama4_text\", \"hidden_size\": 64}}";
+    char *dir = tu_tmpdir(), *err = NULL;
+    char *in = write_ck(dir, "in", ts, 2, config);
+    for (int k = 0; k < 2; k++) {
+        char *out, *exp;
+        ck_assert(asprintf(&out, "%s/%s", dir, k ? "mx" : "nv") > 0);
+        ck_assert(asprintf(&exp, "%s/%s-exp", dir, k ? "mx" : "nv") > 0);
+        int rc = tu_run_fmt(&err, "quantize -q --scheme %s '%s' '%s'", k ? "mxfp4" : "nvfp4", in,
+                            out);
+        ck_assert_msg(rc == 0, "%s", err);
+        free(err);
+        rc = tu_run_fmt(&err, "dequantize-for-export -q '%s' '%s'", out, exp);
+        ck_assert_msg(rc == 0, "%s", err);
+        free(err);
+        /* expert x's gate, up and down: rows of the transposed source */
+        for (int x = 0; x < E; x++)
+            for (int proj = 0; proj < 3; proj++) {
+                fp8_tensor_info t;
+                snprintf(name, sizeof name, "%s%d.%s.weight", stem, x,
+                         proj == 0 ? "gate_proj" : proj == 1 ? "up_proj" : "down_proj");
+                uint16_t *d = (uint16_t *)(void *)read_tensor_bytes(exp, name, &t);
+                int rows = proj < 2 ? I : H, cols = proj < 2 ? H : I, run = k ? 32 : 16;
+                ck_assert_int_eq((int)t.elements, rows * cols);
+                for (int r = 0; r < rows; r++)
+                    for (int g = 0; g < cols; g += run) {
+                        float want[32], amax = 0;
+                        for (int c = g; c < g + run; c++) {
+                            want[c - g] = fp8_bf16_to_f32(
+                                proj < 2 ? gu[(x * H + c) * 2 * I + proj * I + r]
+                                         : dn[(x * I + c) * H + r]);
+                            amax = fabsf(want[c - g]) > amax ? fabsf(want[c - g]) : amax;
+                        }
+                        for (int c = g; c < g + run; c++) {
+                            float got = fp8_bf16_to_f32(d[r * cols + c]);
+                            ck_assert_msg(fabsf(got - want[c - g]) <= amax / 3,
+                                          "%s [%d, %d]: %g, source %g (group amax %g)", name, r,
+                                          c, got, want[c - g], amax);
+                        }
+                    }
+                free(d);
+            }
+        cJSON_Delete(expect_against(in, out, 0, 3 * E, 3 * E, NULL, NULL));
+        snprintf(name, sizeof name, "%s1.up_proj.weight_packed", stem);
+        if (set_byte(out, name, 5, 0x77) == 0x77)
+            set_byte(out, name, 5, 0x66);
+        cJSON_Delete(expect_against(in, out, 1, 3 * E, 3 * E - 1, name,
+                                    "against-bound,against-requant"));
+        free(out);
+        free(exp);
+    }
+    /* a weight it would write apart is in the input already */
+    snprintf(name, sizeof name, "%s0.gate_proj.weight", stem);
+    uint16_t w[I * H] = { 0 };
+    t_spec both[] = { ts[0], ts[1], { name, FP8_DTYPE_BF16, 2, { I, H }, w } };
+    char *clash = write_ck(dir, "clash", both, 3, config);
+    expect_refused(clash, "nvfp4", dir, 3, "already has");
+    free(clash);
+    free(in);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* NVFP4's E4M3 group scales are coarse in their subnormal range (steps of
  * 2^-9): a scale that serves its group can leave its largest element past
  * 7 * d, clipped to 6.  testdata/quant-edge's k_proj has groups 2^15 below
@@ -1196,6 +1289,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_against_reproduces_fp4_outputs);
     tcase_add_test(tc, test_against_finds_a_changed_code_scale_or_global);
     tcase_add_test(tc, test_against_reproduces_moe_experts_with_fused_globals);
+    tcase_add_test(tc, test_fp4_fused_experts_written_apart);
     tcase_add_test(tc, test_against_notes_what_subnormal_scales_clip);
     tcase_add_test(tc, test_against_notes_layouts_quantize_does_not_write);
     suite_add_tcase(s, tc);

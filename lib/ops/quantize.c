@@ -36,6 +36,8 @@ static bool is_fp8(fp8_dtype d)
            d == FP8_DTYPE_F8_E4M3FNUZ || d == FP8_DTYPE_F8_E5M2FNUZ;
 }
 
+static uint64_t unfused_count(const fp8_quant_plan *p, const fp8_tensor_info *t, bool *in_out);
+
 /* NULL when `t` is to be quantized; otherwise why not (maybe allocated into *owned). */
 static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t, bool *warn,
                                char **owned)
@@ -73,7 +75,9 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
      * scale when it loads them (fmt_experts_in_out), so only square blocks
      * land on the groups its kernels use; a row or column scale would run
      * along the input axis, and MX groups along the output axis */
-    if (fmt_experts_in_out(t->name, t->rank, t->shape, p->hidden) &&
+    bool in_out = false; /* written apart: each weight read transposed, if need be */
+    uint64_t parts = unfused_count(p, t, &in_out);
+    if (!parts && fmt_experts_in_out(t->name, t->rank, t->shape, p->hidden) &&
         !(p->opts.scheme == FP8_SCHEME_BLOCK && p->opts.block_rows == p->opts.block_cols)) {
         *warn = true;
         return asprintf(owned, "fused experts stored [E, in, out] (Llama-4, gpt-oss: vLLM's "
@@ -86,10 +90,13 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
                    : *owned;
     }
     const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
-    if (sch->group == FP8_GROUP_RUN && t->shape[t->rank - 1] % sch->run) {
+    uint64_t inner = parts ? t->shape[in_out ? 1 : 2] : t->shape[t->rank - 1];
+    if (sch->group == FP8_GROUP_RUN && inner % sch->run) {
         *warn = true;
-        return asprintf(owned, "%s needs the last dimension (%llu) to be a multiple of %u",
-                        fp8_scheme_name(p->opts.scheme), (unsigned long long)t->shape[t->rank - 1],
+        return asprintf(owned, "%s needs the %s (%llu) to be a multiple of %u",
+                        fp8_scheme_name(p->opts.scheme),
+                        parts ? "input dimension of each expert's weight" : "last dimension",
+                        (unsigned long long)inner,
                         sch->run) < 0
                    ? (*owned = NULL, "mxfp8 needs the last dimension to be a multiple of 32")
                    : *owned;
@@ -133,7 +140,10 @@ static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item 
     if (t->rank != 2)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s: tensor '%s': --scheme %s writes 2-D weights, one per expert; "
-                        "fused 3-D experts tensors are not written yet",
+                        "fused 3-D experts tensors are written apart only as gate_up_proj "
+                        "or down_proj, beside a config.json whose hidden size tells their "
+                        "axes apart, and without gpt-oss's interleaved gate/up and biases "
+                        "(fp8conv-formats(5), FP4 QUANTIZATION)",
                         it->shard, t->name, scheme);
     if (t->dtype == FP8_DTYPE_F16)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -343,6 +353,224 @@ static fp8_status check_not_quantized(fp8_ctx *ctx, const fp8_quant_plan *p)
     return FP8_OK;
 }
 
+/*
+ * Fused experts under an FP4 scheme are written apart, one 2-D weight per
+ * expert and projection, as llm-compressor writes them (its Llama-4 NVFP4
+ * and FP8 releases: P.experts.N.gate_proj.weight [I, H], up_proj, down_proj
+ * [H, I]) and as vLLM loads them (models/llama4.py: expert_params_mapping
+ * with gate_proj, up_proj and down_proj names when the name has an expert
+ * index).  A 3-D P.experts.gate_up_proj holds gate then up on its output
+ * axis (vLLM's chunk(2, dim=-1); transformers v5's Concatenate of gate and
+ * up); stored [E, in, out] (Llama-4, fmt_experts_in_out) each weight is read
+ * transposed.  Told apart by the config's hidden size, so a config is
+ * needed; where both axes are the hidden size, by the model: Llama-4's are
+ * [E, in, out], the others [E, out, in].  gpt-oss interleaves gate and up
+ * and has biases (its gate_up_proj_bias): not written apart, refused as
+ * before.  llm-compressor's model_free_ptq splits every fused tensor on
+ * axis 1 as [E, out, in] (converter.py split_fused_moe_experts), Llama-4's
+ * too, where vLLM reads the transpose: fp8conv follows vLLM.
+ */
+
+/* How many weights fused experts tensor t of ck is written apart as: 2E
+ * for gate_up_proj, E for down_proj; 0 when it is not (not fused experts,
+ * gpt-oss's, an orientation the config does not tell). */
+static uint64_t parts_of(const fp8_checkpoint *ck, const cJSON *config, const fp8_tensor_info *t,
+                         bool *in_out)
+{
+    bool gate_up = has_suffix(t->name, ".experts.gate_up_proj");
+    uint64_t hidden = fmt_config_hidden(config);
+    if (t->rank != 3 || !hidden || !quant_is_float(t->dtype) ||
+        (!gate_up && !has_suffix(t->name, ".experts.down_proj")))
+        return 0;
+    char bias[1024];
+    snprintf(bias, sizeof bias, "%s_bias", t->name);
+    if (fp8_checkpoint_find(ck, bias, NULL)) /* gpt-oss */
+        return 0;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(config, "text_config");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(text ? text : config, "model_type");
+    bool llama4 = cJSON_IsString(type) && !strncmp(type->valuestring, "llama4", 6);
+    *in_out = fmt_experts_in_out(t->name, t->rank, t->shape, hidden) ||
+              (llama4 && t->shape[1] == hidden && t->shape[2] == hidden);
+    /* [E, out, in]: the hidden size is gate_up's input, down's output */
+    if (!*in_out && (llama4 || t->shape[gate_up ? 2 : 1] != hidden))
+        return 0;
+    uint64_t out = t->shape[*in_out ? 2 : 1];
+    if (!t->shape[0] || !out || (gate_up && out % 2))
+        return 0;
+    return gate_up ? 2 * t->shape[0] : t->shape[0];
+}
+
+/* Whether the plan writes tensor t apart (an FP4 scheme's; convert writes
+ * FP8 only), and as how many weights. */
+static uint64_t unfused_count(const fp8_quant_plan *p, const fp8_tensor_info *t, bool *in_out)
+{
+    return p->spec->packed && !p->source ? parts_of(p->ck, p->config, t, in_out) : 0;
+}
+
+/* Part k of the n that fused tensor t is written apart as: its name, shape
+ * and place (the name allocated). */
+static bool part_make(const fp8_tensor_info *t, uint64_t k, uint64_t n, bool in_out,
+                      quant_part *part)
+{
+    bool gate_up = n == 2 * t->shape[0];
+    uint64_t in = t->shape[in_out ? 1 : 2], rows = t->shape[in_out ? 2 : 1] / (gate_up ? 2 : 1);
+    size_t stem = strlen(t->name) - strlen(gate_up ? "gate_up_proj" : "down_proj");
+    uint64_t x = gate_up ? k / 2 : k, half = gate_up ? k % 2 : 0;
+    *part = (quant_part){ .fused = t, .expert = x, .at = half * rows, .in_out = in_out,
+                          .shape = { rows, in } };
+    if (asprintf(&part->name, "%.*s%llu.%s.weight", (int)stem, t->name, (unsigned long long)x,
+                 gate_up ? (half ? "up_proj" : "gate_proj") : "down_proj") < 0)
+        return part->name = NULL, false;
+    part->t = (fp8_tensor_info){ .name = part->name, .dtype = t->dtype, .rank = 2,
+                                 .shape = part->shape, .elements = rows * in, .begin = 0,
+                                 .end = rows * in * (t->dtype == FP8_DTYPE_F32 ? 4 : 2) };
+    return true;
+}
+
+quant_part *quant_part_find(const fp8_checkpoint *ck, const cJSON *config, const char *name,
+                            size_t *shard)
+{
+    static const char *const projs[] = { ".gate_proj.weight", ".up_proj.weight",
+                                         ".down_proj.weight" };
+    int proj = 0; /* gate, up, down */
+    while (proj < 3 && !has_suffix(name, projs[proj]))
+        proj++;
+    const char *dot = proj < 3 ? name + strlen(name) - strlen(projs[proj]) : NULL;
+    const char *digits = dot;
+    while (digits && digits > name && digits[-1] >= '0' && digits[-1] <= '9')
+        digits--;
+    if (!dot || digits == dot || digits - name < 9 || strncmp(digits - 9, ".experts.", 9))
+        return NULL;
+    char fused[1024];
+    snprintf(fused, sizeof fused, "%.*s%s", (int)(digits - name), name,
+             proj == 2 ? "down_proj" : "gate_up_proj");
+    const fp8_tensor_info *t = fp8_checkpoint_find(ck, fused, shard);
+    bool in_out;
+    uint64_t n = t ? parts_of(ck, config, t, &in_out) : 0;
+    uint64_t x = strtoull(digits, NULL, 10), k = proj == 2 ? x : 2 * x + (uint64_t)proj;
+    quant_part *part = n && k < n ? calloc(1, sizeof *part) : NULL;
+    if (part && (!part_make(t, k, n, in_out, part) || strcmp(part->name, name))) {
+        quant_part_free(part); /* "experts.01.": not a name fp8conv writes */
+        return NULL;
+    }
+    return part;
+}
+
+void quant_part_free(quant_part *part)
+{
+    if (part)
+        free(part->name);
+    free(part);
+}
+
+/* From expert x's [out, in] matrix the rows from `at` on, in one read; from
+ * an [in, out] one the same rows of its transpose: a read of each of its
+ * `in` rows, PART_TILE rows at a time, each tile then transposed (a column
+ * at a time, it was twelve times slower; as it is, about five times the
+ * plain layout's time: fp8conv-formats(5), FP4 QUANTIZATION). */
+#define PART_TILE 64
+
+fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
+                           void *buf, size_t len)
+{
+    const fp8_tensor_info *t = part->fused;
+    unsigned sz = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
+    uint64_t in = part->shape[1], width = t->shape[2], row0 = offset / sz / in, n = len / sz / in;
+    if (!part->in_out)
+        return fp8_file_read(ctx, f, t, (part->expert * t->shape[1] + part->at + row0) * width * sz,
+                             buf, len);
+    /* a tile row is a cache line longer than its n elements: at a stride of
+     * a power of two, the transpose's column reads fall in one cache set */
+    uint64_t stride = n + 64 / sz;
+    unsigned char *tile = malloc(PART_TILE * stride * sz), *out = buf;
+    if (!tile)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_status st = FP8_OK;
+    for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE) {
+        uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
+        for (uint64_t c = 0; c < m && !st; c++)
+            st = fp8_file_read(ctx, f, t,
+                               ((part->expert * in + c0 + c) * width + part->at + row0) * sz,
+                               tile + c * stride * sz, n * sz);
+        for (uint64_t k = 0; k < n && !st; k++) /* elements of 2 or 4 bytes, as words */
+            for (uint64_t c = 0; c < m; c++)
+                if (sz == 2)
+                    ((uint16_t *)(void *)out)[k * in + c0 + c] =
+                        ((const uint16_t *)(void *)tile)[c * stride + k];
+                else
+                    ((uint32_t *)(void *)out)[k * in + c0 + c] =
+                        ((const uint32_t *)(void *)tile)[c * stride + k];
+    }
+    free(tile);
+    return st;
+}
+
+/* Adds the plan's items for fused experts tensor t of shard `shard`, written
+ * apart (n of them, after unfused_count); verify's re-quantization quantizes
+ * the parts it wants. */
+static fp8_status unfuse(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_tensor_info *t, size_t shard,
+                         uint64_t n, bool in_out)
+{
+    fp8_status st;
+    for (uint64_t k = 0; k < n; k++) {
+        quant_part *part = &p->parts[p->nparts];
+        if (!part_make(t, k, n, in_out, part))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        p->nparts++;
+        if (fp8_checkpoint_find(p->ck, part->name, NULL))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': fused experts, which --scheme %s writes one weight "
+                            "per expert, but the input already has '%s'",
+                            p->out_shards[shard], t->name, fp8_scheme_name(p->opts.scheme),
+                            part->name);
+        size_t i = p->n++;
+        fp8_quant_item *it = &p->items[i];
+        plan_entry *e = &p->entries[i];
+        it->tensor = &part->t;
+        it->shard = p->out_shards[shard];
+        e->shard = shard;
+        e->part = part;
+        p->input_bytes += fp8_tensor_nbytes(&part->t);
+        if (p->wanted && !p->wanted(p->wanted_user, part->name)) {
+            it->reason = "not asked for (kept)";
+            continue;
+        }
+        it->quantize = true;
+        p->nquantized++;
+        if ((st = scale_layout(ctx, p, it, e)))
+            return st;
+        if (fp8_scheme_get(p->opts.scheme)->levels == 2) /* an amax pass first */
+            p->work_bytes += fp8_tensor_nbytes(&part->t);
+    }
+    return FP8_OK;
+}
+
+static int cmp_item_name(const void *a, const void *b, void *items)
+{
+    const fp8_quant_item *it = items;
+    return strcmp(it[*(const size_t *)a].tensor->name, it[*(const size_t *)b].tensor->name);
+}
+
+/* Items (and their entries) in name order again, after unfuse. */
+static fp8_status sort_items(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    size_t *order = fp8_xcalloc(p->n ? p->n : 1, sizeof *order);
+    fp8_quant_item *items = fp8_xcalloc(p->n ? p->n : 1, sizeof *items);
+    plan_entry *entries = fp8_xcalloc(p->n ? p->n : 1, sizeof *entries);
+    if (!order || !items || !entries) {
+        free(order), free(items), free(entries);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < p->n; i++)
+        order[i] = i;
+    qsort_r(order, p->n, sizeof *order, cmp_item_name, p->items);
+    for (size_t i = 0; i < p->n; i++)
+        items[i] = p->items[order[i]], entries[i] = p->entries[order[i]];
+    free(p->items), free(p->entries), free(order);
+    p->items = items, p->entries = entries;
+    return FP8_OK;
+}
+
 static int cmp_cstr(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -356,11 +584,15 @@ static fp8_status name_shards(fp8_ctx *ctx, fp8_quant_plan *p)
 static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     fp8_status st;
-    size_t count = fp8_checkpoint_tensor_count(p->ck);
-    p->items = fp8_xcalloc(count ? count : 1, sizeof *p->items);
-    p->entries = fp8_xcalloc(count ? count : 1, sizeof *p->entries);
+    size_t count = fp8_checkpoint_tensor_count(p->ck), parts = 0;
+    bool in_out;
+    for (size_t k = 0; k < count; k++)
+        parts += unfused_count(p, fp8_checkpoint_tensor(p->ck, k, NULL), &in_out);
+    p->items = fp8_xcalloc(count + parts ? count + parts : 1, sizeof *p->items);
+    p->entries = fp8_xcalloc(count + parts ? count + parts : 1, sizeof *p->entries);
     p->ignored = fp8_xcalloc(count ? count : 1, sizeof *p->ignored);
-    if (!p->items || !p->entries || !p->ignored)
+    p->parts = fp8_xcalloc(parts ? parts : 1, sizeof *p->parts);
+    if (!p->items || !p->entries || !p->ignored || !p->parts)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < count; k++) {
         size_t shard;
@@ -368,6 +600,15 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         const char *why = NULL;
         if (p->source && !(seen = p->source->tensor(p->source->user, t, &why)))
             continue; /* a scale that convert replaces or drops */
+        uint64_t n = unfused_count(p, t, &in_out);
+        char *owned = NULL;
+        bool warn;
+        if (n && !keep_reason(p, t, &warn, &owned)) {
+            if ((st = unfuse(ctx, p, t, shard, n, in_out)))
+                return st;
+            continue;
+        }
+        free(owned);
         size_t i = p->n++;
         fp8_quant_item *it = &p->items[i];
         plan_entry *e = &p->entries[i];
@@ -406,7 +647,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
     }
     p->work_bytes += p->input_bytes;
     qsort(p->ignored, p->nignored, sizeof *p->ignored, cmp_cstr);
-    return FP8_OK;
+    return p->nparts ? sort_items(ctx, p) : FP8_OK;
 }
 
 static void first_reason(void *arg, const char *message)
@@ -543,6 +784,9 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
         free(p->entries[i].owned_packed_name);
         free(p->entries[i].owned_global_name);
     }
+    for (size_t i = 0; i < p->nparts; i++)
+        free(p->parts[i].name);
+    free(p->parts);
     for (size_t i = 0; i < p->nignored; i++)
         free(p->ignored[i]);
     for (size_t i = 0; i < p->nwarnings; i++)

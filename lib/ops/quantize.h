@@ -63,6 +63,31 @@ fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_qua
                                   bool (*wanted)(void *user, const char *name), void *user,
                                   fp8_quant_plan **out);
 
+/*
+ * One expert's weight of fused 3-D experts, written apart under an FP4
+ * scheme (quantize.c: which tensors, and why): a 2-D tensor read from the
+ * fused one.  verify --against finds the same weights in SRC.
+ */
+typedef struct quant_part {
+    fp8_tensor_info t;            /* the weight as written: 2-D, named apart */
+    uint64_t shape[2];
+    char *name;                   /* t.name, owned */
+    const fp8_tensor_info *fused; /* the 3-D tensor it is read from */
+    uint64_t expert, at;          /* its expert; its first index on the fused output axis */
+    bool in_out;                  /* the fused tensor is [E, in, out]: read transposed */
+} quant_part;
+
+/* The weight `name` of checkpoint ck (config: its config.json, or NULL)
+ * would be written apart from fused experts as (allocated: free with
+ * quant_part_free), and the shard of the fused tensor; NULL when none. */
+quant_part *quant_part_find(const fp8_checkpoint *ck, const cJSON *config, const char *name,
+                            size_t *shard);
+void quant_part_free(quant_part *part);
+/* Whole rows [offset, offset + len) (bytes) of the weight, from file f,
+ * the fused tensor's. */
+fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
+                           void *buf, size_t len);
+
 /* ---------------------------------------------------------------- the plan, as its run sees it */
 
 static inline bool quant_is_float(fp8_dtype d)
@@ -77,6 +102,7 @@ typedef struct {
     uint64_t experts, rows, cols; /* E, M, N; E = 1 for a matrix */
     char *owned_reason, *owned_scale_name, *owned_packed_name, *owned_global_name;
     float global;                 /* NVFP4: the second level, after the amax pass */
+    const struct quant_part *part; /* a weight of fused experts written apart */
     bool from_source;             /* convert: the source's tensor, read through it */
     uint64_t nan_at;              /* a kept float tensor's first NaN element + 1; 0: none */
 } plan_entry;
@@ -94,6 +120,8 @@ struct fp8_quant_plan {
     char *input;
     size_t n, nquantized;  /* items, and those quantized */
     fp8_quant_item *items; /* sorted by name, as the checkpoint lists them */
+    struct quant_part *parts; /* the weights fused experts are written apart as */
+    size_t nparts;
     plan_entry *entries;
     size_t nignored;
     char **ignored;

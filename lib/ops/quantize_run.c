@@ -193,6 +193,8 @@ static fp8_status read_item(worker *w, size_t i, uint64_t offset, void *buf, siz
 {
     const fp8_quant_plan *p = w->r->plan;
     const fp8_tensor_info *t = p->items[i].tensor;
+    if (p->entries[i].part)
+        return quant_part_read(w->ctx, w->r->in, p->entries[i].part, offset, buf, len);
     if (p->entries[i].from_source)
         return p->source->read(p->source->user, w->ctx, t, offset, buf, len);
     return fp8_file_read(w->ctx, w->r->in, t, offset, buf, len);

@@ -115,6 +115,7 @@ typedef struct {
     fp4_weight w;             /* its layout, scale and geometry; w.l NULL: malformed */
     const fp8_tensor_info *x; /* its source in SRC (w.out_name); NULL: none usable */
     size_t xshard;
+    quant_part *part;         /* x is one expert's weight of SRC's fused experts */
     bool bound;               /* its values are checked against x */
     bool requant;             /* it is in the re-quantized count */
     int plan;                 /* requant: 0 NVFP4's plan, 1 MXFP4's */
@@ -133,6 +134,7 @@ struct vf4_against {
     fp8_verify *v;
     fp8_checkpoint *src;
     const char *src_path;
+    cJSON *src_config;        /* SRC's config.json; NULL when none */
     vf4_item *items; /* in v->ck's order (by name) */
     size_t n;
     const char **ck_owned, **src_owned; /* sorted */
@@ -206,6 +208,9 @@ static fp8_status find_source(fp8_ctx *ctx, vf4_against *f, vf4_item *it)
     char want[96], got[96];
     fp4_layout_out_shape(it->w.l, it->w.experts, it->w.rows, it->w.cols, &rank, shape);
     const fp8_tensor_info *x = fp8_checkpoint_find(f->src, it->w.out_name, &it->xshard);
+    /* a weight quantize wrote apart from SRC's fused experts */
+    if (!x && (it->part = quant_part_find(f->src, f->src_config, it->w.out_name, &it->xshard)))
+        x = &it->part->t;
     if (!x)
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
                           "%s: %s: packed %s, but its weight %s is not in %s", v->path,
@@ -293,6 +298,8 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
         goto out;
     if ((st = find_source(ctx, f, it)) || !it->x)
         goto out;
+    if (it->part) /* SRC's fused tensor, which the weights written apart account for */
+        st = own(ctx, &f->src_owned, &f->nsrc, srccap, it->part->fused->name);
     it->rows = it->w.rows;
     it->cols = it->w.cols;
     /* gpt-oss stores its experts transposed ([E, cols, rows] unpacked):
@@ -346,6 +353,12 @@ fp8_status verify_fp4_against_open(fp8_ctx *ctx, fp8_verify *v, fp8_checkpoint *
     f->src = src;
     f->src_path = src_path;
     pthread_mutex_init(&f->lock, NULL);
+    if (fp8_checkpoint_is_directory(src)) { /* no config: no fused experts written apart */
+        fp8_ctx *cctx = fp8_ctx_create();
+        if (cctx && ck_config_read(cctx, src_path, &f->src_config))
+            f->src_config = NULL;
+        fp8_ctx_free(cctx);
+    }
     size_t cap = 0, ckcap = 0, srccap = 0;
     fp8_status st = FP8_OK;
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck) && !st; i++) {
@@ -371,8 +384,11 @@ void verify_fp4_against_free(vf4_against *f)
 {
     if (!f)
         return;
-    for (size_t i = 0; i < f->n; i++)
+    for (size_t i = 0; i < f->n; i++) {
         fp4_weight_free(&f->items[i].w);
+        quant_part_free(f->items[i].part);
+    }
+    cJSON_Delete(f->src_config);
     free(f->items);
     free(f->ck_owned);
     free(f->src_owned);
@@ -536,7 +552,10 @@ static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
     if (!st)
         st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->w.scale_shard), it->w.scale,
                            at / run, scales, n / run);
-    if (!st)
+    if (!st && it->part)
+        st = quant_part_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->part, at * xs,
+                             src, n * xs);
+    else if (!st)
         st = fp8_file_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->x, at * xs, src,
                            n * xs);
     fp8_worker_end_turn(w);
@@ -592,8 +611,11 @@ static size_t vf4_lane(void *arg, size_t j, uint64_t *offset)
     uint64_t at = row0 * it->cols;
     size_t lane = ck_lane(f->v->ck, it->shard, it->t, at / 2, 0, offset);
     if (lane == FP8_NO_LANE)
-        lane = ck_lane(f->src, it->xshard, it->x, at * (fp8_dtype_bits(it->x->dtype) / 8),
-                       fp8_checkpoint_shard_count(f->v->ck), offset);
+        lane = it->part ? ck_lane(f->src, it->xshard, it->part->fused, 0,
+                                  fp8_checkpoint_shard_count(f->v->ck), offset)
+                        : ck_lane(f->src, it->xshard, it->x,
+                                  at * (fp8_dtype_bits(it->x->dtype) / 8),
+                                  fp8_checkpoint_shard_count(f->v->ck), offset);
     return lane;
 }
 
