@@ -219,6 +219,42 @@ def model_moe_fused(dt, rng):
     return {"model.safetensors": t}, ["lm_head", "model.embed_tokens", p + "mlp.gate"], cfg
 
 
+def model_llama4_fused(dt, rng):
+    """Llama-4's text model with its experts fused [E, in, out]: transformers'
+    Llama4TextExperts holds gate_up_proj [E, H, 2I] and down_proj [E, I, H], and vLLM's
+    models/llama4.py load_moe_expert_weights splits gate_up_proj with chunk(2, dim=-1) and
+    transposes each weight with transpose(-1, -2) (fp8conv-formats(5), FP4 QUANTIZATION). 2I = H,
+    so only the model type tells the axes of gate_up_proj apart."""
+    H, I, E, V = 64, 32, 4, 96
+    p = "language_model.model.layers.0."
+    t = {"language_model.model.embed_tokens.weight": cast(rng.normal(0, 1, (V, H)), dt),
+         p + "feed_forward.router.weight": cast(rng.normal(0, 0.1, (E, H)), dt),
+         p + "feed_forward.experts.gate_up_proj": cast(rng.normal(0, 0.02, (E, H, 2 * I)), dt),
+         p + "feed_forward.experts.down_proj": cast(rng.normal(0, 0.02, (E, I, H)), dt),
+         p + "feed_forward.shared_expert.gate_proj.weight": cast(rng.normal(0, 0.02, (I, H)), dt),
+         p + "feed_forward.shared_expert.up_proj.weight": cast(rng.normal(0, 0.02, (I, H)), dt),
+         p + "feed_forward.shared_expert.down_proj.weight": cast(rng.normal(0, 0.02, (H, I)), dt),
+         p + "self_attn.q_proj.weight": cast(rng.normal(0, 0.02, (H, H)), dt),
+         p + "self_attn.o_proj.weight": cast(rng.normal(0, 0.02, (H, H)), dt),
+         p + "input_layernorm.weight": cast(1 + rng.normal(0, 0.1, (H,)), dt),
+         "language_model.model.norm.weight": cast(1 + rng.normal(0, 0.1, (H,)), dt),
+         "language_model.lm_head.weight": cast(rng.normal(0, 0.02, (V, H)), dt)}
+    tc = {"model_type": "llama4_text", "hidden_size": H, "intermediate_size": I,
+          "intermediate_size_mlp": 2 * I, "num_local_experts": E, "num_hidden_layers": 1,
+          "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16, "vocab_size": V}
+    cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+           "text_config": tc, "torch_dtype": TORCH_DTYPE[dt]}
+    return ({"model.safetensors": t},
+            ["language_model.lm_head", "language_model.model.embed_tokens",
+             p + "feed_forward.router"], cfg)
+
+
+# Models whose fused experts are [E, in, out]: llm-compressor's model_free_ptq splits every fused
+# tensor on axis 1 as if [E, out, in] (converter.py split_fused_moe_experts), which for these is
+# the input axis; fp8conv reads the transpose, as vLLM does. Held to the oracle alone.
+TRANSPOSED = {"llama4-fused"}
+
+
 def adv_ties(dt, i):
     """Rows whose every 16-group holds 6 * 2^i (so the group scale is 2^i under both schemes:
     NVFP4 with a global of 2^12, MXFP4 exactly) and values x * 2^i at and next to each E2M1
@@ -303,7 +339,9 @@ def model_adv(dt, rng):
 
 TORCH_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 MODELS = [("dense", model_dense, ["BF16", "F32", "F16"]), ("moe", model_moe, ["BF16", "F32"]),
-          ("moe-fused", model_moe_fused, ["BF16", "F32"]), ("adv", model_adv, ["BF16", "F32", "F16"])]
+          ("moe-fused", model_moe_fused, ["BF16", "F32"]),
+          ("llama4-fused", model_llama4_fused, ["BF16", "F32"]),
+          ("adv", model_adv, ["BF16", "F32", "F16"])]
 
 
 def write_model(root, name, dt, seed):
@@ -374,7 +412,7 @@ def fused_sets(names, rules=None):
     return out
 
 
-def split_fused_experts(tensors):
+def split_fused_experts(tensors, transposed=False):
     """llmcompressor/entrypoints/model_free/converter.py split_fused_moe_experts: a 3-D tensor
     whose name holds gate_up_proj ([E, 2I, H]: rows [0, I) gate, [I, 2I) up) or down_proj becomes
     one 2-D tensor per expert, named NAME with gate_up_proj -> E.gate_proj / E.up_proj and
@@ -384,13 +422,15 @@ def split_fused_experts(tensors):
         key = "gate_up_proj" if "gate_up_proj" in name else ("down_proj" if "down_proj" in name else None)
         if key and a.ndim == 3:
             parts = ["gate_proj", "up_proj"] if key == "gate_up_proj" else ["down_proj"]
-            n = a.shape[1] // len(parts)
+            n = a.shape[2 if transposed else 1] // len(parts)
             for e in range(a.shape[0]):
                 for j, p in enumerate(parts):
                     k = name.replace(key, f"{e}.{p}")
                     if not k.endswith(".weight"):
                         k += ".weight"
-                    out[k] = a[e, j * n:(j + 1) * n]
+                    # [E, in, out]: the weight is the transpose of its columns
+                    out[k] = (a[e, :, j * n:(j + 1) * n].T if transposed
+                              else a[e, j * n:(j + 1) * n])
         else:
             out[name] = a
     return out
@@ -403,10 +443,10 @@ def quantized(name, a, ignore):
     return param == "weight" and not mod.endswith("norm") and mod not in ignore
 
 
-def oracle_output(in_dir, scheme, ignore, rules=None):
+def oracle_output(in_dir, scheme, ignore, rules=None, transposed=False):
     import fp4_quant as O
     raw = read_dir(in_dir)
-    arrays = split_fused_experts({k: as_array(v) for k, v in raw.items()})
+    arrays = split_fused_experts({k: as_array(v) for k, v in raw.items()}, transposed)
     names = [k for k, a in arrays.items() if quantized(k, a, ignore)]
     fused = fused_sets(names, rules) if scheme == "NVFP4A16" else {}
     out = {}
@@ -618,8 +658,6 @@ def venv_ct_check(work):
 def expected_refusal(model, dt, scheme):
     if dt == "F16":
         return ("F16 weights: the reference's F16 global scale overflows", r"not f16")
-    if model == "moe-fused":
-        return ("fused 3-D experts are not written yet", r"fused 3-D experts")
     if model == "adv" and scheme == "MXFP4A16":
         return ("adv.huge: an MX scale past E8M0's range", r"adv\.huge.*E8M0")
     return None
@@ -687,9 +725,22 @@ def main(argv=None):
             in_dir, ignore = write_model(os.path.join(args.work, "in"), mname, dt, seed)
             for scheme in SCHEMES:
                 label = f"{mname}-{dt.lower()} {scheme}"
+                oneshot = args.fused_sets == "siblings"
+                if mname in TRANSPOSED:
+                    want, _ = oracle_output(in_dir, scheme, ignore,
+                                            ONESHOT_RULES if oneshot else None, transposed=True)
+                    print(f"{label}: the oracle, each expert's weight transposed", flush=True)
+                    if not args.fp8conv:
+                        continue
+                    out_dir = os.path.join(args.work, "fp8conv", f"{mname}-{dt.lower()}-{scheme}")
+                    r, cmd = run_fp8conv(args.fp8conv, scheme, in_dir, out_dir)
+                    if T.check(r.returncode == 0, f"{label} fp8conv",
+                               f"{' '.join(cmd)} exit {r.returncode}: {r.stderr[-300:]}"):
+                        compare_tensors(T, f"{label} fp8conv vs the oracle", want,
+                                        read_dir(out_dir))
+                    continue
                 print(f"{label}: model_free_ptq(ignore={ignore})", flush=True)
                 ref_dir = os.path.join(args.work, "ref", f"{mname}-{dt.lower()}-{scheme}")
-                oneshot = args.fused_sets == "siblings"
                 run_reference(in_dir, ref_dir, scheme, ignore, ONESHOT_LIST if oneshot else None)
                 ref = read_dir(ref_dir)
                 want, fused = oracle_output(in_dir, scheme, ignore, ONESHOT_RULES if oneshot else None)
