@@ -9,6 +9,13 @@
  *
  * usage: make_model DIR [LAYERS [HIDDEN]]   (HIDDEN: 4096 unless given; the
  * GPU tests use a narrow one, whose down_proj still spans several jobs)
+ *        make_model DIR experts in-out|out-in
+ *
+ * The second form writes one layer of fused MoE experts of Llama-4 Scout's
+ * sizes (hidden 5120, expert intermediate 8192; 2 experts: 503 MB), as
+ * Llama-4 stores them, [E, in, out] (gate_up_proj [E, H, 2I], down_proj
+ * [E, I, H], transformers' Llama4TextExperts), or as transformers v5's
+ * Qwen3-MoE does, [E, out, in], with a config that says which.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +49,7 @@ static void die(fp8_ctx *ctx, const char *what)
 
 typedef struct {
     char name[96];
-    uint64_t rows, cols;
+    uint64_t rows, cols, experts; /* experts: 0 for a matrix, else [experts, rows, cols] */
 } spec;
 
 static void write_shard(fp8_ctx *ctx, const char *path, const spec *ts, size_t n)
@@ -52,8 +59,11 @@ static void write_shard(fp8_ctx *ctx, const char *path, const spec *ts, size_t n
     if (fp8_writer_create(ctx, path, &w))
         die(ctx, path);
     for (size_t i = 0; i < n; i++) {
-        uint64_t shape[2] = { ts[i].rows, ts[i].cols };
-        if (fp8_writer_add_tensor(ctx, w, ts[i].name, FP8_DTYPE_BF16, ts[i].cols ? 2 : 1, shape))
+        uint64_t matrix[2] = { ts[i].rows, ts[i].cols };
+        uint64_t fused[3] = { ts[i].experts, ts[i].rows, ts[i].cols };
+        if (fp8_writer_add_tensor(ctx, w, ts[i].name, FP8_DTYPE_BF16,
+                                  ts[i].experts ? 3 : ts[i].cols ? 2 : 1,
+                                  ts[i].experts ? fused : matrix))
             die(ctx, ts[i].name);
     }
     if (fp8_writer_begin(ctx, w))
@@ -62,7 +72,7 @@ static void write_shard(fp8_ctx *ctx, const char *path, const spec *ts, size_t n
         const fp8_tensor_info *t = fp8_writer_tensor(w, i);
         for (uint64_t done = 0; done < t->elements;) {
             size_t k = t->elements - done < (1 << 20) ? (size_t)(t->elements - done) : (1 << 20);
-            uint64_t cols = t->rank == 2 ? t->shape[1] : 1;
+            uint64_t cols = t->rank >= 2 ? t->shape[t->rank - 1] : 1;
             for (size_t j = 0; j < k; j++)
                 buf[j] = strstr(t->name, "norm") ? 0x3F80
                                                  : next_bf16((done + j) / cols, (done + j) % cols);
@@ -76,10 +86,45 @@ static void write_shard(fp8_ctx *ctx, const char *path, const spec *ts, size_t n
     fp8_writer_free(w);
 }
 
+/* One layer of fused experts, [E, in, out] or [E, out, in] (see the top). */
+static int experts(const char *dir, bool in_out)
+{
+    enum { E = 2, H = 5120, I = 8192 };
+    spec ts[2] = { { "", in_out ? H : 2 * I, in_out ? 2 * I : H, E },
+                   { "", in_out ? I : H, in_out ? H : I, E } };
+    const char *stem = in_out ? "language_model.model.layers.0.feed_forward.experts"
+                              : "model.layers.0.mlp.experts";
+    snprintf(ts[0].name, sizeof ts[0].name, "%s.gate_up_proj", stem);
+    snprintf(ts[1].name, sizeof ts[1].name, "%s.down_proj", stem);
+    char path[4096];
+    mkdir(dir, 0755);
+    fp8_ctx *ctx = fp8_ctx_create();
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_shard(ctx, path, ts, 2);
+    fp8_ctx_free(ctx);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *cfg = fopen(path, "w");
+    if (!cfg)
+        return perror(path), 1;
+    if (in_out)
+        fprintf(cfg, "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": "
+                     "\"llama4_text\", \"hidden_size\": %d, \"intermediate_size\": %d, "
+                     "\"num_local_experts\": %d}}\n", H, I, E);
+    else
+        fprintf(cfg, "{\"model_type\": \"qwen3_moe\", \"hidden_size\": %d, "
+                     "\"moe_intermediate_size\": %d, \"num_experts\": %d}\n", H, I, E);
+    fclose(cfg);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[2], "experts") == 0 &&
+        (!strcmp(argv[3], "in-out") || !strcmp(argv[3], "out-in")))
+        return experts(argv[1], strcmp(argv[3], "in-out") == 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: make_model DIR [LAYERS [HIDDEN]]\n");
+        fprintf(stderr, "usage: make_model DIR [LAYERS [HIDDEN]] | make_model DIR experts "
+                        "in-out|out-in\n");
         return 2;
     }
     int layers = argc > 2 ? atoi(argv[2]) : 2;
@@ -103,9 +148,9 @@ int main(int argc, char **argv)
         char file[64];
         snprintf(file, sizeof file, "model-%05d-of-00002.safetensors", shard + 1);
         if (shard == 0)
-            ts[n++] = (spec){ "model.embed_tokens.weight", VOCAB, HIDDEN };
+            ts[n++] = (spec){ "model.embed_tokens.weight", VOCAB, HIDDEN, 0 };
         else
-            ts[n++] = (spec){ "model.norm.weight", HIDDEN, 0 };
+            ts[n++] = (spec){ "model.norm.weight", HIDDEN, 0, 0 };
         for (int l = shard * layers / 2; l < (shard + 1) * layers / 2; l++) {
             const struct { const char *n; uint64_t r, c; } lin[] = {
                 { "self_attn.q_proj", HIDDEN, HIDDEN }, { "self_attn.k_proj", KV, HIDDEN },
@@ -114,10 +159,10 @@ int main(int argc, char **argv)
                 { "mlp.down_proj", HIDDEN, INTER },
             };
             for (size_t k = 0; k < 7; k++) {
-                ts[n] = (spec){ "", lin[k].r, lin[k].c };
+                ts[n] = (spec){ "", lin[k].r, lin[k].c, 0 };
                 snprintf(ts[n++].name, sizeof ts[0].name, "model.layers.%d.%s.weight", l, lin[k].n);
             }
-            ts[n] = (spec){ "", HIDDEN, 0 };
+            ts[n] = (spec){ "", HIDDEN, 0, 0 };
             snprintf(ts[n++].name, sizeof ts[0].name, "model.layers.%d.input_layernorm.weight", l);
         }
         snprintf(path, sizeof path, "%s/%s", dir, file);

@@ -9,9 +9,10 @@
 # sections: export, and convert's DeepSeek-V4 cast; written between the
 # "make bench fp4" markers), ONLY=cast (only that cast, between the "make
 # bench cast" markers), ONLY=fp4q (only quantize to packed FP4, between the
-# "make bench fp4q" markers).  The models are generated once into
-# BUILD/bench-model-{1,4,8}g (bench/make_model.c: 1.0, 4.1 and 8.4 GB of bf16
-# tensors: 2, 9 and 19 layers) and kept.
+# "make bench fp4q" markers; fused MoE experts too).  The models are
+# generated once into BUILD/bench-model-{1,4,8}g (bench/make_model.c: 1.0,
+# 4.1 and 8.4 GB of bf16 tensors: 2, 9 and 19 layers) and
+# BUILD/bench-experts-{in-out,out-in} (0.5 GB) and kept.
 #
 # Method: page cache warm (the inputs are read before each command's runs);
 # `sync` before every run, outside the timing, so that no run pays for the
@@ -143,6 +144,33 @@ fp4q_section() {
         out '%-48s same bytes for -j 1, 2, 3 and the default (diff -r)\n' "  $s, 1 GB model"
         rm -rf "$work/out" "$work/q"
     done
+    # fused MoE experts, written one weight per expert: stored [E, in, out]
+    # (Llama-4: read transposed) and [E, out, in] (row slices); one layer of
+    # Llama-4 Scout's sizes (bench/make_model.c DIR experts ORIENT: 0.5 GB)
+    out '\n== quantize --no-sync to packed FP4 of fused MoE experts (0.5 GB), against cp -r\n'
+    row_header
+    local o t
+    for o in in-out out-in; do
+        m=$BUILD/bench-experts-$o
+        [ -f "$m/config.json" ] || "$BUILD/bench/make_model" "$m" experts "$o" >&2
+        warm "$m"/*
+        floor "cp -r, experts $o" cp -r "$m" "$work/out"
+        t=$floor_s
+        for s in nvfp4 mxfp4; do
+            row "quantize --scheme $s --no-sync, experts $o" "cp -r, experts $o" "$t" 0.8 \
+                "$BIN" quantize -q --progress never --no-sync --scheme "$s" "$m" "$work/out"
+        done
+    done
+    m=$BUILD/bench-experts-in-out
+    rm -rf "$work/q" "$work/out"
+    "$BIN" quantize -q --progress never --no-sync --scheme nvfp4 "$m" "$work/q"
+    "$BIN" quantize -q --progress never --no-sync -j 1 --scheme nvfp4 "$m" "$work/out"
+    if ! diff -r -q "$work/q" "$work/out" >/dev/null; then
+        out 'quantize --scheme nvfp4 -j 1, experts in-out: OTHER BYTES than the default -j\n'
+        exit 1
+    fi
+    out '%-48s same bytes for -j 1 and the default (diff -r)\n' "  nvfp4, experts in-out"
+    rm -rf "$work/out" "$work/q"
 }
 if [ "${ONLY:-}" = fp4q ]; then
     fp4q_section
