@@ -1200,6 +1200,13 @@ START_TEST(test_fp4_fused_experts_written_apart)
         free(out);
         free(exp);
     }
+    /* a NaN in the fused tensor is named at its place in the weight written
+     * apart: found in the band as stored, then in the band transposed */
+    gu[(1 * H + 5) * 2 * I + I + 3] = 0x7FC0; /* expert 1, up_proj row 3, column 5 */
+    char *nan = write_ck(dir, "nan", ts, 2, config);
+    expect_refused(nan, "nvfp4", dir, 3, "experts.1.up_proj.weight': element 197 (row 3, column 5) is NaN");
+    expect_refused(nan, "mxfp4", dir, 3, "experts.1.up_proj.weight': element 197 (row 3, column 5) is NaN");
+    free(nan);
     /* a weight it would write apart is in the input already */
     snprintf(name, sizeof name, "%s0.gate_proj.weight", stem);
     uint16_t w[I * H] = { 0 };
