@@ -466,8 +466,8 @@ void quant_part_free(quant_part *part)
 /* From expert x's [out, in] matrix the rows from `at` on, in one read; from
  * an [in, out] one the same rows of its transpose: a read of each of its
  * `in` rows, PART_TILE rows at a time, each tile then transposed (a column
- * at a time, it was twelve times slower; as it is, about five times the
- * plain layout's time: fp8conv-formats(5), FP4 QUANTIZATION). */
+ * at a time, it was twice as slow; as it is, several times the plain
+ * layout's time: fp8conv-formats(5), FP4 QUANTIZATION). */
 #define PART_TILE 64
 
 fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
