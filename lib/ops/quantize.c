@@ -378,9 +378,11 @@ static uint64_t parts_of(const fp8_checkpoint *ck, const cJSON *config, const fp
                          bool *in_out)
 {
     bool gate_up = has_suffix(t->name, ".experts.gate_up_proj");
-    uint64_t hidden = fmt_config_hidden(config);
-    if (t->rank != 3 || !hidden || !quant_is_float(t->dtype) ||
+    if (t->rank != 3 || !quant_is_float(t->dtype) ||
         (!gate_up && !has_suffix(t->name, ".experts.down_proj")))
+        return 0;
+    uint64_t hidden = fmt_config_hidden(config);
+    if (!hidden)
         return 0;
     char bias[1024];
     snprintf(bias, sizeof bias, "%s_bias", t->name);
@@ -471,7 +473,7 @@ void quant_part_free(quant_part *part)
 #define PART_TILE 64
 
 fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
-                           void *buf, size_t len)
+                           void *buf, size_t len, bool any_order)
 {
     const fp8_tensor_info *t = part->fused;
     unsigned sz = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
@@ -479,13 +481,18 @@ fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, ui
     if (!part->in_out)
         return fp8_file_read(ctx, f, t, (part->expert * t->shape[1] + part->at + row0) * width * sz,
                              buf, len);
+    fp8_status st = FP8_OK;
+    for (uint64_t c = 0; any_order && c < in && !st; c++) /* as stored: [in][n] */
+        st = fp8_file_read(ctx, f, t, ((part->expert * in + c) * width + part->at + row0) * sz,
+                           (unsigned char *)buf + c * n * sz, n * sz);
+    if (any_order)
+        return st;
     /* a tile row is a cache line longer than its n elements: at a stride of
      * a power of two, the transpose's column reads fall in one cache set */
     uint64_t stride = n + 64 / sz;
     unsigned char *tile = malloc(PART_TILE * stride * sz), *out = buf;
     if (!tile)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp8_status st = FP8_OK;
     for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE) {
         uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
         for (uint64_t c = 0; c < m && !st; c++)

@@ -84,9 +84,11 @@ quant_part *quant_part_find(const fp8_checkpoint *ck, const cJSON *config, const
                             size_t *shard);
 void quant_part_free(quant_part *part);
 /* Whole rows [offset, offset + len) (bytes) of the weight, from file f,
- * the fused tensor's. */
+ * the fused tensor's.  any_order: the same elements in the order the
+ * fused tensor holds them (no transpose), for a pass that does not care,
+ * such as an amax. */
 fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
-                           void *buf, size_t len);
+                           void *buf, size_t len, bool any_order);
 
 /* ---------------------------------------------------------------- the plan, as its run sees it */
 

@@ -194,7 +194,7 @@ static fp8_status read_item(worker *w, size_t i, uint64_t offset, void *buf, siz
     const fp8_quant_plan *p = w->r->plan;
     const fp8_tensor_info *t = p->items[i].tensor;
     if (p->entries[i].part)
-        return quant_part_read(w->ctx, w->r->in, p->entries[i].part, offset, buf, len);
+        return quant_part_read(w->ctx, w->r->in, p->entries[i].part, offset, buf, len, false);
     if (p->entries[i].from_source)
         return p->source->read(p->source->user, w->ctx, t, offset, buf, len);
     return fp8_file_read(w->ctx, w->r->in, t, offset, buf, len);
@@ -319,19 +319,27 @@ static fp8_status do_quantize(worker *w, const job *j)
     const fp8_quant_item *it = &p->items[j->item];
     const plan_entry *e = &p->entries[j->item];
     fp8_dtype dt = it->tensor->dtype;
-    fp8_status st = read_rect(w, j, src_size(dt), w->src);
+    uint64_t where = 0, n = j->nrows * j->ncols;
+    /* an amax takes a transposed weight's band as stored (its rows are whole) */
+    bool as_stored = j->kind == JOB_AMAX && e->part && e->part->in_out;
+    fp8_status st = as_stored ? quant_part_read(w->ctx, r->in, e->part,
+                                                j->row0 * j->ncols * src_size(dt), w->src,
+                                                n * src_size(dt), true)
+                              : read_rect(w, j, src_size(dt), w->src);
     if (st)
         return st;
     fp8_worker_end_turn(w->fw);
-    uint64_t where = 0, n = j->nrows * j->ncols;
     if (j->kind == JOB_AMAX) {
         bool bad = true;
         float *amax = &r->amax[j - r->jobs];
         if (w->gpu && (st = fp8_gpu_amax(w->ctx, w->gpu, dt, n, amax, &bad)))
             return gpu_error(w, j, st);
-        if (bad && fp8_amax(dt, w->src, n, amax, &where)) /* the CPU says where */
+        /* the CPU says where, in the band transposed */
+        if (bad && fp8_amax(dt, w->src, n, amax, &where) &&
+            !(as_stored && ((st = read_rect(w, j, src_size(dt), w->src)) ||
+                            !fp8_amax(dt, w->src, n, amax, &where))))
             return nonfinite_error(w, j, where);
-        return FP8_OK;
+        return st;
     }
     if (packs(p))
         return do_quantize_fp4(w, j);

@@ -554,7 +554,7 @@ static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
                            at / run, scales, n / run);
     if (!st && it->part)
         st = quant_part_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->part, at * xs,
-                             src, n * xs);
+                             src, n * xs, false);
     else if (!st)
         st = fp8_file_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->x, at * xs, src,
                            n * xs);
@@ -610,12 +610,10 @@ static size_t vf4_lane(void *arg, size_t j, uint64_t *offset)
     const vf4_item *it = job_band(f, j, &row0, &nrows);
     uint64_t at = row0 * it->cols;
     size_t lane = ck_lane(f->v->ck, it->shard, it->t, at / 2, 0, offset);
-    if (lane == FP8_NO_LANE)
-        lane = it->part ? ck_lane(f->src, it->xshard, it->part->fused, 0,
-                                  fp8_checkpoint_shard_count(f->v->ck), offset)
-                        : ck_lane(f->src, it->xshard, it->x,
-                                  at * (fp8_dtype_bits(it->x->dtype) / 8),
-                                  fp8_checkpoint_shard_count(f->v->ck), offset);
+    if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
+        lane = ck_lane(f->src, it->xshard, it->part ? it->part->fused : it->x,
+                       it->part ? 0 : at * (fp8_dtype_bits(it->x->dtype) / 8),
+                       fp8_checkpoint_shard_count(f->v->ck), offset);
     return lane;
 }
 
