@@ -4,6 +4,11 @@
  *
  *   gpu_bench kernels [MIB...]       each kernel on tensors of MIB MiB of bf16
  *   gpu_bench copy IN_BYTES OUT_BYTES  pinned H2D of IN_BYTES, D2H of OUT_BYTES
+ *   gpu_bench slots N B0 B1 B2       the driver's start, then N of fp8conv's
+ *                                    per-thread slots (a stream, pinned and
+ *                                    device buffers of B0, B1 and B2 bytes)
+ *                                    made and freed one after another and
+ *                                    in N threads (host clock)
  *
  * Times are the best of REPS runs (GPU_BENCH_REPS, default 10), measured
  * with CUDA events.  A kernel's bandwidth counts the bytes it must move
@@ -14,6 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <thread>
+#include <vector>
 
 #include "../kernels/fp8_kernels.h"
 
@@ -175,6 +184,46 @@ static int copies(uint64_t in, uint64_t out)
     return 0;
 }
 
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* What fp8conv's jobs pay before and after the work on --device cuda: the
+ * driver's start, and making and freeing one slot per thread. */
+static int slots(int n, const size_t bytes[3])
+{
+    double t0 = now_ms();
+    check(cudaFree(0), "the driver's start");
+    double t1 = now_ms();
+    printf("driver start (cudaFree(0)): %.1f ms\n", t1 - t0);
+    std::vector<fp8k_slot *> s((size_t)n);
+    std::vector<void *> h(3 * (size_t)n);
+    for (int round = 0; round < 2; round++) {
+        double a = now_ms();
+        if (round == 0) {
+            for (int i = 0; i < n; i++)
+                check_k(fp8k_slot_create(0, bytes, &s[i], &h[3 * i]), "slot");
+        } else {
+            std::vector<std::thread> ts;
+            for (int i = 0; i < n; i++)
+                ts.emplace_back([&, i] { check_k(fp8k_slot_create(0, bytes, &s[i], &h[3 * i]), "slot"); });
+            for (auto &t : ts)
+                t.join();
+        }
+        double b = now_ms();
+        for (int i = 0; i < n; i++)
+            fp8k_slot_free(s[i]);
+        double c = now_ms();
+        printf("%d slots of %zu+%zu+%zu bytes, %s: made in %.1f ms (%.2f each), freed in %.1f ms\n", n,
+               bytes[0], bytes[1], bytes[2], round ? "in as many threads" : "one after another",
+               b - a, (b - a) / n, c - b);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *reps = getenv("GPU_BENCH_REPS");
@@ -184,6 +233,12 @@ int main(int argc, char **argv)
         return kernels(argc - 2, argv + 2);
     if (argc == 4 && strcmp(argv[1], "copy") == 0)
         return copies(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
-    fprintf(stderr, "usage: gpu_bench kernels [MIB...] | gpu_bench copy IN_BYTES OUT_BYTES\n");
+    if (argc == 6 && strcmp(argv[1], "slots") == 0) {
+        size_t bytes[3] = { strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
+                            strtoull(argv[5], NULL, 10) };
+        return slots(atoi(argv[2]) > 0 ? atoi(argv[2]) : 1, bytes);
+    }
+    fprintf(stderr, "usage: gpu_bench kernels [MIB...] | gpu_bench copy IN_BYTES OUT_BYTES"
+                    " | gpu_bench slots N B0 B1 B2\n");
     return 2;
 }
