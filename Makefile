@@ -345,7 +345,8 @@ endif
 # The FP4 judges (tests/loaders/fp4_check.py, issue 25): transformers' gpt-oss dequantizing load
 # and compressed-tensors' MXFP4 / NVFP4 decompressors against dequantize-for-export (NVFP4 within
 # the 1 ulp compressed-tensors' fp32 order explains, each such element counted), vLLM's CPU build
-# where it has a kernel (and its weight loaders where it has none), negative controls; writes
+# where it has a kernel (and its weight loaders where it has none), negative controls, fp8conv's
+# FP4 quantize of fused experts against their source (transformers' Qwen3-MoE merge); writes
 # README's loaders-fp4 block. Part of check-loaders; about 2 minutes here (8 without the fork server).
 LOADERS_FP4 = build/venv-loaders/bin/python tests/loaders/fp4_check.py --fp8conv $(BUILD)/fp8conv \
 	--work $(BUILD)/loaders-fp4 --readme README.md $(if $(UPDATE_README),--update-readme)

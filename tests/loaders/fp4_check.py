@@ -45,6 +45,13 @@ vLLM's CPU build (vllm_check.py in a child process; unless --no-vllm)
     their one judge here, transformers having no ModelOpt quantizer), with a negative control
     (one element 1 ulp off in k_proj and in up_proj: found in qkv_proj and gate_up_proj only).
 
+fused 3-D experts (issue 26)
+    fp8conv quantize --scheme nvfp4 / mxfp4 of a Qwen3-MoE model with transformers v5's fused
+    experts [E, out, in] and of Llama-4's [E, in, out], written one weight per expert: the
+    compressed-tensors judge above on the output, and judge_fused_source: the experts a loader
+    rebuilds (transformers' own merge for Qwen3-MoE; vLLM llama4.py's rule, in numpy, for Llama-4)
+    within each group's FP4 error bound of the fused source, with a control that must fail.
+
 KNOWN: a copy fp8conv refuses today, with the reason; such a judge is reported KNOWN, not
 failed, and the run fails when it passes (then take it out of KNOWN), as check_releases.py does.
 Writes WORK/fp4.md (the README block loaders-fp4) and WORK/fp4.json; prints 'N passed, N failed';
@@ -621,6 +628,172 @@ def judge_ct(name, copy, exp):
 # negative controls: each judge must fail on an export with one planted change
 
 
+# ------------------------------------------------------------------------------------------
+# judge: fused 3-D experts written one weight per expert (issue 26), against their source
+
+
+def qwen3_moe_fused_source(dst, seed=2626):
+    """A Qwen3-MoE checkpoint with its experts fused as transformers v5 holds them
+    (models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeExperts: gate_up_proj [E, 2I, H], gate rows
+    first, and down_proj [E, H, I]): the state dict of a seeded Qwen3MoeForCausalLM built from a
+    config, written with safetensors as it is in memory (save_pretrained would split the experts
+    back, conversion_mapping.py's revert). 2I = 192, H = 64, I = 96: no axis is ambiguous."""
+    import torch
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    torch.manual_seed(seed)
+    cfg = Qwen3MoeConfig(hidden_size=64, intermediate_size=128, moe_intermediate_size=96,
+                         num_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=128,
+                         max_position_embeddings=64, tie_word_embeddings=False)
+    m = Qwen3MoeForCausalLM(cfg).to(torch.bfloat16)
+    with torch.no_grad():  # norms of ones would hide nothing; give them a spread
+        for k, v in m.state_dict().items():
+            if k.endswith("norm.weight"):
+                v.copy_(1 + 0.1 * torch.randn_like(v))
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    st_write(os.path.join(dst, "model.safetensors"),
+             {k: ("BF16", torch_bits(v)) for k, v in m.state_dict().items()})
+    cfg.torch_dtype = "bfloat16"
+    cfg.to_json_file(os.path.join(dst, "config.json"))
+    return dst
+
+
+def llama4_fused_source(dst, seed=2627):
+    """Llama-4's text model with its experts fused [E, in, out], bf16: transformers'
+    Llama4TextExperts holds gate_up_proj [E, H, 2I] (gate columns first) and down_proj [E, I, H]
+    (models/llama4/modeling_llama4.py), the names and config as tests/loaders/fp4_quant_ref.py
+    model_llama4_fused writes them. H = 64, I = 96: no axis is ambiguous."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    H, I, E, V = 64, 96, 4, 128
+
+    def rnd(*shape, std=0.02, mean=0.0):
+        return ("BF16", torch_bits((mean + std * torch.randn(*shape, generator=g)).to(torch.bfloat16)))
+
+    p = "language_model.model.layers.0."
+    t = {"language_model.model.embed_tokens.weight": rnd(V, H, std=1.0),
+         p + "feed_forward.router.weight": rnd(E, H, std=0.1),
+         p + "feed_forward.experts.gate_up_proj": rnd(E, H, 2 * I),
+         p + "feed_forward.experts.down_proj": rnd(E, I, H),
+         p + "feed_forward.shared_expert.gate_proj.weight": rnd(I, H),
+         p + "feed_forward.shared_expert.up_proj.weight": rnd(I, H),
+         p + "feed_forward.shared_expert.down_proj.weight": rnd(H, I),
+         p + "self_attn.q_proj.weight": rnd(H, H),
+         p + "self_attn.o_proj.weight": rnd(H, H),
+         p + "input_layernorm.weight": rnd(H, std=0.1, mean=1.0),
+         "language_model.model.norm.weight": rnd(H, std=0.1, mean=1.0),
+         "language_model.lm_head.weight": rnd(V, H)}
+    tc = {"model_type": "llama4_text", "hidden_size": H, "intermediate_size": I,
+          "intermediate_size_mlp": 2 * I, "num_local_experts": E, "num_hidden_layers": 1,
+          "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16, "vocab_size": V}
+    cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+           "text_config": tc, "torch_dtype": "bfloat16"}
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    st_write(os.path.join(dst, "model.safetensors"), t)
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    return dst
+
+
+def bf16_f64(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def group_bound_check(got, want, group, what):
+    """Every element of an FP4 round trip within a quarter of its group's amax of the source
+    (NVFP4: the group scale is amax / 6 within E4M3's 2^-4, and the largest E2M1 step is 2, so an
+    element is off by at most about amax / 5.6; MXFP4: the E8M0 scale s has amax in [4s, 8s) and
+    6s the largest code, so at most 2s <= amax / 4, as a rounding or as saturation), plus the
+    export's bf16 rounding. got, want: float64 [..., K], groups along the last axis (the input
+    axis). -> (worst ratio of error to bound, relative Frobenius error)"""
+    g = want.reshape(want.shape[:-1] + (want.shape[-1] // group, group))
+    amax = np.abs(g).max(axis=-1, keepdims=True)
+    err = np.abs(got.reshape(g.shape) - g)
+    bound = amax / 4 * (1 + 2.0 ** -7) + np.abs(got.reshape(g.shape)) * 2.0 ** -8 + 1e-30
+    return float((err / bound).max()), float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def judge_fused_source(name, src, exp, scheme):
+    """The experts that a loader rebuilds from fp8conv's per-expert FP4 output, against the fused
+    source they were quantized from: each element within its group's FP4 error bound
+    (group_bound_check), and a control that the check can fail (the source with its experts
+    rolled by one must be out of bound).
+
+    Qwen3-MoE: transformers loads the export (bf16, one weight per expert) with
+    Qwen3MoeForCausalLM, whose conversion mapping (conversion_mapping.py "qwen2_moe", used for
+    qwen3_moe) merges mlp.experts.N.gate_proj / up_proj.weight into mlp.experts.gate_up_proj by
+    MergeModulelist(dim=0) then Concatenate(dim=1), and down_proj by MergeModulelist(dim=0): the
+    loader's own fused tensors are compared to the source's, with no missing or unexpected key.
+    Llama-4: transformers 5.19 has no such merge for llama4 (its checkpoints are fused), and vLLM's
+    Llama4ForConditionalGeneration cannot be built here, so vLLM's rule is applied in numpy
+    (models/llama4.py load_moe_expert_weights: gate_up_proj [E, H, 2I] chunk(2, dim=-1), then
+    transpose(-1, -2) per expert): the export's experts.N.gate_proj.weight against
+    gate_up_proj[N, :, :I].T."""
+    group = 16 if scheme == "nvfp4" else 32
+    s = read_export(src)
+    e = read_export(exp)
+    problems, worst, rel, n = [], 0.0, 0.0, 0
+    pairs = []  # (label, got [E, out, in], want [E, out, in])
+    if "qwen3" in name or "moe-fused" in name:
+        import torch
+        from transformers import AutoModelForCausalLM
+        with quiet():
+            m, info = AutoModelForCausalLM.from_pretrained(exp, dtype=torch.bfloat16,
+                                                           output_loading_info=True)
+        problems += ["export load: %s %s" % (kind, sorted(info[kind])[:4])
+                     for kind in ("missing_keys", "unexpected_keys", "mismatched_keys")
+                     if info.get(kind)]
+        sd = m.state_dict()
+        judge = "transformers Qwen3MoeForCausalLM (conversion mapping merges the experts)"
+        for k in sorted(s):
+            if k.endswith(".experts.gate_up_proj") or k.endswith(".experts.down_proj"):
+                if k not in sd:
+                    problems.append("%s: not in the loaded model" % k)
+                    continue
+                pairs.append((k, bf16_f64(torch_bits(sd[k])), bf16_f64(s[k][1])))
+    else:
+        judge = "vLLM llama4.py's expert rule (chunk, transpose), in numpy"
+        for k in sorted(s):
+            if not k.endswith(".experts.gate_up_proj") and not k.endswith(".experts.down_proj"):
+                continue
+            p = k[: -len("gate_up_proj")] if k.endswith("gate_up_proj") else k[: -len("down_proj")]
+            w = bf16_f64(s[k][1])  # [E, in, out]
+            E = w.shape[0]
+            if k.endswith("gate_up_proj"):
+                I = w.shape[2] // 2
+                parts = (("gate_proj", w[:, :, :I]), ("up_proj", w[:, :, I:]))
+            else:
+                parts = (("down_proj", w),)
+            for part, src_w in parts:
+                names = ["%s%d.%s.weight" % (p, x, part) for x in range(E)]
+                if any(nm not in e for nm in names):
+                    problems.append("%s: not in the export" % names[0])
+                    continue
+                got = np.stack([bf16_f64(e[nm][1]) for nm in names])
+                pairs.append(("%s*.%s" % (p, part), got, np.swapaxes(src_w, 1, 2)))
+    for label, got, want in pairs:
+        if got.shape != want.shape:
+            problems.append("%s: shape %s, the source's %s" % (label, got.shape, want.shape))
+            continue
+        w_, r_ = group_bound_check(got, want, group, label)
+        c_, _ = group_bound_check(got, np.roll(want, 1, axis=0), group, label)
+        if w_ > 1:
+            problems.append("%s: an element %.2fx its group's bound from the source" % (label, w_))
+        if c_ <= 1:
+            problems.append("%s: the control (experts rolled by one) is within bound" % label)
+        worst, rel, n = max(worst, w_), max(rel, r_), n + got.size
+    if not pairs:
+        problems.append("no fused experts judged")
+    res = {"copy": name, "judge": judge, "ok": not problems, "problems": problems,
+           "result": ("%d expert tensors, %d elements: within their groups' FP4 bound of the fused "
+                      "source (worst %.2f of it; relative error %.3f); experts rolled by one: out "
+                      "of bound" % (len(pairs), n, worst, rel)) if not problems
+           else "; ".join(problems[:3])}
+    return res
+
+
 def planted(exp, dst, tensor, change):
     """A copy of export EXP with change(bits) applied to TENSOR's bf16 bits (in place)."""
     shutil.rmtree(dst, ignore_errors=True)
@@ -1023,6 +1196,18 @@ def main(argv=None):
         shutil.rmtree(d, ignore_errors=True)
         subprocess.run([fp8conv, "quantize", "-q", "--scheme", s, model, d], check=True)
         copies.append(("quantize-" + s + tag, d))
+    # fused 3-D experts written one weight per expert (issue 26): transformers v5's Qwen3-MoE
+    # [E, out, in] and Llama-4's [E, in, out]
+    fused_src = {"quantize-nvfp4-moe-fused": qwen3_moe_fused_source(os.path.join(work, "src-qwen3-moe-fused")),
+                 "quantize-nvfp4-llama4-fused": llama4_fused_source(os.path.join(work, "src-llama4-fused"))}
+    fused_src["quantize-mxfp4-moe-fused"] = fused_src["quantize-nvfp4-moe-fused"]
+    fused_src["quantize-mxfp4-llama4-fused"] = fused_src["quantize-nvfp4-llama4-fused"]
+    for name in sorted(fused_src):
+        d = os.path.join(work, name)
+        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run([fp8conv, "quantize", "-q", "--scheme", name.split("-")[1], fused_src[name], d],
+                       check=True)
+        copies.append((name, d))
     stress_gpt_oss(os.path.join(RELEASES, "gpt-oss"), os.path.join(work, "gpt-oss-stress"))
     stress_ct(os.path.join(RELEASES, "mxfp4-ct"), os.path.join(work, "mxfp4-ct-stress"), False)
     stress_ct(os.path.join(RELEASES, "nvfp4-ct-amax"), os.path.join(work, "nvfp4-ct-stress"), True,
@@ -1054,9 +1239,24 @@ def main(argv=None):
         print("fp4: %-16s %-8s %s: %s (%.1f s)" % (name, r["fp8conv"],
               "ok" if r["ok"] else "KNOWN" if r.get("known") else "FAIL", r["result"],
               time.time() - t), flush=True)
+    # the experts a loader rebuilds from the fused sources' per-expert output (issue 26)
+    for name in sorted(fused_src):
+        t = time.time()
+        if not exports.get(name):
+            r = {"copy": name, "judge": "fused source", "ok": False, "result": "no export"}
+        else:
+            try:
+                r = judge_fused_source(name, fused_src[name], exports[name], name.split("-")[1])
+            except Exception as e:  # a loader's failure is a verdict, reported as such
+                r = {"copy": name, "judge": "fused source (raised)", "ok": False,
+                     "result": "%s: %s" % (type(e).__name__, short(str(e)))}
+        r["fp8conv"] = "written"
+        rows.append(r)
+        print("fp4: %-16s %-8s %s: %s (%.1f s)" % (name, "written", "ok" if r["ok"] else "FAIL",
+                                                  r["result"], time.time() - t), flush=True)
     # transformers loading fp8conv quantize's FP4 output (issue 26 item 5)
     for name, copy in copies:
-        if not name.startswith("quantize-") or not exports.get(name):
+        if not name.startswith("quantize-") or not exports.get(name) or name in fused_src:
             continue
         t = time.time()
         try:
