@@ -1201,12 +1201,34 @@ START_TEST(test_fp4_fused_experts_written_apart)
         free(exp);
     }
     /* a NaN in the fused tensor is named at its place in the weight written
-     * apart: found in the band as stored, then in the band transposed */
+     * apart: found in the range as stored (NVFP4's amax pass), then in the
+     * band transposed (MXFP4's quantize) */
     gu[(1 * H + 5) * 2 * I + I + 3] = 0x7FC0; /* expert 1, up_proj row 3, column 5 */
     char *nan = write_ck(dir, "nan", ts, 2, config);
     expect_refused(nan, "nvfp4", dir, 3, "experts.1.up_proj.weight': element 197 (row 3, column 5) is NaN");
     expect_refused(nan, "mxfp4", dir, 3, "experts.1.up_proj.weight': element 197 (row 3, column 5) is NaN");
     free(nan);
+    {
+        /* the same past the first job: an up_proj of 4096 x 1024 bf16 (8 MiB)
+         * takes two jobs of FP8_CHUNK_BYTES, and its second range as stored
+         * holds input rows 512-1023 */
+        enum { BH = 1024, BI = 4096 };
+        uint16_t *big = calloc((size_t)BH * 2 * BI, sizeof *big);
+        ck_assert(big);
+        for (size_t i = 0; i < (size_t)BH * 2 * BI; i++)
+            big[i] = fp8_f32_to_bf16((float)((i * 37 + i / 97) % 29 - 14) / 8.0f);
+        big[(size_t)700 * 2 * BI + BI + 3000] = 0x7FC0; /* up_proj row 3000, column 700 */
+        t_spec one[] = { { gname, FP8_DTYPE_BF16, 3, { 1, BH, 2 * BI }, big } };
+        char *far = write_ck(dir, "nan-far", one, 1,
+                             "{\"model_type\": \"llama4\", \"text_config\": "
+                             "{\"model_type\": \"llama4_text\", \"hidden_size\": 1024}}");
+        expect_refused(far, "nvfp4", dir, 3,
+                       "experts.0.up_proj.weight': element 3072700 (row 3000, column 700) is NaN");
+        expect_refused(far, "mxfp4", dir, 3,
+                       "experts.0.up_proj.weight': element 3072700 (row 3000, column 700) is NaN");
+        free(far);
+        free(big);
+    }
     /* a weight it would write apart is in the input already */
     snprintf(name, sizeof name, "%s0.gate_proj.weight", stem);
     uint16_t w[I * H] = { 0 };

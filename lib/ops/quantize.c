@@ -472,25 +472,39 @@ void quant_part_free(quant_part *part)
  * layout's time: fp8conv-formats(5), FP4 QUANTIZATION). */
 #define PART_TILE 64
 
+void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, uint64_t *col)
+{
+    uint64_t out = part->shape[0], in = part->shape[1];
+    *row = part->in_out ? flat % out : flat / in;
+    *col = part->in_out ? flat / out : flat % in;
+}
+
 fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
-                           void *buf, size_t len, bool any_order)
+                           void *buf, size_t len, bool as_stored)
 {
     const fp8_tensor_info *t = part->fused;
     unsigned sz = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
-    uint64_t in = part->shape[1], width = t->shape[2], row0 = offset / sz / in, n = len / sz / in;
+    uint64_t out = part->shape[0], in = part->shape[1], width = t->shape[2];
+    uint64_t row0 = offset / sz / in, n = len / sz / in;
     if (!part->in_out)
         return fp8_file_read(ctx, f, t, (part->expert * t->shape[1] + part->at + row0) * width * sz,
                              buf, len);
     fp8_status st = FP8_OK;
-    for (uint64_t c = 0; any_order && c < in && !st; c++) /* as stored: [in][n] */
-        st = fp8_file_read(ctx, f, t, ((part->expert * in + c) * width + part->at + row0) * sz,
-                           (unsigned char *)buf + c * n * sz, n * sz);
-    if (any_order)
+    /* as stored, [in][out]: the part of each input row, a run each (one
+     * run where the part is the whole row, as a down_proj) */
+    for (uint64_t e = offset / sz, end = e + len / sz; as_stored && e < end && !st;) {
+        uint64_t c = e / out, k = e % out;
+        uint64_t m = out == width ? end - e : (end - e < out - k ? end - e : out - k);
+        st = fp8_file_read(ctx, f, t, ((part->expert * in + c) * width + part->at + k) * sz,
+                           (unsigned char *)buf + (e - offset / sz) * sz, m * sz);
+        e += m;
+    }
+    if (as_stored)
         return st;
     /* a tile row is a cache line longer than its n elements: at a stride of
      * a power of two, the transpose's column reads fall in one cache set */
     uint64_t stride = n + 64 / sz;
-    unsigned char *tile = malloc(PART_TILE * stride * sz), *out = buf;
+    unsigned char *tile = malloc(PART_TILE * stride * sz), *dst = buf;
     if (!tile)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE) {
@@ -502,10 +516,10 @@ fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, ui
         for (uint64_t k = 0; k < n && !st; k++) /* elements of 2 or 4 bytes, as words */
             for (uint64_t c = 0; c < m; c++)
                 if (sz == 2)
-                    ((uint16_t *)(void *)out)[k * in + c0 + c] =
+                    ((uint16_t *)(void *)dst)[k * in + c0 + c] =
                         ((const uint16_t *)(void *)tile)[c * stride + k];
                 else
-                    ((uint32_t *)(void *)out)[k * in + c0 + c] =
+                    ((uint32_t *)(void *)dst)[k * in + c0 + c] =
                         ((const uint32_t *)(void *)tile)[c * stride + k];
     }
     free(tile);

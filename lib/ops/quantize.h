@@ -84,11 +84,15 @@ quant_part *quant_part_find(const fp8_checkpoint *ck, const cJSON *config, const
                             size_t *shard);
 void quant_part_free(quant_part *part);
 /* Whole rows [offset, offset + len) (bytes) of the weight, from file f,
- * the fused tensor's.  any_order: the same elements in the order the
- * fused tensor holds them (no transpose), for a pass that does not care,
- * such as an amax. */
+ * the fused tensor's.  as_stored: bytes [offset, offset + len) of the
+ * weight as the fused tensor holds it, [in][out] for a transposed one (its
+ * columns of each input row, a run each), for a pass that does not care
+ * for order, such as an amax; quant_part_stored_at says where an element of
+ * such a range lies in the weight. */
 fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
-                           void *buf, size_t len, bool any_order);
+                           void *buf, size_t len, bool as_stored);
+/* Element `flat` of the weight as stored, as (row, column) of the weight. */
+void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, uint64_t *col);
 
 /* ---------------------------------------------------------------- the plan, as its run sees it */
 

@@ -235,13 +235,11 @@ static fp8_status write_rect(worker *w, const job *j, const fp8_tensor_info *out
     return FP8_OK;
 }
 
-static fp8_status nonfinite_error(worker *w, const job *j, uint64_t where)
+static fp8_status nonfinite_at(worker *w, const job *j, uint64_t row, uint64_t col, float v)
 {
     const fp8_quant_plan *p = w->r->plan;
     const plan_entry *e = &p->entries[j->item];
     const fp8_tensor_info *t = p->items[j->item].tensor;
-    uint64_t row = j->row0 + where / j->ncols, col = j->col0 + where % j->ncols;
-    float v = fp8_load_f32(t->dtype, w->src, where);
     char expert[48] = "";
     if (t->rank == 3)
         snprintf(expert, sizeof expert, "expert %llu, ", (unsigned long long)j->expert);
@@ -252,6 +250,13 @@ static fp8_status nonfinite_error(worker *w, const job *j, uint64_t where)
                     (unsigned long long)flat_index(e, j->expert, row, col), expert,
                     (unsigned long long)row, (unsigned long long)col,
                     v != v ? "NaN" : v > 0 ? "+infinity" : "-infinity");
+}
+
+/* Element `where` of the job's band is not finite. */
+static fp8_status nonfinite_error(worker *w, const job *j, uint64_t where)
+{
+    return nonfinite_at(w, j, j->row0 + where / j->ncols, j->col0 + where % j->ncols,
+                        fp8_load_f32(w->r->plan->items[j->item].tensor->dtype, w->src, where));
 }
 
 /* Why fp8_scale_make found no scale for a group (it returned 0). */
@@ -320,7 +325,8 @@ static fp8_status do_quantize(worker *w, const job *j)
     const plan_entry *e = &p->entries[j->item];
     fp8_dtype dt = it->tensor->dtype;
     uint64_t where = 0, n = j->nrows * j->ncols;
-    /* an amax takes a transposed weight's band as stored (its rows are whole) */
+    /* an amax takes a transposed weight's range as stored: the same count of
+     * elements, other ones, read in runs of a stored row */
     bool as_stored = j->kind == JOB_AMAX && e->part && e->part->in_out;
     fp8_status st = as_stored ? quant_part_read(w->ctx, r->in, e->part,
                                                 j->row0 * j->ncols * src_size(dt), w->src,
@@ -334,12 +340,14 @@ static fp8_status do_quantize(worker *w, const job *j)
         float *amax = &r->amax[j - r->jobs];
         if (w->gpu && (st = fp8_gpu_amax(w->ctx, w->gpu, dt, n, amax, &bad)))
             return gpu_error(w, j, st);
-        /* the CPU says where, in the band transposed */
-        if (bad && fp8_amax(dt, w->src, n, amax, &where) &&
-            !(as_stored && ((st = read_rect(w, j, src_size(dt), w->src)) ||
-                            !fp8_amax(dt, w->src, n, amax, &where))))
+        /* the CPU says where: a stored range's element found in the weight */
+        if (!bad || !fp8_amax(dt, w->src, n, amax, &where))
+            return FP8_OK;
+        if (!as_stored)
             return nonfinite_error(w, j, where);
-        return st;
+        uint64_t row, col;
+        quant_part_stored_at(e->part, j->row0 * j->ncols + where, &row, &col);
+        return nonfinite_at(w, j, row, col, fp8_load_f32(dt, w->src, where));
     }
     if (packs(p))
         return do_quantize_fp4(w, j);
