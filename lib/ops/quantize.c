@@ -465,18 +465,42 @@ void quant_part_free(quant_part *part)
     free(part);
 }
 
-/* From expert x's [out, in] matrix the rows from `at` on, in one read; from
- * an [in, out] one the same rows of its transpose: a read of each of its
- * `in` rows, PART_TILE rows at a time, each tile then transposed (a column
- * at a time, it was twice as slow; as it is, several times the plain
- * layout's time: fp8conv-formats(5), FP4 QUANTIZATION). */
-#define PART_TILE 64
-
 void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, uint64_t *col)
 {
     uint64_t out = part->shape[0], in = part->shape[1];
     *row = part->in_out ? flat % out : flat / in;
     *col = part->in_out ? flat / out : flat % in;
+}
+
+size_t quant_part_tile_bytes(const quant_part *part, uint64_t n)
+{
+    unsigned sz = part->fused->dtype == FP8_DTYPE_F32 ? 4 : 2;
+    return (size_t)PART_TILE * (n + 64 / sz) * sz;
+}
+
+fp8_status quant_part_read_tile(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t row0,
+                                uint64_t n, uint64_t c0, void *tile, void *dst,
+                                uint64_t dst_stride)
+{
+    const fp8_tensor_info *t = part->fused;
+    unsigned sz = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
+    uint64_t in = part->shape[1], width = t->shape[2];
+    uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
+    /* a tile row is a cache line longer than its n elements: at a stride of
+     * a power of two, the transpose's column reads fall in one cache set */
+    uint64_t stride = n + 64 / sz;
+    unsigned char *tl = tile;
+    fp8_status st = FP8_OK;
+    for (uint64_t c = 0; c < m && !st; c++)
+        st = fp8_file_read(ctx, f, t, ((part->expert * in + c0 + c) * width + part->at + row0) * sz,
+                           tl + c * stride * sz, n * sz);
+    for (uint64_t k = 0; k < n && !st; k++) /* elements of 2 or 4 bytes, as words */
+        for (uint64_t c = 0; c < m; c++)
+            if (sz == 2)
+                ((uint16_t *)dst)[k * dst_stride + c] = ((const uint16_t *)(void *)tl)[c * stride + k];
+            else
+                ((uint32_t *)dst)[k * dst_stride + c] = ((const uint32_t *)(void *)tl)[c * stride + k];
+    return st;
 }
 
 fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
@@ -501,27 +525,12 @@ fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, ui
     }
     if (as_stored)
         return st;
-    /* a tile row is a cache line longer than its n elements: at a stride of
-     * a power of two, the transpose's column reads fall in one cache set */
-    uint64_t stride = n + 64 / sz;
-    unsigned char *tile = malloc(PART_TILE * stride * sz), *dst = buf;
+    unsigned char *tile = malloc(quant_part_tile_bytes(part, n));
     if (!tile)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE) {
-        uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
-        for (uint64_t c = 0; c < m && !st; c++)
-            st = fp8_file_read(ctx, f, t,
-                               ((part->expert * in + c0 + c) * width + part->at + row0) * sz,
-                               tile + c * stride * sz, n * sz);
-        for (uint64_t k = 0; k < n && !st; k++) /* elements of 2 or 4 bytes, as words */
-            for (uint64_t c = 0; c < m; c++)
-                if (sz == 2)
-                    ((uint16_t *)(void *)dst)[k * in + c0 + c] =
-                        ((const uint16_t *)(void *)tile)[c * stride + k];
-                else
-                    ((uint32_t *)(void *)dst)[k * in + c0 + c] =
-                        ((const uint32_t *)(void *)tile)[c * stride + k];
-    }
+    for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE)
+        st = quant_part_read_tile(ctx, f, part, row0, n, c0, tile,
+                                  (unsigned char *)buf + c0 * sz, in);
     free(tile);
     return st;
 }

@@ -124,6 +124,18 @@ static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
 /* Whether the plan writes an FP4 scheme (packed codes, byte scales). */
 static bool packs(const fp8_quant_plan *p) { return p->spec->packed; }
 
+/* Whether item e's quantize jobs take a transposed expert weight a tile of
+ * PART_TILE input rows at a time (on the CPU; the GPU takes whole bands):
+ * a band's source is then never whole in memory, so a band is as many rows
+ * as a chunk of packed codes holds (twice a chunk's elements; Llama-4
+ * Scout's gate and up: 1638 rows), and each read of a tile is that long
+ * (3.2 KiB against 818 bytes: bench/RESULTS.md). */
+static bool tiled(const fp8_quant_plan *p, const plan_entry *e)
+{
+    return packs(p) && e->part && e->part->in_out && p->device != FP8_DEVICE_CUDA &&
+           e->cols % fp8_scheme_get(p->opts.scheme)->run == 0;
+}
+
 static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
 {
     if (!fp8_grow(&r->jobs, r->njobs, &r->cap, sizeof *r->jobs))
@@ -139,8 +151,12 @@ static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
         fp8_scheme_geometry(p->opts.scheme, p->opts.block_rows, p->opts.block_cols, j.nrows,
                             j.ncols, &g);
         uint64_t nscales = fp8_scheme_get(p->opts.scheme)->fixed ? 0 : g.row_groups * g.col_groups;
-        r->max_src = elems * sz > r->max_src ? elems * sz : r->max_src;
-        r->max_q = elems > r->max_q ? elems : r->max_q;
+        uint64_t src = elems * sz;
+        if (j.kind == JOB_QUANTIZE && tiled(p, e)) /* a tile; it transposed; its codes, scales */
+            src = quant_part_tile_bytes(e->part, j.nrows) + j.nrows * PART_TILE * (sz + 1);
+        r->max_src = src > r->max_src ? src : r->max_src;
+        uint64_t q = packs(p) ? elems / 2 : elems; /* FP4: two codes a byte */
+        r->max_q = q > r->max_q ? q : r->max_q;
         nscales *= packs(p) ? 1 : fp8_scale_size(e->kind);
         r->max_scales = nscales > r->max_scales ? nscales : r->max_scales;
     }
@@ -165,6 +181,10 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     }
     uint64_t row_bytes = e->cols * src_size(t->dtype);
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
+    if (tiled(p, e)) { /* an amax's range as stored fits a band's tiles */
+        uint64_t q = 2 * r->chunk / e->cols ? 2 * r->chunk / e->cols : 1;
+        band = kind == JOB_QUANTIZE ? q : 2 * PART_TILE * q / e->cols ? 2 * PART_TILE * q / e->cols : 1;
+    }
     if (fp8_scheme_has_block(p->opts.scheme)) { /* whole block rows */
         band = p->opts.block_rows;
         uint64_t tile = band * p->opts.block_cols * src_size(t->dtype);
@@ -280,41 +300,96 @@ static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
  * (its bytes are the reference's); else, and on what the GPU flags (bad
  * input, or a quotient only the reference rounds), the CPU's fast path of
  * the reference row by row (fp4_ref.h), which says what and where. */
-static fp8_status do_quantize_fp4(worker *w, const job *j)
+/* Row k of job j's band, columns [c0, c0 + cols) (source x) into packed
+ * codes q and scales. */
+static fp8_status fp4_row(worker *w, const job *j, uint64_t k, uint64_t c0, const void *x,
+                          uint64_t cols, uint8_t *q, uint8_t *scales)
+{
+    const fp8_quant_plan *p = w->r->plan;
+    const fp8_quant_item *it = &p->items[j->item];
+    fp8_dtype dt = it->tensor->dtype;
+    uint64_t where = 0;
+    switch (fp4_fast_quantize_row(p->opts.scheme, dt, x, cols, p->entries[j->item].global, q,
+                                  scales, &where)) {
+    case FP4_Q_OK: return FP8_OK;
+    case FP4_Q_NONFINITE:
+        return nonfinite_at(w, j, j->row0 + k, c0 + where, fp8_load_f32(dt, x, where));
+    case FP4_Q_SCALE_OVERFLOW:
+    default:
+        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': the group at row %llu, column %llu: its largest "
+                        "element rounds to a power of two beyond E8M0's (its scale would be "
+                        "byte 255, NaN)",
+                        fp8_file_path(w->r->in), it->tensor->name,
+                        (unsigned long long)(j->row0 + k), (unsigned long long)(c0 + where));
+    }
+}
+
+static fp8_status write_fp4(worker *w, const job *j)
 {
     shard_run *r = w->r;
-    const fp8_quant_plan *p = r->plan;
-    const fp8_quant_item *it = &p->items[j->item];
-    const plan_entry *e = &p->entries[j->item];
-    fp8_dtype dt = it->tensor->dtype;
-    uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
-    uint64_t cols = j->ncols, where = 0;
-    bool bad = true;
-    fp8_status st;
-    if (w->gpu && (st = fp8_gpu_fp4_quantize(w->ctx, w->gpu, p->opts.scheme, dt,
-                                             j->nrows * cols, e->global, &bad)))
-        return gpu_error(w, j, st);
-    for (uint64_t k = 0; bad && k < j->nrows; k++) {
-        const char *row = (const char *)w->src + k * cols * src_size(dt);
-        switch (fp4_fast_quantize_row(p->opts.scheme, dt, row, cols, e->global, w->q + k * cols / 2,
-                                 w->scales + k * cols / run, &where)) {
-        case FP4_Q_OK: break;
-        case FP4_Q_NONFINITE: return nonfinite_error(w, j, k * cols + where);
-        case FP4_Q_SCALE_OVERFLOW:
-            return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': the group at row %llu, column %llu: its largest "
-                            "element rounds to a power of two beyond E8M0's (its scale would be "
-                            "byte 255, NaN)",
-                            fp8_file_path(r->in), it->tensor->name,
-                            (unsigned long long)(j->row0 + k), (unsigned long long)where);
-        }
-    }
-    uint64_t at = flat_index(e, j->expert, j->row0, 0), n = j->nrows * cols;
-    st = fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->packed_name), at / 2,
-                           w->q, n / 2);
+    const fp8_quant_item *it = &r->plan->items[j->item];
+    uint32_t run = fp8_scheme_get(r->plan->opts.scheme)->run;
+    uint64_t at = flat_index(&r->plan->entries[j->item], j->expert, j->row0, 0);
+    uint64_t n = j->nrows * j->ncols;
+    fp8_status st = fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->packed_name),
+                                      at / 2, w->q, n / 2);
     return st ? st
               : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->scale_name),
                                   at / run, w->scales, n / run);
+}
+
+static fp8_status do_quantize_fp4(worker *w, const job *j)
+{
+    const fp8_quant_plan *p = w->r->plan;
+    fp8_dtype dt = p->items[j->item].tensor->dtype;
+    uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
+    uint64_t cols = j->ncols;
+    bool bad = true;
+    fp8_status st;
+    if (w->gpu && (st = fp8_gpu_fp4_quantize(w->ctx, w->gpu, p->opts.scheme, dt,
+                                             j->nrows * cols, p->entries[j->item].global, &bad)))
+        return gpu_error(w, j, st);
+    for (uint64_t k = 0; bad && k < j->nrows; k++)
+        if ((st = fp4_row(w, j, k, 0, (const char *)w->src + k * cols * src_size(dt), cols,
+                          w->q + k * cols / 2, w->scales + k * cols / run)))
+            return st;
+    return write_fp4(w, j);
+}
+
+/* A transposed expert weight's band (tiled): PART_TILE input rows at a
+ * time, read as stored and transposed, the tile's n rows quantized in one
+ * call (its groups lie within rows: PART_TILE is a multiple of a group) and
+ * put in their place in the band's codes and scales. */
+static fp8_status do_quantize_fp4_tiled(worker *w, const job *j)
+{
+    const fp8_quant_plan *p = w->r->plan;
+    const plan_entry *e = &p->entries[j->item];
+    unsigned sz = src_size(p->items[j->item].tensor->dtype);
+    uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
+    uint64_t in = j->ncols, n = j->nrows;
+    unsigned char *tile = w->src, *rows = tile + quant_part_tile_bytes(e->part, n);
+    uint8_t *q = rows + n * PART_TILE * sz, *sc = q + n * PART_TILE / 2;
+    fp8_status st = FP8_OK;
+    for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE) {
+        uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
+        st = quant_part_read_tile(w->ctx, w->r->in, e->part, j->row0, n, c0, tile, rows, m);
+        uint64_t where = 0;
+        switch (st ? FP4_Q_OK
+                   : fp4_fast_quantize_row(p->opts.scheme, p->items[j->item].tensor->dtype, rows,
+                                           n * m, e->global, q, sc, &where)) {
+        case FP4_Q_OK: break;
+        default: /* that row again, to say where as for a band (the same bytes) */
+            if ((st = fp4_row(w, j, where / m, c0, rows + where / m * m * sz, m,
+                              q + where / m * m / 2, sc + where / m * m / run)))
+                return st;
+        }
+        for (uint64_t k = 0; k < n && !st; k++) {
+            memcpy(w->q + (k * in + c0) / 2, q + k * m / 2, m / 2);
+            memcpy(w->scales + (k * in + c0) / run, sc + k * m / run, m / run);
+        }
+    }
+    return st ? st : write_fp4(w, j);
 }
 
 static fp8_status do_quantize(worker *w, const job *j)
@@ -325,6 +400,8 @@ static fp8_status do_quantize(worker *w, const job *j)
     const plan_entry *e = &p->entries[j->item];
     fp8_dtype dt = it->tensor->dtype;
     uint64_t where = 0, n = j->nrows * j->ncols;
+    if (j->kind == JOB_QUANTIZE && tiled(p, e))
+        return do_quantize_fp4_tiled(w, j);
     /* an amax takes a transposed weight's range as stored: the same count of
      * elements, other ones, read in runs of a stored row */
     bool as_stored = j->kind == JOB_AMAX && e->part && e->part->in_out;
