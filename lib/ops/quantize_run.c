@@ -181,9 +181,10 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     }
     uint64_t row_bytes = e->cols * src_size(t->dtype);
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
-    if (tiled(p, e)) { /* an amax's range as stored fits a band's tiles */
-        uint64_t q = 2 * r->chunk / e->cols ? 2 * r->chunk / e->cols : 1;
-        band = kind == JOB_QUANTIZE ? q : 2 * PART_TILE * q / e->cols ? 2 * PART_TILE * q / e->cols : 1;
+    if (tiled(p, e)) {
+        uint64_t q = 2 * r->chunk / e->cols, amax = 2 * PART_TILE * q / e->cols;
+        /* an amax's range, read as stored, fits in a band's tile buffers */
+        band = kind == JOB_QUANTIZE ? (q ? q : 1) : (amax ? amax : 1);
     }
     if (fp8_scheme_has_block(p->opts.scheme)) { /* whole block rows */
         band = p->opts.block_rows;
@@ -296,12 +297,8 @@ static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
                     w->r->plan->items[j->item].tensor->name, why);
 }
 
-/* An FP4 job (whole rows, quantize.c's plan): on the GPU when there is one
- * (its bytes are the reference's); else, and on what the GPU flags (bad
- * input, or a quotient only the reference rounds), the CPU's fast path of
- * the reference row by row (fp4_ref.h), which says what and where. */
-/* Row k of job j's band, columns [c0, c0 + cols) (source x) into packed
- * codes q and scales. */
+/* Row k of job j's band, columns [c0, c0 + cols) (source x), into packed
+ * codes q and scales; a bad element or group is named at its row and column. */
 static fp8_status fp4_row(worker *w, const job *j, uint64_t k, uint64_t c0, const void *x,
                           uint64_t cols, uint8_t *q, uint8_t *scales)
 {
@@ -325,6 +322,7 @@ static fp8_status fp4_row(worker *w, const job *j, uint64_t k, uint64_t c0, cons
     }
 }
 
+/* The job's codes and scales, to their places in the output. */
 static fp8_status write_fp4(worker *w, const job *j)
 {
     shard_run *r = w->r;
@@ -339,6 +337,10 @@ static fp8_status write_fp4(worker *w, const job *j)
                                   at / run, w->scales, n / run);
 }
 
+/* An FP4 job (whole rows, quantize.c's plan): on the GPU when there is one
+ * (its bytes are the reference's); else, and on what the GPU flags (bad
+ * input, or a quotient only the reference rounds), the CPU's fast path of
+ * the reference row by row (fp4_ref.h), which says what and where. */
 static fp8_status do_quantize_fp4(worker *w, const job *j)
 {
     const fp8_quant_plan *p = w->r->plan;
