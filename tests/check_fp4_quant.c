@@ -1210,21 +1210,43 @@ START_TEST(test_fp4_fused_experts_written_apart)
     free(nan);
     {
         /* the same past the first job: an up_proj of 4096 x 1024 bf16 (8 MiB)
-         * takes two jobs of FP8_CHUNK_BYTES, and its second range as stored
-         * holds input rows 512-1023 */
+         * takes two jobs of FP8_CHUNK_BYTES as stored (NVFP4's amax pass),
+         * and at -j 16 two bands (a worker's share of FP8_JOBS_MEMORY, 3 MiB,
+         * holds 3072 rows of codes: bands of 2048), at -j 1 one; the bytes
+         * of the two are the same */
         enum { BH = 1024, BI = 4096 };
         uint16_t *big = calloc((size_t)BH * 2 * BI, sizeof *big);
         ck_assert(big);
         for (size_t i = 0; i < (size_t)BH * 2 * BI; i++)
             big[i] = fp8_f32_to_bf16((float)((i * 37 + i / 97) % 29 - 14) / 8.0f);
-        big[(size_t)700 * 2 * BI + BI + 3000] = 0x7FC0; /* up_proj row 3000, column 700 */
         t_spec one[] = { { gname, FP8_DTYPE_BF16, 3, { 1, BH, 2 * BI }, big } };
-        char *far = write_ck(dir, "nan-far", one, 1,
-                             "{\"model_type\": \"llama4\", \"text_config\": "
-                             "{\"model_type\": \"llama4_text\", \"hidden_size\": 1024}}");
+        const char *big_config = "{\"model_type\": \"llama4\", \"text_config\": "
+                                 "{\"model_type\": \"llama4_text\", \"hidden_size\": 1024}}";
+        char *clean = write_ck(dir, "big", one, 1, big_config);
+        for (int k = 0; k < 2; k++) {
+            char *cmd;
+            for (int threads = 1; threads <= 16; threads += 15) {
+                int rc = tu_run_fmt(&err, "quantize -q -j %d --scheme %s '%s' '%s/big-j%d'",
+                                    threads, k ? "mxfp4" : "nvfp4", clean, dir, threads);
+                ck_assert_msg(rc == 0, "%s", err);
+                free(err);
+            }
+            ck_assert(asprintf(&cmd, "cmp -s '%s/big-j1/model.safetensors' "
+                                     "'%s/big-j16/model.safetensors'", dir, dir) > 0);
+            ck_assert_msg(system(cmd) == 0, "%s: -j 1 and -j 16 differ", k ? "mxfp4" : "nvfp4");
+            free(cmd);
+            ck_assert(asprintf(&cmd, "rm -r '%s/big-j1' '%s/big-j16'", dir, dir) > 0);
+            ck_assert(system(cmd) == 0);
+            free(cmd);
+        }
+        free(clean);
+        big[(size_t)700 * 2 * BI + BI + 3000] = 0x7FC0; /* up_proj row 3000, column 700 */
+        char *far = write_ck(dir, "nan-far", one, 1, big_config);
         expect_refused(far, "nvfp4", dir, 3,
                        "experts.0.up_proj.weight': element 3072700 (row 3000, column 700) is NaN");
         expect_refused(far, "mxfp4", dir, 3,
+                       "experts.0.up_proj.weight': element 3072700 (row 3000, column 700) is NaN");
+        expect_refused(far, "mxfp4 -j 16", dir, 3, /* in the second band */
                        "experts.0.up_proj.weight': element 3072700 (row 3000, column 700) is NaN");
         free(far);
         free(big);

@@ -5,7 +5,8 @@
  *     tensor bytes, whole shard files, index, config.json, hf_quant_config;
  *   - the loader shape rules of fp8conv-formats(5), FORMATS, spelled out here
  *     per format;
- *   - the fast band quantizer against the reference on every scale kind;
+ *   - the fast band quantizer against the reference on every scale kind,
+ *     and the transpose of a transposed weight's tiles against its definition;
  *   - the same bytes for every thread count, on tensors cut into many jobs;
  *   - failures (NaN, infinity, already quantized, existing output, bad
  *     options, SIGINT/SIGTERM) leave nothing behind.
@@ -190,6 +191,40 @@ START_TEST(test_fast_band_equals_reference)
                     free(s1);
                     free(s2);
                 }
+}
+END_TEST
+
+/* fp8_transpose against the element-by-element definition, for 2- and
+ * 4-byte elements, sizes around the 8 x 8 blocks and padded strides; what
+ * lies outside the m x n result is left alone. */
+START_TEST(test_transpose_equals_definition)
+{
+    enum { MAXM = 67, MAXN = 75, SS = MAXN + 5, DS = MAXM + 3 };
+    static uint32_t src[MAXM * SS], dst[MAXN * DS];
+    static const uint64_t ms[] = { 1, 7, 8, 16, 64, 67 }, ns[] = { 1, 8, 9, 15, 64, 75 };
+    for (size_t i = 0; i < MAXM * SS; i++)
+        src[i] = next_u32();
+    for (unsigned size = 2; size <= 4; size += 2)
+        for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+                uint64_t m = ms[a], n = ns[b];
+                memset(dst, 0xA5, sizeof dst);
+                fp8_transpose(size, src, SS, m, n, dst, DS);
+                for (uint64_t k = 0; k < MAXN; k++)
+                    for (uint64_t c = 0; c < DS; c++) {
+                        uint32_t got, want = 0xA5A5A5A5u;
+                        if (size == 2) {
+                            got = ((const uint16_t *)dst)[k * DS + c];
+                            want = k < n && c < m ? ((const uint16_t *)src)[c * SS + k] : 0xA5A5;
+                        } else {
+                            got = dst[k * DS + c];
+                            want = k < n && c < m ? src[c * SS + k] : want;
+                        }
+                        ck_assert_msg(got == want, "size %u, %llu x %llu: [%llu][%llu]", size,
+                                      (unsigned long long)m, (unsigned long long)n,
+                                      (unsigned long long)k, (unsigned long long)c);
+                    }
+            }
 }
 END_TEST
 
@@ -870,6 +905,7 @@ int main(void)
 
     tc = tcase_create("engine");
     tcase_add_test(tc, test_fast_band_equals_reference);
+    tcase_add_test(tc, test_transpose_equals_definition);
     tcase_add_test(tc, test_nonfinite_found_at_first_index);
     tcase_add_test(tc, test_scale_rules_of_spec);
     suite_add_tcase(s, tc);

@@ -188,6 +188,11 @@ uint64_t fp8_jobs_chunk(int threads, fp8_device device)
     return chunk;
 }
 
+uint64_t fp8_jobs_share(int threads, fp8_device device)
+{
+    return FP8_JOBS_MEMORY / (uint64_t)run_threads(threads, device);
+}
+
 fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
 {
     long n = run_threads(s->threads, s->device);

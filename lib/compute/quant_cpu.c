@@ -443,6 +443,55 @@ FP8_CLONES static unsigned char largest_code(const uint8_t *p, uint64_t n)
 
 unsigned char fp8_largest_code(const uint8_t *p, uint64_t n) { return largest_code(p, n); }
 
+/* An 8 x 8 block of 2-byte elements transposed in three rounds of
+ * interleaving: pairs of elements, of words, of double words (SSE2's
+ * unpacklo/hi, NEON's zip1/2; GCC 12 and clang write them from
+ * __builtin_shufflevector). */
+typedef uint16_t v8h __attribute__((vector_size(16)));
+typedef uint32_t v4w __attribute__((vector_size(16)));
+typedef uint64_t v2d __attribute__((vector_size(16)));
+
+static void transpose8(const uint16_t *src, uint64_t ss, uint16_t *dst, uint64_t ds)
+{
+    v8h r[8], a[8];
+    v4w b[8];
+    for (int i = 0; i < 8; i++)
+        memcpy(&r[i], src + i * ss, sizeof r[i]);
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 2, 10, 3, 11);
+        a[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 4, 12, 5, 13, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; h++) {
+            v4w x = (v4w)a[i + h], y = (v4w)a[i + h + 2];
+            b[i + 2 * h] = __builtin_shufflevector(x, y, 0, 4, 1, 5);
+            b[i + 2 * h + 1] = __builtin_shufflevector(x, y, 2, 6, 3, 7);
+        }
+    for (int i = 0; i < 4; i++) {
+        v2d x = (v2d)b[i], y = (v2d)b[i + 4];
+        v2d lo = __builtin_shufflevector(x, y, 0, 2), hi = __builtin_shufflevector(x, y, 1, 3);
+        memcpy(dst + 2 * i * ds, &lo, sizeof lo);
+        memcpy(dst + (2 * i + 1) * ds, &hi, sizeof hi);
+    }
+}
+
+void fp8_transpose(unsigned size, const void *src, uint64_t src_stride, uint64_t m, uint64_t n,
+                   void *dst, uint64_t dst_stride)
+{
+    uint64_t n8 = size == 2 ? n & ~(uint64_t)7 : 0, m8 = size == 2 ? m & ~(uint64_t)7 : 0;
+    for (uint64_t k = 0; k < n8; k += 8)
+        for (uint64_t c = 0; c < m8; c += 8)
+            transpose8((const uint16_t *)src + c * src_stride + k, src_stride,
+                       (uint16_t *)dst + k * dst_stride + c, dst_stride);
+    /* the rest an element at a time: the rows below the blocks, the columns beside */
+    for (uint64_t k = 0; k < n; k++)
+        for (uint64_t c = k < n8 ? m8 : 0; c < m; c++)
+            if (size == 2)
+                ((uint16_t *)dst)[k * dst_stride + c] = ((const uint16_t *)src)[c * src_stride + k];
+            else
+                ((uint32_t *)dst)[k * dst_stride + c] = ((const uint32_t *)src)[c * src_stride + k];
+}
+
 /*
  * Whether fp32 cannot tell that an element is inside its bound and not
  * clipped.  It can when |x| is finite and at most 464 s, and |x - y| <=

@@ -55,6 +55,13 @@ void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
  * each scale group). */
 unsigned char fp8_largest_code(const uint8_t *p, uint64_t n);
 
+/* dst[k * dst_stride + c] = src[c * src_stride + k] for k < n and c < m,
+ * elements of `size` bytes (2 or 4), strides in elements: a transposed
+ * weight's tile to rows (fp8conv-formats(5), FP4 QUANTIZATION).  2-byte
+ * elements go 8 x 8 at a time in vector registers. */
+void fp8_transpose(unsigned size, const void *src, uint64_t src_stride, uint64_t m, uint64_t n,
+                   void *dst, uint64_t dst_stride);
+
 /* As fp8_bound_span_ref: tests blocks in fp32 first, and the blocks fp32 is
  * unsure of as the reference does. */
 void fp8_bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,

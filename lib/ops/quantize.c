@@ -16,6 +16,7 @@
 #include "layout/parallel.h"
 #include "layout/fp4.h"
 #include "layout/scheme.h"
+#include "compute/quant_cpu.h"
 
 #define MAX_BLOCK 4096
 
@@ -472,34 +473,30 @@ void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, 
     *col = part->in_out ? flat / out : flat % in;
 }
 
+/* A tile row is a cache line longer than its n elements: at a stride of a
+ * power of two, the transpose's column reads would fall in one cache set. */
+uint64_t quant_part_tile_stride(const quant_part *part, uint64_t n)
+{
+    return n + 64 / (part->fused->dtype == FP8_DTYPE_F32 ? 4 : 2);
+}
+
 size_t quant_part_tile_bytes(const quant_part *part, uint64_t n)
 {
-    unsigned sz = part->fused->dtype == FP8_DTYPE_F32 ? 4 : 2;
-    return (size_t)PART_TILE * (n + 64 / sz) * sz;
+    return (size_t)PART_TILE * quant_part_tile_stride(part, n) *
+           (part->fused->dtype == FP8_DTYPE_F32 ? 4 : 2);
 }
 
 fp8_status quant_part_read_tile(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t row0,
-                                uint64_t n, uint64_t c0, void *tile, void *dst,
-                                uint64_t dst_stride)
+                                uint64_t n, uint64_t c0, void *tile)
 {
     const fp8_tensor_info *t = part->fused;
     unsigned sz = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
-    uint64_t in = part->shape[1], width = t->shape[2];
+    uint64_t in = part->shape[1], width = t->shape[2], stride = quant_part_tile_stride(part, n);
     uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
-    /* a tile row is a cache line longer than its n elements: at a stride of
-     * a power of two, the transpose's column reads fall in one cache set */
-    uint64_t stride = n + 64 / sz;
-    unsigned char *tl = tile;
     fp8_status st = FP8_OK;
     for (uint64_t c = 0; c < m && !st; c++)
         st = fp8_file_read(ctx, f, t, ((part->expert * in + c0 + c) * width + part->at + row0) * sz,
-                           tl + c * stride * sz, n * sz);
-    for (uint64_t k = 0; k < n && !st; k++) /* elements of 2 or 4 bytes, as words */
-        for (uint64_t c = 0; c < m; c++)
-            if (sz == 2)
-                ((uint16_t *)dst)[k * dst_stride + c] = ((const uint16_t *)(void *)tl)[c * stride + k];
-            else
-                ((uint32_t *)dst)[k * dst_stride + c] = ((const uint32_t *)(void *)tl)[c * stride + k];
+                           (unsigned char *)tile + c * stride * sz, n * sz);
     return st;
 }
 
@@ -529,8 +526,10 @@ fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, ui
     if (!tile)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE)
-        st = quant_part_read_tile(ctx, f, part, row0, n, c0, tile,
-                                  (unsigned char *)buf + c0 * sz, in);
+        if (!(st = quant_part_read_tile(ctx, f, part, row0, n, c0, tile)))
+            fp8_transpose(sz, tile, quant_part_tile_stride(part, n),
+                          in - c0 < PART_TILE ? in - c0 : PART_TILE, n,
+                          (unsigned char *)buf + c0 * sz, in);
     free(tile);
     return st;
 }

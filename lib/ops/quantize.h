@@ -98,15 +98,16 @@ void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, 
  * input rows (columns of the weight): quant_part_read_tile reads the
  * columns [c0, c0 + PART_TILE) (fewer at the end) of the weight's rows
  * [row0, row0 + n), a read of n elements for each, into `tile`
- * (quant_part_tile_bytes(part, n) bytes), and writes them transposed to
- * dst: row k's at dst + k * dst_stride elements.  Reading a transposed
- * weight takes a read per input row of each band: several times the plain
- * layout's time (fp8conv-formats(5), FP4 QUANTIZATION). */
+ * (quant_part_tile_bytes(part, n) bytes), column c's n elements at
+ * quant_part_tile_stride(part, n) elements apart: fp8_transpose
+ * (quant_cpu.h) makes them rows.  Reading a transposed weight takes a read
+ * per input row of each band: several times the plain layout's time
+ * (fp8conv-formats(5), FP4 QUANTIZATION). */
 #define PART_TILE 64
+uint64_t quant_part_tile_stride(const quant_part *part, uint64_t n);
 size_t quant_part_tile_bytes(const quant_part *part, uint64_t n);
 fp8_status quant_part_read_tile(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t row0,
-                                uint64_t n, uint64_t c0, void *tile, void *dst,
-                                uint64_t dst_stride);
+                                uint64_t n, uint64_t c0, void *tile);
 
 /* ---------------------------------------------------------------- the plan, as its run sees it */
 

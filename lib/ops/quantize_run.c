@@ -124,16 +124,29 @@ static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
 /* Whether the plan writes an FP4 scheme (packed codes, byte scales). */
 static bool packs(const fp8_quant_plan *p) { return p->spec->packed; }
 
+/* The rows of a tiled band transposed and quantized at a time. */
+#define TILE_SLICE 256
+
 /* Whether item e's quantize jobs take a transposed expert weight a tile of
  * PART_TILE input rows at a time (on the CPU; the GPU takes whole bands):
  * a band's source is then never whole in memory, so a band is as many rows
- * as a chunk of packed codes holds (twice a chunk's elements; Llama-4
- * Scout's gate and up: 1638 rows), and each read of a tile is that long
- * (3.2 KiB against 818 bytes: bench/RESULTS.md). */
+ * as tiled_codes holds, and each read of a tile is that long. */
 static bool tiled(const fp8_quant_plan *p, const plan_entry *e)
 {
     return packs(p) && e->part && e->part->in_out && p->device != FP8_DEVICE_CUDA &&
            e->cols % fp8_scheme_get(p->opts.scheme)->run == 0;
+}
+
+/* The packed codes a tiled band holds: the more, the fewer and longer its
+ * reads (one per input row of each band), so half a worker's share of
+ * FP8_JOBS_MEMORY (the other half: a chunk of input, the scales, the
+ * tile), from a chunk to four.  2 cores: 12 MiB, bands of 4096 rows and
+ * reads of 8 KiB for Llama-4 Scout's gate and up, against a chunk's 1638
+ * rows and 3.2 KiB (bench/RESULTS.md). */
+static uint64_t tiled_codes(const fp8_quant_plan *p, uint64_t chunk)
+{
+    uint64_t half = fp8_jobs_share(p->opts.threads, p->device) / 2;
+    return half < chunk ? chunk : half > 4 * chunk ? 4 * chunk : half;
 }
 
 static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
@@ -153,7 +166,7 @@ static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
         uint64_t nscales = fp8_scheme_get(p->opts.scheme)->fixed ? 0 : g.row_groups * g.col_groups;
         uint64_t src = elems * sz;
         if (j.kind == JOB_QUANTIZE && tiled(p, e)) /* a tile; it transposed; its codes, scales */
-            src = quant_part_tile_bytes(e->part, j.nrows) + j.nrows * PART_TILE * (sz + 1);
+            src = quant_part_tile_bytes(e->part, j.nrows) + TILE_SLICE * PART_TILE * (sz + 1);
         r->max_src = src > r->max_src ? src : r->max_src;
         uint64_t q = packs(p) ? elems / 2 : elems; /* FP4: two codes a byte */
         r->max_q = q > r->max_q ? q : r->max_q;
@@ -182,9 +195,11 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     uint64_t row_bytes = e->cols * src_size(t->dtype);
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
     if (tiled(p, e)) {
-        uint64_t q = 2 * r->chunk / e->cols, amax = 2 * PART_TILE * q / e->cols;
+        uint64_t q = 2 * tiled_codes(p, r->chunk) / e->cols, amax = 2 * PART_TILE * q / e->cols;
         /* an amax's range, read as stored, fits in a band's tile buffers */
         band = kind == JOB_QUANTIZE ? (q ? q : 1) : (amax ? amax : 1);
+        band = (e->rows + band - 1) / band; /* bands of the weight, as even as they go */
+        band = (e->rows + band - 1) / band;
     }
     if (fp8_scheme_has_block(p->opts.scheme)) { /* whole block rows */
         band = p->opts.block_rows;
@@ -360,35 +375,38 @@ static fp8_status do_quantize_fp4(worker *w, const job *j)
 }
 
 /* A transposed expert weight's band (tiled): PART_TILE input rows at a
- * time, read as stored and transposed, the tile's n rows quantized in one
- * call (its groups lie within rows: PART_TILE is a multiple of a group) and
- * put in their place in the band's codes and scales. */
+ * time, read as stored, then TILE_SLICE of the band's rows at a time
+ * transposed, quantized in one call (its groups lie within rows: PART_TILE
+ * is a multiple of a group) and put in their place in the band's codes and
+ * scales (a slice's rows, codes and scales stay in the core's cache). */
 static fp8_status do_quantize_fp4_tiled(worker *w, const job *j)
 {
     const fp8_quant_plan *p = w->r->plan;
     const plan_entry *e = &p->entries[j->item];
     unsigned sz = src_size(p->items[j->item].tensor->dtype);
     uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
-    uint64_t in = j->ncols, n = j->nrows;
+    uint64_t in = j->ncols, n = j->nrows, stride = quant_part_tile_stride(e->part, n);
     unsigned char *tile = w->src, *rows = tile + quant_part_tile_bytes(e->part, n);
-    uint8_t *q = rows + n * PART_TILE * sz, *sc = q + n * PART_TILE / 2;
+    uint8_t *q = rows + TILE_SLICE * PART_TILE * sz, *sc = q + TILE_SLICE * PART_TILE / 2;
     fp8_status st = FP8_OK;
     for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE) {
         uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
-        st = quant_part_read_tile(w->ctx, w->r->in, e->part, j->row0, n, c0, tile, rows, m);
-        uint64_t where = 0;
-        switch (st ? FP4_Q_OK
-                   : fp4_fast_quantize_row(p->opts.scheme, p->items[j->item].tensor->dtype, rows,
-                                           n * m, e->global, q, sc, &where)) {
-        case FP4_Q_OK: break;
-        default: /* that row again, to say where as for a band (the same bytes) */
-            if ((st = fp4_row(w, j, where / m, c0, rows + where / m * m * sz, m,
-                              q + where / m * m / 2, sc + where / m * m / run)))
-                return st;
-        }
-        for (uint64_t k = 0; k < n && !st; k++) {
-            memcpy(w->q + (k * in + c0) / 2, q + k * m / 2, m / 2);
-            memcpy(w->scales + (k * in + c0) / run, sc + k * m / run, m / run);
+        st = quant_part_read_tile(w->ctx, w->r->in, e->part, j->row0, n, c0, tile);
+        for (uint64_t k0 = 0; k0 < n && !st; k0 += TILE_SLICE) {
+            uint64_t ns = n - k0 < TILE_SLICE ? n - k0 : TILE_SLICE, where = 0;
+            fp8_transpose(sz, tile + k0 * sz, stride, m, ns, rows, m);
+            switch (fp4_fast_quantize_row(p->opts.scheme, p->items[j->item].tensor->dtype, rows,
+                                          ns * m, e->global, q, sc, &where)) {
+            case FP4_Q_OK: break;
+            default: /* that row again, to say where as for a band (the same bytes) */
+                if ((st = fp4_row(w, j, k0 + where / m, c0, rows + where / m * m * sz, m,
+                                  q + where / m * m / 2, sc + where / m * m / run)))
+                    return st;
+            }
+            for (uint64_t k = 0; k < ns; k++) {
+                memcpy(w->q + ((k0 + k) * in + c0) / 2, q + k * m / 2, m / 2);
+                memcpy(w->scales + ((k0 + k) * in + c0) / run, sc + k * m / run, m / run);
+            }
         }
     }
     return st ? st : write_fp4(w, j);
