@@ -426,7 +426,7 @@ static bool part_make(const fp8_tensor_info *t, uint64_t k, uint64_t n, bool in_
         return part->name = NULL, false;
     part->t = (fp8_tensor_info){ .name = part->name, .dtype = t->dtype, .rank = 2,
                                  .shape = part->shape, .elements = rows * in, .begin = 0,
-                                 .end = rows * in * (t->dtype == FP8_DTYPE_F32 ? 4 : 2) };
+                                 .end = rows * in * fp8_dtype_bits(t->dtype) / 8 };
     return true;
 }
 
@@ -473,24 +473,26 @@ void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, 
     *col = part->in_out ? flat / out : flat % in;
 }
 
+/* The bytes of an element of the weight (bf16, f16 or f32). */
+static unsigned elem_size(const quant_part *part) { return fp8_dtype_bits(part->fused->dtype) / 8; }
+
 /* A tile row is a cache line longer than its n elements: at a stride of a
  * power of two, the transpose's column reads would fall in one cache set. */
 uint64_t quant_part_tile_stride(const quant_part *part, uint64_t n)
 {
-    return n + 64 / (part->fused->dtype == FP8_DTYPE_F32 ? 4 : 2);
+    return n + 64 / elem_size(part);
 }
 
 size_t quant_part_tile_bytes(const quant_part *part, uint64_t n)
 {
-    return (size_t)PART_TILE * quant_part_tile_stride(part, n) *
-           (part->fused->dtype == FP8_DTYPE_F32 ? 4 : 2);
+    return (size_t)PART_TILE * quant_part_tile_stride(part, n) * elem_size(part);
 }
 
 fp8_status quant_part_read_tile(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t row0,
                                 uint64_t n, uint64_t c0, void *tile)
 {
     const fp8_tensor_info *t = part->fused;
-    unsigned sz = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
+    unsigned sz = elem_size(part);
     uint64_t in = part->shape[1], width = t->shape[2], stride = quant_part_tile_stride(part, n);
     uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
     fp8_status st = FP8_OK;
@@ -504,11 +506,10 @@ fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, ui
                            void *buf, size_t len, bool as_stored)
 {
     const fp8_tensor_info *t = part->fused;
-    unsigned sz = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
+    unsigned sz = elem_size(part);
     uint64_t out = part->shape[0], in = part->shape[1], width = t->shape[2];
-    uint64_t row0 = offset / sz / in, n = len / sz / in;
     if (!part->in_out)
-        return fp8_file_read(ctx, f, t, (part->expert * t->shape[1] + part->at + row0) * width * sz,
+        return fp8_file_read(ctx, f, t, (part->expert * t->shape[1] + part->at) * width * sz + offset,
                              buf, len);
     fp8_status st = FP8_OK;
     /* as stored, [in][out]: the part of each input row, a run each (one
@@ -522,6 +523,7 @@ fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, ui
     }
     if (as_stored)
         return st;
+    uint64_t row0 = offset / sz / in, n = len / sz / in; /* whole rows of the weight */
     unsigned char *tile = malloc(quant_part_tile_bytes(part, n));
     if (!tile)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");

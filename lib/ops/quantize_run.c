@@ -119,7 +119,7 @@ typedef struct {
     fp8_worker *fw;
 } worker;
 
-static unsigned src_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
+static unsigned src_size(fp8_dtype d) { return fp8_dtype_bits(d) / 8; } /* bf16, f16, f32 */
 
 /* Whether the plan writes an FP4 scheme (packed codes, byte scales). */
 static bool packs(const fp8_quant_plan *p) { return p->spec->packed; }
@@ -489,7 +489,7 @@ static void find_nan(const fp8_quant_plan *p, size_t i, uint64_t offset, const v
                      size_t len)
 {
     fp8_dtype dt = p->items[i].tensor->dtype;
-    unsigned sz = dt == FP8_DTYPE_F64 ? 8 : dt == FP8_DTYPE_F32 ? 4 : 2;
+    unsigned sz = fp8_dtype_bits(dt) / 8;
     float amax;
     uint64_t where;
     if ((!quant_is_float(dt) && dt != FP8_DTYPE_F64) ||
