@@ -107,7 +107,35 @@ h += b" " * (-len(h) % 8)
 open(os.path.join(sys.argv[1], "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + data)
 json.dump({"model_type": "llama", "hidden_size": 256}, open(os.path.join(sys.argv[1], "config.json"), "w"))
 PY
-fp4q_models=(testdata/llama-tiny "$work/fp4-edge" "$work/model")
+# fused 3-D MoE experts, written one weight per expert: stored [E, in, out]
+# (Llama-4, read transposed: on the GPU in whole bands, on the CPU in tiles)
+# and [E, out, in] (Qwen3-MoE in transformers v5, row slices); the names
+# and the hidden size that tells the two apart are fp8conv-formats(5)'s
+python3 - "$work" <<'PY'
+import json, os, random, struct, sys
+random.seed(27)
+E, H, I = 2, 256, 384
+for d, stem, t, shapes in (
+        ("experts-in-out", "language_model.model.layers.0.feed_forward.experts",
+         {"model_type": "llama4", "text_config": {"model_type": "llama4_text", "hidden_size": H}},
+         ((E, H, 2 * I), (E, I, H))),
+        ("experts-out-in", "model.layers.0.mlp.experts",
+         {"model_type": "qwen3_moe", "hidden_size": H}, ((E, 2 * I, H), (E, H, I)))):
+    hdr, data = {}, b""
+    for name, shape in ((stem + ".gate_up_proj", shapes[0]), (stem + ".down_proj", shapes[1])):
+        n = shape[0] * shape[1] * shape[2]
+        f32 = struct.pack("<%df" % n, *(random.gauss(0, 0.02) for _ in range(n)))
+        b = b"".join(f32[i + 2:i + 4] for i in range(0, len(f32), 4))  # truncated: exact bf16
+        hdr[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    os.makedirs(os.path.join(sys.argv[1], d))
+    open(os.path.join(sys.argv[1], d, "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + data)
+    json.dump(t, open(os.path.join(sys.argv[1], d, "config.json"), "w"))
+PY
+fp4q_models=(testdata/llama-tiny "$work/fp4-edge" "$work/model" "$work/experts-in-out"
+    "$work/experts-out-in")
 [ "$quick" = 1 ] && fp4q_models=(testdata/llama-tiny)
 for m in "${fp4q_models[@]}"; do
     for s in nvfp4 mxfp4; do
