@@ -447,14 +447,14 @@ unsigned char fp8_largest_code(const uint8_t *p, uint64_t n) { return largest_co
  * interleaving: pairs of elements, of words, of double words (SSE2's
  * unpacklo/hi, NEON's zip1/2; GCC 12 and clang write them from
  * __builtin_shufflevector). */
-typedef uint16_t v8h __attribute__((vector_size(16)));
-typedef uint32_t v4w __attribute__((vector_size(16)));
-typedef uint64_t v2d __attribute__((vector_size(16)));
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+typedef uint64_t u64x2 __attribute__((vector_size(16)));
 
 static void transpose8(const uint16_t *src, uint64_t ss, uint16_t *dst, uint64_t ds)
 {
-    v8h r[8], a[8];
-    v4w b[8];
+    u16x8 r[8], a[8];
+    u32x4 b[8];
     for (int i = 0; i < 8; i++)
         memcpy(&r[i], src + i * ss, sizeof r[i]);
     for (int i = 0; i < 8; i += 2) {
@@ -463,13 +463,13 @@ static void transpose8(const uint16_t *src, uint64_t ss, uint16_t *dst, uint64_t
     }
     for (int i = 0; i < 8; i += 4)
         for (int h = 0; h < 2; h++) {
-            v4w x = (v4w)a[i + h], y = (v4w)a[i + h + 2];
+            u32x4 x = (u32x4)a[i + h], y = (u32x4)a[i + h + 2];
             b[i + 2 * h] = __builtin_shufflevector(x, y, 0, 4, 1, 5);
             b[i + 2 * h + 1] = __builtin_shufflevector(x, y, 2, 6, 3, 7);
         }
     for (int i = 0; i < 4; i++) {
-        v2d x = (v2d)b[i], y = (v2d)b[i + 4];
-        v2d lo = __builtin_shufflevector(x, y, 0, 2), hi = __builtin_shufflevector(x, y, 1, 3);
+        u64x2 x = (u64x2)b[i], y = (u64x2)b[i + 4];
+        u64x2 lo = __builtin_shufflevector(x, y, 0, 2), hi = __builtin_shufflevector(x, y, 1, 3);
         memcpy(dst + 2 * i * ds, &lo, sizeof lo);
         memcpy(dst + (2 * i + 1) * ds, &hi, sizeof hi);
     }

@@ -196,10 +196,10 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
     if (tiled(p, e)) {
         uint64_t q = 2 * tiled_codes(p, r->chunk) / e->cols, amax = 2 * PART_TILE * q / e->cols;
-        /* an amax's range, read as stored, fits in a band's tile buffers */
+        /* an amax job reads, as stored, what two of a band's tiles hold */
         band = kind == JOB_QUANTIZE ? (q ? q : 1) : (amax ? amax : 1);
-        band = (e->rows + band - 1) / band; /* bands of the weight, as even as they go */
-        band = (e->rows + band - 1) / band;
+        uint64_t bands = (e->rows + band - 1) / band; /* as even as they go */
+        band = (e->rows + bands - 1) / bands;
     }
     if (fp8_scheme_has_block(p->opts.scheme)) { /* whole block rows */
         band = p->opts.block_rows;
