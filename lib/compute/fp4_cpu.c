@@ -694,51 +694,77 @@ FP4_AVX2 void avx2_codes_mx_bf16(const uint16_t *x, __m256i byte, uint8_t *packe
 }
 
 /*
- * Eight groups of `run` elements at x (bf16 or fp32): their scales into
- * scales[0..7] and codes into packed[0 .. 4 run - 1].  Returns a mask,
+ * The scales of eight groups of `run` elements at x (bf16 or fp32) into
+ * scales[0..7], their bytes (32-bit lanes) into byte[0..7] and what the
+ * elements are divided or multiplied by into f[0..7].  Returns a mask,
  * nonzero where the reference must take the row.
  */
-FP4_AVX2 __m256i avx2_eight_groups(bool nv, unsigned run, bool bf16, const void *x, float global,
-                                   nv_way *w, uint8_t *packed, uint8_t *scales)
+FP4_AVX2 __m256i avx2_eight_scales(bool nv, unsigned run, bool bf16, const void *x, float global,
+                                   int32_t *byte, float *f, uint8_t *scales)
 {
-    __m256i byte;
-    __m256 f;
-    __m256i bad = avx2_scales(nv, bf16, avx2_maxima(run, bf16, x), global, &byte, &f);
+    __m256i b;
+    __m256 fs;
+    __m256i bad = avx2_scales(nv, bf16, avx2_maxima(run, bf16, x), global, &b, &fs);
+    _mm256_storeu_si256((__m256i *)(void *)byte, b);
+    _mm256_storeu_ps(f, fs);
     /* the low byte of each lane, in order */
-    __m256i sb = _mm256_shuffle_epi8(byte, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1,
-                                                            -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
-                                                            -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                            -1));
+    __m256i sb = _mm256_shuffle_epi8(b, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1,
+                                                         -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1,
+                                                         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
     _mm_storel_epi64((__m128i *)(void *)scales,
                      _mm_unpacklo_epi32(_mm256_castsi256_si128(sb),
                                         _mm256_extracti128_si256(sb, 1)));
-    if (bf16 && nv)
-        avx2_codes_nv_bf16(x, byte, w, packed);
-    else if (bf16 && _mm256_testz_si256(_mm256_cmpgt_epi32(SET32(3), byte), SET32(-1)))
-        avx2_codes_mx_bf16(x, byte, packed);
-    else
-        avx2_codes_f32(nv, run, bf16, x, f, packed);
     return bad;
 }
 
-/* A row of NVFP4 (run 16) or MXFP4 (run 32) in blocks of 8 groups; the last
- * groups padded with zeros to 8 (a group's bytes depend on it alone). */
+/* The codes of those eight groups into packed[0 .. 4 run - 1]. */
+FP4_AVX2 void avx2_eight_codes(bool nv, unsigned run, bool bf16, const void *x,
+                               const int32_t *byte, const float *f, nv_way *w, uint8_t *packed)
+{
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)byte);
+    if (bf16 && nv)
+        avx2_codes_nv_bf16(x, b, w, packed);
+    else if (bf16 && _mm256_testz_si256(_mm256_cmpgt_epi32(SET32(3), b), SET32(-1)))
+        avx2_codes_mx_bf16(x, b, packed);
+    else
+        avx2_codes_f32(nv, run, bf16, x, _mm256_loadu_ps(f), packed);
+}
+
+/*
+ * A row of NVFP4 (run 16) or MXFP4 (run 32) in blocks of 8 groups; the last
+ * groups padded with zeros to 8 (a group's bytes depend on it alone).  The
+ * scales of AHEAD blocks are made before their codes: a block's codes wait
+ * on its scales (a division, a store and the thresholds' loads), and made
+ * apart the blocks' chains overlap.
+ */
+#define AHEAD 8
 FP4_AVX2 bool avx2_row(bool nv, unsigned run, bool bf16, const void *x, uint64_t n, float global,
                        uint8_t *packed, uint8_t *scales)
 {
-    uint64_t groups = n / run, g0 = 0, sz = bf16 ? 2 : 4;
+    uint64_t groups = n / run, sz = bf16 ? 2 : 4;
     nv_way *w = nv && bf16 ? nv_way_of(global) : NULL;
+    int32_t byte[AHEAD][8];
+    float f[AHEAD][8];
     __m256i bad = _mm256_setzero_si256();
-    for (; g0 + 8 <= groups; g0 += 8)
-        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16,
-                                                     (const char *)x + g0 * run * sz, global, w,
-                                                     packed + g0 * run / 2, scales + g0));
+    for (uint64_t g0 = 0; g0 + 8 <= groups; g0 += 8 * AHEAD) {
+        unsigned k, blocks = (groups - g0) / 8 < AHEAD ? (unsigned)((groups - g0) / 8) : AHEAD;
+        const char *xs = (const char *)x + g0 * run * sz;
+        for (k = 0; k < blocks; k++)
+            bad = _mm256_or_si256(bad, avx2_eight_scales(nv, run, bf16, xs + 8 * k * run * sz,
+                                                         global, byte[k], f[k],
+                                                         scales + g0 + 8 * k));
+        for (k = 0; k < blocks; k++)
+            avx2_eight_codes(nv, run, bf16, xs + 8 * k * run * sz, byte[k], f[k], w,
+                             packed + (g0 + 8 * k) * run / 2);
+    }
+    uint64_t g0 = groups / 8 * 8;
     if (g0 < groups) {
         uint64_t rest = groups - g0;
         _Alignas(32) unsigned char in[8 * 32 * 4] = { 0 };
         uint8_t q[8 * 32 / 2], s[8];
         memcpy(in, (const char *)x + g0 * run * sz, rest * run * sz);
-        bad = _mm256_or_si256(bad, avx2_eight_groups(nv, run, bf16, in, global, w, q, s));
+        bad = _mm256_or_si256(bad, avx2_eight_scales(nv, run, bf16, in, global, byte[0], f[0], s));
+        avx2_eight_codes(nv, run, bf16, in, byte[0], f[0], w, q);
         memcpy(packed + g0 * run / 2, q, rest * run / 2);
         memcpy(scales + g0, s, rest);
     }
