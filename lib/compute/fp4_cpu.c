@@ -645,13 +645,12 @@ FP4_AVX2 __m256i avx2_nv_group16(const uint16_t *x, const int16_t *t)
     return _mm256_sub_epi16(s, n); /* n counts -1 a threshold */
 }
 
-FP4_AVX2 void avx2_codes_nv_bf16(const uint16_t *x, __m256i byte, nv_way *w, uint8_t *packed)
+FP4_AVX2 void avx2_codes_nv_bf16(const uint16_t *x, const int32_t *byte, nv_way *w,
+                                 uint8_t *packed)
 {
-    int32_t b[8];
-    _mm256_storeu_si256((__m256i *)(void *)b, byte);
     for (unsigned j = 0; j < 8; j += 2)
-        avx2_pack32_16(avx2_nv_group16(x + 16 * j, nv_row(w, b[j])),
-                       avx2_nv_group16(x + 16 * j + 16, nv_row(w, b[j + 1])), packed + 8 * j);
+        avx2_pack32_16(avx2_nv_group16(x + 16 * j, nv_row(w, byte[j])),
+                       avx2_nv_group16(x + 16 * j + 16, nv_row(w, byte[j + 1])), packed + 8 * j);
 }
 
 /*
@@ -723,7 +722,7 @@ FP4_AVX2 void avx2_eight_codes(bool nv, unsigned run, bool bf16, const void *x,
 {
     __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)byte);
     if (bf16 && nv)
-        avx2_codes_nv_bf16(x, b, w, packed);
+        avx2_codes_nv_bf16(x, byte, w, packed);
     else if (bf16 && _mm256_testz_si256(_mm256_cmpgt_epi32(SET32(3), b), SET32(-1)))
         avx2_codes_mx_bf16(x, b, packed);
     else
