@@ -374,6 +374,29 @@ static fp8_status do_quantize_fp4(worker *w, const job *j)
     return write_fp4(w, j);
 }
 
+/* A slice's ns rows of m codes (packed) and scales, m / run of them, into
+ * their place in a band of rows of `in`: a tile's whole width (PART_TILE)
+ * a fixed-size copy, which the compiler makes a few vector moves. */
+static void put_slice(uint8_t *q, uint8_t *scales, uint64_t in, uint32_t run, const uint8_t *sq,
+                      const uint8_t *ssc, uint64_t ns, uint64_t m)
+{
+    if (m == PART_TILE && run == 16)
+        for (uint64_t k = 0; k < ns; k++) {
+            memcpy(q + k * in / 2, sq + k * PART_TILE / 2, PART_TILE / 2);
+            memcpy(scales + k * in / 16, ssc + k * PART_TILE / 16, PART_TILE / 16);
+        }
+    else if (m == PART_TILE && run == 32)
+        for (uint64_t k = 0; k < ns; k++) {
+            memcpy(q + k * in / 2, sq + k * PART_TILE / 2, PART_TILE / 2);
+            memcpy(scales + k * in / 32, ssc + k * PART_TILE / 32, PART_TILE / 32);
+        }
+    else
+        for (uint64_t k = 0; k < ns; k++) {
+            memcpy(q + k * in / 2, sq + k * m / 2, m / 2);
+            memcpy(scales + k * in / run, ssc + k * m / run, m / run);
+        }
+}
+
 /* A transposed expert weight's band (tiled): PART_TILE input rows at a
  * time, read as stored, then TILE_SLICE of the band's rows at a time
  * transposed, quantized in one call (its groups lie within rows: PART_TILE
@@ -403,10 +426,8 @@ static fp8_status do_quantize_fp4_tiled(worker *w, const job *j)
                                   q + where / m * m / 2, sc + where / m * m / run)))
                     return st;
             }
-            for (uint64_t k = 0; k < ns; k++) {
-                memcpy(w->q + ((k0 + k) * in + c0) / 2, q + k * m / 2, m / 2);
-                memcpy(w->scales + ((k0 + k) * in + c0) / run, sc + k * m / run, m / run);
-            }
+            put_slice(w->q + (k0 * in + c0) / 2, w->scales + (k0 * in + c0) / run, in, run, q, sc,
+                      ns, m);
         }
     }
     return st ? st : write_fp4(w, j);
