@@ -375,26 +375,30 @@ static fp8_status do_quantize_fp4(worker *w, const job *j)
 }
 
 /* A slice's ns rows of m codes (packed) and scales, m / run of them, into
- * their place in a band of rows of `in`: a tile's whole width (PART_TILE)
- * a fixed-size copy, which the compiler makes a few vector moves. */
+ * their place in a band of rows of `in`. */
+static inline __attribute__((always_inline)) void put_rows(uint8_t *q, uint8_t *scales,
+                                                           uint64_t in, uint32_t run,
+                                                           const uint8_t *sq, const uint8_t *ssc,
+                                                           uint64_t ns, uint64_t m)
+{
+    for (uint64_t k = 0; k < ns; k++) {
+        memcpy(q + k * in / 2, sq + k * m / 2, m / 2);
+        memcpy(scales + k * in / run, ssc + k * m / run, m / run);
+    }
+}
+
+/* put_rows with a tile's whole width (PART_TILE) and each scheme's run as
+ * constants: copies of a fixed size, a few vector moves (a variable size
+ * was a loop of 8-byte stores, each waiting on a band line; bench/RESULTS.md). */
 static void put_slice(uint8_t *q, uint8_t *scales, uint64_t in, uint32_t run, const uint8_t *sq,
                       const uint8_t *ssc, uint64_t ns, uint64_t m)
 {
     if (m == PART_TILE && run == 16)
-        for (uint64_t k = 0; k < ns; k++) {
-            memcpy(q + k * in / 2, sq + k * PART_TILE / 2, PART_TILE / 2);
-            memcpy(scales + k * in / 16, ssc + k * PART_TILE / 16, PART_TILE / 16);
-        }
+        put_rows(q, scales, in, 16, sq, ssc, ns, PART_TILE);
     else if (m == PART_TILE && run == 32)
-        for (uint64_t k = 0; k < ns; k++) {
-            memcpy(q + k * in / 2, sq + k * PART_TILE / 2, PART_TILE / 2);
-            memcpy(scales + k * in / 32, ssc + k * PART_TILE / 32, PART_TILE / 32);
-        }
+        put_rows(q, scales, in, 32, sq, ssc, ns, PART_TILE);
     else
-        for (uint64_t k = 0; k < ns; k++) {
-            memcpy(q + k * in / 2, sq + k * m / 2, m / 2);
-            memcpy(scales + k * in / run, ssc + k * m / run, m / run);
-        }
+        put_rows(q, scales, in, run, sq, ssc, ns, m);
 }
 
 /* A transposed expert weight's band (tiled): PART_TILE input rows at a
