@@ -1141,9 +1141,10 @@ START_TEST(test_fp4_fused_experts_written_apart)
 {
     enum { E = 2, H = 64, I = 64 }; /* down_proj [E, I, H] square: Llama-4's model type */
     static uint16_t gu[E * H * 2 * I], dn[E * I * H];
-    /* each group of 16 input rows (a group's elements) of each output
-     * column a power of two of its own, from 1 to 16: a code or a scale put
-     * in another group's place is then off by far more than the bound */
+    /* each 16 input rows (an NVFP4 group, half an MXFP4 one) of each output
+     * column times a power of two, 1 to 16, other than its neighbours': a
+     * code or a scale put in another group's place is then off by far more
+     * than the bound */
     for (int i = 0; i < E * H * 2 * I; i++)
         gu[i] = fp8_f32_to_bf16((float)((i * 37 + i / 97) % 29 - 14) / 8.0f *
                                 (float)(1 << ((i / (2 * I) % H / 16 + i % (2 * I)) % 5)));
