@@ -38,6 +38,8 @@
 #include "compute/fp4_cpu.h"
 #include "compute/fp4_ref.h"
 #include "compute/quant_ref.h"
+#include "ops/quantize.h"
+#include "ops/quantize_run.h"
 #include "ops/verify.h"
 
 #define TINY "testdata/llama-tiny"
@@ -1131,6 +1133,9 @@ START_TEST(test_against_reproduces_moe_experts_with_fused_globals)
 }
 END_TEST
 
+/* quant_plan_create_only's `wanted`: the one weight named by `user` */
+static bool only_named(void *user, const char *name) { return !strcmp(name, user); }
+
 /* Fused experts are written one weight per expert (quantize.c's unfuse):
  * Llama-4's [E, in, out] read transposed, as vLLM's llama4.py loads them.
  * The values, dequantized, are the transposed source's within NVFP4's and
@@ -1207,6 +1212,55 @@ START_TEST(test_fp4_fused_experts_written_apart)
                                     "against-bound,against-requant"));
         free(out);
         free(exp);
+    }
+    {
+        /* NVFP4's global of each expert's gate_proj and up_proj is one, from
+         * the larger amax of the two (one fused set), which the amax pass
+         * reads together as stored (quant_part.amax_parts); re-quantizing
+         * only one of expert 1's (verify --against's plan, for a checkpoint
+         * that keeps the other) takes its amax alone.  The largest element
+         * is expert 1's up_proj's, row 7, column 50 */
+        static uint16_t big[E * H * 2 * I];
+        memcpy(big, gu, sizeof big);
+        big[(1 * H + 50) * 2 * I + I + 7] = fp8_f32_to_bf16(-1000.0f);
+        t_spec one[] = { { gname, FP8_DTYPE_BF16, 3, { E, H, 2 * I }, big }, ts[1] };
+        char *ck = write_ck(dir, "big-up", one, 2, config), *q;
+        ck_assert(asprintf(&q, "%s/big-up-nv", dir) > 0);
+        int rc = tu_run_fmt(&err, "quantize -q --scheme nvfp4 '%s' '%s'", ck, q);
+        ck_assert_msg(rc == 0, "%s", err);
+        free(err);
+        float amax[E][2] = { { 0 } }; /* expert, gate or up */
+        for (int i = 0; i < E * H * 2 * I; i++) {
+            float v = fabsf(fp8_bf16_to_f32(big[i])), *m = &amax[i / (H * 2 * I)][i % (2 * I) >= I];
+            *m = v > *m ? v : *m;
+        }
+        for (int x = 0; x < E; x++)
+            for (int proj = 0; proj < 2; proj++) {
+                snprintf(name, sizeof name, "%s%d.%s", stem, x, proj ? "up_proj" : "gate_proj");
+                ck_assert_float_eq(global_of(q, name),
+                                   fp4_nvfp4_global(FP8_DTYPE_BF16, fmaxf(amax[x][0], amax[x][1])));
+            }
+        for (int proj = 0; proj < 2; proj++) {
+            snprintf(name, sizeof name, "%s1.%s.weight", stem, proj ? "up_proj" : "gate_proj");
+            fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
+            o.scheme = FP8_SCHEME_NVFP4;
+            o.format = FP8_FORMAT_COMPRESSED_TENSORS;
+            fp8_ctx *ctx = fp8_ctx_create();
+            fp8_quant_plan *p = NULL;
+            ck_assert(ctx);
+            ck_assert_msg(!quant_plan_create_only(ctx, ck, &o, only_named, name, &p) &&
+                              !quant_plan_fp4_globals(ctx, p),
+                          "%s", fp8_ctx_message(ctx));
+            size_t i = quant_plan_find(p, name);
+            ck_assert_uint_eq(p->nquantized, 1);
+            ck_assert_uint_ne(i, SIZE_MAX);
+            ck_assert_float_eq(p->entries[i].global,
+                               fp4_nvfp4_global(FP8_DTYPE_BF16, amax[1][proj]));
+            fp8_quant_plan_free(p);
+            fp8_ctx_free(ctx);
+        }
+        free(q);
+        free(ck);
     }
     /* a NaN in the fused tensor is named at its place in the weight written
      * apart: found in the range as stored (NVFP4's amax pass), then in the

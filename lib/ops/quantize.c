@@ -420,7 +420,7 @@ static bool part_make(const fp8_tensor_info *t, uint64_t k, uint64_t n, bool in_
     size_t stem = strlen(t->name) - strlen(gate_up ? "gate_up_proj" : "down_proj");
     uint64_t x = gate_up ? k / 2 : k, half = gate_up ? k % 2 : 0;
     *part = (quant_part){ .fused = t, .expert = x, .at = half * rows, .in_out = in_out,
-                          .shape = { rows, in } };
+                          .shape = { rows, in }, .amax_parts = 1 };
     if (asprintf(&part->name, "%.*s%llu.%s.weight", (int)stem, t->name, (unsigned long long)x,
                  gate_up ? (half ? "up_proj" : "gate_proj") : "down_proj") < 0)
         return part->name = NULL, false;
@@ -466,11 +466,16 @@ void quant_part_free(quant_part *part)
     free(part);
 }
 
-void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, uint64_t *col)
+const quant_part *quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row,
+                                       uint64_t *col)
 {
     uint64_t out = part->shape[0], in = part->shape[1];
-    *row = part->in_out ? flat % out : flat / in;
-    *col = part->in_out ? flat / out : flat % in;
+    *row = part->in_out ? flat % (out * part->amax_parts) : flat / in;
+    *col = part->in_out ? flat / (out * part->amax_parts) : flat % in;
+    if (*row < out)
+        return part;
+    *row -= out;
+    return part->up;
 }
 
 /* The bytes of an element of the weight (bf16, f16 or f32). */
@@ -507,13 +512,14 @@ fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, ui
 {
     const fp8_tensor_info *t = part->fused;
     unsigned sz = elem_size(part);
-    uint64_t out = part->shape[0], in = part->shape[1], width = t->shape[2];
-    if (!part->in_out)
+    uint64_t out = part->shape[0] * (as_stored ? part->amax_parts : 1), in = part->shape[1],
+             width = t->shape[2];
+    if (!part->in_out) /* a pair's up_proj follows its gate_proj */
         return fp8_file_read(ctx, f, t, (part->expert * t->shape[1] + part->at) * width * sz + offset,
                              buf, len);
     fp8_status st = FP8_OK;
     /* as stored, [in][out]: the part of each input row, a run each (one
-     * run where the part is the whole row, as a down_proj) */
+     * run where the parts are the whole row, as a down_proj or a pair) */
     for (uint64_t e = offset / sz, end = e + len / sz; as_stored && e < end && !st;) {
         uint64_t c = e / out, k = e % out;
         uint64_t m = out == width ? end - e : (end - e < out - k ? end - e : out - k);
@@ -570,8 +576,13 @@ static fp8_status unfuse(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_tensor_info 
         p->nquantized++;
         if ((st = scale_layout(ctx, p, it, e)))
             return st;
-        if (fp8_scheme_get(p->opts.scheme)->levels == 2) /* an amax pass first */
-            p->work_bytes += fp8_tensor_nbytes(&part->t);
+        if (fp8_scheme_get(p->opts.scheme)->levels != 2)
+            continue;
+        p->work_bytes += fp8_tensor_nbytes(&part->t); /* an amax pass first */
+        if (k % 2 && n == 2 * t->shape[0] && p->items[i - 1].quantize) { /* up_proj after gate */
+            part[-1].amax_parts = 2, part[-1].up = part;
+            part->amax_parts = 0;
+        }
     }
     return FP8_OK;
 }

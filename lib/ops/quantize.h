@@ -68,14 +68,23 @@ fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_qua
  * scheme (quantize.c: which tensors, and why): a 2-D tensor read from the
  * fused one.  verify --against finds the same weights in SRC.
  */
-typedef struct quant_part {
+typedef struct quant_part quant_part;
+struct quant_part {
     fp8_tensor_info t;            /* the weight as written: 2-D, named apart */
     uint64_t shape[2];
     char *name;                   /* t.name, owned */
     const fp8_tensor_info *fused; /* the 3-D tensor it is read from */
     uint64_t expert, at;          /* its expert; its first index on the fused output axis */
     bool in_out;                  /* the fused tensor is [E, in, out]: read transposed */
-} quant_part;
+    /* The parts NVFP4's amax pass reads as this one's: 1, or 2 for a
+     * gate_proj whose up_proj (`up`) is quantized too.  The two are one
+     * fused set, so only the larger amax of the two counts (their shared
+     * global); read together, as stored, they are the expert's whole rows:
+     * where [E, in, 2I] is transposed, reads of a job's length instead of a
+     * read per input row for each.  The up_proj then has 0. */
+    unsigned amax_parts;
+    const quant_part *up;
+};
 
 /* The weight `name` of checkpoint ck (config: its config.json, or NULL)
  * would be written apart from fused experts as (allocated: free with
@@ -85,14 +94,16 @@ quant_part *quant_part_find(const fp8_checkpoint *ck, const cJSON *config, const
 void quant_part_free(quant_part *part);
 /* Whole rows [offset, offset + len) (bytes) of the weight, from file f,
  * the fused tensor's.  as_stored: bytes [offset, offset + len) of the
- * weight as the fused tensor holds it, [in][out] for a transposed one (its
- * columns of each input row, a run each), for a pass that does not care
- * for order, such as an amax; quant_part_stored_at says where an element of
- * such a range lies in the weight. */
+ * weight's amax_parts parts as the fused tensor holds them, [in][out] for a
+ * transposed one (its columns of each input row, a run each), for a pass
+ * that does not care for order, such as an amax; quant_part_stored_at says
+ * where an element of such a range lies, and in which part. */
 fp8_status quant_part_read(fp8_ctx *ctx, fp8_file *f, const quant_part *part, uint64_t offset,
                            void *buf, size_t len, bool as_stored);
-/* Element `flat` of the weight as stored, as (row, column) of the weight. */
-void quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row, uint64_t *col);
+/* Element `flat` of the weight as stored (with its up_proj, amax_parts 2),
+ * as (row, column) of the part returned: `part` or its `up`. */
+const quant_part *quant_part_stored_at(const quant_part *part, uint64_t flat, uint64_t *row,
+                                       uint64_t *col);
 
 /* A transposed weight ([in, out] stored) is read in tiles of PART_TILE
  * input rows (columns of the weight): quant_part_read_tile reads the

@@ -192,14 +192,16 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
         }
         return st;
     }
-    uint64_t row_bytes = e->cols * src_size(t->dtype);
+    uint64_t row_bytes = e->cols * src_size(t->dtype), rows = e->rows;
+    if (kind == JOB_AMAX && e->part) /* with its up_proj, or none (quant_part) */
+        rows *= e->part->amax_parts;
     uint64_t band = r->chunk / row_bytes ? r->chunk / row_bytes : 1, width = e->cols;
-    if (tiled(p, e)) {
+    if (tiled(p, e) && rows) {
         uint64_t q = 2 * tiled_codes(p, r->chunk) / e->cols, amax = 2 * PART_TILE * q / e->cols;
         /* an amax job reads, as stored, what two of a band's tiles hold */
         band = kind == JOB_QUANTIZE ? (q ? q : 1) : (amax ? amax : 1);
-        uint64_t bands = (e->rows + band - 1) / band; /* as even as they go */
-        band = (e->rows + bands - 1) / bands;
+        uint64_t bands = (rows + band - 1) / band; /* as even as they go */
+        band = (rows + bands - 1) / bands;
     }
     if (fp8_scheme_has_block(p->opts.scheme)) { /* whole block rows */
         band = p->opts.block_rows;
@@ -208,10 +210,10 @@ static fp8_status plan_jobs(fp8_ctx *ctx, shard_run *r, size_t i, job_kind kind)
             width = (r->chunk / tile ? r->chunk / tile : 1) * p->opts.block_cols;
     }
     for (uint64_t x = 0; x < e->experts; x++)
-        for (uint64_t r0 = 0; r0 < e->rows; r0 += band)
+        for (uint64_t r0 = 0; r0 < rows; r0 += band)
             for (uint64_t c0 = 0; c0 < e->cols && !st; c0 += width) {
                 job j = { .kind = kind, .item = i, .expert = x, .row0 = r0, .col0 = c0 };
-                j.nrows = e->rows - r0 < band ? e->rows - r0 : band;
+                j.nrows = rows - r0 < band ? rows - r0 : band;
                 j.ncols = e->cols - c0 < width ? e->cols - c0 : width;
                 st = add_job(ctx, r, j);
             }
@@ -271,18 +273,18 @@ static fp8_status write_rect(worker *w, const job *j, const fp8_tensor_info *out
     return FP8_OK;
 }
 
-static fp8_status nonfinite_at(worker *w, const job *j, uint64_t row, uint64_t col, float v)
+static fp8_status nonfinite_at(worker *w, const job *j, const char *name, uint64_t row,
+                               uint64_t col, float v)
 {
     const fp8_quant_plan *p = w->r->plan;
     const plan_entry *e = &p->entries[j->item];
-    const fp8_tensor_info *t = p->items[j->item].tensor;
     char expert[48] = "";
-    if (t->rank == 3)
+    if (p->items[j->item].tensor->rank == 3)
         snprintf(expert, sizeof expert, "expert %llu, ", (unsigned long long)j->expert);
     return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
                     "%s: tensor '%s': element %llu (%srow %llu, column %llu) is %s; only finite "
                     "values can be quantized",
-                    fp8_file_path(w->r->in), t->name,
+                    fp8_file_path(w->r->in), name,
                     (unsigned long long)flat_index(e, j->expert, row, col), expert,
                     (unsigned long long)row, (unsigned long long)col,
                     v != v ? "NaN" : v > 0 ? "+infinity" : "-infinity");
@@ -291,8 +293,9 @@ static fp8_status nonfinite_at(worker *w, const job *j, uint64_t row, uint64_t c
 /* Element `where` of the job's band is not finite. */
 static fp8_status nonfinite_error(worker *w, const job *j, uint64_t where)
 {
-    return nonfinite_at(w, j, j->row0 + where / j->ncols, j->col0 + where % j->ncols,
-                        fp8_load_f32(w->r->plan->items[j->item].tensor->dtype, w->src, where));
+    const fp8_tensor_info *t = w->r->plan->items[j->item].tensor;
+    return nonfinite_at(w, j, t->name, j->row0 + where / j->ncols, j->col0 + where % j->ncols,
+                        fp8_load_f32(t->dtype, w->src, where));
 }
 
 /* Why fp8_scale_make found no scale for a group (it returned 0). */
@@ -325,7 +328,8 @@ static fp8_status fp4_row(worker *w, const job *j, uint64_t k, uint64_t c0, cons
                                   scales, &where)) {
     case FP4_Q_OK: return FP8_OK;
     case FP4_Q_NONFINITE:
-        return nonfinite_at(w, j, j->row0 + k, c0 + where, fp8_load_f32(dt, x, where));
+        return nonfinite_at(w, j, it->tensor->name, j->row0 + k, c0 + where,
+                            fp8_load_f32(dt, x, where));
     case FP4_Q_SCALE_OVERFLOW:
     default:
         return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
@@ -468,8 +472,8 @@ static fp8_status do_quantize(worker *w, const job *j)
         if (!as_stored)
             return nonfinite_error(w, j, where);
         uint64_t row, col;
-        quant_part_stored_at(e->part, j->row0 * j->ncols + where, &row, &col);
-        return nonfinite_at(w, j, row, col, fp8_load_f32(dt, w->src, where));
+        const quant_part *at = quant_part_stored_at(e->part, j->row0 * j->ncols + where, &row, &col);
+        return nonfinite_at(w, j, at->name, row, col, fp8_load_f32(dt, w->src, where));
     }
     if (packs(p))
         return do_quantize_fp4(w, j);
