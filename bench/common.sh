@@ -24,26 +24,47 @@ best_us() {
     echo "$best"
 }
 
-# runs "$@" REPS times (sync first, $work/out removed); prints
-# "best_wall_seconds max_rss_kib"
+# one run of "$@" (sync first, $work/out removed before and after): prints
+# "wall_seconds max_rss_kib"
+run_once() {
+    rm -rf "$work/out"
+    sync
+    local stat rc=0
+    stat=$("$BUILD/bench/runstat" "$@" 2>&1 >/dev/null) || rc=$?
+    rm -rf "$work/out"
+    if [ "$rc" -gt 1 ]; then # 1: diff found differences, verify findings
+        printf 'bench: exit %d from: %s\n%s\n' "$rc" "$*" "$(tail -5 <<<"$stat")" >&2
+        exit 1
+    fi
+    tail -1 <<<"$stat"
+}
+least() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b < a) ? b : a }'; }
+
+# runs "$@" REPS times; prints "best_wall_seconds max_rss_kib"
 measure() {
-    local best= rss=0
+    local best='' rss=0 wall kib
     for _ in $(seq "$REPS"); do
-        rm -rf "$work/out"
-        sync
-        local stat rc=0
-        stat=$("$BUILD/bench/runstat" "$@" 2>&1 >/dev/null) || rc=$?
-        if [ "$rc" -gt 1 ]; then # 1: diff found differences, verify findings
-            printf 'bench: exit %d from: %s\n%s\n' "$rc" "$*" "$(tail -5 <<<"$stat")" >&2
-            exit 1
-        fi
-        stat=$(tail -1 <<<"$stat")
-        local wall=${stat% *} kib=${stat#* }
-        best=$(awk -v a="$best" -v b="$wall" 'BEGIN { print (a == "" || b < a) ? b : a }')
+        read -r wall kib < <(run_once "$@")
+        best=$(least "$best" "$wall")
         rss=$((kib > rss ? kib : rss))
     done
-    rm -rf "$work/out"
     echo "$best $rss"
+}
+
+# measure_against FLOOR COMMAND...: as measure, with FLOOR (a command line,
+# quoted for eval) run before each run of COMMAND, so that a slow spell of
+# this shared machine falls on both; prints "best max_rss_kib floor_best"
+measure_against() {
+    local f=$1 best='' rss=0 fbest='' wall kib
+    shift
+    for _ in $(seq "$REPS"); do
+        read -r wall kib < <(eval "run_once $f")
+        fbest=$(least "$fbest" "$wall")
+        read -r wall kib < <(run_once "$@")
+        best=$(least "$best" "$wall")
+        rss=$((kib > rss ? kib : rss))
+    done
+    echo "$best $rss $fbest"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -54,13 +75,21 @@ verdict() { [ "$2" = - ] && echo - || awk -v r="$1" -v g="$2" 'BEGIN { print r <
 row_header() {
     out '%-48s %7s %9s  %-24s %7s %6s %5s\n' "" "wall s" "peak RSS" "floor" "floor s" "ratio" "goal"
 }
-# row NAME FLOOR_NAME FLOOR_S GOAL COMMAND...: measures COMMAND, prints its row
+# row NAME FLOOR_NAME FLOOR_S GOAL COMMAND...: measures COMMAND, prints its
+# row.  A floor measured by `floor` is run again, interleaved with COMMAND's
+# runs (measure_against), and the ratio is of those two bests (FLOOR_S,
+# the floor's own first measure, only where FLOOR_NAME was not measured so)
 rss_goal_kib=$((64 * 1024))
+declare -A floor_cmd=()
 row() {
     local name=$1 fname=$2 fs=$3 goal=$4
     shift 4
     local t rss
-    read -r t rss < <(measure "$@")
+    if [ -n "${floor_cmd[$fname]:-}" ]; then
+        read -r t rss fs < <(measure_against "${floor_cmd[$fname]}" "$@")
+    else
+        read -r t rss < <(measure "$@")
+    fi
     local r
     r=$(ratio "$t" "$fs")
     local v
@@ -73,6 +102,7 @@ row() {
 floor() { # floor NAME COMMAND...: measures and prints a floor, returns its time in $floor_s
     local name=$1 rss
     shift
+    floor_cmd[$name]=$(printf '%q ' "$@")
     read -r floor_s rss < <(measure "$@")
     out '%-48s %7.3f %5d MiB\n' "floor: $name" "$floor_s" $((rss / 1024))
 }

@@ -18,6 +18,10 @@
 # `sync` before every run, outside the timing, so that no run pays for the
 # writeback of the one before (a copy of 4 GB leaves seconds of dirty pages,
 # and the kernel throttles whoever writes next); output removed between runs.
+# A row's floor is run again before each of the row's runs, and its ratio
+# is of the two bests (bench/common.sh measure_against): a slow spell of
+# this shared machine then falls on both, where the floor measured once
+# before the rows let one spell move a row's ratio by 0.2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -146,7 +150,11 @@ fp4q_section() {
     done
     # fused MoE experts, written one weight per expert: stored [E, in, out]
     # (Llama-4: read transposed) and [E, out, in] (row slices); one layer of
-    # Llama-4 Scout's sizes (bench/make_model.c DIR experts ORIENT: 0.5 GB)
+    # Llama-4 Scout's sizes (bench/make_model.c DIR experts ORIENT: 0.5 GB).
+    # Goal 1.5, the one the project sets a new path (at most 1.5x its
+    # floor), not the 0.8 of the dense models above: a transposed weight
+    # takes a read per input row and band within the 64 MiB, and NVFP4
+    # reads its input twice (bench/RESULTS.md, "The fused experts' goal")
     out '\n== quantize --no-sync to packed FP4 of fused MoE experts (0.5 GB), against cp -r\n'
     row_header
     local o t
@@ -157,7 +165,7 @@ fp4q_section() {
         floor "cp -r, experts $o" cp -r "$m" "$work/out"
         t=$floor_s
         for s in nvfp4 mxfp4; do
-            row "quantize --scheme $s --no-sync, experts $o" "cp -r, experts $o" "$t" 0.8 \
+            row "quantize --scheme $s --no-sync, experts $o" "cp -r, experts $o" "$t" 1.5 \
                 "$BIN" quantize -q --progress never --no-sync --scheme "$s" "$m" "$work/out"
         done
     done
