@@ -948,6 +948,85 @@ START_TEST(test_dequant_fp8_against_bf16_compares_in_bf16)
     ck_assert_str_eq(cJSON_GetObjectItem(d, "compared")->valuestring, "BF16");
     ck_assert(cJSON_GetObjectItem(d, "max_ulp")->valuedouble < 65536);
     cJSON_Delete(j);
+    /* against its F16 and F32 exports, in F16 and F32: identical too */
+    for (int k = 0; k < 2; k++) {
+        char out[512];
+        snprintf(out, sizeof out, "%s/%s", dir, k ? "f32" : "f16");
+        ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q --dtype %s '%s' '%s'",
+                                    k ? "f32" : "f16", q, out), 0);
+        j = diff_json(q, out, "--dequant", &rc);
+        ck_assert_msg(rc == 0, "against its %s export", k ? "f32" : "f16");
+        cJSON_Delete(j);
+    }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* Writes dir/NAME/model.safetensors with a weight [2, 16] of dtype dt (the
+ * bytes `w`) and, when scale is not NULL, its F32 weight_scale. */
+static void write_one(const char *dir, const char *name, fp8_dtype dt, const void *w,
+                      const float *scale)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert(mkdir(path, 0755) == 0);
+    strcat(path, "/model.safetensors");
+    uint64_t shape[2] = { 2, 16 };
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *wr;
+    ck_assert(fp8_writer_create(ctx, path, &wr) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, wr, "model.layers.0.mlp.up_proj.weight", dt, 2, shape) == FP8_OK);
+    if (scale)
+        ck_assert(fp8_writer_add_tensor(ctx, wr, "model.layers.0.mlp.up_proj.weight_scale",
+                                         FP8_DTYPE_F32, 0, NULL) ==
+                  FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, wr) == FP8_OK);
+    for (size_t k = 0; k < fp8_writer_tensor_count(wr); k++) { /* in the writer's order */
+        bool is_scale = fp8_writer_tensor(wr, k)->dtype == FP8_DTYPE_F32;
+        ck_assert(fp8_writer_write(ctx, wr, is_scale ? (const void *)scale : w,
+                                   is_scale ? 4 : 32 * (dt == FP8_DTYPE_BF16 ? 2 : 1)) == FP8_OK);
+    }
+    ck_assert(fp8_writer_commit(ctx, wr) == FP8_OK);
+    fp8_writer_free(wr);
+    fp8_ctx_free(ctx);
+}
+
+/* An FP8 value past BF16's largest (q * s finite in fp32: 448 x
+ * 0x1.248p119 = 0x1.ffcp127, above the halfway 0x1.ffp127) is compared as
+ * the infinity it rounds to, which the export refuses (exit 3): equal to a
+ * bf16 infinity, not to bf16's largest finite. */
+START_TEST(test_dequant_fp8_past_bf16_is_its_infinity)
+{
+    char *dir = tu_tmpdir(), a[512], b[512];
+    uint8_t codes[32];
+    memset(codes, 0x38, sizeof codes); /* 1.0 */
+    codes[21] = 0x7E;                  /* 448, at [1, 5] */
+    float s = 0x1.248p119f;
+    uint16_t vals[32];
+    for (int i = 0; i < 32; i++)
+        vals[i] = fp8_f32_to_bf16(s);
+    vals[21] = 0x7F80;
+    write_one(dir, "fp8", FP8_DTYPE_F8_E4M3, codes, &s);
+    write_one(dir, "inf", FP8_DTYPE_BF16, vals, NULL);
+    vals[21] = 0x7F7F;
+    write_one(dir, "max", FP8_DTYPE_BF16, vals, NULL);
+    snprintf(a, sizeof a, "%s/fp8", dir);
+    snprintf(b, sizeof b, "%s/inf", dir);
+    int rc;
+    cJSON *j = diff_json(a, b, "--dequant", &rc);
+    char *text = cJSON_Print(j);
+    ck_assert_msg(rc == 0, "%s", text);
+    free(text);
+    cJSON_Delete(j);
+    snprintf(b, sizeof b, "%s/max", dir);
+    j = diff_json(a, b, "--dequant", &rc);
+    ck_assert_int_eq(rc, 1);
+    const cJSON *d = difference(j, "model.layers.0.mlp.up_proj.weight");
+    ck_assert(d);
+    ck_assert_int_eq(cJSON_GetObjectItem(d, "differing")->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(d, "first_index")->valueint, 21);
+    cJSON_Delete(j);
+    ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q '%s' '%s/x'", a, dir), 3);
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -1106,6 +1185,7 @@ int main(void)
     tcase_add_test(tc, test_dequant_finds_one_changed_e2m1_code_and_names_its_element);
     tcase_add_test(tc, test_dequant_fp4_checkpoint_equals_its_export_in_every_dtype);
     tcase_add_test(tc, test_dequant_fp8_against_bf16_compares_in_bf16);
+    tcase_add_test(tc, test_dequant_fp8_past_bf16_is_its_infinity);
     tcase_add_test(tc, test_dequant_nan_fp4_scale_is_bad_input);
     tcase_add_test(tc, test_dequant_transposed_fp4_in_bands_is_the_same_for_any_thread_count);
     tcase_add_test(tc, test_fast_values_in_bf16_and_f16_equal_reference);

@@ -193,7 +193,7 @@ static fp8_status overflow(fp8_ctx *ctx, const fp8_convert *c, const weight *w, 
     if (!st)
         st = fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->shard), w->w, e, &q, 1);
     if (!st)
-        st = dq_weights_read(ctx, c->dq, w->w->name, r0, w->cols, y, y + w->cols);
+        st = dq_weights_read(ctx, c->dq, w->w->name, r0, w->cols, FP8_DTYPE_F32, y, y + w->cols);
     if (!st)
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                       "%s: tensor '%s': element %llu: its code 0x%02x (%g) times its scale %g "
@@ -216,7 +216,7 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
     if (!rows)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     fp8_status st = dq_weights_read(ctx, c->dq, w->w->name, r0 * w->cols, (r1 - r0) * w->cols,
-                                    rows, NULL);
+                                    FP8_DTYPE_F32, rows, NULL);
     if (!st)
         memcpy(y, rows + (e0 - r0 * w->cols), (e1 - e0) * sizeof *y);
     free(rows);

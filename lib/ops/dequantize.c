@@ -22,6 +22,7 @@
 #include "layout/fp4.h"
 #include "layout/kvscale.h"
 #include "layout/scheme.h"
+#include "compute/diff_cpu.h"
 #include "compute/fp4_cpu.h"
 #include "compute/fp4_ref.h"
 #include "compute/gpu.h"
@@ -485,44 +486,58 @@ static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
  * infinity here: diff and verify compare values, they do not export them. */
 static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
                             uint64_t row0, uint64_t nrows, const uint8_t *codes,
-                            const float *sf, float *y, float *sout)
+                            const float *sf, fp8_dtype dt, float *y, float *sout)
 {
     uint64_t grows, gcols;
     scale_groups(p, it, &grows, &gcols);
     uint64_t per_row = ceil_div(it->cols, gcols);
-    for (uint64_t row = 0; row < nrows; row++) {
+    /* rounded into dt by the export's own row (fast paths and all), then widened */
+    uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(it->cols * sizeof *h);
+    if (dt != FP8_DTYPE_F32 && !h)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_status st = FP8_OK;
+    for (uint64_t row = 0; row < nrows && !st; row++) {
         const uint8_t *q = codes + row * it->cols;
         float *yr = y + row * it->cols;
         const float *sr = sf + ((row0 + row) / grows - row0 / grows) * per_row;
         uint64_t where = 0;
-        switch (fp8_dequant_row(q, it->cols, sr, gcols, FP8_DTYPE_F32, yr, &where)) {
-        case FP8_DEQ_OK: break;
+        switch (fp8_dequant_row(q, it->cols, sr, gcols, dt, h ? (void *)h : yr, &where)) {
+        case FP8_DEQ_OK:
+            if (h)
+                diff_to_f32(dt, h, it->cols, yr);
+            break;
         case FP8_DEQ_NAN_CODE:
-            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
-                            "can be exported",
-                            fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
-                            (unsigned long long)((x * it->rows + row0 + row) * it->cols + where),
-                            (unsigned)q[where]);
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
+                          "can be exported",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                          (unsigned long long)((x * it->rows + row0 + row) * it->cols + where),
+                          (unsigned)q[where]);
+            break;
         case FP8_DEQ_OVERFLOW: /* rare: the row again, keeping its infinities */
             for (uint64_t c0 = 0; c0 < it->cols; c0 += gcols)
                 fp8_dequant_span(q + c0, it->cols - c0 < gcols ? it->cols - c0 : gcols,
                                  sr[c0 / gcols], yr + c0);
+            for (uint64_t c = 0; h && c < it->cols; c++)
+                yr[c] = dt == FP8_DTYPE_BF16
+                            ? fp8_bf16_to_f32(fp8_f32_to_bf16(yr[c]))
+                            : fp8_f16_to_f32(fp8_f32_to_f16(yr[c]));
             break;
         }
         for (uint64_t c = 0; sout && c < it->cols; c++) /* each element's scale, for verify */
             sout[row * it->cols + c] = sr[c / gcols];
     }
-    return FP8_OK;
+    free(h);
+    return st;
 }
 
 /* Rows [row0, row0 + nrows) of expert x of weight `it`, dequantized to fp32
- * in y: y = q * s, one fp32 multiplication.  `codes` holds nrows * N bytes,
- * `raw` the stored scales those rows use; sout (when not NULL) gets each
- * element's scale. */
+ * in y: y = q * s, one fp32 multiplication, rounded once into dt (F32:
+ * not).  `codes` holds nrows * N bytes, `raw` the stored scales those rows
+ * use; sout (when not NULL) gets each element's scale. */
 static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
                           uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
-                          float *y, float *sout)
+                          fp8_dtype dt, float *y, float *sout)
 {
     uint64_t first, count;
     scale_span(p, it, x, row0, nrows, &first, &count);
@@ -531,7 +546,7 @@ static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     fp8_status st = dq_load(ctx, p, it, x, row0, nrows, codes, raw, sf, &count);
     if (!st)
-        st = dq_values(ctx, p, it, x, row0, nrows, codes, sf, y, sout);
+        st = dq_values(ctx, p, it, x, row0, nrows, codes, sf, dt, y, sout);
     free(sf);
     return st;
 }
@@ -1046,7 +1061,7 @@ const fp8_tensor_info *dq_weights_scale(const dq_weights *w, const char *name, s
 }
 
 fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
-                           uint64_t n, float *y, float *scales_out)
+                           uint64_t n, fp8_dtype dt, float *y, float *scales_out)
 {
     const dq_item *it = &w->items[item_index(w, name)];
     uint64_t row = first / it->cols, nrows = n / it->cols;
@@ -1058,7 +1073,7 @@ fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, 
     /* one expert matrix at a time: the rows of a read may span two */
     while (!st && nrows) {
         uint64_t k = it->rows - row < nrows ? it->rows - row : nrows;
-        st = dq_rows(ctx, w, it, x, row, k, codes, scales, y, scales_out);
+        st = dq_rows(ctx, w, it, x, row, k, codes, scales, dt, y, scales_out);
         y += k * it->cols;
         if (scales_out)
             scales_out += k * it->cols;

@@ -18,11 +18,13 @@ void dq_weights_free(dq_weights *w);
 /* DQ_DEQUANT for an FP8 weight, DQ_DROP for a scale or an activation scale,
  * DQ_COPY for anything else. */
 dq_action dq_weights_role(const dq_weights *w, const char *name);
-/* Elements [first, first + n) of FP8 weight `name`, dequantized to fp32,
- * and (when scales_out is not NULL) each element's scale; `first` and `n`
- * must be whole rows. */
+/* Elements [first, first + n) of FP8 weight `name`, dequantized to fp32
+ * (q * s) and rounded once into dt (BF16 or F16, as the export writes them;
+ * F32: not rounded), held as fp32 in y, and (when scales_out is not NULL)
+ * each element's scale; `first` and `n` must be whole rows.  An overflow is
+ * kept as its infinity. */
 fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
-                           uint64_t n, float *y, float *scales_out);
+                           uint64_t n, fp8_dtype dt, float *y, float *scales_out);
 
 /* The scale of FP8 weight `name` (in shard *shard) and the elements each of
  * its values scales: group_rows x group_cols of one [M, N] matrix

@@ -154,15 +154,6 @@ static const fp8_tensor_info *side_span(const fp8_diff *d, int side, size_t k, u
     return f->t;
 }
 
-/* fp32 values rounded once into dt (BF16 or F16, as the export rounds its
- * fp32 products), in place. */
-static void round_into(fp8_dtype dt, float *y, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++)
-        y[i] = dt == FP8_DTYPE_BF16 ? fp8_f32_from_bits((uint32_t)fp8_f32_to_bf16(y[i]) << 16)
-                                    : fp8_f16_to_f32(fp8_f32_to_f16(y[i]));
-}
-
 /* Decodes n elements (whole groups) of FP4 weight f, codes and scales
  * given, into `out` values of dt at stride; a NaN scale is bad input. */
 static fp8_status fp4_decode(fp8_ctx *ctx, const fp8_diff *d, int side, const diff_fp4 *f,
@@ -261,10 +252,7 @@ static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uin
     if (f)
         return fp4_values(ctx, d, side, f, dt, first, n, raw, y);
     if (dq_weights_role(d->w[side], t->name) == DQ_DEQUANT) {
-        fp8_status st = dq_weights_read(ctx, d->w[side], t->name, first, n, y, NULL);
-        if (!st && dt != FP8_DTYPE_F32)
-            round_into(dt, y, n);
-        return st;
+        return dq_weights_read(ctx, d->w[side], t->name, first, n, dt, y, NULL);
     }
     unsigned size = diff_element_size(t->dtype);
     unsigned char *to = t->dtype == FP8_DTYPE_F32 ? (unsigned char *)y : raw;

@@ -194,7 +194,7 @@ static fp8_status bound_dq(against *a, fp8_worker *w, ag_item *it, uint64_t x, u
 {
     uint64_t n = nrows * it->cols, at = src_at(it, x, row0);
     float *y = malloc(n * 4 + 4), *sc = malloc(n * 4 + 4);
-    fp8_status st = y && sc ? dq_weights_read(w->ctx, a->w, it->name, at, n, y, sc)
+    fp8_status st = y && sc ? dq_weights_read(w->ctx, a->w, it->name, at, n, FP8_DTYPE_F32, y, sc)
                             : fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
         bound_add(a, it, it->x->dtype, src, NULL, y, sc, n, at);
