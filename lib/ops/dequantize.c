@@ -480,10 +480,11 @@ static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
     return FP8_OK;
 }
 
-/* y = q * s for loaded rows, one fp32 multiplication each, in one pass with
- * the NaN check (fp8_dequant_row); a NaN code is bad input (named by its
- * flat index in the tensor).  A product that overflows fp32 stays an
- * infinity here: diff and verify compare values, they do not export them. */
+/* y = q * s for loaded rows, one fp32 multiplication each, rounded once
+ * into dt (F32: not), in one pass with the NaN check (fp8_dequant_row); a
+ * NaN code is bad input (named by its flat index in the tensor).  A value
+ * that overflows dt stays an infinity here: diff and verify compare values,
+ * they do not export them. */
 static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
                             uint64_t row0, uint64_t nrows, const uint8_t *codes,
                             const float *sf, fp8_dtype dt, float *y, float *sout)
