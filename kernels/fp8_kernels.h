@@ -27,7 +27,6 @@ const char *fp8k_error_string(int err);
 /* Clears the runtime's sticky last-error state. */
 void fp8k_clear_error(void);
 
-static inline uint64_t fp8k_ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* Element types the kernels read or write. */
 typedef enum { FP8K_BF16, FP8K_F16, FP8K_F32 } fp8k_type;

@@ -219,7 +219,7 @@ template <int SRC, int TEAM, bool VEC>
 static int launch_groups(const band_args &a, const void *src, uint8_t *q, void *scales,
                          unsigned *bad, cudaStream_t stream)
 {
-    uint64_t ctas = fp8k_ceil_div(a.ngroups, CTA / TEAM);
+    uint64_t ctas = fp8_ceil_div(a.ngroups, CTA / TEAM);
     unsigned grid = (unsigned)(ctas < FP8K_GROUP_CTAS ? ctas : FP8K_GROUP_CTAS);
     FP8K_LAUNCH((quantize_groups<SRC, TEAM, VEC>), grid, stream, a, src, q, scales, bad);
     return launch_error(cudaGetLastError());
@@ -258,8 +258,8 @@ extern "C" int fp8k_launch_quantize(const fp8k_band *b, const void *src, uint8_t
         a.b.group_rows = 1;
         a.b.group_cols = b->cols;
     }
-    a.gcols = fp8k_ceil_div(a.b.cols, a.b.group_cols);
-    a.ngroups = fp8k_ceil_div(a.b.rows, a.b.group_rows) * a.gcols;
+    a.gcols = fp8_ceil_div(a.b.cols, a.b.group_cols);
+    a.ngroups = fp8_ceil_div(a.b.rows, a.b.group_rows) * a.gcols;
     cudaStream_t st = (cudaStream_t)stream;
     switch (b->src) {
     case FP8K_BF16: return launch_src<FP8K_BF16>(a, src, q, scales, bad, st);
@@ -305,7 +305,7 @@ extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsign
 {
     if (n == 0)
         return 0;
-    uint64_t ctas = fp8k_ceil_div(n, CTA * 8);
+    uint64_t ctas = fp8_ceil_div(n, CTA * 8);
     unsigned grid = (unsigned)(ctas < FP8K_AMAX_CTAS ? ctas : FP8K_AMAX_CTAS);
     cudaStream_t st = (cudaStream_t)stream;
     const bool vec = (uintptr_t)x % 16 == 0;
@@ -391,7 +391,7 @@ extern "C" int fp8k_launch_dequantize(const fp8k_dequant *d, const uint8_t *q,
         return 0;
     const bool vec = d->cols % 8 == 0 && d->group_cols % 8 == 0 && (uintptr_t)q % 8 == 0 &&
                      (uintptr_t)y % 16 == 0;
-    uint64_t gx = fp8k_ceil_div(d->cols, CTA * (vec ? 8 : 1)), gcols = fp8k_ceil_div(d->cols, d->group_cols);
+    uint64_t gx = fp8_ceil_div(d->cols, CTA * (vec ? 8 : 1)), gcols = fp8_ceil_div(d->cols, d->group_cols);
     dim3 grid((unsigned)(gx < FP8K_DQ_CTAS_X ? gx : FP8K_DQ_CTAS_X),
               (unsigned)(d->rows < FP8K_DQ_CTAS_Y ? d->rows : FP8K_DQ_CTAS_Y));
     cudaStream_t st = (cudaStream_t)stream;
@@ -466,7 +466,7 @@ extern "C" int fp8k_launch_fp4(const fp8k_fp4 *d, const uint8_t *q, const uint8_
         return (int)cudaErrorInvalidValue;
     const bool vec = !d->transpose && d->cols % 8 == 0 && d->width % 8 == 0 && d->group % 8 == 0 &&
                      (uintptr_t)q % 4 == 0 && (uintptr_t)y % 16 == 0;
-    uint64_t gx = fp8k_ceil_div(d->width / 2, CTA * (vec ? 4 : 1));
+    uint64_t gx = fp8_ceil_div(d->width / 2, CTA * (vec ? 4 : 1));
     dim3 grid((unsigned)(gx < FP8K_DQ_CTAS_X ? gx : FP8K_DQ_CTAS_X),
               (unsigned)(d->rows < FP8K_DQ_CTAS_Y ? d->rows : FP8K_DQ_CTAS_Y));
     cudaStream_t st = (cudaStream_t)stream;
@@ -559,7 +559,7 @@ template <int SRC, int NV, int G>
 static int launch_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *packed, uint8_t *scales,
                        unsigned *bad, cudaStream_t stream)
 {
-    uint64_t ctas = fp8k_ceil_div(d->n / d->group, CTA);
+    uint64_t ctas = fp8_ceil_div(d->n / d->group, CTA);
     unsigned grid = (unsigned)(ctas < FP8K_GROUP_CTAS ? ctas : FP8K_GROUP_CTAS);
     FP8K_LAUNCH((fp4q_kernel<SRC, NV, G>), grid, stream, *d, src, packed, scales, bad);
     return launch_error(cudaGetLastError());

@@ -108,7 +108,7 @@ extern "C" int fp8k_slot_quantize(fp8k_slot *s, const fp8k_band *b, unsigned *ba
 {
     uint64_t n = b->rows * b->cols;
     uint64_t nscales = b->fixed ? 0
-                                : fp8k_ceil_div(b->rows, b->group_rows) * fp8k_ceil_div(b->cols, b->group_cols);
+                                : fp8_ceil_div(b->rows, b->group_rows) * fp8_ceil_div(b->cols, b->group_cols);
     TRY(cudaSetDevice(s->device));
     TRY((cudaError_t)copy_in(s, 0, n * type_size(b->src)));
     TRY(cudaMemsetAsync(s->dword, 0, sizeof *s->dword, s->stream));

@@ -1,5 +1,5 @@
 /*
- * check_scheme.c - the element and scheme tables of lib/layout/scheme.c: each
+ * check_scheme.c - the element and scheme tables of lib/common/types.c: each
  * element type's code -> value against fp8_math.h, and each scheme's group
  * geometry against the scale indices the layouts number (their shapes in
  * fp8conv-formats(5), FORMATS, read through the format table).
@@ -8,7 +8,7 @@
 
 #include "common/fp8_math.h"
 #include "layout/formats.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 
 START_TEST(test_e4m3_traits_decode_every_code)
 {

@@ -33,6 +33,12 @@ FP8_HD float fp8_f32_from_bits(uint32_t u)
     return x;
 }
 
+/* ceil(a / b) for b > 0: the groups a dimension of a elements has. */
+FP8_HD uint64_t fp8_ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
 /* Round `v` right by `shift` bits (1..31), to nearest, ties to even. */
 FP8_HD uint32_t fp8_shift_rne(uint32_t v, unsigned shift)
 {

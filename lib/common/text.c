@@ -2,6 +2,7 @@
  * text.c - a growable text buffer, for the JSON lib/ formats by hand (the
  * safetensors header, config.json and the index).
  */
+#define _GNU_SOURCE /* asprintf */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,4 +69,19 @@ void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
                               (unsigned long long)shape[d]);
     if (o < cap)
         snprintf(buf + o, cap - o, "]");
+}
+
+bool fp8_has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+char *fp8_path_join(const char *dir, const char *name)
+{
+    char *p;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    return asprintf(&p, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : p;
 }

@@ -25,4 +25,10 @@ void fp8_text_json_string(fp8_text *b, const char *s);
 /* A shape as "[4096, 128]" in buf (cap bytes, cut short if it must be). */
 void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 
+/* Whether s ends in suffix. */
+bool fp8_has_suffix(const char *s, const char *suffix);
+/* dir/name, malloc'ed (NULL when out of memory), dir's trailing slashes
+ * dropped (all but a lone "/"). */
+char *fp8_path_join(const char *dir, const char *name);
+
 #endif

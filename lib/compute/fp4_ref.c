@@ -1,6 +1,6 @@
 /*
  * fp4_ref.c - the packed-FP4 decode (fp4_ref.h): each value by one rule from
- * the element table of scheme.h (E2M1 codes, E8M0 or E4M3 scales), kept
+ * the element table of types.h (E2M1 codes, E8M0 or E4M3 scales), kept
  * in a table of every (scale byte, code) pair that the rows look up.
  */
 #include <math.h>

@@ -11,7 +11,7 @@
 #define FP8_FP4_REF_H
 
 #include "common/internal.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 
 typedef enum { FP4_DEQ_OK, FP4_DEQ_NAN_SCALE, FP4_DEQ_OVERFLOW } fp4_deq_result;
 

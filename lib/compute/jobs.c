@@ -12,8 +12,6 @@
 #include <unistd.h>
 
 #include "compute/jobs.h"
-#include "io/checkpoint.h"
-#include "io/zio.h"
 #include "compute/gpu.h"
 
 /* ---------------------------------------------------------------- jobs */

@@ -18,7 +18,7 @@
 #include <math.h>
 
 #include "compute/quant_cpu.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 
 /*
  * fp32 to E4M3 without branches; equal to fp8_f32_to_e4m3 for every input

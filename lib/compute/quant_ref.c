@@ -6,11 +6,10 @@
  */
 #include "compute/quant_ref.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 uint64_t fp8_band_scale_count(const fp8_band *b)
 {
-    return b->fixed ? 0 : ceil_div(b->rows, b->group_rows) * ceil_div(b->cols, b->group_cols);
+    return b->fixed ? 0 : fp8_ceil_div(b->rows, b->group_rows) * fp8_ceil_div(b->cols, b->group_cols);
 }
 
 static bool finite(float x) { return (fp8_f32_bits(x) & 0x7F800000) != 0x7F800000; }
@@ -34,7 +33,7 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
                 *where = first_nonfinite(b, src);
                 return FP8_BAND_NONFINITE;
             }
-    uint64_t gcols = ceil_div(b->cols, b->group_cols), g = 0;
+    uint64_t gcols = fp8_ceil_div(b->cols, b->group_cols), g = 0;
     for (uint64_t r0 = 0; r0 < b->rows; r0 += b->group_rows) {
         uint64_t r1 = r0 + b->group_rows < b->rows ? r0 + b->group_rows : b->rows;
         for (uint64_t gc = 0; gc < gcols; gc++, g++) {

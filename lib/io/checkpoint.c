@@ -43,15 +43,6 @@ struct fp8_checkpoint {
     ck_entry *entries; /* sorted by name */
 };
 
-char *ck_join(const char *dir, const char *name)
-{
-    char *p;
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-        n--;
-    return asprintf(&p, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : p;
-}
-
 /* What a path that is not a regular file is, for messages. */
 static const char *file_kind(mode_t m)
 {
@@ -192,7 +183,7 @@ static fp8_status add_shard_name(fp8_ctx *ctx, fp8_checkpoint *ck, const char *n
 
 bool ck_is_shard_name(const char *name)
 {
-    return zio_has_suffix(name, ".safetensors") || zio_has_suffix(name, ".safetensors.zst");
+    return fp8_has_suffix(name, ".safetensors") || fp8_has_suffix(name, ".safetensors.zst");
 }
 
 /* Shard names from the index's weight_map (deduplicated), checking its form. */
@@ -254,10 +245,10 @@ static fp8_status note_other(fp8_ctx *ctx, void *arg, const char *name)
 {
     (void)ctx;
     other_weights *o = arg;
-    if (!o->pickle && (zio_has_suffix(name, ".bin") || zio_has_suffix(name, ".pt") ||
-                       zio_has_suffix(name, ".pth")))
+    if (!o->pickle && (fp8_has_suffix(name, ".bin") || fp8_has_suffix(name, ".pt") ||
+                       fp8_has_suffix(name, ".pth")))
         o->pickle = strdup(name);
-    if (!o->gguf && zio_has_suffix(name, ".gguf"))
+    if (!o->gguf && fp8_has_suffix(name, ".gguf"))
         o->gguf = strdup(name);
     return FP8_OK;
 }
@@ -290,7 +281,7 @@ static fp8_status dir_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 
 static fp8_status read_config(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
-    char *cpath = ck_join(ck->path, "config.json");
+    char *cpath = fp8_path_join(ck->path, "config.json");
     cJSON *config = NULL;
     if (!cpath)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
@@ -360,7 +351,7 @@ static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
         if (!ck->is_dir) {
             st = fp8_file_open(ctx, ck->path, &ck->shards[i]);
         } else {
-            char *p = ck_join(ck->path, ck->shard_names[i]);
+            char *p = fp8_path_join(ck->path, ck->shard_names[i]);
             struct stat sb;
             if (!p)
                 st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
@@ -413,7 +404,7 @@ fp8_status fp8_checkpoint_open(fp8_ctx *ctx, const char *path, fp8_checkpoint **
         if ((st = add_shard_name(ctx, ck, fp8_basename(path))))
             goto out;
     } else {
-        if (!(ipath = ck_join(path, INDEX_NAME))) {
+        if (!(ipath = fp8_path_join(path, INDEX_NAME))) {
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
             goto out;
         }
@@ -520,7 +511,7 @@ const char *ck_path(const fp8_checkpoint *ck) { return ck->path; }
 
 fp8_status ck_json_read(fp8_ctx *ctx, const char *dir, const char *name, cJSON **root)
 {
-    char *path = ck_join(dir, name);
+    char *path = fp8_path_join(dir, name);
     if (!path)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", dir);
     fp8_status st = read_json_file(ctx, path, true, root);
@@ -582,7 +573,7 @@ fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const 
     fp8_text b = { 0 };
     print_pretty(&b, root, 0);
     fp8_text_str(&b, "\n");
-    char *path = ck_join(dir, name);
+    char *path = fp8_path_join(dir, name);
     zio_writer *w = NULL;
     fp8_status st;
     if (b.oom || !path)
@@ -684,7 +675,7 @@ static fp8_status copy_if_other(fp8_ctx *ctx, void *arg, const char *name)
         skipped = strcmp(name, c->skip[i]) == 0;
     if (skipped)
         return FP8_OK;
-    char *from = ck_join(c->from, name), *dest = ck_join(c->to, name);
+    char *from = fp8_path_join(c->from, name), *dest = fp8_path_join(c->to, name);
     struct stat sb, lsb;
     fp8_status st = FP8_OK;
     if (!from || !dest)
@@ -750,7 +741,7 @@ fp8_status ck_output_names(fp8_ctx *ctx, const fp8_checkpoint *ck, char ***names
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (size_t s = 0; s < ck->nshards; s++) {
         const char *name = ck->shard_names[s];
-        size_t n = strlen(name) - (zio_has_suffix(name, ".zst") ? 4 : 0);
+        size_t n = strlen(name) - (fp8_has_suffix(name, ".zst") ? 4 : 0);
         if (!(out[s] = strndup(name, n)))
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         for (size_t k = 0; k < s; k++)

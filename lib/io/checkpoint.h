@@ -73,7 +73,4 @@ void ck_remove_tree(const char *path);
  * the file does not exist and `may_be_absent`. */
 fp8_status ck_open_regular(fp8_ctx *ctx, const char *path, bool may_be_absent, int *fd);
 
-/* dir + "/" + name, or NULL when out of memory. */
-char *ck_join(const char *dir, const char *name);
-
 #endif

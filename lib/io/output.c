@@ -108,7 +108,7 @@ static unsigned long long start_time(long pid)
 
 static fp8_status write_owner(fp8_ctx *ctx, const char *dir, const char *output_base)
 {
-    char host[256] = "", *path = ck_join(dir, OWNER);
+    char host[256] = "", *path = fp8_path_join(dir, OWNER);
     gethostname(host, sizeof host - 1);
     FILE *f = path ? fopen(path, "we") : NULL;
     fp8_status st = FP8_OK;
@@ -128,7 +128,7 @@ typedef enum { OWNER_NONE, OWNER_OTHER_OUTPUT, OWNER_ALIVE, OWNER_ELSEWHERE, OWN
 static owner_state owner_of(const char *dir, const char *output_base, long *pid, char *host,
                             size_t hostcap)
 {
-    char *path = ck_join(dir, OWNER), line[512], mine[256] = "";
+    char *path = fp8_path_join(dir, OWNER), line[512], mine[256] = "";
     FILE *f = path ? fopen(path, "re") : NULL;
     free(path);
     if (!f)
@@ -174,7 +174,7 @@ static void clean_stale(fp8_ctx *ctx, const fp8_output *o, const char *prefix)
             (strncmp(rest, ".tmp-", 5) != 0 && strncmp(rest, ".old-", 5) != 0) ||
             strlen(rest) != 11)
             continue;
-        char *dir = o->dirlen ? ck_join(parent, de->d_name) : fp8_strdup(de->d_name), host[256];
+        char *dir = o->dirlen ? fp8_path_join(parent, de->d_name) : fp8_strdup(de->d_name), host[256];
         long pid;
         struct stat sb;
         if (!dir || lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
@@ -252,12 +252,12 @@ static void free_names(char **names, size_t n)
 static fp8_status list_tree(fp8_ctx *ctx, const char *dir, const char *rel, char ***all, size_t *n,
                             size_t *cap)
 {
-    char **names = NULL, *path = rel[0] ? ck_join(dir, rel) : fp8_strdup(dir);
+    char **names = NULL, *path = rel[0] ? fp8_path_join(dir, rel) : fp8_strdup(dir);
     size_t k = 0;
     fp8_status st = path ? list_entries(ctx, path, !rel[0], &names, &k)
                          : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < k; i++) {
-        char *sub = NULL, *full = ck_join(path, names[i]);
+        char *sub = NULL, *full = fp8_path_join(path, names[i]);
         struct stat sb;
         bool is_dir = full && lstat(full, &sb) == 0 && S_ISDIR(sb.st_mode);
         if (asprintf(&sub, "%s%s%s", rel, names[i], is_dir ? "/" : "") < 0)
@@ -320,7 +320,7 @@ static fp8_status check_replaceable(fp8_ctx *ctx, const fp8_output *o)
         return fp8_fail(ctx, FP8_ERR_EXISTS,
                         "%s: is a file, not a directory fp8conv wrote; --force replaces a "
                         "directory output only by one", o->path);
-    char *mpath = ck_join(o->path, MARKER), **names = NULL, line[4352];
+    char *mpath = fp8_path_join(o->path, MARKER), **names = NULL, line[4352];
     size_t n = 0, cap = 0, foreign = 0;
     FILE *f = mpath ? fopen(mpath, "re") : NULL;
     fp8_status st = FP8_OK;
@@ -375,7 +375,7 @@ out:
  * those in subfolders too (a directory's ending in '/'). */
 static fp8_status write_marker(fp8_ctx *ctx, const fp8_output *o)
 {
-    char **names = NULL, *path = ck_join(o->tmp, MARKER);
+    char **names = NULL, *path = fp8_path_join(o->tmp, MARKER);
     size_t n = 0, cap = 0;
     fp8_status st = path ? list_tree(ctx, o->tmp, "", &names, &n, &cap)
                          : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -430,8 +430,8 @@ static fp8_status compare_built(fp8_ctx *ctx, fp8_output *o, const char *built)
     } else if (!(st = list_tree(ctx, o->tmp, "", &mine, &n, &cap)) &&
                !(st = list_tree(ctx, o->path, "", &theirs, &m, &cap2))) {
         for (size_t i = 0; !diff && i < (n > m ? n : m); i++) {
-            char *a = i < n ? ck_join(o->tmp, mine[i]) : NULL;
-            char *b = i < m ? ck_join(o->path, theirs[i]) : NULL;
+            char *a = i < n ? fp8_path_join(o->tmp, mine[i]) : NULL;
+            char *b = i < m ? fp8_path_join(o->path, theirs[i]) : NULL;
             if (i >= n || i >= m || strcmp(mine[i], theirs[i]) != 0 ||
                 (mine[i][strlen(mine[i]) - 1] != '/' && !same_file(a, b)))
                 diff = fp8_strdup(i < n ? mine[i] : theirs[i]);
@@ -492,7 +492,7 @@ static fp8_status check_output(fp8_ctx *ctx, fp8_output *o, const char *input, c
     if (!*o->base || !strcmp(o->base, ".") || !strcmp(o->base, ".."))
         return fp8_fail(ctx, FP8_ERR_USAGE, "'%s': OUTPUT must name a new file or directory",
                         output);
-    if (!o->is_dir && zio_has_suffix(o->path, ".zst"))
+    if (!o->is_dir && fp8_has_suffix(o->path, ".zst"))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "%s: compressed output is not supported; name it *.safetensors", output);
     char *parent = o->dirlen ? strndup(o->path, (size_t)o->dirlen) : fp8_strdup(".");
@@ -561,8 +561,8 @@ static void adopt(fp8_ctx *ctx, fp8_output *o, const char *prefix)
         if (strncmp(de->d_name, prefix, n) != 0 || strncmp(de->d_name + n, ".tmp-", 5) != 0 ||
             strlen(de->d_name + n) != 11)
             continue;
-        char *dir = o->dirlen ? ck_join(parent, de->d_name) : fp8_strdup(de->d_name), host[256];
-        char *records = dir ? ck_join(dir, FP8_RECORDS) : NULL;
+        char *dir = o->dirlen ? fp8_path_join(parent, de->d_name) : fp8_strdup(de->d_name), host[256];
+        char *records = dir ? fp8_path_join(dir, FP8_RECORDS) : NULL;
         long pid;
         bool same = false;
         if (!records || owner_of(dir, o->base, &pid, host, sizeof host) != OWNER_GONE) {
@@ -597,7 +597,7 @@ static fp8_status open_staging(fp8_ctx *ctx, fp8_output *o, const char *prefix)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
     o->staged = true;
-    if (!(o->records = ck_join(o->tmp, FP8_RECORDS)))
+    if (!(o->records = fp8_path_join(o->tmp, FP8_RECORDS)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (o->work.run.finish) {
         /* one --finish at a time; one that waited finds OUTPUT published */
@@ -665,7 +665,7 @@ static void prune(const fp8_output *o)
                     !strcmp(e, OWNER);
         for (size_t s = 0; s < n && !keep; s++)
             keep = !o->todo[s] && !strcmp(e, o->work.names[s]);
-        char *path = keep ? NULL : ck_join(o->tmp, e);
+        char *path = keep ? NULL : fp8_path_join(o->tmp, e);
         if (path)
             ck_remove_tree(path);
         free(path);
@@ -788,7 +788,7 @@ bool fp8_output_publishes(const fp8_output *o) { return !o->work.run.parts; }
 
 char *fp8_output_file(const fp8_output *o, const char *name)
 {
-    return ck_join(o->tmp, o->is_dir ? name : o->base);
+    return fp8_path_join(o->tmp, o->is_dir ? name : o->base);
 }
 
 static void sync_dir(const char *dir)
@@ -838,7 +838,7 @@ static fp8_status publish_fallback(fp8_ctx *ctx, fp8_output *o, const char *buil
                       strerror(errno));
         goto out;
     }
-    if (!(old = ck_join(aside, "old")) || write_owner(ctx, aside, o->base) ||
+    if (!(old = fp8_path_join(aside, "old")) || write_owner(ctx, aside, o->base) ||
         rename(o->path, old) != 0) {
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot move the existing output aside: %s", o->path,
                       strerror(errno));
@@ -867,8 +867,8 @@ fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o)
         free(o->records);
         o->records = NULL;
     }
-    char *built = o->is_dir ? fp8_strdup(o->tmp) : ck_join(o->tmp, o->base);
-    char *owner = ck_join(o->tmp, OWNER);
+    char *built = o->is_dir ? fp8_strdup(o->tmp) : fp8_path_join(o->tmp, o->base);
+    char *owner = fp8_path_join(o->tmp, OWNER);
     if (!built || !owner) {
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;

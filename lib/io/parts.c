@@ -88,7 +88,7 @@ static char *read_text(const char *path)
 
 fp8_status fp8_records_dir(fp8_ctx *ctx, const char *dir, char **records)
 {
-    if (!(*records = ck_join(dir, FP8_RECORDS)))
+    if (!(*records = fp8_path_join(dir, FP8_RECORDS)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (mkdir(*records, 0777) != 0 && errno != EEXIST)
         return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot create: %s", *records, strerror(errno));
@@ -137,7 +137,7 @@ static fp8_status hash_file(fp8_ctx *ctx, const char *path, char hex[33], uint64
 fp8_status fp8_record_write(fp8_ctx *ctx, const char *records, const char *dir, const char *name,
                             bool durable)
 {
-    char hex[33], *file = ck_join(dir, name), *rec = NULL, text[128];
+    char hex[33], *file = fp8_path_join(dir, name), *rec = NULL, text[128];
     uint64_t size = 0;
     fp8_status st = file ? hash_file(ctx, file, hex, &size)
                          : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -157,7 +157,7 @@ fp8_status fp8_record_write(fp8_ctx *ctx, const char *records, const char *dir, 
 fp8_record_state fp8_record_check(fp8_ctx *ctx, const char *records, const char *dir,
                                   const char *name)
 {
-    char *rec = NULL, *file = ck_join(dir, name), *text = NULL, hex[33], want[33] = "";
+    char *rec = NULL, *file = fp8_path_join(dir, name), *text = NULL, hex[33], want[33] = "";
     unsigned long long size = 0;
     uint64_t got = 0;
     struct stat sb;
@@ -269,7 +269,7 @@ static const char *option_name(const char *opt)
 fp8_status fp8_options_check(fp8_ctx *ctx, const char *records, const char *mine,
                              bool create, bool skip_parts, const char *what, bool *matches)
 {
-    char *path = ck_join(records, OPTIONS), *theirs = NULL, *tmp = NULL, host[64] = "";
+    char *path = fp8_path_join(records, OPTIONS), *theirs = NULL, *tmp = NULL, host[64] = "";
     fp8_status st = FP8_OK;
     *matches = false;
     if (!path)
@@ -351,7 +351,7 @@ fp8_status fp8_options_common(fp8_ctx *ctx, const fp8_checkpoint *ck, unsigned p
         fp8_text_str(t, line);
     }
     /* config.json decides too (the expert count finds routers) */
-    char *config = fp8_checkpoint_is_directory(ck) ? ck_join(ck_path(ck), "config.json") : NULL;
+    char *config = fp8_checkpoint_is_directory(ck) ? fp8_path_join(ck_path(ck), "config.json") : NULL;
     char *text = config ? read_text(config) : NULL;
     if (text) {
         char line[64];
@@ -366,7 +366,7 @@ fp8_status fp8_options_common(fp8_ctx *ctx, const fp8_checkpoint *ck, unsigned p
 
 unsigned fp8_options_parts(const char *records)
 {
-    char *path = ck_join(records, OPTIONS), *text = path ? read_text(path) : NULL;
+    char *path = fp8_path_join(records, OPTIONS), *text = path ? read_text(path) : NULL;
     const char *at = text ? strstr(text, "--parts ") : NULL;
     unsigned parts = at && (at == text || at[-1] == '\n') ? (unsigned)strtoul(at + 8, NULL, 10) : 0;
     free(text);

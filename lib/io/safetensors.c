@@ -24,57 +24,6 @@
 #define ST_MAX_HEADER 100000000ull /* the reference reader's MAX_HEADER_SIZE */
 #define ST_MAX_DEPTH 128           /* serde_json's recursion limit */
 
-/* ------------------------------------------------------------------ dtypes */
-
-static const struct {
-    const char *name;
-    unsigned bits;
-} dtype_table[FP8_DTYPE_COUNT] = {
-    [FP8_DTYPE_BOOL] = { "BOOL", 8 },
-    [FP8_DTYPE_F4] = { "F4", 4 },
-    [FP8_DTYPE_F6_E2M3] = { "F6_E2M3", 6 },
-    [FP8_DTYPE_F6_E3M2] = { "F6_E3M2", 6 },
-    [FP8_DTYPE_U8] = { "U8", 8 },
-    [FP8_DTYPE_I8] = { "I8", 8 },
-    [FP8_DTYPE_F8_E5M2] = { "F8_E5M2", 8 },
-    [FP8_DTYPE_F8_E4M3] = { "F8_E4M3", 8 },
-    [FP8_DTYPE_F8_E8M0] = { "F8_E8M0", 8 },
-    [FP8_DTYPE_F8_E4M3FNUZ] = { "F8_E4M3FNUZ", 8 },
-    [FP8_DTYPE_F8_E5M2FNUZ] = { "F8_E5M2FNUZ", 8 },
-    [FP8_DTYPE_I16] = { "I16", 16 },
-    [FP8_DTYPE_U16] = { "U16", 16 },
-    [FP8_DTYPE_F16] = { "F16", 16 },
-    [FP8_DTYPE_BF16] = { "BF16", 16 },
-    [FP8_DTYPE_I32] = { "I32", 32 },
-    [FP8_DTYPE_U32] = { "U32", 32 },
-    [FP8_DTYPE_F32] = { "F32", 32 },
-    [FP8_DTYPE_C64] = { "C64", 64 },
-    [FP8_DTYPE_F64] = { "F64", 64 },
-    [FP8_DTYPE_I64] = { "I64", 64 },
-    [FP8_DTYPE_U64] = { "U64", 64 },
-};
-
-const char *fp8_dtype_name(fp8_dtype dtype)
-{
-    return (unsigned)dtype < FP8_DTYPE_COUNT ? dtype_table[dtype].name : NULL;
-}
-
-bool fp8_dtype_from_name(const char *name, fp8_dtype *dtype)
-{
-    for (int i = 0; i < FP8_DTYPE_COUNT; i++) {
-        if (strcmp(name, dtype_table[i].name) == 0) {
-            *dtype = (fp8_dtype)i;
-            return true;
-        }
-    }
-    return false;
-}
-
-unsigned fp8_dtype_bits(fp8_dtype dtype)
-{
-    return (unsigned)dtype < FP8_DTYPE_COUNT ? dtype_table[dtype].bits : 0;
-}
-
 fp8_status st_tensor_size(const uint64_t *shape, int rank, fp8_dtype dtype, uint64_t *elements,
                           uint64_t *nbytes, const char **why)
 {

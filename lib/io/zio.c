@@ -71,12 +71,6 @@ struct zio_reader {
     uint64_t size;
 };
 
-bool zio_has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && memcmp(s + n - m, suffix, m) == 0;
-}
-
 /* ---------------------------------------------------------------- descriptors */
 
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -636,7 +630,7 @@ fp8_status zio_writer_create(fp8_ctx *ctx, const char *path, uint64_t content_si
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot set permissions: %s", w->tmp, strerror(errno));
         goto out;
     }
-    if (zio_has_suffix(path, ".zst")) {
+    if (fp8_has_suffix(path, ".zst")) {
         w->cctx = ZSTD_createCCtx();
         if (!w->cctx) {
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);

@@ -49,8 +49,6 @@ fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w);
 /* Removes the temporary file unless committed. */
 void zio_writer_free(zio_writer *w);
 
-bool zio_has_suffix(const char *s, const char *suffix);
-
 /* The page cache policy of the process (fp8_cache; AUTO decided by the
  * input's bytes): when dropping, every plain-file read lets go of the pages
  * it read and every committed output file of its own (posix_fadvise

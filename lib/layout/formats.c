@@ -14,7 +14,7 @@
 #include "io/checkpoint.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 
 #define VLLM FP8_LOADER_VLLM
 #define SGLANG FP8_LOADER_SGLANG
@@ -458,12 +458,6 @@ int fmt_config_is_f32(const cJSON *config)
     return d ? strcmp(d, "float32") == 0 : -1;
 }
 
-static bool has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && memcmp(s + n - m, suffix, m) == 0;
-}
-
 /* Whether a dot-separated component of `name` satisfies `pred`. */
 static bool any_component(const char *name, bool (*pred)(const char *p, size_t n))
 {
@@ -528,7 +522,7 @@ const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, 
         return "normalization";
     /* Mixtral and Phi-MoE call it block_sparse_moe.gate; a router by any
      * name is a 2-D weight whose output dimension is the expert count */
-    if (has_suffix(name, ".mlp.gate.weight") || has_suffix(name, ".block_sparse_moe.gate.weight") ||
+    if (fp8_has_suffix(name, ".mlp.gate.weight") || fp8_has_suffix(name, ".block_sparse_moe.gate.weight") ||
         strstr(name, "router") || strstr(name, "shared_expert_gate") ||
         (experts > 1 && rank == 2 && shape[0] == experts && !fmt_is_expert(name) &&
          any_component(name, router_component)))
@@ -550,9 +544,9 @@ bool fmt_experts_in_out(const char *name, int rank, const uint64_t *shape, uint6
 {
     if (rank != 3 || !hidden || !fmt_is_expert(name))
         return false;
-    if (has_suffix(name, "gate_up_proj"))
+    if (fp8_has_suffix(name, "gate_up_proj"))
         return shape[1] == hidden && shape[2] != hidden;
-    if (has_suffix(name, "down_proj"))
+    if (fp8_has_suffix(name, "down_proj"))
         return shape[2] == hidden && shape[1] != hidden;
     return false;
 }

@@ -11,7 +11,7 @@
 #include "common/text.h"
 #include "layout/fp4.h"
 
-/* The schemes' rows (scheme.h): E2M1 codes, MXFP4 one E8M0 scale per
+/* The schemes' rows (types.h): E2M1 codes, MXFP4 one E8M0 scale per
  * FP8_MX_GROUP elements of a row, NVFP4 one E4M3 per 16 and an F32 for the
  * tensor. */
 #define mxfp4 fp8_scheme_table[FP8_SCHEME_MXFP4]

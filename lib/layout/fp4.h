@@ -2,7 +2,7 @@
  * fp4.h - the packed-FP4 weight layouts fp8conv reads (fp8conv-formats(5),
  * 2026 LAYOUTS): one row per layout, saying how the weight and its scale are
  * named, stored and shaped, the scheme they follow (E2M1 codes in groups
- * of 32 sharing an E8M0 scale: MXFP4, from scheme.h's element table) and how
+ * of 32 sharing an E8M0 scale: MXFP4, from types.h's element table) and how
  * the unpacked weight is named and oriented for the loaders that read it in
  * bf16.  dequantize-for-export reads with this table.
  */
@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/internal.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 
 typedef enum {
     FP4_LAYOUT_GPT_OSS,   /* gpt-oss mlp.experts.{gate_up,down}_proj_blocks */

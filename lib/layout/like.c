@@ -18,7 +18,7 @@
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/kvscale.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 
 
 /* REF: a checkpoint directory (with its config.json), a .safetensors file

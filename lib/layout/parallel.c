@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "layout/parallel.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 
 /* Config numbers divide and multiply: each is trusted only as a whole
  * number up to 2^31 (so that products of two stay exact); anything else,

@@ -18,7 +18,7 @@
 #include "io/checkpoint.h"
 #include "layout/formats.h"
 #include "layout/kvscale.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
@@ -75,7 +75,6 @@ struct fp8_convert {
     pthread_mutex_t lock;
 };
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 static uint64_t clamp(uint64_t g, uint64_t dim) { return g < dim ? g : dim ? dim : 1; }
 
 static int cmp_weight_name(const void *key, const void *elem)
@@ -211,7 +210,7 @@ static fp8_status overflow(fp8_ctx *ctx, const fp8_convert *c, const weight *w, 
 static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *w, uint64_t e0,
                               uint64_t e1, float *y)
 {
-    uint64_t r0 = e0 / w->cols, r1 = ceil_div(e1, w->cols);
+    uint64_t r0 = e0 / w->cols, r1 = fp8_ceil_div(e1, w->cols);
     float *rows = malloc((r1 - r0) * w->cols * sizeof *rows);
     if (!rows)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -268,7 +267,7 @@ static uint64_t tile_of(const weight *w, uint64_t e)
 static fp8_status shift_span(fp8_ctx *ctx, const fp8_convert *c, const weight *w,
                              uint64_t offset, uint8_t *q, size_t len, uint64_t *bad)
 {
-    uint64_t g0 = offset / FP8_MX_GROUP, g1 = ceil_div(offset + len, FP8_MX_GROUP);
+    uint64_t g0 = offset / FP8_MX_GROUP, g1 = fp8_ceil_div(offset + len, FP8_MX_GROUP);
     uint8_t *sc = malloc(g1 - g0 + 1);
     fp8_status st = sc ? fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->scale_shard), w->scale,
                                        g0, sc, g1 - g0)
@@ -294,8 +293,8 @@ static fp8_status plan_shift(fp8_ctx *ctx, fp8_convert *c, weight *w, char *why,
     enum { STEP = 1 << 20 };
     uint64_t experts = w->w->elements / (w->rows * w->cols), groups = w->cols / FP8_MX_GROUP;
     target_group(&c->opts.target, w->rows, w->cols, &w->gr, &w->gc);
-    w->trows = ceil_div(w->rows, w->gr);
-    w->tcols = ceil_div(w->cols, w->gc);
+    w->trows = fp8_ceil_div(w->rows, w->gr);
+    w->tcols = fp8_ceil_div(w->cols, w->gc);
     w->tiles = calloc(experts * w->trows * w->tcols + 1, 1);
     uint8_t *buf = malloc(STEP);
     fp8_status st = w->tiles && buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -360,8 +359,8 @@ static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *
     uint64_t gr, gc, m = w->rows, n = w->cols;
     target_group(&c->opts.target, m, n, &gr, &gc);
     uint64_t GR = clamp(w->src_rows, m), GC = clamp(w->src_cols, n);
-    uint64_t trows = ceil_div(m, gr), tcols = ceil_div(n, gc);
-    uint64_t srows = ceil_div(m, GR), scols = ceil_div(n, GC);
+    uint64_t trows = fp8_ceil_div(m, gr), tcols = fp8_ceil_div(n, gc);
+    uint64_t srows = fp8_ceil_div(m, GR), scols = fp8_ceil_div(n, GC);
     unsigned isz = fp8_dtype_bits(w->scale->dtype) / 8, osz = w->out_scale.info.dtype == FP8_DTYPE_U8 ? 1 : 4;
     if (w->shift) { /* each block's 2^(B - 127): 2^-127 at least, an fp32 subnormal, exact */
         for (uint64_t k = k0; k < k1; k++) {
@@ -429,7 +428,7 @@ static fp8_status source_quantized(void *user, fp8_ctx *ctx, const fp8_tensor_in
     fp8_convert *c = user;
     weight *w = &c->weights[((const virtual_tensor *)t)->weight];
     fp8_dtype sdt = fp8_scale_size(b->kind) == 1 ? FP8_DTYPE_U8 : FP8_DTYPE_F32;
-    uint64_t per_row = ceil_div(b->cols, b->group_cols), changed = 0, codes = 0;
+    uint64_t per_row = fp8_ceil_div(b->cols, b->group_cols), changed = 0, codes = 0;
     double most = 0;
     uint8_t *old = malloc(b->rows * b->cols + 1);
     if (!old)

@@ -52,7 +52,6 @@
 #define TILE 128u        /* DeepSeek's fp8_block_size */
 #define TILE_OFFSET 6    /* log2 of its max_offset 2^6: E2M1's 6 * 2^6 = 384 <= 448 */
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* The expert whose weight or scale `t` is, if any: fills the item. */
 static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
@@ -109,8 +108,8 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
             it->cols = cols;
             it->out_rank = 2;
             it->out_dtype = is_scale ? FP8_DTYPE_F32 : FP8_DTYPE_F8_E4M3;
-            it->out_shape[0] = is_scale ? ceil_div(rows, TILE) : rows;
-            it->out_shape[1] = is_scale ? ceil_div(cols, TILE) : cols;
+            it->out_shape[0] = is_scale ? fp8_ceil_div(rows, TILE) : rows;
+            it->out_shape[1] = is_scale ? fp8_ceil_div(cols, TILE) : cols;
         }
     }
     free(sname);
@@ -138,7 +137,7 @@ static fp8_status tile_bytes_ref(fp8_ctx *ctx, const cast_plan *p, const cast_it
                              uint64_t row0, uint64_t nrows, const uint8_t *sc, uint8_t *tb)
 {
     uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
-    uint64_t tiles = ceil_div(it->cols, TILE);
+    uint64_t tiles = fp8_ceil_div(it->cols, TILE);
     for (uint64_t j = 0; j < tiles; j++) {
         unsigned most = 0;
         for (uint64_t r = 0; r < nrows; r++)
@@ -201,7 +200,7 @@ static bool e2m1_shift(unsigned c, int k, uint8_t *q)
     const fp8_elem_traits *e2m1 = fp8_elem_get(FP8_ELEM_E2M1);
     float v = e2m1->decode((uint8_t)c);
     if (v == 0) {
-        *q = c & 8 ? 0x80 : 0x00; /* -0 stays -0: the decode's sign (scheme.c) */
+        *q = c & 8 ? 0x80 : 0x00; /* -0 stays -0: the decode's sign (types.c) */
         return true;
     }
     if (k < -24) /* below 2^-24 * 0.5: far under E4M3's 2^-9 */
@@ -371,7 +370,7 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
                                fp8_writer *out, const fp8_tensor_info *wt, uint64_t id,
                                uint64_t n, uint64_t *failed_row)
 {
-    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = ceil_div(it->cols, TILE);
+    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = fp8_ceil_div(it->cols, TILE);
     uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles), *tf = malloc(tiles * 4);
     uint8_t *packed = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols / 2) : NULL;
     uint8_t *q = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols) : NULL;
@@ -436,7 +435,7 @@ static void *band_thread(void *arg)
 fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                              fp8_writer *out, const fp8_tensor_info *wt)
 {
-    uint64_t bands = ceil_div(it->rows, TILE), n = p->threads, off;
+    uint64_t bands = fp8_ceil_div(it->rows, TILE), n = p->threads, off;
     /* a compressed shard is a stream, read forward by one thread */
     if (ck_lane(p->ck, it->wshard, it->w, 0, 0, &off) != FP8_NO_LANE ||
         ck_lane(p->ck, it->sshard, it->s, 0, 0, &off) != FP8_NO_LANE)

@@ -21,7 +21,7 @@
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/kvscale.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/diff_cpu.h"
 #include "compute/fp4_cpu.h"
 #include "compute/fp4_ref.h"
@@ -121,7 +121,6 @@ static fp8_status block_size(fp8_ctx *ctx, const char *dir, const cJSON *config,
     return FP8_OK;
 }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* Matches a scale's shape to one of the layouts of fp8conv-formats(5), DEQUANTIZATION for `it`. */
 static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
@@ -491,7 +490,7 @@ static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, u
 {
     uint64_t grows, gcols;
     scale_groups(p, it, &grows, &gcols);
-    uint64_t per_row = ceil_div(it->cols, gcols);
+    uint64_t per_row = fp8_ceil_div(it->cols, gcols);
     /* rounded into dt by the export's own row (fast paths and all), then widened */
     uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(it->cols * sizeof *h);
     if (dt != FP8_DTYPE_F32 && !h)
@@ -579,7 +578,7 @@ static fp8_status dq_cpu(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, cons
     fp8_dtype out = p->opts->dtype;
     uint64_t grows, gcols, where = 0, row;
     scale_groups(p, it, &grows, &gcols);
-    uint64_t per_row = ceil_div(it->cols, gcols), width = it->cols * out_size(out);
+    uint64_t per_row = fp8_ceil_div(it->cols, gcols), width = it->cols * out_size(out);
     fp8_deq_result r = FP8_DEQ_OK;
     for (row = 0; row < j->nrows && !r; row++) {
         const float *sr = sf + ((j->row0 + row) / grows - j->row0 / grows) * per_row;

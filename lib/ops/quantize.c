@@ -15,7 +15,7 @@
 #include "layout/formats.h"
 #include "layout/parallel.h"
 #include "layout/fp4.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/quant_cpu.h"
 
 #define MAX_BLOCK 4096
@@ -23,12 +23,6 @@
 /* ---------------------------------------------------------------- names */
 
 /* ---------------------------------------------------------------- the plan */
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && memcmp(s + n - m, suffix, m) == 0;
-}
 
 
 static bool is_fp8(fp8_dtype d)
@@ -45,7 +39,7 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
 {
     const char *rule;
     *warn = false;
-    bool matrix = t->rank == 2 && has_suffix(t->name, ".weight");
+    bool matrix = t->rank == 2 && fp8_has_suffix(t->name, ".weight");
     bool experts = t->rank == 3 && strstr(t->name, ".experts.");
     if (!matrix && !experts)
         return "not a 2-D .weight or 3-D experts tensor";
@@ -341,7 +335,7 @@ static fp8_status check_not_quantized(fp8_ctx *ctx, const fp8_quant_plan *p)
                             fp8_dtype_name(t->dtype), p->input);
     }
     if (fp8_checkpoint_is_directory(ck)) {
-        char *hq = ck_join(p->input, HF_QUANT_CONFIG);
+        char *hq = fp8_path_join(p->input, HF_QUANT_CONFIG);
         struct stat sb;
         bool found = hq && stat(hq, &sb) == 0;
         free(hq);
@@ -378,9 +372,9 @@ static fp8_status check_not_quantized(fp8_ctx *ctx, const fp8_quant_plan *p)
 static uint64_t parts_of(const fp8_checkpoint *ck, const cJSON *config, const fp8_tensor_info *t,
                          bool *in_out)
 {
-    bool gate_up = has_suffix(t->name, ".experts.gate_up_proj");
+    bool gate_up = fp8_has_suffix(t->name, ".experts.gate_up_proj");
     if (t->rank != 3 || !quant_is_float(t->dtype) ||
-        (!gate_up && !has_suffix(t->name, ".experts.down_proj")))
+        (!gate_up && !fp8_has_suffix(t->name, ".experts.down_proj")))
         return 0;
     uint64_t hidden = fmt_config_hidden(config);
     if (!hidden)
@@ -436,7 +430,7 @@ quant_part *quant_part_find(const fp8_checkpoint *ck, const cJSON *config, const
     static const char *const projs[] = { ".gate_proj.weight", ".up_proj.weight",
                                          ".down_proj.weight" };
     int proj = 0; /* gate, up, down */
-    while (proj < 3 && !has_suffix(name, projs[proj]))
+    while (proj < 3 && !fp8_has_suffix(name, projs[proj]))
         proj++;
     const char *dot = proj < 3 ? name + strlen(name) - strlen(projs[proj]) : NULL;
     const char *digits = dot;
@@ -681,7 +675,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
                 p->work_bytes += fp8_tensor_nbytes(it->tensor);
         } else if (it->tensor->rank == 2 &&
                    (quant_is_float(it->tensor->dtype) || it->tensor->dtype == FP8_DTYPE_F64) &&
-                   has_suffix(it->tensor->name, ".weight")) {
+                   fp8_has_suffix(it->tensor->name, ".weight")) {
             const char *name = it->tensor->name;
             if (!(p->ignored[p->nignored++] = strndup(name, strlen(name) - strlen(".weight"))))
                 return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");

@@ -21,7 +21,7 @@
 #include "io/safetensors.h"
 #include "io/zio.h"
 #include "layout/formats.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/gpu.h"
 #include "compute/jobs.h"
 #include "compute/fp4_cpu.h"

@@ -29,7 +29,7 @@
 #include "layout/formats.h"
 #include "layout/like.h"
 #include "layout/parallel.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
@@ -49,7 +49,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
         const char *slash = strrchr(v->path, '/');
         char *dir = slash ? strndup(v->path, (size_t)(slash - v->path + (slash == v->path)))
                           : fp8_strdup(".");
-        char *cfg = dir ? ck_join(dir, "config.json") : NULL;
+        char *cfg = dir ? fp8_path_join(dir, "config.json") : NULL;
         struct stat sb;
         if (cfg && lstat(cfg, &sb) == 0)
             v->config_dir = dir, dir = NULL;

@@ -83,11 +83,6 @@ static inline bool verify_is_float(fp8_dtype d)
 {
     return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
 }
-static inline bool verify_has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && memcmp(s + n - m, suffix, m) == 0;
-}
 /* The scale a weight needs in the declared layout: its name suffix, rank,
  * shape and whether its dtype is a float (verify_rules.c). */
 void verify_expected_scale(const fp8_verify *v, const fp8_tensor_info *t, const char **suffix,
@@ -99,7 +94,6 @@ void verify_expected_scale(const fp8_verify *v, const fp8_tensor_info *t, const 
 const fp8_tensor_info *verify_find_scale(const fp8_verify *v, const fp8_tensor_info *t,
                                          size_t *shard, const char **suffix);
 
-static inline uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* The passes, in the order fp8_verify_run runs them. */
 fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v); /* verify_fp4.c */

@@ -24,7 +24,7 @@
 #include "layout/formats.h"
 #include "layout/like.h"
 #include "layout/parallel.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
@@ -174,7 +174,7 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t r = 0; r < nrows; r++) {
         /* each element's scale: rows of one row of groups share them */
-        uint64_t k0 = ((row0 + r) / grows - row0 / grows) * ceil_div(N, gcols);
+        uint64_t k0 = ((row0 + r) / grows - row0 / grows) * fp8_ceil_div(N, gcols);
         if (r == 0 || (row0 + r) % grows == 0)
             for (uint64_t c0 = 0, g = k0; c0 < N; c0 += gcols, g++) {
                 uint64_t width = N - c0 < gcols ? N - c0 : gcols;
@@ -486,7 +486,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         it->band = it->band < v->block_rows ? v->block_rows : it->band / v->block_rows * v->block_rows;
     it->first_job = a->njobs;
     if (x->elements)
-        a->njobs += it->experts * ceil_div(it->rows, it->band);
+        a->njobs += it->experts * fp8_ceil_div(it->rows, it->band);
     uint64_t band = it->band < it->rows ? it->band : it->rows, first, count;
     scale_span(v, it, 0, 0, band, &first, &count);
     uint64_t src = band * it->cols * (fp8_dtype_bits(x->dtype) / 8);
@@ -550,7 +550,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->rows = fp8_tensor_nbytes(it->t);
         it->band = BAND_ELEMS(v);
         it->first_job = a->njobs;
-        a->njobs += ceil_div(it->rows, it->band);
+        a->njobs += fp8_ceil_div(it->rows, it->band);
         uint64_t band = it->band < it->rows ? it->band : it->rows;
         a->max_band = band > a->max_band ? band : a->max_band;
         a->max_src = band > a->max_src ? band : a->max_src;
@@ -654,8 +654,8 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     for (size_t i = 0; i < nt && !st; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
-        if (role == DQ_DROP || (t->dtype != FP8_DTYPE_F8_E4M3 && (verify_has_suffix(t->name, "_scale") ||
-                                                                  verify_has_suffix(t->name, "_scale_inv"))) ||
+        if (role == DQ_DROP || (t->dtype != FP8_DTYPE_F8_E4M3 && (fp8_has_suffix(t->name, "_scale") ||
+                                                                  fp8_has_suffix(t->name, "_scale_inv"))) ||
             verify_fp4_against_owns(f4, t->name, false))
             continue;
         const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, NULL);

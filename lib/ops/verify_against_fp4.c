@@ -686,7 +686,7 @@ fp8_status verify_fp4_against_run(fp8_ctx *ctx, vf4_against *f, int threads,
         /* whole rows, about a chunk of source */
         uint64_t band = BAND_ELEMS(v) / it->cols;
         it->band = band ? band : 1;
-        f->njobs += ceil_div(it->rows, it->band);
+        f->njobs += fp8_ceil_div(it->rows, it->band);
         band = it->band < it->rows ? it->band : it->rows;
         f->max_band = band * it->cols > f->max_band ? band * it->cols : f->max_band;
         f->max_cols = it->cols > f->max_cols ? it->cols : f->max_cols;

@@ -316,7 +316,7 @@ fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v)
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
         char *sname, *oname;
         if (t->dtype == FP8_DTYPE_F8_E4M3 && v->family && v->family->trunk_scale_suffix &&
-            verify_has_suffix(t->name, ".weight")) {
+            fp8_has_suffix(t->name, ".weight")) {
             st = check_module_scale(ctx, v, t);
             continue;
         }

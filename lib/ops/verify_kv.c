@@ -93,7 +93,7 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *
                           file, t->name, fp8_dtype_name(t->dtype), (unsigned long long)t->elements);
     /* a name ending in _scale is read by the values pass (bad-scale) */
     fp8_file *f = fp8_checkpoint_shard(v->ck, shard);
-    if (!v->opts->values || fp8_file_is_compressed(f) || verify_has_suffix(t->name, "_scale"))
+    if (!v->opts->values || fp8_file_is_compressed(f) || fp8_has_suffix(t->name, "_scale"))
         return FP8_OK;
     unsigned char raw[4];
     float x;

@@ -20,7 +20,7 @@
 #include "layout/formats.h"
 #include "layout/like.h"
 #include "layout/parallel.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
@@ -96,7 +96,7 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
              strcmp(suffix, "_scale") == 0 ? "_scale_inv" : "_scale");
     /* DeepSeek-V4 names X.weight's scale X.scale, F8_E8M0 (fp4.h's row) */
     bool module_scale = v->family && v->family->trunk_scale_suffix &&
-                        verify_has_suffix(t->name, ".weight");
+                        fp8_has_suffix(t->name, ".weight");
     if (module_scale) {
         snprintf(name, sizeof name, "%.*s%s", (int)strlen(t->name) - 7, t->name,
                  v->family->trunk_scale_suffix);
@@ -247,7 +247,7 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
     if (v->spec->needs_input_scale) {
         char name[1024];
         snprintf(name, sizeof name, "%.*s.input_scale",
-                 (int)(strlen(t->name) - (verify_has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
+                 (int)(strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
         if (!fp8_checkpoint_find(v->ck, name, NULL) && !lr->no_input_scale++)
             lr->first_no_input_scale = t->name;
     }
@@ -336,7 +336,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
             if (!st)
                 st = check_loader_rules(ctx, v, t, file, &lr);
             char module[1024];
-            snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - (verify_has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
+            snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
             unsigned by = st ? 0 : ignored(v, module);
             if (by == FP8_LOADERS_ALL)
                 st = verify_add(ctx, v, FP8_SEV_ERROR, "ignored-but-quantized",
@@ -352,9 +352,9 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
             continue;
         }
         /* a scale needs its FP8 weight */
-        const char *suffix = verify_has_suffix(t->name, "_scale_inv") ? "_scale_inv"
-                             : verify_has_suffix(t->name, "_scale") && !verify_has_suffix(t->name, "input_scale") &&
-                                       !verify_has_suffix(t->name, "k_scale") && !verify_has_suffix(t->name, "v_scale")
+        const char *suffix = fp8_has_suffix(t->name, "_scale_inv") ? "_scale_inv"
+                             : fp8_has_suffix(t->name, "_scale") && !fp8_has_suffix(t->name, "input_scale") &&
+                                       !fp8_has_suffix(t->name, "k_scale") && !fp8_has_suffix(t->name, "v_scale")
                                  ? "_scale"
                                  : NULL;
         if (suffix) {
@@ -363,7 +363,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
             const fp8_tensor_info *w = fp8_checkpoint_find(ck, base, NULL);
             /* a bare X_scale with no tensor X and no weight in its name is a
              * model's own parameter (CLIP's logit_scale), not a quantization scale */
-            bool parameter = !w && !strcmp(suffix, "_scale") && !verify_has_suffix(base, "weight");
+            bool parameter = !w && !strcmp(suffix, "_scale") && !fp8_has_suffix(base, "weight");
             if (!parameter && (!w || w->dtype != FP8_DTYPE_F8_E4M3))
                 st = verify_add(ctx, v, FP8_SEV_ERROR, "orphan-scale",
                          "%s: %s: a scale without an F8_E4M3 weight '%s'", file, t->name, base);
@@ -379,7 +379,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
         const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts);
         if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
             (verify_is_float(t->dtype) || t->dtype == FP8_DTYPE_F64) &&
-            verify_has_suffix(t->name, ".weight") && !(keep && !strcmp(keep, "embedding"))) {
+            fp8_has_suffix(t->name, ".weight") && !(keep && !strcmp(keep, "embedding"))) {
             char module[1024];
             snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
             if (!ignored(v, module))

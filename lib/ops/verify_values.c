@@ -22,7 +22,7 @@
 #include "layout/formats.h"
 #include "layout/like.h"
 #include "layout/parallel.h"
-#include "layout/scheme.h"
+#include "common/types.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
@@ -142,7 +142,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     /* loaders that hold an F32 weight scale in the model's 16-bit dtype */
     unsigned narrow = 0;
     for (int l = 0; v->spec && t->dtype == FP8_DTYPE_F32 && !v->f32_model && l < FP8_LOADER_COUNT; l++)
-        narrow |= v->spec->model_dtype_scales[l] && verify_has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
+        narrow |= v->spec->model_dtype_scales[l] && fp8_has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
     bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FP8_FORMAT_DEFAULT &&
@@ -285,16 +285,16 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     sc.weights = fp8_xcalloc(nt + 1, sizeof *sc.weights);
     for (size_t i = 0; sc.weights && i < nt; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        bool scale = verify_has_suffix(t->name, "_scale_inv") || verify_has_suffix(t->name, "_scale");
+        bool scale = fp8_has_suffix(t->name, "_scale_inv") || fp8_has_suffix(t->name, "_scale");
         if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_fp4.c */
             continue;
         /* X_scale with no tensor X and no weight in its name is a model's own
          * parameter (DeepSeek-V4's F32 hc_attn_scale: vLLM models/deepseek_v4;
          * CLIP's logit_scale), as the structure pass's orphan rule has it */
-        if (scale && !verify_has_suffix(t->name, "_scale_inv")) {
+        if (scale && !fp8_has_suffix(t->name, "_scale_inv")) {
             char base[1024];
             snprintf(base, sizeof base, "%.*s", (int)strlen(t->name) - 6, t->name);
-            if (!fp8_checkpoint_find(v->ck, base, NULL) && !verify_has_suffix(base, "weight"))
+            if (!fp8_checkpoint_find(v->ck, base, NULL) && !fp8_has_suffix(base, "weight"))
                 scale = false;
         }
         if (t->dtype == FP8_DTYPE_F8_E4M3 ||

@@ -1,8 +1,10 @@
 /*
- * scheme.c - the element and scheme tables (scheme.h), and the names of the
- * schemes.
+ * types.c - the rows every command reads (types.h): the element types and
+ * the schemes, with the schemes' names, and safetensors' dtypes.
  */
-#include "layout/scheme.h"
+#include "common/types.h"
+
+#include <string.h>
 
 #include "common/fp8_math.h"
 
@@ -82,7 +84,6 @@ const char *fp8_scheme_name(fp8_scheme s)
     return (unsigned)s < NSCHEMES ? fp8_scheme_names[s] : "?";
 }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 void fp8_scheme_geometry(fp8_scheme s, uint32_t block_rows, uint32_t block_cols, uint64_t rows,
                          uint64_t cols, fp8_geometry *g)
@@ -92,8 +93,8 @@ void fp8_scheme_geometry(fp8_scheme s, uint32_t block_rows, uint32_t block_cols,
     uint64_t n = cols ? cols : 1;
     switch (t ? t->group : FP8_GROUP_MATRIX) {
     case FP8_GROUP_TILE:
-        *g = (fp8_geometry){ block_rows, block_cols, ceil_div(rows, block_rows),
-                             ceil_div(cols, block_cols) };
+        *g = (fp8_geometry){ block_rows, block_cols, fp8_ceil_div(rows, block_rows),
+                             fp8_ceil_div(cols, block_cols) };
         break;
     case FP8_GROUP_ROW: *g = (fp8_geometry){ 1, n, rows, 1 }; break;
     case FP8_GROUP_RUN: /* N is a multiple of the run where it matters; else as N / run */
@@ -103,4 +104,56 @@ void fp8_scheme_geometry(fp8_scheme s, uint32_t block_rows, uint32_t block_cols,
         *g = (fp8_geometry){ UINT64_MAX, n, 1, 1 };
         break;
     }
+}
+
+/* ------------------------------------------------------------------ dtypes
+ * safetensors' dtypes: their names and widths (the public fp8_dtype). */
+
+static const struct {
+    const char *name;
+    unsigned bits;
+} dtype_table[FP8_DTYPE_COUNT] = {
+    [FP8_DTYPE_BOOL] = { "BOOL", 8 },
+    [FP8_DTYPE_F4] = { "F4", 4 },
+    [FP8_DTYPE_F6_E2M3] = { "F6_E2M3", 6 },
+    [FP8_DTYPE_F6_E3M2] = { "F6_E3M2", 6 },
+    [FP8_DTYPE_U8] = { "U8", 8 },
+    [FP8_DTYPE_I8] = { "I8", 8 },
+    [FP8_DTYPE_F8_E5M2] = { "F8_E5M2", 8 },
+    [FP8_DTYPE_F8_E4M3] = { "F8_E4M3", 8 },
+    [FP8_DTYPE_F8_E8M0] = { "F8_E8M0", 8 },
+    [FP8_DTYPE_F8_E4M3FNUZ] = { "F8_E4M3FNUZ", 8 },
+    [FP8_DTYPE_F8_E5M2FNUZ] = { "F8_E5M2FNUZ", 8 },
+    [FP8_DTYPE_I16] = { "I16", 16 },
+    [FP8_DTYPE_U16] = { "U16", 16 },
+    [FP8_DTYPE_F16] = { "F16", 16 },
+    [FP8_DTYPE_BF16] = { "BF16", 16 },
+    [FP8_DTYPE_I32] = { "I32", 32 },
+    [FP8_DTYPE_U32] = { "U32", 32 },
+    [FP8_DTYPE_F32] = { "F32", 32 },
+    [FP8_DTYPE_C64] = { "C64", 64 },
+    [FP8_DTYPE_F64] = { "F64", 64 },
+    [FP8_DTYPE_I64] = { "I64", 64 },
+    [FP8_DTYPE_U64] = { "U64", 64 },
+};
+
+const char *fp8_dtype_name(fp8_dtype dtype)
+{
+    return (unsigned)dtype < FP8_DTYPE_COUNT ? dtype_table[dtype].name : NULL;
+}
+
+bool fp8_dtype_from_name(const char *name, fp8_dtype *dtype)
+{
+    for (int i = 0; i < FP8_DTYPE_COUNT; i++) {
+        if (strcmp(name, dtype_table[i].name) == 0) {
+            *dtype = (fp8_dtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+unsigned fp8_dtype_bits(fp8_dtype dtype)
+{
+    return (unsigned)dtype < FP8_DTYPE_COUNT ? dtype_table[dtype].bits : 0;
 }

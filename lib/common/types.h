@@ -1,13 +1,15 @@
 /*
- * scheme.h - what an element type and a scaling scheme are, in one table
+ * types.h - the tables of lib/'s lowest layer, which every command reads:
+ * safetensors' dtypes (their names and widths, the public fp8_dtype), and
+ * what an element type and a scaling scheme are, in one table
  * each (as ggml keeps type_traits[]): code bits and packing, code -> value,
  * NaN and the largest finite value per element type; per scheme the group
  * of elements that shares a scale, how many scale levels there are and each
  * level's element type.  fp8_scheme_geometry() gives a matrix's groups and
  * scale indices; the rest of lib/ asks it instead of testing the scheme.
  */
-#ifndef FP8_SCHEME_H
-#define FP8_SCHEME_H
+#ifndef FP8_TYPES_H
+#define FP8_TYPES_H
 
 #include "common/internal.h"
 
