@@ -4,6 +4,9 @@
 #   make check        install missing Debian packages, build, run every test
 #   make demo         install missing packages, build, quantize the bundled sample and inspect it
 #   make check-oracle regenerate writer goldens with the PyPI safetensors package and compare
+#   make install      the binary, man pages, completion and libfp8conv (.a, .so, fp8conv.h,
+#                     fp8conv.pc) under PREFIX; make uninstall removes them; make check-install
+#                     tests both and links a program against the library
 #   make fuzz         run the libFuzzer targets (header, then whole directories) for
 #                     FUZZ_SECONDS each (clang)
 #   make bench        every command against its floor (bench/run.sh, bench/RESULTS.md)
@@ -68,8 +71,10 @@ comma := ,
 SAN_FLAGS := $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 CFLAGS_ALL = $(CFLAGS_BASE) $(SAN_FLAGS) $(PKG_CFLAGS) -Ilib \
 	$(if $(filter 1,$(HAVE_CUDA)),-DFP8_HAVE_CUDA -DFP8_CUDA_ARCHS='"$(foreach a,$(CUDA_ARCHS),sm_$(a))"') $(CFLAGS)
-LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread \
-	$(if $(filter 1,$(HAVE_CUDA)),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++) $(LDLIBS)
+# What libfp8conv needs besides PKGS (fp8conv.pc's Libs.private says the same).
+SYS_LIBS = -lm -lpthread \
+	$(if $(filter 1,$(HAVE_CUDA)),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++)
+LDLIBS_ALL = $(PKG_LIBS) $(SYS_LIBS) $(LDLIBS)
 # The GPU kit's programs find its shared libraries beside them (bench/README.md).
 KIT_RPATH := -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib:$$ORIGIN/../../lib'
 LDFLAGS_ALL = $(SAN_FLAGS) $(if $(filter 1,$(GPU_KIT)),$(KIT_RPATH)) $(LDFLAGS)
@@ -114,7 +119,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
+.PHONY: all install uninstall check-install libfp8conv check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
@@ -125,7 +130,8 @@ $(BUILD)/%.o: %.c $(HDRS) $(STAMP)
 # The fast CPU paths are written to be vectorized: -O3 does it (quant_cpu,
 # with verify's per-element loops: the --against bound, the code scan; and
 # diff_cpu).
-$(BUILD)/lib/compute/quant_cpu.o $(BUILD)/lib/compute/diff_cpu.o: $(BUILD)/lib/%.o: lib/%.c $(HDRS) $(STAMP)
+FAST_OBJ := lib/compute/quant_cpu.o lib/compute/diff_cpu.o
+$(addprefix $(BUILD)/,$(FAST_OBJ)): $(BUILD)/lib/%.o: lib/%.c $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(if $(filter 1,$(DEBUG)),,-O3) -c $< -o $@
 
@@ -139,6 +145,50 @@ $(BUILD)/libfp8conv.a: $(LIB_OBJ)
 
 $(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
 	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
+
+# ---------------------------------------------------------------- the installed library
+# libfp8conv for other programs (make install): the
+# library's sources again with -fPIC, in $(PIC), so that the objects of
+# $(BUILD)/fp8conv stay as they are; the CUDA objects are position-independent
+# already (NVCCFLAGS) and are shared.  The shared object exports what
+# lib/fp8conv.h declares and nothing else (a version script made from the
+# preprocessed header), and refuses to link with a symbol left undefined.
+# While the major version is 0 any minor version may change the ABI, so the
+# soname carries both: libfp8conv.so.0.1.
+VERSION := $(shell sed -n 's/^.define FP8CONV_VERSION "\([^"]*\)"$$/\1/p' lib/fp8conv.h)
+SOVERSION := $(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
+SO_NAME := libfp8conv.so.$(SOVERSION)
+SO_FILE := libfp8conv.so.$(VERSION)
+PIC := $(BUILD)/pic
+PIC_OBJ := $(LIB_SRC:%.c=$(PIC)/%.o) $(if $(filter 1,$(HAVE_CUDA)),$(CU_SRC:%.cu=$(BUILD)/%.o))
+# Calls inside the library need not go through the PLT: nothing outside can
+# interpose a symbol the version script hides.
+PIC_CFLAGS := -fPIC -fno-semantic-interposition
+
+$(PIC)/%.o: %.c $(HDRS) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(PIC_CFLAGS) -c $< -o $@
+
+$(addprefix $(PIC)/,$(FAST_OBJ)): $(PIC)/lib/%.o: lib/%.c $(HDRS) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(PIC_CFLAGS) $(if $(filter 1,$(DEBUG)),,-O3) -c $< -o $@
+
+$(PIC)/libfp8conv.a: $(PIC_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(PIC)/fp8conv.map: lib/fp8conv.h $(STAMP)
+	@mkdir -p $(@D)
+	{ echo "FP8CONV_$(SOVERSION) {"; echo "  global:"; \
+	  $(CC) -E -P $(CFLAGS_ALL) lib/fp8conv.h | grep -oE '\bfp8_[a-z0-9_]+ *[(\[]' | \
+	    sed 's/ *[(\[]$$//' | sort -u | sed 's/.*/    &;/'; \
+	  echo "  local: *;"; echo "};"; } >$@
+
+$(PIC)/$(SO_FILE): $(PIC_OBJ) $(PIC)/fp8conv.map
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script,$(PIC)/fp8conv.map -Wl,--no-undefined \
+		$(LDFLAGS_ALL) $(PIC_OBJ) $(LDLIBS_ALL) -o $@
+
+libfp8conv: $(PIC)/libfp8conv.a $(PIC)/$(SO_FILE)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/golden.h tests/fill.h $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
@@ -184,7 +234,7 @@ DEPS_CMD := python3:python3 jq:jq zstd:zstd groff:groff-base
 # A plain `make` (or `make build/...`, `make bench`) without them would print
 # pages of compiler errors: say in one line what is missing instead.  Targets
 # that depend on `deps` (check, demo, ...) install them themselves.
-BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench bench-peers install,$(MAKECMDGOALS)),all)
+BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench bench-peers install libfp8conv,$(MAKECMDGOALS)),all)
 ifneq ($(BUILD_ONLY),)
 MISSING_DEPS := $(if $(shell command -v pkg-config),,pkg-config) \
 	$(foreach d,$(DEPS_PC),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) 2>/dev/null && echo y),,$(word 2,$(subst :, ,$(d)))))
@@ -290,15 +340,52 @@ demo: deps
 
 # The binary, the man pages (fp8conv(1), and fp8conv-formats(5): the formats
 # and numerics the code relies on) and the bash completion (made by the binary
-# from its own option tables) under PREFIX, in Debian's bash-completion layout.
+# from its own option tables) under PREFIX, in Debian's bash-completion layout;
+# and the library for C and C++ programs: libfp8conv.a (position-independent,
+# so that it links into a shared object too), libfp8conv.so and its soname
+# links, fp8conv.h and fp8conv.pc for pkg-config.  `make uninstall` removes
+# the files in INSTALLED (tests/install/check_install.sh holds the two to each
+# other) and leaves the directories.
 PREFIX ?= /usr/local
-install: $(BUILD)/fp8conv
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALLED = $(PREFIX)/bin/fp8conv $(PREFIX)/share/man/man1/fp8conv.1 \
+	$(PREFIX)/share/man/man5/fp8conv-formats.5 $(PREFIX)/share/bash-completion/completions/fp8conv \
+	$(LIBDIR)/libfp8conv.a $(LIBDIR)/$(SO_FILE) $(LIBDIR)/$(SO_NAME) $(LIBDIR)/libfp8conv.so \
+	$(INCLUDEDIR)/fp8conv.h $(PKGCONFIGDIR)/fp8conv.pc
+# A directory under PREFIX written as $${prefix}/..., so that pkg-config
+# --define-variable=prefix=DIR relocates the file (a DESTDIR install, tested).
+pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+install: $(BUILD)/fp8conv $(PIC)/libfp8conv.a $(PIC)/$(SO_FILE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(BUILD)/fp8conv $(DESTDIR)$(PREFIX)/bin/fp8conv
 	install -m 644 man/fp8conv.1 $(DESTDIR)$(PREFIX)/share/man/man1/fp8conv.1
 	install -m 644 man/fp8conv-formats.5 $(DESTDIR)$(PREFIX)/share/man/man5/fp8conv-formats.5
 	$(BUILD)/fp8conv completion bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/fp8conv
+	install -m 644 $(PIC)/libfp8conv.a $(DESTDIR)$(LIBDIR)/libfp8conv.a
+	install -m 755 $(PIC)/$(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SO_FILE)
+	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(LIBDIR)/libfp8conv.so
+	install -m 644 lib/fp8conv.h $(DESTDIR)$(INCLUDEDIR)/fp8conv.h
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_path,$(LIBDIR))' \
+		'includedir=$(call pc_path,$(INCLUDEDIR))' '' \
+		'Name: fp8conv' 'Description: safetensors FP8/FP4 checkpoints: quantize, convert, verify, diff' \
+		'Version: $(VERSION)' 'Requires.private: $(PKGS)' 'Libs: -L$${libdir} -lfp8conv' \
+		'Libs.private: $(strip $(SYS_LIBS))' 'Cflags: -I$${includedir}' \
+		>$(DESTDIR)$(PKGCONFIGDIR)/fp8conv.pc
+	@echo "install: $(words $(INSTALLED)) files under $(DESTDIR)$(PREFIX)$(if $(DESTDIR),,; run ldconfig for the shared library)"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+
+# make install into a scratch DESTDIR, as another program meets the library:
+# pkg-config, a C program linked static and shared; then make uninstall
+# (tests/install/check_install.sh).
+check-install: deps $(BUILD)/fp8conv
+	MAKE="$(MAKE)" bash tests/install/check_install.sh $(BUILD)
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh
