@@ -8,6 +8,7 @@
 #                     fp8conv.pc) under PREFIX; make uninstall removes them; make check-install
 #                     tests both and links a program against the library
 #   make wheel        dist/fp8conv-VERSION-py3-none-manylinux_*.whl, the Python package
+#   make check-python the wheel in a fresh venv against the CLI, then check-install
 #   make fuzz         run the libFuzzer targets (header, then whole directories) for
 #                     FUZZ_SECONDS each (clang)
 #   make bench        every command against its floor (bench/run.sh, bench/RESULTS.md)
@@ -120,7 +121,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install uninstall check-install libfp8conv python-files wheel check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
+.PHONY: all install uninstall check-install libfp8conv python-files wheel check-python check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
@@ -426,6 +427,13 @@ wheel: deps $(WHEEL_VENV)/.ready
 	PATH=$(abspath $(WHEEL_VENV))/bin:$$PATH auditwheel repair -w dist \
 		$(WHEEL_BUILD)/unrepaired/fp8conv-$(VERSION)-*.whl
 	@ls -l dist/fp8conv-$(VERSION)-*.whl | awk '{ printf "wheel: %s, %.1f MiB\n", $$NF, $$5 / 1048576 }'
+
+# The wheel installed in a fresh venv ($(BUILD)/venv-check-python) against the
+# CLI (tests/python/), then check-install: 35 s here from a clean build/, 8 s
+# once built.
+check-python: wheel $(BUILD)/fp8conv
+	bash tests/python/run.sh $(BUILD) $(WHEEL_VENV)
+	@$(MAKE) --no-print-directory check-install
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""The wheel, installed (make check-python; tests/python/run.sh installs it
+in a fresh venv and runs this with that venv's Python): the fp8conv command
+on the venv's PATH, the bundled binary's libraries from the wheel, the
+manylinux tag auditwheel gives it, and every function of the file API
+against the CLI (BUILD/fp8conv, what make builds) on testdata/llama-tiny:
+the same JSON report for the same command (but the run's "seconds" and the
+directory each ran in), byte-identical outputs, verdicts returned and
+failures raised as the Error subclass of their exit status; and README.md's
+From Python block, run.
+
+usage: check_python.py --cli BUILD/fp8conv --venv VENV --wheel WHEEL --auditwheel AUDITWHEEL
+       (from the repository root)
+"""
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import fp8conv
+
+ROOT = os.getcwd()
+SAMPLE = os.path.join(ROOT, "testdata", "llama-tiny")
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append(bool(ok))
+    print("%s %s%s" % ("ok      " if ok else "FAILED  ", name,
+                       "" if ok or not detail else "\n         " + str(detail)[:2000]))
+
+
+def cli_json(cli, args, cwd):
+    r = subprocess.run([cli] + args + ["--json"], cwd=cwd, capture_output=True, text=True)
+    return r.returncode, (json.loads(r.stdout) if r.stdout else None), r.stderr
+
+
+def normalized(report, root):
+    """The report with the run's own: its time, and the directory it ran in."""
+    if isinstance(report, dict):
+        return {k: normalized(v, root) for k, v in report.items() if k != "seconds"}
+    if isinstance(report, list):
+        return [normalized(v, root) for v in report]
+    if isinstance(report, str):
+        return report.replace(root, "<dir>")
+    return report
+
+
+def tree(path):
+    """Every file under path (or the file itself): relative name -> bytes."""
+    if os.path.isfile(path):
+        return {"": open(path, "rb").read()}
+    out = {}
+    for base, _, names in os.walk(path):
+        for n in names:
+            full = os.path.join(base, n)
+            out[os.path.relpath(full, path)] = open(full, "rb").read()
+    return out
+
+
+def first_difference(a, b):
+    for name in sorted(set(a) | set(b)):
+        if a.get(name) != b.get(name):
+            return name
+    return None
+
+
+def check_install(args):
+    bindir = os.path.join(args.venv, "bin")
+    exe = os.path.join(bindir, "fp8conv")
+    check("fp8conv is imported from the venv, not the checkout",
+          os.path.realpath(fp8conv.__file__).startswith(os.path.realpath(args.venv)), fp8conv.__file__)
+    want = subprocess.run([args.cli, "--version"], capture_output=True, text=True).stdout
+    for argv in ([exe, "--version"], [sys.executable, "-m", "fp8conv", "--version"]):
+        r = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PATH=bindir))
+        check("%s runs: %s" % (" ".join(os.path.basename(a) for a in argv), r.stdout.split("\n")[0]),
+              r.returncode == 0 and r.stdout.split("\n")[0] == want.split("\n")[0]
+              == "fp8conv %s" % fp8conv.__version__, r.stdout + r.stderr)
+    r = subprocess.run([exe, "inspect", "-q", "/nonexistent"], capture_output=True, text=True)
+    check("the fp8conv command keeps the binary's exit status and messages (4)",
+          r.returncode == 4 and r.stderr.startswith("fp8conv: /nonexistent"), r)
+    # every library the bundled programs load, but the C library's, is the
+    # wheel's own copy (auditwheel's fp8conv.libs), so no Debian package is needed
+    libs = os.path.join(os.path.dirname(os.path.dirname(fp8conv.binary_path())), "..", "fp8conv.libs")
+    libs = os.path.realpath(libs)
+    for prog in (fp8conv.binary_path(), os.path.join(os.path.dirname(fp8conv.__file__), "_lib",
+                                                     "libfp8conv.so")):
+        r = subprocess.run(["ldd", prog], capture_output=True, text=True)
+        found = re.findall(r"^\s*(\S+) => (\S+)", r.stdout, re.M)
+        system = [(n, p) for n, p in found if not re.match(
+            r"(libc|libm|libpthread|libdl|librt|ld-linux[-\w]*)\.so", n)]
+        outside = [(n, p) for n, p in system if not os.path.realpath(p).startswith(libs + os.sep)]
+        names = sorted(re.sub(r"-[0-9a-f]{8}\.so.*", "", n) for n, _ in system)
+        check("%s loads %s from the wheel" % (os.path.basename(prog), ", ".join(names)),
+              r.returncode == 0 and names == ["libcjson", "libxxhash", "libzstd"] and not outside
+              and "not found" not in r.stdout, r.stdout)
+    r = subprocess.run([args.auditwheel, "show", args.wheel], capture_output=True, text=True,
+                       env=dict(os.environ, PATH=os.path.dirname(args.auditwheel) + os.pathsep
+                                + os.environ["PATH"]))
+    tag = re.search(r'platform tag:\s*"(manylinux_\d+_\d+_\w+)"', r.stdout)
+    check("auditwheel show: %s" % (tag.group(1) if tag else "no manylinux tag"),
+          r.returncode == 0 and tag and tag.group(1) in os.path.basename(args.wheel), r.stdout + r.stderr)
+
+
+def check_api(args, top):
+    cli_dir, api_dir = os.path.join(top, "cli"), os.path.join(top, "api")
+    os.makedirs(cli_dir)
+    os.makedirs(api_dir)
+    api = lambda p: os.path.join(api_dir, p)
+
+    def same(name, fn, api_args, options, cli_args, outputs=(), rc=0):
+        """fn(*api_args, **options) run in api_dir against the CLI's cli_args in cli_dir."""
+        code, want, err = cli_json(args.cli, cli_args, cli_dir)
+        os.chdir(api_dir)  # the same relative paths as the CLI's
+        try:
+            got = fn(*api_args, **options)
+        except fp8conv.Error as e:
+            check(name, False, "raised %s (%d): %s" % (type(e).__name__, e.exit_code, e))
+            return None
+        finally:
+            os.chdir(ROOT)
+        ok = code == rc and normalized(got, api_dir) == normalized(want, cli_dir)
+        detail = "CLI exit %d %s\nAPI %s\nCLI %s" % (code, err, json.dumps(normalized(got, api_dir))[:800],
+                                                   json.dumps(normalized(want, cli_dir))[:800])
+        check(name + ": the CLI's JSON" + (" (exit %d, returned)" % rc if rc else ""), ok, detail)
+        for out in outputs:
+            a, b = tree(api(out)), tree(os.path.join(cli_dir, out))
+            diff = first_difference(a, b)
+            check("%s: %s byte-identical to the CLI's (%d files)" % (name, out, len(a)),
+                  a and diff is None, "differs: %r" % diff)
+        return got
+
+    q = same("quantize(block=(32, 32))", fp8conv.quantize, [SAMPLE, "q"], {"block": (32, 32)},
+             ["quantize", "--block", "32x32", SAMPLE, "q"], outputs=["q"])
+    check("quantize's report says what it did", q and q["quantized"] == 14 and q["block"] == [32, 32])
+    same("quantize(block='32x32', jobs=1, ignore=[2 regexes])", fp8conv.quantize, [SAMPLE, "q-ign"],
+         {"block": "32x32", "jobs": 1, "ignore": ["down_proj", r"layers\.1\."]},
+         ["quantize", "--block", "32x32", "--threads", "1", "--ignore", "down_proj", "--ignore",
+          r"layers\.1\.", SAMPLE, "q-ign"], outputs=["q-ign"])
+    same("quantize(dry_run=True, scheme='channel', format='compressed-tensors')", fp8conv.quantize,
+         [SAMPLE, "dry"], {"dry_run": True, "scheme": "channel", "format": "compressed-tensors",
+                           "force": False},
+         ["quantize", "--dry-run", "--scheme", "channel", "--format", "compressed-tensors", SAMPLE,
+          "dry"])
+    check("quantize(dry_run=True) writes nothing", not os.path.exists(api("dry")))
+    v = same("verify", fp8conv.verify, ["q"], {}, ["verify", "q"])
+    check("verify's verdict: ok", v and v["ok"] is True)
+    v = same("verify(no_values=True, tp=8)", fp8conv.verify, ["q"], {"no_values": True, "tp": 8},
+             ["verify", "--no-values", "--tp", "8", "q"], rc=1)
+    check("verify's verdict at TP=8 (the sample's 3 heads): not ok, in the dict",
+          v and v["ok"] is False and v["errors"] > 0)
+    same("inspect", fp8conv.inspect, ["q"], {}, ["inspect", "q"])
+    same("inspect(hash=True)", fp8conv.inspect, ["q"], {"hash": True}, ["inspect", "--hash", "q"])
+    d = same("diff (identical)", fp8conv.diff, [SAMPLE, SAMPLE], {}, ["diff", SAMPLE, SAMPLE])
+    check("diff's verdict: identical", d and d["identical"] is True)
+    d = same("diff (bf16 against FP8)", fp8conv.diff, [SAMPLE, "q"], {}, ["diff", SAMPLE, "q"], rc=1)
+    check("diff's verdict: different, in the dict", d and d["identical"] is False and d["differences"])
+    same("convert(format='compressed-tensors')", fp8conv.convert, ["q", "ct"],
+         {"format": "compressed-tensors"}, ["convert", "--format", "compressed-tensors", "q", "ct"],
+         outputs=["ct"])
+    same("convert(exact=True, block=[16, 16])", fp8conv.convert, ["q", "q16"],
+         {"exact": True, "block": [16, 16]}, ["convert", "--exact", "--block", "16x16", "q", "q16"],
+         outputs=["q16"])
+    same("dequantize_for_export", fp8conv.dequantize_for_export, ["q", "bf"], {},
+         ["dequantize-for-export", "q", "bf"], outputs=["bf"])
+    same("dequantize_for_export(dtype='f32')", fp8conv.dequantize_for_export, ["q", "f32"],
+         {"dtype": "f32"}, ["dequantize-for-export", "--dtype", "f32", "q", "f32"], outputs=["f32"])
+    d = same("diff(dequant=True) of the FP8 and its f32 export", fp8conv.diff, ["q", "f32"],
+             {"dequant": True}, ["diff", "--dequant", "q", "f32"])
+    check("diff(dequant=True): a checkpoint equals its own export", d and d["identical"] is True)
+    return api_dir
+
+
+def check_errors(args, api_dir):
+    malformed = os.path.abspath("testdata/malformed/overlapping_offsets.safetensors")
+    cuda = "not compiled" in subprocess.run([fp8conv.binary_path(), "--version"],
+                                            capture_output=True, text=True).stdout
+    cases = [
+        ("an output that exists", fp8conv.UsageError, 2,
+         lambda: fp8conv.quantize(SAMPLE, os.path.join(api_dir, "q"), block=(32, 32)),
+         ["quantize", "--block", "32x32", SAMPLE, os.path.join(api_dir, "q")]),
+        ("an option quantize does not take", fp8conv.UsageError, 2,
+         lambda: fp8conv.quantize(SAMPLE, os.path.join(api_dir, "x"), bogus_option=1),
+         ["quantize", "--bogus-option=1", SAMPLE, os.path.join(api_dir, "x")]),
+        ("a bad option value", fp8conv.UsageError, 2,
+         lambda: fp8conv.quantize(SAMPLE, os.path.join(api_dir, "x"), block=(32, 0)),
+         ["quantize", "--block", "32x0", SAMPLE, os.path.join(api_dir, "x")]),
+        ("a malformed file", fp8conv.BadInputError, 3, lambda: fp8conv.inspect(malformed),
+         ["inspect", malformed]),
+        ("an FP8 checkpoint to quantize", fp8conv.BadInputError, 3,
+         lambda: fp8conv.quantize(os.path.join(api_dir, "q"), os.path.join(api_dir, "x")),
+         ["quantize", os.path.join(api_dir, "q"), os.path.join(api_dir, "x")]),
+        ("a path that does not exist", fp8conv.IOSystemError, 4,
+         lambda: fp8conv.verify("/nonexistent/model"), ["verify", "/nonexistent/model"]),
+    ]
+    if cuda:
+        cases.append(("device='cuda' in a wheel built without CUDA", fp8conv.DeviceError, 5,
+                      lambda: fp8conv.dequantize_for_export(os.path.join(api_dir, "q"),
+                                                            os.path.join(api_dir, "x"), device="cuda"),
+                      ["dequantize-for-export", "--device", "cuda", os.path.join(api_dir, "q"),
+                       os.path.join(api_dir, "x")]))
+    for name, cls, code, call, cli_args in cases:
+        r = subprocess.run([args.cli] + cli_args, capture_output=True, text=True)
+        want = r.stderr.strip().replace("fp8conv: ", "", 1)
+        try:
+            call()
+            check("%s raises %s" % (name, cls.__name__), False, "nothing raised")
+        except fp8conv.Error as e:
+            check("%s raises %s (exit %d), the CLI's message" % (name, cls.__name__, code),
+                  type(e) is cls and e.exit_code == code == r.returncode and e.message == want
+                  and str(e) == want and isinstance(e, fp8conv.Error) and e.argv,
+                  "%s %d %r; the CLI: %d %r" % (type(e).__name__, e.exit_code, e.message,
+                                               r.returncode, want))
+    check("no output left by the failures", not os.path.exists(os.path.join(api_dir, "x")))
+    for bad in ({"json": True}, {"quiet": True}, {"progress": "always"}):
+        try:
+            fp8conv.inspect(SAMPLE, **bad)
+            check("inspect(%s) is refused" % bad, False)
+        except TypeError as e:
+            check("inspect(%s) is refused: %s" % (list(bad)[0], e), True)
+
+
+QUIET_RUN = r"""
+import fp8conv, logging, sys
+seen = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        seen.append((record.levelname, record.getMessage()))
+lines = []
+fp8conv.quantize(sys.argv[1], sys.argv[2] + "/a", block=(32, 32), progress=lines.append)
+fp8conv.quantize(sys.argv[1], sys.argv[2] + "/b")          # 128x128 on the sample: a warning
+logging.getLogger("fp8conv").addHandler(Keep())
+fp8conv.quantize(sys.argv[1], sys.argv[2] + "/c")
+fp8conv.verify(sys.argv[2] + "/a", progress=lines.append)
+assert lines and all("\r" not in l and "\n" not in l for l in lines), lines
+assert lines[0].startswith("quantize: ") and any(l.startswith("quantize: done: ") for l in lines), lines
+assert lines[-1].startswith("verify: done: "), lines
+assert [l for l, _ in seen] == ["WARNING"] and "would not load" in seen[0][1], seen
+"""
+
+
+def check_quiet(top):
+    r = subprocess.run([sys.executable, "-c", QUIET_RUN, SAMPLE, top], capture_output=True, text=True,
+                       env=dict(os.environ, COLUMNS="200"))
+    check("progress goes to the callback, line by line; warnings to the fp8conv logger; "
+          "nothing to stdout or stderr", r.returncode == 0 and r.stdout == "" and r.stderr == "",
+          "exit %d, stdout %r, stderr %r" % (r.returncode, r.stdout[-500:], r.stderr[-1500:]))
+
+
+def check_readme(top):
+    """README.md's From Python block, run verbatim where model/ is the sample."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    section = text.split("### From Python", 1)[-1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
+    box = os.path.join(top, "readme")
+    shutil.copytree(SAMPLE, os.path.join(box, "model"))
+    for i, block in enumerate(blocks):
+        r = subprocess.run([sys.executable, "-c", block], cwd=box, capture_output=True, text=True)
+        check("README.md's From Python block %d runs: %s" % (i + 1, " / ".join(r.stdout.split("\n")[:3])),
+              r.returncode == 0 and not r.stderr, r.stdout + r.stderr)
+    check("README.md has a From Python block", blocks)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--venv", required=True)
+    ap.add_argument("--wheel", required=True)
+    ap.add_argument("--auditwheel", required=True)
+    args = ap.parse_args()
+    args.cli = os.path.abspath(args.cli)
+    top = tempfile.mkdtemp(prefix="fp8conv-python-")
+    try:
+        check_install(args)
+        api_dir = check_api(args, top)
+        check_errors(args, api_dir)
+        check_quiet(top)
+        check_readme(top)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    failed = results.count(False)
+    print("check-python end to end: %d passed, %d failed" % (len(results) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
