@@ -64,9 +64,9 @@ except ImportError:  # pragma: no cover
 _log = logging.getLogger("fp8conv")
 _log.addHandler(logging.NullHandler())
 
-PathArg = Union[str, os.PathLike]
-OptionValue = Union[str, int, float, bool, None, os.PathLike,
-                    Sequence[Union[str, int, os.PathLike]]]
+PathArg = Union[str, os.PathLike[str]]
+OptionValue = Union[str, int, float, bool, None, os.PathLike[str],
+                    Sequence[Union[str, int, os.PathLike[str]]]]
 ProgressCallback = Callable[[str], None]
 
 
@@ -169,25 +169,27 @@ def _run(command: str, operands: Sequence[PathArg], options: Dict[str, OptionVal
     argv += _option_args(options) + ["--"] + [os.fspath(p) for p in operands]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None
     out: List[bytes] = []
     messages: List[str] = []
     try:
         # stdout (one JSON document) is drained by a thread, so that the
         # callback runs on the caller's thread as stderr arrives.
-        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+        reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
         reader.start()
         pending = b""
         while True:
-            chunk = os.read(proc.stderr.fileno(), 65536)
+            chunk = os.read(stderr.fileno(), 65536)
             pending += chunk
             cut = max(pending.rfind(b"\r"), pending.rfind(b"\n")) if chunk else len(pending)
             if cut < 0:
                 continue
             for line in _lines(pending[:cut].decode("utf-8", "replace")):
-                if line and (progress is None or line.startswith("fp8conv: ")):
-                    messages.append(line)
-                elif line:
+                if progress is not None and line and not line.startswith("fp8conv: "):
                     progress(line)
+                elif line:
+                    messages.append(line)
             pending = pending[cut + 1:]
             if not chunk:
                 break
@@ -200,8 +202,8 @@ def _run(command: str, operands: Sequence[PathArg], options: Dict[str, OptionVal
         proc.wait()
         raise
     finally:
-        proc.stdout.close()
-        proc.stderr.close()
+        stdout.close()
+        stderr.close()
     errors = []
     for line in messages:
         text = line[len("fp8conv: "):] if line.startswith("fp8conv: ") else line
@@ -216,6 +218,8 @@ def _run(command: str, operands: Sequence[PathArg], options: Dict[str, OptionVal
             report = json.loads(b"".join(out).decode("utf-8"))
         except ValueError as e:
             raise Error("fp8conv %s: its report is not JSON (%s)" % (command, e), rc, argv)
+        if not isinstance(report, dict):
+            raise Error("fp8conv %s: its report is not a JSON object" % command, rc, argv)
         return report
     message = "\n".join(errors) or "fp8conv %s exited with status %d" % (command, rc)
     raise _ERRORS.get(rc, Error)(message, rc, argv)

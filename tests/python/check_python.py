@@ -148,6 +148,16 @@ def check_api(args, top):
          ["quantize", "--dry-run", "--scheme", "channel", "--format", "compressed-tensors", SAMPLE,
           "dry"])
     check("quantize(dry_run=True) writes nothing", not os.path.exists(api("dry")))
+    for part in ((1, 2), "2/2"):
+        same("quantize(part=%r)" % (part,), fp8conv.quantize, [SAMPLE, "qp"],
+             {"block": (32, 32), "part": part},
+             ["quantize", "--block", "32x32", "--part", "%s/%s" % tuple(part) if isinstance(
+                 part, tuple) else part, SAMPLE, "qp"])
+    same("quantize(finish=True) after the parts", fp8conv.quantize, [SAMPLE, "qp"],
+         {"block": (32, 32), "finish": True}, ["quantize", "--block", "32x32", "--finish", SAMPLE, "qp"],
+         outputs=["qp"])
+    check("the parts' output is the plain run's, byte for byte",
+          first_difference(tree(api("qp")), tree(api("q"))) is None)
     v = same("verify", fp8conv.verify, ["q"], {}, ["verify", "q"])
     check("verify's verdict: ok", v and v["ok"] is True)
     v = same("verify(no_values=True, tp=8)", fp8conv.verify, ["q"], {"no_values": True, "tp": 8},
