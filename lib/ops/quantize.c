@@ -154,6 +154,7 @@ static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item 
          (st = name_with(ctx, t->name, stem, l->global_suffix, &e->owned_global_name))))
         return st;
     it->packed_name = e->owned_packed_name;
+    e->code_dtype = l->weight_dtype;
     it->scale_name = e->owned_scale_name;
     it->global_name = e->owned_global_name;
     it->global_rank = l->global_rank;
@@ -180,6 +181,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     e->cols = t->shape[t->rank - 1];
     if (p->spec->packed)
         return packed_layout(ctx, p, it, e);
+    e->code_dtype = fp8_elem_get(fp8_scheme_get(o->scheme)->elem)->dtype;
     it->scale_dtype = fmt_scale_dtype_of(p->spec, t->dtype);
     /* --like: the reference's float scale dtype (not convert's: it keeps its own) */
     if (o->scale_dtype_set && !p->source && it->scale_dtype != FP8_DTYPE_U8 && !o->scale_ue8m0)
@@ -891,7 +893,8 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
     /* the band lies in one row of groups: its groups are the rows it has */
     *b = (fp8_band){ .src = p->items[i].tensor->dtype, .kind = e->kind, .rows = nrows,
                      .cols = ncols, .group_rows = g.group_rows < nrows ? g.group_rows : nrows,
-                     .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed };
+                     .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed,
+                     .scheme = p->opts.scheme, .global = e->global };
     if (fixed)
         b->group_rows = 1;
     *first = fixed ? 0 : fp8_geometry_index(&g, x, row0, col0);
