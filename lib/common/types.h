@@ -14,6 +14,10 @@
 #include "common/fp8_math.h"
 #include "common/internal.h"
 
+/* Whether a safetensors dtype is an 8-bit float (F8_*): what a quantized
+ * checkpoint holds. */
+bool fp8_dtype_is_float8(fp8_dtype dtype);
+
 /* Elements of an OCP MX block: one E8M0 scale per 32 consecutive elements
  * of a row. */
 #define FP8_MX_GROUP 32
@@ -72,6 +76,22 @@ static inline bool fp8_scheme_is_fp4(const fp8_scheme_traits *t) { return t && t
 
 /* The scheme's row; NULL for a value outside fp8_scheme. */
 const fp8_scheme_traits *fp8_scheme_get(fp8_scheme s);
+
+/* Whether the scheme's second scale level, one per matrix (or fused set),
+ * comes from the matrix's largest magnitude: a pass over the input first. */
+static inline bool fp8_scheme_has_second_level(fp8_scheme s)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(s);
+    return t && t->levels > 1;
+}
+
+/* Whether quantizing a matrix takes a pass over it first (its amax): its
+ * one group is the matrix, or it has a second level. */
+static inline bool fp8_scheme_reads_twice(fp8_scheme s)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(s);
+    return t && (t->fixed || t->levels > 1);
+}
 
 /* Bytes of n codes of the scheme's element type (two E2M1 codes a byte). */
 static inline uint64_t fp8_scheme_code_bytes(fp8_scheme s, uint64_t n)

@@ -131,7 +131,6 @@ static inline bool quant_is_float(fp8_dtype d)
 typedef struct {
     size_t shard;
     fp8_scale_kind kind;
-    fp8_dtype code_dtype;         /* of the codes' tensor (U8 for packed E2M1) */
     uint64_t experts, rows, cols; /* E, M, N; E = 1 for a matrix */
     char *owned_reason, *owned_scale_name, *owned_packed_name, *owned_global_name;
     float global;                 /* NVFP4: the second level, after the amax pass */

@@ -49,11 +49,9 @@ static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s,
             st = fp8_writer_add_tensor(ctx, w, t->name, t->dtype, t->rank, t->shape);
             continue;
         }
-        uint64_t shape[3], one = 1;
-        memcpy(shape, t->shape, t->rank * sizeof *shape);
-        shape[t->rank - 1] = fp8_scheme_code_bytes(p->opts.scheme, shape[t->rank - 1]);
-        st = fp8_writer_add_tensor(ctx, w, code_name(it), p->entries[i].code_dtype, t->rank,
-                                   shape);
+        uint64_t one = 1;
+        st = fp8_writer_add_tensor(ctx, w, code_name(it), it->code_dtype, t->rank,
+                                   it->code_shape);
         if (!st && it->global_name)
             st = fp8_writer_add_tensor(ctx, w, it->global_name, FP8_DTYPE_F32, it->global_rank,
                                        &one);
@@ -779,7 +777,7 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
 fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     uint64_t done = 0;
-    return fp8_scheme_get(p->opts.scheme)->levels == 2 ? global_pass(ctx, p, &done) : FP8_OK;
+    return fp8_scheme_has_second_level(p->opts.scheme) ? global_pass(ctx, p, &done) : FP8_OK;
 }
 
 /* NVFP4: shard s's second-level scales, one F32 each: the global scale, a
@@ -878,8 +876,7 @@ static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char 
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++) {
         const fp8_quant_item *it = &p->items[i];
-        map[n++] = (ck_index_entry){ it->packed_name ? it->packed_name : it->tensor->name,
-                                     it->shard };
+        map[n++] = (ck_index_entry){ code_name(it), it->shard };
         if (!it->quantize) {
             total += fp8_tensor_nbytes(it->tensor);
             continue;
@@ -887,7 +884,7 @@ static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char 
         uint64_t scales = fp8_dtype_bits(it->scale_dtype) / 8;
         for (int d = 0; d < it->scale_rank; d++)
             scales *= it->scale_shape[d];
-        total += (it->packed_name ? it->tensor->elements / 2 : it->tensor->elements) + scales;
+        total += fp8_scheme_code_bytes(p->opts.scheme, it->tensor->elements) + scales;
         map[n++] = (ck_index_entry){ it->scale_name, it->shard };
         if (it->global_name) {
             total += 4;
@@ -976,7 +973,7 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
     bool any = false; /* shards to write (not --resume's finished ones) */
     for (size_t s = 0; !st && !out.complete && s < nshards; s++)
         any = any || out.todo[s];
-    if (!st && !out.complete && any && fp8_scheme_get(p->opts.scheme)->levels == 2)
+    if (!st && !out.complete && any && fp8_scheme_has_second_level(p->opts.scheme))
         st = global_pass(ctx, p, &done);
     for (size_t s = 0; !st && !out.complete && s < nshards; s++) {
         if (out.todo[s])
