@@ -116,12 +116,12 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
             cJSON_AddStringToObject(s, "name", it->scale_name);
             cJSON_AddStringToObject(s, "dtype", fp8_dtype_name(it->scale_dtype));
             cJSON_AddItemToObject(s, "shape", cli_json_shape(it->scale_rank, it->scale_shape));
-            if (it->packed_name) { /* FP4: two codes a byte */
-                uint64_t shape[2] = { it->tensor->shape[0], it->tensor->shape[1] / 2 }, one = 1;
+            if (it->packed_name) { /* codes under a layout's own name */
+                uint64_t one = 1;
                 cJSON *k = cJSON_AddObjectToObject(o, "packed");
                 cJSON_AddStringToObject(k, "name", it->packed_name);
-                cJSON_AddStringToObject(k, "dtype", "U8");
-                cJSON_AddItemToObject(k, "shape", cli_json_shape(2, shape));
+                cJSON_AddStringToObject(k, "dtype", fp8_dtype_name(it->code_dtype));
+                cJSON_AddItemToObject(k, "shape", cli_json_shape(it->tensor->rank, it->code_shape));
                 if (it->global_name) {
                     cJSON *g = cJSON_AddObjectToObject(o, "global_scale");
                     cJSON_AddStringToObject(g, "name", it->global_name);
@@ -169,21 +169,21 @@ static void print_plan(const fp8_quant_plan *plan)
         const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
         cli_shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
         if (it->quantize && it->packed_name) {
-            uint64_t pshape[2] = { it->tensor->shape[0], it->tensor->shape[1] / 2 };
             char pk[128];
-            cli_shape_text(2, pshape, pk, sizeof pk);
+            cli_shape_text(it->tensor->rank, it->code_shape, pk, sizeof pk);
             cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
-            cli_printf("quantize  %s %s %s -> %s U8 %s + %s %s %s", cli_esc(it->tensor->name),
-                       fp8_dtype_name(it->tensor->dtype), shape, cli_esc(it->packed_name), pk,
-                       cli_esc(it->scale_name), fp8_dtype_name(it->scale_dtype), sshape);
+            cli_printf("quantize  %s %s %s -> %s %s %s + %s %s %s", cli_esc(it->tensor->name),
+                       fp8_dtype_name(it->tensor->dtype), shape, cli_esc(it->packed_name),
+                       fp8_dtype_name(it->code_dtype), pk, cli_esc(it->scale_name),
+                       fp8_dtype_name(it->scale_dtype), sshape);
             if (it->global_name)
                 cli_printf(" + %s F32 %s", cli_esc(it->global_name), it->global_rank ? "[1]" : "[]");
             cli_printf("\n");
         } else if (it->quantize) {
             cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
-            cli_printf("quantize  %s %s %s -> F8_E4M3 + %s %s %s\n", cli_esc(it->tensor->name),
-                   fp8_dtype_name(it->tensor->dtype), shape, cli_esc(it->scale_name),
-                   fp8_dtype_name(it->scale_dtype), sshape);
+            cli_printf("quantize  %s %s %s -> %s + %s %s %s\n", cli_esc(it->tensor->name),
+                       fp8_dtype_name(it->tensor->dtype), shape, fp8_dtype_name(it->code_dtype),
+                       cli_esc(it->scale_name), fp8_dtype_name(it->scale_dtype), sshape);
         } else {
             cli_printf("keep      %s %s %s: %s\n", cli_esc(it->tensor->name),
                        fp8_dtype_name(it->tensor->dtype), shape, cli_esc(it->reason));

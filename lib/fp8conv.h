@@ -412,6 +412,11 @@ typedef struct {
     const char *packed_name;
     const char *global_name;
     int global_rank;
+    /* When quantized: the codes' tensor (packed_name, or the tensor's own
+     * name), its dtype and shape (the tensor's rank; E2M1 codes two to a
+     * U8 byte: the last dimension halved). */
+    fp8_dtype code_dtype;
+    uint64_t code_shape[3];
 } fp8_quant_item;
 
 typedef struct fp8_quant_plan fp8_quant_plan;

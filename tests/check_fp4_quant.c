@@ -37,6 +37,7 @@
 #include "common/fp8_math.h"
 #include "compute/fp4_cpu.h"
 #include "compute/fp4_ref.h"
+#include "compute/quant_cpu.h"
 #include "compute/quant_ref.h"
 #include "ops/quantize.h"
 #include "ops/quantize_run.h"
@@ -188,6 +189,63 @@ START_TEST(test_fast_path_is_the_reference)
     ck_assert_int_gt(rows, 3000);
 }
 END_TEST
+
+/* A band of an E2M1 scheme (quant_ref.h's fp8_band, as quantize's jobs
+ * build it) is its rows, one after the other: the band entries, reference
+ * and fast, give fp4_quantize_row's bytes over rows * cols elements, and
+ * its first bad element or group at the band's flat index. */
+START_TEST(test_e2m1_band_is_its_rows)
+{
+    enum { ROWS = 5, COLS = 96 };
+    static float f[ROWS * COLS];
+    static uint16_t b[ROWS * COLS];
+    uint8_t q0[ROWS * COLS / 2], q1[ROWS * COLS / 2], q2[ROWS * COLS / 2];
+    uint8_t s0[ROWS * COLS / 16], s1[ROWS * COLS / 16], s2[ROWS * COLS / 16];
+    int checked = 0, refused = 0;
+    for (int k = 0; k < 9; k++)
+        for (int sc = 0; sc < 2; sc++)
+            for (int dt = 0; dt < 2; dt++) {
+                fp8_scheme scheme = sc ? FP8_SCHEME_MXFP4 : FP8_SCHEME_NVFP4;
+                fp8_dtype src = dt ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
+                fill_fp4q(k, ROWS * COLS, f);
+                for (int i = 0; i < ROWS * COLS; i++)
+                    b[i] = fp8_f32_to_bf16(f[i]);
+                const void *x = dt ? (const void *)f : (const void *)b;
+                float global = fp4_nvfp4_global(src, 3.0f);
+                fp8_band band = { .src = src, .rows = ROWS, .cols = COLS, .group_rows = 1,
+                                  .group_cols = fp8_scheme_get(scheme)->run, .scheme = scheme,
+                                  .global = global };
+                uint64_t w0 = 7, w1 = 7, w2 = 7;
+                memset(q0, 0xAA, sizeof q0);
+                memset(q1, 0xAA, sizeof q1);
+                memset(q2, 0xAA, sizeof q2);
+                memset(s0, 0xAA, sizeof s0);
+                memset(s1, 0xAA, sizeof s1);
+                memset(s2, 0xAA, sizeof s2);
+                int r0 = fp4_quantize_row(scheme, src, x, ROWS * COLS, global, q0, s0, &w0);
+                int r1 = fp8_band_quantize_ref(&band, x, q1, s1, &w1);
+                int r2 = fp8_band_quantize(&band, x, q2, s2, &w2);
+                ck_assert_int_eq(r0, r1);
+                ck_assert_int_eq(r0, r2);
+                ck_assert_uint_eq(fp8_band_code_bytes(&band, ROWS * COLS), ROWS * COLS / 2);
+                ck_assert_uint_eq(fp8_band_scale_count(&band), ROWS * COLS / band.group_cols);
+                ck_assert_uint_eq(fp8_band_scale_size(&band), 1);
+                if (r0 != FP4_Q_OK) {
+                    ck_assert_uint_eq(w0, w1);
+                    ck_assert_uint_eq(w0, w2);
+                    refused++;
+                    continue;
+                }
+                uint64_t ns = fp8_band_scale_count(&band);
+                ck_assert(!memcmp(q0, q1, sizeof q0) && !memcmp(q0, q2, sizeof q0));
+                ck_assert(!memcmp(s0, s1, ns) && !memcmp(s0, s2, ns));
+                checked++;
+            }
+    ck_assert_int_gt(checked, 20);
+    ck_assert_int_gt(refused, 0);
+}
+END_TEST
+
 
 /* fp4_cpu.c's NVFP4 rule from bf16 (codes by thresholds on |x|, no
  * division): under globals from the tiniest to the largest, every scale
@@ -1390,6 +1448,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_nvfp4_zero_group_and_global);
     tcase_add_test(tc, test_mxfp4_scale_rounds_up_from_1_75);
     tcase_add_test(tc, test_fast_path_is_the_reference);
+    tcase_add_test(tc, test_e2m1_band_is_its_rows);
     tcase_add_test(tc, test_nv_thresholds_code_every_bf16_element);
     tcase_add_test(tc, test_mx_reciprocal_is_exact);
     tcase_add_test(tc, test_nvfp4_writes_ct_layout_with_fused_globals);

@@ -20,7 +20,12 @@ lib/fp8conv.h, the public API, is below them all.  Checked here:
      shared ones (SHARED) has its source file;
   3. in the objects (nm): a file calls only files of its own folder or of a
      layer below, and no two files call each other, directly or round a
-     cycle.
+     cycle;
+  4. rows, not branches: outside the codec and table files (ROW_FILES), at
+     most PROXY_CAP lines ask a proxy "is this FP4?" (levels == 2, run ==
+     16, ->packed, nv ?, a scheme's name...) and at most LITERAL_CAP name
+     an element type (FP8_ELEM_E4M3, FP8_DTYPE_F8_E4M3...): a scheme is one
+     row, and what an operation needs of it is a slot of the row.
 
 usage: check_layers.py BUILD    (BUILD/lib holds the objects: make's build dir)
 """
@@ -44,6 +49,22 @@ SHARED = {
     "common/fp4_math.h": "header-only: FP4 quantization's rules, shared with the CUDA kernels",
     "ops/verify.h": "what verify's six files share (verify_*.c declare their passes here)",
 }
+# The files that may name an element type or a scheme: the rows themselves,
+# the codecs (a reference and its fast paths, dispatching on the element),
+# and the tables of formats and layouts, whose rows name their dtypes.
+ROW_FILES = {
+    "lib/fp8conv.h", "lib/common/types.h", "lib/common/types.c", "lib/common/fp8_math.h",
+    "lib/common/fp4_math.h", "lib/compute/quant_ref.h", "lib/compute/quant_ref.c",
+    "lib/compute/quant_cpu.h", "lib/compute/quant_cpu.c", "lib/compute/fp4_ref.h",
+    "lib/compute/fp4_ref.c", "lib/compute/fp4_cpu.h", "lib/compute/fp4_cpu.c",
+    "lib/compute/diff_ref.c", "lib/compute/diff_cpu.c", "lib/compute/gpu.c",
+    "lib/layout/formats.c", "lib/layout/fp4.c",
+}
+PROXY = re.compile(r"levels\s*[=!<>]=?\s*[12]\b|\brun\s*==\s*(16|32)\b|[.>]packed\b|scheme_is_fp4"
+                   r"|\bnv\s*\?|->fp4\b|\bfp4\s*\?|FP8_SCHEME_(NVFP4|MXFP4|INT4)\b")
+LITERAL = re.compile(r"FP8_DTYPE_F8_E4M3\b|FP8_DTYPE_F8_E8M0\b|FP8_ELEM_(E4M3|E2M1|E8M0|I4)\b")
+# Issue 42 asks 5 of each; the caps come down as the twins fold.
+PROXY_CAP, LITERAL_CAP = 37, 34
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 checks = {}  # rule -> its failures: each rule is one check, over every file
@@ -170,12 +191,35 @@ def check_objects(build):
             visit(u, [u])
 
 
+def check_rows():
+    proxies, literals = [], []
+    for top in ("lib", "cli", "kernels"):
+        for dirpath, _, names in os.walk(top):
+            for name in sorted(names):
+                path = os.path.join(dirpath, name)
+                if not name.endswith((".c", ".h", ".cu")) or path in ROW_FILES:
+                    continue
+                with open(path, encoding="utf-8") as f:
+                    for no, line in enumerate(f, 1):
+                        code = re.sub(r"/\*.*?\*/|//.*$", "", line)
+                        if PROXY.search(code):
+                            proxies.append("%s:%d: %s" % (path, no, line.strip()))
+                        if LITERAL.search(code):
+                            literals.append("%s:%d: %s" % (path, no, line.strip()))
+    for what, sites, cap in (("proxy branches", proxies, PROXY_CAP), ("element literals", literals, LITERAL_CAP)):
+        check(len(sites) <= cap, "%d %s outside the row files (at most %d):\n  %s"
+              % (len(sites), what, cap, "\n  ".join(sites)), ("rows", what))
+    print("check-layers: %d proxy branches (cap %d), %d element literals (cap %d) outside the row files"
+          % (len(proxies), PROXY_CAP, len(literals), LITERAL_CAP))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     check_includes()
     check_objects(sys.argv[1])
+    check_rows()
     failed = sum(1 for v in checks.values() if v)
     print("check-layers end to end: %d passed, %d failed (%s)"
           % (len(checks) - failed, failed, ", ".join(sorted(checks))))

@@ -28,11 +28,12 @@ static float e8m0_decode(uint8_t b)
 }
 
 static const fp8_elem_traits elems[FP8_ELEM_COUNT] = {
-    [FP8_ELEM_E4M3] = { "e4m3", 8, 1, 448.0f, true, e4m3_decode, e4m3_nan },
-    [FP8_ELEM_E5M2] = { "e5m2", 8, 1, 57344.0f, true, e5m2_decode, e5m2_nan },
-    [FP8_ELEM_E2M1] = { "e2m1", 4, 2, 6.0f, false, e2m1_decode, NULL },
-    [FP8_ELEM_E8M0] = { "e8m0", 8, 1, 1.7014118346046923e38f, true, e8m0_decode, e8m0_nan },
-    [FP8_ELEM_F32] = { "f32", 32, 0, 3.4028234663852886e38f, true, NULL, NULL },
+    [FP8_ELEM_E4M3] = { "e4m3", 8, 1, 448.0f, true, e4m3_decode, e4m3_nan, FP8_DTYPE_F8_E4M3 },
+    [FP8_ELEM_E5M2] = { "e5m2", 8, 1, 57344.0f, true, e5m2_decode, e5m2_nan, FP8_DTYPE_F8_E5M2 },
+    [FP8_ELEM_E2M1] = { "e2m1", 4, 2, 6.0f, false, e2m1_decode, NULL, FP8_DTYPE_F4 },
+    [FP8_ELEM_E8M0] = { "e8m0", 8, 1, 1.7014118346046923e38f, true, e8m0_decode, e8m0_nan,
+                        FP8_DTYPE_F8_E8M0 },
+    [FP8_ELEM_F32] = { "f32", 32, 0, 3.4028234663852886e38f, true, NULL, NULL, FP8_DTYPE_F32 },
 };
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e)
@@ -112,6 +113,7 @@ void fp8_scheme_geometry(fp8_scheme s, uint32_t block_rows, uint32_t block_cols,
 static const struct {
     const char *name;
     unsigned bits;
+    bool float8; /* an 8-bit float: a quantized checkpoint's codes or scales */
 } dtype_table[FP8_DTYPE_COUNT] = {
     [FP8_DTYPE_BOOL] = { "BOOL", 8 },
     [FP8_DTYPE_F4] = { "F4", 4 },
@@ -119,11 +121,11 @@ static const struct {
     [FP8_DTYPE_F6_E3M2] = { "F6_E3M2", 6 },
     [FP8_DTYPE_U8] = { "U8", 8 },
     [FP8_DTYPE_I8] = { "I8", 8 },
-    [FP8_DTYPE_F8_E5M2] = { "F8_E5M2", 8 },
-    [FP8_DTYPE_F8_E4M3] = { "F8_E4M3", 8 },
-    [FP8_DTYPE_F8_E8M0] = { "F8_E8M0", 8 },
-    [FP8_DTYPE_F8_E4M3FNUZ] = { "F8_E4M3FNUZ", 8 },
-    [FP8_DTYPE_F8_E5M2FNUZ] = { "F8_E5M2FNUZ", 8 },
+    [FP8_DTYPE_F8_E5M2] = { "F8_E5M2", 8, true },
+    [FP8_DTYPE_F8_E4M3] = { "F8_E4M3", 8, true },
+    [FP8_DTYPE_F8_E8M0] = { "F8_E8M0", 8, true },
+    [FP8_DTYPE_F8_E4M3FNUZ] = { "F8_E4M3FNUZ", 8, true },
+    [FP8_DTYPE_F8_E5M2FNUZ] = { "F8_E5M2FNUZ", 8, true },
     [FP8_DTYPE_I16] = { "I16", 16 },
     [FP8_DTYPE_U16] = { "U16", 16 },
     [FP8_DTYPE_F16] = { "F16", 16 },
@@ -151,6 +153,11 @@ bool fp8_dtype_from_name(const char *name, fp8_dtype *dtype)
         }
     }
     return false;
+}
+
+bool fp8_dtype_is_float8(fp8_dtype dtype)
+{
+    return (unsigned)dtype < FP8_DTYPE_COUNT && dtype_table[dtype].float8;
 }
 
 unsigned fp8_dtype_bits(fp8_dtype dtype)

@@ -11,7 +11,12 @@
 #ifndef FP8_TYPES_H
 #define FP8_TYPES_H
 
+#include "common/fp8_math.h"
 #include "common/internal.h"
+
+/* Whether a safetensors dtype is an 8-bit float (F8_*): what a quantized
+ * checkpoint holds. */
+bool fp8_dtype_is_float8(fp8_dtype dtype);
 
 /* Elements of an OCP MX block: one E8M0 scale per 32 consecutive elements
  * of a row. */
@@ -37,6 +42,9 @@ typedef struct {
     float (*decode)(uint8_t code);
     /* whether a code is NaN (NULL when the type has none) */
     bool (*is_nan)(uint8_t code);
+    /* the safetensors dtype that holds it as itself (a layout may pack it
+     * in another: E2M1 codes two to a U8) */
+    fp8_dtype dtype;
 } fp8_elem_traits;
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e);
@@ -68,6 +76,36 @@ static inline bool fp8_scheme_is_fp4(const fp8_scheme_traits *t) { return t && t
 
 /* The scheme's row; NULL for a value outside fp8_scheme. */
 const fp8_scheme_traits *fp8_scheme_get(fp8_scheme s);
+
+/* Whether the scheme's second scale level, one per matrix (or fused set),
+ * comes from the matrix's largest magnitude: a pass over the input first. */
+static inline bool fp8_scheme_has_second_level(fp8_scheme s)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(s);
+    return t && t->levels > 1;
+}
+
+/* Whether quantizing a matrix takes a pass over it first (its amax): its
+ * one group is the matrix, or it has a second level. */
+static inline bool fp8_scheme_reads_twice(fp8_scheme s)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(s);
+    return t && (t->fixed || t->levels > 1);
+}
+
+/* Bytes of n codes of the scheme's element type (two E2M1 codes a byte). */
+static inline uint64_t fp8_scheme_code_bytes(fp8_scheme s, uint64_t n)
+{
+    return n * fp8_elem_get(fp8_scheme_get(s)->elem)->bits / 8;
+}
+
+/* Bytes of one stored scale of the scheme's first level: a float scale's
+ * by the kind it is stored as, else its element type's. */
+static inline unsigned fp8_scheme_scale_size(fp8_scheme s, fp8_scale_kind kind)
+{
+    const fp8_elem_traits *e = fp8_elem_get(fp8_scheme_get(s)->scale_elem[0]);
+    return e->per_byte ? e->bits / 8 : fp8_scale_size(kind);
+}
 
 /* Whether the scheme's groups are block_rows x block_cols tiles: the block
  * size (--block, weight_block_size) and ue8m0 scales apply to it. */

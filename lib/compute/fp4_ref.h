@@ -59,6 +59,7 @@ uint32_t fp4_round_out(double x, fp8_dtype out);
  * Every step rounds where the reference's torch arithmetic rounds: in the
  * source dtype (BF16: fp32 then to nearest even) or in fp32.
  */
+/* As fp8_band_result (quant_ref.h), which an E2M1 band returns. */
 typedef enum { FP4_Q_OK, FP4_Q_NONFINITE, FP4_Q_SCALE_OVERFLOW } fp4_q_result;
 
 /* NVFP4's second level for a tensor (or fused tensors) of largest magnitude

@@ -170,6 +170,9 @@ void fp8_gpu_free(fp8_gpu *gpu)
 
 fp8_status fp8_gpu_quantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_band *b, bool *bad)
 {
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* whole rows: one run */
+        return fp8_gpu_fp4_quantize(ctx, gpu, b->scheme, b->src, b->rows * b->cols, b->global,
+                                    bad);
     fp8k_band kb = { ktype(b->src), b->kind, b->rows, b->cols, b->group_rows, b->group_cols,
                      b->fixed, b->scale };
     unsigned flags = 0;

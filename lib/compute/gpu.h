@@ -20,7 +20,7 @@ void fp8_gpu_free(fp8_gpu *gpu);
 
 /*
  * The band in host[0] quantized into host[1] (codes) and host[2] (scales),
- * as fp8_band_quantize would.  *bad: the band has a NaN or infinity, or a
+ * as fp8_band_quantize would (an E2M1 scheme's by fp8_gpu_fp4_quantize).  *bad: the band has a NaN or infinity, or a
  * scale its kind cannot store; the caller then runs the CPU path, which says
  * what and where.
  */

@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "compute/quant_cpu.h"
+#include "compute/fp4_cpu.h"
 #include "common/types.h"
 
 /*
@@ -138,6 +139,9 @@ static const void *elem(fp8_dtype src, const void *x, uint64_t i)
 fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q, void *scales,
                                   uint64_t *where)
 {
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* groups within rows: one run */
+        return (fp8_band_result)fp4_fast_quantize_row(b->scheme, b->src, src, b->rows * b->cols,
+                                                      b->global, q, scales, where);
     unsigned ssize = fp8_scale_size(b->kind);
     uint64_t g = 0;
     if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows == 1 &&

@@ -5,11 +5,26 @@
  * kernels) is tested byte for byte against it.
  */
 #include "compute/quant_ref.h"
+#include "compute/fp4_ref.h"
 
+
+_Static_assert((int)FP4_Q_OK == (int)FP8_BAND_OK && (int)FP4_Q_NONFINITE == (int)FP8_BAND_NONFINITE &&
+                   (int)FP4_Q_SCALE_OVERFLOW == (int)FP8_BAND_SCALE_OVERFLOW,
+               "an E2M1 band's result is its row's");
 
 uint64_t fp8_band_scale_count(const fp8_band *b)
 {
     return b->fixed ? 0 : fp8_ceil_div(b->rows, b->group_rows) * fp8_ceil_div(b->cols, b->group_cols);
+}
+
+const char *fp8_band_no_scale_why(const fp8_band *b)
+{
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* fp4_quantize_row: MXFP4's E8M0 */
+        return "its largest element rounds to a power of two beyond E8M0's (its scale would be "
+               "byte 255, NaN)";
+    return b->kind == FP8_SCALE_F16 ? "a scale above 65504 cannot be stored in F16"
+                                    : "its largest element times any scale of this format would "
+                                      "read back as infinity (past the fp32 range)";
 }
 
 static bool finite(float x) { return (fp8_f32_bits(x) & 0x7F800000) != 0x7F800000; }
@@ -27,6 +42,9 @@ static uint64_t first_nonfinite(const fp8_band *b, const void *src)
 fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_t *q,
                                       void *scales, uint64_t *where)
 {
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* groups within rows: one run */
+        return (fp8_band_result)fp4_quantize_row(b->scheme, b->src, src, b->rows * b->cols, b->global, q, scales,
+                                where);
     for (uint64_t r = 0; r < b->rows; r++)
         for (uint64_t c = 0; c < b->cols; c++)
             if (!finite(fp8_load_f32(b->src, src, r * b->cols + c))) {

@@ -9,6 +9,7 @@
 
 #include "common/fp8_math.h"
 #include "common/internal.h"
+#include "common/types.h"
 
 /*
  * A band: `rows` rows of `cols` source elements each, contiguous and
@@ -18,16 +19,33 @@
  *   block 128x128: group_rows = rows (<= 128), group_cols = 128
  *   channel:       group_rows = 1, group_cols = cols
  *   mxfp8:         group_rows = 1, group_cols = 32
+ *   nvfp4, mxfp4:  group_rows = 1, group_cols = the scheme's run
  * With `fixed` (per-tensor), the whole band uses `scale` and stores none.
+ * The scheme's row (common/types.h) says the codes' element type and how
+ * they are packed; its scale rule is `kind` for an E4M3 scheme, and its
+ * own (fp4_ref.h) for an E2M1 one, under the second level `global` where
+ * it has two.
  */
 typedef struct {
-    fp8_dtype src;          /* BF16, F16 or F32 */
+    fp8_dtype src;          /* BF16, F16 or F32 (E2M1 schemes: BF16 or F32) */
     fp8_scale_kind kind;
     uint64_t rows, cols;
     uint64_t group_rows, group_cols;
     bool fixed;
     float scale;
+    fp8_scheme scheme;      /* its row; zero-initialized: block, E4M3 codes */
+    float global;           /* a scheme of two scale levels: the second */
 } fp8_band;
+
+/* Bytes of n codes of the band's element type, and of one stored scale. */
+static inline uint64_t fp8_band_code_bytes(const fp8_band *b, uint64_t n)
+{
+    return fp8_scheme_code_bytes(b->scheme, n);
+}
+static inline unsigned fp8_band_scale_size(const fp8_band *b)
+{
+    return fp8_scheme_scale_size(b->scheme, b->kind);
+}
 
 typedef enum {
     FP8_BAND_OK,
@@ -38,8 +56,13 @@ typedef enum {
 /* Scales a band produces: ceil(rows / group_rows) * ceil(cols / group_cols). */
 uint64_t fp8_band_scale_count(const fp8_band *b);
 
-/* q gets rows * cols codes (contiguous, row-major); scales gets the stored
- * scales of the groups, row-major, fp8_scale_size() bytes each. */
+/* Why the band's scale rule found no scale for a group
+ * (FP8_BAND_SCALE_OVERFLOW), for messages. */
+const char *fp8_band_no_scale_why(const fp8_band *b);
+
+/* q gets rows * cols codes (contiguous, row-major, fp8_band_code_bytes);
+ * scales gets the stored scales of the groups, row-major,
+ * fp8_band_scale_size() bytes each. */
 fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_t *q,
                                       void *scales, uint64_t *where);
 

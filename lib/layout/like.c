@@ -729,7 +729,7 @@ static fp8_status like_fp4_activations(fp8_ctx *ctx, fp8_like *l, const char *re
                          strcasecmp(algo->valuestring, spec->modelopt_algo_acts) == 0;
     if (!spec || !spec->packed || !(cJSON_IsObject(a) || modelopt_acts))
         return FP8_OK;
-    if (fp8_scheme_get(l->decl.scheme)->levels == 2) {
+    if (fp8_scheme_has_second_level(l->decl.scheme)) {
         size_t n;
         const char *first = first_of(rck, is_activation_scale, &n);
         bool mo = l->decl.format == FP8_FORMAT_MODELOPT;

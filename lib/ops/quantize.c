@@ -25,12 +25,6 @@
 /* ---------------------------------------------------------------- the plan */
 
 
-static bool is_fp8(fp8_dtype d)
-{
-    return d == FP8_DTYPE_F8_E4M3 || d == FP8_DTYPE_F8_E5M2 || d == FP8_DTYPE_F8_E8M0 ||
-           d == FP8_DTYPE_F8_E4M3FNUZ || d == FP8_DTYPE_F8_E5M2FNUZ;
-}
-
 static uint64_t unfused_count(const fp8_quant_plan *p, const fp8_tensor_info *t, bool *in_out);
 
 /* NULL when `t` is to be quantized; otherwise why not (maybe allocated into *owned). */
@@ -154,6 +148,7 @@ static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item 
          (st = name_with(ctx, t->name, stem, l->global_suffix, &e->owned_global_name))))
         return st;
     it->packed_name = e->owned_packed_name;
+    it->code_dtype = l->weight_dtype;
     it->scale_name = e->owned_scale_name;
     it->global_name = e->owned_global_name;
     it->global_rank = l->global_rank;
@@ -178,8 +173,11 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     e->experts = t->rank == 3 ? t->shape[0] : 1;
     e->rows = t->shape[t->rank - 2];
     e->cols = t->shape[t->rank - 1];
+    memcpy(it->code_shape, t->shape, t->rank * sizeof *t->shape);
+    it->code_shape[t->rank - 1] = fp8_scheme_code_bytes(o->scheme, e->cols);
     if (p->spec->packed)
         return packed_layout(ctx, p, it, e);
+    it->code_dtype = fp8_elem_get(fp8_scheme_get(o->scheme)->elem)->dtype;
     it->scale_dtype = fmt_scale_dtype_of(p->spec, t->dtype);
     /* --like: the reference's float scale dtype (not convert's: it keeps its own) */
     if (o->scale_dtype_set && !p->source && it->scale_dtype != FP8_DTYPE_U8 && !o->scale_ue8m0)
@@ -191,7 +189,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
                                                  : FP8_SCALE_F32;
     if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0)
         e->kind = FP8_SCALE_UE8M0_F32;
-    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0)
+    if (fp8_scheme_get(o->scheme)->pow2_scales) /* MX: E8M0 bytes */
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
     if (asprintf(&e->owned_scale_name, "%s%s", t->name, p->spec->scale_suffix) < 0) {
         e->owned_scale_name = NULL;
@@ -326,7 +324,7 @@ static fp8_status check_not_quantized(fp8_ctx *ctx, const fp8_quant_plan *p)
                             "quantized already; quantize takes bf16, f16 or f32 checkpoints "
                             "(export it first: fp8conv dequantize-for-export --dtype f32 %s DIR)",
                             fp8_checkpoint_shard_name(ck, s), t->name, p->input);
-        if (is_fp8(t->dtype))
+        if (fp8_dtype_is_float8(t->dtype))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s' is already %s; quantize takes bf16, f16 or f32 "
                             "checkpoints (export it first: fp8conv dequantize-for-export "
@@ -570,7 +568,7 @@ static fp8_status unfuse(fp8_ctx *ctx, fp8_quant_plan *p, const fp8_tensor_info 
         p->nquantized++;
         if ((st = scale_layout(ctx, p, it, e)))
             return st;
-        if (fp8_scheme_get(p->opts.scheme)->levels != 2)
+        if (!fp8_scheme_has_second_level(p->opts.scheme))
             continue;
         p->work_bytes += fp8_tensor_nbytes(&part->t); /* an amax pass first */
         if (k % 2 && n == 2 * t->shape[0] && p->items[i - 1].quantize) { /* up_proj after gate */
@@ -670,8 +668,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         if (it->quantize) {
             if ((st = scale_layout(ctx, p, it, e)))
                 return st;
-            const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
-            if (sch->fixed || sch->levels == 2) /* an amax pass first */
+            if (fp8_scheme_reads_twice(p->opts.scheme)) /* an amax pass first */
                 p->work_bytes += fp8_tensor_nbytes(it->tensor);
         } else if (it->tensor->rank == 2 &&
                    (quant_is_float(it->tensor->dtype) || it->tensor->dtype == FP8_DTYPE_F64) &&
@@ -891,7 +888,8 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
     /* the band lies in one row of groups: its groups are the rows it has */
     *b = (fp8_band){ .src = p->items[i].tensor->dtype, .kind = e->kind, .rows = nrows,
                      .cols = ncols, .group_rows = g.group_rows < nrows ? g.group_rows : nrows,
-                     .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed };
+                     .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed,
+                     .scheme = p->opts.scheme, .global = e->global };
     if (fixed)
         b->group_rows = 1;
     *first = fixed ? 0 : fp8_geometry_index(&g, x, row0, col0);

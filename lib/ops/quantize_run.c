@@ -27,9 +27,16 @@
 #include "compute/fp4_cpu.h"
 #include "compute/quant_cpu.h"
 #include "layout/fp4.h"
+/* The tensor a quantized item's codes are written as: its own name, or
+ * the packed layout's (X.weight_packed). */
+static const char *code_name(const fp8_quant_item *it)
+{
+    return it->packed_name ? it->packed_name : it->tensor->name;
+}
+
 /* Declares shard s's output tensors to a writer: each kept tensor as it is,
- * each quantized one as F8_E4M3 plus its scale, or (FP4 schemes) as its
- * packed codes, its group scales and NVFP4's second level. */
+ * each quantized one as its codes (bytes of the code dtype: two E2M1 codes a
+ * U8), its scale and a two-level scheme's second level. */
 static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
 {
     fp8_status st = FP8_OK;
@@ -38,18 +45,17 @@ static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s,
         const fp8_tensor_info *t = it->tensor;
         if (p->entries[i].shard != s)
             continue;
-        if (it->packed_name) { /* two E2M1 codes a byte */
-            uint64_t shape[2] = { t->shape[0], t->shape[1] / 2 }, one = 1;
-            st = fp8_writer_add_tensor(ctx, w, it->packed_name, FP8_DTYPE_U8, 2, shape);
-            if (!st && it->global_name)
-                st = fp8_writer_add_tensor(ctx, w, it->global_name, FP8_DTYPE_F32,
-                                           it->global_rank, &one);
-        } else {
-            st = fp8_writer_add_tensor(ctx, w, t->name,
-                                       it->quantize ? FP8_DTYPE_F8_E4M3 : t->dtype, t->rank,
-                                       t->shape);
+        if (!it->quantize) {
+            st = fp8_writer_add_tensor(ctx, w, t->name, t->dtype, t->rank, t->shape);
+            continue;
         }
-        if (!st && it->quantize)
+        uint64_t one = 1;
+        st = fp8_writer_add_tensor(ctx, w, code_name(it), it->code_dtype, t->rank,
+                                   it->code_shape);
+        if (!st && it->global_name)
+            st = fp8_writer_add_tensor(ctx, w, it->global_name, FP8_DTYPE_F32, it->global_rank,
+                                       &one);
+        if (!st)
             st = fp8_writer_add_tensor(ctx, w, it->scale_name, it->scale_dtype, it->scale_rank,
                                        it->scale_shape);
     }
@@ -121,9 +127,6 @@ typedef struct {
 
 static unsigned src_size(fp8_dtype d) { return fp8_dtype_bits(d) / 8; } /* bf16, f16, f32 */
 
-/* Whether the plan writes an FP4 scheme (packed codes, byte scales). */
-static bool packs(const fp8_quant_plan *p) { return p->spec->packed; }
-
 /* The rows of a tiled band transposed and quantized at a time. */
 #define TILE_SLICE 256
 
@@ -133,8 +136,9 @@ static bool packs(const fp8_quant_plan *p) { return p->spec->packed; }
  * as tiled_codes holds, and each read of a tile is that long. */
 static bool tiled(const fp8_quant_plan *p, const plan_entry *e)
 {
-    return packs(p) && e->part && e->part->in_out && p->device != FP8_DEVICE_CUDA &&
-           e->cols % fp8_scheme_get(p->opts.scheme)->run == 0;
+    const fp8_scheme_traits *t = fp8_scheme_get(p->opts.scheme);
+    return e->part && e->part->in_out && p->device != FP8_DEVICE_CUDA &&
+           t->group == FP8_GROUP_RUN && e->cols % t->run == 0;
 }
 
 /* The packed codes a tiled band holds: the more, the fewer and longer its
@@ -168,9 +172,9 @@ static fp8_status add_job(fp8_ctx *ctx, shard_run *r, job j)
         if (j.kind == JOB_QUANTIZE && tiled(p, e)) /* a tile; it transposed; its codes, scales */
             src = quant_part_tile_bytes(e->part, j.nrows) + TILE_SLICE * PART_TILE * (sz + 1);
         r->max_src = src > r->max_src ? src : r->max_src;
-        uint64_t q = packs(p) ? elems / 2 : elems; /* FP4: two codes a byte */
+        uint64_t q = fp8_scheme_code_bytes(p->opts.scheme, elems);
         r->max_q = q > r->max_q ? q : r->max_q;
-        nscales *= packs(p) ? 1 : fp8_scale_size(e->kind);
+        nscales *= fp8_scheme_scale_size(p->opts.scheme, e->kind);
         r->max_scales = nscales > r->max_scales ? nscales : r->max_scales;
     }
     r->jobs[r->njobs++] = j;
@@ -255,18 +259,23 @@ static fp8_status read_rect(worker *w, const job *j, unsigned sz, void *buf)
     return FP8_OK;
 }
 
+/* The job's codes, q (rows of ncols codes), to their place in `out`. */
 static fp8_status write_rect(worker *w, const job *j, const fp8_tensor_info *out,
                              const uint8_t *q)
 {
     shard_run *r = w->r;
     const plan_entry *e = &r->plan->entries[j->item];
+    fp8_scheme s = r->plan->opts.scheme;
     if (j->ncols == e->cols)
-        return fp8_writer_pwrite(w->ctx, r->out, out, flat_index(e, j->expert, j->row0, 0), q,
-                                 j->nrows * j->ncols);
+        return fp8_writer_pwrite(w->ctx, r->out, out,
+                                 fp8_scheme_code_bytes(s, flat_index(e, j->expert, j->row0, 0)),
+                                 q, fp8_scheme_code_bytes(s, j->nrows * j->ncols));
+    uint64_t row = fp8_scheme_code_bytes(s, j->ncols);
     for (uint64_t k = 0; k < j->nrows; k++) {
-        fp8_status st = fp8_writer_pwrite(w->ctx, r->out, out,
-                                          flat_index(e, j->expert, j->row0 + k, j->col0),
-                                          q + k * j->ncols, j->ncols);
+        fp8_status st = fp8_writer_pwrite(
+            w->ctx, r->out, out,
+            fp8_scheme_code_bytes(s, flat_index(e, j->expert, j->row0 + k, j->col0)), q + k * row,
+            row);
         if (st)
             return st;
     }
@@ -290,22 +299,6 @@ static fp8_status nonfinite_at(worker *w, const job *j, const char *name, uint64
                     v != v ? "NaN" : v > 0 ? "+infinity" : "-infinity");
 }
 
-/* Element `where` of the job's band is not finite. */
-static fp8_status nonfinite_error(worker *w, const job *j, uint64_t where)
-{
-    const fp8_tensor_info *t = w->r->plan->items[j->item].tensor;
-    return nonfinite_at(w, j, t->name, j->row0 + where / j->ncols, j->col0 + where % j->ncols,
-                        fp8_load_f32(t->dtype, w->src, where));
-}
-
-/* Why fp8_scale_make found no scale for a group (it returned 0). */
-static const char *no_scale_rule(fp8_scale_kind kind)
-{
-    return kind == FP8_SCALE_F16 ? "a scale above 65504 cannot be stored in F16"
-                                 : "its largest element times any scale of this format would "
-                                   "read back as infinity (past the fp32 range)";
-}
-
 /* A GPU failure, with the file and tensor it was working on. */
 static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
 {
@@ -315,130 +308,90 @@ static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
                     w->r->plan->items[j->item].tensor->name, why);
 }
 
-/* Row k of job j's band, columns [c0, c0 + cols) (source x), into packed
- * codes q and scales; a bad element or group is named at its row and column. */
-static fp8_status fp4_row(worker *w, const job *j, uint64_t k, uint64_t c0, const void *x,
-                          uint64_t cols, uint8_t *q, uint8_t *scales)
+/* Band b of the job, source x (its rows at row0, its columns at col0 of the
+ * job's matrix), quantized on the CPU into q and scales; a bad element or
+ * group is named at its row and column. */
+static fp8_status quantize_band(worker *w, const job *j, const fp8_band *b, uint64_t row0,
+                                uint64_t col0, const void *x, uint8_t *q, void *scales)
 {
     const fp8_quant_plan *p = w->r->plan;
-    const fp8_quant_item *it = &p->items[j->item];
-    fp8_dtype dt = it->tensor->dtype;
+    const fp8_tensor_info *t = p->items[j->item].tensor;
     uint64_t where = 0;
-    switch (fp4_fast_quantize_row(p->opts.scheme, dt, x, cols, p->entries[j->item].global, q,
-                                  scales, &where)) {
-    case FP4_Q_OK: return FP8_OK;
-    case FP4_Q_NONFINITE:
-        return nonfinite_at(w, j, it->tensor->name, j->row0 + k, c0 + where,
-                            fp8_load_f32(dt, x, where));
-    case FP4_Q_SCALE_OVERFLOW:
-    default:
-        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': the group at row %llu, column %llu: its largest "
-                        "element rounds to a power of two beyond E8M0's (its scale would be "
-                        "byte 255, NaN)",
-                        fp8_file_path(w->r->in), it->tensor->name,
-                        (unsigned long long)(j->row0 + k), (unsigned long long)(c0 + where));
-    }
+    fp8_band_result res = fp8_band_quantize(b, x, q, scales, &where);
+    if (res == FP8_BAND_OK)
+        return FP8_OK;
+    uint64_t row = row0 + where / b->cols, col = col0 + where % b->cols;
+    if (res == FP8_BAND_NONFINITE)
+        return nonfinite_at(w, j, t->name, row, col, fp8_load_f32(b->src, x, where));
+    return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                    "%s: tensor '%s': the group at element %llu (row %llu, column %llu): %s",
+                    fp8_file_path(w->r->in), t->name,
+                    (unsigned long long)flat_index(&p->entries[j->item], j->expert, row, col),
+                    (unsigned long long)row, (unsigned long long)col, fp8_band_no_scale_why(b));
 }
 
-/* The job's codes and scales, to their places in the output. */
-static fp8_status write_fp4(worker *w, const job *j)
-{
-    shard_run *r = w->r;
-    const fp8_quant_item *it = &r->plan->items[j->item];
-    uint32_t run = fp8_scheme_get(r->plan->opts.scheme)->run;
-    uint64_t at = flat_index(&r->plan->entries[j->item], j->expert, j->row0, 0);
-    uint64_t n = j->nrows * j->ncols;
-    fp8_status st = fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->packed_name),
-                                      at / 2, w->q, n / 2);
-    return st ? st
-              : fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->scale_name),
-                                  at / run, w->scales, n / run);
-}
-
-/* An FP4 job (whole rows, quantize.c's plan): on the GPU when there is one
- * (its bytes are the reference's); else, and on what the GPU flags (bad
- * input, or a quotient only the reference rounds), the CPU's fast path of
- * the reference row by row (fp4_ref.h), which says what and where. */
-static fp8_status do_quantize_fp4(worker *w, const job *j)
-{
-    const fp8_quant_plan *p = w->r->plan;
-    fp8_dtype dt = p->items[j->item].tensor->dtype;
-    uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
-    uint64_t cols = j->ncols;
-    bool bad = true;
-    fp8_status st;
-    if (w->gpu && (st = fp8_gpu_fp4_quantize(w->ctx, w->gpu, p->opts.scheme, dt,
-                                             j->nrows * cols, p->entries[j->item].global, &bad)))
-        return gpu_error(w, j, st);
-    for (uint64_t k = 0; bad && k < j->nrows; k++)
-        if ((st = fp4_row(w, j, k, 0, (const char *)w->src + k * cols * src_size(dt), cols,
-                          w->q + k * cols / 2, w->scales + k * cols / run)))
-            return st;
-    return write_fp4(w, j);
-}
-
-/* A slice's ns rows of m codes (packed) and scales, m / run of them, into
- * their place in a band of rows of `in`. */
+/* A slice's ns rows of m codes and scales (cb and sb bytes a row) into
+ * their place in a band whose rows hold ib and isb bytes of them. */
 static inline __attribute__((always_inline)) void put_rows(uint8_t *q, uint8_t *scales,
-                                                           uint64_t in, uint32_t run,
+                                                           uint64_t ib, uint64_t isb,
                                                            const uint8_t *sq, const uint8_t *ssc,
-                                                           uint64_t ns, uint64_t m)
+                                                           uint64_t ns, uint64_t cb, uint64_t sb)
 {
     for (uint64_t k = 0; k < ns; k++) {
-        memcpy(q + k * in / 2, sq + k * m / 2, m / 2);
-        memcpy(scales + k * in / run, ssc + k * m / run, m / run);
+        memcpy(q + k * ib, sq + k * cb, cb);
+        memcpy(scales + k * isb, ssc + k * sb, sb);
     }
 }
 
-/* put_rows with a tile's whole width (PART_TILE) and each scheme's run as
- * constants: copies of a fixed size, a few vector moves (a variable size
- * was a loop of 8-byte stores, each waiting on a band line; bench/RESULTS.md). */
-static void put_slice(uint8_t *q, uint8_t *scales, uint64_t in, uint32_t run, const uint8_t *sq,
-                      const uint8_t *ssc, uint64_t ns, uint64_t m)
+/* put_rows with a whole tile's bytes as constants for the two group sizes
+ * of the scheme table's runs: copies of a fixed size, a few vector moves (a
+ * variable size was a loop of 8-byte stores, each waiting on a band line;
+ * bench/RESULTS.md). */
+static void put_slice(uint8_t *q, uint8_t *scales, uint64_t ib, uint64_t isb, const uint8_t *sq,
+                      const uint8_t *ssc, uint64_t ns, uint64_t cb, uint64_t sb)
 {
-    if (m == PART_TILE && run == 16)
-        put_rows(q, scales, in, 16, sq, ssc, ns, PART_TILE);
-    else if (m == PART_TILE && run == 32)
-        put_rows(q, scales, in, 32, sq, ssc, ns, PART_TILE);
+    if (cb == PART_TILE / 2 && sb == PART_TILE / 16)
+        put_rows(q, scales, ib, isb, sq, ssc, ns, PART_TILE / 2, PART_TILE / 16);
+    else if (cb == PART_TILE / 2 && sb == PART_TILE / 32)
+        put_rows(q, scales, ib, isb, sq, ssc, ns, PART_TILE / 2, PART_TILE / 32);
     else
-        put_rows(q, scales, in, run, sq, ssc, ns, m);
+        put_rows(q, scales, ib, isb, sq, ssc, ns, cb, sb);
 }
 
-/* A transposed expert weight's band (tiled): PART_TILE input rows at a
+/* A transposed expert weight's band b (tiled): PART_TILE input rows at a
  * time, read as stored, then TILE_SLICE of the band's rows at a time
  * transposed, quantized in one call (its groups lie within rows: PART_TILE
  * is a multiple of a group) and put in their place in the band's codes and
  * scales (a slice's rows, codes and scales stay in the core's cache). */
-static fp8_status do_quantize_fp4_tiled(worker *w, const job *j)
+static fp8_status quantize_tiled(worker *w, const job *j, const fp8_band *b)
 {
     const fp8_quant_plan *p = w->r->plan;
     const plan_entry *e = &p->entries[j->item];
-    unsigned sz = src_size(p->items[j->item].tensor->dtype);
-    uint32_t run = fp8_scheme_get(p->opts.scheme)->run;
+    unsigned sz = src_size(b->src), ssize = fp8_band_scale_size(b);
     uint64_t in = j->ncols, n = j->nrows, stride = quant_part_tile_stride(e->part, n);
+    uint64_t ib = fp8_band_code_bytes(b, in), isb = in / b->group_cols * ssize;
     unsigned char *tile = w->src, *rows = tile + quant_part_tile_bytes(e->part, n);
-    uint8_t *q = rows + TILE_SLICE * PART_TILE * sz, *sc = q + TILE_SLICE * PART_TILE / 2;
+    uint8_t *q = rows + TILE_SLICE * PART_TILE * sz;
+    uint8_t *sc = q + fp8_band_code_bytes(b, TILE_SLICE * PART_TILE);
     fp8_status st = FP8_OK;
     for (uint64_t c0 = 0; c0 < in && !st; c0 += PART_TILE) {
         uint64_t m = in - c0 < PART_TILE ? in - c0 : PART_TILE;
+        uint64_t cb = fp8_band_code_bytes(b, m), sb = m / b->group_cols * ssize;
         st = quant_part_read_tile(w->ctx, w->r->in, e->part, j->row0, n, c0, tile);
         for (uint64_t k0 = 0; k0 < n && !st; k0 += TILE_SLICE) {
-            uint64_t ns = n - k0 < TILE_SLICE ? n - k0 : TILE_SLICE, where = 0;
+            uint64_t ns = n - k0 < TILE_SLICE ? n - k0 : TILE_SLICE;
+            fp8_band slice = *b;
+            slice.rows = ns;
+            slice.cols = m;
             fp8_transpose(sz, tile + k0 * sz, stride, m, ns, rows, m);
-            switch (fp4_fast_quantize_row(p->opts.scheme, p->items[j->item].tensor->dtype, rows,
-                                          ns * m, e->global, q, sc, &where)) {
-            case FP4_Q_OK: break;
-            default: /* that row again, to say where as for a band (the same bytes) */
-                if ((st = fp4_row(w, j, k0 + where / m, c0, rows + where / m * m * sz, m,
-                                  q + where / m * m / 2, sc + where / m * m / run)))
-                    return st;
-            }
-            put_slice(w->q + (k0 * in + c0) / 2, w->scales + (k0 * in + c0) / run, in, run, q, sc,
-                      ns, m);
+            if ((st = quantize_band(w, j, &slice, j->row0 + k0, c0, rows, q, sc)))
+                return st;
+            put_slice(w->q + k0 * ib + fp8_band_code_bytes(b, c0),
+                      w->scales + k0 * isb + c0 / b->group_cols * ssize, ib, isb, q, sc, ns, cb,
+                      sb);
         }
     }
-    return st ? st : write_fp4(w, j);
+    return st;
 }
 
 static fp8_status do_quantize(worker *w, const job *j)
@@ -449,15 +402,21 @@ static fp8_status do_quantize(worker *w, const job *j)
     const plan_entry *e = &p->entries[j->item];
     fp8_dtype dt = it->tensor->dtype;
     uint64_t where = 0, n = j->nrows * j->ncols;
-    if (j->kind == JOB_QUANTIZE && tiled(p, e))
-        return do_quantize_fp4_tiled(w, j);
+    fp8_band b;
+    uint64_t first; /* index of the job's first scale in the scale tensor */
+    fp8_quant_plan_band(p, j->item, j->expert, j->row0, j->nrows, j->col0, j->ncols, &b, &first);
+    fp8_status st;
+    if (j->kind == JOB_QUANTIZE && tiled(p, e)) {
+        if ((st = quantize_tiled(w, j, &b)))
+            return st;
+        goto write;
+    }
     /* an amax takes a transposed weight's range as stored: the same count of
      * elements, other ones, read in runs of a stored row */
     bool as_stored = j->kind == JOB_AMAX && e->part && e->part->in_out;
-    fp8_status st = as_stored ? quant_part_read(w->ctx, r->in, e->part,
-                                                j->row0 * j->ncols * src_size(dt), w->src,
-                                                n * src_size(dt), true)
-                              : read_rect(w, j, src_size(dt), w->src);
+    st = as_stored ? quant_part_read(w->ctx, r->in, e->part, j->row0 * j->ncols * src_size(dt),
+                                     w->src, n * src_size(dt), true)
+                   : read_rect(w, j, src_size(dt), w->src);
     if (st)
         return st;
     fp8_worker_end_turn(w->fw);
@@ -469,46 +428,30 @@ static fp8_status do_quantize(worker *w, const job *j)
         /* the CPU says where: a stored range's element found in the weight */
         if (!bad || !fp8_amax(dt, w->src, n, amax, &where))
             return FP8_OK;
-        if (!as_stored)
-            return nonfinite_error(w, j, where);
-        uint64_t row, col;
-        const quant_part *at = quant_part_stored_at(e->part, j->row0 * j->ncols + where, &row, &col);
-        return nonfinite_at(w, j, at->name, row, col, fp8_load_f32(dt, w->src, where));
+        uint64_t row = j->row0 + where / j->ncols, col = j->col0 + where % j->ncols;
+        const char *name = it->tensor->name;
+        if (as_stored)
+            name = quant_part_stored_at(e->part, j->row0 * j->ncols + where, &row, &col)->name;
+        return nonfinite_at(w, j, name, row, col, fp8_load_f32(dt, w->src, where));
     }
-    if (packs(p))
-        return do_quantize_fp4(w, j);
-    fp8_band b;
-    uint64_t first; /* index of the job's first scale in the scale tensor */
-    fp8_quant_plan_band(p, j->item, j->expert, j->row0, j->nrows, j->col0, j->ncols, &b, &first);
     if (b.fixed)
         b.scale = r->tensor_scale[r->scale_at[j->item] + j->expert];
     bool bad = true;
     if (w->gpu && (st = fp8_gpu_quantize(w->ctx, w->gpu, &b, &bad)))
         return gpu_error(w, j, st);
     /* the GPU's bytes are the CPU's; on bad input the CPU says what and where */
-    switch (bad ? fp8_band_quantize(&b, w->src, w->q, w->scales, &where) : FP8_BAND_OK) {
-    case FP8_BAND_OK: break;
-    case FP8_BAND_NONFINITE: return nonfinite_error(w, j, where);
-    case FP8_BAND_SCALE_OVERFLOW: {
-        uint64_t row = j->row0 + where / j->ncols, col = j->col0 + where % j->ncols;
-        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': the group at element %llu (row %llu, column %llu): %s",
-                        fp8_file_path(r->in), it->tensor->name,
-                        (unsigned long long)flat_index(e, j->expert, row, col),
-                        (unsigned long long)row, (unsigned long long)col, no_scale_rule(e->kind));
-    }
-    }
+    if (bad && (st = quantize_band(w, j, &b, j->row0, j->col0, w->src, w->q, w->scales)))
+        return st;
     if (p->source && (st = p->source->quantized(p->source->user, w->ctx, it->tensor, j->expert,
                                                 j->row0, j->col0, &b,
                                                 (const float *)(void *)w->src, w->q, w->scales)))
         return st;
-    const fp8_tensor_info *qt = fp8_writer_find(r->out, it->tensor->name);
-    const fp8_tensor_info *sc = fp8_writer_find(r->out, it->scale_name);
-    uint64_t nscales = fp8_band_scale_count(&b), ssize = fp8_scale_size(e->kind);
-    if ((st = write_rect(w, j, qt, w->q)))
+write:;
+    uint64_t nscales = fp8_band_scale_count(&b), ssize = fp8_band_scale_size(&b);
+    if ((st = write_rect(w, j, fp8_writer_find(r->out, code_name(it)), w->q)))
         return st;
-    return nscales ? fp8_writer_pwrite(w->ctx, r->out, sc, first * ssize, w->scales,
-                                       nscales * ssize)
+    return nscales ? fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->scale_name),
+                                       first * ssize, w->scales, nscales * ssize)
                    : FP8_OK;
 }
 
@@ -703,9 +646,10 @@ static fp8_status finish_tensor_scales(fp8_ctx *ctx, shard_run *r, const size_t 
             uint32_t bits = 0;
             float s = fp8_scale_make(e->kind, amax[r->scale_at[i] + x], &bits);
             if (s == 0) {
+                fp8_band b = { .scheme = p->opts.scheme, .kind = e->kind };
                 st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %s",
                               fp8_file_path(r->in), p->items[i].tensor->name,
-                              no_scale_rule(e->kind));
+                              fp8_band_no_scale_why(&b));
                 break;
             }
             r->tensor_scale[r->scale_at[i] + x] = s;
@@ -833,7 +777,7 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
 fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     uint64_t done = 0;
-    return fp8_scheme_get(p->opts.scheme)->levels == 2 ? global_pass(ctx, p, &done) : FP8_OK;
+    return fp8_scheme_has_second_level(p->opts.scheme) ? global_pass(ctx, p, &done) : FP8_OK;
 }
 
 /* NVFP4: shard s's second-level scales, one F32 each: the global scale, a
@@ -932,8 +876,7 @@ static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char 
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++) {
         const fp8_quant_item *it = &p->items[i];
-        map[n++] = (ck_index_entry){ it->packed_name ? it->packed_name : it->tensor->name,
-                                     it->shard };
+        map[n++] = (ck_index_entry){ code_name(it), it->shard };
         if (!it->quantize) {
             total += fp8_tensor_nbytes(it->tensor);
             continue;
@@ -941,7 +884,7 @@ static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char 
         uint64_t scales = fp8_dtype_bits(it->scale_dtype) / 8;
         for (int d = 0; d < it->scale_rank; d++)
             scales *= it->scale_shape[d];
-        total += (it->packed_name ? it->tensor->elements / 2 : it->tensor->elements) + scales;
+        total += fp8_scheme_code_bytes(p->opts.scheme, it->tensor->elements) + scales;
         map[n++] = (ck_index_entry){ it->scale_name, it->shard };
         if (it->global_name) {
             total += 4;
@@ -1030,7 +973,7 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
     bool any = false; /* shards to write (not --resume's finished ones) */
     for (size_t s = 0; !st && !out.complete && s < nshards; s++)
         any = any || out.todo[s];
-    if (!st && !out.complete && any && fp8_scheme_get(p->opts.scheme)->levels == 2)
+    if (!st && !out.complete && any && fp8_scheme_has_second_level(p->opts.scheme))
         st = global_pass(ctx, p, &done);
     for (size_t s = 0; !st && !out.complete && s < nshards; s++) {
         if (out.todo[s])
