@@ -12,6 +12,7 @@
 #   make fuzz         run the libFuzzer targets (header, then whole directories) for
 #                     FUZZ_SECONDS each (clang)
 #   make bench        every command against its floor (bench/run.sh, bench/RESULTS.md)
+#   make bench-ab OLD=path/to/fp8conv  the refactored commands, that build against this one
 #   make bench-peers  quantize against llm-compressor and a torch script (bench/peers.sh)
 #   make check-gpu    the CUDA kernels against the CPU reference (needs a GPU)
 #   make bench-gpu    kernel and end-to-end GPU benchmarks (needs a GPU)
@@ -556,6 +557,11 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
 
 bench: $(BUILD)/fp8conv $(BENCH_BIN)
 	BUILD=$(BUILD) bash bench/run.sh
+
+# A refactor's commands, an older build against this one, interleaved
+# (bench/ab.sh): make bench-ab OLD=path/to/old/fp8conv
+bench-ab: $(BUILD)/fp8conv $(BENCH_BIN)
+	BUILD=$(BUILD) OLD=$(OLD) bash bench/ab.sh
 
 # The tools fp8conv replaces, measured beside it (bench/peers.sh): installs
 # llm-compressor and torch once in build/venv-peers.
