@@ -114,10 +114,12 @@ static const fmt_spec table[] = {
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_NVFP4,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_E4M3, .scheme_default = true,
       .ct_weights = "tensor_group", .packed = true, .fp4_layout = FP4_LAYOUT_NVFP4_CT,
+      .experts_apart = true,
       .ct_format = "nvfp4-pack-quantized" },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_MXFP4,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .scheme_default = true,
       .ct_weights = "group", .packed = true, .fp4_layout = FP4_LAYOUT_MXFP4_CT,
+      .experts_apart = true,
       .ct_format = "mxfp4-pack-quantized" },
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_CHANNEL, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8_PER_CHANNEL_PER_TOKEN",
@@ -138,6 +140,7 @@ static const fmt_spec table[] = {
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_NVFP4, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_E4M3, .modelopt_algo = "W4A16_NVFP4",
       .modelopt_algo_acts = "NVFP4", .packed = true, .fp4_layout = FP4_LAYOUT_NVFP4_MODELOPT,
+      .experts_apart = true,
       .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
 };
 
@@ -168,6 +171,11 @@ const char *fp8_format_name(fp8_format f)
     return f == FP8_FORMAT_DEFAULT        ? "default"
            : (unsigned)f - 1 < NFORMATS ? fp8_format_names[f - 1]
                                           : "?";
+}
+
+const fp4_layout *fmt_code_layout(const fmt_spec *spec)
+{
+    return spec && spec->packed ? fp4_layout_get((fp4_layout_id)spec->fp4_layout) : NULL;
 }
 
 const fmt_spec *fmt_spec_find(fp8_format format, fp8_scheme scheme)

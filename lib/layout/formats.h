@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/internal.h"
+#include "layout/fp4.h"
 
 typedef enum {
     FMT_SCALE_F32,    /* F32 whatever the weight was */
@@ -73,7 +74,15 @@ typedef struct {
     bool packed;
     int fp4_layout;
     const char *ct_format;
+    /* Fused 3-D MoE experts are written one weight per expert (the loaders
+     * of these layouts read no fused tensor:
+     * fp8conv-formats(5), FP4 QUANTIZATION); elsewhere a fused tensor is kept. */
+    bool experts_apart;
 } fmt_spec;
+
+/* The fp4.h row that names and shapes the codes the spec writes (its packed
+ * layout); NULL where the spec's own suffixes do (the FP8 layouts). */
+const fp4_layout *fmt_code_layout(const fmt_spec *spec);
 
 /* ModelOpt's side file beside config.json. */
 #define HF_QUANT_CONFIG "hf_quant_config.json"

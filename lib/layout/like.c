@@ -727,7 +727,7 @@ static fp8_status like_fp4_activations(fp8_ctx *ctx, fp8_like *l, const char *re
     const cJSON *algo = cJSON_GetObjectItemCaseSensitive(q, "quant_algo");
     bool modelopt_acts = spec && spec->modelopt_algo_acts && cJSON_IsString(algo) &&
                          strcasecmp(algo->valuestring, spec->modelopt_algo_acts) == 0;
-    if (!spec || !spec->packed || !(cJSON_IsObject(a) || modelopt_acts))
+    if (!fmt_code_layout(spec) || !(cJSON_IsObject(a) || modelopt_acts))
         return FP8_OK;
     if (fp8_scheme_has_second_level(l->decl.scheme)) {
         size_t n;

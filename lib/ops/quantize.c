@@ -121,10 +121,9 @@ static fp8_status name_with(fp8_ctx *ctx, const char *stem, size_t n, const char
  * nibble first; ModelOpt: X.weight, U8), X.weight_scale and, for NVFP4,
  * X.weight_global_scale ([1]; ModelOpt: X.weight_scale_2, []). */
 static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *it,
-                                plan_entry *e)
+                                plan_entry *e, const fp4_layout *l)
 {
     const fp8_tensor_info *t = it->tensor;
-    const fp4_layout *l = fp4_layout_get((fp4_layout_id)p->spec->fp4_layout);
     const char *scheme = fp8_scheme_name(p->opts.scheme);
     if (t->rank != 2)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -175,8 +174,9 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     e->cols = t->shape[t->rank - 1];
     memcpy(it->code_shape, t->shape, t->rank * sizeof *t->shape);
     it->code_shape[t->rank - 1] = fp8_scheme_code_bytes(o->scheme, e->cols);
-    if (p->spec->packed)
-        return packed_layout(ctx, p, it, e);
+    const fp4_layout *codes = fmt_code_layout(p->spec);
+    if (codes)
+        return packed_layout(ctx, p, it, e, codes);
     it->code_dtype = fp8_elem_get(fp8_scheme_get(o->scheme)->elem)->dtype;
     it->scale_dtype = fmt_scale_dtype_of(p->spec, t->dtype);
     /* --like: the reference's float scale dtype (not convert's: it keeps its own) */
@@ -272,7 +272,7 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         free(pairs.p);
         return st;
     }
-    if (p->source && p->spec->packed)
+    if (p->source && fmt_code_layout(p->spec))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "convert --scheme %s: convert re-quantizes FP8 checkpoints to FP8 "
                         "schemes; quantize writes %s from bf16 or f32 weights",
@@ -399,7 +399,7 @@ static uint64_t parts_of(const fp8_checkpoint *ck, const cJSON *config, const fp
  * FP8 only), and as how many weights. */
 static uint64_t unfused_count(const fp8_quant_plan *p, const fp8_tensor_info *t, bool *in_out)
 {
-    return p->spec->packed && !p->source ? parts_of(p->ck, p->config, t, in_out) : 0;
+    return p->spec->experts_apart && !p->source ? parts_of(p->ck, p->config, t, in_out) : 0;
 }
 
 /* Part k of the n that fused tensor t is written apart as: its name, shape
