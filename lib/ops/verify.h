@@ -1,9 +1,10 @@
 /*
- * verify.h - what verify's passes share (verify.c: the config and
- * parallelism passes, the API; verify_rules.c: structure and loader rules;
- * verify_values.c: the values; verify_kv.c: KV-cache scales; verify_against.c: --against;
- * verify_against_fp4.c: --against's packed FP4 weights; verify_findings.c: the findings
- * every pass adds to).
+ * verify.h - what verify's passes share.  verify.c (the config and
+ * parallelism passes, the API) calls the passes: verify_rules.c (structure,
+ * loader rules, packed-FP4 weights), verify_kv.c (KV-cache scales),
+ * verify_values.c (the values), verify_against.c and verify_against_fp4.c
+ * (--against); each pass calls only verify_findings.c below it (the
+ * findings, and the scale lookups every pass makes).
  */
 #ifndef FP8_VERIFY_H
 #define FP8_VERIFY_H
@@ -41,7 +42,7 @@ struct fp8_verify {
     size_t n, cap;
     fp8_finding *findings;
     size_t fp8_weights;
-    size_t fp4_weights;  /* packed-FP4 weights with a scale (verify_fp4.c) */
+    size_t fp4_weights;  /* packed-FP4 weights with a scale (verify_rules.c) */
     /* the FP4 layout of the config's model family (fp4.h), NULL for none:
      * DeepSeek-V4's FP8 weights name their scales X.scale */
     const fp4_layout *family;
@@ -66,7 +67,7 @@ struct fp8_verify {
 #define SERVING FP8_LOADERS_SERVING
 #define BIT(l) (1u << (l))
 
-/* Findings (verify_findings.c).  verify_add: an error stops every loader, a warning
+/* verify_findings.c.  Findings: verify_add: an error stops every loader, a warning
  * none; verify_add_for: a finding that stops `loaders` only, an error when
  * one of them is required, else a note; verify_add_unanswered: an error
  * that says nothing of the loaders. */
@@ -83,8 +84,10 @@ static inline bool verify_is_float(fp8_dtype d)
 {
     return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
 }
+/* Whether tensor t has shape [shape[0], ..., shape[rank - 1]]. */
+bool verify_has_shape(const fp8_tensor_info *t, int rank, const uint64_t *shape);
 /* The scale a weight needs in the declared layout: its name suffix, rank,
- * shape and whether its dtype is a float (verify_rules.c). */
+ * shape and whether its dtype is a float. */
 void verify_expected_scale(const fp8_verify *v, const fp8_tensor_info *t, const char **suffix,
                            int *rank, uint64_t shape[3], bool *float_dtype);
 
@@ -96,7 +99,6 @@ const fp8_tensor_info *verify_find_scale(const fp8_verify *v, const fp8_tensor_i
 
 
 /* The passes, in the order fp8_verify_run runs them. */
-fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v); /* verify_fp4.c */
 fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v);
 fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v); /* verify_kv.c */
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads);

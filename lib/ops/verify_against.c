@@ -336,16 +336,6 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     return st;
 }
 
-static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
-{
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->shape[d] != b->shape[d])
-            return false;
-    return true;
-}
-
 static const char *against_label(void *arg, size_t j)
 {
     uint64_t x, row0, nrows;
@@ -471,9 +461,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
             (mx ? s->dtype == FP8_DTYPE_U8 || s->dtype == FP8_DTYPE_F8_E8M0 : verify_is_float(s->dtype))) {
             fmt_scale_shape(v->spec, t->rank, t->shape, v->block_rows, v->block_cols, &rank, shape);
-            it->own = s->rank == rank;
-            for (int d = 0; it->own && d < rank; d++)
-                it->own = s->shape[d] == shape[d];
+            it->own = verify_has_shape(s, rank, shape);
         }
         const fp8_quant_item *qi = item != SIZE_MAX ? fp8_quant_plan_item(a->plan, item) : NULL;
         it->compare = qi && s && t->dtype == FP8_DTYPE_F8_E4M3 && t->elements == x->elements &&
@@ -662,7 +650,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         if (!x)
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s is not in %s", v->path,
                      t->name, src_path);
-        else if (!same_shape(t, x))
+        else if (!verify_has_shape(x, t->rank, t->shape))
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s has another shape in %s",
                      v->path, t->name, src_path);
         else if (t->dtype == FP8_DTYPE_F8_E4M3 && verify_is_float(x->dtype))

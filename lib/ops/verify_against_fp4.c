@@ -181,16 +181,6 @@ static vf4_item *item_named(const vf4_against *f, const char *name)
     return NULL;
 }
 
-static bool same_dims(int rank, const uint64_t *shape, const fp8_tensor_info *x)
-{
-    if (x->rank != rank)
-        return false;
-    for (int d = 0; d < rank; d++)
-        if (x->shape[d] != shape[d])
-            return false;
-    return true;
-}
-
 static bool requantizable(const fp4_layout *l)
 {
     return l == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ||
@@ -215,7 +205,7 @@ static fp8_status find_source(fp8_ctx *ctx, vf4_against *f, vf4_item *it)
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
                           "%s: %s: packed %s, but its weight %s is not in %s", v->path,
                           it->t->name, it->w.l->name, it->w.out_name, f->src_path);
-    if (!same_dims(rank, shape, x)) {
+    if (!verify_has_shape(x, rank, shape)) {
         fp8_shape_text(rank, shape, want, sizeof want);
         fp8_shape_text(x->rank, x->shape, got, sizeof got);
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
@@ -250,7 +240,7 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     char *sname = NULL, *oname = NULL;
     const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
     const fp8_tensor_info *kept = l ? fp8_checkpoint_find(f->src, t->name, NULL) : NULL;
-    bool as_is = kept && kept->dtype == t->dtype && same_dims(t->rank, t->shape, kept);
+    bool as_is = kept && kept->dtype == t->dtype && verify_has_shape(kept, t->rank, t->shape);
     fp8_status st = l && !sname ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory") : FP8_OK;
     if (st || !l || as_is)
         goto out;

@@ -286,7 +286,7 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     for (size_t i = 0; sc.weights && i < nt; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         bool scale = fp8_has_suffix(t->name, "_scale_inv") || fp8_has_suffix(t->name, "_scale");
-        if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_fp4.c */
+        if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_rules.c */
             continue;
         /* X_scale with no tensor X and no weight in its name is a model's own
          * parameter (DeepSeek-V4's F32 hc_attn_scale: vLLM models/deepseek_v4;
