@@ -782,8 +782,10 @@ START_TEST(test_fp4_bound_holds_the_reference)
                     if (fp4_quantize_row(nv ? FP8_SCHEME_NVFP4 : FP8_SCHEME_MXFP4, src, x, N,
                                          global, q, sc, &where) != FP4_Q_OK)
                         continue; /* NaN, infinity, no E8M0 scale: quantize refuses them */
-                    vf4_rule r = { .nvfp4 = nv, .divides = scheme == 0,
-                                   .second = scheme == 0 ? global : 1.0f / global };
+                    vf4_rule r = { .scheme = fp8_scheme_get(nv ? FP8_SCHEME_NVFP4
+                                                               : FP8_SCHEME_MXFP4),
+                                   .divides = scheme == 0,
+                                   .second = scheme == 0 ? global : nv ? 1.0f / global : 1 };
                     uint32_t run = nv ? 16 : 32;
                     for (uint32_t g = 0; g < N / run; g++) {
                         const void *xg = (const char *)x + g * run * (dt ? 4 : 2);

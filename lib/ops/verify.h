@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/internal.h"
+#include "common/types.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/parallel.h"
@@ -108,12 +109,13 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
 /* ---------------------------------------------------------------- --against, packed FP4
  * (verify_against_fp4.c; fp8conv-formats(5), ERROR BOUND) */
 
-/* How a packed FP4 weight's group scales divide its elements: NVFP4's E4M3
- * scale by its stored second level (compressed-tensors divides by it:
- * d = scale / second; ModelOpt multiplies: d = scale * second), or MXFP4's
- * E8M0 byte b (d = 2^(b - 127)). */
+/* How a packed FP4 weight's group scales divide its elements: its scheme's
+ * row (the scale element decodes the byte), and the stored second level
+ * when there is one (compressed-tensors divides by it: d = scale / second;
+ * ModelOpt multiplies: d = scale * second); second 1 for none (MXFP4's
+ * E8M0 byte b: d = 2^(b - 127)). */
 typedef struct {
-    bool nvfp4;
+    const fp8_scheme_traits *scheme;
     bool divides;
     double second;
 } vf4_rule;

@@ -44,6 +44,13 @@ static const double e2m1[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
 static const double edge_lo[8] = { 0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 };
 static const double edge_hi[8] = { 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, INFINITY };
 
+/* The divisor of a group under scale byte `scale` (not NaN). */
+static double vf4_divisor(const vf4_rule *r, uint8_t scale)
+{
+    double s = fp8_elem_get(r->scheme->scale_elem[0])->decode(scale);
+    return r->divides ? s / r->second : s * r->second;
+}
+
 /* Whether a group scale serves a group of largest magnitude m > 0, whose
  * elements are divided by d: NVFP4's E4M3 byte lies within one code of t =
  * m / (6 * the second level's multiplier), clamped to 448 and rounded to
@@ -52,10 +59,11 @@ static const double edge_hi[8] = { 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, INFINITY
  * [3, 8), or below 8 under the smallest byte, 0. */
 static bool scale_serves(const vf4_rule *r, uint8_t scale, double m, double d)
 {
-    if (!r->nvfp4)
+    if (r->scheme->pow2_scales)
         return m / d < 8 && (m / d >= 3 || scale == 0);
     double t = r->divides ? m * r->second / 6 : m / (6 * r->second);
-    uint8_t n = fp8_f32_to_e4m3((float)(t < 448 ? t : 448));
+    double top = fp8_elem_get(r->scheme->scale_elem[0])->max_finite;
+    uint8_t n = fp8_f32_to_e4m3((float)(t < top ? t : top));
     if (scale == fp8_f32_to_e4m3(0.125f) && t < 0x1p-9)
         return true;
     return scale + 1 >= n && scale <= n + 1;
@@ -70,21 +78,12 @@ void verify_fp4_group(const vf4_rule *r, fp8_dtype dt, const void *x, const uint
         double a = fabs((double)fp8_load_f32(dt, x, i));
         m = a > m ? a : m; /* (a NaN is left out: it is outside the bound below) */
     }
-    double d;
-    if (r->nvfp4) {
-        float s = fp8_e4m3_to_f32(scale);
-        if (s != s) { /* NaN: verify's bad-scale */
-            out->unjudged = true;
-            return;
-        }
-        d = r->divides ? (double)s / r->second : (double)s * r->second;
-    } else {
-        if (scale == 0xFF) { /* E8M0 NaN: verify's bad-scale */
-            out->unjudged = true;
-            return;
-        }
-        d = ldexp(1.0, (int)scale - 127);
+    const fp8_elem_traits *se = fp8_elem_get(r->scheme->scale_elem[0]);
+    if (se->is_nan(scale)) { /* verify's bad-scale */
+        out->unjudged = true;
+        return;
     }
+    double d = vf4_divisor(r, scale);
     /* an all-zero group has nothing to serve: only its codes are judged */
     if (m > 0 && !(d > 0 && d < INFINITY && scale_serves(r, scale, m, d))) {
         out->bad_scale = true;
@@ -118,7 +117,6 @@ typedef struct {
     quant_part *part;         /* x is one expert's weight of SRC's fused experts */
     bool bound;               /* its values are checked against x */
     bool requant;             /* it is in the re-quantized count */
-    int plan;                 /* requant: 0 NVFP4's plan, 1 MXFP4's */
     size_t item;              /* its plan item; SIZE_MAX when the plan does not quantize it */
     vf4_rule rule;
     uint64_t rows, cols, band;
@@ -130,6 +128,8 @@ typedef struct {
     bool differs;
 } vf4_item;
 
+#define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
+
 struct vf4_against {
     fp8_verify *v;
     fp8_checkpoint *src;
@@ -139,15 +139,25 @@ struct vf4_against {
     size_t n;
     const char **ck_owned, **src_owned; /* sorted */
     size_t nck, nsrc;
-    fp8_quant_plan *plans[2]; /* NVFP4, MXFP4; NULL: not needed, or refused */
-    bool needs[2];
+    /* a plan per FP4 scheme re-quantized (nplans of them, in the order of
+     * the schemes); NULL: refused */
+    fp8_quant_plan *plans[FP4_PLANS];
+    fp8_scheme plan_scheme[FP4_PLANS];
+    int nplans;
     bool impossible; /* quantize refuses SRC, or a row of it */
     size_t njobs;
     uint64_t max_band, max_cols;
     pthread_mutex_t lock;
 };
 
-static const fp8_scheme plan_scheme[2] = { FP8_SCHEME_NVFP4, FP8_SCHEME_MXFP4 };
+/* The slot of plans[] of a re-quantized item's scheme. */
+static int plan_of(const vf4_against *f, const vf4_item *it)
+{
+    int k = 0;
+    while (f->plan_scheme[k] != (fp8_scheme)(it->rule.scheme - fp8_scheme_table))
+        k++;
+    return k;
+}
 
 static int cmp_name(const void *a, const void *b)
 {
@@ -268,7 +278,6 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     if (!found)
         it->w = w;
     it->requant = requantizable(l);
-    it->plan = l->scheme->scale_elem[0] == FP8_ELEM_E8M0;
     st = own(ctx, &f->ck_owned, &f->nck, ckcap, t->name);
     const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, sname, NULL);
     if (!st && s)
@@ -295,9 +304,18 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     /* gpt-oss stores its experts transposed ([E, cols, rows] unpacked):
      * left out of the bound, with a note */
     it->bound = l->weight_rank == 2 && !l->transpose;
-    it->rule = (vf4_rule){ .nvfp4 = l->scheme->levels == 2, .divides = l->global_divides,
-                           .second = it->w.global };
-    f->needs[it->plan] = f->needs[it->plan] || it->requant;
+    it->rule = (vf4_rule){ .scheme = l->scheme, .divides = l->global_divides,
+                           .second = it->w.second ? it->w.global : 1 };
+    for (int k = 0; it->requant && k <= f->nplans; k++) { /* its scheme's plan, in order */
+        fp8_scheme sch = (fp8_scheme)(l->scheme - fp8_scheme_table), *at = &f->plan_scheme[k];
+        if (k < f->nplans && *at == sch)
+            break;
+        if (k == f->nplans || *at > sch) {
+            memmove(at + 1, at, (size_t)(f->nplans++ - k) * sizeof *at);
+            *at = sch;
+            break;
+        }
+    }
 out:
     free(sname);
     free(oname);
@@ -382,8 +400,8 @@ void verify_fp4_against_free(vf4_against *f)
     free(f->items);
     free(f->ck_owned);
     free(f->src_owned);
-    fp8_quant_plan_free(f->plans[0]);
-    fp8_quant_plan_free(f->plans[1]);
+    for (int k = 0; k < f->nplans; k++)
+        fp8_quant_plan_free(f->plans[k]);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
@@ -411,11 +429,9 @@ static bool wanted(void *user, const char *name)
 static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
                              const volatile sig_atomic_t *cancel)
 {
-    for (int k = 0; k < 2; k++) {
-        if (!f->needs[k])
-            continue;
+    for (int k = 0; k < f->nplans; k++) {
         fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
-        o.scheme = plan_scheme[k];
+        o.scheme = f->plan_scheme[k];
         o.format = FP8_FORMAT_COMPRESSED_TENSORS;
         o.no_default_ignore = true;
         o.threads = threads;
@@ -423,7 +439,7 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
         o.cancel = cancel;
         wanted_by w = { fp8_xcalloc(f->n + 1, sizeof *w.names), 0 };
         for (size_t i = 0; w.names && i < f->n; i++)
-            if (f->items[i].requant && f->items[i].x && f->items[i].plan == k)
+            if (f->items[i].requant && f->items[i].x && plan_of(f, &f->items[i]) == k)
                 w.names[w.n++] = f->items[i].x->name;
         if (w.names)
             qsort(w.names, w.n, sizeof *w.names, cmp_name);
@@ -451,7 +467,7 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
     }
     for (size_t i = 0; i < f->n; i++) {
         vf4_item *it = &f->items[i];
-        const fp8_quant_plan *p = it->requant && it->x ? f->plans[it->plan] : NULL;
+        const fp8_quant_plan *p = it->requant && it->x ? f->plans[plan_of(f, it)] : NULL;
         if (p)
             it->item = quant_plan_find(p, it->x->name);
         if (it->item == SIZE_MAX) {
@@ -500,8 +516,8 @@ static void group_add(vf4_against *f, vf4_item *it, const vf4_group *r, const vo
     if (!r->bad && !r->bad_scale)
         return;
     uint32_t run = it->w.l->scheme->run;
-    double m = 0, s = it->rule.nvfp4 ? fp8_e4m3_to_f32(scale) : ldexp(1.0, (int)scale - 127);
-    double d = !it->rule.nvfp4 ? s : it->rule.divides ? s / it->rule.second : s * it->rule.second;
+    double m = 0, s = fp8_elem_get(it->rule.scheme->scale_elem[0])->decode(scale);
+    double d = vf4_divisor(&it->rule, scale);
     for (uint32_t i = 0; i < run; i++) {
         double a = fabs((double)fp8_load_f32(it->x->dtype, x, i));
         m = a > m ? a : m;
@@ -559,7 +575,7 @@ static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
     }
     if (it->item == SIZE_MAX)
         return FP8_OK;
-    const fp8_quant_plan *p = f->plans[it->plan];
+    const fp8_quant_plan *p = f->plans[plan_of(f, it)];
     float global = p->entries[it->item].global;
     bool same = true;
     for (uint64_t r = 0; r < nrows; r++) {
@@ -617,10 +633,11 @@ static fp8_status report(fp8_ctx *ctx, vf4_against *f)
         if (!it->bound || !it->x)
             continue;
         uint64_t elems = it->rows * it->cols, run = it->w.l->scheme->run;
-        const char *d = !it->rule.nvfp4    ? "d = 2^(scale - 127)"
+        bool pow2 = it->rule.scheme->pow2_scales;
+        const char *d = pow2               ? "d = 2^(scale - 127)"
                         : it->rule.divides ? "d = scale / global"
                                            : "d = scale * weight_scale_2";
-        const char *serves = !it->rule.nvfp4 ? "largest / d in [3, 8)"
+        const char *serves = pow2 ? "largest / d in [3, 8)"
                              : it->rule.divides
                                  ? "within one E4M3 code of largest * global / 6"
                                  : "within one E4M3 code of largest / (6 * weight_scale_2)";
