@@ -15,6 +15,7 @@
 
 #include "common/internal.h"
 #include "common/types.h"
+#include "compute/jobs.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/parallel.h"
@@ -149,10 +150,24 @@ void verify_fp4_against_free(vf4_against *f);
  * scales) or of SRC (true: a packed weight's logical weight) is this
  * pass's, not the FP8 pass's; false for a NULL f. */
 bool verify_fp4_against_owns(const vf4_against *f, const char *name, bool src_side);
-/* The bound and the re-quantization of every weight, and their findings
- * (against-bound, against-scale, saturation). */
-fp8_status verify_fp4_against_run(fp8_ctx *ctx, vf4_against *f, int threads,
-                                  const volatile sig_atomic_t *cancel);
+/* Quantize's plans for the weights it re-quantizes (before the jobs). */
+fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
+                                   const volatile sig_atomic_t *cancel);
+/* verify_against.c's jobs over packed weight i < verify_fp4_against_count:
+ * its tensor, its source and its logical [rows, cols] (false: it has no
+ * jobs); the bound and the re-quantization of rows [row0, row0 + nrows)
+ * (the worker's buffers: buf[0] the source, buf[1] the codes, then the
+ * re-quantized ones, buf[2] the scales, then the re-quantized ones); the
+ * band's lane (its codes', or the source's). */
+size_t verify_fp4_against_count(const vf4_against *f);
+bool verify_fp4_against_weight(const vf4_against *f, size_t i, const fp8_tensor_info **t,
+                               size_t *shard, const fp8_tensor_info **x, size_t *xshard,
+                               uint64_t *rows, uint64_t *cols);
+fp8_status verify_fp4_against_band(vf4_against *f, size_t i, fp8_worker *w, uint64_t row0,
+                                   uint64_t nrows);
+size_t verify_fp4_against_lane(const vf4_against *f, size_t i, uint64_t row0, uint64_t *offset);
+/* The findings of the jobs: against-scale, against-bound, against-clipped. */
+fp8_status verify_fp4_against_report(fp8_ctx *ctx, vf4_against *f);
 /* The packed weights it counts as re-quantized; whether re-quantizing was
  * possible (quantize takes SRC); and for packed weight `name`, -1 when it
  * is not one of them, else whether SRC reproduced it byte for byte. */

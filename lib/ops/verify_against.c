@@ -52,6 +52,7 @@ typedef struct {
     const fp8_tensor_info *x; /* the source tensor */
     size_t xshard;
     size_t item;   /* its quantize plan item; SIZE_MAX when quantize keeps it */
+    size_t packed; /* a packed FP4 weight: 1 + its index in against.f4; 0: none */
     bool bound;    /* its values are checked against the source */
     /* the bound reads the codes and scales itself (the scale has the declared
      * layout, which dequantize reads as it does); otherwise dq_weights_read */
@@ -300,6 +301,10 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     const fp8_verify *v = a->v;
     uint64_t x, row0, nrows;
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
+    if (it->packed) /* verify_against_fp4.c's band: the bound of E2M1 groups */
+        return a->amax_pass || a->floor_pass
+                   ? FP8_OK
+                   : verify_fp4_against_band(a->f4, it->packed - 1, w, row0, nrows);
     if (a->amax_pass)
         return it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
     if (a->floor_pass && !it->compare)
@@ -348,6 +353,8 @@ static uint64_t against_bytes(void *arg, size_t j)
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
     uint64_t n = nrows * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
+    if (it->packed) /* the source and the E2M1 codes */
+        return a->amax_pass || a->floor_pass ? 0 : n * xs + n / 2;
     if (a->amax_pass)
         return it->item != SIZE_MAX ? n * xs : 0;
     if (it->copy)
@@ -363,6 +370,8 @@ static size_t against_lane(void *arg, size_t j, uint64_t *offset)
     const against *a = arg;
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
+    if (it->packed)
+        return verify_fp4_against_lane(a->f4, it->packed - 1, row0, offset);
     uint64_t at = src_at(it, x, row0), xs = it->copy ? 1 : fp8_dtype_bits(it->x->dtype) / 8;
     size_t lane = FP8_NO_LANE;
     if (!a->amax_pass && (it->bound || it->compare || it->copy))
@@ -497,7 +506,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     fp8_verify *v = a->v;
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
     size_t np = a->plan ? fp8_quant_plan_count(a->plan) : 0;
-    a->items = fp8_xcalloc(2 * nt + np + 1, sizeof *a->items);
+    a->items = fp8_xcalloc(3 * nt + np + 1, sizeof *a->items);
     a->by_tensor = fp8_xcalloc(nt + 1, sizeof *a->by_tensor);
     if (!a->items || !a->by_tensor)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -524,6 +533,25 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->name = qi->tensor->name;
         it->x = fp8_checkpoint_find(a->src, it->name, &it->xshard);
         against_item(a, it, false, k);
+    }
+    for (size_t i = 0; i < verify_fp4_against_count(a->f4); i++) { /* packed FP4 weights */
+        ag_item *it = &a->items[a->n];
+        if (!verify_fp4_against_weight(a->f4, i, &it->t, &it->shard, &it->x, &it->xshard,
+                                       &it->rows, &it->cols))
+            continue;
+        it->name = it->t->name;
+        it->packed = i + 1;
+        it->item = SIZE_MAX;
+        it->experts = 1;
+        it->band = BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
+        it->first_job = a->njobs;
+        a->njobs += fp8_ceil_div(it->rows, it->band);
+        uint64_t n = (it->band < it->rows ? it->band : it->rows) * it->cols;
+        uint64_t src = n * (fp8_dtype_bits(it->x->dtype) / 8);
+        a->max_band = n > a->max_band ? n : a->max_band;
+        a->max_src = src > a->max_src ? src : a->max_src;
+        a->max_scales = n / 16 + 1 > a->max_scales ? n / 16 + 1 : a->max_scales;
+        a->n++;
     }
     for (size_t i = 0; i < nt; i++) { /* kept tensors, a band of bytes at a time */
         if (!copy[i])
@@ -676,6 +704,8 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
+        st = verify_fp4_against_plan(ctx, f4, threads, cancel);
+    if (!st)
         st = against_items(ctx, &a, bound, copy);
     if (!st && a.plan && fp8_scheme_get(v->scheme)->fixed) { /* pass 1: amax of each matrix */
         a.amax_pass = true;
@@ -705,7 +735,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
     if (!st)
-        st = verify_fp4_against_run(ctx, f4, threads, cancel);
+        st = verify_fp4_against_report(ctx, f4);
     if (!st && ((can_dequantize && v->format != FP8_FORMAT_DEFAULT) ||
                 verify_fp4_against_requantized(f4)))
         st = against_reproduced(ctx, v, &a);

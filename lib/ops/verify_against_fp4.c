@@ -119,8 +119,7 @@ typedef struct {
     bool requant;             /* it is in the re-quantized count */
     size_t item;              /* its plan item; SIZE_MAX when the plan does not quantize it */
     vf4_rule rule;
-    uint64_t rows, cols, band;
-    size_t first_job;
+    uint64_t rows, cols;
     /* found, over its jobs (atomic, or under the lock) */
     uint64_t bad, clipped, bad_scales, first, first_scale;
     double first_x, first_d, first_m, first_s;
@@ -145,8 +144,6 @@ struct vf4_against {
     fp8_scheme plan_scheme[FP4_PLANS];
     int nplans;
     bool impossible; /* quantize refuses SRC, or a row of it */
-    size_t njobs;
-    uint64_t max_band, max_cols;
     pthread_mutex_t lock;
 };
 
@@ -426,8 +423,8 @@ static bool wanted(void *user, const char *name)
  * same; its second level is the reciprocal), quantizing what the
  * checkpoint holds packed; then NVFP4's global pass.  What quantize refuses
  * (an f16 weight, a NaN) makes re-quantizing impossible. */
-static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
-                             const volatile sig_atomic_t *cancel)
+fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
+                                  const volatile sig_atomic_t *cancel)
 {
     for (int k = 0; k < f->nplans; k++) {
         fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
@@ -484,21 +481,24 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
     return FP8_OK;
 }
 
-/* ---------------------------------------------------------------- the jobs */
+/* ---------------------------------------------------------------- its part of verify_against.c's jobs */
 
-#define BAND_ELEMS(v) ((v)->chunk / 4) /* elements in a job's band, about */
-
-static vf4_item *job_band(const vf4_against *f, size_t j, uint64_t *row0, uint64_t *nrows)
+size_t verify_fp4_against_count(const vf4_against *f)
 {
-    vf4_item *it = &f->items[fp8_jobs_item_of(f->items, f->n, sizeof *it,
-                                              offsetof(vf4_item, first_job), j)];
-    *row0 = (j - it->first_job) * it->band;
-    *nrows = it->rows - *row0 < it->band ? it->rows - *row0 : it->band;
-    return it;
+    return f ? f->n : 0;
 }
 
-static bool has_jobs(const vf4_item *it)
+bool verify_fp4_against_weight(const vf4_against *f, size_t i, const fp8_tensor_info **t,
+                               size_t *shard, const fp8_tensor_info **x, size_t *xshard,
+                               uint64_t *rows, uint64_t *cols)
 {
+    const vf4_item *it = &f->items[i];
+    *t = it->t;
+    *shard = it->shard;
+    *x = it->x;
+    *xshard = it->xshard;
+    *rows = it->rows;
+    *cols = it->cols;
     return it->x && (it->bound || it->item != SIZE_MAX) && it->rows && it->cols;
 }
 
@@ -537,22 +537,16 @@ static void group_add(vf4_against *f, vf4_item *it, const vf4_group *r, const vo
     pthread_mutex_unlock(&f->lock);
 }
 
-/*
- * A job: rows [row0, row0 + nrows) of a weight.  The worker's buffers:
- * buf[0] the source; buf[1] the stored codes, then the re-quantized ones;
- * buf[2] the stored scales, then the re-quantized ones.
- */
-static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
+fp8_status verify_fp4_against_band(vf4_against *f, size_t i, fp8_worker *w, uint64_t row0,
+                                  uint64_t nrows)
 {
-    vf4_against *f = arg;
     const fp8_verify *v = f->v;
-    uint64_t row0, nrows;
-    vf4_item *it = job_band(f, j, &row0, &nrows);
+    vf4_item *it = &f->items[i];
     uint32_t run = it->w.l->scheme->run;
     uint64_t n = nrows * it->cols, at = row0 * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
     unsigned char *src = w->buf[0];
-    uint8_t *codes = w->buf[1], *q = w->buf[1] + f->max_band / 2;
-    uint8_t *scales = w->buf[2], *sq = w->buf[2] + f->max_band / 16;
+    uint8_t *codes = w->buf[1], *q = w->buf[1] + n / 2;
+    uint8_t *scales = w->buf[2], *sq = w->buf[2] + n / run;
     fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->shard), it->t, at / 2,
                                   codes, n / 2);
     if (!st)
@@ -593,27 +587,9 @@ static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
     return FP8_OK;
 }
 
-static const char *vf4_label(void *arg, size_t j)
+size_t verify_fp4_against_lane(const vf4_against *f, size_t i, uint64_t row0, uint64_t *offset)
 {
-    uint64_t row0, nrows;
-    return job_band(arg, j, &row0, &nrows)->t->name;
-}
-
-static uint64_t vf4_bytes(void *arg, size_t j)
-{
-    uint64_t row0, nrows;
-    const vf4_item *it = job_band(arg, j, &row0, &nrows);
-    uint64_t n = nrows * it->cols;
-    return n * (fp8_dtype_bits(it->x->dtype) / 8) + n / 2;
-}
-
-/* In the lane of the packed weight's shard when compressed, else of the
- * source's. */
-static size_t vf4_lane(void *arg, size_t j, uint64_t *offset)
-{
-    const vf4_against *f = arg;
-    uint64_t row0, nrows;
-    const vf4_item *it = job_band(f, j, &row0, &nrows);
+    const vf4_item *it = &f->items[i];
     uint64_t at = row0 * it->cols;
     size_t lane = ck_lane(f->v->ck, it->shard, it->t, at / 2, 0, offset);
     if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
@@ -624,7 +600,7 @@ static size_t vf4_lane(void *arg, size_t j, uint64_t *offset)
 }
 
 /* The weights' findings: against-scale, against-bound, against-clipped. */
-static fp8_status report(fp8_ctx *ctx, vf4_against *f)
+fp8_status verify_fp4_against_report(fp8_ctx *ctx, vf4_against *f)
 {
     fp8_verify *v = f->v;
     fp8_status st = FP8_OK;
@@ -676,42 +652,6 @@ static fp8_status report(fp8_ctx *ctx, vf4_against *f)
                             it->clipped == 1 ? "" : "s", f->src_path, d);
     }
     return st;
-}
-
-fp8_status verify_fp4_against_run(fp8_ctx *ctx, vf4_against *f, int threads,
-                                  const volatile sig_atomic_t *cancel)
-{
-    fp8_verify *v = f->v;
-    fp8_status st = make_plans(ctx, f, threads, cancel);
-    if (st)
-        return st;
-    for (size_t i = 0; i < f->n; i++) {
-        vf4_item *it = &f->items[i];
-        it->first_job = f->njobs;
-        if (!has_jobs(it))
-            continue;
-        /* whole rows, about a chunk of source */
-        uint64_t band = BAND_ELEMS(v) / it->cols;
-        it->band = band ? band : 1;
-        f->njobs += fp8_ceil_div(it->rows, it->band);
-        band = it->band < it->rows ? it->band : it->rows;
-        f->max_band = band * it->cols > f->max_band ? band * it->cols : f->max_band;
-        f->max_cols = it->cols > f->max_cols ? it->cols : f->max_cols;
-    }
-    for (size_t j = 0; j < f->njobs; j++)
-        v->total += vf4_bytes(f, j);
-    fp8_jobs spec = { .njobs = f->njobs, .threads = threads, .run = vf4_one, .bytes = vf4_bytes,
-                      .arg = f, .what = f->src_path, .cancel = cancel,
-                      .progress = v->opts->progress, .progress_user = v->opts->progress_user,
-                      .done = &v->done, .total = v->total, .label = vf4_label, .lane = vf4_lane,
-                      .nlanes = fp8_checkpoint_shard_count(v->ck) +
-                                fp8_checkpoint_shard_count(f->src),
-                      .bufsize = { f->max_band * 4, f->max_band, f->max_band / 8 + 2 } };
-    if (f->njobs)
-        st = fp8_jobs_run(ctx, &spec);
-    if (!st && cancel && *cancel)
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", f->src_path);
-    return st ? st : report(ctx, f);
 }
 
 /* ---------------------------------------------------------------- what it reproduced */
