@@ -782,7 +782,7 @@ START_TEST(test_fp4_bound_holds_the_reference)
                     if (fp4_quantize_row(nv ? FP8_SCHEME_NVFP4 : FP8_SCHEME_MXFP4, src, x, N,
                                          global, q, sc, &where) != FP4_Q_OK)
                         continue; /* NaN, infinity, no E8M0 scale: quantize refuses them */
-                    vf4_rule r = { .scheme = fp8_scheme_get(nv ? FP8_SCHEME_NVFP4
+                    fp8_group_rule r = { .scheme = fp8_scheme_get(nv ? FP8_SCHEME_NVFP4
                                                                : FP8_SCHEME_MXFP4),
                                    .divides = scheme == 0,
                                    .second = scheme == 0 ? global : nv ? 1.0f / global : 1 };
@@ -790,8 +790,8 @@ START_TEST(test_fp4_bound_holds_the_reference)
                     for (uint32_t g = 0; g < N / run; g++) {
                         const void *xg = (const char *)x + g * run * (dt ? 4 : 2);
                         uint8_t *qg = q + g * run / 2;
-                        vf4_group v;
-                        verify_fp4_group(&r, src, xg, qg, run, sc[g], &v);
+                        fp8_group_bound v;
+                        fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, sc[g], &v);
                         ck_assert_msg(!v.bad && !v.bad_scale && !v.unjudged,
                                       "class %d, scheme %d, %s, group %u: %llu bad, scale %s",
                                       k, scheme, dt ? "f32" : "bf16", g,
@@ -799,7 +799,7 @@ START_TEST(test_fp4_bound_holds_the_reference)
                         groups++;
                         uint8_t keep = qg[3];
                         qg[3] ^= 0x40; /* element 7's magnitude bit 2 */
-                        verify_fp4_group(&r, src, xg, qg, run, sc[g], &v);
+                        fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, sc[g], &v);
                         ck_assert_msg(v.bad == 1 && v.first_bad == 7, "class %d: moved code kept",
                                       k);
                         qg[3] = keep;
@@ -808,7 +808,7 @@ START_TEST(test_fp4_bound_holds_the_reference)
                             if (!(qg[i / 2] >> (4 * (i & 1)) & 7))
                                 continue;
                             qg[i / 2] ^= (uint8_t)(8 << (4 * (i & 1)));
-                            verify_fp4_group(&r, src, xg, qg, run, sc[g], &v);
+                            fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, sc[g], &v);
                             ck_assert_msg(v.bad == 1 && v.first_bad == i,
                                           "class %d: flipped sign kept", k);
                             qg[i / 2] ^= (uint8_t)(8 << (4 * (i & 1)));
@@ -820,7 +820,7 @@ START_TEST(test_fp4_bound_holds_the_reference)
                         int other = nv ? sc[g] + 3 : sc[g] + 2;
                         if (m == 0 || other > (nv ? 0x7E : 254) || (nv && other == 0x20))
                             continue; /* a zero group, past the top, or the eps scale */
-                        verify_fp4_group(&r, src, xg, qg, run, (uint8_t)other, &v);
+                        fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, (uint8_t)other, &v);
                         ck_assert_msg(v.bad_scale, "class %d, scheme %d: scale 0x%02x -> 0x%02x "
                                       "kept", k, scheme, sc[g], other);
                         rescaled++;

@@ -12,27 +12,13 @@
  * for byte.
  */
 #define _GNU_SOURCE
-#include <fnmatch.h>
-#include <math.h>
-#include <pthread.h>
-#include <regex.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 
 #include "ops/verify.h"
-#include "common/fp8_math.h"
 #include "io/checkpoint.h"
-#include "layout/formats.h"
 #include "layout/like.h"
-#include "layout/parallel.h"
-#include "common/types.h"
-#include "compute/jobs.h"
-#include "compute/quant_cpu.h"
-#include "ops/dequantize.h"
 
 
 /* ---------------------------------------------------------------- config */

@@ -1,110 +1,26 @@
 /*
- * verify_against_fp4.c - verify --against SRC for packed FP4 weights
- * (fp8conv(1), verify; fp8conv-formats(5), ERROR BOUND): each element
- * against its source under its group's scale, each group scale against its
- * group's largest element, and SRC re-quantized in memory, band by band,
- * with quantize's own plan, global pass and row quantizer, to say which
- * packed weights it reproduces byte for byte (codes, group scales, NVFP4's
- * stored second level).
- *
- * The bound is stated from the layouts (fp4.h) and E2M1's grid alone, not
- * from the quantizer's steps (fp4_math.h): any producer that rounds to the
- * nearest code under a scale that serves the group passes it, the
- * reference first among them (tests/check_fp4_quant.c holds the reference's
- * own rows to it).  Jobs are bands of whole rows of one weight; each adds
- * what it found to its weight's totals (sums, a minimum, flags), so the
- * report is the same for any number of threads.
+ * verify_against_fp4.c - verify --against SRC's packed FP4 weights, items of
+ * verify_against.c's jobs (fp8conv(1), verify;
+ * fp8conv-formats(5), ERROR BOUND): each element against its source under
+ * its group's scale and each group scale against its group's largest
+ * element (E2M1's bound, quant_ref.c's fp8_e2m1_bound_group_ref), and SRC
+ * re-quantized in memory, band by band, with quantize's own plan, global
+ * pass and row quantizer, to say which packed weights it reproduces byte
+ * for byte (codes, group scales, NVFP4's stored second level).  Each band
+ * adds what it found to its weight's totals (sums, a minimum, flags), so
+ * the report is the same for any number of threads.
  */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ops/verify.h"
-#include "common/fp8_math.h"
 #include "compute/fp4_cpu.h"
-#include "compute/jobs.h"
 #include "compute/quant_ref.h"
-#include "io/checkpoint.h"
 #include "layout/fp4.h"
 #include "ops/quantize_run.h"
-
-/* ---------------------------------------------------------------- the bound of one group */
-
-/* A relative margin on x / d: the producers divide in fp32 (two or three
- * roundings of 2^-24 each, ModelOpt's reciprocal second level among them). */
-#define SLACK 0x1p-20
-
-/* E2M1 magnitudes by code (bits 0-2), and the edges of the interval that
- * rounds to each: halfway to its neighbours, 0 below the first and no
- * edge above the last (what lies past 6 is clipped to it). */
-static const double e2m1[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
-static const double edge_lo[8] = { 0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 };
-static const double edge_hi[8] = { 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, INFINITY };
-
-/* The divisor of a group under scale byte `scale` (not NaN). */
-static double vf4_divisor(const vf4_rule *r, uint8_t scale)
-{
-    double s = fp8_elem_get(r->scheme->scale_elem[0])->decode(scale);
-    return r->divides ? s / r->second : s * r->second;
-}
-
-/* Whether a group scale serves a group of largest magnitude m > 0, whose
- * elements are divided by d: NVFP4's E4M3 byte lies within one code of t =
- * m / (6 * the second level's multiplier), clamped to 448 and rounded to
- * E4M3 (0.125, the reference's replacement of a zero scale, is taken where
- * t rounds to zero or to the smallest subnormal); MXFP4's m / d lies in
- * [3, 8), or below 8 under the smallest byte, 0. */
-static bool scale_serves(const vf4_rule *r, uint8_t scale, double m, double d)
-{
-    if (r->scheme->pow2_scales)
-        return m / d < 8 && (m / d >= 3 || scale == 0);
-    double t = r->divides ? m * r->second / 6 : m / (6 * r->second);
-    double top = fp8_elem_get(r->scheme->scale_elem[0])->max_finite;
-    uint8_t n = fp8_f32_to_e4m3((float)(t < top ? t : top));
-    if (scale == fp8_f32_to_e4m3(0.125f) && t < 0x1p-9)
-        return true;
-    return scale + 1 >= n && scale <= n + 1;
-}
-
-void verify_fp4_group(const vf4_rule *r, fp8_dtype dt, const void *x, const uint8_t *packed,
-                      uint32_t n, uint8_t scale, vf4_group *out)
-{
-    *out = (vf4_group){ .first_bad = UINT32_MAX };
-    double m = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        double a = fabs((double)fp8_load_f32(dt, x, i));
-        m = a > m ? a : m; /* (a NaN is left out: it is outside the bound below) */
-    }
-    const fp8_elem_traits *se = fp8_elem_get(r->scheme->scale_elem[0]);
-    if (se->is_nan(scale)) { /* verify's bad-scale */
-        out->unjudged = true;
-        return;
-    }
-    double d = vf4_divisor(r, scale);
-    /* an all-zero group has nothing to serve: only its codes are judged */
-    if (m > 0 && !(d > 0 && d < INFINITY && scale_serves(r, scale, m, d))) {
-        out->bad_scale = true;
-        return; /* its elements cannot be judged under a scale that is no scale */
-    }
-    double inv = m > 0 ? 1 / d : 0;
-    for (uint32_t i = 0; i < n; i++) {
-        unsigned code = packed[i / 2] >> (4 * (i & 1)) & 0xF, k = code & 7;
-        float xf = fp8_load_f32(dt, x, i);
-        double a = fabs((double)xf) * inv;
-        bool ok = a * (1 + SLACK) >= edge_lo[k] && a * (1 - SLACK) <= edge_hi[k] &&
-                  (k == 0 || (code >> 3) == (xf < 0));
-        if (!ok) {
-            out->bad++;
-            if (out->first_bad == UINT32_MAX)
-                out->first_bad = i;
-        } else if (k == 7 && a * (1 - SLACK) > 7) {
-            out->clipped++;
-        }
-    }
-}
 
 /* ---------------------------------------------------------------- the weights */
 
@@ -118,7 +34,7 @@ typedef struct {
     bool bound;               /* its values are checked against x */
     bool requant;             /* it is in the re-quantized count */
     size_t item;              /* its plan item; SIZE_MAX when the plan does not quantize it */
-    vf4_rule rule;
+    fp8_group_rule rule;
     uint64_t rows, cols;
     /* found, over its jobs (atomic, or under the lock) */
     uint64_t bad, clipped, bad_scales, first, first_scale;
@@ -301,7 +217,7 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     /* gpt-oss stores its experts transposed ([E, cols, rows] unpacked):
      * left out of the bound, with a note */
     it->bound = l->weight_rank == 2 && !l->transpose;
-    it->rule = (vf4_rule){ .scheme = l->scheme, .divides = l->global_divides,
+    it->rule = (fp8_group_rule){ .scheme = l->scheme, .divides = l->global_divides,
                            .second = it->w.second ? it->w.global : 1 };
     for (int k = 0; it->requant && k <= f->nplans; k++) { /* its scheme's plan, in order */
         fp8_scheme sch = (fp8_scheme)(l->scheme - fp8_scheme_table), *at = &f->plan_scheme[k];
@@ -504,7 +420,7 @@ bool verify_fp4_against_weight(const vf4_against *f, size_t i, const fp8_tensor_
 
 /* Adds a group's verdict to its weight's totals; `at` is its first
  * element's flat index, `g` the group's. */
-static void group_add(vf4_against *f, vf4_item *it, const vf4_group *r, const void *x,
+static void group_add(vf4_against *f, vf4_item *it, const fp8_group_bound *r, const void *x,
                       const uint8_t *packed, uint8_t scale, uint64_t at, uint64_t g)
 {
     if (r->clipped)
@@ -517,7 +433,7 @@ static void group_add(vf4_against *f, vf4_item *it, const vf4_group *r, const vo
         return;
     uint32_t run = it->w.l->scheme->run;
     double m = 0, s = fp8_elem_get(it->rule.scheme->scale_elem[0])->decode(scale);
-    double d = vf4_divisor(&it->rule, scale);
+    double d = fp8_group_divisor(&it->rule, scale);
     for (uint32_t i = 0; i < run; i++) {
         double a = fabs((double)fp8_load_f32(it->x->dtype, x, i));
         m = a > m ? a : m;
@@ -562,9 +478,9 @@ fp8_status verify_fp4_against_band(vf4_against *f, size_t i, fp8_worker *w, uint
     if (st)
         return st;
     for (uint64_t g = 0; it->bound && g < n / run; g++) {
-        vf4_group r;
+        fp8_group_bound r;
         const unsigned char *x = src + g * run * xs;
-        verify_fp4_group(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);
+        fp8_e2m1_bound_group_ref(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);
         group_add(f, it, &r, x, codes + g * run / 2, scales[g], at + g * run, at / run + g);
     }
     if (it->item == SIZE_MAX)
@@ -640,7 +556,7 @@ fp8_status verify_fp4_against_report(fp8_ctx *ctx, vf4_against *f)
                             (unsigned long long)(it->first / it->cols),
                             (unsigned long long)(it->first % it->cols), it->first_x,
                             it->first_x / it->first_d, it->first_code,
-                            (it->first_code & 8 ? -1 : 1) * e2m1[it->first_code & 7]);
+                            (double)fp8_elem_get(it->rule.scheme->elem)->decode((uint8_t)it->first_code));
         /* a scale that serves its group may still clip: E4M3's subnormal
          * steps (2^-9) are coarse, so t rounded down leaves largest / d past
          * 7; no fault of the checkpoint, said as a note */

@@ -5,12 +5,9 @@
  * scale a weight has and needs in the declared layout.
  */
 #define _GNU_SOURCE
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "ops/verify.h"
-#include "io/checkpoint.h"
 
 static fp8_status vadd(fp8_ctx *ctx, fp8_verify *v, fp8_severity sev, unsigned loaders,
                        const char *rule, const char *fmt, va_list ap)

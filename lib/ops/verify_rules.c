@@ -12,13 +12,10 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ops/verify.h"
-#include "io/checkpoint.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
-#include "common/types.h"
 
 /* ---------------------------------------------------------------- structure */
 
