@@ -37,7 +37,7 @@ typedef struct {
     const fp8_tensor_info *x; /* the source tensor */
     size_t xshard;
     size_t item;   /* its quantize plan item; SIZE_MAX when quantize keeps it */
-    size_t packed; /* a packed FP4 weight: 1 + its index in against.f4; 0: none */
+    size_t layout_item; /* a packed FP4 weight: 1 + its index in against.f4; 0: none */
     bool bound;    /* its values are checked against the source */
     /* the bound reads the codes and scales itself (the scale has the declared
      * layout, which dequantize reads as it does); otherwise dq_weights_read */
@@ -286,10 +286,10 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     const fp8_verify *v = a->v;
     uint64_t x, row0, nrows;
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
-    if (it->packed) /* verify_against_fp4.c's band: the bound of E2M1 groups */
+    if (it->layout_item) /* verify_against_fp4.c's band: the bound of E2M1 groups */
         return a->amax_pass || a->floor_pass
                    ? FP8_OK
-                   : verify_fp4_against_band(a->f4, it->packed - 1, w, row0, nrows);
+                   : verify_fp4_against_band(a->f4, it->layout_item - 1, w, row0, nrows);
     if (a->amax_pass)
         return it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
     if (a->floor_pass && !it->compare)
@@ -338,7 +338,7 @@ static uint64_t against_bytes(void *arg, size_t j)
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
     uint64_t n = nrows * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
-    if (it->packed) /* the source and the E2M1 codes */
+    if (it->layout_item) /* the source and the E2M1 codes */
         return a->amax_pass || a->floor_pass ? 0 : n * xs + n / 2;
     if (a->amax_pass)
         return it->item != SIZE_MAX ? n * xs : 0;
@@ -355,8 +355,8 @@ static size_t against_lane(void *arg, size_t j, uint64_t *offset)
     const against *a = arg;
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
-    if (it->packed)
-        return verify_fp4_against_lane(a->f4, it->packed - 1, row0, offset);
+    if (it->layout_item)
+        return verify_fp4_against_lane(a->f4, it->layout_item - 1, row0, offset);
     uint64_t at = src_at(it, x, row0), xs = it->copy ? 1 : fp8_dtype_bits(it->x->dtype) / 8;
     size_t lane = FP8_NO_LANE;
     if (!a->amax_pass && (it->bound || it->compare || it->copy))
@@ -446,7 +446,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         const fp8_tensor_info *s = it->s;
         int rank;
         uint64_t shape[3];
-        bool mx = fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0;
+        bool mx = fp8_scheme_get(v->scheme)->pow2_scales;
         /* dequantize reads a directory's block size from its config.json,
          * and takes 128x128 for a lone file */
         bool same_blocks = !fp8_scheme_has_block(v->scheme) ||
@@ -458,7 +458,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
             it->own = verify_has_shape(s, rank, shape);
         }
         const fp8_quant_item *qi = item != SIZE_MAX ? fp8_quant_plan_item(a->plan, item) : NULL;
-        it->compare = qi && s && t->dtype == FP8_DTYPE_F8_E4M3 && t->elements == x->elements &&
+        it->compare = qi && s && verify_is_fp8(t->dtype) && t->elements == x->elements &&
                       s->dtype == qi->scale_dtype &&
                       fp8_tensor_nbytes(s) ==
                           scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
@@ -501,7 +501,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->t = fp8_checkpoint_tensor(v->ck, i, &it->shard);
         it->x = fp8_checkpoint_find(a->src, it->t->name, &it->xshard);
         size_t item = it->x ? quant_plan_find(a->plan, it->t->name) : SIZE_MAX;
-        if (it->t->dtype != FP8_DTYPE_F8_E4M3 || !it->x || (!bound[i] && item == SIZE_MAX) ||
+        if (!verify_is_fp8(it->t->dtype) || !it->x || (!bound[i] && item == SIZE_MAX) ||
             verify_fp4_against_owns(a->f4, it->t->name, false))
             continue;
         it->name = it->t->name;
@@ -511,7 +511,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     for (size_t k = 0; k < np; k++) {
         const fp8_quant_item *qi = fp8_quant_plan_item(a->plan, k);
         const fp8_tensor_info *t = fp8_checkpoint_find(v->ck, qi->tensor->name, NULL);
-        if (!qi->quantize || (t && t->dtype == FP8_DTYPE_F8_E4M3) ||
+        if (!qi->quantize || (t && verify_is_fp8(t->dtype)) ||
             verify_fp4_against_owns(a->f4, qi->tensor->name, true))
             continue;
         ag_item *it = &a->items[a->n++];
@@ -525,7 +525,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
                                        &it->rows, &it->cols))
             continue;
         it->name = it->t->name;
-        it->packed = i + 1;
+        it->layout_item = i + 1;
         it->item = SIZE_MAX;
         it->experts = 1;
         it->band = BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
@@ -599,7 +599,7 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
         if (packed >= 0) {
             fp4++;
             ok = packed;
-        } else if (t->dtype == FP8_DTYPE_F8_E4M3 &&
+        } else if (verify_is_fp8(t->dtype) &&
                    !verify_fp4_against_owns(a->f4, t->name, false)) {
             const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
             fp8++;
@@ -655,7 +655,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     for (size_t i = 0; i < nt && !st; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
-        if (role == DQ_DROP || (t->dtype != FP8_DTYPE_F8_E4M3 && (fp8_has_suffix(t->name, "_scale") ||
+        if (role == DQ_DROP || (!verify_is_fp8(t->dtype) && (fp8_has_suffix(t->name, "_scale") ||
                                                                   fp8_has_suffix(t->name, "_scale_inv"))) ||
             verify_fp4_against_owns(f4, t->name, false))
             continue;
@@ -666,7 +666,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         else if (!verify_has_shape(x, t->rank, t->shape))
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s has another shape in %s",
                      v->path, t->name, src_path);
-        else if (t->dtype == FP8_DTYPE_F8_E4M3 && verify_is_float(x->dtype))
+        else if (verify_is_fp8(t->dtype) && verify_is_float(x->dtype))
             bound[i] = w != NULL;
         else if (t->dtype == x->dtype)
             copy[i] = true; /* compared by the jobs */
@@ -726,7 +726,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
     if (!st && a.plan && v->reproduced >= 0 && v->reproduced < v->requantized &&
-        fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0) {
+        fp8_scheme_get(v->scheme)->pow2_scales) {
         a.floor_pass = true;
         if (!(st = against_run(ctx, &a, threads, cancel, src_path)))
             st = against_reproduced(ctx, v, &a);

@@ -567,7 +567,7 @@ static fp8_status check_packed(fp8_ctx *ctx, fp8_verify *v)
         size_t shard;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
         char *sname, *oname;
-        if (t->dtype == FP8_DTYPE_F8_E4M3 && v->family && v->family->trunk_scale_suffix &&
+        if (verify_is_fp8(t->dtype) && v->family && v->family->trunk_scale_suffix &&
             fp8_has_suffix(t->name, ".weight")) {
             st = check_module_scale(ctx, v, t);
             continue;
@@ -635,7 +635,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
         const char *file = fp8_checkpoint_shard_name(ck, shard);
         if (fp4_is_group_scale(ck, t->name)) /* check_packed judges it */
             continue;
-        if (t->dtype == FP8_DTYPE_F8_E4M3) {
+        if (verify_is_fp8(t->dtype)) {
             v->fp8_weights++;
             if (v->format == FP8_FORMAT_DEFAULT)
                 continue;
@@ -671,7 +671,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
             /* a bare X_scale with no tensor X and no weight in its name is a
              * model's own parameter (CLIP's logit_scale), not a quantization scale */
             bool parameter = !w && !strcmp(suffix, "_scale") && !fp8_has_suffix(base, "weight");
-            if (!parameter && (!w || w->dtype != FP8_DTYPE_F8_E4M3))
+            if (!parameter && (!w || !verify_is_fp8(w->dtype)))
                 st = verify_add(ctx, v, FP8_SEV_ERROR, "orphan-scale",
                          "%s: %s: a scale without an F8_E4M3 weight '%s'", file, t->name, base);
             continue;

@@ -130,7 +130,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         narrow |= v->spec->model_dtype_scales[l] && fp8_has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
-    bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FP8_FORMAT_DEFAULT &&
+    bool groups = verify_is_fp8(t->dtype) && v->format != FP8_FORMAT_DEFAULT &&
                   (t->rank == 2 || t->rank == 3) && t->elements;
     uint64_t ngroups = 0;
     unsigned char *seen = NULL;
@@ -149,7 +149,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
     uint64_t overflow = UINT64_MAX;
-    if (t->dtype == FP8_DTYPE_F8_E4M3) {
+    if (verify_is_fp8(t->dtype)) {
         fp8_status st = scan_codes(w->ctx, v, t, f, w->buf[0], seen, &first_nan, &saturated);
         if (!st && seen)
             st = find_overflow(w->ctx, v, t, seen, ngroups, &overflow);
@@ -233,7 +233,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     if (rc < 0)
         return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     __atomic_add_fetch(&v->saturated, saturated, __ATOMIC_RELAXED);
-    if (t->dtype == FP8_DTYPE_F8_E4M3) {
+    if (verify_is_fp8(t->dtype)) {
         uint64_t zero = 0;
         for (uint64_t g = 0; seen && g < ngroups; g++)
             zero += !seen[g];
@@ -282,7 +282,7 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
             if (!fp8_checkpoint_find(v->ck, base, NULL) && !fp8_has_suffix(base, "weight"))
                 scale = false;
         }
-        if (t->dtype == FP8_DTYPE_F8_E4M3 ||
+        if (verify_is_fp8(t->dtype) ||
             (scale && (verify_is_float(t->dtype) || t->dtype == FP8_DTYPE_U8)))
             sc.weights[sc.n++] = i;
     }
