@@ -20,7 +20,7 @@
  *   - bad input: f16 weights, 3-D experts and NaN exit 3 with nothing
  *     left; a last dimension not a multiple of the group stays bf16 with a
  *     warning; convert --scheme nvfp4 is a usage error;
- *   - verify --against (verify_against_fp4.c): the bound holds the
+ *   - verify --against (quant_ref.c's E2M1 bound): the bound holds the
  *     reference's own rows and catches a changed code or scale; fp8conv's
  *     own NVFP4 and MXFP4 outputs (bf16 and f32 sources, an MoE model with
  *     fused gate/up globals) and their ModelOpt twin are reproduced with no
