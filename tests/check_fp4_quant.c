@@ -20,7 +20,7 @@
  *   - bad input: f16 weights, 3-D experts and NaN exit 3 with nothing
  *     left; a last dimension not a multiple of the group stays bf16 with a
  *     warning; convert --scheme nvfp4 is a usage error;
- *   - verify --against (verify_against_fp4.c): the bound holds the
+ *   - verify --against (quant_ref.c's E2M1 bound): the bound holds the
  *     reference's own rows and catches a changed code or scale; fp8conv's
  *     own NVFP4 and MXFP4 outputs (bf16 and f32 sources, an MoE model with
  *     fused gate/up globals) and their ModelOpt twin are reproduced with no
@@ -840,14 +840,16 @@ START_TEST(test_fp4_bound_holds_the_reference)
                     if (fp4_quantize_row(nv ? FP8_SCHEME_NVFP4 : FP8_SCHEME_MXFP4, src, x, N,
                                          global, q, sc, &where) != FP4_Q_OK)
                         continue; /* NaN, infinity, no E8M0 scale: quantize refuses them */
-                    vf4_rule r = { .nvfp4 = nv, .divides = scheme == 0,
-                                   .second = scheme == 0 ? global : 1.0f / global };
+                    fp8_group_rule r = { .scheme = fp8_scheme_get(nv ? FP8_SCHEME_NVFP4
+                                                               : FP8_SCHEME_MXFP4),
+                                   .divides = scheme == 0,
+                                   .second = scheme == 0 ? global : nv ? 1.0f / global : 1 };
                     uint32_t run = nv ? 16 : 32;
                     for (uint32_t g = 0; g < N / run; g++) {
                         const void *xg = (const char *)x + g * run * (dt ? 4 : 2);
                         uint8_t *qg = q + g * run / 2;
-                        vf4_group v;
-                        verify_fp4_group(&r, src, xg, qg, run, sc[g], &v);
+                        fp8_group_bound v;
+                        fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, sc[g], &v);
                         ck_assert_msg(!v.bad && !v.bad_scale && !v.unjudged,
                                       "class %d, scheme %d, %s, group %u: %llu bad, scale %s",
                                       k, scheme, dt ? "f32" : "bf16", g,
@@ -855,7 +857,7 @@ START_TEST(test_fp4_bound_holds_the_reference)
                         groups++;
                         uint8_t keep = qg[3];
                         qg[3] ^= 0x40; /* element 7's magnitude bit 2 */
-                        verify_fp4_group(&r, src, xg, qg, run, sc[g], &v);
+                        fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, sc[g], &v);
                         ck_assert_msg(v.bad == 1 && v.first_bad == 7, "class %d: moved code kept",
                                       k);
                         qg[3] = keep;
@@ -864,7 +866,7 @@ START_TEST(test_fp4_bound_holds_the_reference)
                             if (!(qg[i / 2] >> (4 * (i & 1)) & 7))
                                 continue;
                             qg[i / 2] ^= (uint8_t)(8 << (4 * (i & 1)));
-                            verify_fp4_group(&r, src, xg, qg, run, sc[g], &v);
+                            fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, sc[g], &v);
                             ck_assert_msg(v.bad == 1 && v.first_bad == i,
                                           "class %d: flipped sign kept", k);
                             qg[i / 2] ^= (uint8_t)(8 << (4 * (i & 1)));
@@ -876,7 +878,7 @@ START_TEST(test_fp4_bound_holds_the_reference)
                         int other = nv ? sc[g] + 3 : sc[g] + 2;
                         if (m == 0 || other > (nv ? 0x7E : 254) || (nv && other == 0x20))
                             continue; /* a zero group, past the top, or the eps scale */
-                        verify_fp4_group(&r, src, xg, qg, run, (uint8_t)other, &v);
+                        fp8_e2m1_bound_group_ref(&r, src, xg, qg, run, (uint8_t)other, &v);
                         ck_assert_msg(v.bad_scale, "class %d, scheme %d: scale 0x%02x -> 0x%02x "
                                       "kept", k, scheme, sc[g], other);
                         rescaled++;

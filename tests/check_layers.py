@@ -47,7 +47,7 @@ SHARED = {
     "common/internal.h": "the prelude every lib/ file includes: status.h, text.h, constants",
     "common/fp8_math.h": "header-only: the conversions, shared with the CUDA kernels",
     "common/fp4_math.h": "header-only: FP4 quantization's rules, shared with the CUDA kernels",
-    "ops/verify.h": "what verify's six files share (verify_*.c declare their passes here)",
+    "ops/verify.h": "what verify's files share (verify_*.c declare their passes here)",
 }
 # The files that may name an element type or a scheme: the rows themselves,
 # the codecs (a reference and its fast paths, dispatching on the element),

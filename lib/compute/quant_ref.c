@@ -139,3 +139,82 @@ void fp8_bound_span_ref(fp8_dtype dt, const void *x, const uint8_t *q, const flo
         counts[1] += r >> 1;
     }
 }
+
+/* ---------------------------------------------------------------- E2M1's bound (verify --against)
+ *
+ * Stated from the layouts and E2M1's grid alone, not from the quantizer's
+ * steps (fp4_math.h): any producer that rounds to the nearest code under a
+ * scale that serves the group passes it, the reference first among them
+ * (tests/check_fp4_quant.c holds the reference's own rows to it). */
+
+/* A relative margin on x / d: the producers divide in fp32 (two or three
+ * roundings of 2^-24 each, ModelOpt's reciprocal second level among them). */
+#define SLACK 0x1p-20
+
+/* The edges of the interval that rounds to each E2M1 magnitude (code bits
+ * 0-2): halfway to its neighbours, 0 below the first and no
+ * edge above the last (what lies past 6 is clipped to it). */
+static const double edge_lo[8] = { 0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 };
+static const double edge_hi[8] = { 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, __builtin_inf() };
+
+double fp8_group_divisor(const fp8_group_rule *r, uint8_t scale)
+{
+    double s = fp8_elem_get(r->scheme->scale_elem[0])->decode(scale);
+    return r->divides ? s / r->second : s * r->second;
+}
+
+/* Whether a group scale serves a group of largest magnitude m > 0, whose
+ * elements are divided by d: NVFP4's E4M3 byte lies within one code of t =
+ * m / (6 * the second level's multiplier), clamped to 448 and rounded to
+ * E4M3 (0.125, the reference's replacement of a zero scale, is taken where
+ * t rounds to zero or to the smallest subnormal); MXFP4's m / d lies in
+ * [3, 8), or below 8 under the smallest byte, 0. */
+static bool scale_serves(const fp8_group_rule *r, uint8_t scale, double m, double d)
+{
+    if (r->scheme->pow2_scales)
+        return m / d < 8 && (m / d >= 3 || scale == 0);
+    double t = r->divides ? m * r->second / 6 : m / (6 * r->second);
+    double top = fp8_elem_get(r->scheme->scale_elem[0])->max_finite;
+    uint8_t n = fp8_f32_to_e4m3((float)(t < top ? t : top));
+    if (scale == fp8_f32_to_e4m3(0.125f) && t < 0x1p-9)
+        return true;
+    return scale + 1 >= n && scale <= n + 1;
+}
+
+void fp8_e2m1_bound_group_ref(const fp8_group_rule *r, fp8_dtype dt, const void *x,
+                               const uint8_t *packed, uint32_t n, uint8_t scale,
+                               fp8_group_bound *out)
+{
+    *out = (fp8_group_bound){ .first_bad = UINT32_MAX };
+    double m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double a = __builtin_fabs((double)fp8_load_f32(dt, x, i));
+        m = a > m ? a : m; /* (a NaN is left out: it is outside the bound below) */
+    }
+    const fp8_elem_traits *se = fp8_elem_get(r->scheme->scale_elem[0]);
+    if (se->is_nan(scale)) { /* verify's bad-scale */
+        out->unjudged = true;
+        return;
+    }
+    double d = fp8_group_divisor(r, scale);
+    /* an all-zero group has nothing to serve: only its codes are judged */
+    if (m > 0 && !(d > 0 && d < __builtin_inf() && scale_serves(r, scale, m, d))) {
+        out->bad_scale = true;
+        return; /* its elements cannot be judged under a scale that is no scale */
+    }
+    double inv = m > 0 ? 1 / d : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned code = packed[i / 2] >> (4 * (i & 1)) & 0xF, k = code & 7;
+        float xf = fp8_load_f32(dt, x, i);
+        double a = __builtin_fabs((double)xf) * inv;
+        bool ok = a * (1 + SLACK) >= edge_lo[k] && a * (1 - SLACK) <= edge_hi[k] &&
+                  (k == 0 || (code >> 3) == (xf < 0));
+        if (!ok) {
+            out->bad++;
+            if (out->first_bad == UINT32_MAX)
+                out->first_bad = i;
+        } else if (k == 7 && a * (1 - SLACK) > 7) {
+            out->clipped++;
+        }
+    }
+}

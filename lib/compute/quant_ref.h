@@ -119,4 +119,38 @@ static inline __attribute__((always_inline)) unsigned fp8_bound_test(float xf, f
     return clipped | outside << 1;
 }
 
+/* ---------------------------------------------------------------- E2M1's bound (verify --against;
+ * fp8conv-formats(5), ERROR BOUND) */
+
+/* How a packed FP4 weight's group scales divide its elements: its scheme's
+ * row (the scale element decodes the byte), and the stored second level
+ * when there is one (compressed-tensors divides by it: d = scale / second;
+ * ModelOpt multiplies: d = scale * second); second 1 for none (MXFP4's
+ * E8M0 byte b: d = 2^(b - 127)). */
+typedef struct {
+    const fp8_scheme_traits *scheme;
+    bool divides;
+    double second;
+} fp8_group_rule;
+
+/* One group's verdict: elements whose code is not the E2M1 value nearest
+ * x / d (within a relative 2^-20 of it, either way at a tie), the first of
+ * them (UINT32_MAX: none), elements beyond 7 d stored as +-6 (clipped),
+ * whether the scale does not serve the group's largest element (its
+ * elements are then not judged), and a NaN scale (left to bad-scale: not
+ * judged). */
+typedef struct {
+    uint64_t bad, clipped;
+    uint32_t first_bad;
+    bool bad_scale, unjudged;
+} fp8_group_bound;
+
+/* The bound of one group of n elements of dtype dt at x, their codes
+ * (`packed`, element 2i in the low nibble of byte i) and its scale byte. */
+void fp8_e2m1_bound_group_ref(const fp8_group_rule *r, fp8_dtype dt, const void *x,
+                               const uint8_t *packed, uint32_t n, uint8_t scale,
+                               fp8_group_bound *out);
+/* Its divisor d under scale byte `scale` (not NaN). */
+double fp8_group_divisor(const fp8_group_rule *r, uint8_t scale);
+
 #endif

@@ -12,27 +12,13 @@
  * for byte.
  */
 #define _GNU_SOURCE
-#include <fnmatch.h>
-#include <math.h>
-#include <pthread.h>
-#include <regex.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 
 #include "ops/verify.h"
-#include "common/fp8_math.h"
 #include "io/checkpoint.h"
-#include "layout/formats.h"
 #include "layout/like.h"
-#include "layout/parallel.h"
-#include "common/types.h"
-#include "compute/jobs.h"
-#include "compute/quant_cpu.h"
-#include "ops/dequantize.h"
 
 
 /* ---------------------------------------------------------------- config */
@@ -289,7 +275,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
                  : strstr(msg, "index") || strstr(msg, "mapped") ? "index-mismatch"
                                                                  : "container",
                  "%s", msg);
-    } else if (!st && !(st = read_declaration(ctx, v)) && !(st = verify_check_fp4(ctx, v)) &&
+    } else if (!st && !(st = read_declaration(ctx, v)) &&
                !(st = verify_check_structure(ctx, v)) && !(st = verify_check_kv(ctx, v)) &&
                !(st = check_parallel(ctx, v, opts->tp, opts->ep)) &&
                !(opts->like && (st = like_compare(ctx, v->ck, v->config_dir, opts->like,

@@ -1,9 +1,10 @@
 /*
- * verify.h - what verify's passes share (verify.c: the config and
- * parallelism passes, the API; verify_rules.c: structure and loader rules;
- * verify_values.c: the values; verify_kv.c: KV-cache scales; verify_against.c: --against;
- * verify_against_fp4.c: --against's packed FP4 weights; verify_findings.c: the findings
- * every pass adds to).
+ * verify.h - what verify's passes share.  verify.c (the config and
+ * parallelism passes, the API) calls the passes: verify_rules.c (structure,
+ * loader rules, packed-FP4 weights), verify_kv.c (KV-cache scales),
+ * verify_values.c (the values), verify_against.c and verify_against_fp4.c
+ * (--against); each pass calls only verify_findings.c below it (the
+ * findings, and the scale lookups every pass makes).
  */
 #ifndef FP8_VERIFY_H
 #define FP8_VERIFY_H
@@ -13,6 +14,8 @@
 #include <string.h>
 
 #include "common/internal.h"
+#include "common/types.h"
+#include "compute/jobs.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/parallel.h"
@@ -41,7 +44,7 @@ struct fp8_verify {
     size_t n, cap;
     fp8_finding *findings;
     size_t fp8_weights;
-    size_t fp4_weights;  /* packed-FP4 weights with a scale (verify_fp4.c) */
+    size_t fp4_weights;  /* packed-FP4 weights with a scale (verify_rules.c) */
     /* the FP4 layout of the config's model family (fp4.h), NULL for none:
      * DeepSeek-V4's FP8 weights name their scales X.scale */
     const fp4_layout *family;
@@ -66,7 +69,7 @@ struct fp8_verify {
 #define SERVING FP8_LOADERS_SERVING
 #define BIT(l) (1u << (l))
 
-/* Findings (verify_findings.c).  verify_add: an error stops every loader, a warning
+/* verify_findings.c.  Findings: verify_add: an error stops every loader, a warning
  * none; verify_add_for: a finding that stops `loaders` only, an error when
  * one of them is required, else a note; verify_add_unanswered: an error
  * that says nothing of the loaders. */
@@ -83,8 +86,13 @@ static inline bool verify_is_float(fp8_dtype d)
 {
     return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
 }
+/* Whether a tensor of dtype d holds FP8 codes (an FP8 weight), the dtype
+ * of the FP8 schemes' element. */
+static inline bool verify_is_fp8(fp8_dtype d) { return d == FP8_DTYPE_F8_E4M3; }
+/* Whether tensor t has shape [shape[0], ..., shape[rank - 1]]. */
+bool verify_has_shape(const fp8_tensor_info *t, int rank, const uint64_t *shape);
 /* The scale a weight needs in the declared layout: its name suffix, rank,
- * shape and whether its dtype is a float (verify_rules.c). */
+ * shape and whether its dtype is a float. */
 void verify_expected_scale(const fp8_verify *v, const fp8_tensor_info *t, const char **suffix,
                            int *rank, uint64_t shape[3], bool *float_dtype);
 
@@ -96,7 +104,6 @@ const fp8_tensor_info *verify_find_scale(const fp8_verify *v, const fp8_tensor_i
 
 
 /* The passes, in the order fp8_verify_run runs them. */
-fp8_status verify_check_fp4(fp8_ctx *ctx, fp8_verify *v); /* verify_fp4.c */
 fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v);
 fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v); /* verify_kv.c */
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads);
@@ -106,12 +113,13 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
 /* ---------------------------------------------------------------- --against, packed FP4
  * (verify_against_fp4.c; fp8conv-formats(5), ERROR BOUND) */
 
-/* How a packed FP4 weight's group scales divide its elements: NVFP4's E4M3
- * scale by its stored second level (compressed-tensors divides by it:
- * d = scale / second; ModelOpt multiplies: d = scale * second), or MXFP4's
- * E8M0 byte b (d = 2^(b - 127)). */
+/* How a packed FP4 weight's group scales divide its elements: its scheme's
+ * row (the scale element decodes the byte), and the stored second level
+ * when there is one (compressed-tensors divides by it: d = scale / second;
+ * ModelOpt multiplies: d = scale * second); second 1 for none (MXFP4's
+ * E8M0 byte b: d = 2^(b - 127)). */
 typedef struct {
-    bool nvfp4;
+    const fp8_scheme_traits *scheme;
     bool divides;
     double second;
 } vf4_rule;
@@ -145,10 +153,24 @@ void verify_fp4_against_free(vf4_against *f);
  * scales) or of SRC (true: a packed weight's logical weight) is this
  * pass's, not the FP8 pass's; false for a NULL f. */
 bool verify_fp4_against_owns(const vf4_against *f, const char *name, bool src_side);
-/* The bound and the re-quantization of every weight, and their findings
- * (against-bound, against-scale, saturation). */
-fp8_status verify_fp4_against_run(fp8_ctx *ctx, vf4_against *f, int threads,
-                                  const volatile sig_atomic_t *cancel);
+/* Quantize's plans for the weights it re-quantizes (before the jobs). */
+fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
+                                   const volatile sig_atomic_t *cancel);
+/* verify_against.c's jobs over packed weight i < verify_fp4_against_count:
+ * its tensor, its source and its logical [rows, cols] (false: it has no
+ * jobs); the bound and the re-quantization of rows [row0, row0 + nrows)
+ * (the worker's buffers: buf[0] the source, buf[1] the codes, then the
+ * re-quantized ones, buf[2] the scales, then the re-quantized ones); the
+ * band's lane (its codes', or the source's). */
+size_t verify_fp4_against_count(const vf4_against *f);
+bool verify_fp4_against_weight(const vf4_against *f, size_t i, const fp8_tensor_info **t,
+                               size_t *shard, const fp8_tensor_info **x, size_t *xshard,
+                               uint64_t *rows, uint64_t *cols);
+fp8_status verify_fp4_against_band(vf4_against *f, size_t i, fp8_worker *w, uint64_t row0,
+                                   uint64_t nrows);
+size_t verify_fp4_against_lane(const vf4_against *f, size_t i, uint64_t row0, uint64_t *offset);
+/* The findings of the jobs: against-scale, against-bound, against-clipped. */
+fp8_status verify_fp4_against_report(fp8_ctx *ctx, vf4_against *f);
 /* The packed weights it counts as re-quantized; whether re-quantizing was
  * possible (quantize takes SRC); and for packed weight `name`, -1 when it
  * is not one of them, else whether SRC reproduced it byte for byte. */

@@ -6,26 +6,11 @@
  * which weights it reproduces byte for byte.
  */
 #define _GNU_SOURCE
-#include <fnmatch.h>
-#include <math.h>
 #include <pthread.h>
-#include <regex.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include "ops/verify.h"
-#include "layout/fp4.h"
-#include "common/fp8_math.h"
-#include "io/checkpoint.h"
-#include "layout/formats.h"
-#include "layout/like.h"
-#include "layout/parallel.h"
-#include "common/types.h"
-#include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
@@ -52,6 +37,7 @@ typedef struct {
     const fp8_tensor_info *x; /* the source tensor */
     size_t xshard;
     size_t item;   /* its quantize plan item; SIZE_MAX when quantize keeps it */
+    size_t layout_item; /* a packed FP4 weight: 1 + its index in against.f4; 0: none */
     bool bound;    /* its values are checked against the source */
     /* the bound reads the codes and scales itself (the scale has the declared
      * layout, which dequantize reads as it does); otherwise dq_weights_read */
@@ -300,6 +286,10 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     const fp8_verify *v = a->v;
     uint64_t x, row0, nrows;
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
+    if (it->layout_item) /* verify_against_fp4.c's band: the bound of E2M1 groups */
+        return a->amax_pass || a->floor_pass
+                   ? FP8_OK
+                   : verify_fp4_against_band(a->f4, it->layout_item - 1, w, row0, nrows);
     if (a->amax_pass)
         return it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
     if (a->floor_pass && !it->compare)
@@ -336,16 +326,6 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     return st;
 }
 
-static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
-{
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->shape[d] != b->shape[d])
-            return false;
-    return true;
-}
-
 static const char *against_label(void *arg, size_t j)
 {
     uint64_t x, row0, nrows;
@@ -358,6 +338,8 @@ static uint64_t against_bytes(void *arg, size_t j)
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
     uint64_t n = nrows * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
+    if (it->layout_item) /* the source and the E2M1 codes */
+        return a->amax_pass || a->floor_pass ? 0 : n * xs + n / 2;
     if (a->amax_pass)
         return it->item != SIZE_MAX ? n * xs : 0;
     if (it->copy)
@@ -373,6 +355,8 @@ static size_t against_lane(void *arg, size_t j, uint64_t *offset)
     const against *a = arg;
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
+    if (it->layout_item)
+        return verify_fp4_against_lane(a->f4, it->layout_item - 1, row0, offset);
     uint64_t at = src_at(it, x, row0), xs = it->copy ? 1 : fp8_dtype_bits(it->x->dtype) / 8;
     size_t lane = FP8_NO_LANE;
     if (!a->amax_pass && (it->bound || it->compare || it->copy))
@@ -462,7 +446,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         const fp8_tensor_info *s = it->s;
         int rank;
         uint64_t shape[3];
-        bool mx = fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0;
+        bool mx = fp8_scheme_get(v->scheme)->pow2_scales;
         /* dequantize reads a directory's block size from its config.json,
          * and takes 128x128 for a lone file */
         bool same_blocks = !fp8_scheme_has_block(v->scheme) ||
@@ -471,12 +455,10 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
             (mx ? s->dtype == FP8_DTYPE_U8 || s->dtype == FP8_DTYPE_F8_E8M0 : verify_is_float(s->dtype))) {
             fmt_scale_shape(v->spec, t->rank, t->shape, v->block_rows, v->block_cols, &rank, shape);
-            it->own = s->rank == rank;
-            for (int d = 0; it->own && d < rank; d++)
-                it->own = s->shape[d] == shape[d];
+            it->own = verify_has_shape(s, rank, shape);
         }
         const fp8_quant_item *qi = item != SIZE_MAX ? fp8_quant_plan_item(a->plan, item) : NULL;
-        it->compare = qi && s && t->dtype == FP8_DTYPE_F8_E4M3 && t->elements == x->elements &&
+        it->compare = qi && s && verify_is_fp8(t->dtype) && t->elements == x->elements &&
                       s->dtype == qi->scale_dtype &&
                       fp8_tensor_nbytes(s) ==
                           scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
@@ -509,7 +491,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     fp8_verify *v = a->v;
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
     size_t np = a->plan ? fp8_quant_plan_count(a->plan) : 0;
-    a->items = fp8_xcalloc(2 * nt + np + 1, sizeof *a->items);
+    a->items = fp8_xcalloc(3 * nt + np + 1, sizeof *a->items);
     a->by_tensor = fp8_xcalloc(nt + 1, sizeof *a->by_tensor);
     if (!a->items || !a->by_tensor)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -519,7 +501,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->t = fp8_checkpoint_tensor(v->ck, i, &it->shard);
         it->x = fp8_checkpoint_find(a->src, it->t->name, &it->xshard);
         size_t item = it->x ? quant_plan_find(a->plan, it->t->name) : SIZE_MAX;
-        if (it->t->dtype != FP8_DTYPE_F8_E4M3 || !it->x || (!bound[i] && item == SIZE_MAX) ||
+        if (!verify_is_fp8(it->t->dtype) || !it->x || (!bound[i] && item == SIZE_MAX) ||
             verify_fp4_against_owns(a->f4, it->t->name, false))
             continue;
         it->name = it->t->name;
@@ -529,13 +511,32 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     for (size_t k = 0; k < np; k++) {
         const fp8_quant_item *qi = fp8_quant_plan_item(a->plan, k);
         const fp8_tensor_info *t = fp8_checkpoint_find(v->ck, qi->tensor->name, NULL);
-        if (!qi->quantize || (t && t->dtype == FP8_DTYPE_F8_E4M3) ||
+        if (!qi->quantize || (t && verify_is_fp8(t->dtype)) ||
             verify_fp4_against_owns(a->f4, qi->tensor->name, true))
             continue;
         ag_item *it = &a->items[a->n++];
         it->name = qi->tensor->name;
         it->x = fp8_checkpoint_find(a->src, it->name, &it->xshard);
         against_item(a, it, false, k);
+    }
+    for (size_t i = 0; i < verify_fp4_against_count(a->f4); i++) { /* packed FP4 weights */
+        ag_item *it = &a->items[a->n];
+        if (!verify_fp4_against_weight(a->f4, i, &it->t, &it->shard, &it->x, &it->xshard,
+                                       &it->rows, &it->cols))
+            continue;
+        it->name = it->t->name;
+        it->layout_item = i + 1;
+        it->item = SIZE_MAX;
+        it->experts = 1;
+        it->band = BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
+        it->first_job = a->njobs;
+        a->njobs += fp8_ceil_div(it->rows, it->band);
+        uint64_t n = (it->band < it->rows ? it->band : it->rows) * it->cols;
+        uint64_t src = n * (fp8_dtype_bits(it->x->dtype) / 8);
+        a->max_band = n > a->max_band ? n : a->max_band;
+        a->max_src = src > a->max_src ? src : a->max_src;
+        a->max_scales = n / 16 + 1 > a->max_scales ? n / 16 + 1 : a->max_scales;
+        a->n++;
     }
     for (size_t i = 0; i < nt; i++) { /* kept tensors, a band of bytes at a time */
         if (!copy[i])
@@ -598,7 +599,7 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
         if (packed >= 0) {
             fp4++;
             ok = packed;
-        } else if (t->dtype == FP8_DTYPE_F8_E4M3 &&
+        } else if (verify_is_fp8(t->dtype) &&
                    !verify_fp4_against_owns(a->f4, t->name, false)) {
             const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
             fp8++;
@@ -654,7 +655,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     for (size_t i = 0; i < nt && !st; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
-        if (role == DQ_DROP || (t->dtype != FP8_DTYPE_F8_E4M3 && (fp8_has_suffix(t->name, "_scale") ||
+        if (role == DQ_DROP || (!verify_is_fp8(t->dtype) && (fp8_has_suffix(t->name, "_scale") ||
                                                                   fp8_has_suffix(t->name, "_scale_inv"))) ||
             verify_fp4_against_owns(f4, t->name, false))
             continue;
@@ -662,10 +663,10 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         if (!x)
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s is not in %s", v->path,
                      t->name, src_path);
-        else if (!same_shape(t, x))
+        else if (!verify_has_shape(x, t->rank, t->shape))
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s has another shape in %s",
                      v->path, t->name, src_path);
-        else if (t->dtype == FP8_DTYPE_F8_E4M3 && verify_is_float(x->dtype))
+        else if (verify_is_fp8(t->dtype) && verify_is_float(x->dtype))
             bound[i] = w != NULL;
         else if (t->dtype == x->dtype)
             copy[i] = true; /* compared by the jobs */
@@ -687,6 +688,8 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                     !fp8_scheme_is_fp4(fp8_scheme_get(v->scheme));
     if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, &a.plan);
+    if (!st)
+        st = verify_fp4_against_plan(ctx, f4, threads, cancel);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
     if (!st && a.plan && fp8_scheme_get(v->scheme)->fixed) { /* pass 1: amax of each matrix */
@@ -717,13 +720,13 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
     if (!st)
-        st = verify_fp4_against_run(ctx, f4, threads, cancel);
+        st = verify_fp4_against_report(ctx, f4);
     if (!st && ((can_dequantize && v->format != FP8_FORMAT_DEFAULT) ||
                 verify_fp4_against_requantized(f4)))
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
     if (!st && a.plan && v->reproduced >= 0 && v->reproduced < v->requantized &&
-        fp8_scheme_get(v->scheme)->scale_elem[0] == FP8_ELEM_E8M0) {
+        fp8_scheme_get(v->scheme)->pow2_scales) {
         a.floor_pass = true;
         if (!(st = against_run(ctx, &a, threads, cancel, src_path)))
             st = against_reproduced(ctx, v, &a);

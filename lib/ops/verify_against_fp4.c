@@ -1,111 +1,26 @@
 /*
- * verify_against_fp4.c - verify --against SRC for packed FP4 weights
- * (fp8conv(1), verify; fp8conv-formats(5), ERROR BOUND): each element
- * against its source under its group's scale, each group scale against its
- * group's largest element, and SRC re-quantized in memory, band by band,
- * with quantize's own plan, global pass and row quantizer, to say which
- * packed weights it reproduces byte for byte (codes, group scales, NVFP4's
- * stored second level).
- *
- * The bound is stated from the layouts (fp4.h) and E2M1's grid alone, not
- * from the quantizer's steps (fp4_math.h): any producer that rounds to the
- * nearest code under a scale that serves the group passes it, the
- * reference first among them (tests/check_fp4_quant.c holds the reference's
- * own rows to it).  Jobs are bands of whole rows of one weight; each adds
- * what it found to its weight's totals (sums, a minimum, flags), so the
- * report is the same for any number of threads.
+ * verify_against_fp4.c - verify --against SRC's packed FP4 weights, items of
+ * verify_against.c's jobs (fp8conv(1), verify;
+ * fp8conv-formats(5), ERROR BOUND): each element against its source under
+ * its group's scale and each group scale against its group's largest
+ * element (E2M1's bound, quant_ref.c's fp8_e2m1_bound_group_ref), and SRC
+ * re-quantized in memory, band by band, with quantize's own plan, global
+ * pass and row quantizer, to say which packed weights it reproduces byte
+ * for byte (codes, group scales, NVFP4's stored second level).  Each band
+ * adds what it found to its weight's totals (sums, a minimum, flags), so
+ * the report is the same for any number of threads.
  */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ops/verify.h"
-#include "common/fp8_math.h"
 #include "compute/fp4_cpu.h"
-#include "compute/jobs.h"
 #include "compute/quant_ref.h"
-#include "io/checkpoint.h"
 #include "layout/fp4.h"
 #include "ops/quantize_run.h"
-
-/* ---------------------------------------------------------------- the bound of one group */
-
-/* A relative margin on x / d: the producers divide in fp32 (two or three
- * roundings of 2^-24 each, ModelOpt's reciprocal second level among them). */
-#define SLACK 0x1p-20
-
-/* E2M1 magnitudes by code (bits 0-2), and the edges of the interval that
- * rounds to each: halfway to its neighbours, 0 below the first and no
- * edge above the last (what lies past 6 is clipped to it). */
-static const double e2m1[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
-static const double edge_lo[8] = { 0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 };
-static const double edge_hi[8] = { 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, INFINITY };
-
-/* Whether a group scale serves a group of largest magnitude m > 0, whose
- * elements are divided by d: NVFP4's E4M3 byte lies within one code of t =
- * m / (6 * the second level's multiplier), clamped to 448 and rounded to
- * E4M3 (0.125, the reference's replacement of a zero scale, is taken where
- * t rounds to zero or to the smallest subnormal); MXFP4's m / d lies in
- * [3, 8), or below 8 under the smallest byte, 0. */
-static bool scale_serves(const vf4_rule *r, uint8_t scale, double m, double d)
-{
-    if (!r->nvfp4)
-        return m / d < 8 && (m / d >= 3 || scale == 0);
-    double t = r->divides ? m * r->second / 6 : m / (6 * r->second);
-    uint8_t n = fp8_f32_to_e4m3((float)(t < 448 ? t : 448));
-    if (scale == fp8_f32_to_e4m3(0.125f) && t < 0x1p-9)
-        return true;
-    return scale + 1 >= n && scale <= n + 1;
-}
-
-void verify_fp4_group(const vf4_rule *r, fp8_dtype dt, const void *x, const uint8_t *packed,
-                      uint32_t n, uint8_t scale, vf4_group *out)
-{
-    *out = (vf4_group){ .first_bad = UINT32_MAX };
-    double m = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        double a = fabs((double)fp8_load_f32(dt, x, i));
-        m = a > m ? a : m; /* (a NaN is left out: it is outside the bound below) */
-    }
-    double d;
-    if (r->nvfp4) {
-        float s = fp8_e4m3_to_f32(scale);
-        if (s != s) { /* NaN: verify's bad-scale */
-            out->unjudged = true;
-            return;
-        }
-        d = r->divides ? (double)s / r->second : (double)s * r->second;
-    } else {
-        if (scale == 0xFF) { /* E8M0 NaN: verify's bad-scale */
-            out->unjudged = true;
-            return;
-        }
-        d = ldexp(1.0, (int)scale - 127);
-    }
-    /* an all-zero group has nothing to serve: only its codes are judged */
-    if (m > 0 && !(d > 0 && d < INFINITY && scale_serves(r, scale, m, d))) {
-        out->bad_scale = true;
-        return; /* its elements cannot be judged under a scale that is no scale */
-    }
-    double inv = m > 0 ? 1 / d : 0;
-    for (uint32_t i = 0; i < n; i++) {
-        unsigned code = packed[i / 2] >> (4 * (i & 1)) & 0xF, k = code & 7;
-        float xf = fp8_load_f32(dt, x, i);
-        double a = fabs((double)xf) * inv;
-        bool ok = a * (1 + SLACK) >= edge_lo[k] && a * (1 - SLACK) <= edge_hi[k] &&
-                  (k == 0 || (code >> 3) == (xf < 0));
-        if (!ok) {
-            out->bad++;
-            if (out->first_bad == UINT32_MAX)
-                out->first_bad = i;
-        } else if (k == 7 && a * (1 - SLACK) > 7) {
-            out->clipped++;
-        }
-    }
-}
 
 /* ---------------------------------------------------------------- the weights */
 
@@ -118,17 +33,17 @@ typedef struct {
     quant_part *part;         /* x is one expert's weight of SRC's fused experts */
     bool bound;               /* its values are checked against x */
     bool requant;             /* it is in the re-quantized count */
-    int plan;                 /* requant: 0 NVFP4's plan, 1 MXFP4's */
     size_t item;              /* its plan item; SIZE_MAX when the plan does not quantize it */
-    vf4_rule rule;
-    uint64_t rows, cols, band;
-    size_t first_job;
+    fp8_group_rule rule;
+    uint64_t rows, cols;
     /* found, over its jobs (atomic, or under the lock) */
     uint64_t bad, clipped, bad_scales, first, first_scale;
     double first_x, first_d, first_m, first_s;
     unsigned first_code;
     bool differs;
 } vf4_item;
+
+#define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
 
 struct vf4_against {
     fp8_verify *v;
@@ -139,15 +54,23 @@ struct vf4_against {
     size_t n;
     const char **ck_owned, **src_owned; /* sorted */
     size_t nck, nsrc;
-    fp8_quant_plan *plans[2]; /* NVFP4, MXFP4; NULL: not needed, or refused */
-    bool needs[2];
+    /* a plan per FP4 scheme re-quantized (nplans of them, in the order of
+     * the schemes); NULL: refused */
+    fp8_quant_plan *plans[FP4_PLANS];
+    fp8_scheme plan_scheme[FP4_PLANS];
+    int nplans;
     bool impossible; /* quantize refuses SRC, or a row of it */
-    size_t njobs;
-    uint64_t max_band, max_cols;
     pthread_mutex_t lock;
 };
 
-static const fp8_scheme plan_scheme[2] = { FP8_SCHEME_NVFP4, FP8_SCHEME_MXFP4 };
+/* The slot of plans[] of a re-quantized item's scheme. */
+static int plan_of(const vf4_against *f, const vf4_item *it)
+{
+    int k = 0;
+    while (f->plan_scheme[k] != (fp8_scheme)(it->rule.scheme - fp8_scheme_table))
+        k++;
+    return k;
+}
 
 static int cmp_name(const void *a, const void *b)
 {
@@ -181,16 +104,6 @@ static vf4_item *item_named(const vf4_against *f, const char *name)
     return NULL;
 }
 
-static bool same_dims(int rank, const uint64_t *shape, const fp8_tensor_info *x)
-{
-    if (x->rank != rank)
-        return false;
-    for (int d = 0; d < rank; d++)
-        if (x->shape[d] != shape[d])
-            return false;
-    return true;
-}
-
 static bool requantizable(const fp4_layout *l)
 {
     return l == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ||
@@ -215,7 +128,7 @@ static fp8_status find_source(fp8_ctx *ctx, vf4_against *f, vf4_item *it)
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
                           "%s: %s: packed %s, but its weight %s is not in %s", v->path,
                           it->t->name, it->w.l->name, it->w.out_name, f->src_path);
-    if (!same_dims(rank, shape, x)) {
+    if (!verify_has_shape(x, rank, shape)) {
         fp8_shape_text(rank, shape, want, sizeof want);
         fp8_shape_text(x->rank, x->shape, got, sizeof got);
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
@@ -250,7 +163,7 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     char *sname = NULL, *oname = NULL;
     const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
     const fp8_tensor_info *kept = l ? fp8_checkpoint_find(f->src, t->name, NULL) : NULL;
-    bool as_is = kept && kept->dtype == t->dtype && same_dims(t->rank, t->shape, kept);
+    bool as_is = kept && kept->dtype == t->dtype && verify_has_shape(kept, t->rank, t->shape);
     fp8_status st = l && !sname ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory") : FP8_OK;
     if (st || !l || as_is)
         goto out;
@@ -278,7 +191,6 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     if (!found)
         it->w = w;
     it->requant = requantizable(l);
-    it->plan = l->scheme->scale_elem[0] == FP8_ELEM_E8M0;
     st = own(ctx, &f->ck_owned, &f->nck, ckcap, t->name);
     const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, sname, NULL);
     if (!st && s)
@@ -305,9 +217,18 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     /* gpt-oss stores its experts transposed ([E, cols, rows] unpacked):
      * left out of the bound, with a note */
     it->bound = l->weight_rank == 2 && !l->transpose;
-    it->rule = (vf4_rule){ .nvfp4 = l->scheme->levels == 2, .divides = l->global_divides,
-                           .second = it->w.global };
-    f->needs[it->plan] = f->needs[it->plan] || it->requant;
+    it->rule = (fp8_group_rule){ .scheme = l->scheme, .divides = l->global_divides,
+                           .second = it->w.second ? it->w.global : 1 };
+    for (int k = 0; it->requant && k <= f->nplans; k++) { /* its scheme's plan, in order */
+        fp8_scheme sch = (fp8_scheme)(l->scheme - fp8_scheme_table), *at = &f->plan_scheme[k];
+        if (k < f->nplans && *at == sch)
+            break;
+        if (k == f->nplans || *at > sch) {
+            memmove(at + 1, at, (size_t)(f->nplans++ - k) * sizeof *at);
+            *at = sch;
+            break;
+        }
+    }
 out:
     free(sname);
     free(oname);
@@ -392,8 +313,8 @@ void verify_fp4_against_free(vf4_against *f)
     free(f->items);
     free(f->ck_owned);
     free(f->src_owned);
-    fp8_quant_plan_free(f->plans[0]);
-    fp8_quant_plan_free(f->plans[1]);
+    for (int k = 0; k < f->nplans; k++)
+        fp8_quant_plan_free(f->plans[k]);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
@@ -418,14 +339,12 @@ static bool wanted(void *user, const char *name)
  * same; its second level is the reciprocal), quantizing what the
  * checkpoint holds packed; then NVFP4's global pass.  What quantize refuses
  * (an f16 weight, a NaN) makes re-quantizing impossible. */
-static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
-                             const volatile sig_atomic_t *cancel)
+fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
+                                  const volatile sig_atomic_t *cancel)
 {
-    for (int k = 0; k < 2; k++) {
-        if (!f->needs[k])
-            continue;
+    for (int k = 0; k < f->nplans; k++) {
         fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
-        o.scheme = plan_scheme[k];
+        o.scheme = f->plan_scheme[k];
         o.format = FP8_FORMAT_COMPRESSED_TENSORS;
         o.no_default_ignore = true;
         o.threads = threads;
@@ -433,7 +352,7 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
         o.cancel = cancel;
         wanted_by w = { fp8_xcalloc(f->n + 1, sizeof *w.names), 0 };
         for (size_t i = 0; w.names && i < f->n; i++)
-            if (f->items[i].requant && f->items[i].x && f->items[i].plan == k)
+            if (f->items[i].requant && f->items[i].x && plan_of(f, &f->items[i]) == k)
                 w.names[w.n++] = f->items[i].x->name;
         if (w.names)
             qsort(w.names, w.n, sizeof *w.names, cmp_name);
@@ -461,7 +380,7 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
     }
     for (size_t i = 0; i < f->n; i++) {
         vf4_item *it = &f->items[i];
-        const fp8_quant_plan *p = it->requant && it->x ? f->plans[it->plan] : NULL;
+        const fp8_quant_plan *p = it->requant && it->x ? f->plans[plan_of(f, it)] : NULL;
         if (p)
             it->item = quant_plan_find(p, it->x->name);
         if (it->item == SIZE_MAX) {
@@ -478,27 +397,30 @@ static fp8_status make_plans(fp8_ctx *ctx, vf4_against *f, int threads,
     return FP8_OK;
 }
 
-/* ---------------------------------------------------------------- the jobs */
+/* ---------------------------------------------------------------- its part of verify_against.c's jobs */
 
-#define BAND_ELEMS(v) ((v)->chunk / 4) /* elements in a job's band, about */
-
-static vf4_item *job_band(const vf4_against *f, size_t j, uint64_t *row0, uint64_t *nrows)
+size_t verify_fp4_against_count(const vf4_against *f)
 {
-    vf4_item *it = &f->items[fp8_jobs_item_of(f->items, f->n, sizeof *it,
-                                              offsetof(vf4_item, first_job), j)];
-    *row0 = (j - it->first_job) * it->band;
-    *nrows = it->rows - *row0 < it->band ? it->rows - *row0 : it->band;
-    return it;
+    return f ? f->n : 0;
 }
 
-static bool has_jobs(const vf4_item *it)
+bool verify_fp4_against_weight(const vf4_against *f, size_t i, const fp8_tensor_info **t,
+                               size_t *shard, const fp8_tensor_info **x, size_t *xshard,
+                               uint64_t *rows, uint64_t *cols)
 {
+    const vf4_item *it = &f->items[i];
+    *t = it->t;
+    *shard = it->shard;
+    *x = it->x;
+    *xshard = it->xshard;
+    *rows = it->rows;
+    *cols = it->cols;
     return it->x && (it->bound || it->item != SIZE_MAX) && it->rows && it->cols;
 }
 
 /* Adds a group's verdict to its weight's totals; `at` is its first
  * element's flat index, `g` the group's. */
-static void group_add(vf4_against *f, vf4_item *it, const vf4_group *r, const void *x,
+static void group_add(vf4_against *f, vf4_item *it, const fp8_group_bound *r, const void *x,
                       const uint8_t *packed, uint8_t scale, uint64_t at, uint64_t g)
 {
     if (r->clipped)
@@ -510,8 +432,8 @@ static void group_add(vf4_against *f, vf4_item *it, const vf4_group *r, const vo
     if (!r->bad && !r->bad_scale)
         return;
     uint32_t run = it->w.l->scheme->run;
-    double m = 0, s = it->rule.nvfp4 ? fp8_e4m3_to_f32(scale) : ldexp(1.0, (int)scale - 127);
-    double d = !it->rule.nvfp4 ? s : it->rule.divides ? s / it->rule.second : s * it->rule.second;
+    double m = 0, s = fp8_elem_get(it->rule.scheme->scale_elem[0])->decode(scale);
+    double d = fp8_group_divisor(&it->rule, scale);
     for (uint32_t i = 0; i < run; i++) {
         double a = fabs((double)fp8_load_f32(it->x->dtype, x, i));
         m = a > m ? a : m;
@@ -531,22 +453,16 @@ static void group_add(vf4_against *f, vf4_item *it, const vf4_group *r, const vo
     pthread_mutex_unlock(&f->lock);
 }
 
-/*
- * A job: rows [row0, row0 + nrows) of a weight.  The worker's buffers:
- * buf[0] the source; buf[1] the stored codes, then the re-quantized ones;
- * buf[2] the stored scales, then the re-quantized ones.
- */
-static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
+fp8_status verify_fp4_against_band(vf4_against *f, size_t i, fp8_worker *w, uint64_t row0,
+                                  uint64_t nrows)
 {
-    vf4_against *f = arg;
     const fp8_verify *v = f->v;
-    uint64_t row0, nrows;
-    vf4_item *it = job_band(f, j, &row0, &nrows);
+    vf4_item *it = &f->items[i];
     uint32_t run = it->w.l->scheme->run;
     uint64_t n = nrows * it->cols, at = row0 * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
     unsigned char *src = w->buf[0];
-    uint8_t *codes = w->buf[1], *q = w->buf[1] + f->max_band / 2;
-    uint8_t *scales = w->buf[2], *sq = w->buf[2] + f->max_band / 16;
+    uint8_t *codes = w->buf[1], *q = w->buf[1] + n / 2;
+    uint8_t *scales = w->buf[2], *sq = w->buf[2] + n / run;
     fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->shard), it->t, at / 2,
                                   codes, n / 2);
     if (!st)
@@ -562,14 +478,14 @@ static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
     if (st)
         return st;
     for (uint64_t g = 0; it->bound && g < n / run; g++) {
-        vf4_group r;
+        fp8_group_bound r;
         const unsigned char *x = src + g * run * xs;
-        verify_fp4_group(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);
+        fp8_e2m1_bound_group_ref(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);
         group_add(f, it, &r, x, codes + g * run / 2, scales[g], at + g * run, at / run + g);
     }
     if (it->item == SIZE_MAX)
         return FP8_OK;
-    const fp8_quant_plan *p = f->plans[it->plan];
+    const fp8_quant_plan *p = f->plans[plan_of(f, it)];
     float global = p->entries[it->item].global;
     bool same = true;
     for (uint64_t r = 0; r < nrows; r++) {
@@ -587,27 +503,9 @@ static fp8_status vf4_one(void *arg, fp8_worker *w, size_t j)
     return FP8_OK;
 }
 
-static const char *vf4_label(void *arg, size_t j)
+size_t verify_fp4_against_lane(const vf4_against *f, size_t i, uint64_t row0, uint64_t *offset)
 {
-    uint64_t row0, nrows;
-    return job_band(arg, j, &row0, &nrows)->t->name;
-}
-
-static uint64_t vf4_bytes(void *arg, size_t j)
-{
-    uint64_t row0, nrows;
-    const vf4_item *it = job_band(arg, j, &row0, &nrows);
-    uint64_t n = nrows * it->cols;
-    return n * (fp8_dtype_bits(it->x->dtype) / 8) + n / 2;
-}
-
-/* In the lane of the packed weight's shard when compressed, else of the
- * source's. */
-static size_t vf4_lane(void *arg, size_t j, uint64_t *offset)
-{
-    const vf4_against *f = arg;
-    uint64_t row0, nrows;
-    const vf4_item *it = job_band(f, j, &row0, &nrows);
+    const vf4_item *it = &f->items[i];
     uint64_t at = row0 * it->cols;
     size_t lane = ck_lane(f->v->ck, it->shard, it->t, at / 2, 0, offset);
     if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
@@ -618,7 +516,7 @@ static size_t vf4_lane(void *arg, size_t j, uint64_t *offset)
 }
 
 /* The weights' findings: against-scale, against-bound, against-clipped. */
-static fp8_status report(fp8_ctx *ctx, vf4_against *f)
+fp8_status verify_fp4_against_report(fp8_ctx *ctx, vf4_against *f)
 {
     fp8_verify *v = f->v;
     fp8_status st = FP8_OK;
@@ -627,10 +525,11 @@ static fp8_status report(fp8_ctx *ctx, vf4_against *f)
         if (!it->bound || !it->x)
             continue;
         uint64_t elems = it->rows * it->cols, run = it->w.l->scheme->run;
-        const char *d = !it->rule.nvfp4    ? "d = 2^(scale - 127)"
+        bool pow2 = it->rule.scheme->pow2_scales;
+        const char *d = pow2               ? "d = 2^(scale - 127)"
                         : it->rule.divides ? "d = scale / global"
                                            : "d = scale * weight_scale_2";
-        const char *serves = !it->rule.nvfp4 ? "largest / d in [3, 8)"
+        const char *serves = pow2 ? "largest / d in [3, 8)"
                              : it->rule.divides
                                  ? "within one E4M3 code of largest * global / 6"
                                  : "within one E4M3 code of largest / (6 * weight_scale_2)";
@@ -657,7 +556,7 @@ static fp8_status report(fp8_ctx *ctx, vf4_against *f)
                             (unsigned long long)(it->first / it->cols),
                             (unsigned long long)(it->first % it->cols), it->first_x,
                             it->first_x / it->first_d, it->first_code,
-                            (it->first_code & 8 ? -1 : 1) * e2m1[it->first_code & 7]);
+                            (double)fp8_elem_get(it->rule.scheme->elem)->decode((uint8_t)it->first_code));
         /* a scale that serves its group may still clip: E4M3's subnormal
          * steps (2^-9) are coarse, so t rounded down leaves largest / d past
          * 7; no fault of the checkpoint, said as a note */
@@ -669,42 +568,6 @@ static fp8_status report(fp8_ctx *ctx, vf4_against *f)
                             it->clipped == 1 ? "" : "s", f->src_path, d);
     }
     return st;
-}
-
-fp8_status verify_fp4_against_run(fp8_ctx *ctx, vf4_against *f, int threads,
-                                  const volatile sig_atomic_t *cancel)
-{
-    fp8_verify *v = f->v;
-    fp8_status st = make_plans(ctx, f, threads, cancel);
-    if (st)
-        return st;
-    for (size_t i = 0; i < f->n; i++) {
-        vf4_item *it = &f->items[i];
-        it->first_job = f->njobs;
-        if (!has_jobs(it))
-            continue;
-        /* whole rows, about a chunk of source */
-        uint64_t band = BAND_ELEMS(v) / it->cols;
-        it->band = band ? band : 1;
-        f->njobs += fp8_ceil_div(it->rows, it->band);
-        band = it->band < it->rows ? it->band : it->rows;
-        f->max_band = band * it->cols > f->max_band ? band * it->cols : f->max_band;
-        f->max_cols = it->cols > f->max_cols ? it->cols : f->max_cols;
-    }
-    for (size_t j = 0; j < f->njobs; j++)
-        v->total += vf4_bytes(f, j);
-    fp8_jobs spec = { .njobs = f->njobs, .threads = threads, .run = vf4_one, .bytes = vf4_bytes,
-                      .arg = f, .what = f->src_path, .cancel = cancel,
-                      .progress = v->opts->progress, .progress_user = v->opts->progress_user,
-                      .done = &v->done, .total = v->total, .label = vf4_label, .lane = vf4_lane,
-                      .nlanes = fp8_checkpoint_shard_count(v->ck) +
-                                fp8_checkpoint_shard_count(f->src),
-                      .bufsize = { f->max_band * 4, f->max_band, f->max_band / 8 + 2 } };
-    if (f->njobs)
-        st = fp8_jobs_run(ctx, &spec);
-    if (!st && cancel && *cancel)
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", f->src_path);
-    return st ? st : report(ctx, f);
 }
 
 /* ---------------------------------------------------------------- what it reproduced */

@@ -1,12 +1,11 @@
 /*
  * verify_findings.c - what verify found: each pass adds its findings here,
  * each an error, a warning or a note and the loaders it stops (verify.h);
- * the API reads them back.
+ * the API reads them back.  Below every pass, with what they share: the
+ * scale a weight has and needs in the declared layout.
  */
 #define _GNU_SOURCE
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "ops/verify.h"
 
@@ -59,6 +58,44 @@ fp8_status verify_add_unanswered(fp8_ctx *ctx, fp8_verify *v, const char *rule, 
     fp8_status st = vadd(ctx, v, FP8_SEV_ERROR, 0, rule, fmt, ap);
     va_end(ap);
     return st;
+}
+
+/* ---------------------------------------------------------------- what the passes share */
+
+/* The scale a loader of the declared format expects for weight `t`. */
+void verify_expected_scale(const fp8_verify *v, const fp8_tensor_info *t, const char **suffix,
+                           int *rank, uint64_t shape[3], bool *float_dtype)
+{
+    *suffix = v->spec->scale_suffix;
+    *float_dtype = v->spec->scale_dtype != FMT_SCALE_U8;
+    fmt_scale_shape(v->spec, t->rank, t->shape, v->block_rows, v->block_cols, rank, shape);
+}
+
+const fp8_tensor_info *verify_find_scale(const fp8_verify *v, const fp8_tensor_info *t,
+                                         size_t *shard, const char **suffix)
+{
+    const char *const names[] = { v->spec->scale_suffix, v->spec->alt_scale_suffix };
+    for (int k = 0; k < 2 && names[k]; k++) {
+        char name[1024];
+        snprintf(name, sizeof name, "%s%s", t->name, names[k]);
+        const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, shard);
+        if (s) {
+            if (suffix)
+                *suffix = names[k];
+            return s;
+        }
+    }
+    return NULL;
+}
+
+bool verify_has_shape(const fp8_tensor_info *t, int rank, const uint64_t *shape)
+{
+    if (t->rank != rank)
+        return false;
+    for (int d = 0; d < rank; d++)
+        if (t->shape[d] != shape[d])
+            return false;
+    return true;
 }
 
 const char *fp8_severity_name(fp8_severity s)

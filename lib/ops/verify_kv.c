@@ -6,7 +6,6 @@
  * remapping keeps them (fp8conv-formats(5), KV CACHE SCALES).
  */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "io/checkpoint.h"

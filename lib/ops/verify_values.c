@@ -5,27 +5,12 @@
  * quant_cpu.c's (fp8_code_stats_span, fp8_largest_code).
  */
 #define _GNU_SOURCE
-#include <fnmatch.h>
-#include <math.h>
-#include <pthread.h>
-#include <regex.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include "ops/verify.h"
-#include "common/fp8_math.h"
 #include "io/checkpoint.h"
-#include "layout/formats.h"
-#include "layout/like.h"
-#include "layout/parallel.h"
-#include "common/types.h"
-#include "compute/jobs.h"
 #include "compute/quant_cpu.h"
-#include "ops/dequantize.h"
 
 /* ---------------------------------------------------------------- values */
 
@@ -145,7 +130,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         narrow |= v->spec->model_dtype_scales[l] && fp8_has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
-    bool groups = t->dtype == FP8_DTYPE_F8_E4M3 && v->format != FP8_FORMAT_DEFAULT &&
+    bool groups = verify_is_fp8(t->dtype) && v->format != FP8_FORMAT_DEFAULT &&
                   (t->rank == 2 || t->rank == 3) && t->elements;
     uint64_t ngroups = 0;
     unsigned char *seen = NULL;
@@ -164,7 +149,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
     uint64_t overflow = UINT64_MAX;
-    if (t->dtype == FP8_DTYPE_F8_E4M3) {
+    if (verify_is_fp8(t->dtype)) {
         fp8_status st = scan_codes(w->ctx, v, t, f, w->buf[0], seen, &first_nan, &saturated);
         if (!st && seen)
             st = find_overflow(w->ctx, v, t, seen, ngroups, &overflow);
@@ -248,7 +233,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     if (rc < 0)
         return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     __atomic_add_fetch(&v->saturated, saturated, __ATOMIC_RELAXED);
-    if (t->dtype == FP8_DTYPE_F8_E4M3) {
+    if (verify_is_fp8(t->dtype)) {
         uint64_t zero = 0;
         for (uint64_t g = 0; seen && g < ngroups; g++)
             zero += !seen[g];
@@ -286,7 +271,7 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     for (size_t i = 0; sc.weights && i < nt; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         bool scale = fp8_has_suffix(t->name, "_scale_inv") || fp8_has_suffix(t->name, "_scale");
-        if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_fp4.c */
+        if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_rules.c */
             continue;
         /* X_scale with no tensor X and no weight in its name is a model's own
          * parameter (DeepSeek-V4's F32 hc_attn_scale: vLLM models/deepseek_v4;
@@ -297,7 +282,7 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
             if (!fp8_checkpoint_find(v->ck, base, NULL) && !fp8_has_suffix(base, "weight"))
                 scale = false;
         }
-        if (t->dtype == FP8_DTYPE_F8_E4M3 ||
+        if (verify_is_fp8(t->dtype) ||
             (scale && (verify_is_float(t->dtype) || t->dtype == FP8_DTYPE_U8)))
             sc.weights[sc.n++] = i;
     }
