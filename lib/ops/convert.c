@@ -20,6 +20,7 @@
 #include "layout/kvscale.h"
 #include "common/types.h"
 #include "compute/quant_cpu.h"
+#include "ops/convert_cast.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
 
@@ -72,6 +73,7 @@ struct fp8_convert {
     fp8_format input_format; /* the format the input declares */
     fp8_quant_source source;
     fp8_quant_plan *plan;
+    cast_plan *cast;   /* packed-FP4 input: its cast (then no plan, no weights) */
     pthread_mutex_t lock;
 };
 
@@ -769,6 +771,12 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     c->opts.target.ignore = NULL;
     c->opts.target.nignore = 0;
     fp8_status st = fp8_checkpoint_open(ctx, input, &c->ck);
+    if (!st)
+        st = cast_plan_create(ctx, c->ck, input, opts, &c->cast);
+    if (!st && c->cast) {
+        *out = c;
+        return FP8_OK;
+    }
     if (!st && fp8_checkpoint_is_directory(c->ck))
         st = fmt_config_read(ctx, input, &config, NULL); /* ModelOpt's side file too */
     if (!st)
@@ -799,6 +807,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
 
 fp8_status fp8_convert_run(fp8_ctx *ctx, fp8_convert *c, const char *output)
 {
+    if (c->cast)
+        return cast_plan_write(ctx, c->cast, output);
     for (size_t i = 0; i < c->n; i++)
         c->weights[i].pub.changed = c->weights[i].pub.codes_changed = 0,
         c->weights[i].pub.max_change = 0;
@@ -810,6 +820,7 @@ void fp8_convert_free(fp8_convert *c)
     if (!c)
         return;
     fp8_quant_plan_free(c->plan);
+    cast_plan_free(c->cast);
     for (size_t i = 0; c->weights && i < c->n; i++) {
         free((char *)c->weights[i].pub.why);
         free(c->weights[i].scale_name);
@@ -833,10 +844,20 @@ const fp8_convert_weight *fp8_convert_weight_at(const fp8_convert *c, size_t i)
 {
     return i < c->n ? &c->weights[i].pub : NULL;
 }
-size_t fp8_convert_dropped(const fp8_convert *c) { return c->dropped; }
-size_t fp8_convert_kv_scales(const fp8_convert *c, size_t *renamed, const char **names)
+void fp8_convert_get_report(const fp8_convert *c, fp8_convert_report *r)
 {
-    *renamed = c->nkv_renamed;
-    *names = c->nkv_renamed ? c->kv_names : NULL;
-    return c->nkv;
+    if (c->cast) {
+        cast_plan_report(c->cast, r);
+        return;
+    }
+    const fp8_quant_options *o = &c->opts.target;
+    *r = (fp8_convert_report){ .scheme = o->scheme, .block_rows = o->block_rows,
+                               .block_cols = o->block_cols,
+                               .format = fp8_format_name(fp8_quant_plan_format(c->plan)),
+                               .dropped = c->dropped, .kv_scales = c->nkv,
+                               .kv_renamed = c->nkv_renamed,
+                               .kv_names = c->nkv_renamed ? c->kv_names : NULL };
+    for (size_t i = 0; i < c->n; i++)
+        r->exact += c->weights[i].pub.exact;
+    r->requantized = c->n - r->exact;
 }

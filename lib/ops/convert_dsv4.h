@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/internal.h"
-#include "ops/convert_fp4.h"
+#include "ops/convert_cast.h"
 
 /* The plan of a DeepSeek-V4 checkpoint (model_type's FP4 layout is
  * FP4_LAYOUT_DSV4): each expert's weight and scale, each trunk .scale;

@@ -10,7 +10,7 @@
 
 #include "common/internal.h"
 #include "layout/fp4.h"
-#include "ops/convert_fp4.h"
+#include "ops/convert_cast.h"
 
 /* The NVFP4 layout of the input, if any: a weight of one NVFP4 row with
  * its group scale. */
