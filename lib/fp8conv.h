@@ -586,49 +586,37 @@ size_t fp8_convert_weight_count(const fp8_convert *c);
 const fp8_convert_weight *fp8_convert_weight_at(const fp8_convert *c, size_t index);
 
 /*
- * Packed-FP4 input is cast, exactly or not at all (fp8conv(1), convert,
- * CASTS; the casts are the rows of layout/fp4.h's cast table), by the same
- * create and run: when INPUT is a DeepSeek-V4 checkpoint (config.json
- * model_type deepseek_v4) holding MXFP4 routed experts, they are cast to
- * FP8 E4M3 with an F32 scale per 128x128 tile, as DeepSeek's own cast
- * (inference/convert.py), every other tensor copied as it is, and
- * config.json says expert_dtype "fp8".  An element the cast would round (a
- * tile whose group exponents spread too far for E4M3) fails with
- * FP8_ERR_BAD_INPUT naming tensor, element and tile, and leaves no output;
- * options asking for another layout fail with FP8_ERR_USAGE.
- * An NVFP4 checkpoint (ModelOpt or compressed-tensors) converts to the
- * other format (opts->target.format, which must be given): codes and group
- * scales copied, each second-level scale (weight and activation) its
- * reciprocal, exact when that is an fp32 value; else the nearest is written
- * and counted (rounded), or with opts->exact FP8_ERR_USAGE.
- * A compressed-tensors MXFP4 checkpoint converts to NVFP4 (format
- * compressed-tensors, the default, or modelopt): codes kept, each group
- * scale 2^k two E4M3 scales 2^(k - m) under a global scale 2^m, m = the
- * largest k - 8; a group more than 17 exponents below the largest fails
- * with FP8_ERR_BAD_INPUT naming tensor, group and spread, and leaves no
- * output.  A cast has no quantize plan (fp8_convert_plan is NULL) and no
- * weights (fp8_convert_weight_count is 0).
+ * Packed-FP4 input is cast by the same create and run, exactly or not at
+ * all (fp8conv(1), convert, CASTS): DeepSeek-V4's MXFP4 routed experts to
+ * FP8 E4M3 with an F32 scale per 128x128 tile (DeepSeek's own cast), the
+ * rest copied and config.json saying expert_dtype "fp8"; NVFP4 between
+ * ModelOpt and compressed-tensors (opts->target.format, which must be
+ * given: second-level scales inverted, a rounded reciprocal counted, or
+ * with `exact` FP8_ERR_USAGE); compressed-tensors MXFP4 to NVFP4 (format
+ * compressed-tensors, the default, or modelopt: each group scale 2^k two
+ * E4M3 scales 2^(k - m) under a global 2^m, m = the largest k - 8).  A
+ * value the cast would change is FP8_ERR_BAD_INPUT naming tensor, element
+ * and rule; options asking for another layout are FP8_ERR_USAGE.  A cast
+ * has no quantize plan (fp8_convert_plan NULL) and no weights.
  */
 typedef struct {
     /* NULL: FP8 weights copied or re-quantized; else the cast the input
      * took: "mxfp4-experts-to-fp8", "nvfp4" or "mxfp4-to-nvfp4" */
     const char *cast;
-    bool to_nvfp4;          /* a cast to NVFP4 (nvfp4, rounded count), else to FP8 */
-    /* the output's layout: scheme, its block when it takes one, format */
-    fp8_scheme scheme;
+    bool to_nvfp4;          /* a cast to NVFP4 (nvfp4, rounded), else to FP8 */
+    fp8_scheme scheme;      /* the output's layout: scheme, block (when it takes one), format */
     uint32_t block_rows, block_cols;
     const char *format;
     size_t exact, requantized; /* FP8 weights, by path */
     size_t dropped;         /* activation scales (input_scale) left out */
-    /* KV-cache scales carried into the output, and how many of them renamed
-     * to another naming convention (kv_names: that convention, or NULL) */
+    /* KV-cache scales carried, how many renamed, and to what naming (or NULL) */
     size_t kv_scales, kv_renamed;
     const char *kv_names;
-    size_t experts;         /* a cast: DeepSeek-V4 expert weights cast */
-    size_t nvfp4;           /* a cast: NVFP4 weights written */
-    size_t rounded;         /* a cast: NVFP4 second-level scales whose reciprocal was rounded */
-    size_t copied;          /* a cast: tensors copied as they are */
-    uint64_t output_bytes;  /* a cast: of all tensors written */
+    /* a cast: expert weights cast (DeepSeek-V4), NVFP4 weights written,
+     * second-level scales whose reciprocal was rounded, tensors copied as
+     * they are, bytes of all tensors written */
+    size_t experts, nvfp4, rounded, copied;
+    uint64_t output_bytes;
 } fp8_convert_report;
 
 /* What fp8_convert_run wrote (the weights' own: fp8_convert_weight_at). */

@@ -63,6 +63,8 @@ for i in "$WORK"/in/*; do
 --kv-names llm-compressor --format compressed-tensors
 --kv-names fused-qkv --json
 --kv-names bogus
+--scale-fmt float
+--scheme block --block 128x128 --scale-fmt ue8m0 --format hf-fp8
 -j 1 --format compressed-tensors
 --like $T/releases/redhat-fp8-block
 OPTS

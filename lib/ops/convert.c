@@ -237,9 +237,9 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
  * the largest group exponent byte B as its scale 2^(B - 127), and each code
  * q of a group with byte b becomes q * 2^(b - B), exact while that is an
  * E4M3 value (no bit shifted out below E4M3's 2^-9): the rule of
- * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements.  shift_table[d][q]
- * is q * 2^-d, or NO_SHIFT (E4M3's NaN, which no product is) where that is
- * no E4M3 value or q is NaN.
+ * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements, the codec's
+ * fp8_elem_shift_e4m3.  shift_table[d][q] is q * 2^-d, or NO_SHIFT (E4M3's
+ * NaN, which no product is) where that is no E4M3 value or q is NaN.
  */
 enum { NO_SHIFT = 0x7F };
 static uint8_t shift_table[256][256];
@@ -248,12 +248,10 @@ static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 static void shift_table_init(void)
 {
     for (int d = 0; d < 256; d++)
-        for (int q = 0; q < 256; q++) {
-            float v = fp8_e4m3_to_f32((uint8_t)q), x = d <= 24 ? v * fp8_pow2(-d) : 0.0f;
-            uint8_t r = fp8_f32_to_e4m3(x);
-            bool ok = (q & 0x7F) != 0x7F && (v == 0 || (d <= 24 && fp8_e4m3_to_f32(r) == x));
-            shift_table[d][q] = !ok ? NO_SHIFT : v == 0 ? (uint8_t)(q & 0x80) : r;
-        }
+        for (int q = 0; q < 256; q++)
+            if (!fp8_elem_shift_e4m3(fp8_elem_get(FP8_ELEM_E4M3), (uint8_t)q, -d,
+                                     &shift_table[d][q]))
+                shift_table[d][q] = NO_SHIFT;
 }
 
 /* The block of flat element e of weight w, in its tiles. */

@@ -147,6 +147,34 @@ void cast_plan_free(cast_plan *p)
     free(p);
 }
 
+/* Each rule's planner and config.json writer. */
+static const struct {
+    fp8_status (*plan)(fp8_ctx *, cast_plan *, const fp8_convert_options *, bool *handled);
+    fp8_status (*write_config)(fp8_ctx *, const cast_plan *, const char *dir);
+} rules[] = {
+    [FP4_CAST_TILE] = { dsv4_plan, dsv4_write_config },
+    [FP4_CAST_INVERT] = { nv_plan, nv_write_config },
+    [FP4_CAST_SPLIT] = { mx_plan, nv_write_config },
+};
+
+/* The cast of the input's weights: of the first weight (its scale there)
+ * whose layout has one, the lowest rule first (NVFP4 before MXFP4). */
+static const fp4_cast *weights_cast(const cast_plan *p)
+{
+    const fp4_cast *best = NULL;
+    for (size_t i = 0; i < p->n; i++) {
+        char *sname = NULL, *oname = NULL;
+        const fp8_tensor_info *t = p->items[i].t;
+        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
+        const fp4_cast *c = l && !l->model_type ? fp4_cast_from(l) : NULL;
+        if (c && sname && fp8_checkpoint_find(p->ck, sname, NULL) && (!best || c->rule < best->rule))
+            best = c;
+        free(sname);
+        free(oname);
+    }
+    return best;
+}
+
 fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
                             const fp8_convert_options *opts, cast_plan **out)
 {
@@ -176,19 +204,15 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
         p->items[i].t = fp8_checkpoint_tensor(ck, i, &p->items[i].shard);
         p->by_out[i] = i;
     }
+    /* a family's cast by its model_type (then by it alone), else by its weights */
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->config, "model_type");
-    if (fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL) ==
-        fp4_layout_get(FP4_LAYOUT_DSV4)) {
-        st = dsv4_plan(ctx, p, opts, &handled);
-    } else if ((p->nv = nv_layout_of(p))) {
-        handled = true;
-        st = nv_plan(ctx, p, opts, p->nv, &p->to_ct);
-    } else if ((p->mx = mx_layout_of(p))) {
-        handled = true;
-        st = mx_plan(ctx, p, opts, p->config, p->mx, &p->to_ct);
-        for (size_t i = 0; i < p->n; i++)
-            p->by_out[i] = i;
-    }
+    const fp4_layout *family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
+    p->cast = family ? fp4_cast_from(family) : NULL;
+    if (!p->cast && !(p->cast = weights_cast(p)))
+        goto out;
+    st = rules[p->cast->rule].plan(ctx, p, opts, &handled);
+    for (size_t i = 0; i < p->n; i++) /* a plan may add items */
+        p->by_out[i] = i;
     if (handled)
         qsort_r(p->by_out, p->n, sizeof *p->by_out, cmp_by_out, p);
 out:
@@ -215,9 +239,7 @@ fp8_status cast_plan_write(fp8_ctx *ctx, cast_plan *p, const char *output)
     if (!st && (fp8_checkpoint_has_index(p->ck) || fp8_checkpoint_shard_count(p->ck) > 1))
         st = write_index(ctx, p, out.tmp);
     if (!st)
-        st = p->nv   ? nv_write_config(ctx, p, p->config, !p->to_ct, p->to_ct, p->acts, out.tmp)
-             : p->mx ? nv_write_config(ctx, p, p->config, true, p->to_ct, false, out.tmp)
-                     : dsv4_write_config(ctx, p->config, out.tmp);
+        st = rules[p->cast->rule].write_config(ctx, p, out.tmp);
     if (!st)
         st = ck_copy_other_files(ctx, p->ck, out.tmp, skip, o->cancel);
     if (!st && o->cancel && *o->cancel)
@@ -230,16 +252,11 @@ fp8_status cast_plan_write(fp8_ctx *ctx, cast_plan *p, const char *output)
 
 void cast_plan_report(const cast_plan *p, fp8_convert_report *r)
 {
-    *r = (fp8_convert_report){ .cast = p->mx ? "mxfp4-to-nvfp4" : p->nv ? "nvfp4"
-                                                                        : "mxfp4-experts-to-fp8",
-                               .to_nvfp4 = p->nv || p->mx,
-                               .scheme = p->nv || p->mx ? FP8_SCHEME_NVFP4 : FP8_SCHEME_BLOCK,
-                               .block_rows = 128, .block_cols = 128,
-                               .format = !p->nv && !p->mx ? "hf-fp8"
-                                         : p->to_ct       ? "compressed-tensors"
-                                                          : "modelopt",
-                               .experts = p->experts, .nvfp4 = p->nvfp4 + p->mxfp4,
-                               .rounded = p->rounded };
+    const fp4_cast *c = p->cast;
+    *r = (fp8_convert_report){ .cast = c->name, .to_nvfp4 = c->to != FP4_LAYOUT_COUNT,
+                               .scheme = c->scheme, .block_rows = c->tile, .block_cols = c->tile,
+                               .format = fp8_format_name(c->format), .experts = p->experts,
+                               .nvfp4 = p->nvfp4 + p->mxfp4, .rounded = p->rounded };
     for (size_t i = 0; i < p->n; i++) {
         r->copied += p->items[i].kind == CAST_COPY;
         r->output_bytes += out_bytes(&p->items[i]);

@@ -44,8 +44,7 @@ typedef struct {
     const char *input;
     fp8_convert_options opts;
     cJSON *config;
-    const fp4_layout *nv, *mx; /* the NVFP4 or MXFP4 input's layout; both NULL: DeepSeek-V4 */
-    bool to_ct;                /* NVFP4 target: compressed-tensors' (else ModelOpt's) */
+    const fp4_cast *cast;      /* the cast's row (layout/fp4.h) */
     cast_item *items; /* in the checkpoint's (name) order */
     size_t *by_out;   /* items by output name */
     size_t n, experts, nvfp4, rounded, mxfp4;

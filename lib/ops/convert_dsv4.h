@@ -19,6 +19,6 @@ fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *
                              fp8_writer *out, const fp8_tensor_info *wt);
 fp8_status dsv4_write_trunk_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                                   fp8_writer *out, const fp8_tensor_info *wt);
-fp8_status dsv4_write_config(fp8_ctx *ctx, cJSON *config, const char *dir);
+fp8_status dsv4_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir);
 
 #endif
