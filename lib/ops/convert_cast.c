@@ -101,7 +101,7 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
                                          it->out_shape);
     }
     if (!st) {
-        fp8_writer_set_durable(out, !p->no_sync);
+        fp8_writer_set_durable(out, !p->opts.target.no_sync);
         st = fp8_writer_begin(ctx, out);
     }
     for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
@@ -186,8 +186,7 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
     *p = (cast_plan){ .ck = ck, .input = input, .opts = *opts,
                       .threads = opts->target.threads > 0 ? (uint64_t)opts->target.threads
                                  : cpus > 0                ? (uint64_t)cpus
-                                                           : 1,
-                      .no_sync = opts->target.no_sync, .cancel = opts->target.cancel };
+                                                           : 1 };
     fp8_status st = FP8_OK;
     bool handled = false;
     if (!fp8_checkpoint_is_directory(ck) || (st = ck_config_read(ctx, input, &p->config)) ||

@@ -7,7 +7,6 @@
 #define FP8_CONVERT_CAST_H
 
 #include <cjson/cJSON.h>
-#include <signal.h>
 
 #include "common/internal.h"
 #include "layout/fp4.h"
@@ -50,9 +49,7 @@ typedef struct {
     size_t n, experts, nvfp4, rounded, mxfp4;
     bool acts;        /* NVFP4: the activations have their second level too (W4A4) */
     char **names;     /* output shard names */
-    bool no_sync;
     uint64_t threads; /* for an expert's bands */
-    const volatile sig_atomic_t *cancel;
 } cast_plan;
 
 /* The cast INPUT (opened as ck, which the plan borrows) takes, planned:

@@ -385,7 +385,7 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
             st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
         if (!st)
             st = fp8_writer_pwrite(ctx, out, wt, row0 * it->cols, q, nrows * it->cols);
-        if (!st && p->cancel && *p->cancel)
+        if (!st && p->opts.target.cancel && *p->opts.target.cancel)
             st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
     }
     if (st)

@@ -99,7 +99,25 @@ static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const ch
     return FP8_OK;
 }
 
-static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what);
+/* What else a cast to NVFP4 would carry over unread: another quantized
+ * tensor (`what`: the weights the cast reads). */
+static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < p->n; i++) {
+        const cast_item *it = &p->items[i];
+        long layer;
+        if (it->kind != CAST_COPY || it->out_name)
+            continue;
+        if (kv_naming_of(it->t->name, &layer) ||
+            (it->t->dtype == FP8_DTYPE_F8_E4M3 && !fp4_is_group_scale(p->ck, it->t->name)))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': the cast to NVFP4 carries %s weights only (an FP8 "
+                          "weight or KV-cache scale beside them is not converted)",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, what);
+    }
+    return st;
+}
 
 static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
 {
@@ -149,26 +167,6 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
         free(iname);
     }
     return st ? st : check_carried(ctx, p, "NVFP4");
-}
-
-/* What else a cast to NVFP4 would carry over unread: another quantized
- * tensor (`what`: the weights the cast reads). */
-static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what)
-{
-    fp8_status st = FP8_OK;
-    for (size_t i = 0; !st && i < p->n; i++) {
-        const cast_item *it = &p->items[i];
-        long layer;
-        if (it->kind != CAST_COPY || it->out_name)
-            continue;
-        if (kv_naming_of(it->t->name, &layer) ||
-            (it->t->dtype == FP8_DTYPE_F8_E4M3 && !fp4_is_group_scale(p->ck, it->t->name)))
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': the cast to NVFP4 carries %s weights only (an FP8 "
-                          "weight or KV-cache scale beside them is not converted)",
-                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, what);
-    }
-    return st;
 }
 
 /* The ignore list a config declares (compressed-tensors "ignore"; ModelOpt
@@ -529,7 +527,7 @@ fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
         }
         if (!st)
             st = fp8_writer_pwrite(ctx, out, wt, row0 * groups * 2, q, nrows * groups * 2);
-        if (!st && p->cancel && *p->cancel)
+        if (!st && p->opts.target.cancel && *p->opts.target.cancel)
             st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
     }
     free(sc);
