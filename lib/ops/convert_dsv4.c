@@ -57,7 +57,7 @@
 /* The expert whose weight or scale `t` is, if any: fills the item. */
 static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
 {
-    const fp4_layout *dsv4 = fp4_layout_get(FP4_LAYOUT_DSV4);
+    const fp4_layout *dsv4 = fp4_layout_get(p->cast->from);
     const fp8_tensor_info *t = it->t;
     char *sname = NULL, *oname = NULL;
     const char *wname = t->name;

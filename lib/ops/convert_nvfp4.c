@@ -395,7 +395,7 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
         size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
         *sc = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_MX_SCALE, .w = it->t,
                            .s = sc->t, .wshard = it->shard, .sshard = sc->shard, .rows = rows,
-                           .cols = cols, .out_dtype = FP8_DTYPE_F8_E4M3, .out_rank = 2,
+                           .cols = cols, .out_dtype = to->scale_dtype, .out_rank = 2,
                            .out_shape = { rows, cols / fp8_scheme_get(p->cast->scheme)->run } };
         if ((st = mx_max_byte(ctx, p, sc, &sc->mx_most)))
             break;
