@@ -41,33 +41,35 @@ static int take_option(int code, const char *value, void *state)
     return -1;
 }
 
-static void describe_target(const fp8_convert *c, char *buf, size_t cap)
+static int print_json(const fp8_convert *c, const fp8_convert_report *r, const char *in,
+                      const char *out, double seconds)
 {
-    const fp8_quant_options *o = fp8_convert_target(c);
-    size_t n = (size_t)snprintf(buf, cap, "scheme %s", fp8_scheme_name(o->scheme));
-    if (fp8_scheme_options(o->scheme) & FP8_SCHEME_TAKES_BLOCK && n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, " %ux%u%s", o->block_rows, o->block_cols,
-                              o->scale_ue8m0 ? " ue8m0" : "");
-    if (n < cap)
-        snprintf(buf + n, cap - n, ", format %s",
-                 fp8_format_name(fp8_quant_plan_format(fp8_convert_plan(c))));
-}
-
-static int print_json(const fp8_convert *c, const char *in, const char *out, double seconds)
-{
-    const fp8_quant_options *o = fp8_convert_target(c);
+    const fp8_quant_plan *plan = fp8_convert_plan(c);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "convert_version", CONVERT_JSON_VERSION);
     cJSON_AddStringToObject(root, "input", in);
     cJSON_AddStringToObject(root, "output", out);
-    cJSON_AddStringToObject(root, "scheme", fp8_scheme_name(o->scheme));
-    if (fp8_scheme_options(o->scheme) & FP8_SCHEME_TAKES_BLOCK) {
-        int b[2] = { (int)o->block_rows, (int)o->block_cols };
-        cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
+    if (r->cast)
+        cJSON_AddStringToObject(root, "cast", r->cast);
+    if (!r->to_nvfp4) {
+        cJSON_AddStringToObject(root, "scheme", fp8_scheme_name(r->scheme));
+        if (fp8_scheme_options(r->scheme) & FP8_SCHEME_TAKES_BLOCK) {
+            int b[2] = { (int)r->block_rows, (int)r->block_cols };
+            cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
+        }
     }
-    cJSON_AddStringToObject(root, "format", fp8_format_name(fp8_quant_plan_format(fp8_convert_plan(c))));
+    cJSON_AddStringToObject(root, "format", r->format);
+    if (r->to_nvfp4) {
+        cJSON_AddNumberToObject(root, "nvfp4_weights", (double)r->nvfp4);
+        cJSON_AddNumberToObject(root, "reciprocals_rounded", (double)r->rounded);
+    } else if (r->cast)
+        cJSON_AddNumberToObject(root, "experts_cast", (double)r->experts);
+    if (r->cast) {
+        cJSON_AddNumberToObject(root, "copied", (double)r->copied);
+        cJSON_AddNumberToObject(root, "seconds", seconds);
+        return cli_print_json(root);
+    }
     cJSON *weights = cJSON_AddArrayToObject(root, "weights");
-    size_t exact = 0;
     for (size_t i = 0; i < fp8_convert_weight_count(c); i++) {
         const fp8_convert_weight *w = fp8_convert_weight_at(c, i);
         cJSON *j = cJSON_CreateObject();
@@ -80,16 +82,12 @@ static int print_json(const fp8_convert *c, const char *in, const char *out, dou
         cJSON_AddItemToObject(j, "changed", cli_json_u64(w->changed));
         cJSON_AddNumberToObject(j, "max_change", w->max_change);
         cJSON_AddItemToArray(weights, j);
-        exact += w->exact;
     }
-    cJSON_AddNumberToObject(root, "exact", (double)exact);
-    cJSON_AddNumberToObject(root, "requantized", (double)(fp8_convert_weight_count(c) - exact));
-    cJSON_AddNumberToObject(root, "activation_scales_dropped", (double)fp8_convert_dropped(c));
-    size_t renamed;
-    const char *names;
-    cJSON_AddNumberToObject(root, "kv_cache_scales", (double)fp8_convert_kv_scales(c, &renamed, &names));
-    cJSON_AddNumberToObject(root, "kv_cache_scales_renamed", (double)renamed);
-    const fp8_quant_plan *plan = fp8_convert_plan(c);
+    cJSON_AddNumberToObject(root, "exact", (double)r->exact);
+    cJSON_AddNumberToObject(root, "requantized", (double)r->requantized);
+    cJSON_AddNumberToObject(root, "activation_scales_dropped", (double)r->dropped);
+    cJSON_AddNumberToObject(root, "kv_cache_scales", (double)r->kv_scales);
+    cJSON_AddNumberToObject(root, "kv_cache_scales_renamed", (double)r->kv_renamed);
     cJSON *warn = cJSON_AddArrayToObject(root, "warnings");
     for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
         cJSON_AddItemToArray(warn, cJSON_CreateString(fp8_quant_plan_warning(plan, i)));
@@ -98,13 +96,29 @@ static int print_json(const fp8_convert *c, const char *in, const char *out, dou
     return cli_print_json(root);
 }
 
-static void print_report(const fp8_convert *c, const char *out, double seconds)
+static void print_report(const fp8_convert *c, const fp8_convert_report *r, const char *out,
+                         double seconds)
 {
-    char target[96];
-    size_t exact = 0, n = fp8_convert_weight_count(c);
-    for (size_t i = 0; i < n; i++) {
+    const fp8_quant_options *o = fp8_convert_target(c);
+    if (r->to_nvfp4 && !strcmp(r->cast, "mxfp4-to-nvfp4"))
+        cli_printf("wrote %s: NVFP4 (weight-only), format %s\n%zu MXFP4 weights cast exactly: "
+                   "codes kept, each group scale 2^k two E4M3 scales 2^(k - m) under a "
+                   "global scale 2^m; %zu tensors copied; %.2f s on cpu\n",
+                   cli_esc(out), r->format, r->nvfp4, r->copied, seconds);
+    else if (r->to_nvfp4)
+        cli_printf("wrote %s: NVFP4, format %s\n%zu NVFP4 weights: codes and group scales "
+                   "copied, second-level scales inverted (%zu rounded to the nearest fp32, "
+                   "the rest exact); %zu tensors copied; %.2f s on cpu\n",
+                   cli_esc(out), r->format, r->nvfp4, r->rounded, r->copied, seconds);
+    else if (r->cast)
+        cli_printf("wrote %s: DeepSeek-V4 MXFP4 experts cast to FP8 (scheme block 128x128 "
+                   "ue8m0, expert_dtype fp8)\n%zu expert weights cast exactly, %zu tensors "
+                   "copied; %.2f s on cpu\n",
+                   cli_esc(out), r->experts, r->copied, seconds);
+    if (r->cast)
+        return;
+    for (size_t i = 0; i < fp8_convert_weight_count(c); i++) {
         const fp8_convert_weight *w = fp8_convert_weight_at(c, i);
-        exact += w->exact;
         if (w->exact)
             cli_printf("exact     %s\n", cli_esc(w->name));
         else
@@ -114,72 +128,19 @@ static void print_report(const fp8_convert *c, const char *out, double seconds)
                        (unsigned long long)w->elements, (unsigned long long)w->changed,
                        w->max_change, cli_esc(w->why));
     }
-    describe_target(c, target, sizeof target);
-    cli_printf("wrote %s: %s\n", cli_esc(out), target);
-    cli_printf("FP8 weights: %zu exact (codes copied), %zu re-quantized from their values", exact,
-               n - exact);
-    if (fp8_convert_dropped(c))
-        cli_printf(", %zu activation scales dropped", fp8_convert_dropped(c));
-    size_t renamed;
-    const char *names;
-    size_t kv = fp8_convert_kv_scales(c, &renamed, &names);
-    if (kv)
-        cli_printf(", %zu KV-cache scales kept (%zu renamed to the %s naming)", kv, renamed,
-                   names ? names : "input's");
+    cli_printf("wrote %s: scheme %s", cli_esc(out), fp8_scheme_name(o->scheme));
+    if (fp8_scheme_options(o->scheme) & FP8_SCHEME_TAKES_BLOCK)
+        cli_printf(" %ux%u%s", o->block_rows, o->block_cols, o->scale_ue8m0 ? " ue8m0" : "");
+    cli_printf(", format %s\n", r->format);
+    cli_printf("FP8 weights: %zu exact (codes copied), %zu re-quantized from their values",
+               r->exact, r->requantized);
+    if (r->dropped)
+        cli_printf(", %zu activation scales dropped", r->dropped);
+    if (r->kv_scales)
+        cli_printf(", %zu KV-cache scales kept (%zu renamed to the %s naming)", r->kv_scales,
+                   r->kv_renamed, r->kv_names ? r->kv_names : "input's");
     cli_printf("; %.2f s on %s\n", seconds,
                fp8_device_name(fp8_quant_plan_device(fp8_convert_plan(c))));
-}
-
-/* A cast of packed-FP4 weights (fp8_convert_fp4): the report. */
-static int finish_cast(fp8_ctx *ctx, fp8_status st, const fp8_convert_fp4_report *r,
-                       const char *in, const char *out, const cli_common *common,
-                       double seconds, cli_progress_state *prog, fp8_like *like)
-{
-    int rc = EXIT_OK;
-    cli_progress_end(prog, st == FP8_OK);
-    if (st)
-        rc = cli_fail(ctx, st);
-    else if (common->quiet)
-        rc = EXIT_OK;
-    else if (common->json) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddNumberToObject(root, "convert_version", CONVERT_JSON_VERSION);
-        cJSON_AddStringToObject(root, "input", in);
-        cJSON_AddStringToObject(root, "output", out);
-        if (r->to) {
-            cJSON_AddStringToObject(root, "cast", r->from_mxfp4 ? "mxfp4-to-nvfp4" : "nvfp4");
-            cJSON_AddStringToObject(root, "format", r->to);
-            cJSON_AddNumberToObject(root, "nvfp4_weights", (double)r->nvfp4);
-            cJSON_AddNumberToObject(root, "reciprocals_rounded", (double)r->rounded);
-        } else {
-            cJSON_AddStringToObject(root, "cast", "mxfp4-experts-to-fp8");
-            cJSON_AddStringToObject(root, "scheme", "block");
-            int b[2] = { 128, 128 };
-            cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
-            cJSON_AddStringToObject(root, "format", "hf-fp8");
-            cJSON_AddNumberToObject(root, "experts_cast", (double)r->experts);
-        }
-        cJSON_AddNumberToObject(root, "copied", (double)r->copied);
-        cJSON_AddNumberToObject(root, "seconds", seconds);
-        rc = cli_print_json(root);
-    } else if (r->to && r->from_mxfp4) {
-        cli_printf("wrote %s: NVFP4 (weight-only), format %s\n%zu MXFP4 weights cast exactly: "
-                   "codes kept, each group scale 2^k two E4M3 scales 2^(k - m) under a "
-                   "global scale 2^m; %zu tensors copied; %.2f s on cpu\n",
-                   cli_esc(out), r->to, r->nvfp4, r->copied, seconds);
-    } else if (r->to) {
-        cli_printf("wrote %s: NVFP4, format %s\n%zu NVFP4 weights: codes and group scales "
-                   "copied, second-level scales inverted (%zu rounded to the nearest fp32, "
-                   "the rest exact); %zu tensors copied; %.2f s on cpu\n",
-                   cli_esc(out), r->to, r->nvfp4, r->rounded, r->copied, seconds);
-    } else
-        cli_printf("wrote %s: DeepSeek-V4 MXFP4 experts cast to FP8 (scheme block 128x128 "
-                   "ue8m0, expert_dtype fp8)\n%zu expert weights cast exactly, %zu tensors "
-                   "copied; %.2f s on cpu\n",
-                   cli_esc(out), r->experts, r->copied, seconds);
-    fp8_like_free(like);
-    fp8_ctx_free(ctx);
-    return rc;
 }
 
 static const struct option cli_convert_options[] = {
@@ -232,35 +193,29 @@ static int cmd_convert(int argc, char **argv, cli_common *common)
         o->target.declare_ignore = false;
         o->target.scale_dtype_set = false;
     }
-    bool cast = false;
-    fp8_convert_fp4_report cast_report = { 0 };
-    if (!st) /* packed FP4 (DeepSeek-V4's experts, NVFP4): a cast; else the FP8 convert */
-        st = fp8_convert_fp4(ctx, in, out, o, &cast, &cast_report);
-    if (cast)
-        return finish_cast(ctx, st, &cast_report, in, out, common, cli_now() - t0, &prog, like);
     if (!st)
         st = fp8_convert_create(ctx, in, o, &c);
-    if (!st && !common->quiet) {
-        const fp8_quant_plan *plan = fp8_convert_plan(c);
-        for (size_t i = 0; i < fp8_quant_plan_warning_count(plan); i++)
-            fprintf(stderr, "fp8conv: warning: %s\n", cli_esc(fp8_quant_plan_warning(plan, i)));
-    }
-    size_t said = c ? fp8_quant_plan_warning_count(fp8_convert_plan(c)) : 0;
+    const fp8_quant_plan *plan = c ? fp8_convert_plan(c) : NULL;
+    size_t said = plan ? fp8_quant_plan_warning_count(plan) : 0;
+    for (size_t i = 0; !common->quiet && i < said; i++)
+        fprintf(stderr, "fp8conv: warning: %s\n", cli_esc(fp8_quant_plan_warning(plan, i)));
     if (!st)
         st = fp8_convert_run(ctx, c, out);
     cli_progress_end(&prog, st == FP8_OK);
-    for (size_t i = said; !st && !common->quiet &&
-                          i < fp8_quant_plan_warning_count(fp8_convert_plan(c));
+    for (size_t i = said; !st && !common->quiet && plan && i < fp8_quant_plan_warning_count(plan);
          i++) /* the run's */
-        fprintf(stderr, "fp8conv: warning: %s\n", fp8_quant_plan_warning(fp8_convert_plan(c), i));
+        fprintf(stderr, "fp8conv: warning: %s\n", fp8_quant_plan_warning(plan, i));
+    fp8_convert_report r = { 0 };
+    if (!st)
+        fp8_convert_get_report(c, &r);
     if (st)
         rc = cli_fail(ctx, st);
     else if (common->quiet)
         rc = EXIT_OK;
     else if (common->json)
-        rc = print_json(c, in, out, cli_now() - t0);
+        rc = print_json(c, &r, in, out, cli_now() - t0);
     else
-        print_report(c, out, cli_now() - t0), rc = EXIT_OK;
+        print_report(c, &r, out, cli_now() - t0), rc = EXIT_OK;
     fp8_convert_free(c);
     fp8_like_free(like);
     fp8_ctx_free(ctx);

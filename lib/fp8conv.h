@@ -589,49 +589,44 @@ const fp8_quant_options *fp8_convert_target(const fp8_convert *c);
 const fp8_quant_plan *fp8_convert_plan(const fp8_convert *c);
 size_t fp8_convert_weight_count(const fp8_convert *c);
 const fp8_convert_weight *fp8_convert_weight_at(const fp8_convert *c, size_t index);
-/* Activation scales (input_scale) left out. */
-size_t fp8_convert_dropped(const fp8_convert *c);
-/* KV-cache scales carried into the output, and how many of them renamed
- * to another naming convention (*names: that convention, or NULL). */
-size_t fp8_convert_kv_scales(const fp8_convert *c, size_t *renamed, const char **names);
 
 /*
- * convert's cast of packed-FP4 weights (fp8conv(1), convert, CASTS): when
- * INPUT is a DeepSeek-V4 checkpoint (config.json model_type deepseek_v4)
- * holding MXFP4 routed experts, they are cast to FP8 E4M3 with an F8_E8M0
- * scale per 128x128 tile, as DeepSeek's own cast (inference/convert.py),
- * every other tensor copied as it is, and config.json says expert_dtype
- * "fp8"; *handled is then true.  An element the cast would round (a tile
- * whose group exponents spread too far for E4M3) fails with
- * FP8_ERR_BAD_INPUT naming tensor, element and tile, and leaves no output;
- * options asking for another layout fail with FP8_ERR_USAGE.
- * An NVFP4 checkpoint (ModelOpt or compressed-tensors) converts to the
- * other format (opts->target.format, which must be given): codes and group
- * scales copied, each second-level scale (weight and activation) its
- * reciprocal, exact when that is an fp32 value; else the nearest is written
- * and counted (report->rounded), or with opts->exact FP8_ERR_USAGE.
- * A compressed-tensors MXFP4 checkpoint converts to NVFP4 (format
- * compressed-tensors, the default, or modelopt): codes kept, each group
- * scale 2^k two E4M3 scales 2^(k - m) under a global scale 2^m, m = the
- * largest k - 8; a group more than 17 exponents below the largest fails
- * with FP8_ERR_BAD_INPUT naming tensor, group and spread, and leaves no
- * output.
- * For any other input *handled is false and nothing is written
- * (fp8_convert_create takes it).
+ * Packed-FP4 input is cast by the same create and run, exactly or not at
+ * all (fp8conv(1), convert, CASTS): DeepSeek-V4's MXFP4 routed experts to
+ * FP8 E4M3 with an F32 scale per 128x128 tile (DeepSeek's own cast), the
+ * rest copied and config.json saying expert_dtype "fp8"; NVFP4 between
+ * ModelOpt and compressed-tensors (opts->target.format, which must be
+ * given: second-level scales inverted, a rounded reciprocal counted, or
+ * with `exact` FP8_ERR_USAGE); compressed-tensors MXFP4 to NVFP4 (format
+ * compressed-tensors, the default, or modelopt: each group scale 2^k two
+ * E4M3 scales 2^(k - m) under a global 2^m, m = the largest k - 8).  A
+ * value the cast would change is FP8_ERR_BAD_INPUT naming tensor, element
+ * and rule; options asking for another layout are FP8_ERR_USAGE.  A cast
+ * has no quantize plan (fp8_convert_plan NULL) and no weights.
  */
 typedef struct {
-    size_t experts;        /* DeepSeek-V4 expert weights cast */
-    size_t nvfp4;          /* NVFP4 weights re-labelled */
-    size_t rounded;        /* NVFP4 second-level scales whose reciprocal was rounded */
-    const char *to;        /* NVFP4: the target format's name; NULL for DeepSeek-V4 */
-    bool from_mxfp4;       /* NVFP4 from compressed-tensors MXFP4 (nvfp4: weights cast) */
-    size_t copied;         /* tensors copied as they are */
-    uint64_t output_bytes; /* of all tensors written */
-} fp8_convert_fp4_report;
+    /* NULL: FP8 weights copied or re-quantized; else the cast the input
+     * took: "mxfp4-experts-to-fp8", "nvfp4" or "mxfp4-to-nvfp4" */
+    const char *cast;
+    bool to_nvfp4;          /* a cast to NVFP4 (nvfp4, rounded), else to FP8 */
+    fp8_scheme scheme;      /* the output's layout: scheme, block (when it takes one), format */
+    uint32_t block_rows, block_cols;
+    const char *format;
+    size_t exact, requantized; /* FP8 weights, by path */
+    size_t dropped;         /* activation scales (input_scale) left out */
+    /* KV-cache scales carried, how many renamed, and to what naming (or NULL) */
+    size_t kv_scales, kv_renamed;
+    const char *kv_names;
+    /* a cast: expert weights cast (DeepSeek-V4), NVFP4 weights written,
+     * second-level scales whose reciprocal was rounded, tensors copied as
+     * they are, bytes of all tensors written */
+    size_t experts, nvfp4, rounded, copied;
+    uint64_t output_bytes;
+} fp8_convert_report;
 
-fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
-                           const fp8_convert_options *opts, bool *handled,
-                           fp8_convert_fp4_report *report);
+/* What fp8_convert_run wrote (the weights' own: fp8_convert_weight_at). */
+void fp8_convert_get_report(const fp8_convert *c, fp8_convert_report *r);
+
 
 /* ---------------------------------------------------------------- --like */
 

@@ -4,6 +4,7 @@
  */
 #include "common/types.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "common/fp8_math.h"
@@ -39,6 +40,20 @@ static const fp8_elem_traits elems[FP8_ELEM_COUNT] = {
 const fp8_elem_traits *fp8_elem_get(fp8_elem e)
 {
     return (unsigned)e < FP8_ELEM_COUNT ? &elems[e] : NULL;
+}
+
+bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q)
+{
+    float v = e->decode(c);
+    if (v == 0) {
+        *q = signbit(v) ? 0x80 : 0x00;
+        return true;
+    }
+    if (isnan(v) || k < -24) /* below 2^-24 * 2^-9... : far under E4M3's 2^-9 */
+        return false;
+    float x = v * fp8_pow2(k); /* exact: a few significant bits, exponent >= -33 */
+    *q = fp8_f32_to_e4m3(x);
+    return fp8_e4m3_to_f32(*q) == x;
 }
 
 /* In fp8_scheme's order; fp8_scheme_names is the one list of their names. */

@@ -49,6 +49,12 @@ typedef struct {
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e);
 
+/* Code c of element type e times 2^k as an E4M3 code (a cast between scale
+ * grids: DeepSeek's E2M1 experts into tiles, MX groups into ue8m0 blocks);
+ * false when the product is no E4M3 value (it would round) or c is NaN.
+ * A zero keeps its sign. */
+bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q);
+
 /* How a scheme's groups tile one [M, N] matrix. */
 typedef enum {
     FP8_GROUP_TILE,   /* block_rows x block_cols tiles (partial at the edges) */

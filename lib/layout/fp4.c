@@ -89,6 +89,7 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .name = "ModelOpt nvfp4", .weight_suffix = ".weight", .scale_suffix = ".weight_scale",
         .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8, .scale_dtype = FP8_DTYPE_F8_E4M3,
         .weight_rank = 2, .scheme = &nvfp4, .global_suffix = ".weight_scale_2",
+        .input_suffix = ".input_scale",
         .source = "ModelOpt export/unified_export_hf.py, qtensor/nvfp4_tensor.py",
         /* quant_algo NVFP4 (or W4A16_NVFP4): vLLM modelopt.py ModelOptNvFp4Config */
         .decl_method = "modelopt", .decl_key = "quant_algo", .decl_value = "NVFP4",
@@ -114,6 +115,7 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
         .scale_dtype = FP8_DTYPE_F8_E4M3, .weight_rank = 2, .scheme = &nvfp4,
         .global_suffix = ".weight_global_scale", .global_divides = true,
+        .input_suffix = ".input_global_scale",
         .global_rank = 1,
         .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py",
         /* compressed-tensors config/base.py CompressionFormat.nvfp4_pack_quantized */
@@ -212,6 +214,67 @@ const fp4_layout *fp4_layout_get(fp4_layout_id id)
 
 /* gpt-oss: transformers quantizers/quantizer_mxfp4.py and Mxfp4Config
  * (utils/quantization_config.py, quant_method "mxfp4") */
+#define NV_USAGE(from, to)                                                                 \
+    "an NVFP4 checkpoint (" from ") converts to the other NVFP4 format only: --format " to   \
+    ", without --scheme, --block, --scale-fmt or --kv-names"
+#define MX_USAGE                                                                           \
+    "an MXFP4 checkpoint (compressed-tensors mxfp4) converts to NVFP4 only: --format "      \
+    "compressed-tensors (the default) or --format modelopt, without --scheme, --block, "    \
+    "--scale-fmt or --kv-names"
+
+static const fp4_cast casts[] = {
+    /* deepseek-ai DeepSeek-V4-Flash-0731 inference/convert.py, fp8_block_size 128 */
+    { "mxfp4-experts-to-fp8", FP4_LAYOUT_DSV4, FP4_LAYOUT_COUNT, FP8_FORMAT_HF_FP8,
+      FP8_FORMAT_HF_FP8, true, FP4_CAST_TILE, FP8_SCHEME_BLOCK, 128, 6,
+      "DeepSeek-V4's MXFP4 experts cast to one layout only, DeepSeek's: --scheme block --block "
+      "128x128 --scale-fmt ue8m0 --format hf-fp8 (the trunk's; --kv-names does not apply)" },
+    { "nvfp4", FP4_LAYOUT_NVFP4_MODELOPT, FP4_LAYOUT_NVFP4_CT, FP8_FORMAT_MODELOPT,
+      FP8_FORMAT_COMPRESSED_TENSORS, false, FP4_CAST_INVERT, FP8_SCHEME_NVFP4, 0, 0,
+      NV_USAGE("ModelOpt nvfp4", "compressed-tensors") },
+    { "nvfp4", FP4_LAYOUT_NVFP4_CT, FP4_LAYOUT_NVFP4_MODELOPT, FP8_FORMAT_COMPRESSED_TENSORS,
+      FP8_FORMAT_MODELOPT, false, FP4_CAST_INVERT, FP8_SCHEME_NVFP4, 0, 0,
+      NV_USAGE("compressed-tensors nvfp4", "modelopt") },
+    /* NVIDIA Model-Optimizer PR #1372 examples/llm_ptq/cast_mxfp4_to_nvfp4.py */
+    { "mxfp4-to-nvfp4", FP4_LAYOUT_MXFP4_CT, FP4_LAYOUT_NVFP4_CT, FP8_FORMAT_COMPRESSED_TENSORS,
+      FP8_FORMAT_COMPRESSED_TENSORS, true, FP4_CAST_SPLIT, FP8_SCHEME_NVFP4, 0, 8, MX_USAGE },
+    { "mxfp4-to-nvfp4", FP4_LAYOUT_MXFP4_CT, FP4_LAYOUT_NVFP4_MODELOPT,
+      FP8_FORMAT_COMPRESSED_TENSORS, FP8_FORMAT_MODELOPT, false, FP4_CAST_SPLIT, FP8_SCHEME_NVFP4, 0, 8, MX_USAGE },
+};
+
+const fp4_cast *fp4_cast_find(const fp4_layout *from, fp8_format format)
+{
+    for (size_t i = 0; i < sizeof casts / sizeof *casts; i++)
+        if (&layouts[casts[i].from] == from &&
+            (casts[i].format == format || (format == FP8_FORMAT_DEFAULT && casts[i].by_default)))
+            return &casts[i];
+    return NULL;
+}
+
+const fp4_cast *fp4_cast_from(const fp4_layout *from)
+{
+    for (size_t i = 0; i < sizeof casts / sizeof *casts; i++)
+        if (&layouts[casts[i].from] == from)
+            return &casts[i];
+    return NULL;
+}
+
+fp8_status fp4_cast_pick(fp8_ctx *ctx, const char *input, const fp8_convert_options *o,
+                         const fp4_cast **row, const fp4_layout *from)
+{
+    const fp8_quant_options *t = &o->target;
+    const fp4_cast *c = fp4_cast_find(from, t->format);
+    /* a cast to FP8 tiles takes the options that name its own layout */
+    bool fits = c && (c->tile ? (!o->scheme_set || t->scheme == c->scheme) &&
+                                    (!o->block_set ||
+                                     (t->block_rows == c->tile && t->block_cols == c->tile)) &&
+                                    (!o->scale_fmt_set || t->scale_ue8m0)
+                              : !o->scheme_set && !o->block_set && !o->scale_fmt_set);
+    if (!fits || o->kv_names)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: %s", input, (c ? c : fp4_cast_from(from))->usage);
+    *row = c;
+    return FP8_OK;
+}
+
 const fp4_layout *fp4_layout_of_method(const char *quant_method)
 {
     for (int i = 0; quant_method && i < FP4_LAYOUT_COUNT; i++)

@@ -96,6 +96,12 @@ typedef struct {
          * per expert) in it, because of this rule */
         const char *experts_refuses;
     } loaders[FP8_LOADER_COUNT];
+    /* NVFP4 W4A4: the activations' second level, named and ruled as the
+     * weight's (global_suffix): ModelOpt input_scale F32 [] <->
+     * compressed-tensors input_global_scale F32 [1] (vLLM
+     * compressed_tensors_w4a4_nvfp4.py takes 1 / input_global_scale where
+     * ModelOptNvFp4LinearMethod takes input_scale; testdata/gen_fp4.py) */
+    const char *input_suffix;
 } fp4_layout;
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id);
@@ -181,6 +187,49 @@ extern const char *const fp4_fused_parts[FP4_FUSED_COUNT][3];
  * such a layer: its row of fp4_fused_parts, and the length of what comes
  * before the part's name (ending in '.'). */
 bool fp4_fused_part(const char *stem, size_t *row, size_t *base);
+
+/*
+ * The casts convert makes of packed-FP4 input (fp8conv(1) convert, CASTS;
+ * fp8conv-formats(5), 2026 LAYOUTS), each exact or refused: a row per
+ * layout pair, its rule and the rule's numbers.
+ */
+typedef enum {
+    /* E2M1 groups into FP8 tiles (DeepSeek's cast_e2m1fn_to_e4m3fn): a tile's
+     * scale is its largest group scale over 2^shift, each code times
+     * 2^(group exponent - tile exponent) its E4M3 code */
+    FP4_CAST_TILE,
+    /* NVFP4 re-labelled: codes and group scales copied, each second level
+     * (weight's, activations') its reciprocal where one layout divides by
+     * it and the other multiplies */
+    FP4_CAST_INVERT,
+    /* each MXFP4 group scale 2^k two NVFP4 E4M3 scales 2^(k - m) under a
+     * global 2^m, m = k_max - shift (ModelOpt PR #1372) */
+    FP4_CAST_SPLIT,
+} fp4_cast_rule;
+
+typedef struct {
+    const char *name;       /* the report's: "mxfp4-experts-to-fp8" */
+    fp4_layout_id from, to; /* to: FP4_LAYOUT_COUNT for FP8 */
+    fp8_format input_format, format; /* the input's (its config), the output's */
+    bool by_default;        /* the output when the options name no format */
+    fp4_cast_rule rule;
+    fp8_scheme scheme;      /* the output's */
+    uint32_t tile;          /* TILE: a tile's rows and columns (0: no options name it) */
+    /* TILE: log2 of DeepSeek's max_offset (6: E2M1's 6 * 2^6 = 384 <= 448);
+     * SPLIT: the largest group's exponent (8: E4M3's largest power of two) */
+    int shift;
+    const char *usage;      /* what the options may ask (after "INPUT: ") */
+} fp4_cast;
+
+/* The cast of layout `from` to `format` (DEFAULT: the row by_default);
+ * NULL when there is none.  fp4_cast_from: its first (NULL: none). */
+const fp4_cast *fp4_cast_find(const fp4_layout *from, fp8_format format);
+const fp4_cast *fp4_cast_from(const fp4_layout *from);
+/* The row of the cast from `from` that convert's options ask for, into
+ * *row; FP8_ERR_USAGE (the row's usage) when they ask for what no row
+ * gives. */
+fp8_status fp4_cast_pick(fp8_ctx *ctx, const char *input, const fp8_convert_options *o,
+                         const fp4_cast **row, const fp4_layout *from);
 
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,

@@ -20,6 +20,7 @@
 #include "layout/kvscale.h"
 #include "common/types.h"
 #include "compute/quant_cpu.h"
+#include "ops/convert_cast.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
 
@@ -72,6 +73,7 @@ struct fp8_convert {
     fp8_format input_format; /* the format the input declares */
     fp8_quant_source source;
     fp8_quant_plan *plan;
+    cast_plan *cast;   /* packed-FP4 input: its cast (then no plan, no weights) */
     pthread_mutex_t lock;
 };
 
@@ -235,9 +237,9 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
  * the largest group exponent byte B as its scale 2^(B - 127), and each code
  * q of a group with byte b becomes q * 2^(b - B), exact while that is an
  * E4M3 value (no bit shifted out below E4M3's 2^-9): the rule of
- * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements.  shift_table[d][q]
- * is q * 2^-d, or NO_SHIFT (E4M3's NaN, which no product is) where that is
- * no E4M3 value or q is NaN.
+ * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements, the codec's
+ * fp8_elem_shift_e4m3.  shift_table[d][q] is q * 2^-d, or NO_SHIFT (E4M3's
+ * NaN, which no product is) where that is no E4M3 value or q is NaN.
  */
 enum { NO_SHIFT = 0x7F };
 static uint8_t shift_table[256][256];
@@ -246,12 +248,10 @@ static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 static void shift_table_init(void)
 {
     for (int d = 0; d < 256; d++)
-        for (int q = 0; q < 256; q++) {
-            float v = fp8_e4m3_to_f32((uint8_t)q), x = d <= 24 ? v * fp8_pow2(-d) : 0.0f;
-            uint8_t r = fp8_f32_to_e4m3(x);
-            bool ok = (q & 0x7F) != 0x7F && (v == 0 || (d <= 24 && fp8_e4m3_to_f32(r) == x));
-            shift_table[d][q] = !ok ? NO_SHIFT : v == 0 ? (uint8_t)(q & 0x80) : r;
-        }
+        for (int q = 0; q < 256; q++)
+            if (!fp8_elem_shift_e4m3(fp8_elem_get(FP8_ELEM_E4M3), (uint8_t)q, -d,
+                                     &shift_table[d][q]))
+                shift_table[d][q] = NO_SHIFT;
 }
 
 /* The block of flat element e of weight w, in its tiles. */
@@ -769,6 +769,12 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     c->opts.target.ignore = NULL;
     c->opts.target.nignore = 0;
     fp8_status st = fp8_checkpoint_open(ctx, input, &c->ck);
+    if (!st)
+        st = cast_plan_create(ctx, c->ck, input, opts, &c->cast);
+    if (!st && c->cast) {
+        *out = c;
+        return FP8_OK;
+    }
     if (!st && fp8_checkpoint_is_directory(c->ck))
         st = fmt_config_read(ctx, input, &config, NULL); /* ModelOpt's side file too */
     if (!st)
@@ -799,6 +805,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
 
 fp8_status fp8_convert_run(fp8_ctx *ctx, fp8_convert *c, const char *output)
 {
+    if (c->cast)
+        return cast_plan_write(ctx, c->cast, output);
     for (size_t i = 0; i < c->n; i++)
         c->weights[i].pub.changed = c->weights[i].pub.codes_changed = 0,
         c->weights[i].pub.max_change = 0;
@@ -810,6 +818,7 @@ void fp8_convert_free(fp8_convert *c)
     if (!c)
         return;
     fp8_quant_plan_free(c->plan);
+    cast_plan_free(c->cast);
     for (size_t i = 0; c->weights && i < c->n; i++) {
         free((char *)c->weights[i].pub.why);
         free(c->weights[i].scale_name);
@@ -833,10 +842,20 @@ const fp8_convert_weight *fp8_convert_weight_at(const fp8_convert *c, size_t i)
 {
     return i < c->n ? &c->weights[i].pub : NULL;
 }
-size_t fp8_convert_dropped(const fp8_convert *c) { return c->dropped; }
-size_t fp8_convert_kv_scales(const fp8_convert *c, size_t *renamed, const char **names)
+void fp8_convert_get_report(const fp8_convert *c, fp8_convert_report *r)
 {
-    *renamed = c->nkv_renamed;
-    *names = c->nkv_renamed ? c->kv_names : NULL;
-    return c->nkv;
+    if (c->cast) {
+        cast_plan_report(c->cast, r);
+        return;
+    }
+    const fp8_quant_options *o = &c->opts.target;
+    *r = (fp8_convert_report){ .scheme = o->scheme, .block_rows = o->block_rows,
+                               .block_cols = o->block_cols,
+                               .format = fp8_format_name(fp8_quant_plan_format(c->plan)),
+                               .dropped = c->dropped, .kv_scales = c->nkv,
+                               .kv_renamed = c->nkv_renamed,
+                               .kv_names = c->nkv_renamed ? c->kv_names : NULL };
+    for (size_t i = 0; i < c->n; i++)
+        r->exact += c->weights[i].pub.exact;
+    r->requantized = c->n - r->exact;
 }

@@ -49,14 +49,15 @@
 #include "layout/fp4.h"
 #include "ops/convert_dsv4.h"
 
-#define TILE 128u        /* DeepSeek's fp8_block_size */
-#define TILE_OFFSET 6    /* log2 of its max_offset 2^6: E2M1's 6 * 2^6 = 384 <= 448 */
+/* DeepSeek's fp8_block_size and max_offset: the cast's row (layout/fp4.h) */
+#define TILE (p->cast->tile)
+#define TILE_OFFSET ((unsigned)p->cast->shift)
 
 
 /* The expert whose weight or scale `t` is, if any: fills the item. */
 static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
 {
-    const fp4_layout *dsv4 = fp4_layout_get(FP4_LAYOUT_DSV4);
+    const fp4_layout *dsv4 = fp4_layout_get(p->cast->from);
     const fp8_tensor_info *t = it->t;
     char *sname = NULL, *oname = NULL;
     const char *wname = t->name;
@@ -193,25 +194,9 @@ static fp8_status tile_bytes(fp8_ctx *ctx, const cast_plan *p, const cast_item *
     return FP8_OK;
 }
 
-/* E2M1 code c times 2^k as an E4M3 code; false when that product is no
- * E4M3 value (the cast would round it).  k <= 6 here. */
-static bool e2m1_shift(unsigned c, int k, uint8_t *q)
-{
-    const fp8_elem_traits *e2m1 = fp8_elem_get(FP8_ELEM_E2M1);
-    float v = e2m1->decode((uint8_t)c);
-    if (v == 0) {
-        *q = c & 8 ? 0x80 : 0x00; /* -0 stays -0: the decode's sign (types.c) */
-        return true;
-    }
-    if (k < -24) /* below 2^-24 * 0.5: far under E4M3's 2^-9 */
-        return false;
-    float x = v * fp8_pow2(k); /* exact: 2 significant bits, exponent >= -25 */
-    *q = fp8_f32_to_e4m3(x);
-    return fp8_e4m3_to_f32(*q) == x;
-}
-
 /* The spread of group exponents in tile j of a band (for the message). */
-static unsigned tile_spread(const cast_item *it, uint64_t nrows, const uint8_t *sc, uint64_t j)
+static unsigned tile_spread(const cast_plan *p, const cast_item *it, uint64_t nrows,
+                            const uint8_t *sc, uint64_t j)
 {
     uint64_t groups = it->cols / FP8_MX_GROUP, per_tile = TILE / FP8_MX_GROUP;
     unsigned lo = 255, hi = 0;
@@ -225,35 +210,36 @@ static unsigned tile_spread(const cast_item *it, uint64_t nrows, const uint8_t *
 }
 
 /* The E4M3 codes of one band of an expert's rows, element by element by
- * the rule (e2m1_shift); it names the first element the cast would change. */
+ * the rule (fp8_elem_shift_e4m3); it names the first element the cast would change. */
 static fp8_status cast_band_ref(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, uint64_t row0,
                             uint64_t nrows, const uint8_t *packed, const uint8_t *sc,
                             const uint8_t *tb, uint8_t *q)
 {
+    const fp8_elem_traits *e2m1 = fp8_elem_get(fp4_layout_get(p->cast->from)->scheme->elem);
     uint64_t groups = it->cols / FP8_MX_GROUP;
     for (uint64_t r = 0; r < nrows; r++)
         for (uint64_t i = 0; i < it->cols; i++) {
             unsigned byte = packed[r * (it->cols / 2) + i / 2];
             unsigned c = i & 1 ? byte >> 4 : byte & 15; /* element 2i in the low nibble */
             int k = (int)sc[r * groups + i / FP8_MX_GROUP] - (int)tb[i / TILE];
-            if (!e2m1_shift(c, k, &q[r * it->cols + i]))
+            if (!fp8_elem_shift_e4m3(e2m1, (uint8_t)c, k, &q[r * it->cols + i]))
                 return fp8_fail(
                     ctx, FP8_ERR_BAD_INPUT,
                     "%s: tensor '%s': element [%llu, %llu] (%g times 2^%d) is no E4M3 value "
-                    "under its 128x128 tile's scale (tile [%llu, %llu]: its group exponents "
+                    "under its %ux%u tile's scale (tile [%llu, %llu]: its group exponents "
                     "spread by %u, more than the 14 E4M3 holds): the cast to FP8 would "
                     "change it; convert refuses (dequantize-for-export keeps every value)",
                     fp8_checkpoint_shard_name(p->ck, it->wshard), it->w->name,
                     (unsigned long long)(row0 + r), (unsigned long long)i,
-                    (double)fp8_elem_get(FP8_ELEM_E2M1)->decode((uint8_t)c),
-                    (int)sc[r * groups + i / FP8_MX_GROUP] - 127,
+                    (double)e2m1->decode((uint8_t)c),
+                    (int)sc[r * groups + i / FP8_MX_GROUP] - 127, TILE, TILE,
                     (unsigned long long)(row0 / TILE), (unsigned long long)(i / TILE),
-                    tile_spread(it, nrows, sc, i / TILE));
+                    tile_spread(p, it, nrows, sc, i / TILE));
         }
     return FP8_OK;
 }
 
-/* e2m1_shift tabulated for every shift k a tile can give (group byte -
+/* fp8_elem_shift_e4m3 of E2M1 tabulated for every shift k a tile can give (group byte -
  * tile byte: at most 6, at least -254) and every code; 0x7F, E4M3's NaN,
  * which no product is, where the product is no E4M3 value.  A row is 16
  * bytes, a pshufb table. */
@@ -277,9 +263,9 @@ static bool cpu_has_ssse3(void) { return __builtin_cpu_supports("ssse3"); }
 /* Each group's 16 bytes of codes: the low nibbles (elements 2b) and the
  * high ones (2b + 1) looked up in the group's table row, interleaved
  * back; nonzero when some element has no code. */
-DSV4_SSSE3 static unsigned cast_rows_ssse3(const uint8_t *packed, const uint8_t *sc,
-                                           const uint8_t *tb, uint64_t nrows, uint64_t cols,
-                                           uint8_t *q)
+DSV4_SSSE3 static unsigned cast_rows_ssse3(const cast_plan *p, const uint8_t *packed,
+                                           const uint8_t *sc, const uint8_t *tb, uint64_t nrows,
+                                           uint64_t cols, uint8_t *q)
 {
     uint64_t groups = cols / FP8_MX_GROUP;
     const __m128i nib = _mm_set1_epi8(0x0F);
@@ -304,8 +290,8 @@ DSV4_SSSE3 static unsigned cast_rows_ssse3(const uint8_t *packed, const uint8_t 
 }
 #else
 static bool cpu_has_ssse3(void) { return false; }
-static unsigned cast_rows_ssse3(const uint8_t *packed, const uint8_t *sc, const uint8_t *tb,
-                                uint64_t nrows, uint64_t cols, uint8_t *q)
+static unsigned cast_rows_ssse3(const cast_plan *p, const uint8_t *packed, const uint8_t *sc,
+                                const uint8_t *tb, uint64_t nrows, uint64_t cols, uint8_t *q)
 {
     return 1;
 }
@@ -316,7 +302,8 @@ static void shift_table_init(void)
     for (int k = SHIFT_MIN; k < SHIFT_MIN + SHIFT_COUNT; k++)
         for (unsigned c = 0; c < 16; c++) {
             uint8_t q;
-            shift_table[k - SHIFT_MIN][c] = e2m1_shift(c, k, &q) ? q : NO_CODE;
+            shift_table[k - SHIFT_MIN][c] =
+                fp8_elem_shift_e4m3(fp8_elem_get(FP8_ELEM_E2M1), (uint8_t)c, k, &q) ? q : NO_CODE;
         }
     const char *want = getenv("FP8CONV_DSV4_CAST");
     band_path = cpu_has_ssse3() ? CAST_PATH_SSSE3 : CAST_PATH_TABLE;
@@ -328,8 +315,8 @@ static void shift_table_init(void)
 
 /* cast_band_ref's bytes a group's table row at a time; nonzero when some
  * element has no code. */
-static unsigned cast_rows_table(const uint8_t *packed, const uint8_t *sc, const uint8_t *tb,
-                                uint64_t nrows, uint64_t cols, uint8_t *q)
+static unsigned cast_rows_table(const cast_plan *p, const uint8_t *packed, const uint8_t *sc,
+                                const uint8_t *tb, uint64_t nrows, uint64_t cols, uint8_t *q)
 {
     uint64_t groups = cols / FP8_MX_GROUP;
     unsigned bad = 0;
@@ -356,9 +343,9 @@ static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *i
 {
     pthread_once(&shift_once, shift_table_init);
     unsigned bad = band_path == CAST_PATH_SSSE3
-                       ? cast_rows_ssse3(packed, sc, tb, nrows, it->cols, q)
+                       ? cast_rows_ssse3(p, packed, sc, tb, nrows, it->cols, q)
                    : band_path == CAST_PATH_TABLE
-                       ? cast_rows_table(packed, sc, tb, nrows, it->cols, q)
+                       ? cast_rows_table(p, packed, sc, tb, nrows, it->cols, q)
                        : 1;
     return bad ? cast_band_ref(ctx, p, it, row0, nrows, packed, sc, tb, q) : FP8_OK;
 }
@@ -398,7 +385,7 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
             st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
         if (!st)
             st = fp8_writer_pwrite(ctx, out, wt, row0 * it->cols, q, nrows * it->cols);
-        if (!st && p->cancel && *p->cancel)
+        if (!st && p->opts.target.cancel && *p->opts.target.cancel)
             st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
     }
     if (st)
@@ -504,8 +491,9 @@ fp8_status dsv4_write_trunk_scale(fp8_ctx *ctx, const cast_plan *p, const cast_i
 /* config.json with expert_dtype "fp8" wherever the input says "fp4" (top
  * level: V4; inside quantization_config: V4.1), and at the top level when
  * it says nothing: vLLM's default is "fp4". */
-fp8_status dsv4_write_config(fp8_ctx *ctx, cJSON *config, const char *dir)
+fp8_status dsv4_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
 {
+    cJSON *config = p->config;
     cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
     bool said = false;
     cJSON *where[2] = { config, cJSON_IsObject(qc) ? qc : NULL };
@@ -520,22 +508,6 @@ fp8_status dsv4_write_config(fp8_ctx *ctx, cJSON *config, const char *dir)
     return ck_json_write(ctx, dir, "config.json", config);
 }
 
-/* The options convert takes beside the cast's own target. */
-static fp8_status check_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input)
-{
-    const fp8_quant_options *t = &o->target;
-    bool block_ok = !o->block_set || (t->block_rows == TILE && t->block_cols == TILE);
-    if ((o->scheme_set && t->scheme != FP8_SCHEME_BLOCK) || !block_ok ||
-        (t->format != FP8_FORMAT_DEFAULT && t->format != FP8_FORMAT_HF_FP8) ||
-        (o->scale_fmt_set && !t->scale_ue8m0) || o->kv_names)
-        return fp8_fail(ctx, FP8_ERR_USAGE,
-                        "%s: DeepSeek-V4's MXFP4 experts cast to one layout only, DeepSeek's: "
-                        "--scheme block --block 128x128 --scale-fmt ue8m0 --format hf-fp8 "
-                        "(the trunk's; --kv-names does not apply)",
-                        input);
-    return FP8_OK;
-}
-
 fp8_status dsv4_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
 {
     fp8_status st = FP8_OK;
@@ -546,5 +518,5 @@ fp8_status dsv4_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, b
     if (st || !p->experts)
         return st;
     *handled = true;
-    return check_options(ctx, o, p->input);
+    return fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
 }

@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/internal.h"
-#include "ops/convert_fp4.h"
+#include "ops/convert_cast.h"
 
 /* The plan of a DeepSeek-V4 checkpoint (model_type's FP4 layout is
  * FP4_LAYOUT_DSV4): each expert's weight and scale, each trunk .scale;
@@ -19,6 +19,6 @@ fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *
                              fp8_writer *out, const fp8_tensor_info *wt);
 fp8_status dsv4_write_trunk_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                                   fp8_writer *out, const fp8_tensor_info *wt);
-fp8_status dsv4_write_config(fp8_ctx *ctx, cJSON *config, const char *dir);
+fp8_status dsv4_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir);
 
 #endif

@@ -37,14 +37,6 @@
  * change of at most 2^-24 to every value of the weight), counted in the
  * report; --exact refuses it.
  */
-typedef struct {
-    const fp4_layout *l;
-    const char *input_suffix; /* the activations' second level (not in fp4.h's table yet) */
-} nv_side;
-
-static const nv_side nv_modelopt = { NULL, ".input_scale" };
-static const nv_side nv_ct = { NULL, ".input_global_scale" };
-
 static cast_item *item_of(cast_plan *p, const char *name)
 {
     size_t shard;
@@ -107,58 +99,6 @@ static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const ch
     return FP8_OK;
 }
 
-static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what);
-
-static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, const nv_side *from, const nv_side *to,
-                             bool exact)
-{
-    fp8_status st = FP8_OK;
-    for (size_t i = 0; !st && i < p->n; i++) {
-        cast_item *it = &p->items[i];
-        char *sname = NULL, *oname = NULL;
-        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank, &sname,
-                                               &oname);
-        cast_item *sc = l == from->l && sname ? item_of(p, sname) : NULL;
-        free(sname);
-        free(oname);
-        if (!sc)
-            continue;
-        size_t stem = strlen(it->t->name) - strlen(from->l->weight_suffix);
-        char *gname = NULL, *iname = NULL;
-        if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->l->global_suffix) < 0 ||
-            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        cast_item *g = st ? NULL : item_of(p, gname), *in = st ? NULL : item_of(p, iname);
-        if (!st && !g)
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
-                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, gname);
-        else if (!st && (p->nvfp4 ? (in != NULL) != p->acts : false))
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': %s '%s', unlike the NVFP4 weights before it: the "
-                          "cast takes weight-only NVFP4 (W4A16) or weights and activations in 4 "
-                          "bits (W4A4), one for every weight",
-                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
-                          in ? "it has" : "no", iname);
-        p->acts = p->nvfp4 ? p->acts : in != NULL;
-        if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
-                            to->l->weight_suffix) < 0) {
-            it->out_name = NULL;
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        }
-        if (!st)
-            st = plan_recip(ctx, p, g, it->t->name, stem, to->l->global_suffix,
-                            to->l->global_rank, exact);
-        if (!st && in)
-            st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->l->global_rank,
-                            exact);
-        p->nvfp4++;
-        free(gname);
-        free(iname);
-    }
-    return st ? st : check_carried(ctx, p, "NVFP4");
-}
-
 /* What else a cast to NVFP4 would carry over unread: another quantized
  * tensor (`what`: the weights the cast reads). */
 static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *what)
@@ -177,6 +117,56 @@ static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *wh
                           fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, what);
     }
     return st;
+}
+
+static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
+{
+    const fp4_layout *from = fp4_layout_get(p->cast->from), *to = fp4_layout_get(p->cast->to);
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < p->n; i++) {
+        cast_item *it = &p->items[i];
+        char *sname = NULL, *oname = NULL;
+        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank, &sname,
+                                               &oname);
+        cast_item *sc = l == from && sname ? item_of(p, sname) : NULL;
+        free(sname);
+        free(oname);
+        if (!sc)
+            continue;
+        size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
+        char *gname = NULL, *iname = NULL;
+        if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->global_suffix) < 0 ||
+            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        cast_item *g = st ? NULL : item_of(p, gname), *in = st ? NULL : item_of(p, iname);
+        if (!st && !g)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, gname);
+        else if (!st && (p->nvfp4 ? (in != NULL) != p->acts : false))
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s: tensor '%s': %s '%s', unlike the NVFP4 weights before it: the "
+                          "cast takes weight-only NVFP4 (W4A16) or weights and activations in 4 "
+                          "bits (W4A4), one for every weight",
+                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                          in ? "it has" : "no", iname);
+        p->acts = p->nvfp4 ? p->acts : in != NULL;
+        if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
+                            to->weight_suffix) < 0) {
+            it->out_name = NULL;
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (!st)
+            st = plan_recip(ctx, p, g, it->t->name, stem, to->global_suffix,
+                            to->global_rank, exact);
+        if (!st && in)
+            st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->global_rank,
+                            exact);
+        p->nvfp4++;
+        free(gname);
+        free(iname);
+    }
+    return st ? st : check_carried(ctx, p, "NVFP4");
 }
 
 /* The ignore list a config declares (compressed-tensors "ignore"; ModelOpt
@@ -222,9 +212,11 @@ static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bo
  * the weights alone (W4A16: compressed-tensors' NVFP4A16 preset,
  * input_activations null; ModelOpt's quant_algo W4A16_NVFP4,
  * export/model_config.py QUANTIZATION_W4A16_NVFP4). */
-fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool from_ct,
-                           bool to_ct, bool acts, const char *dir)
+fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
 {
+    cJSON *config = p->config;
+    bool from_ct = p->cast->input_format == FP8_FORMAT_COMPRESSED_TENSORS;
+    bool to_ct = p->cast->format == FP8_FORMAT_COMPRESSED_TENSORS, acts = p->acts;
     cJSON *side = NULL, *ignore = NULL;
     fp8_status st = ck_json_read(ctx, p->input, HF_QUANT_CONFIG, &side);
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
@@ -282,7 +274,7 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool
         cJSON_AddStringToObject(q, "quantization_status", "compressed");
     } else {
         side = fmt_modelopt_side(acts ? "NVFP4" : "W4A16_NVFP4", cJSON_Duplicate(ignore, true),
-                                 fp8_scheme_get(FP8_SCHEME_NVFP4)->run, false);
+                                 fp8_scheme_get(p->cast->scheme)->run, false);
         cJSON_Delete(q);
         q = fmt_modelopt_fp4_config(ignore, acts);
     }
@@ -297,53 +289,11 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool
     return st;
 }
 
-/* The layout of the input's first weight whose layout `fits` and whose
- * scale is in the checkpoint, if any. */
-static const fp4_layout *weight_layout(const cast_plan *p, bool (*fits)(const fp4_layout *l))
+fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
 {
-    for (size_t i = 0; i < p->n; i++) {
-        char *sname = NULL, *oname = NULL;
-        const fp8_tensor_info *t = p->items[i].t;
-        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
-        bool found = l && fits(l) && sname && fp8_checkpoint_find(p->ck, sname, NULL);
-        free(sname);
-        free(oname);
-        if (found)
-            return l;
-    }
-    return NULL;
-}
-
-/* NVFP4's rows are the ones with a second-level scale. */
-static bool is_nvfp4(const fp4_layout *l) { return l->global_suffix != NULL; }
-
-const fp4_layout *nv_layout_of(const cast_plan *p) { return weight_layout(p, is_nvfp4); }
-
-static fp8_status check_nv_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input,
-                                   const fp4_layout *from, bool *to_ct)
-{
-    const fp8_quant_options *t = &o->target;
-    bool from_ct = from == fp4_layout_get(FP4_LAYOUT_NVFP4_CT);
-    fp8_format want = from_ct ? FP8_FORMAT_MODELOPT : FP8_FORMAT_COMPRESSED_TENSORS;
-    if (o->scheme_set || o->block_set || o->scale_fmt_set || o->kv_names || t->format != want)
-        return fp8_fail(ctx, FP8_ERR_USAGE,
-                        "%s: an NVFP4 checkpoint (%s) converts to the other NVFP4 format only: "
-                        "--format %s, without --scheme, --block, --scale-fmt or --kv-names",
-                        input, from->name, fp8_format_name(want));
-    *to_ct = !from_ct;
-    return FP8_OK;
-}
-
-fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, const fp4_layout *nv,
-                   bool *to_ct)
-{
-    nv_side from = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_ct : nv_modelopt;
-    nv_side to = nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? nv_modelopt : nv_ct;
-    from.l = nv;
-    to.l = fp4_layout_get(nv == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ? FP4_LAYOUT_NVFP4_MODELOPT
-                                                                    : FP4_LAYOUT_NVFP4_CT);
-    fp8_status st = check_nv_options(ctx, o, p->input, nv, to_ct);
-    return st ? st : plan_nvfp4(ctx, p, &from, &to, o->exact);
+    *handled = true;
+    fp8_status st = fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
+    return st ? st : plan_nvfp4(ctx, p, o->exact);
 }
 
 /* -------------------------------------------------------- MXFP4 -> NVFP4 */
@@ -375,29 +325,8 @@ fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, con
  * activations stay bf16 (the MXFP4 input is weight-only, W4A16), so the
  * target is weight-only NVFP4 (no input scale).
  */
-#define MX_NV_TOP 8     /* log2 of E4M3's largest power of two, 256 (448 = 1.75 * 2^8) */
 #define MX_NV_BOTTOM -9 /* log2 of its smallest, the subnormal 2^-9 */
 #define MX_NV_GLOBAL_MIN -126 /* 2^m and 2^-m normal fp32 */
-#define NV_GROUP 16u
-
-static bool is_mxfp4_ct(const fp4_layout *l) { return l == fp4_layout_get(FP4_LAYOUT_MXFP4_CT); }
-
-const fp4_layout *mx_layout_of(const cast_plan *p) { return weight_layout(p, is_mxfp4_ct); }
-
-static fp8_status check_mx_options(fp8_ctx *ctx, const fp8_convert_options *o, const char *input,
-                                   bool *to_ct)
-{
-    fp8_format f = o->target.format;
-    if (o->scheme_set || o->block_set || o->scale_fmt_set || o->kv_names ||
-        (f != FP8_FORMAT_DEFAULT && f != FP8_FORMAT_COMPRESSED_TENSORS && f != FP8_FORMAT_MODELOPT))
-        return fp8_fail(ctx, FP8_ERR_USAGE,
-                        "%s: an MXFP4 checkpoint (compressed-tensors mxfp4) converts to NVFP4 "
-                        "only: --format compressed-tensors (the default) or --format modelopt, "
-                        "without --scheme, --block, --scale-fmt or --kv-names",
-                        input);
-    *to_ct = f != FP8_FORMAT_MODELOPT;
-    return FP8_OK;
-}
 
 /* The largest E8M0 byte of an MXFP4 weight's scale (a NaN byte is bad
  * input). */
@@ -430,10 +359,9 @@ static fp8_status mx_max_byte(fp8_ctx *ctx, const cast_plan *p, const cast_item 
 /* Plan the cast of every MXFP4 weight: its codes copied (renamed for
  * ModelOpt), its scale cast (CAST_MX_SCALE), and one new item each, the
  * global scale (CAST_RECIP's writer: one F32), after the input's items. */
-static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p, bool to_ct)
+static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
 {
-    const fp4_layout *from = fp4_layout_get(FP4_LAYOUT_MXFP4_CT);
-    const fp4_layout *to = fp4_layout_get(to_ct ? FP4_LAYOUT_NVFP4_CT : FP4_LAYOUT_NVFP4_MODELOPT);
+    const fp4_layout *from = fp4_layout_get(p->cast->from), *to = fp4_layout_get(p->cast->to);
     size_t n0 = p->n, extra = 0;
     fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < n0; i++) {
@@ -467,13 +395,13 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p, bool to_ct)
         size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
         *sc = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_MX_SCALE, .w = it->t,
                            .s = sc->t, .wshard = it->shard, .sshard = sc->shard, .rows = rows,
-                           .cols = cols, .out_dtype = FP8_DTYPE_F8_E4M3, .out_rank = 2,
-                           .out_shape = { rows, cols / NV_GROUP } };
+                           .cols = cols, .out_dtype = to->scale_dtype, .out_rank = 2,
+                           .out_shape = { rows, cols / fp8_scheme_get(p->cast->scheme)->run } };
         if ((st = mx_max_byte(ctx, p, sc, &sc->mx_most)))
             break;
         cast_item *g = &p->items[n0 + extra++];
         *g = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_RECIP,
-                          .out_dtype = FP8_DTYPE_F32, .out_rank = to_ct ? 1 : 0,
+                          .out_dtype = FP8_DTYPE_F32, .out_rank = to->global_rank,
                           .out_shape = { 1, 1 } };
         if (asprintf(&g->out_name, "%.*s%s", (int)stem, it->t->name, to->global_suffix) < 0 ||
             (strcmp(from->scale_suffix, to->scale_suffix) &&
@@ -511,9 +439,9 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p, bool to_ct)
                     }
                 }
             }
-        int m = (int)most - 127 - MX_NV_TOP;
+        int m = (int)most - 127 - p->cast->shift;
         sc->mx_m = m < MX_NV_GLOBAL_MIN ? MX_NV_GLOBAL_MIN : m;
-        g->value = fp8_pow2(to_ct ? -sc->mx_m : sc->mx_m);
+        g->value = fp8_pow2(to->global_divides ? -sc->mx_m : sc->mx_m);
     }
     p->n = n0 + extra;
     if (!st && !p->mxfp4)
@@ -521,28 +449,27 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p, bool to_ct)
     return st ? st : check_carried(ctx, p, "MXFP4");
 }
 
-fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, const cJSON *config,
-                   const fp4_layout *mx, bool *to_ct)
+fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
 {
     char why[1024];
+    const fp4_layout *from = fp4_layout_get(p->cast->from);
     fp8_status st = FP8_OK;
-    if (fp4_layout_bias_refused(mx, config, why, sizeof why))
+    *handled = true;
+    if (fp4_layout_bias_refused(from, p->config, why, sizeof why))
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s", p->input, why);
     if (!st)
-        st = check_mx_options(ctx, o, p->input, to_ct);
-    if (!st)
-        st = plan_mx(ctx, p, *to_ct);
-    return st;
+        st = fp4_cast_pick(ctx, p->input, o, &p->cast, from);
+    return st ? st : plan_mx(ctx, p);
 }
 
-/* The E4M3 byte of 2^e, for e in MX_NV_BOTTOM..MX_NV_TOP: exact. */
+/* The E4M3 byte of 2^e, for e in MX_NV_BOTTOM..the row's shift: exact. */
 static uint8_t e4m3_pow2(int e) { return fp8_f32_to_e4m3(fp8_pow2(e)); }
 
 /* Whether the 16 codes of half h of group g of a packed row are all +-0. */
 static bool mx_half_zero(const uint8_t *row, uint64_t g, unsigned h)
 {
-    const uint8_t *b = row + g * (FP8_MX_GROUP / 2) + h * (NV_GROUP / 2);
-    for (unsigned i = 0; i < NV_GROUP / 2; i++)
+    const uint8_t *b = row + g * (FP8_MX_GROUP / 2) + h * (FP8_MX_GROUP / 4);
+    for (unsigned i = 0; i < FP8_MX_GROUP / 4; i++)
         if (b[i] & 0x77) /* each nibble's magnitude bits */
             return false;
     return true;
@@ -559,7 +486,7 @@ fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
     uint64_t groups = it->cols / FP8_MX_GROUP;
     uint8_t *sc = malloc(BAND * groups), *q = malloc(BAND * groups * 2), *row = malloc(it->cols / 2);
     fp8_status st = sc && q && row ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    int m = it->mx_m;
+    int m = it->mx_m, top = p->cast->shift;
     for (uint64_t row0 = 0; !st && row0 < it->rows; row0 += BAND) {
         uint64_t nrows = it->rows - row0 < BAND ? it->rows - row0 : BAND;
         st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s, row0 * groups, sc,
@@ -570,7 +497,7 @@ fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                 int k = (int)sc[r * groups + g] - 127, e = k - m;
                 for (unsigned h = 0; !st && h < 2; h++) {
                     uint8_t *d = &q[(r * groups + g) * 2 + h];
-                    if (e >= MX_NV_BOTTOM) { /* e <= MX_NV_TOP: m >= k_max - 8 */
+                    if (e >= MX_NV_BOTTOM) { /* e <= top: m >= k_max - top */
                         *d = e4m3_pow2(e);
                         continue;
                     }
@@ -590,17 +517,17 @@ fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                             "refuses (dequantize-for-export keeps every value)",
                             fp8_checkpoint_shard_name(p->ck, it->wshard), it->w->name,
                             (unsigned long long)(row0 + r), (unsigned long long)g, k,
-                            m + MX_NV_TOP - k, m + MX_NV_TOP,
+                            m + top - k, m + top,
                             it->mx_fused ? "the layer vLLM fuses it into (q/k/v or gate/up: one "
                                            "global scale)"
                                          : "the tensor",
-                            MX_NV_BOTTOM, MX_NV_TOP, MX_NV_TOP - MX_NV_BOTTOM, m);
+                            MX_NV_BOTTOM, top, top - MX_NV_BOTTOM, m);
                 }
             }
         }
         if (!st)
             st = fp8_writer_pwrite(ctx, out, wt, row0 * groups * 2, q, nrows * groups * 2);
-        if (!st && p->cancel && *p->cancel)
+        if (!st && p->opts.target.cancel && *p->opts.target.cancel)
             st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
     }
     free(sc);

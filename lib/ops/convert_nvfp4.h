@@ -10,27 +10,17 @@
 
 #include "common/internal.h"
 #include "layout/fp4.h"
-#include "ops/convert_fp4.h"
+#include "ops/convert_cast.h"
 
-/* The NVFP4 layout of the input, if any: a weight of one NVFP4 row with
- * its group scale. */
-const fp4_layout *nv_layout_of(const cast_plan *p);
-/* The plan of an NVFP4 checkpoint of layout nv to the other NVFP4 format
- * (*to_ct: compressed-tensors'), after its options are checked. */
-fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, const fp4_layout *nv,
-                   bool *to_ct);
-/* The MXFP4 layout of the input, if any: a weight with its scale. */
-const fp4_layout *mx_layout_of(const cast_plan *p);
-/* The plan of an MXFP4 checkpoint of layout mx to NVFP4 (*to_ct:
- * compressed-tensors', else ModelOpt's), after its config and options are
- * checked; it adds items (p->n grows). */
-fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, const cJSON *config,
-                   const fp4_layout *mx, bool *to_ct);
+/* The plans of the two rules (layout/fp4.h's casts: FP4_CAST_INVERT,
+ * FP4_CAST_SPLIT) from p->cast's input layout, after the options are
+ * checked (cast_target); MXFP4's adds items (p->n grows). */
+fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled);
+fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled);
 /* The writer of CAST_MX_SCALE. */
 fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it, fp8_writer *out,
                           const fp8_tensor_info *wt);
 /* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target. */
-fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, cJSON *config, bool from_ct,
-                           bool to_ct, bool acts, const char *dir);
+fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir);
 
 #endif

@@ -1,8 +1,8 @@
 /*
- * convert_fp4.c - convert's casts of packed-FP4 weights (fp8conv(1)
- * convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS): fp8_convert_fp4 finds
- * the cast a checkpoint takes, and writes the plan the cast made
- * (convert_fp4.h): each shard's tensors in output-name order, each by its
+ * convert_cast.c - convert's casts of packed-FP4 weights (fp8conv(1)
+ * convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS): cast_plan_create finds
+ * the cast a checkpoint takes, and cast_plan_write writes the plan the cast
+ * made (convert_cast.h): each shard's tensors in output-name order, each by its
  * item's kind, then the index, config.json and every other file.  The casts
  * are convert_dsv4.c (DeepSeek-V4's MXFP4 experts to FP8 128x128 blocks)
  * and convert_nvfp4.c (NVFP4 between ModelOpt and compressed-tensors, and
@@ -20,7 +20,7 @@
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "ops/convert_dsv4.h"
-#include "ops/convert_fp4.h"
+#include "ops/convert_cast.h"
 #include "ops/convert_nvfp4.h"
 
 static uint64_t out_bytes(const cast_item *it)
@@ -101,7 +101,7 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
                                          it->out_shape);
     }
     if (!st) {
-        fp8_writer_set_durable(out, !p->no_sync);
+        fp8_writer_set_durable(out, !p->opts.target.no_sync);
         st = fp8_writer_begin(ctx, out);
     }
     for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
@@ -134,95 +134,130 @@ static fp8_status write_index(fp8_ctx *ctx, const cast_plan *p, const char *dir)
     return st;
 }
 
-fp8_status fp8_convert_fp4(fp8_ctx *ctx, const char *input, const char *output,
-                           const fp8_convert_options *opts, bool *handled,
-                           fp8_convert_fp4_report *report)
+void cast_plan_free(cast_plan *p)
+{
+    if (!p)
+        return;
+    ck_output_names_free(p->names, fp8_checkpoint_shard_count(p->ck));
+    for (size_t i = 0; p->items && i < p->n; i++)
+        free(p->items[i].out_name);
+    free(p->items);
+    free(p->by_out);
+    cJSON_Delete(p->config);
+    free(p);
+}
+
+/* Each rule's planner and config.json writer. */
+static const struct {
+    fp8_status (*plan)(fp8_ctx *, cast_plan *, const fp8_convert_options *, bool *handled);
+    fp8_status (*write_config)(fp8_ctx *, const cast_plan *, const char *dir);
+} rules[] = {
+    [FP4_CAST_TILE] = { dsv4_plan, dsv4_write_config },
+    [FP4_CAST_INVERT] = { nv_plan, nv_write_config },
+    [FP4_CAST_SPLIT] = { mx_plan, nv_write_config },
+};
+
+/* The cast of the input's weights: of the first weight (its scale there)
+ * whose layout has one, the lowest rule first (NVFP4 before MXFP4). */
+static const fp4_cast *weights_cast(const cast_plan *p)
+{
+    const fp4_cast *best = NULL;
+    for (size_t i = 0; i < p->n; i++) {
+        char *sname = NULL, *oname = NULL;
+        const fp8_tensor_info *t = p->items[i].t;
+        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
+        const fp4_cast *c = l && !l->model_type ? fp4_cast_from(l) : NULL;
+        if (c && sname && fp8_checkpoint_find(p->ck, sname, NULL) && (!best || c->rule < best->rule))
+            best = c;
+        free(sname);
+        free(oname);
+    }
+    return best;
+}
+
+fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
+                            const fp8_convert_options *opts, cast_plan **out)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cast_plan p = { .input = input, .no_sync = opts->target.no_sync,
-                    .threads = opts->target.threads > 0 ? (uint64_t)opts->target.threads
-                               : cpus > 0                ? (uint64_t)cpus
-                                                         : 1,
-                    .cancel = opts->target.cancel };
-    cJSON *config = NULL;
-    fp8_output out = { 0 };
-    *handled = false;
-    fp8_status st = fp8_checkpoint_open(ctx, input, &p.ck);
-    if (st)
-        return st;
-    if (!fp8_checkpoint_is_directory(p.ck) || (st = ck_config_read(ctx, input, &config)) || !config)
+    cast_plan *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    *p = (cast_plan){ .ck = ck, .input = input, .opts = *opts,
+                      .threads = opts->target.threads > 0 ? (uint64_t)opts->target.threads
+                                 : cpus > 0                ? (uint64_t)cpus
+                                                           : 1 };
+    fp8_status st = FP8_OK;
+    bool handled = false;
+    if (!fp8_checkpoint_is_directory(ck) || (st = ck_config_read(ctx, input, &p->config)) ||
+        !p->config)
         goto out;
-    p.n = fp8_checkpoint_tensor_count(p.ck);
+    p->n = fp8_checkpoint_tensor_count(ck);
     /* room for one new item a weight (MXFP4 -> NVFP4: the global scale) */
-    if (!(p.items = fp8_xcalloc(p.n ? 2 * p.n : 1, sizeof *p.items)) ||
-        !(p.by_out = fp8_xcalloc(p.n ? 2 * p.n : 1, sizeof *p.by_out))) {
+    if (!(p->items = fp8_xcalloc(p->n ? 2 * p->n : 1, sizeof *p->items)) ||
+        !(p->by_out = fp8_xcalloc(p->n ? 2 * p->n : 1, sizeof *p->by_out))) {
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < p.n; i++) {
-        p.items[i].t = fp8_checkpoint_tensor(p.ck, i, &p.items[i].shard);
-        p.by_out[i] = i;
+    for (size_t i = 0; i < p->n; i++) {
+        p->items[i].t = fp8_checkpoint_tensor(ck, i, &p->items[i].shard);
+        p->by_out[i] = i;
     }
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
-    const fp4_layout *nv = NULL, *mx = NULL;
-    bool to_ct = false;
-    if (fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL) ==
-        fp4_layout_get(FP4_LAYOUT_DSV4)) {
-        st = dsv4_plan(ctx, &p, opts, handled);
-        if (!*handled)
-            goto out;
-    } else if ((nv = nv_layout_of(&p))) {
-        *handled = true;
-        st = nv_plan(ctx, &p, opts, nv, &to_ct);
-    } else if ((mx = mx_layout_of(&p))) {
-        *handled = true;
-        st = mx_plan(ctx, &p, opts, config, mx, &to_ct);
-        for (size_t i = 0; i < p.n; i++)
-            p.by_out[i] = i;
-    } else
+    /* a family's cast by its model_type (then by it alone), else by its weights */
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->config, "model_type");
+    const fp4_layout *family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
+    p->cast = family ? fp4_cast_from(family) : NULL;
+    if (!p->cast && !(p->cast = weights_cast(p)))
         goto out;
-    qsort_r(p.by_out, p.n, sizeof *p.by_out, cmp_by_out, &p);
-    if (st || (st = ck_output_names(ctx, p.ck, &p.names)) ||
-        (st = fp8_output_begin(ctx, &out, input, output, true, opts->target.force,
-                               !opts->target.no_sync)))
-        goto out;
-    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p.ck); s++) {
-        char *path = fp8_output_file(&out, p.names[s]);
-        st = path ? write_shard(ctx, &p, s, path) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    st = rules[p->cast->rule].plan(ctx, p, opts, &handled);
+    for (size_t i = 0; i < p->n; i++) /* a plan may add items */
+        p->by_out[i] = i;
+    if (handled)
+        qsort_r(p->by_out, p->n, sizeof *p->by_out, cmp_by_out, p);
+out:
+    if (st || !handled)
+        cast_plan_free(p);
+    else
+        *out = p;
+    return st;
+}
+
+fp8_status cast_plan_write(fp8_ctx *ctx, cast_plan *p, const char *output)
+{
+    const fp8_quant_options *o = &p->opts.target;
+    fp8_output out = { 0 };
+    fp8_status st = ck_output_names(ctx, p->ck, &p->names);
+    if (!st)
+        st = fp8_output_begin(ctx, &out, p->input, output, true, o->force, !o->no_sync);
+    for (size_t s = 0; !st && s < fp8_checkpoint_shard_count(p->ck); s++) {
+        char *path = fp8_output_file(&out, p->names[s]);
+        st = path ? write_shard(ctx, p, s, path) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         free(path);
     }
     const char *skip[] = { "config.json", HF_QUANT_CONFIG, NULL };
-    if (!st && (fp8_checkpoint_has_index(p.ck) || fp8_checkpoint_shard_count(p.ck) > 1))
-        st = write_index(ctx, &p, out.tmp);
+    if (!st && (fp8_checkpoint_has_index(p->ck) || fp8_checkpoint_shard_count(p->ck) > 1))
+        st = write_index(ctx, p, out.tmp);
     if (!st)
-        st = nv   ? nv_write_config(ctx, &p, config, !to_ct, to_ct, p.acts, out.tmp)
-             : mx ? nv_write_config(ctx, &p, config, true, to_ct, false, out.tmp)
-                  : dsv4_write_config(ctx, config, out.tmp);
+        st = rules[p->cast->rule].write_config(ctx, p, out.tmp);
     if (!st)
-        st = ck_copy_other_files(ctx, p.ck, out.tmp, skip, opts->target.cancel);
-    if (!st && opts->target.cancel && *opts->target.cancel)
-        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", input);
+        st = ck_copy_other_files(ctx, p->ck, out.tmp, skip, o->cancel);
+    if (!st && o->cancel && *o->cancel)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
     if (!st)
         st = fp8_output_commit(ctx, &out);
-    if (!st && report) {
-        *report = (fp8_convert_fp4_report){ .experts = p.experts, .nvfp4 = p.nvfp4 + p.mxfp4,
-                                            .rounded = p.rounded, .from_mxfp4 = mx != NULL,
-                                            .to = nv || mx ? (to_ct ? "compressed-tensors"
-                                                                    : "modelopt")
-                                                           : NULL };
-        for (size_t i = 0; i < p.n; i++) {
-            report->copied += p.items[i].kind == CAST_COPY;
-            report->output_bytes += out_bytes(&p.items[i]);
-        }
-    }
-out:
     fp8_output_end(&out);
-    ck_output_names_free(p.names, p.ck ? fp8_checkpoint_shard_count(p.ck) : 0);
-    for (size_t i = 0; p.items && i < p.n; i++)
-        free(p.items[i].out_name);
-    free(p.items);
-    free(p.by_out);
-    cJSON_Delete(config);
-    fp8_checkpoint_close(p.ck);
     return st;
+}
+
+void cast_plan_report(const cast_plan *p, fp8_convert_report *r)
+{
+    const fp4_cast *c = p->cast;
+    *r = (fp8_convert_report){ .cast = c->name, .to_nvfp4 = c->to != FP4_LAYOUT_COUNT,
+                               .scheme = c->scheme, .block_rows = c->tile, .block_cols = c->tile,
+                               .format = fp8_format_name(c->format), .experts = p->experts,
+                               .nvfp4 = p->nvfp4 + p->mxfp4, .rounded = p->rounded };
+    for (size_t i = 0; i < p->n; i++) {
+        r->copied += p->items[i].kind == CAST_COPY;
+        r->output_bytes += out_bytes(&p->items[i]);
+    }
 }

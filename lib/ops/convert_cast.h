@@ -1,14 +1,15 @@
 /*
- * convert_fp4.h - the plan that convert's casts of packed-FP4 weights fill
- * (convert_dsv4.c, convert_nvfp4.c) and convert_fp4.c writes: an item per
+ * convert_cast.h - the plan that convert's casts of packed-FP4 weights fill
+ * (convert_dsv4.c, convert_nvfp4.c) and convert_cast.c writes: an item per
  * output tensor, each written by its kind.
  */
-#ifndef FP8_CONVERT_FP4_H
-#define FP8_CONVERT_FP4_H
+#ifndef FP8_CONVERT_CAST_H
+#define FP8_CONVERT_CAST_H
 
-#include <signal.h>
+#include <cjson/cJSON.h>
 
 #include "common/internal.h"
+#include "layout/fp4.h"
 
 /* COPY: the bytes as they are, under the item's output name; WEIGHT, SCALE:
  * a DeepSeek-V4 expert's codes, F32 tile scales; TRUNK_SCALE: a trunk FP8
@@ -38,16 +39,25 @@ typedef struct {
 } cast_item;
 
 typedef struct {
-    fp8_checkpoint *ck;
+    fp8_checkpoint *ck; /* fp8_convert's */
     const char *input;
+    fp8_convert_options opts;
+    cJSON *config;
+    const fp4_cast *cast;      /* the cast's row (layout/fp4.h) */
     cast_item *items; /* in the checkpoint's (name) order */
     size_t *by_out;   /* items by output name */
     size_t n, experts, nvfp4, rounded, mxfp4;
     bool acts;        /* NVFP4: the activations have their second level too (W4A4) */
     char **names;     /* output shard names */
-    bool no_sync;
     uint64_t threads; /* for an expert's bands */
-    const volatile sig_atomic_t *cancel;
 } cast_plan;
+
+/* The cast INPUT (opened as ck, which the plan borrows) takes, planned:
+ * *out NULL when it takes none (then nothing is checked). */
+fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
+                            const fp8_convert_options *opts, cast_plan **out);
+fp8_status cast_plan_write(fp8_ctx *ctx, cast_plan *p, const char *output);
+void cast_plan_report(const cast_plan *p, fp8_convert_report *r);
+void cast_plan_free(cast_plan *p);
 
 #endif
