@@ -22,6 +22,13 @@
 #include "compute/gpu.h"
 #include "compute/quant_cpu.h"
 
+/* A band of packed FP4 as the FP4 decode kernel takes it (fp8_gpu_dequant's
+ * fields for a packed element). */
+typedef struct {
+    uint64_t rows, cols, group, c0, width;
+    bool transpose, upload;
+} fp8_gpu_fp4_band;
+
 /* What runs the kernels; each call returns the kernels' "bad" flag. */
 typedef struct {
     bool (*quantize)(const fp8_band *b, const void *x, uint8_t *q, void *scales);
@@ -238,7 +245,8 @@ static inline void kc_dequant(const kc_engine *e)
         for (size_t l = 0; l < (e->quick ? 5u : 6u); l++)
             for (int variant = 0; variant < 4; variant++) {
                 fp8_gpu_dequant d = { outs[o],       layouts[l][0], layouts[l][1], layouts[l][2],
-                                      layouts[l][3], layouts[l][4], 0 };
+                                      layouts[l][3], layouts[l][4], 0, 0, layouts[l][1],
+                                      false, true, FP8_ELEM_E4M3 };
                 uint64_t n = d.rows * d.cols, per_row = (d.cols + d.group_cols - 1) / d.group_cols;
                 uint64_t srows = d.group_rows == UINT64_MAX ? 1
                                                             : (d.row0 + d.rows - 1) / d.group_rows -

@@ -37,6 +37,8 @@ typedef struct {
     float (*decode)(uint8_t code);
     /* whether a code is NaN (NULL when the type has none) */
     bool (*is_nan)(uint8_t code);
+    /* how dequantize's overflow message names a value of codes of this type */
+    const char *deq_product;
 } fp8_elem_traits;
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e);

@@ -9,6 +9,8 @@
 
 #include "common/fp8_math.h"
 #include "common/internal.h"
+#include "common/types.h"
+#include "compute/fp4_ref.h"
 
 /*
  * A band: `rows` rows of `cols` source elements each, contiguous and
@@ -58,9 +60,47 @@ fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *am
  *   infinite in `out` (the fp32 product overflowed, or the rounding did).
  * y is then partly written.  The scales are finite and > 0.
  */
-typedef enum { FP8_DEQ_OK, FP8_DEQ_NAN_CODE, FP8_DEQ_OVERFLOW } fp8_deq_result;
+typedef enum { FP8_DEQ_OK, FP8_DEQ_NAN_CODE, FP8_DEQ_OVERFLOW, FP8_DEQ_NAN_SCALE } fp8_deq_result;
 fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s, uint64_t group,
                                    fp8_dtype out, void *y, uint64_t *where);
+
+/*
+ * Dequantization of any element row, the one entry every operation calls
+ * (fp8_dequant in quant_cpu.h, fp8_dequant_ref here): the spec says what
+ * the codes are (the scheme's element row), the output dtype, the elements
+ * of a row one scale covers and the second level; fp8_dequant_init
+ * (quant_cpu.h) fills the rest from the element row: a packed element
+ * (E2M1) looks every value up by (scale byte, code) in fp4_ref.h's table
+ * and takes the stored scale bytes (the table says which is NaN); a
+ * one-byte element (E4M3) takes the scales as fp32 values, which the
+ * caller decoded from the stored ones and checked.
+ */
+typedef struct {
+    const fp8_scheme_traits *scheme; /* its elem decodes the codes, scale_elem[0] the scales */
+    fp8_dtype out;                   /* BF16, F16 or F32 */
+    uint64_t group;                  /* elements of a row that one scale covers */
+    float global;                    /* the second level (a scheme of two levels) */
+    bool divides;                    /* y = q * s / global (compressed-tensors), else * global */
+    bool keep_inf;                   /* an overflow is kept as its infinity (diff), not bad input */
+    /* fp8_dequant_init's: */
+    unsigned scale_size; /* bytes of one scale as the entry takes it: 4 (fp32) or 1 (stored) */
+    fp4_table *table;    /* a packed element's values; NULL for a one-byte element */
+    void *fast;          /* the table's fast lookup (fp4_cpu.h) */
+} fp8_dequant_spec;
+
+/* fp8_dequant_spec's scale_size for a scheme. */
+static inline unsigned fp8_dequant_scale_size(const fp8_scheme_traits *s)
+{
+    return fp8_elem_get(s->elem)->per_byte > 1 ? 1 : 4;
+}
+
+/* n elements of one row (whole groups for a packed element), codes from
+ * `codes` (n * bits / 8 bytes), the scale of element i at scales[i /
+ * group], into y in the output dtype.  FP8_DEQ_NAN_CODE, _NAN_SCALE (the
+ * first element of its group) and _OVERFLOW say where in *where; y is then
+ * partly written. */
+fp8_deq_result fp8_dequant_ref(const fp8_dequant_spec *d, const uint8_t *codes,
+                               const void *scales, uint64_t n, void *y, uint64_t *where);
 
 /* verify --against's bound (fp8conv-formats(5), ERROR BOUND) over n elements: x the source (BF16,
  * F16 or F32), y its dequantized values (when q is not NULL, y = E4M3
