@@ -106,13 +106,9 @@ fp8_status fp8_device_resolve(fp8_ctx *ctx, fp8_device requested, fp8_device *re
 
 size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst)
 {
-    if (d->table && dst)
-        fp8_gpu_fp4_table(d->table, dst);
-    return d->table ? FP8_GPU_FP4_TABLE_BYTES : 0;
-}
-
-void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst)
-{
+    const fp4_table *t = d->table;
+    if (!t || !dst)
+        return t ? FP8_GPU_FP4_TABLE_BYTES : 0;
     /* the values (host byte order, as the device's: both little-endian),
      * then clean[b]: b is no NaN and no code overflows under it */
     memcpy(dst, t->value, 256 * 16 * 4);
@@ -122,6 +118,7 @@ void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst)
             clean = clean && !t->inf[b][c];
         dst[256 * 16 * 4 + b] = clean;
     }
+    return FP8_GPU_FP4_TABLE_BYTES;
 }
 
 #ifdef FP8_HAVE_CUDA

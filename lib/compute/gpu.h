@@ -49,15 +49,12 @@ typedef struct {
     fp8_elem elem; /* the codes' element row */
 } fp8_gpu_dequant;
 fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad);
-/* What the device reads before the scales in host[1] (a packed element's
- * table, FP8_GPU_FP4_TABLE_BYTES; nothing for a one-byte element), written
- * into dst when not NULL; its size.  FP8_GPU_DEQUANT_PREP_MAX bounds it. */
+/* What the device reads before the scales in host[1] (d->table as the
+ * device reads it, FP8_GPU_FP4_TABLE_BYTES; nothing without a table),
+ * written into dst when not NULL; its size. */
 size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst);
 #define FP8_GPU_FP4_TABLE_BYTES (256 * 16 * 4 + 256)
 #define FP8_GPU_DEQUANT_PREP_MAX FP8_GPU_FP4_TABLE_BYTES
-/* fp4_ref.h's table t as the device reads it, into dst (FP8_GPU_FP4_TABLE_BYTES). */
-void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst);
-
 /*
  * Packed-FP4 quantization on the GPU: the n elements (whole rows, n a
  * multiple of the scheme's run) of dtype src (BF16 or F32) in host[0] to

@@ -413,20 +413,14 @@ fp8_deq_result fp8_dequant_row(const uint8_t *q, uint64_t n, const float *s, uin
 
 bool fp8_dequant_init(fp8_dequant_spec *d)
 {
-    d->table = NULL;
-    d->fast = NULL;
     d->scale_size = fp8_dequant_scale_size(d->scheme);
-    if (d->scale_size == 4)
-        return true;
-    fp4_row_spec rs = { d->scheme->scale_elem[0], (uint32_t)d->group, d->scheme->levels > 1,
-                        d->divides, d->global };
-    d->table = malloc(sizeof *d->table);
-    d->fast = malloc(sizeof(fp4_fast));
-    if (!d->table || !d->fast) {
+    d->table = d->scale_size == 1 ? malloc(sizeof *d->table) : NULL;
+    d->fast = d->table ? malloc(sizeof(fp4_fast)) : NULL;
+    if (!d->fast) {
         fp8_dequant_free(d);
-        return false;
+        return d->scale_size == 4;
     }
-    fp4_table_init(d->table, &rs, d->out);
+    fp4_table_init(d->table, d);
     if (d->keep_inf)
         memset(d->table->inf, 0, sizeof d->table->inf);
     fp4_fast_init(d->fast, d->table);
@@ -437,15 +431,14 @@ void fp8_dequant_free(fp8_dequant_spec *d)
 {
     free(d->table);
     free(d->fast);
-    d->table = NULL;
-    d->fast = NULL;
+    d->table = d->fast = NULL;
 }
 
 fp8_deq_result fp8_dequant(const fp8_dequant_spec *d, const uint8_t *codes, const void *scales,
                            uint64_t n, void *y, uint64_t *where)
 {
     if (d->table)
-        return fp4_fast_row(d->fast, codes, scales, n, y, 1, where) == FP4_DEQ_OK
+        return fp4_fast_row(d->fast, codes, scales, n, y, where) == FP4_DEQ_OK
                    ? FP8_DEQ_OK
                    : fp8_dequant_ref(d, codes, scales, n, y, where);
     fp8_deq_result r = fp8_dequant_row(codes, n, scales, d->group, d->out, y, where);

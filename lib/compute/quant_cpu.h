@@ -40,19 +40,17 @@ fp8_deq_result fp8_dequant_row_on(fp8_deq_path path, const uint8_t *q, uint64_t 
 fp8_deq_result fp8_dequant_row(const uint8_t *q, uint64_t n, const float *s, uint64_t group,
                                fp8_dtype out, void *y, uint64_t *where);
 
-/* Fills the rest of d from its element row (quant_ref.h, fp8_dequant_spec):
- * false when out of memory.  fp8_dequant_free frees what it allocated. */
+/* Fills the rest of d from its element row (quant_ref.h); false when out of
+ * memory.  fp8_dequant is fp8_dequant_ref by the element's fast path (the
+ * FP4 table looked up, fp4_cpu.h; E4M3's fp8_dequant_row). */
 bool fp8_dequant_init(fp8_dequant_spec *d);
 void fp8_dequant_free(fp8_dequant_spec *d);
-/* As fp8_dequant_ref, by the element's fast path: the FP4 table looked up
- * (fp4_cpu.h), E4M3's fp8_dequant_row. */
 fp8_deq_result fp8_dequant(const fp8_dequant_spec *d, const uint8_t *codes, const void *scales,
                            uint64_t n, void *y, uint64_t *where);
-/* nr rows of n values (whole groups), row r's codes at codes + r *
- * ld_codes bytes and its scales at scales + r * ld_scales scales, to
- * value (r, c) at y[c * ld_out + r] (a transposed layout's columns); false,
- * nothing written, where the element has no such path or a scale of the
- * rows is bad (fp8_dequant then says which). */
+/* nr rows of n values, row r's codes at codes + r * ld_codes bytes, its
+ * scales at scales + r * ld_scales scales, value (r, c) to y[c * ld_out +
+ * r] (a transposed layout's columns); false, nothing written, where the
+ * element has no such path or a scale is bad (fp8_dequant says which). */
 bool fp8_dequant_cols(const fp8_dequant_spec *d, const uint8_t *codes, uint64_t ld_codes,
                       const void *scales, uint64_t ld_scales, uint64_t nr, uint64_t n, void *y,
                       uint64_t ld_out);

@@ -65,40 +65,34 @@ fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s,
                                    fp8_dtype out, void *y, uint64_t *where);
 
 /*
- * Dequantization of any element row, the one entry every operation calls
- * (fp8_dequant in quant_cpu.h, fp8_dequant_ref here): the spec says what
- * the codes are (the scheme's element row), the output dtype, the elements
- * of a row one scale covers and the second level; fp8_dequant_init
- * (quant_cpu.h) fills the rest from the element row: a packed element
- * (E2M1) looks every value up by (scale byte, code) in fp4_ref.h's table
- * and takes the stored scale bytes (the table says which is NaN); a
- * one-byte element (E4M3) takes the scales as fp32 values, which the
- * caller decoded from the stored ones and checked.
+ * Dequantization of any element row: the one entry (fp8_dequant in
+ * quant_cpu.h, fp8_dequant_ref here) dispatches on the scheme's element
+ * row.  fp8_dequant_init (quant_cpu.h) fills the rest: a packed element
+ * (E2M1) looks each value up by (scale byte, code) in fp4_ref.h's table
+ * and takes the stored scale bytes; a one-byte element (E4M3) takes fp32
+ * scales, which the caller decoded from the stored ones and checked.
  */
-typedef struct {
+struct fp8_dequant_spec {
     const fp8_scheme_traits *scheme; /* its elem decodes the codes, scale_elem[0] the scales */
     fp8_dtype out;                   /* BF16, F16 or F32 */
     uint64_t group;                  /* elements of a row that one scale covers */
     float global;                    /* the second level (a scheme of two levels) */
     bool divides;                    /* y = q * s / global (compressed-tensors), else * global */
     bool keep_inf;                   /* an overflow is kept as its infinity (diff), not bad input */
-    /* fp8_dequant_init's: */
-    unsigned scale_size; /* bytes of one scale as the entry takes it: 4 (fp32) or 1 (stored) */
-    fp4_table *table;    /* a packed element's values; NULL for a one-byte element */
-    void *fast;          /* the table's fast lookup (fp4_cpu.h) */
-} fp8_dequant_spec;
+    unsigned scale_size; /* fp8_dequant_init's: bytes of a scale as passed (fp8_dequant_scale_size) */
+    fp4_table *table;    /* and a packed element's values, and their fast lookup (fp4_cpu.h) */
+    void *fast;
+};
 
-/* fp8_dequant_spec's scale_size for a scheme. */
 static inline unsigned fp8_dequant_scale_size(const fp8_scheme_traits *s)
 {
     return fp8_elem_get(s->elem)->per_byte > 1 ? 1 : 4;
 }
 
-/* n elements of one row (whole groups for a packed element), codes from
- * `codes` (n * bits / 8 bytes), the scale of element i at scales[i /
- * group], into y in the output dtype.  FP8_DEQ_NAN_CODE, _NAN_SCALE (the
- * first element of its group) and _OVERFLOW say where in *where; y is then
- * partly written. */
+/* n elements of a row (whole groups when packed), n * bits / 8 bytes of
+ * codes, element i's scale at scales[i / group], into y.  On
+ * FP8_DEQ_NAN_CODE, _NAN_SCALE (its group's first element) or _OVERFLOW,
+ * *where is the element and y is partly written. */
 fp8_deq_result fp8_dequant_ref(const fp8_dequant_spec *d, const uint8_t *codes,
                                const void *scales, uint64_t n, void *y, uint64_t *where);
 

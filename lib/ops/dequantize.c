@@ -73,7 +73,7 @@ struct dq_plan {
     char **out_shards;
     uint64_t input_bytes, *done;
     fp8_device device;     /* resolved */
-    bool packed;           /* read the packed layouts too (dequantize-for-export) */
+    bool layouts;          /* read fp4.h's layouts too (dequantize-for-export) */
 };
 typedef struct dq_plan dq_plan;
 
@@ -257,7 +257,7 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
         dq_item *it = &p->items[i];
         const char *file = fp8_checkpoint_shard_name(ck, it->shard);
         fp8_dtype dt = it->t->dtype;
-        if (p->packed) {
+        if (p->layouts) {
             fp8_status st = decide_packed(ctx, p, it);
             if (st)
                 return st;
@@ -270,7 +270,7 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
                             it->t->name, fp8_dtype_name(dt));
         if (dt != FP8_DTYPE_F8_E4M3 || it->action == DQ_DROP) /* DROP: NVFP4's E4M3 scales */
             continue;
-        if (!p->packed && fp4_is_group_scale(ck, it->t->name)) /* diff reads FP4 itself */
+        if (!p->layouts && fp4_is_group_scale(ck, it->t->name)) /* diff reads FP4 itself */
             continue;
         if (it->t->rank != 2 && it->t->rank != 3)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -498,11 +498,9 @@ static const unsigned char *row_scales(const dq_item *it, const fp8_dequant_spec
 /* An element type's name as messages write it (E4M3). */
 static const char *upper(fp8_elem e, char b[8])
 {
-    const char *s = fp8_elem_get(e)->name;
-    size_t i = 0;
-    for (; s[i] && i < 7; i++)
-        b[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
-    b[i] = 0;
+    snprintf(b, 8, "%s", fp8_elem_get(e)->name);
+    for (char *c = b; *c; c++)
+        *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
     return b;
 }
 
@@ -538,22 +536,25 @@ static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
                     d->out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
 }
 
-/* y = q * s for loaded rows, rounded once into dt (F32: not) by the
- * export's own codec (fp8_dequant, fast paths and all), then widened; an
- * overflow of dt stays an infinity (diff and verify compare values, they
- * do not export them); other bad input is named by its flat index.  sout
- * (not NULL) gets each element's fp32 scale, for verify. */
-static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
-                            uint64_t row0, uint64_t nrows, const uint8_t *codes,
-                            const unsigned char *sc, fp8_dtype dt, float *y, float *sout)
+/* Rows [row0, row0 + nrows) of expert x of weight `it` (`codes` holds
+ * their codes, `raw` the stored scales they use), y = q * s rounded once
+ * into dt (F32: not) by the export's own codec (fp8_dequant, fast paths
+ * and all), widened to fp32 in y; an overflow of dt stays an infinity
+ * (diff and verify compare values, they do not export them); other bad
+ * input is named by its flat index.  sout (not NULL) gets each element's
+ * fp32 scale, for verify. */
+static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
+                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
+                          fp8_dtype dt, float *y, float *sout)
 {
+    uint64_t first, count;
     fp8_dequant_spec d = spec_of(it, dt, true);
+    fp8_geometry_span(&it->groups, x, row0, nrows, &first, &count);
+    unsigned char *sc = malloc(count * fp8_dequant_scale_size(it->scheme));
     uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(it->cols * sizeof *h);
-    if ((dt != FP8_DTYPE_F32 && !h) || !fp8_dequant_init(&d)) {
-        free(h);
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    }
-    fp8_status st = FP8_OK;
+    fp8_status st = sc && (h || dt == FP8_DTYPE_F32) && fp8_dequant_init(&d)
+                        ? dq_load(ctx, p, it, d.scale_size, x, row0, nrows, codes, raw, sc, &count)
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (uint64_t row = 0; row < nrows && !st; row++) {
         const uint8_t *q = codes + code_bytes(it, row * it->cols);
         const unsigned char *sr = row_scales(it, &d, sc, row0, row, 0);
@@ -570,26 +571,6 @@ static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, u
     }
     fp8_dequant_free(&d);
     free(h);
-    return st;
-}
-
-/* Rows [row0, row0 + nrows) of expert x of weight `it`, dequantized to fp32
- * in y: y = q * s, one fp32 multiplication, rounded once into dt (F32:
- * not).  `codes` holds the rows' codes, `raw` the stored scales those rows
- * use; sout (when not NULL) gets each element's scale. */
-static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
-                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
-                          fp8_dtype dt, float *y, float *sout)
-{
-    uint64_t first, count;
-    unsigned size = fp8_dequant_scale_size(it->scheme);
-    fp8_geometry_span(&it->groups, x, row0, nrows, &first, &count);
-    unsigned char *sc = malloc(count * size);
-    if (!sc)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp8_status st = dq_load(ctx, p, it, size, x, row0, nrows, codes, raw, sc, &count);
-    if (!st)
-        st = dq_values(ctx, p, it, x, row0, nrows, codes, sc, dt, y, sout);
     free(sc);
     return st;
 }
@@ -600,19 +581,9 @@ static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
 static void tile_out(const unsigned char *tile, uint64_t r0, uint64_t nr, uint64_t cw, uint64_t ld,
                      unsigned sz, unsigned char *y)
 {
-    if (sz == 2) {
-        const uint16_t *t = (const uint16_t *)(const void *)tile;
-        uint16_t *o = (uint16_t *)(void *)y;
-        for (uint64_t c = 0; c < cw; c++)
-            for (uint64_t r = 0; r < nr; r++)
-                o[c * ld + r0 + r] = t[r * cw + c];
-    } else {
-        const uint32_t *t = (const uint32_t *)(const void *)tile;
-        uint32_t *o = (uint32_t *)(void *)y;
-        for (uint64_t c = 0; c < cw; c++)
-            for (uint64_t r = 0; r < nr; r++)
-                o[c * ld + r0 + r] = t[r * cw + c];
-    }
+    for (uint64_t c = 0; c < cw; c++) /* rare: a band with a scale that is not clean */
+        for (uint64_t r = 0; r < nr; r++)
+            memcpy(y + (c * ld + r0 + r) * sz, tile + (r * cw + c) * sz, sz);
 }
 
 /*
@@ -859,7 +830,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     fp8_status st;
     uint64_t done = 0;
     cJSON *config = NULL;
-    dq_plan p = { .opts = opts, .input = input, .done = &done, .packed = true };
+    dq_plan p = { .opts = opts, .input = input, .done = &done, .layouts = true };
     fp8_output out = { 0 };
     fp8_text options = { 0 };
     if (opts->dtype != FP8_DTYPE_BF16 && opts->dtype != FP8_DTYPE_F16 &&
