@@ -2,7 +2,8 @@
  * check_fp4_cpu.c - the CPU's fast packed-FP4 decode (fp4_cpu.h) against
  * the reference (fp4_ref.h): the same result, the same element named, the
  * same bytes, for every (scale byte, code) pair in both nibbles, each
- * layout's scale type and second level, every output dtype, and random rows with NaN scales and overflows among them;
+ * layout's scale type and second level, every output dtype, and random
+ * rows with NaN scales and overflows among them;
  * and end to end, a gpt-oss weight of experts large enough for the ways
  * dequantize-for-export cuts a transposed weight into jobs (a whole expert
  * in several bands of output rows; an expert over 16 MiB of codes in
@@ -107,7 +108,7 @@ START_TEST(test_random_rows)
                 for (uint64_t g = 0; g < groups; g++) {
                     x = x * 6364136223846793005ull + 1;
                     /* mostly a realistic scale, now and then any byte (NaN, huge) */
-                    scales[g] = (x >> 60) ? (uint8_t)(specs[s].scheme->scale_elem[0] == FP8_ELEM_E8M0
+                    scales[g] = (x >> 60) ? (uint8_t)(specs[s].scheme->pow2_scales /* E8M0 */
                                                           ? 118 + (x >> 33) % 8
                                                           : 0x30 + (x >> 33) % 0x40)
                                           : (uint8_t)(x >> 40);
@@ -142,8 +143,8 @@ START_TEST(test_transposed_bands)
                 for (size_t i = 0; i < sizeof packed; i++)
                     packed[i] = (uint8_t)lcg(&x);
                 for (uint64_t i = 0; i < NR * per_row; i++)
-                    scales[i] = (uint8_t)(specs[s].scheme->scale_elem[0] == FP8_ELEM_E8M0 ? 118 + lcg(&x) % 8
-                                                                               : 0x30 + lcg(&x) % 0x40);
+                    scales[i] = (uint8_t)(specs[s].scheme->pow2_scales ? 118 + lcg(&x) % 8
+                                                                       : 0x30 + lcg(&x) % 0x40);
                 if (k % 4 == 3) /* now and then a scale byte of any value */
                     scales[lcg(&x) % (NR * per_row)] = (uint8_t)lcg(&x);
                 /* columns [64, 64 + 96) of the rows, each row by the reference at stride LD */

@@ -386,8 +386,8 @@ static inline void kc_fp4(const kc_engine *e)
                 for (uint64_t i = 0; i < r_ * c_ / 2; i++)
                     q[i] = (uint8_t)next_u32();
                 for (uint64_t i = 0; i < r_ * pr; i++)
-                    sc[i] = (uint8_t)(rs->scheme->scale_elem[0] == FP8_ELEM_E8M0 ? 118 + next_u32() % 8
-                                                                      : 0x30 + next_u32() % 0x40);
+                    sc[i] = (uint8_t)(rs->scheme->pow2_scales ? 118 + next_u32() % 8 /* E8M0 */
+                                                              : 0x30 + next_u32() % 0x40);
                 if (k % 4 == 3)
                     sc[next_u32() % (r_ * pr)] = (uint8_t)next_u32();
                 fp8_gpu_fp4_band d = { r_, c_, rs->group, g0 * rs->group, gw * rs->group, k % 2,

@@ -115,7 +115,9 @@ fp8_deq_result fp8_dequant_ref(const fp8_dequant_spec *d, const uint8_t *codes,
 {
     if (d->table) {
         fp4_deq_result r = fp4_dequant_row(codes, scales, n, d->table, y, 1, where);
-        return r == FP4_DEQ_NAN_SCALE ? FP8_DEQ_NAN_SCALE : r == FP4_DEQ_OVERFLOW ? FP8_DEQ_OVERFLOW : FP8_DEQ_OK;
+        return r == FP4_DEQ_NAN_SCALE ? FP8_DEQ_NAN_SCALE
+               : r == FP4_DEQ_OVERFLOW ? FP8_DEQ_OVERFLOW
+                                       : FP8_DEQ_OK;
     }
     const float *s = scales;
     fp8_deq_result r = fp8_dequant_row_ref(codes, n, s, d->group, d->out, y, where);

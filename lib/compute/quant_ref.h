@@ -79,8 +79,10 @@ struct fp8_dequant_spec {
     float global;                    /* the second level (a scheme of two levels) */
     bool divides;                    /* y = q * s / global (compressed-tensors), else * global */
     bool keep_inf;                   /* an overflow is kept as its infinity (diff), not bad input */
-    unsigned scale_size; /* fp8_dequant_init's: bytes of a scale as passed (fp8_dequant_scale_size) */
-    fp4_table *table;    /* and a packed element's values, and their fast lookup (fp4_cpu.h) */
+    /* fp8_dequant_init's: the bytes of a scale as passed (fp8_dequant_scale_size),
+     * a packed element's table of values and its fast lookup (fp4_cpu.h) */
+    unsigned scale_size;
+    fp4_table *table;
     void *fast;
 };
 
