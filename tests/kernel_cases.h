@@ -22,6 +22,13 @@
 #include "compute/gpu.h"
 #include "compute/quant_cpu.h"
 
+/* A band of packed FP4 as the FP4 decode kernel takes it (fp8_gpu_dequant's
+ * fields for a packed element). */
+typedef struct {
+    uint64_t rows, cols, group, c0, width;
+    bool transpose, upload;
+} fp8_gpu_fp4_band;
+
 /* What runs the kernels; each call returns the kernels' "bad" flag. */
 typedef struct {
     bool (*quantize)(const fp8_band *b, const void *x, uint8_t *q, void *scales);
@@ -30,7 +37,7 @@ typedef struct {
     bool (*dequantize)(const fp8_gpu_dequant *d, const uint8_t *q, const float *sf, void *y);
     bool quick; /* the emulation: smaller cases */
     /* packed FP4: the band d of codes q, the table (FP8_GPU_FP4_TABLE_BYTES,
-     * fp8_gpu_fp4_table) and the rows' scale bytes; y gets the values */
+     * fp8_gpu_dequant_prepare) and the rows' scale bytes; y gets the values */
     bool (*fp4)(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
                 const unsigned char *table, const uint8_t *scales, void *y);
     /* FP4 quantize: n elements x (whole rows) to n / 2 packed bytes and
@@ -238,7 +245,8 @@ static inline void kc_dequant(const kc_engine *e)
         for (size_t l = 0; l < (e->quick ? 5u : 6u); l++)
             for (int variant = 0; variant < 4; variant++) {
                 fp8_gpu_dequant d = { outs[o],       layouts[l][0], layouts[l][1], layouts[l][2],
-                                      layouts[l][3], layouts[l][4], 0 };
+                                      layouts[l][3], layouts[l][4], 0, 0, layouts[l][1],
+                                      false, true, FP8_ELEM_E4M3 };
                 uint64_t n = d.rows * d.cols, per_row = (d.cols + d.group_cols - 1) / d.group_cols;
                 uint64_t srows = d.group_rows == UINT64_MAX ? 1
                                                             : (d.row0 + d.rows - 1) / d.group_rows -
@@ -276,11 +284,14 @@ static inline void kc_dequant(const kc_engine *e)
 
 /* ---------------------------------------------------------------- packed FP4 */
 
-static const fp4_row_spec kc_fp4_specs[] = {
-    { FP8_ELEM_E8M0, 32, false, false, 0 },         /* MXFP4 (gpt-oss, DeepSeek-V4) */
-    { FP8_ELEM_E4M3, 16, true, false, 3.7194e-5f }, /* NVFP4, ModelOpt: * weight_scale_2 */
-    { FP8_ELEM_E4M3, 16, true, true, 26886.1f },    /* NVFP4, compressed-tensors: / global */
-    { FP8_ELEM_E4M3, 16, true, false, 1e30f },      /* many scale bytes overflow */
+#define KC_MX &fp8_scheme_table[FP8_SCHEME_MXFP4]
+#define KC_NV &fp8_scheme_table[FP8_SCHEME_NVFP4]
+static fp8_dequant_spec kc_fp4_specs[] = {
+    { .scheme = KC_MX, .group = 32 },                   /* MXFP4 (gpt-oss, DeepSeek-V4) */
+    { .scheme = KC_NV, .group = 16, .global = 3.7194e-5f }, /* NVFP4, ModelOpt: * scale_2 */
+    /* NVFP4, compressed-tensors: / global */
+    { .scheme = KC_NV, .group = 16, .global = 26886.1f, .divides = true },
+    { .scheme = KC_NV, .group = 16, .global = 1e30f }, /* many scale bytes overflow */
 };
 
 /* The reference's values of the band (fp4_dequant_row row by row, at the
@@ -336,9 +347,10 @@ static inline void kc_fp4(const kc_engine *e)
     ck_assert(t && table && q && sc);
     for (size_t s = 0; s < sizeof kc_fp4_specs / sizeof kc_fp4_specs[0]; s++)
         for (size_t o = 0; o < 3; o++) {
-            const fp4_row_spec *rs = &kc_fp4_specs[s];
-            fp4_table_init(t, rs, outs[o]);
-            fp8_gpu_fp4_table(t, table);
+            fp8_dequant_spec *rs = &kc_fp4_specs[s];
+            rs->out = outs[o];
+            fp4_table_init(t, rs);
+            fp8_gpu_dequant_prepare(&(fp8_dequant_spec){ .table = t }, table);
             char what[128];
             /* every clean scale byte a row of 512 codes: every byte value, so
              * each code in both nibbles; then each other byte alone, flagged */
@@ -374,8 +386,8 @@ static inline void kc_fp4(const kc_engine *e)
                 for (uint64_t i = 0; i < r_ * c_ / 2; i++)
                     q[i] = (uint8_t)next_u32();
                 for (uint64_t i = 0; i < r_ * pr; i++)
-                    sc[i] = (uint8_t)(rs->scale_elem == FP8_ELEM_E8M0 ? 118 + next_u32() % 8
-                                                                      : 0x30 + next_u32() % 0x40);
+                    sc[i] = (uint8_t)(rs->scheme->pow2_scales ? 118 + next_u32() % 8 /* E8M0 */
+                                                              : 0x30 + next_u32() % 0x40);
                 if (k % 4 == 3)
                     sc[next_u32() % (r_ * pr)] = (uint8_t)next_u32();
                 fp8_gpu_fp4_band d = { r_, c_, rs->group, g0 * rs->group, gw * rs->group, k % 2,

@@ -29,12 +29,16 @@ static float e8m0_decode(uint8_t b)
 }
 
 static const fp8_elem_traits elems[FP8_ELEM_COUNT] = {
-    [FP8_ELEM_E4M3] = { "e4m3", 8, 1, 448.0f, true, e4m3_decode, e4m3_nan, FP8_DTYPE_F8_E4M3 },
-    [FP8_ELEM_E5M2] = { "e5m2", 8, 1, 57344.0f, true, e5m2_decode, e5m2_nan, FP8_DTYPE_F8_E5M2 },
-    [FP8_ELEM_E2M1] = { "e2m1", 4, 2, 6.0f, false, e2m1_decode, NULL, FP8_DTYPE_F4 },
+    [FP8_ELEM_E4M3] = { "e4m3", 8, 1, 448.0f, true, e4m3_decode, e4m3_nan,
+                        .dtype = FP8_DTYPE_F8_E4M3, .deq_product = "q * scale" },
+    [FP8_ELEM_E5M2] = { "e5m2", 8, 1, 57344.0f, true, e5m2_decode, e5m2_nan,
+                        .dtype = FP8_DTYPE_F8_E5M2 },
+    [FP8_ELEM_E2M1] = { "e2m1", 4, 2, 6.0f, false, e2m1_decode, NULL, .dtype = FP8_DTYPE_F4,
+                        .deq_product = "e2m1 * scales" },
     [FP8_ELEM_E8M0] = { "e8m0", 8, 1, 1.7014118346046923e38f, true, e8m0_decode, e8m0_nan,
-                        FP8_DTYPE_F8_E8M0 },
-    [FP8_ELEM_F32] = { "f32", 32, 0, 3.4028234663852886e38f, true, NULL, NULL, FP8_DTYPE_F32 },
+                        .dtype = FP8_DTYPE_F8_E8M0 },
+    [FP8_ELEM_F32] = { "f32", 32, 0, 3.4028234663852886e38f, true, NULL, NULL,
+                       .dtype = FP8_DTYPE_F32 },
 };
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e)

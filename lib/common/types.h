@@ -45,6 +45,8 @@ typedef struct {
     /* the safetensors dtype that holds it as itself (a layout may pack it
      * in another: E2M1 codes two to a U8) */
     fp8_dtype dtype;
+    /* how dequantize's overflow message names a value of codes of this type */
+    const char *deq_product;
 } fp8_elem_traits;
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e);

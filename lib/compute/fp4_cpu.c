@@ -21,46 +21,29 @@ void fp4_fast_init(fp4_fast *f, const fp4_table *t)
 }
 
 fp4_deq_result fp4_fast_row(const fp4_fast *f, const uint8_t *packed, const uint8_t *scales,
-                            uint64_t n, void *y, uint64_t stride, uint64_t *where)
+                            uint64_t n, void *y, uint64_t *where)
 {
     const fp4_table *t = f->t;
     uint64_t groups = n / t->group, half = t->group / 2;
     for (uint64_t g = 0; g < groups; g++)
         if (!f->clean[scales[g]])
-            return fp4_dequant_row(packed, scales, n, t, y, stride, where);
-    if (t->out == FP8_DTYPE_F32) {
-        uint32_t *o = y;
-        for (uint64_t g = 0; g < groups; g++) {
+            return fp4_dequant_row(packed, scales, n, t, y, 1, where);
+    for (uint64_t g = 0; g < groups; g++) {
+        const uint8_t *p = packed + g * half;
+        if (t->out == FP8_DTYPE_F32) {
             const uint32_t *v = t->value[scales[g]];
-            const uint8_t *p = packed + g * half;
-            uint32_t *og = o + g * t->group * stride;
-            for (uint64_t k = 0; k < half; k++) {
-                og[2 * k * stride] = v[p[k] & 15];
-                og[(2 * k + 1) * stride] = v[p[k] >> 4];
-            }
-        }
-        return FP4_DEQ_OK;
-    }
-    uint16_t *o = y;
-    if (stride == 1) {
-        for (uint64_t g = 0; g < groups; g++) {
-            const uint16_t *v = f->v16[scales[g]];
-            const uint8_t *p = packed + g * half;
-            uint16_t *og = o + g * t->group;
+            uint32_t *og = (uint32_t *)y + g * t->group;
             for (uint64_t k = 0; k < half; k++) {
                 og[2 * k] = v[p[k] & 15];
                 og[2 * k + 1] = v[p[k] >> 4];
             }
+            continue;
         }
-        return FP4_DEQ_OK;
-    }
-    for (uint64_t g = 0; g < groups; g++) {
         const uint16_t *v = f->v16[scales[g]];
-        const uint8_t *p = packed + g * half;
-        uint16_t *og = o + g * t->group * stride;
+        uint16_t *og = (uint16_t *)y + g * t->group;
         for (uint64_t k = 0; k < half; k++) {
-            og[2 * k * stride] = v[p[k] & 15];
-            og[(2 * k + 1) * stride] = v[p[k] >> 4];
+            og[2 * k] = v[p[k] & 15];
+            og[2 * k + 1] = v[p[k] >> 4];
         }
     }
     return FP4_DEQ_OK;

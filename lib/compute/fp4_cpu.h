@@ -20,9 +20,9 @@ typedef struct {
 /* Prepares the lookup of table t (kept by pointer: t must outlive f). */
 void fp4_fast_init(fp4_fast *f, const fp4_table *t);
 
-/* fp4_dequant_row(packed, scales, n, f->t, y, stride, where), faster. */
+/* fp4_dequant_row(packed, scales, n, f->t, y, 1, where), faster. */
 fp4_deq_result fp4_fast_row(const fp4_fast *f, const uint8_t *packed, const uint8_t *scales,
-                            uint64_t n, void *y, uint64_t stride, uint64_t *where);
+                            uint64_t n, void *y, uint64_t *where);
 
 /*
  * A band of a packed matrix, transposed: nr rows of n values (n a multiple

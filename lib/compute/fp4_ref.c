@@ -48,27 +48,28 @@ static double div_round_odd(double p, double g)
 }
 
 /* The value of code c under scale byte b, rounded once into `out`. */
-static uint32_t one_value(const fp4_row_spec *rs, unsigned b, unsigned c, fp8_dtype out)
+static uint32_t one_value(const fp8_dequant_spec *d, unsigned b, unsigned c)
 {
-    float s = fp8_elem_get(rs->scale_elem)->decode((uint8_t)b);
+    float s = fp8_elem_get(d->scheme->scale_elem[0])->decode((uint8_t)b);
     /* e2m1 * s: at most 2 + 4 significant bits, exact in fp32 */
-    double x = fp8_elem_get(FP8_ELEM_E2M1)->decode((uint8_t)c) * s;
-    if (rs->has_global) /* a product of 6 and 24 bits is exact in double */
-        x = rs->divides ? div_round_odd(x, rs->global) : x * rs->global;
-    return fp4_round_out(x, out);
+    double x = fp8_elem_get(d->scheme->elem)->decode((uint8_t)c) * s;
+    if (d->scheme->levels > 1) /* a product of 6 and 24 bits is exact in double */
+        x = d->divides ? div_round_odd(x, d->global) : x * d->global;
+    return fp4_round_out(x, d->out);
 }
 
-void fp4_table_init(fp4_table *t, const fp4_row_spec *rs, fp8_dtype out)
+void fp4_table_init(fp4_table *t, const fp8_dequant_spec *d)
 {
-    const fp8_elem_traits *st = fp8_elem_get(rs->scale_elem);
+    const fp8_elem_traits *st = fp8_elem_get(d->scheme->scale_elem[0]);
+    fp8_dtype out = d->out;
     uint32_t inf = out == FP8_DTYPE_F32 ? 0x7F800000u : out == FP8_DTYPE_F16 ? 0x7C00u : 0x7F80u;
     uint32_t mag = out == FP8_DTYPE_F32 ? 0x7FFFFFFFu : 0x7FFFu;
     t->out = out;
-    t->group = rs->group;
+    t->group = (uint32_t)d->group;
     for (unsigned b = 0; b < 256; b++) {
         t->nan_scale[b] = st->is_nan((uint8_t)b);
         for (unsigned c = 0; c < 16; c++) {
-            t->value[b][c] = t->nan_scale[b] ? 0 : one_value(rs, b, c, out);
+            t->value[b][c] = t->nan_scale[b] ? 0 : one_value(d, b, c);
             t->inf[b][c] = !t->nan_scale[b] && (t->value[b][c] & mag) == inf;
         }
     }

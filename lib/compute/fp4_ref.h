@@ -15,13 +15,7 @@
 
 typedef enum { FP4_DEQ_OK, FP4_DEQ_NAN_SCALE, FP4_DEQ_OVERFLOW } fp4_deq_result;
 
-typedef struct {
-    fp8_elem scale_elem; /* the group scales: FP8_ELEM_E8M0 or FP8_ELEM_E4M3 */
-    uint32_t group;      /* elements a scale covers: 32 (MX) or 16 (NVFP4) */
-    bool has_global;     /* NVFP4's second level */
-    bool divides;        /* y = e2m1 * s / global (compressed-tensors), else * global */
-    float global;
-} fp4_row_spec;
+typedef struct fp8_dequant_spec fp8_dequant_spec; /* quant_ref.h */
 
 /* Every output a layout can give: a code's value under each of the 256
  * scale bytes, rounded into the output dtype (fp4_round_out), computed
@@ -35,7 +29,9 @@ typedef struct {
     uint32_t group;
 } fp4_table;
 
-void fp4_table_init(fp4_table *t, const fp4_row_spec *rs, fp8_dtype out);
+/* The table of d's scheme (its scale element, second level), group and
+ * output dtype. */
+void fp4_table_init(fp4_table *t, const fp8_dequant_spec *d);
 
 /*
  * n elements (a multiple of the group) of one row: `packed` holds n / 2

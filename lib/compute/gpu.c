@@ -104,8 +104,11 @@ fp8_status fp8_device_resolve(fp8_ctx *ctx, fp8_device requested, fp8_device *re
 
 /* ---------------------------------------------------------------- work */
 
-void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst)
+size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst)
 {
+    const fp4_table *t = d->table;
+    if (!t || !dst)
+        return t ? FP8_GPU_FP4_TABLE_BYTES : 0;
     /* the values (host byte order, as the device's: both little-endian),
      * then clean[b]: b is no NaN and no code overflows under it */
     memcpy(dst, t->value, 256 * 16 * 4);
@@ -115,6 +118,7 @@ void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst)
             clean = clean && !t->inf[b][c];
         dst[256 * 16 * 4 + b] = clean;
     }
+    return FP8_GPU_FP4_TABLE_BYTES;
 }
 
 #ifdef FP8_HAVE_CUDA
@@ -197,25 +201,21 @@ fp8_status fp8_gpu_amax(fp8_ctx *ctx, fp8_gpu *gpu, fp8_dtype src, uint64_t n, f
     return FP8_OK;
 }
 
+/* A packed element's codes are looked up in the table (the FP4 decode
+ * kernel); a one-byte element's scaled by fp32 scales. */
 fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad)
 {
+    bool packed = fp8_elem_get(d->elem)->per_byte > 1;
+    unsigned flags = 0;
+    fp8k_fp4 kf = { ktype(d->out), d->rows, d->cols, d->group_cols, d->c0, d->width,
+                    d->transpose };
     fp8k_dequant kd = { ktype(d->out), d->rows, d->cols, d->row0, d->group_rows, d->group_cols };
-    unsigned flags = 0;
-    int err = injected_fault() ? -1 : fp8k_slot_dequantize(gpu->slot, &kd, d->nscales, &flags);
+    int err = injected_fault() ? -1
+              : packed         ? fp8k_slot_fp4(gpu->slot, &kf, d->upload, &flags)
+                               : fp8k_slot_dequantize(gpu->slot, &kd, d->nscales, &flags);
     if (err)
-        return cuda_fail(ctx, "the dequantize kernel", err < 0 ? 0 : err);
-    *bad = flags != 0;
-    return FP8_OK;
-}
-
-fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
-                       bool *bad)
-{
-    fp8k_fp4 kd = { ktype(out), d->rows, d->cols, d->group, d->c0, d->width, d->transpose };
-    unsigned flags = 0;
-    int err = injected_fault() ? -1 : fp8k_slot_fp4(gpu->slot, &kd, d->upload, &flags);
-    if (err)
-        return cuda_fail(ctx, "the FP4 decode kernel", err < 0 ? 0 : err);
+        return cuda_fail(ctx, packed ? "the FP4 decode kernel" : "the dequantize kernel",
+                         err < 0 ? 0 : err);
     *bad = flags != 0;
     return FP8_OK;
 }
@@ -265,11 +265,6 @@ fp8_status fp8_gpu_amax(fp8_ctx *ctx, fp8_gpu *gpu, fp8_dtype src, uint64_t n, f
 }
 
 fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad)
-{
-    return not_compiled(ctx);
-}
-fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
-                       bool *bad)
 {
     return not_compiled(ctx);
 }

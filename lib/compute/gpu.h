@@ -29,37 +29,32 @@ fp8_status fp8_gpu_quantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_band *b, bool 
 fp8_status fp8_gpu_amax(fp8_ctx *ctx, fp8_gpu *gpu, fp8_dtype src, uint64_t n, float *amax,
                         bool *bad);
 
-/* Rows [row0, row0 + rows) of a matrix of `cols` codes in host[0], with the
- * fp32 scales they use in host[1] (a grid of group_rows x group_cols groups,
- * starting at the scale row of row0), dequantized into host[2] as `out`. */
+/*
+ * Dequantization of any element row (quant_ref.h, fp8_dequant_spec): rows
+ * [row0, row0 + rows) of a matrix of `cols` values, their codes in host[0];
+ * host[1] holds what fp8_gpu_dequant_prepare wrote and after it the scales
+ * as fp8_dequant takes them (a grid of group_rows x group_cols groups,
+ * starting at the scale row of row0).  Columns [c0, c0 + width) land in
+ * host[2] as `out`, [rows, width], or [width, rows] with `transpose` (a
+ * packed element; a one-byte element's band is all the columns).  upload
+ * false: another band of the rows the last call uploaded.  The bytes are
+ * fp8_dequant's.  *bad: a NaN code or scale, or a value that is not
+ * finite; the caller redoes the band on the CPU, which says what and where.
+ */
 typedef struct {
     fp8_dtype out;
     uint64_t rows, cols, row0, group_rows, group_cols, nscales;
-} fp8_gpu_dequant;
-/* *bad: a NaN code or a value that is not finite; the caller redoes it on the CPU. */
-fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad);
-
-/*
- * Packed FP4 (fp4_ref.h) on the GPU: host[0] holds the codes of `rows` rows
- * of `cols` values, host[1] the table fp8_gpu_fp4_table wrote and after it
- * (FP8_GPU_FP4_TABLE_BYTES on) the rows' scale bytes; columns [c0, c0 +
- * width) (whole groups) land in host[2] as the table's output dtype,
- * [rows, width], or [width, rows] with `transpose`.  upload false: another
- * band of the rows the last call uploaded.  The device only looks values
- * up in the reference's table: the bytes are fp4_dequant_row's.  *bad: a
- * scale byte is NaN or lets some code overflow; the caller redoes the band
- * on the CPU, which says what and where (or finds that no code did).
- */
-#define FP8_GPU_FP4_TABLE_BYTES (256 * 16 * 4 + 256)
-typedef struct {
-    uint64_t rows, cols, group, c0, width;
+    uint64_t c0, width;
     bool transpose, upload;
-} fp8_gpu_fp4_band;
-/* The table t as the device reads it, into dst (FP8_GPU_FP4_TABLE_BYTES). */
-void fp8_gpu_fp4_table(const fp4_table *t, unsigned char *dst);
-fp8_status fp8_gpu_fp4(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_fp4_band *d, fp8_dtype out,
-                       bool *bad);
-
+    fp8_elem elem; /* the codes' element row */
+} fp8_gpu_dequant;
+fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad);
+/* What the device reads before the scales in host[1] (d->table as the
+ * device reads it, FP8_GPU_FP4_TABLE_BYTES; nothing without a table),
+ * written into dst when not NULL; its size. */
+size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst);
+#define FP8_GPU_FP4_TABLE_BYTES (256 * 16 * 4 + 256)
+#define FP8_GPU_DEQUANT_PREP_MAX FP8_GPU_FP4_TABLE_BYTES
 /*
  * Packed-FP4 quantization on the GPU: the n elements (whole rows, n a
  * multiple of the scheme's run) of dtype src (BF16 or F32) in host[0] to

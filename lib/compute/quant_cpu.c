@@ -20,6 +20,10 @@
 #include "compute/quant_cpu.h"
 #include "compute/fp4_cpu.h"
 #include "common/types.h"
+#include "compute/fp4_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 /*
  * fp32 to E4M3 without branches; equal to fp8_f32_to_e4m3 for every input
@@ -409,6 +413,48 @@ fp8_deq_result fp8_dequant_row(const uint8_t *q, uint64_t n, const float *s, uin
                                fp8_dtype out, void *y, uint64_t *where)
 {
     return fp8_dequant_row_on(FP8_DEQ_PATH_AVX512BF16, q, n, s, group, out, y, where);
+}
+
+bool fp8_dequant_init(fp8_dequant_spec *d)
+{
+    d->scale_size = fp8_dequant_scale_size(d->scheme);
+    d->table = d->scale_size == 1 ? malloc(sizeof *d->table) : NULL;
+    d->fast = d->table ? malloc(sizeof(fp4_fast)) : NULL;
+    if (!d->fast) {
+        fp8_dequant_free(d);
+        return d->scale_size == 4;
+    }
+    fp4_table_init(d->table, d);
+    if (d->keep_inf)
+        memset(d->table->inf, 0, sizeof d->table->inf);
+    fp4_fast_init(d->fast, d->table);
+    return true;
+}
+
+void fp8_dequant_free(fp8_dequant_spec *d)
+{
+    free(d->table);
+    free(d->fast);
+    d->table = d->fast = NULL;
+}
+
+fp8_deq_result fp8_dequant(const fp8_dequant_spec *d, const uint8_t *codes, const void *scales,
+                           uint64_t n, void *y, uint64_t *where)
+{
+    if (d->table)
+        return fp4_fast_row(d->fast, codes, scales, n, y, where) == FP4_DEQ_OK
+                   ? FP8_DEQ_OK
+                   : fp8_dequant_ref(d, codes, scales, n, y, where);
+    fp8_deq_result r = fp8_dequant_row(codes, n, scales, d->group, d->out, y, where);
+    return r == FP8_DEQ_OVERFLOW && d->keep_inf ? fp8_dequant_ref(d, codes, scales, n, y, where)
+                                                : r;
+}
+
+bool fp8_dequant_cols(const fp8_dequant_spec *d, const uint8_t *codes, uint64_t ld_codes,
+                      const void *scales, uint64_t ld_scales, uint64_t nr, uint64_t n, void *y,
+                      uint64_t ld_out)
+{
+    return d->table && fp4_fast_cols(d->fast, codes, ld_codes, scales, ld_scales, nr, n, y, ld_out);
 }
 
 /* ---------------------------------------------------------------- verify */

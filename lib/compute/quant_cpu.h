@@ -40,6 +40,21 @@ fp8_deq_result fp8_dequant_row_on(fp8_deq_path path, const uint8_t *q, uint64_t 
 fp8_deq_result fp8_dequant_row(const uint8_t *q, uint64_t n, const float *s, uint64_t group,
                                fp8_dtype out, void *y, uint64_t *where);
 
+/* Fills the rest of d from its element row (quant_ref.h); false when out of
+ * memory.  fp8_dequant is fp8_dequant_ref by the element's fast path (the
+ * FP4 table looked up, fp4_cpu.h; E4M3's fp8_dequant_row). */
+bool fp8_dequant_init(fp8_dequant_spec *d);
+void fp8_dequant_free(fp8_dequant_spec *d);
+fp8_deq_result fp8_dequant(const fp8_dequant_spec *d, const uint8_t *codes, const void *scales,
+                           uint64_t n, void *y, uint64_t *where);
+/* nr rows of n values, row r's codes at codes + r * ld_codes bytes, its
+ * scales at scales + r * ld_scales scales, value (r, c) to y[c * ld_out +
+ * r] (a transposed layout's columns); false, nothing written, where the
+ * element has no such path or a scale is bad (fp8_dequant says which). */
+bool fp8_dequant_cols(const fp8_dequant_spec *d, const uint8_t *codes, uint64_t ld_codes,
+                      const void *scales, uint64_t ld_scales, uint64_t nr, uint64_t n, void *y,
+                      uint64_t ld_out);
+
 /* y = decode(q) * s in fp32 for n codes that are not NaN (diff and verify
  * want the values themselves). */
 void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y);

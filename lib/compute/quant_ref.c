@@ -128,6 +128,30 @@ fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s,
     return FP8_DEQ_OK;
 }
 
+fp8_deq_result fp8_dequant_ref(const fp8_dequant_spec *d, const uint8_t *codes,
+                               const void *scales, uint64_t n, void *y, uint64_t *where)
+{
+    if (d->table) {
+        fp4_deq_result r = fp4_dequant_row(codes, scales, n, d->table, y, 1, where);
+        return r == FP4_DEQ_NAN_SCALE ? FP8_DEQ_NAN_SCALE
+               : r == FP4_DEQ_OVERFLOW ? FP8_DEQ_OVERFLOW
+                                       : FP8_DEQ_OK;
+    }
+    const float *s = scales;
+    fp8_deq_result r = fp8_dequant_row_ref(codes, n, s, d->group, d->out, y, where);
+    if (r != FP8_DEQ_OVERFLOW || !d->keep_inf)
+        return r;
+    /* no NaN code: every value, the infinities too */
+    for (uint64_t i = 0; i < n; i++) {
+        float v = fp8_e4m3_to_f32(codes[i]) * s[i / d->group];
+        if (d->out == FP8_DTYPE_F32)
+            ((float *)y)[i] = v;
+        else
+            ((uint16_t *)y)[i] = d->out == FP8_DTYPE_BF16 ? fp8_f32_to_bf16(v) : fp8_f32_to_f16(v);
+    }
+    return FP8_DEQ_OK;
+}
+
 /* verify --against's bound, element by element (fp8conv-formats(5), ERROR BOUND). */
 void fp8_bound_span_ref(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
                         const float *s, uint64_t n, uint64_t counts[2])

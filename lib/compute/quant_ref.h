@@ -10,6 +10,7 @@
 #include "common/fp8_math.h"
 #include "common/internal.h"
 #include "common/types.h"
+#include "compute/fp4_ref.h"
 
 /*
  * A band: `rows` rows of `cols` source elements each, contiguous and
@@ -81,9 +82,43 @@ fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *am
  *   infinite in `out` (the fp32 product overflowed, or the rounding did).
  * y is then partly written.  The scales are finite and > 0.
  */
-typedef enum { FP8_DEQ_OK, FP8_DEQ_NAN_CODE, FP8_DEQ_OVERFLOW } fp8_deq_result;
+typedef enum { FP8_DEQ_OK, FP8_DEQ_NAN_CODE, FP8_DEQ_OVERFLOW, FP8_DEQ_NAN_SCALE } fp8_deq_result;
 fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s, uint64_t group,
                                    fp8_dtype out, void *y, uint64_t *where);
+
+/*
+ * Dequantization of any element row: the one entry (fp8_dequant in
+ * quant_cpu.h, fp8_dequant_ref here) dispatches on the scheme's element
+ * row.  fp8_dequant_init (quant_cpu.h) fills the rest: a packed element
+ * (E2M1) looks each value up by (scale byte, code) in fp4_ref.h's table
+ * and takes the stored scale bytes; a one-byte element (E4M3) takes fp32
+ * scales, which the caller decoded from the stored ones and checked.
+ */
+struct fp8_dequant_spec {
+    const fp8_scheme_traits *scheme; /* its elem decodes the codes, scale_elem[0] the scales */
+    fp8_dtype out;                   /* BF16, F16 or F32 */
+    uint64_t group;                  /* elements of a row that one scale covers */
+    float global;                    /* the second level (a scheme of two levels) */
+    bool divides;                    /* y = q * s / global (compressed-tensors), else * global */
+    bool keep_inf;                   /* an overflow is kept as its infinity (diff), not bad input */
+    /* fp8_dequant_init's: the bytes of a scale as passed (fp8_dequant_scale_size),
+     * a packed element's table of values and its fast lookup (fp4_cpu.h) */
+    unsigned scale_size;
+    fp4_table *table;
+    void *fast;
+};
+
+static inline unsigned fp8_dequant_scale_size(const fp8_scheme_traits *s)
+{
+    return fp8_elem_get(s->elem)->per_byte > 1 ? 1 : 4;
+}
+
+/* n elements of a row (whole groups when packed), n * bits / 8 bytes of
+ * codes, element i's scale at scales[i / group], into y.  On
+ * FP8_DEQ_NAN_CODE, _NAN_SCALE (its group's first element) or _OVERFLOW,
+ * *where is the element and y is partly written. */
+fp8_deq_result fp8_dequant_ref(const fp8_dequant_spec *d, const uint8_t *codes,
+                               const void *scales, uint64_t n, void *y, uint64_t *where);
 
 /* verify --against's bound (fp8conv-formats(5), ERROR BOUND) over n elements: x the source (BF16,
  * F16 or F32), y its dequantized values (when q is not NULL, y = E4M3

@@ -23,8 +23,6 @@
 #include "layout/kvscale.h"
 #include "common/types.h"
 #include "compute/diff_cpu.h"
-#include "compute/fp4_cpu.h"
-#include "compute/fp4_ref.h"
 #include "compute/gpu.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
@@ -35,12 +33,13 @@
  * small); the GPU wants big transfers. */
 #define JOB_BYTES_CPU ((uint64_t)256 << 10)
 #define JOB_BYTES_GPU ((uint64_t)FP8_CHUNK_BYTES)
-/* packed FP4 on the CPU (plan_jobs): values a job; a transposed weight's
- * codes a job at most, and its output a band of columns */
-#define FP4_JOB_ELEMS ((uint64_t)2 << 20)
-#define FP4_T_CODES_MAX ((uint64_t)16 << 20)
-#define FP4_T_OUT_BAND ((uint64_t)4 << 20)
-#define FP4_TILE 32 /* rows of a transposed weight decoded before they are written as columns */
+/* a weight of a packed layout on the CPU (plan_jobs): values a job, for
+ * the table each job builds to be a few percent of its time; a transposed
+ * weight's codes a job at most, and its output a band of columns */
+#define PACKED_JOB_VALUES ((uint64_t)2 << 20)
+#define T_CODES_MAX ((uint64_t)16 << 20)
+#define T_OUT_BAND ((uint64_t)4 << 20)
+#define TILE 32 /* rows of a transposed weight decoded before they are written as columns */
 
 typedef struct {
     const fp8_tensor_info *t;
@@ -49,16 +48,19 @@ typedef struct {
     /* DQ_DEQUANT: the scale and how it maps onto the weight */
     const fp8_tensor_info *scale;
     size_t scale_shard;
-    fp8_scheme kind;     /* the layout the scale's shape and dtype match */
-    fp8_geometry groups; /* of one matrix, in that layout */
-    uint64_t experts, rows, cols;
-    /* a packed-FP4 weight (fp4.h): its layout, and the unpacked weight's
-     * name and shape; NULL for an FP8 weight */
-    const fp4_layout *fp4;
-    float global; /* NVFP4's second-level scale */
+    const fp8_scheme_traits *scheme; /* the layout the scale's shape and dtype match */
+    fp8_geometry groups;             /* of one matrix, in that layout */
+    uint64_t experts, rows, cols, job_values;
+    float global; /* the second-level scale */
+    bool divides; /* y = q * s / global */
+    /* a weight of a packed layout (fp4.h): the layout, the unpacked
+     * weight's name (NULL: the weight's own) and shape, and whether it is
+     * the transposed matrix */
+    const fp4_layout *layout;
     char *out_name;
     int out_rank;
     uint64_t out_shape[3];
+    bool transpose;
 } dq_item;
 
 struct dq_plan {
@@ -71,20 +73,15 @@ struct dq_plan {
     char **out_shards;
     uint64_t input_bytes, *done;
     fp8_device device;     /* resolved */
-    bool fp4;              /* read the packed-FP4 layouts too (dequantize-for-export) */
+    bool layouts;          /* read fp4.h's layouts too (dequantize-for-export) */
 };
 typedef struct dq_plan dq_plan;
 
 static unsigned out_size(fp8_dtype d) { return d == FP8_DTYPE_F32 ? 4 : 2; }
 
-/* The elements of the exported weight (twice the packed bytes for FP4). */
-static uint64_t out_elements(const dq_item *it)
-{
-    return it->fp4 ? it->experts * it->rows * it->cols : it->t->elements;
-}
-
-/* Bytes of the codes of `n` elements of a weight: two a byte when packed FP4. */
-static uint64_t code_bytes(const dq_item *it, uint64_t n) { return it->fp4 ? n / 2 : n; }
+/* The exported weight's elements and name. */
+static uint64_t out_elements(const dq_item *it) { return it->experts * it->rows * it->cols; }
+static const char *out_name(const dq_item *it) { return it->out_name ? it->out_name : it->t->name; }
 
 /* Activation and KV-cache scales of static schemes: meaningless without FP8
  * (a bf16 export has no FP8 KV cache); KV-cache scales under every naming
@@ -142,12 +139,13 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
     uint64_t per = 1;
     for (int k = 0; k < r; k++)
         per *= d[k];
+    fp8_scheme kind;
     fp8_geometry mx;
     fp8_scheme_geometry(FP8_SCHEME_MXFP8, 1, 1, it->rows, it->cols, &mx);
     if (s->dtype == FP8_DTYPE_U8 || s->dtype == FP8_DTYPE_F8_E8M0) {
         if (r == 2 && it->cols % mx.group_cols == 0 && d[0] == mx.row_groups &&
             d[1] == mx.col_groups) {
-            it->kind = FP8_SCHEME_MXFP8;
+            kind = FP8_SCHEME_MXFP8;
             goto found;
         }
         /* DeepSeek-V4's trunk: E8M0 block scales [ceil(M/128), ceil(N/128)]
@@ -156,7 +154,7 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
         fp8_scheme_geometry(FP8_SCHEME_BLOCK, p->block_rows, p->block_cols, it->rows, it->cols,
                             &eb);
         if (r == 2 && d[0] == eb.row_groups && d[1] == eb.col_groups) {
-            it->kind = FP8_SCHEME_BLOCK;
+            kind = FP8_SCHEME_BLOCK;
             goto found;
         }
         goto mismatch;
@@ -169,16 +167,19 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
     fp8_scheme_geometry(FP8_SCHEME_BLOCK, p->block_rows, p->block_cols, it->rows, it->cols,
                         &block);
     if (per == 1 && r <= 1)
-        it->kind = FP8_SCHEME_TENSOR;
+        kind = FP8_SCHEME_TENSOR;
     else if ((r == 1 || (r == 2 && d[1] == 1)) && d[0] == it->rows)
-        it->kind = FP8_SCHEME_CHANNEL;
+        kind = FP8_SCHEME_CHANNEL;
     else if (r == 2 && d[0] == block.row_groups && d[1] == block.col_groups)
-        it->kind = FP8_SCHEME_BLOCK;
+        kind = FP8_SCHEME_BLOCK;
     else
         goto mismatch;
 found:
-    fp8_scheme_geometry(it->kind, p->block_rows, p->block_cols, it->rows, it->cols,
-                        &it->groups);
+    it->scheme = fp8_scheme_get(kind);
+    it->job_values = JOB_BYTES_CPU;
+    it->out_rank = t->rank;
+    memcpy(it->out_shape, t->shape, t->rank * sizeof *t->shape);
+    fp8_scheme_geometry(kind, p->block_rows, p->block_cols, it->rows, it->cols, &it->groups);
     return FP8_OK;
 mismatch:;
     char shape[96];
@@ -208,16 +209,20 @@ static size_t item_index(const dq_plan *p, const char *name)
     return lo;
 }
 
-/* Whether `it` is a packed-FP4 weight of a layout of fp4.h (fp4_weight_find);
+/* Whether `it` is a weight of a packed layout of fp4.h (fp4_weight_find);
  * if so, marks it and its scales.  An I8 or U8 tensor without its layout's
  * scale, the name not saying it is packed, is copied (an int8 weight). */
-static fp8_status decide_fp4(fp8_ctx *ctx, dq_plan *p, dq_item *it)
+static fp8_status decide_packed(fp8_ctx *ctx, dq_plan *p, dq_item *it)
 {
     fp4_weight w;
     fp8_status st = fp4_weight_find(ctx, p->ck, it->t, it->shard, "recovered", &w);
     if (st || !w.l)
         return st;
-    it->fp4 = w.l;
+    it->layout = w.l;
+    it->scheme = w.l->scheme;
+    it->divides = w.l->global_divides;
+    it->transpose = w.l->transpose;
+    it->job_values = PACKED_JOB_VALUES;
     it->out_name = w.out_name;
     it->experts = w.experts;
     it->rows = w.rows;
@@ -252,11 +257,11 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
         dq_item *it = &p->items[i];
         const char *file = fp8_checkpoint_shard_name(ck, it->shard);
         fp8_dtype dt = it->t->dtype;
-        if (p->fp4) {
-            fp8_status st = decide_fp4(ctx, p, it);
+        if (p->layouts) {
+            fp8_status st = decide_packed(ctx, p, it);
             if (st)
                 return st;
-            if (it->fp4)
+            if (it->layout)
                 continue;
         }
         if (dt == FP8_DTYPE_F8_E5M2 || dt == FP8_DTYPE_F8_E4M3FNUZ || dt == FP8_DTYPE_F8_E5M2FNUZ)
@@ -265,7 +270,7 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
                             it->t->name, fp8_dtype_name(dt));
         if (dt != FP8_DTYPE_F8_E4M3 || it->action == DQ_DROP) /* DROP: NVFP4's E4M3 scales */
             continue;
-        if (!p->fp4 && fp4_is_group_scale(ck, it->t->name)) /* diff reads FP4 itself */
+        if (!p->layouts && fp4_is_group_scale(ck, it->t->name)) /* diff reads FP4 itself */
             continue;
         if (it->t->rank != 2 && it->t->rank != 3)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -318,9 +323,9 @@ static fp8_status check_bias(fp8_ctx *ctx, const dq_plan *p, const cJSON *config
     char why[1024];
     for (size_t i = 0; i < p->n; i++) {
         const dq_item *it = &p->items[i];
-        if (it->fp4 && fp4_layout_bias_refused(it->fp4, config, why, sizeof why))
+        if (it->layout && fp4_layout_bias_refused(it->layout, config, why, sizeof why))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' (%s): %s", p->input,
-                            it->t->name, it->fp4->name, why);
+                            it->t->name, it->layout->name, why);
     }
     return FP8_OK;
 }
@@ -340,15 +345,6 @@ static fp8_status check_has_fp8(fp8_ctx *ctx, const dq_plan *p)
 
 /* ---------------------------------------------------------------- jobs */
 
-/* The scales that rows [row0, row0 + nrows) of expert x use: *first is the
- * index of the first in the scale tensor, *count how many. */
-static void scale_span(const dq_plan *p, const dq_item *it, uint64_t x, uint64_t row0,
-                       uint64_t nrows, uint64_t *first, uint64_t *count)
-{
-    fp8_geometry_span(&it->groups, x, row0, nrows, first, count);
-}
-
-
 typedef struct {
     size_t item;
     uint64_t expert, row0, nrows; /* DQ_DEQUANT: whole rows of one expert */
@@ -364,15 +360,29 @@ typedef struct {
     size_t max_in, max_scales, max_out;
 } dq_run;
 
-/* The columns of a transposed FP4 weight a job of nrows rows decodes at a
- * time: whole groups whose output, nrows values a column, is about
- * FP4_T_OUT_BAND bytes (all of them when fewer). */
-static uint64_t fp4_col_band(const dq_item *it, uint64_t nrows, fp8_dtype out)
+/* Weight `it`'s codec into dt (quant_ref.h, fp8_dequant_spec); keep_inf
+ * for the values diff and verify compare. */
+static fp8_dequant_spec spec_of(const dq_item *it, fp8_dtype dt, bool keep_inf)
 {
-    uint64_t run = it->fp4->scheme->run;
-    uint64_t cw = FP4_T_OUT_BAND / (nrows * out_size(out)) / run * run;
-    cw = cw ? cw : run;
-    return cw < it->cols ? cw : it->cols;
+    return (fp8_dequant_spec){ .scheme = it->scheme, .out = dt, .group = it->groups.group_cols,
+                               .global = it->global, .divides = it->divides,
+                               .keep_inf = keep_inf };
+}
+
+/* Bytes of the codes of `n` elements of a weight (its element row's bits). */
+static uint64_t code_bytes(const dq_item *it, uint64_t n)
+{
+    return n * fp8_elem_get(it->scheme->elem)->bits / 8;
+}
+
+/* The columns a job of nrows rows decodes at a time: all of them, but for
+ * a transposed layout whole groups whose output, nrows values a column, is
+ * about T_OUT_BAND bytes (all of them when fewer). */
+static uint64_t col_band(const dq_item *it, uint64_t nrows, fp8_dtype out)
+{
+    uint64_t g = it->groups.group_cols, cw = T_OUT_BAND / (nrows * out_size(out)) / g * g;
+    cw = cw ? cw : g;
+    return it->transpose && cw < it->cols ? cw : it->cols;
 }
 
 static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
@@ -385,15 +395,15 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
     } else {
         uint64_t codes = code_bytes(it, j.nrows * it->cols), first, count;
         fp8_dtype od = r->plan->opts->dtype;
-        uint64_t bw = it->fp4 && it->fp4->transpose ? fp4_col_band(it, j.nrows, od) : it->cols;
-        uint64_t outb = j.nrows * bw * out_size(od);
+        uint64_t outb = j.nrows * col_band(it, j.nrows, od) * out_size(od);
         r->max_in = codes > r->max_in ? codes : r->max_in;
         r->max_out = outb > r->max_out ? outb : r->max_out;
-        /* the scales as fp32, then as stored */
-        scale_span(r->plan, it, j.expert, j.row0, j.nrows, &first, &count);
-        uint64_t need = count * (4 + fp8_dtype_bits(it->scale->dtype) / 8);
-        if (it->fp4) /* the table the GPU reads, then the scale bytes */
-            need = FP8_GPU_FP4_TABLE_BYTES + count;
+        /* what the GPU reads first (a table), the scales as fp8_dequant
+         * takes them, then as stored */
+        fp8_geometry_span(&it->groups, j.expert, j.row0, j.nrows, &first, &count);
+        uint64_t need = FP8_GPU_DEQUANT_PREP_MAX +
+                        count * (fp8_dequant_scale_size(it->scheme) +
+                                 fp8_dtype_bits(it->scale->dtype) / 8);
         r->max_scales = need > r->max_scales ? need : r->max_scales;
     }
     r->jobs[r->njobs++] = j;
@@ -403,9 +413,10 @@ static fp8_status add_job(fp8_ctx *ctx, dq_run *r, dq_job j)
 static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
 {
     const dq_item *it = &r->plan->items[i];
-    uint64_t job = r->plan->device == FP8_DEVICE_CUDA ? JOB_BYTES_GPU : JOB_BYTES_CPU;
+    bool gpu = r->plan->device == FP8_DEVICE_CUDA;
     fp8_status st = FP8_OK;
     if (it->action == DQ_COPY) {
+        uint64_t job = gpu ? JOB_BYTES_GPU : JOB_BYTES_CPU;
         for (uint64_t off = 0; off < fp8_tensor_nbytes(it->t) && !st; off += job) {
             uint64_t len = fp8_tensor_nbytes(it->t) - off;
             st = add_job(ctx, r, (dq_job){ .item = i, .offset = off,
@@ -413,17 +424,16 @@ static fp8_status plan_jobs(fp8_ctx *ctx, dq_run *r, size_t i)
         }
         return st;
     }
-    /* packed FP4: FP4_JOB_ELEMS values a job (the table it builds is then
-     * a few percent of its time); a transposed weight (gpt-oss) a whole
-     * expert when its codes fit FP4_T_CODES_MAX, so that its output
-     * (columns of the expert's rows) is written a band of whole output
-     * rows at a time (fp4_col_band), else rows whose output stretches are
-     * still long writes */
-    if (it->fp4)
-        job = r->plan->device == FP8_DEVICE_CUDA ? job : FP4_JOB_ELEMS;
-    if (it->fp4 && it->fp4->transpose)
-        job = it->rows * it->cols / 2 <= FP4_T_CODES_MAX ? it->rows * it->cols
-                                                          : 2 * FP4_T_CODES_MAX;
+    /* values a job: it->job_values on the CPU; a transposed weight
+     * (gpt-oss) a whole expert when its codes fit T_CODES_MAX, so that its
+     * output (columns of the expert's rows) is written a band of whole
+     * output rows at a time (col_band), else rows whose output stretches
+     * are still long writes */
+    uint64_t job = gpu ? JOB_BYTES_GPU : it->job_values;
+    if (it->transpose)
+        job = code_bytes(it, it->rows * it->cols) <= T_CODES_MAX
+                  ? it->rows * it->cols
+                  : T_CODES_MAX * it->rows * it->cols / code_bytes(it, it->rows * it->cols);
     uint64_t band = it->cols && job / it->cols ? job / it->cols : 1;
     for (uint64_t x = 0; x < it->experts; x++)
         for (uint64_t r0 = 0; r0 < it->rows && !st; r0 += band)
@@ -447,31 +457,28 @@ bool dq_scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
     return *s > 0 && *s <= 3.4028234663852886e38f;
 }
 
-/* How the scales of a span map onto its rows: a grid of groups. */
-static void scale_groups(const dq_plan *p, const dq_item *it, uint64_t *grows, uint64_t *gcols)
-{
-    *grows = it->groups.group_rows;
-    *gcols = it->groups.group_cols;
-}
-
-/* Reads rows [row0, row0 + nrows) of expert x of weight `it` into `codes`
- * and the stored scales they use into `raw`; sf gets those scales as fp32
- * (*count of them), each checked to be finite and positive. */
-static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
-                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
-                          float *sf, uint64_t *count)
+/* Reads rows [row0, row0 + nrows) of expert x of weight `it`: the codes
+ * into `codes`, the scales they use (*count of them) into sc as
+ * fp8_dequant takes them (scale_size bytes each): the stored bytes, or
+ * fp32 values from the stored ones read into `raw`, each checked to be
+ * finite and positive. */
+static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, unsigned scale_size,
+                          uint64_t x, uint64_t row0, uint64_t nrows, uint8_t *codes,
+                          unsigned char *raw, unsigned char *sc, uint64_t *count)
 {
     fp8_file *in = fp8_checkpoint_shard(p->ck, it->shard);
     fp8_file *sin = fp8_checkpoint_shard(p->ck, it->scale_shard);
     unsigned ssz = fp8_dtype_bits(it->scale->dtype) / 8;
+    bool decode = scale_size == sizeof(float);
     uint64_t first;
-    scale_span(p, it, x, row0, nrows, &first, count);
-    fp8_status st = fp8_file_read(ctx, in, it->t, (x * it->rows + row0) * it->cols, codes,
-                                  nrows * it->cols);
-    if (st || (st = fp8_file_read(ctx, sin, it->scale, first * ssz, raw, *count * ssz)))
+    fp8_geometry_span(&it->groups, x, row0, nrows, &first, count);
+    fp8_status st = fp8_file_read(ctx, in, it->t, code_bytes(it, (x * it->rows + row0) * it->cols),
+                                  codes, code_bytes(it, nrows * it->cols));
+    if (st || (st = fp8_file_read(ctx, sin, it->scale, first * ssz, decode ? raw : sc,
+                                  *count * ssz)))
         return st;
-    for (uint64_t k = 0; k < *count; k++)
-        if (!dq_scale_value(it->scale->dtype, raw, k, &sf[k]))
+    for (uint64_t k = 0; decode && k < *count; k++)
+        if (!dq_scale_value(it->scale->dtype, raw, k, (float *)(void *)sc + k))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': element %llu is not a finite positive scale",
                             fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
@@ -479,219 +486,152 @@ static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
     return FP8_OK;
 }
 
-/* y = q * s for loaded rows, one fp32 multiplication each, rounded once
- * into dt (F32: not), in one pass with the NaN check (fp8_dequant_row); a
- * NaN code is bad input (named by its flat index in the tensor).  A value
- * that overflows dt stays an infinity here: diff and verify compare values,
- * they do not export them. */
-static fp8_status dq_values(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
-                            uint64_t row0, uint64_t nrows, const uint8_t *codes,
-                            const float *sf, fp8_dtype dt, float *y, float *sout)
+/* The scales of row `row` of a span that starts at row0, from column c0 on. */
+static const unsigned char *row_scales(const dq_item *it, const fp8_dequant_spec *d,
+                                       const unsigned char *sc, uint64_t row0, uint64_t row,
+                                       uint64_t c0)
 {
-    uint64_t grows, gcols;
-    scale_groups(p, it, &grows, &gcols);
-    uint64_t per_row = fp8_ceil_div(it->cols, gcols);
-    /* rounded into dt by the export's own row (fast paths and all), then widened */
-    uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(it->cols * sizeof *h);
-    if (dt != FP8_DTYPE_F32 && !h)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp8_status st = FP8_OK;
-    for (uint64_t row = 0; row < nrows && !st; row++) {
-        const uint8_t *q = codes + row * it->cols;
-        float *yr = y + row * it->cols;
-        const float *sr = sf + ((row0 + row) / grows - row0 / grows) * per_row;
-        uint64_t where = 0;
-        switch (fp8_dequant_row(q, it->cols, sr, gcols, dt, h ? (void *)h : yr, &where)) {
-        case FP8_DEQ_OK:
-            if (h)
-                diff_to_f32(dt, h, it->cols, yr);
-            break;
-        case FP8_DEQ_NAN_CODE:
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
-                          "can be exported",
-                          fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
-                          (unsigned long long)((x * it->rows + row0 + row) * it->cols + where),
-                          (unsigned)q[where]);
-            break;
-        case FP8_DEQ_OVERFLOW: /* rare: the row again, keeping its infinities */
-            for (uint64_t c0 = 0; c0 < it->cols; c0 += gcols)
-                fp8_dequant_span(q + c0, it->cols - c0 < gcols ? it->cols - c0 : gcols,
-                                 sr[c0 / gcols], yr + c0);
-            for (uint64_t c = 0; h && c < it->cols; c++)
-                yr[c] = dt == FP8_DTYPE_BF16
-                            ? fp8_bf16_to_f32(fp8_f32_to_bf16(yr[c]))
-                            : fp8_f16_to_f32(fp8_f32_to_f16(yr[c]));
-            break;
-        }
-        for (uint64_t c = 0; sout && c < it->cols; c++) /* each element's scale, for verify */
-            sout[row * it->cols + c] = sr[c / gcols];
-    }
-    free(h);
-    return st;
+    uint64_t gr = it->groups.group_rows, per_row = fp8_ceil_div(it->cols, d->group);
+    return sc + (((row0 + row) / gr - row0 / gr) * per_row + c0 / d->group) * d->scale_size;
 }
 
-/* Rows [row0, row0 + nrows) of expert x of weight `it`, dequantized to fp32
- * in y: y = q * s, one fp32 multiplication, rounded once into dt (F32:
- * not).  `codes` holds nrows * N bytes, `raw` the stored scales those rows
- * use; sout (when not NULL) gets each element's scale. */
+/* An element type's name as messages write it (E4M3). */
+static const char *upper(fp8_elem e, char b[8])
+{
+    snprintf(b, 8, "%s", fp8_elem_get(e)->name);
+    for (char *c = b; *c; c++)
+        *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+    return b;
+}
+
+/* The message of fp8_dequant's result `res` (not FP8_DEQ_OK) on element
+ * `flat` of weight `it` (its code at q, its scale at s); `what` ends it:
+ * what the values were for. */
+static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
+                         const fp8_dequant_spec *d, fp8_deq_result res, uint64_t flat,
+                         const uint8_t *q, const unsigned char *s)
+{
+    char e[8];
+    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+    if (res == FP8_DEQ_NAN_CODE)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': element %llu is the %s NaN code 0x%02x; no value "
+                        "can be exported",
+                        file, it->t->name, (unsigned long long)flat, upper(it->scheme->elem, e),
+                        (unsigned)*q);
+    if (res == FP8_DEQ_NAN_SCALE)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': element %llu is the %s NaN 0x%02x (the scale of "
+                        "element %llu of '%s'); no value can be exported",
+                        fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
+                        (unsigned long long)(flat / d->group),
+                        upper(it->scheme->scale_elem[0], e), (unsigned)*s,
+                        (unsigned long long)flat, it->t->name);
+    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                    d->out == FP8_DTYPE_F16
+                        ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
+                        : "%s: tensor '%s': a value %s overflows %s (a scale beyond any real "
+                          "checkpoint's)",
+                    file, it->t->name, fp8_elem_get(it->scheme->elem)->deq_product,
+                    d->out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
+}
+
+/* Rows [row0, row0 + nrows) of expert x of weight `it` (`codes` holds
+ * their codes, `raw` the stored scales they use), y = q * s rounded once
+ * into dt (F32: not) by the export's own codec (fp8_dequant, fast paths
+ * and all), widened to fp32 in y; an overflow of dt stays an infinity
+ * (diff and verify compare values, they do not export them); other bad
+ * input is named by its flat index.  sout (not NULL) gets each element's
+ * fp32 scale, for verify. */
 static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
                           uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
                           fp8_dtype dt, float *y, float *sout)
 {
     uint64_t first, count;
-    scale_span(p, it, x, row0, nrows, &first, &count);
-    float *sf = malloc(count * sizeof *sf);
-    if (!sf)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp8_status st = dq_load(ctx, p, it, x, row0, nrows, codes, raw, sf, &count);
-    if (!st)
-        st = dq_values(ctx, p, it, x, row0, nrows, codes, sf, dt, y, sout);
-    free(sf);
+    fp8_dequant_spec d = spec_of(it, dt, true);
+    fp8_geometry_span(&it->groups, x, row0, nrows, &first, &count);
+    unsigned char *sc = malloc(count * fp8_dequant_scale_size(it->scheme));
+    uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(it->cols * sizeof *h);
+    fp8_status st = sc && (h || dt == FP8_DTYPE_F32) && fp8_dequant_init(&d)
+                        ? dq_load(ctx, p, it, d.scale_size, x, row0, nrows, codes, raw, sc, &count)
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t row = 0; row < nrows && !st; row++) {
+        const uint8_t *q = codes + code_bytes(it, row * it->cols);
+        const unsigned char *sr = row_scales(it, &d, sc, row0, row, 0);
+        float *yr = y + row * it->cols;
+        uint64_t where = 0;
+        fp8_deq_result res = fp8_dequant(&d, q, sr, it->cols, h ? (void *)h : yr, &where);
+        if (res)
+            st = dq_bad(ctx, p, it, &d, res, (x * it->rows + row0 + row) * it->cols + where,
+                        q + code_bytes(it, where), sr + where / d.group * d.scale_size);
+        else if (h)
+            diff_to_f32(dt, h, it->cols, yr);
+        for (uint64_t c = 0; sout && c < it->cols; c++) /* each element's scale, for verify */
+            sout[row * it->cols + c] = ((const float *)(const void *)sr)[c / d.group];
+    }
+    fp8_dequant_free(&d);
+    free(h);
+    free(sc);
     return st;
 }
 
-/* A job's rows on the GPU: the values, rounded, land in buf[2]; *bad when
- * a NaN code or an overflow needs the CPU to say where. */
-static fp8_status dq_gpu(dq_run *r, fp8_worker *w, const dq_job *j, uint64_t nscales, bool *bad)
-{
-    const dq_plan *p = r->plan;
-    const dq_item *it = &p->items[j->item];
-    fp8_gpu_dequant d = { p->opts->dtype, j->nrows, it->cols, j->row0, 0, 0, nscales };
-    scale_groups(p, it, &d.group_rows, &d.group_cols);
-    fp8_status st = fp8_gpu_dequantize(w->ctx, w->gpu, &d, bad);
-    if (st) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
-        return fp8_fail(w->ctx, st, "%s: tensor '%s': %s",
-                        fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, why);
-    }
-    return FP8_OK;
-}
-
-/* A job's rows on the CPU, from the codes straight to the output dtype in
- * `bytes`.  Bad input is named by the first row that has some: its first
- * NaN code (by its flat index in the tensor), else its overflow. */
-static fp8_status dq_cpu(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, const dq_job *j,
-                         const uint8_t *codes, const float *sf, unsigned char *bytes)
-{
-    fp8_dtype out = p->opts->dtype;
-    uint64_t grows, gcols, where = 0, row;
-    scale_groups(p, it, &grows, &gcols);
-    uint64_t per_row = fp8_ceil_div(it->cols, gcols), width = it->cols * out_size(out);
-    fp8_deq_result r = FP8_DEQ_OK;
-    for (row = 0; row < j->nrows && !r; row++) {
-        const float *sr = sf + ((j->row0 + row) / grows - j->row0 / grows) * per_row;
-        r = fp8_dequant_row(codes + row * it->cols, it->cols, sr, gcols, out,
-                            bytes + row * width, &where);
-    }
-    const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
-    if (r == FP8_DEQ_NAN_CODE) {
-        where += (j->expert * it->rows + j->row0 + row - 1) * it->cols;
-        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
-                        "can be exported",
-                        file, it->t->name, (unsigned long long)where,
-                        (unsigned)codes[(row - 1) * it->cols + where % it->cols]);
-    }
-    if (r == FP8_DEQ_OVERFLOW)
-        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        out == FP8_DTYPE_F16
-                            ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
-                            : "%s: tensor '%s': a value q * scale overflows %s (a scale beyond "
-                              "any real checkpoint's)",
-                        file, it->t->name, out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
-    return FP8_OK;
-}
-
-/* The worker's buffers: buf[0] the codes, buf[1] the fp32 scales and after
- * them the stored ones, buf[2] the values in the output dtype (the GPU's, or
- * the CPU's). */
 /* Rows [r0, r0 + nr) of a band of cw columns, decoded row after row in
  * `tile` (nr rows of cw values of sz bytes), to their places in `y`, the
  * band's output laid out [cw, ld]: value (r, c) to y[c * ld + r]. */
 static void tile_out(const unsigned char *tile, uint64_t r0, uint64_t nr, uint64_t cw, uint64_t ld,
                      unsigned sz, unsigned char *y)
 {
-    if (sz == 2) {
-        const uint16_t *t = (const uint16_t *)(const void *)tile;
-        uint16_t *o = (uint16_t *)(void *)y;
-        for (uint64_t c = 0; c < cw; c++)
-            for (uint64_t r = 0; r < nr; r++)
-                o[c * ld + r0 + r] = t[r * cw + c];
-    } else {
-        const uint32_t *t = (const uint32_t *)(const void *)tile;
-        uint32_t *o = (uint32_t *)(void *)y;
-        for (uint64_t c = 0; c < cw; c++)
-            for (uint64_t r = 0; r < nr; r++)
-                o[c * ld + r0 + r] = t[r * cw + c];
-    }
+    for (uint64_t c = 0; c < cw; c++) /* rare: a band with a scale that is not clean */
+        for (uint64_t r = 0; r < nr; r++)
+            memcpy(y + (c * ld + r0 + r) * sz, tile + (r * cw + c) * sz, sz);
 }
 
-/* A job of a packed-FP4 weight (fp4_ref.h): rows [row0, row0 + nrows) of
- * expert x, straight to the output dtype, a band of columns at a time (all
- * of them but for a transposed layout), on the GPU when there is one, else
- * by the CPU's fast path (fp4_cpu.h), and where either finds a scale that
- * is not clean by the reference, which names the bad input.  Transposed
- * layouts (gpt-oss) land as columns of the [cols, rows] output matrix: a
- * band's values are laid out [band, nrows] in buf[2] and written as one
- * stretch when the job holds all the expert's rows, else a stretch of
- * nrows per output row. */
-static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
+/*
+ * A job: rows [row0, row0 + nrows) of expert x, straight to the output
+ * dtype, a band of columns at a time (all of them but for a transposed
+ * layout), on the GPU when there is one, else by the element's fast path
+ * (fp8_dequant), and where either finds bad input by the reference, which
+ * names it (the first row that has some).  The worker's buffers: buf[0]
+ * the codes, buf[1] what the GPU reads first (a table), the scales as
+ * fp8_dequant takes them, then as stored, buf[2] the values in the output
+ * dtype.  Transposed layouts (gpt-oss) land as columns of the [cols, rows]
+ * output matrix: a band's values are laid out [band, nrows] in buf[2] and
+ * written as one stretch when the job holds all the expert's rows, else a
+ * stretch of nrows per output row.
+ */
+static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
 {
     const dq_plan *p = r->plan;
     const dq_item *it = &p->items[j->item];
-    uint64_t first, count, n = j->nrows * it->cols;
-    scale_span(p, it, j->expert, j->row0, j->nrows, &first, &count);
-    uint8_t *codes = w->buf[0], *sc = w->buf[1] + FP8_GPU_FP4_TABLE_BYTES;
-    fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(p->ck, it->shard), it->t,
-                                  code_bytes(it, (j->expert * it->rows + j->row0) * it->cols),
-                                  codes, code_bytes(it, n));
-    if (!st)
-        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(p->ck, it->scale_shard), it->scale, first,
-                           sc, count);
-    fp8_worker_end_turn(w);
-    if (st)
-        return st;
     fp8_dtype out = p->opts->dtype;
     unsigned osz = out_size(out);
-    const fp8_scheme_traits *sch = it->fp4->scheme;
-    uint64_t per_row = it->cols / sch->run;
-    fp4_row_spec rs = { sch->scale_elem[0], sch->run, sch->levels > 1, it->fp4->global_divides,
-                        it->global };
-    /* the reference's table, looked up by the fast path (fp4_cpu.h) */
-    fp4_table *tab = malloc(sizeof *tab);
-    fp4_fast *fast = malloc(sizeof *fast);
-    if (!tab || !fast) {
-        free(tab);
-        free(fast);
+    uint64_t first, count;
+    fp8_dequant_spec d = spec_of(it, out, false);
+    if (!fp8_dequant_init(&d))
         return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
-    }
-    fp4_table_init(tab, &rs, out);
-    fp4_fast_init(fast, tab);
-    if (w->gpu) /* the device looks the same values up */
-        fp8_gpu_fp4_table(tab, w->buf[1]);
-    const fp8_tensor_info *ot = fp8_writer_find(r->out, it->out_name);
-    bool tr = it->fp4->transpose;
-    /* a band of columns at a time: all of them, or (transposed) the band
-     * whose values land as output rows [c0, c0 + cw) of the expert */
-    uint64_t cw = tr ? fp4_col_band(it, j->nrows, out) : it->cols;
-    unsigned char *tile = tr ? malloc(FP4_TILE * cw * osz) : NULL;
-    if (tr && !tile) {
-        free(tab);
-        free(fast);
-        return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
-    }
+    unsigned char *sc = w->buf[1] + fp8_gpu_dequant_prepare(&d, w->gpu ? w->buf[1] : NULL);
+    uint8_t *codes = w->buf[0];
+    fp8_geometry_span(&it->groups, j->expert, j->row0, j->nrows, &first, &count);
+    fp8_status st = dq_load(w->ctx, p, it, d.scale_size, j->expert, j->row0, j->nrows, codes,
+                            sc + count * d.scale_size, sc, &count);
+    fp8_worker_end_turn(w);
+    const fp8_tensor_info *ot = fp8_writer_find(r->out, out_name(it));
+    bool tr = it->transpose;
+    uint64_t cw = col_band(it, j->nrows, out);
+    unsigned char *tile = tr ? malloc(TILE * cw * osz) : NULL;
+    if (!st && tr && !tile)
+        st = fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     for (uint64_t c0 = 0; c0 < it->cols && !st; c0 += cw) {
         uint64_t w_ = it->cols - c0 < cw ? it->cols - c0 : cw;
-        /* the GPU's band (the rows uploaded with the first), unless a
-         * scale is not clean: then the CPU's */
+        /* the GPU's band (the rows uploaded with the first), unless it
+         * finds bad input: then the CPU's */
         bool done = false;
         if (w->gpu) {
-            fp8_gpu_fp4_band d = { j->nrows, it->cols, sch->run, c0, w_, tr, c0 == 0 };
+            fp8_gpu_dequant g = { out, j->nrows, it->cols, j->row0, it->groups.group_rows,
+                                  it->groups.group_cols, count, c0, w_, tr, c0 == 0,
+                                  it->scheme->elem };
             bool bad = true;
-            st = fp8_gpu_fp4(w->ctx, w->gpu, &d, out, &bad);
-            if (st) {
+            if ((st = fp8_gpu_dequantize(w->ctx, w->gpu, &g, &bad))) {
                 char why[1024];
                 snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
                 st = fp8_fail(w->ctx, st, "%s: tensor '%s': %s",
@@ -701,47 +641,31 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
             done = !bad;
         }
         /* transposed, every scale clean: straight to the output's layout */
-        done = done || (tr && fp4_fast_cols(fast, codes + c0 / 2, it->cols / 2,
-                                            sc + c0 / sch->run, per_row, j->nrows, w_, w->buf[2],
-                                            j->nrows));
-        for (uint64_t row = 0; row < j->nrows && !done; row++) {
-            uint64_t where = 0;
-            /* transposed: FP4_TILE rows decoded into `tile`, then written
-             * out as a stretch of FP4_TILE values per column */
-            void *y = tr ? tile + (row % FP4_TILE) * w_ * osz : w->buf[2] + row * it->cols * osz;
-            fp4_deq_result res = fp4_fast_row(fast, codes + (row * it->cols + c0) / 2,
-                                              sc + row * per_row + c0 / sch->run, w_, y, 1, &where);
-            if (res == FP4_DEQ_OK) {
-                if (tr && (row % FP4_TILE == FP4_TILE - 1 || row == j->nrows - 1))
-                    tile_out(tile, row - row % FP4_TILE, row % FP4_TILE + 1, w_, j->nrows, osz,
-                             w->buf[2]);
-                continue;
-            }
-            free(tile);
-            free(tab);
-            free(fast);
-            uint64_t flat = (j->expert * it->rows + j->row0 + row) * it->cols + c0 + where;
-            const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
-            if (res == FP4_DEQ_NAN_SCALE)
-                return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                                "%s: tensor '%s': element %llu is the %s NaN 0x%02x (the scale of "
-                                "element %llu of '%s'); no value can be exported",
-                                fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
-                                (unsigned long long)(flat / sch->run),
-                                sch->scale_elem[0] == FP8_ELEM_E8M0 ? "E8M0" : "E4M3",
-                                (unsigned)sc[row * per_row + (c0 + where) / sch->run],
-                                (unsigned long long)flat, it->t->name);
-            return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                            out == FP8_DTYPE_F16
-                                ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
-                                : "%s: tensor '%s': a value e2m1 * scales overflows %s (a scale "
-                                  "beyond any real checkpoint's)",
-                            file, it->t->name, out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
+        done = done || (tr && fp8_dequant_cols(&d, codes + code_bytes(it, c0),
+                                               code_bytes(it, it->cols), sc + c0 / d.group,
+                                               fp8_ceil_div(it->cols, d.group), j->nrows, w_,
+                                               w->buf[2], j->nrows));
+        for (uint64_t row = 0; row < j->nrows && !done && !st; row++) {
+            uint64_t where = 0, at = row * it->cols + c0;
+            /* transposed: TILE rows decoded into `tile`, then written out
+             * as a stretch of TILE values per column */
+            void *y = tr ? tile + (row % TILE) * w_ * osz : w->buf[2] + row * it->cols * osz;
+            const unsigned char *sr = row_scales(it, &d, sc, j->row0, row, c0);
+            fp8_deq_result res = fp8_dequant(&d, codes + code_bytes(it, at), sr, w_, y, &where);
+            if (res)
+                st = dq_bad(w->ctx, p, it, &d, res,
+                            (j->expert * it->rows + j->row0) * it->cols + at + where,
+                            codes + code_bytes(it, at + where),
+                            sr + where / d.group * d.scale_size);
+            else if (tr && (row % TILE == TILE - 1 || row == j->nrows - 1))
+                tile_out(tile, row - row % TILE, row % TILE + 1, w_, j->nrows, osz, w->buf[2]);
         }
+        if (st)
+            break;
         if (!tr)
             st = fp8_writer_pwrite(w->ctx, r->out, ot,
                                    (j->expert * it->rows + j->row0) * it->cols * osz, w->buf[2],
-                                   n * osz);
+                                   j->nrows * it->cols * osz);
         else if (j->nrows == it->rows) /* whole output rows: one stretch */
             st = fp8_writer_pwrite(w->ctx, r->out, ot,
                                    (j->expert * it->cols + c0) * it->rows * osz, w->buf[2],
@@ -753,35 +677,8 @@ static fp8_status do_dequant_fp4(dq_run *r, fp8_worker *w, const dq_job *j)
                                        w->buf[2] + c * j->nrows * osz, j->nrows * osz);
     }
     free(tile);
-    free(tab);
-    free(fast);
+    fp8_dequant_free(&d);
     return st;
-}
-
-static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
-{
-    const dq_plan *p = r->plan;
-    const dq_item *it = &p->items[j->item];
-    if (it->fp4)
-        return do_dequant_fp4(r, w, j);
-    uint64_t n = j->nrows * it->cols, base = (j->expert * it->rows + j->row0) * it->cols;
-    uint64_t first, count;
-    scale_span(p, it, j->expert, j->row0, j->nrows, &first, &count);
-    float *sf = (float *)(void *)w->buf[1];
-    fp8_status st = dq_load(w->ctx, p, it, j->expert, j->row0, j->nrows, w->buf[0],
-                            w->buf[1] + 4 * count, sf, &count);
-    fp8_worker_end_turn(w);
-    fp8_dtype out = p->opts->dtype;
-    bool bad = true;
-    if (!st && w->gpu)
-        st = dq_gpu(r, w, j, count, &bad);
-    /* the CPU: every job without a GPU, and a GPU job that found bad input */
-    if (!st && bad)
-        st = dq_cpu(w->ctx, p, it, j, w->buf[0], sf, w->buf[2]);
-    if (st)
-        return st;
-    return fp8_writer_pwrite(w->ctx, r->out, fp8_writer_find(r->out, it->t->name),
-                             base * out_size(out), w->buf[2], n * out_size(out));
 }
 
 static fp8_status run_one(void *arg, fp8_worker *w, size_t j)
@@ -835,11 +732,11 @@ static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *pa
         const dq_item *it = &p->items[i];
         if (it->shard != s || it->action == DQ_DROP)
             continue;
-        st = it->fp4 ? fp8_writer_add_tensor(ctx, r.out, it->out_name, o->dtype, it->out_rank,
-                                             it->out_shape)
-                     : fp8_writer_add_tensor(ctx, r.out, it->t->name,
-                                             it->action == DQ_DEQUANT ? o->dtype : it->t->dtype,
-                                             it->t->rank, it->t->shape);
+        st = it->action == DQ_DEQUANT
+                 ? fp8_writer_add_tensor(ctx, r.out, out_name(it), o->dtype, it->out_rank,
+                                         it->out_shape)
+                 : fp8_writer_add_tensor(ctx, r.out, it->t->name, it->t->dtype, it->t->rank,
+                                         it->t->shape);
     }
     if (!st) {
         fp8_writer_set_durable(r.out, !o->no_sync);
@@ -902,7 +799,7 @@ static fp8_status write_index(fp8_ctx *ctx, const dq_plan *p, const char *dir)
         const dq_item *it = &p->items[i];
         if (it->action == DQ_DROP)
             continue;
-        map[n++] = (ck_index_entry){ it->fp4 ? it->out_name : it->t->name,
+        map[n++] = (ck_index_entry){ out_name(it),
                                      p->out_shards[it->shard] };
         total += it->action == DQ_DEQUANT ? out_elements(it) * out_size(p->opts->dtype)
                                           : fp8_tensor_nbytes(it->t);
@@ -933,7 +830,7 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     fp8_status st;
     uint64_t done = 0;
     cJSON *config = NULL;
-    dq_plan p = { .opts = opts, .input = input, .done = &done, .fp4 = true };
+    dq_plan p = { .opts = opts, .input = input, .done = &done, .layouts = true };
     fp8_output out = { 0 };
     fp8_text options = { 0 };
     if (opts->dtype != FP8_DTYPE_BF16 && opts->dtype != FP8_DTYPE_F16 &&
@@ -1055,7 +952,8 @@ const fp8_tensor_info *dq_weights_scale(const dq_weights *w, const char *name, s
                                         uint64_t *group_rows, uint64_t *group_cols)
 {
     const dq_item *it = &w->items[item_index(w, name)];
-    scale_groups(w, it, group_rows, group_cols);
+    *group_rows = it->groups.group_rows;
+    *group_cols = it->groups.group_cols;
     *shard = it->scale_shard;
     return it->scale;
 }

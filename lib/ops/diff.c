@@ -3,8 +3,8 @@
  * sharding (fp8conv(1), diff).  Content hashes are hash.c's, the statistics
  * of a differing tensor diff_cpu.c's (the fast path) over diff_ref.c's (the
  * reference).  With dequant, FP8 weights are read by dequantize.c's
- * dq_weights, packed-FP4 weights (fp4.h's layouts) here by fp4_ref.h's
- * decode, each under its unpacked name and shape.
+ * dq_weights, packed-FP4 weights (fp4.h's layouts) here by the same
+ * dequantize entry (quant_cpu.h), each under its unpacked name and shape.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -16,7 +16,6 @@
 #include "io/checkpoint.h"
 #include "layout/fp4.h"
 #include "compute/diff_cpu.h"
-#include "compute/fp4_ref.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
@@ -155,21 +154,21 @@ static const fp8_tensor_info *side_span(const fp8_diff *d, int side, size_t k, u
 }
 
 /* Decodes n elements (whole groups) of FP4 weight f, codes and scales
- * given, into `out` values of dt at stride; a NaN scale is bad input. */
+ * given, into `out` by the dequantize entry (quant_cpu.h); a NaN scale is
+ * bad input. */
 static fp8_status fp4_decode(fp8_ctx *ctx, const fp8_diff *d, int side, const diff_fp4 *f,
-                             const fp4_table *tab, const uint8_t *codes, const uint8_t *sc,
-                             uint64_t n, uint64_t packed_first, void *out, uint64_t stride)
+                             const fp8_dequant_spec *dq, const uint8_t *codes, const uint8_t *sc,
+                             uint64_t n, uint64_t packed_first, void *out)
 {
     uint64_t where = 0;
-    if (fp4_dequant_row(codes, sc, n, tab, out, stride, &where) != FP4_DEQ_NAN_SCALE)
+    if (fp8_dequant(dq, codes, sc, n, out, &where) != FP8_DEQ_NAN_SCALE)
         return FP8_OK;
-    uint64_t run = f->l->scheme->run;
     return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                     "%s: tensor '%s': element %llu is a NaN scale 0x%02x (of element %llu of "
                     "'%s'); no value to compare",
                     fp8_checkpoint_shard_name(d->ck[side], f->scale_shard), f->scale->name,
-                    (unsigned long long)((packed_first + where) / run),
-                    (unsigned)sc[where / run], (unsigned long long)(packed_first + where),
+                    (unsigned long long)((packed_first + where) / dq->group),
+                    (unsigned)sc[where / dq->group], (unsigned long long)(packed_first + where),
                     f->t->name);
 }
 
@@ -183,16 +182,12 @@ static fp8_status fp4_values(fp8_ctx *ctx, const fp8_diff *d, int side, const di
                              fp8_dtype dt, uint64_t first, uint64_t n, unsigned char *raw,
                              float *y)
 {
-    const fp8_scheme_traits *sch = f->l->scheme;
-    uint64_t run = sch->run;
-    fp4_row_spec rs = { sch->scale_elem[0], (uint32_t)run, sch->levels > 1, f->l->global_divides,
-                        f->global };
-    fp4_table *tab = malloc(sizeof *tab);
-    if (!tab)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp4_table_init(tab, &rs, dt);
+    uint64_t run = f->l->scheme->run;
     /* diff compares an overflow's infinity, which the export refuses */
-    memset(tab->inf, 0, sizeof tab->inf);
+    fp8_dequant_spec dq = { .scheme = f->l->scheme, .out = dt, .group = run, .global = f->global,
+                            .divides = f->l->global_divides, .keep_inf = true };
+    if (!fp8_dequant_init(&dq))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     fp8_file *in = fp8_checkpoint_shard(d->ck[side], f->shard);
     fp8_file *sin = fp8_checkpoint_shard(d->ck[side], f->scale_shard);
     unsigned osz = dt == FP8_DTYPE_F32 ? 4 : 2;
@@ -203,7 +198,7 @@ static fp8_status fp4_values(fp8_ctx *ctx, const fp8_diff *d, int side, const di
     if (!f->l->transpose) {
         if (!(st = fp8_file_read(ctx, in, f->t, first / 2, codes, n / 2)) &&
             !(st = fp8_file_read(ctx, sin, f->scale, first / run, sc, n / run)))
-            st = fp4_decode(ctx, d, side, f, tab, codes, sc, n, first, vals, 1);
+            st = fp4_decode(ctx, d, side, f, &dq, codes, sc, n, first, vals);
     } else {
         uint64_t per_x = f->rows * f->cols, done = 0;
         while (!st && done < n) {
@@ -225,7 +220,7 @@ static fp8_status fp4_values(fp8_ctx *ctx, const fp8_diff *d, int side, const di
                 uint64_t row = (x * f->rows + r) * f->cols;
                 if ((st = fp8_file_read(ctx, in, f->t, (row + g0 * run) / 2, cb, w / 2)) ||
                     (st = fp8_file_read(ctx, sin, f->scale, row / run + g0, sb, g1 - g0)) ||
-                    (st = fp4_decode(ctx, d, side, f, tab, cb, sb, w, row + g0 * run, tb, 1)))
+                    (st = fp4_decode(ctx, d, side, f, &dq, cb, sb, w, row + g0 * run, tb)))
                     break;
                 for (uint64_t c = c0; c < c0 + m; c++)
                     memcpy(vals + (done + (c - c0) * f->rows + r) * osz,
@@ -235,7 +230,7 @@ static fp8_status fp4_values(fp8_ctx *ctx, const fp8_diff *d, int side, const di
             done += m * f->rows;
         }
     }
-    free(tab);
+    fp8_dequant_free(&dq);
     if (!st && dt != FP8_DTYPE_F32)
         diff_to_f32(dt, vals, n, y);
     return st;

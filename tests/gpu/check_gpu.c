@@ -69,7 +69,10 @@ static bool gpu_fp4(const fp8_gpu_fp4_band *d, fp8_dtype out, const uint8_t *q,
     memcpy(host[0], q, d->rows * d->cols / 2);
     memcpy(host[1], table, FP8_GPU_FP4_TABLE_BYTES);
     memcpy(host[1] + FP8_GPU_FP4_TABLE_BYTES, scales, d->rows * d->cols / d->group);
-    gpu_check(ctx, fp8_gpu_fp4(ctx, gpu, d, out, &bad));
+    fp8_gpu_dequant g = { out,      d->rows,  d->cols,      0,         1, d->group,
+                          0,        d->c0,    d->width,     d->transpose, d->upload,
+                          FP8_ELEM_E2M1 };
+    gpu_check(ctx, fp8_gpu_dequantize(ctx, gpu, &g, &bad));
     memcpy(y, host[2], d->rows * d->width * kc_src_size(out));
     return bad;
 }
