@@ -19,6 +19,7 @@
 
 #include "compute/quant_cpu.h"
 #include "compute/fp4_cpu.h"
+#include "compute/int4_ref.h"
 #include "common/types.h"
 
 /*
@@ -131,6 +132,60 @@ static void quantize_row(fp8_dtype src, const void *x, uint64_t n, float s, uint
     }
 }
 
+/* One INT4 group of bf16 or f32 elements (int4_ref.h's steps, the bf16
+ * rounding without fp8_f32_to_bf16's NaN branch: x / s is finite), packed
+ * two a byte, low nibble first. */
+FP8_CLONES static void int4_group_bf16(const uint16_t *p, uint64_t n, float s, uint8_t *q)
+{
+    for (uint64_t i = 0; i < n; i += 2) {
+        uint8_t c[2];
+        for (int k = 0; k < 2; k++) {
+            uint32_t u = fp8_f32_bits(fp8_f32_from_bits((uint32_t)p[i + k] << 16) / s);
+            float t = fp8_f32_from_bits((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u);
+            t = t < -8.0f ? -8.0f : t > 7.0f ? 7.0f : t;
+            c[k] = (uint8_t)((int)((t + 0x1.8p23f) - 0x1.8p23f) + 8);
+        }
+        q[i / 2] = (uint8_t)(c[0] | c[1] << 4);
+    }
+}
+
+FP8_CLONES static void int4_group_f32(const float *p, uint64_t n, float s, uint8_t *q)
+{
+    for (uint64_t i = 0; i < n; i += 2) {
+        uint8_t c[2];
+        for (int k = 0; k < 2; k++) {
+            float t = p[i + k] / s;
+            t = t < -8.0f ? -8.0f : t > 7.0f ? 7.0f : t;
+            c[k] = (uint8_t)((int)((t + 0x1.8p23f) - 0x1.8p23f) + 8);
+        }
+        q[i / 2] = (uint8_t)(c[0] | c[1] << 4);
+    }
+}
+
+/* An INT4 band (int4_ref.h): group by group, the reference on a NaN or
+ * infinity (it says where) and on f16 (rare: its steps, scalar). */
+static fp8_band_result int4_band(const fp8_band *b, const void *src, uint8_t *q, void *scales,
+                                 uint64_t *where)
+{
+    uint64_t G = b->group_cols, groups = b->rows * b->cols / G;
+    unsigned ssize = fp8_scale_size(b->kind);
+    if (b->src == FP8_DTYPE_F16 || G % 2)
+        return fp8_int4_quantize_ref(b, src, q, scales, where);
+    for (uint64_t g = 0; g < groups; g++) {
+        const void *x = (const char *)src + g * G * (b->src == FP8_DTYPE_F32 ? 4 : 2);
+        uint32_t m = amax_bits(b->src, x, G);
+        if (m >= inf_bits(b->src))
+            return fp8_int4_quantize_ref(b, src, q, scales, where);
+        float s = fp8_int4_scale(b->src, bits_to_f32(b->src, m));
+        fp8_scale_store(scales, ssize, g, fp8_int4_scale_bits(b->kind, s));
+        if (b->src == FP8_DTYPE_BF16)
+            int4_group_bf16(x, G, s, q + g * G / 2);
+        else
+            int4_group_f32(x, G, s, q + g * G / 2);
+    }
+    return FP8_BAND_OK;
+}
+
 static const void *elem(fp8_dtype src, const void *x, uint64_t i)
 {
     return (const char *)x + i * (src == FP8_DTYPE_F32 ? 4 : 2);
@@ -142,6 +197,8 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* groups within rows: one run */
         return (fp8_band_result)fp4_fast_quantize_row(b->scheme, b->src, src, b->rows * b->cols,
                                                       b->global, q, scales, where);
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_I4)
+        return int4_band(b, src, q, scales, where);
     unsigned ssize = fp8_scale_size(b->kind);
     uint64_t g = 0;
     if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows == 1 &&
