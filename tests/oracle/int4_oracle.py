@@ -19,8 +19,8 @@ and writes testdata/int4/goldens.bin, which tests/check_int4.c reads:
 Also checks weight_shape (I64 [2]) and the packed shape.
 
 usage: build/venv-int4/bin/python tests/oracle/int4_oracle.py OUT.bin
-(the venv: python -m venv build/venv-int4; pip install compressed-tensors==0.19.0
- numpy safetensors; it ran with torch 2.15.0 from PyPI)
+tests/oracle/int4_goldens.sh makes the venv (its pins: torch 2.15.0, compressed-tensors
+0.19.0), runs this and compares OUT with the committed goldens (--write replaces them).
 """
 import struct
 import sys
