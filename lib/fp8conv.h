@@ -288,6 +288,8 @@ typedef enum {
     FP8_SCHEME_MXFP8,   /* OCP MX: one power-of-two scale per 32 elements of a row */
     FP8_SCHEME_NVFP4,   /* E2M1 codes, an E4M3 scale per 16 elements of a row, an F32 per matrix */
     FP8_SCHEME_MXFP4,   /* E2M1 codes, an E8M0 scale per 32 elements of a row */
+    FP8_SCHEME_INT4,    /* INT4 codes (-8..7), a scale in the weight's dtype per 128 or 32
+                         * elements of a row (compressed-tensors pack-quantized, W4A16) */
 } fp8_scheme;
 
 typedef enum {

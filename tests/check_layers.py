@@ -58,6 +58,7 @@ ROW_FILES = {
     "lib/compute/quant_cpu.h", "lib/compute/quant_cpu.c", "lib/compute/fp4_ref.h",
     "lib/compute/fp4_ref.c", "lib/compute/fp4_cpu.h", "lib/compute/fp4_cpu.c",
     "lib/compute/diff_ref.c", "lib/compute/diff_cpu.c", "lib/compute/gpu.c",
+    "lib/compute/int4_ref.h", "lib/compute/int4_ref.c",
     "lib/layout/formats.c", "lib/layout/fp4.c",
 }
 PROXY = re.compile(r"levels\s*[=!<>]=?\s*[12]\b|\brun\s*==\s*(16|32)\b|[.>]packed\b|scheme_is_fp4"

@@ -641,7 +641,7 @@ static const struct {
     { "--scheme mxfp8 --format hf-fp8", "pairs that exist" },
     /* no correct output without calibration data: vLLM wants input_scale */
     { "--scheme tensor --format modelopt", "calibrated input_scale" },
-    { "--scheme blocky", "not one of block, channel, tensor, mxfp8, nvfp4 or mxfp4" },
+    { "--scheme blocky", "not one of block, channel, tensor, mxfp8, nvfp4, mxfp4 or int4" },
     { "--format onnx", "not one of" },
     { "--block 128", "ROWSxCOLS" },
     { "--block 0x128", "ROWSxCOLS" },

@@ -68,7 +68,8 @@ START_TEST(test_scheme_names_in_enum_order)
         ck_assert_uint_eq(fp8_scheme_get((fp8_scheme)n)->levels, n == FP8_SCHEME_NVFP4 ? 2 : 1);
         n++;
     }
-    ck_assert_uint_eq(n, 6);
+    ck_assert_uint_eq(n, 7);
+    ck_assert_str_eq(fp8_scheme_name(FP8_SCHEME_INT4), "int4");
     ck_assert(fp8_scheme_get((fp8_scheme)n) == NULL);
     ck_assert_str_eq(fp8_format_name(FP8_FORMAT_DEFAULT), "default");
     ck_assert_str_eq(fp8_format_name(FP8_FORMAT_MODELOPT), "modelopt");
@@ -88,6 +89,8 @@ START_TEST(test_geometry_indexes_the_scale_tensor)
             fp8_geometry g;
             fp8_scheme_geometry((fp8_scheme)s, 64, 32, m, n, &g);
             const fmt_spec *f = fmt_spec_find(fp8_format_default((fp8_scheme)s), (fp8_scheme)s);
+            if (!f && s == FP8_SCHEME_INT4)
+                continue; /* its format row comes with the ops (issue 42 item 5) */
             ck_assert(f != NULL);
             fmt_scale_shape(f, 3, w3, 64, 32, &rank, shape);
             uint64_t total = 1;

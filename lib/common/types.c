@@ -28,6 +28,10 @@ static float e8m0_decode(uint8_t b)
     return b == 0xFF ? fp8_f32_from_bits(0x7FC00000) : fp8_pow2((int)b - 127);
 }
 
+/* compressed-tensors pack_to_int32 stores q + 8 (helpers.py: "Convert to
+ * unsigned range for packing"); unpack_from_int32 subtracts it back */
+static float i4_decode(uint8_t b) { return (float)((int)(b & 15) - 8); }
+
 static const fp8_elem_traits elems[FP8_ELEM_COUNT] = {
     [FP8_ELEM_E4M3] = { "e4m3", 8, 1, 448.0f, true, e4m3_decode, e4m3_nan,
                         .dtype = FP8_DTYPE_F8_E4M3, .deq_product = "q * scale" },
@@ -39,6 +43,8 @@ static const fp8_elem_traits elems[FP8_ELEM_COUNT] = {
                         .dtype = FP8_DTYPE_F8_E8M0 },
     [FP8_ELEM_F32] = { "f32", 32, 0, 3.4028234663852886e38f, true, NULL, NULL,
                        .dtype = FP8_DTYPE_F32 },
+    [FP8_ELEM_I4] = { "int4", 4, 2, 7.0f, false, i4_decode, NULL, .dtype = FP8_DTYPE_I32,
+                      .deq_product = "q * scale", .most_negative = -8.0f },
 };
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e)
@@ -77,10 +83,15 @@ const fp8_scheme_traits fp8_scheme_table[] = {
     /* MXFP4 as the OCP MX spec has it */
     [FP8_SCHEME_MXFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = FP8_MX_GROUP,
                            .levels = 1, .scale_elem = { FP8_ELEM_E8M0 }, .pow2_scales = true },
+    /* INT4 weight-only as compressed-tensors packs it and llm-compressor's
+     * W4A16 preset writes it: symmetric, a scale in the weight's dtype per
+     * 128 (or --group 32) elements of a row (int4_ref.h) */
+    [FP8_SCHEME_INT4] = { .elem = FP8_ELEM_I4, .group = FP8_GROUP_RUN, .run = 128, .levels = 1,
+                          .scale_elem = { FP8_ELEM_F32 }, .run_alt = 32 },
 };
 
 const char *const fp8_scheme_names[] = { "block", "channel", "tensor", "mxfp8", "nvfp4",
-                                         "mxfp4", NULL };
+                                         "mxfp4", "int4", NULL };
 
 #define NSCHEMES (sizeof fp8_scheme_table / sizeof *fp8_scheme_table)
 
@@ -118,7 +129,8 @@ void fp8_scheme_geometry(fp8_scheme s, uint32_t block_rows, uint32_t block_cols,
         break;
     case FP8_GROUP_ROW: *g = (fp8_geometry){ 1, n, rows, 1 }; break;
     case FP8_GROUP_RUN: /* N is a multiple of the run where it matters; else as N / run */
-        *g = (fp8_geometry){ 1, t->run, rows, cols / t->run };
+        *g = (fp8_geometry){ 1, fp8_scheme_run(t, block_cols), rows,
+                             cols / fp8_scheme_run(t, block_cols) };
         break;
     case FP8_GROUP_MATRIX: /* every row: rows of any matrix of the tensor map to it */
         *g = (fp8_geometry){ UINT64_MAX, n, 1, 1 };

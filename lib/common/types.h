@@ -29,6 +29,9 @@ typedef enum {
     FP8_ELEM_E2M1, /* OCP E2M1 (FP4): two per byte, no NaN, largest 6 (NVFP4, next) */
     FP8_ELEM_E8M0, /* OCP E8M0: one byte, 2^(b - 127), NaN 0xFF (MX scales) */
     FP8_ELEM_F32,  /* a float scale (F32, or the model's dtype: see fmt_scale_dtype) */
+    FP8_ELEM_I4,   /* signed 4-bit integer stored offset by 8, eight to an I32 word (element
+                    * 2i in the low nibble of byte i): -8..7, no NaN (compressed-tensors
+                    * pack-quantized) */
     FP8_ELEM_COUNT
 } fp8_elem;
 
@@ -43,10 +46,13 @@ typedef struct {
     /* whether a code is NaN (NULL when the type has none) */
     bool (*is_nan)(uint8_t code);
     /* the safetensors dtype that holds it as itself (a layout may pack it
-     * in another: E2M1 codes two to a U8) */
+     * in another: E2M1 codes two to a U8; INT4 has none, I32 words hold it) */
     fp8_dtype dtype;
     /* how dequantize's overflow message names a value of codes of this type */
     const char *deq_product;
+    /* appended: the most negative value where it is not -max_finite (INT4:
+     * -8 against 7); 0 for the symmetric types */
+    float most_negative;
 } fp8_elem_traits;
 
 const fp8_elem_traits *fp8_elem_get(fp8_elem e);
@@ -73,6 +79,11 @@ typedef struct {
     fp8_elem scale_elem[2]; /* each level's stored element type */
     bool pow2_scales;       /* every scale a power of two (MX) */
     bool fixed;             /* the group is the matrix: a pass over it first (amax) */
+    /* appended: FP8_GROUP_RUN, a second run an option may choose instead of
+     * `run` (INT4: --group 32 against the default 128); 0: none.  The chosen
+     * run travels as the block_cols of fp8_scheme_geometry and as the band's
+     * group_cols (fp8_scheme_run). */
+    uint32_t run_alt;
 } fp8_scheme_traits;
 
 /* The table, in fp8_scheme's order (for static tables that point at a row,
@@ -101,7 +112,15 @@ static inline bool fp8_scheme_reads_twice(fp8_scheme s)
     return t && (t->fixed || t->levels > 1);
 }
 
-/* Bytes of n codes of the scheme's element type (two E2M1 codes a byte). */
+/* A RUN scheme's run given an option's choice `want` (the block_cols its
+ * callers carry): `want` where the row allows it as its alternative run,
+ * else the row's run. */
+static inline uint32_t fp8_scheme_run(const fp8_scheme_traits *t, uint64_t want)
+{
+    return t->run_alt && want == t->run_alt ? t->run_alt : t->run;
+}
+
+/* Bytes of n codes of the scheme's element type (two E2M1 or INT4 codes a byte). */
 static inline uint64_t fp8_scheme_code_bytes(fp8_scheme s, uint64_t n)
 {
     return n * fp8_elem_get(fp8_scheme_get(s)->elem)->bits / 8;

@@ -177,6 +177,12 @@ fp8_status fp8_gpu_quantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_band *b, bool 
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* whole rows: one run */
         return fp8_gpu_fp4_quantize(ctx, gpu, b->scheme, b->src, b->rows * b->cols, b->global,
                                     bad);
+    /* no INT4 kernel (issue 42: the CPU path at its floor is enough): *bad
+     * sends the band to the CPU's fp8_band_quantize, which writes its bytes */
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_I4) {
+        *bad = true;
+        return FP8_OK;
+    }
     fp8k_band kb = { ktype(b->src), b->kind, b->rows, b->cols, b->group_rows, b->group_cols,
                      b->fixed, b->scale };
     unsigned flags = 0;

@@ -21,8 +21,8 @@ void fp8_gpu_free(fp8_gpu *gpu);
 /*
  * The band in host[0] quantized into host[1] (codes) and host[2] (scales),
  * as fp8_band_quantize would (an E2M1 scheme's by fp8_gpu_fp4_quantize).  *bad: the band has a NaN or infinity, or a
- * scale its kind cannot store; the caller then runs the CPU path, which says
- * what and where.
+ * scale its kind cannot store, or an element with no kernel (INT4); the
+ * caller then runs the CPU path, which says what and where (or quantizes).
  */
 fp8_status fp8_gpu_quantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_band *b, bool *bad);
 /* The largest magnitude of n elements in host[0]; *bad on a NaN or infinity. */

@@ -19,6 +19,7 @@
 
 #include "compute/quant_cpu.h"
 #include "compute/fp4_cpu.h"
+#include "compute/int4_ref.h"
 #include "common/types.h"
 #include "compute/fp4_cpu.h"
 
@@ -135,6 +136,58 @@ static void quantize_row(fp8_dtype src, const void *x, uint64_t n, float s, uint
     }
 }
 
+/* An INT4 band of bf16 or f32 in one call, group by group (int4_ref.h's
+ * steps; the bf16 rounding without fp8_f32_to_bf16's NaN branch, as x / s
+ * is finite): codes into c, then packed two a byte, low nibble first, so
+ * that both loops vectorize.  false on a NaN or infinity (the reference
+ * then says where). */
+FP8_CLONES static bool int4_band_fast(fp8_dtype src, const void *x, uint64_t groups, uint64_t G,
+                                      fp8_scale_kind kind, uint8_t *q, void *scales)
+{
+    const uint16_t *h = x;
+    const float *f = x;
+    uint8_t c[256];
+    for (uint64_t g = 0; g < groups; g++, q += G / 2) {
+        uint32_t m = 0;
+        for (uint64_t i = 0; i < G; i++) {
+            uint32_t a = src == FP8_DTYPE_BF16 ? h[g * G + i] & 0x7FFFu
+                                               : fp8_f32_bits(f[g * G + i]) & 0x7FFFFFFFu;
+            m = a > m ? a : m;
+        }
+        if (m >= (src == FP8_DTYPE_BF16 ? 0x7F80u : 0x7F800000u))
+            return false;
+        float s = fp8_int4_scale(src, src == FP8_DTYPE_BF16 ? fp8_bf16_to_f32((uint16_t)m)
+                                                            : fp8_f32_from_bits(m));
+        fp8_scale_store(scales, fp8_scale_size(kind), g, fp8_int4_scale_bits(kind, s));
+        for (uint64_t i = 0; i < G; i++) {
+            float t;
+            if (src == FP8_DTYPE_BF16) {
+                uint32_t u = fp8_f32_bits(fp8_f32_from_bits((uint32_t)h[g * G + i] << 16) / s);
+                t = fp8_f32_from_bits((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u);
+            } else {
+                t = f[g * G + i] / s;
+            }
+            t = t < -8.0f ? -8.0f : t > 7.0f ? 7.0f : t;
+            c[i] = (uint8_t)((int)((t + 0x1.8p23f) - 0x1.8p23f) + 8);
+        }
+        for (uint64_t i = 0; i < G / 2; i++)
+            q[i] = (uint8_t)(c[2 * i] | c[2 * i + 1] << 4);
+    }
+    return true;
+}
+
+/* An INT4 band (int4_ref.h): the fast loop on bf16 and f32 with groups of
+ * up to 256, else (f16, rare) and on a NaN or infinity the reference. */
+static fp8_band_result int4_band(const fp8_band *b, const void *src, uint8_t *q, void *scales,
+                                 uint64_t *where)
+{
+    uint64_t G = b->group_cols;
+    if (b->src != FP8_DTYPE_F16 && G % 2 == 0 && G <= 256 &&
+        int4_band_fast(b->src, src, b->rows * b->cols / G, G, b->kind, q, scales))
+        return FP8_BAND_OK;
+    return fp8_int4_quantize_ref(b, src, q, scales, where);
+}
+
 static const void *elem(fp8_dtype src, const void *x, uint64_t i)
 {
     return (const char *)x + i * (src == FP8_DTYPE_F32 ? 4 : 2);
@@ -146,6 +199,8 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* groups within rows: one run */
         return (fp8_band_result)fp4_fast_quantize_row(b->scheme, b->src, src, b->rows * b->cols,
                                                       b->global, q, scales, where);
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_I4)
+        return int4_band(b, src, q, scales, where);
     unsigned ssize = fp8_scale_size(b->kind);
     uint64_t g = 0;
     if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows == 1 &&

@@ -6,6 +6,7 @@
  */
 #include "compute/quant_ref.h"
 #include "compute/fp4_ref.h"
+#include "compute/int4_ref.h"
 
 
 _Static_assert((int)FP4_Q_OK == (int)FP8_BAND_OK && (int)FP4_Q_NONFINITE == (int)FP8_BAND_NONFINITE &&
@@ -45,6 +46,8 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* groups within rows: one run */
         return (fp8_band_result)fp4_quantize_row(b->scheme, b->src, src, b->rows * b->cols, b->global, q, scales,
                                 where);
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_I4) /* its own codec: int4_ref.c */
+        return fp8_int4_quantize_ref(b, src, q, scales, where);
     for (uint64_t r = 0; r < b->rows; r++)
         for (uint64_t c = 0; c < b->cols; c++)
             if (!finite(fp8_load_f32(b->src, src, r * b->cols + c))) {
