@@ -7,7 +7,7 @@
  * value cannot be told from the group's largest one).  Every problem is reported, not just the first.
  * With --against SRC, each FP8 weight is checked against its source within
  * E4M3's rounding error (each packed FP4 weight against its group's E2M1
- * grid: verify_against_fp4.c), and SRC is re-quantized in memory, band by
+ * grid), and SRC is re-quantized in memory, band by
  * band, as quantize would write it, to say which weights it reproduces byte
  * for byte.
  */

@@ -2,13 +2,14 @@
  * verify.h - what verify's passes share.  verify.c (the config and
  * parallelism passes, the API) calls the passes: verify_rules.c (structure,
  * loader rules, packed-FP4 weights), verify_kv.c (KV-cache scales),
- * verify_values.c (the values), verify_against.c and verify_against_fp4.c
+ * verify_values.c (the values), verify_against.c and verify_against_set.c
  * (--against); each pass calls only verify_findings.c below it (the
  * findings, and the scale lookups every pass makes).
  */
 #ifndef FP8_VERIFY_H
 #define FP8_VERIFY_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/parallel.h"
+#include "ops/quantize_run.h"
 
 /* fp8_format's values: DEFAULT (none declared), HF_FP8, COMPRESSED_TENSORS, MODELOPT */
 
@@ -110,42 +112,54 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads);
 fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
                                 const volatile sig_atomic_t *cancel);
 
-/* ---------------------------------------------------------------- --against, packed FP4
- * (verify_against_fp4.c; fp8conv-formats(5), ERROR BOUND) */
+/* ---------------------------------------------------------------- --against, packed weights
+ * (verify_against_set.c: which, their sources and plans; verify_against.c: their
+ * bands and findings; fp8conv-formats(5), ERROR BOUND) */
 
-/* How a packed FP4 weight's group scales divide its elements: its scheme's
- * row (the scale element decodes the byte), and the stored second level
- * when there is one (compressed-tensors divides by it: d = scale / second;
- * ModelOpt multiplies: d = scale * second); second 1 for none (MXFP4's
- * E8M0 byte b: d = 2^(b - 127)). */
 typedef struct {
-    const fp8_scheme_traits *scheme;
-    bool divides;
-    double second;
-} vf4_rule;
+    const fp8_tensor_info *t; /* the packed weight in v->ck */
+    size_t shard;
+    fp4_weight w;             /* its layout, scale and geometry; w.l NULL: malformed */
+    const fp8_tensor_info *x; /* its source in SRC (w.out_name); NULL: none usable */
+    size_t xshard;
+    quant_part *part;         /* x is one expert's weight of SRC's fused experts */
+    bool bound;               /* its values are checked against x */
+    bool requant;             /* it is in the re-quantized count */
+    size_t item;              /* its plan item; SIZE_MAX when the plan does not quantize it */
+    const fp8_quant_plan *plan; /* the plan of its scheme, when it re-quantizes it */
+    fp8_group_rule rule;
+    uint64_t rows, cols;
+    /* found, over its jobs (atomic, or under the lock) */
+    uint64_t bad, clipped, bad_scales, first, first_scale;
+    double first_x, first_d, first_m, first_s;
+    unsigned first_code;
+    bool differs;
+} vf4_item;
 
-/* One group's verdict: elements whose code is not the E2M1 value nearest
- * x / d (within a relative 2^-20 of it, either way at a tie), the first of
- * them (UINT32_MAX: none), elements beyond 7 d stored as +-6 (clipped),
- * whether the scale does not serve the group's largest element (its
- * elements are then not judged), and a NaN scale (left to bad-scale: not
- * judged). */
-typedef struct {
-    uint64_t bad, clipped;
-    uint32_t first_bad;
-    bool bad_scale, unjudged;
-} vf4_group;
+#define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
 
-/* The bound of one group of n elements of dtype dt at x, their codes
- * (`packed`, element 2i in the low nibble of byte i) and its scale byte. */
-void verify_fp4_group(const vf4_rule *r, fp8_dtype dt, const void *x, const uint8_t *packed,
-                      uint32_t n, uint8_t scale, vf4_group *out);
+typedef struct vf4_against {
+    fp8_verify *v;
+    fp8_checkpoint *src;
+    const char *src_path;
+    cJSON *src_config;        /* SRC's config.json; NULL when none */
+    vf4_item *items; /* in v->ck's order (by name) */
+    size_t n;
+    const char **ck_owned, **src_owned; /* sorted */
+    size_t nck, nsrc;
+    /* a plan per FP4 scheme re-quantized (nplans of them, in the order of
+     * the schemes); NULL: refused */
+    fp8_quant_plan *plans[FP4_PLANS];
+    fp8_scheme plan_scheme[FP4_PLANS];
+    int nplans;
+    bool impossible; /* quantize refuses SRC, or a row of it */
+    pthread_mutex_t lock;
+} vf4_against;
 
-/* The packed FP4 weights of v->ck that SRC does not hold as they are, each
+/* The packed weights of v->ck that SRC does not hold as they are, each
  * with its logical weight in SRC (an against-set finding where there is
  * none; a note for the layouts quantize does not write).  `src` is
  * borrowed. */
-typedef struct vf4_against vf4_against;
 fp8_status verify_fp4_against_open(fp8_ctx *ctx, fp8_verify *v, fp8_checkpoint *src,
                                    const char *src_path, vf4_against **out);
 void verify_fp4_against_free(vf4_against *f);
@@ -156,21 +170,6 @@ bool verify_fp4_against_owns(const vf4_against *f, const char *name, bool src_si
 /* Quantize's plans for the weights it re-quantizes (before the jobs). */
 fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
                                    const volatile sig_atomic_t *cancel);
-/* verify_against.c's jobs over packed weight i < verify_fp4_against_count:
- * its tensor, its source and its logical [rows, cols] (false: it has no
- * jobs); the bound and the re-quantization of rows [row0, row0 + nrows)
- * (the worker's buffers: buf[0] the source, buf[1] the codes, then the
- * re-quantized ones, buf[2] the scales, then the re-quantized ones); the
- * band's lane (its codes', or the source's). */
-size_t verify_fp4_against_count(const vf4_against *f);
-bool verify_fp4_against_weight(const vf4_against *f, size_t i, const fp8_tensor_info **t,
-                               size_t *shard, const fp8_tensor_info **x, size_t *xshard,
-                               uint64_t *rows, uint64_t *cols);
-fp8_status verify_fp4_against_band(vf4_against *f, size_t i, fp8_worker *w, uint64_t row0,
-                                   uint64_t nrows);
-size_t verify_fp4_against_lane(const vf4_against *f, size_t i, uint64_t row0, uint64_t *offset);
-/* The findings of the jobs: against-scale, against-bound, against-clipped. */
-fp8_status verify_fp4_against_report(fp8_ctx *ctx, vf4_against *f);
 /* The packed weights it counts as re-quantized; whether re-quantizing was
  * possible (quantize takes SRC); and for packed weight `name`, -1 when it
  * is not one of them, else whether SRC reproduced it byte for byte. */

@@ -6,6 +6,7 @@
  * which weights it reproduces byte for byte.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ typedef struct {
     fp8_checkpoint *src;
     dq_weights *w;
     fp8_quant_plan *plan; /* NULL: no re-quantization */
-    vf4_against *f4;      /* the packed FP4 weights, verify_against_fp4.c's */
+    vf4_against *f4;      /* the packed weights, verify_against_set.c's */
     ag_item *items;
     size_t n, *by_tensor;  /* by_tensor: v->ck's tensor -> item, SIZE_MAX when none */
     size_t njobs;
@@ -274,6 +275,158 @@ static fp8_status copy_one(against *a, fp8_worker *w, ag_item *it, uint64_t at, 
     return st;
 }
 
+/* ---------------------------------------------------------------- packed weights */
+
+/* Adds a group's verdict to its weight's totals; `at` is its first
+ * element's flat index, `g` the group's. */
+static void group_add(vf4_against *f, vf4_item *it, const fp8_group_bound *r, const void *x,
+                      const uint8_t *packed, uint8_t scale, uint64_t at, uint64_t g)
+{
+    if (r->clipped)
+        __atomic_add_fetch(&it->clipped, r->clipped, __ATOMIC_RELAXED);
+    if (r->bad)
+        __atomic_add_fetch(&it->bad, r->bad, __ATOMIC_RELAXED);
+    if (r->bad_scale)
+        __atomic_add_fetch(&it->bad_scales, 1, __ATOMIC_RELAXED);
+    if (!r->bad && !r->bad_scale)
+        return;
+    uint32_t run = it->w.l->scheme->run;
+    double m = 0, s = fp8_elem_get(it->rule.scheme->scale_elem[0])->decode(scale);
+    double d = fp8_group_divisor(&it->rule, scale);
+    for (uint32_t i = 0; i < run; i++) {
+        double a = fabs((double)fp8_load_f32(it->x->dtype, x, i));
+        m = a > m ? a : m;
+    }
+    pthread_mutex_lock(&f->lock);
+    if (r->bad_scale && g < it->first_scale) {
+        it->first_scale = g;
+        it->first_m = m;
+        it->first_s = s;
+    }
+    if (r->bad && at + r->first_bad < it->first) {
+        it->first = at + r->first_bad;
+        it->first_x = fp8_load_f32(it->x->dtype, x, r->first_bad);
+        it->first_d = d;
+        it->first_code = packed[r->first_bad / 2] >> (4 * (r->first_bad & 1)) & 0xF;
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* The bound and the re-quantization of rows [row0, row0 + nrows) of a
+ * packed weight (the worker's buffers: buf[0] the source, buf[1] the codes,
+ * then the re-quantized ones, buf[2] the scales, then the re-quantized
+ * ones). */
+static fp8_status packed_band(vf4_against *f, vf4_item *it, fp8_worker *w, uint64_t row0,
+                              uint64_t nrows)
+{
+    const fp8_verify *v = f->v;
+    uint32_t run = it->w.l->scheme->run;
+    uint64_t n = nrows * it->cols, at = row0 * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
+    unsigned char *src = w->buf[0];
+    uint8_t *codes = w->buf[1], *q = w->buf[1] + n / 2;
+    uint8_t *scales = w->buf[2], *sq = w->buf[2] + n / run;
+    fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->shard), it->t, at / 2,
+                                  codes, n / 2);
+    if (!st)
+        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->w.scale_shard), it->w.scale,
+                           at / run, scales, n / run);
+    if (!st && it->part)
+        st = quant_part_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->part, at * xs,
+                             src, n * xs, false);
+    else if (!st)
+        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->x, at * xs, src,
+                           n * xs);
+    fp8_worker_end_turn(w);
+    if (st)
+        return st;
+    for (uint64_t g = 0; it->bound && g < n / run; g++) {
+        fp8_group_bound r;
+        const unsigned char *x = src + g * run * xs;
+        fp8_e2m1_bound_group_ref(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);
+        group_add(f, it, &r, x, codes + g * run / 2, scales[g], at + g * run, at / run + g);
+    }
+    if (it->item == SIZE_MAX)
+        return FP8_OK;
+    /* quantize's band of the plan: the scheme's row, its second level */
+    fp8_band b;
+    uint64_t first, where;
+    fp8_quant_plan_band(it->plan, it->item, 0, row0, nrows, 0, it->cols, &b, &first);
+    if (fp8_band_quantize(&b, src, q, sq, &where) != FP8_BAND_OK) {
+        __atomic_store_n(&f->impossible, true, __ATOMIC_RELAXED);
+        return FP8_OK;
+    }
+    if (memcmp(q, codes, n / 2) != 0 || memcmp(sq, scales, n / run) != 0)
+        __atomic_store_n(&it->differs, true, __ATOMIC_RELAXED);
+    return FP8_OK;
+}
+
+/* The packed weights' findings: against-scale, against-bound, against-clipped. */
+static fp8_status packed_report(fp8_ctx *ctx, vf4_against *f)
+{
+    fp8_verify *v = f->v;
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; i < f->n && !st; i++) {
+        const vf4_item *it = &f->items[i];
+        if (!it->bound || !it->x)
+            continue;
+        uint64_t elems = it->rows * it->cols, run = it->w.l->scheme->run;
+        bool pow2 = it->rule.scheme->pow2_scales;
+        const char *d = pow2               ? "d = 2^(scale - 127)"
+                        : it->rule.divides ? "d = scale / global"
+                                           : "d = scale * weight_scale_2";
+        const char *serves = pow2 ? "largest / d in [3, 8)"
+                             : it->rule.divides
+                                 ? "within one E4M3 code of largest * global / 6"
+                                 : "within one E4M3 code of largest / (6 * weight_scale_2)";
+        if (it->bad_scales)
+            st = verify_add(ctx, v, FP8_SEV_ERROR, "against-scale",
+                            "%s: %s: %llu of %llu group scales of %s do not serve their group's "
+                            "largest element of %s (wanted: %s); first: group %llu (row %llu, columns "
+                            "%llu..%llu), largest |x| = %.9g, scale = %.9g",
+                            v->path, it->w.scale->name, (unsigned long long)it->bad_scales,
+                            (unsigned long long)(elems / run), it->t->name, f->src_path, serves,
+                            (unsigned long long)it->first_scale,
+                            (unsigned long long)(it->first_scale * run / it->cols),
+                            (unsigned long long)(it->first_scale * run % it->cols),
+                            (unsigned long long)(it->first_scale * run % it->cols + run - 1),
+                            it->first_m, it->first_s);
+        if (!st && it->bad)
+            st = verify_add(ctx, v, FP8_SEV_ERROR, "against-bound",
+                            "%s: %s: %llu of %llu elements are not the E2M1 value nearest x / d "
+                            "of %s (%s, their group's divisor); first at %llu (row %llu, column "
+                            "%llu): x = %.9g, x / d = %.9g, code %u = %g",
+                            v->path, it->t->name, (unsigned long long)it->bad,
+                            (unsigned long long)elems, f->src_path, d,
+                            (unsigned long long)it->first,
+                            (unsigned long long)(it->first / it->cols),
+                            (unsigned long long)(it->first % it->cols), it->first_x,
+                            it->first_x / it->first_d, it->first_code,
+                            (double)fp8_elem_get(it->rule.scheme->elem)->decode((uint8_t)it->first_code));
+        /* a scale that serves its group may still clip: E4M3's subnormal
+         * steps (2^-9) are coarse, so t rounded down leaves largest / d past
+         * 7; no fault of the checkpoint, said as a note */
+        if (!st && it->clipped)
+            st = verify_add(ctx, v, FP8_SEV_NOTE, "against-clipped",
+                            "%s: %s: %llu element%s of %s beyond 7 * d (%s) clipped to +-6 under "
+                            "group scales that serve their groups",
+                            v->path, it->t->name, (unsigned long long)it->clipped,
+                            it->clipped == 1 ? "" : "s", f->src_path, d);
+    }
+    return st;
+}
+
+/* A packed weight's band's lane: its codes', or the source's. */
+static size_t packed_lane(const vf4_against *f, const vf4_item *it, uint64_t row0, uint64_t *offset)
+{
+    uint64_t at = row0 * it->cols;
+    size_t lane = ck_lane(f->v->ck, it->shard, it->t, at / 2, 0, offset);
+    if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
+        lane = ck_lane(f->src, it->xshard, it->part ? it->part->fused : it->x,
+                       it->part ? 0 : at * (fp8_dtype_bits(it->x->dtype) / 8),
+                       fp8_checkpoint_shard_count(f->v->ck), offset);
+    return lane;
+}
+
 /*
  * A job: rows [row0, row0 + nrows) of matrix x of an item.  The worker's
  * buffers: buf[0] the source; buf[1] the checkpoint's codes, then the
@@ -286,10 +439,10 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     const fp8_verify *v = a->v;
     uint64_t x, row0, nrows;
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
-    if (it->layout_item) /* verify_against_fp4.c's band: the bound of E2M1 groups */
+    if (it->layout_item) /* a packed weight's band */
         return a->amax_pass || a->floor_pass
                    ? FP8_OK
-                   : verify_fp4_against_band(a->f4, it->layout_item - 1, w, row0, nrows);
+                   : packed_band(a->f4, &a->f4->items[it->layout_item - 1], w, row0, nrows);
     if (a->amax_pass)
         return it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
     if (a->floor_pass && !it->compare)
@@ -356,7 +509,7 @@ static size_t against_lane(void *arg, size_t j, uint64_t *offset)
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
     if (it->layout_item)
-        return verify_fp4_against_lane(a->f4, it->layout_item - 1, row0, offset);
+        return packed_lane(a->f4, &a->f4->items[it->layout_item - 1], row0, offset);
     uint64_t at = src_at(it, x, row0), xs = it->copy ? 1 : fp8_dtype_bits(it->x->dtype) / 8;
     size_t lane = FP8_NO_LANE;
     if (!a->amax_pass && (it->bound || it->compare || it->copy))
@@ -446,14 +599,16 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         const fp8_tensor_info *s = it->s;
         int rank;
         uint64_t shape[3];
-        bool mx = fp8_scheme_get(v->scheme)->pow2_scales;
+        const fp8_scheme_traits *sch = fp8_scheme_get(v->scheme);
+        bool mx = sch->pow2_scales;
         /* dequantize reads a directory's block size from its config.json,
          * and takes 128x128 for a lone file */
         bool same_blocks = !fp8_scheme_has_block(v->scheme) ||
                            (fp8_checkpoint_is_directory(v->ck) && !v->assumed) ||
                            (v->block_rows == 128 && v->block_cols == 128);
         if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
-            (mx ? s->dtype == FP8_DTYPE_U8 || s->dtype == FP8_DTYPE_F8_E8M0 : verify_is_float(s->dtype))) {
+            (mx ? s->dtype == FP8_DTYPE_U8 || s->dtype == fp8_elem_get(sch->scale_elem[0])->dtype
+                : verify_is_float(s->dtype))) {
             fmt_scale_shape(v->spec, t->rank, t->shape, v->block_rows, v->block_cols, &rank, shape);
             it->own = verify_has_shape(s, rank, shape);
         }
@@ -519,11 +674,17 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->x = fp8_checkpoint_find(a->src, it->name, &it->xshard);
         against_item(a, it, false, k);
     }
-    for (size_t i = 0; i < verify_fp4_against_count(a->f4); i++) { /* packed FP4 weights */
+    for (size_t i = 0; a->f4 && i < a->f4->n; i++) { /* packed weights */
+        const vf4_item *p = &a->f4->items[i];
         ag_item *it = &a->items[a->n];
-        if (!verify_fp4_against_weight(a->f4, i, &it->t, &it->shard, &it->x, &it->xshard,
-                                       &it->rows, &it->cols))
+        if (!p->x || !(p->bound || p->item != SIZE_MAX) || !p->rows || !p->cols)
             continue;
+        it->t = p->t;
+        it->shard = p->shard;
+        it->x = p->x;
+        it->xshard = p->xshard;
+        it->rows = p->rows;
+        it->cols = p->cols;
         it->name = it->t->name;
         it->layout_item = i + 1;
         it->item = SIZE_MAX;
@@ -631,7 +792,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     if (st)
         return st;
     /* the packed FP4 weights (SRC holds their logical weights), which the
-     * loops below leave to verify_against_fp4.c; a packed tensor SRC holds as
+     * loops below leave to verify_against_set.c; a packed tensor SRC holds as
      * it is (gpt-oss _blocks kept by quantize) is a kept tensor here */
     vf4_against *f4 = NULL;
     if ((st = verify_fp4_against_open(ctx, v, src, src_path, &f4))) {
@@ -685,7 +846,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     a.w = w;
     /* a declared FP4 scheme's plan is the FP4 pass's, by layout */
     bool fp8_plan = can_dequantize && v->format != FP8_FORMAT_DEFAULT &&
-                    !fp8_scheme_is_fp4(fp8_scheme_get(v->scheme));
+                    fp8_elem_get(fp8_scheme_get(v->scheme)->elem)->per_byte == 1;
     if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
@@ -720,7 +881,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
     if (!st)
-        st = verify_fp4_against_report(ctx, f4);
+        st = packed_report(ctx, f4);
     if (!st && ((can_dequantize && v->format != FP8_FORMAT_DEFAULT) ||
                 verify_fp4_against_requantized(f4)))
         st = against_reproduced(ctx, v, &a);

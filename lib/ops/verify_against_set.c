@@ -1,67 +1,17 @@
 /*
- * verify_against_fp4.c - verify --against SRC's packed FP4 weights, items of
- * verify_against.c's jobs (fp8conv(1), verify;
- * fp8conv-formats(5), ERROR BOUND): each element against its source under
- * its group's scale and each group scale against its group's largest
- * element (E2M1's bound, quant_ref.c's fp8_e2m1_bound_group_ref), and SRC
- * re-quantized in memory, band by band, with quantize's own plan, global
- * pass and row quantizer, to say which packed weights it reproduces byte
- * for byte (codes, group scales, NVFP4's stored second level).  Each band
- * adds what it found to its weight's totals (sums, a minimum, flags), so
- * the report is the same for any number of threads.
+ * verify_against_set.c - verify --against SRC: the packed weights of the
+ * checkpoint (fp8conv(1), verify; fp8conv-formats(5), ERROR BOUND), each with
+ * its logical weight in SRC and, where quantize writes its layout, the plan
+ * (quantize's own, with its global pass) that re-quantizes it; their bands
+ * and findings are verify_against.c's.
  */
 #define _GNU_SOURCE
-#include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "ops/verify.h"
-#include "compute/fp4_cpu.h"
-#include "compute/quant_ref.h"
-#include "layout/fp4.h"
-#include "ops/quantize_run.h"
 
 /* ---------------------------------------------------------------- the weights */
-
-typedef struct {
-    const fp8_tensor_info *t; /* the packed weight in v->ck */
-    size_t shard;
-    fp4_weight w;             /* its layout, scale and geometry; w.l NULL: malformed */
-    const fp8_tensor_info *x; /* its source in SRC (w.out_name); NULL: none usable */
-    size_t xshard;
-    quant_part *part;         /* x is one expert's weight of SRC's fused experts */
-    bool bound;               /* its values are checked against x */
-    bool requant;             /* it is in the re-quantized count */
-    size_t item;              /* its plan item; SIZE_MAX when the plan does not quantize it */
-    fp8_group_rule rule;
-    uint64_t rows, cols;
-    /* found, over its jobs (atomic, or under the lock) */
-    uint64_t bad, clipped, bad_scales, first, first_scale;
-    double first_x, first_d, first_m, first_s;
-    unsigned first_code;
-    bool differs;
-} vf4_item;
-
-#define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
-
-struct vf4_against {
-    fp8_verify *v;
-    fp8_checkpoint *src;
-    const char *src_path;
-    cJSON *src_config;        /* SRC's config.json; NULL when none */
-    vf4_item *items; /* in v->ck's order (by name) */
-    size_t n;
-    const char **ck_owned, **src_owned; /* sorted */
-    size_t nck, nsrc;
-    /* a plan per FP4 scheme re-quantized (nplans of them, in the order of
-     * the schemes); NULL: refused */
-    fp8_quant_plan *plans[FP4_PLANS];
-    fp8_scheme plan_scheme[FP4_PLANS];
-    int nplans;
-    bool impossible; /* quantize refuses SRC, or a row of it */
-    pthread_mutex_t lock;
-};
 
 /* The slot of plans[] of a re-quantized item's scheme. */
 static int plan_of(const vf4_against *f, const vf4_item *it)
@@ -104,11 +54,14 @@ static vf4_item *item_named(const vf4_against *f, const char *name)
     return NULL;
 }
 
+/* Whether quantize writes layout l: a format's row of its scheme names it. */
 static bool requantizable(const fp4_layout *l)
 {
-    return l == fp4_layout_get(FP4_LAYOUT_NVFP4_CT) ||
-           l == fp4_layout_get(FP4_LAYOUT_NVFP4_MODELOPT) ||
-           l == fp4_layout_get(FP4_LAYOUT_MXFP4_CT);
+    fp8_scheme sch = (fp8_scheme)(l->scheme - fp8_scheme_table);
+    for (int f = 0; f <= FP8_FORMAT_MODELOPT; f++)
+        if (fmt_code_layout(fmt_spec_find((fp8_format)f, sch)) == l)
+            return true;
+    return false;
 }
 
 /* Its source: the logical weight w.out_name of SRC, with the unpacked shape
@@ -383,6 +336,7 @@ fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
         const fp8_quant_plan *p = it->requant && it->x ? f->plans[plan_of(f, it)] : NULL;
         if (p)
             it->item = quant_plan_find(p, it->x->name);
+        it->plan = p;
         if (it->item == SIZE_MAX) {
             it->differs = true;
             continue;
@@ -395,179 +349,6 @@ fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
         }
     }
     return FP8_OK;
-}
-
-/* ---------------------------------------------------------------- its part of verify_against.c's jobs */
-
-size_t verify_fp4_against_count(const vf4_against *f)
-{
-    return f ? f->n : 0;
-}
-
-bool verify_fp4_against_weight(const vf4_against *f, size_t i, const fp8_tensor_info **t,
-                               size_t *shard, const fp8_tensor_info **x, size_t *xshard,
-                               uint64_t *rows, uint64_t *cols)
-{
-    const vf4_item *it = &f->items[i];
-    *t = it->t;
-    *shard = it->shard;
-    *x = it->x;
-    *xshard = it->xshard;
-    *rows = it->rows;
-    *cols = it->cols;
-    return it->x && (it->bound || it->item != SIZE_MAX) && it->rows && it->cols;
-}
-
-/* Adds a group's verdict to its weight's totals; `at` is its first
- * element's flat index, `g` the group's. */
-static void group_add(vf4_against *f, vf4_item *it, const fp8_group_bound *r, const void *x,
-                      const uint8_t *packed, uint8_t scale, uint64_t at, uint64_t g)
-{
-    if (r->clipped)
-        __atomic_add_fetch(&it->clipped, r->clipped, __ATOMIC_RELAXED);
-    if (r->bad)
-        __atomic_add_fetch(&it->bad, r->bad, __ATOMIC_RELAXED);
-    if (r->bad_scale)
-        __atomic_add_fetch(&it->bad_scales, 1, __ATOMIC_RELAXED);
-    if (!r->bad && !r->bad_scale)
-        return;
-    uint32_t run = it->w.l->scheme->run;
-    double m = 0, s = fp8_elem_get(it->rule.scheme->scale_elem[0])->decode(scale);
-    double d = fp8_group_divisor(&it->rule, scale);
-    for (uint32_t i = 0; i < run; i++) {
-        double a = fabs((double)fp8_load_f32(it->x->dtype, x, i));
-        m = a > m ? a : m;
-    }
-    pthread_mutex_lock(&f->lock);
-    if (r->bad_scale && g < it->first_scale) {
-        it->first_scale = g;
-        it->first_m = m;
-        it->first_s = s;
-    }
-    if (r->bad && at + r->first_bad < it->first) {
-        it->first = at + r->first_bad;
-        it->first_x = fp8_load_f32(it->x->dtype, x, r->first_bad);
-        it->first_d = d;
-        it->first_code = packed[r->first_bad / 2] >> (4 * (r->first_bad & 1)) & 0xF;
-    }
-    pthread_mutex_unlock(&f->lock);
-}
-
-fp8_status verify_fp4_against_band(vf4_against *f, size_t i, fp8_worker *w, uint64_t row0,
-                                  uint64_t nrows)
-{
-    const fp8_verify *v = f->v;
-    vf4_item *it = &f->items[i];
-    uint32_t run = it->w.l->scheme->run;
-    uint64_t n = nrows * it->cols, at = row0 * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
-    unsigned char *src = w->buf[0];
-    uint8_t *codes = w->buf[1], *q = w->buf[1] + n / 2;
-    uint8_t *scales = w->buf[2], *sq = w->buf[2] + n / run;
-    fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->shard), it->t, at / 2,
-                                  codes, n / 2);
-    if (!st)
-        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->w.scale_shard), it->w.scale,
-                           at / run, scales, n / run);
-    if (!st && it->part)
-        st = quant_part_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->part, at * xs,
-                             src, n * xs, false);
-    else if (!st)
-        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->x, at * xs, src,
-                           n * xs);
-    fp8_worker_end_turn(w);
-    if (st)
-        return st;
-    for (uint64_t g = 0; it->bound && g < n / run; g++) {
-        fp8_group_bound r;
-        const unsigned char *x = src + g * run * xs;
-        fp8_e2m1_bound_group_ref(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);
-        group_add(f, it, &r, x, codes + g * run / 2, scales[g], at + g * run, at / run + g);
-    }
-    if (it->item == SIZE_MAX)
-        return FP8_OK;
-    const fp8_quant_plan *p = f->plans[plan_of(f, it)];
-    float global = p->entries[it->item].global;
-    bool same = true;
-    for (uint64_t r = 0; r < nrows; r++) {
-        uint64_t where;
-        if (fp4_fast_quantize_row(p->opts.scheme, it->x->dtype, src + r * it->cols * xs, it->cols,
-                                  global, q + r * it->cols / 2, sq + r * it->cols / run,
-                                  &where) != FP4_Q_OK) {
-            __atomic_store_n(&f->impossible, true, __ATOMIC_RELAXED);
-            return FP8_OK;
-        }
-    }
-    same = memcmp(q, codes, n / 2) == 0 && memcmp(sq, scales, n / run) == 0;
-    if (!same)
-        __atomic_store_n(&it->differs, true, __ATOMIC_RELAXED);
-    return FP8_OK;
-}
-
-size_t verify_fp4_against_lane(const vf4_against *f, size_t i, uint64_t row0, uint64_t *offset)
-{
-    const vf4_item *it = &f->items[i];
-    uint64_t at = row0 * it->cols;
-    size_t lane = ck_lane(f->v->ck, it->shard, it->t, at / 2, 0, offset);
-    if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
-        lane = ck_lane(f->src, it->xshard, it->part ? it->part->fused : it->x,
-                       it->part ? 0 : at * (fp8_dtype_bits(it->x->dtype) / 8),
-                       fp8_checkpoint_shard_count(f->v->ck), offset);
-    return lane;
-}
-
-/* The weights' findings: against-scale, against-bound, against-clipped. */
-fp8_status verify_fp4_against_report(fp8_ctx *ctx, vf4_against *f)
-{
-    fp8_verify *v = f->v;
-    fp8_status st = FP8_OK;
-    for (size_t i = 0; i < f->n && !st; i++) {
-        const vf4_item *it = &f->items[i];
-        if (!it->bound || !it->x)
-            continue;
-        uint64_t elems = it->rows * it->cols, run = it->w.l->scheme->run;
-        bool pow2 = it->rule.scheme->pow2_scales;
-        const char *d = pow2               ? "d = 2^(scale - 127)"
-                        : it->rule.divides ? "d = scale / global"
-                                           : "d = scale * weight_scale_2";
-        const char *serves = pow2 ? "largest / d in [3, 8)"
-                             : it->rule.divides
-                                 ? "within one E4M3 code of largest * global / 6"
-                                 : "within one E4M3 code of largest / (6 * weight_scale_2)";
-        if (it->bad_scales)
-            st = verify_add(ctx, v, FP8_SEV_ERROR, "against-scale",
-                            "%s: %s: %llu of %llu group scales of %s do not serve their group's "
-                            "largest element of %s (wanted: %s); first: group %llu (row %llu, columns "
-                            "%llu..%llu), largest |x| = %.9g, scale = %.9g",
-                            v->path, it->w.scale->name, (unsigned long long)it->bad_scales,
-                            (unsigned long long)(elems / run), it->t->name, f->src_path, serves,
-                            (unsigned long long)it->first_scale,
-                            (unsigned long long)(it->first_scale * run / it->cols),
-                            (unsigned long long)(it->first_scale * run % it->cols),
-                            (unsigned long long)(it->first_scale * run % it->cols + run - 1),
-                            it->first_m, it->first_s);
-        if (!st && it->bad)
-            st = verify_add(ctx, v, FP8_SEV_ERROR, "against-bound",
-                            "%s: %s: %llu of %llu elements are not the E2M1 value nearest x / d "
-                            "of %s (%s, their group's divisor); first at %llu (row %llu, column "
-                            "%llu): x = %.9g, x / d = %.9g, code %u = %g",
-                            v->path, it->t->name, (unsigned long long)it->bad,
-                            (unsigned long long)elems, f->src_path, d,
-                            (unsigned long long)it->first,
-                            (unsigned long long)(it->first / it->cols),
-                            (unsigned long long)(it->first % it->cols), it->first_x,
-                            it->first_x / it->first_d, it->first_code,
-                            (double)fp8_elem_get(it->rule.scheme->elem)->decode((uint8_t)it->first_code));
-        /* a scale that serves its group may still clip: E4M3's subnormal
-         * steps (2^-9) are coarse, so t rounded down leaves largest / d past
-         * 7; no fault of the checkpoint, said as a note */
-        if (!st && it->clipped)
-            st = verify_add(ctx, v, FP8_SEV_NOTE, "against-clipped",
-                            "%s: %s: %llu element%s of %s beyond 7 * d (%s) clipped to +-6 under "
-                            "group scales that serve their groups",
-                            v->path, it->t->name, (unsigned long long)it->clipped,
-                            it->clipped == 1 ? "" : "s", f->src_path, d);
-    }
-    return st;
 }
 
 /* ---------------------------------------------------------------- what it reproduced */
