@@ -13,6 +13,8 @@
 #                     FUZZ_SECONDS each (clang)
 #   make bench        every command against its floor (bench/run.sh, bench/RESULTS.md)
 #   make bench-ab OLD=path/to/fp8conv  the refactored commands, that build against this one
+#   make check-same-bytes OLD=path/to/fp8conv  every command on small inputs, OLD's exit codes,
+#                     reports and output bytes against this build's (tests/same_bytes.sh)
 #   make bench-peers  quantize against llm-compressor and a torch script (bench/peers.sh)
 #   make check-gpu    the CUDA kernels against the CPU reference (needs a GPU)
 #   make bench-gpu    kernel and end-to-end GPU benchmarks (needs a GPU)
@@ -562,6 +564,14 @@ bench: $(BUILD)/fp8conv $(BENCH_BIN)
 # (bench/ab.sh): make bench-ab OLD=path/to/old/fp8conv
 bench-ab: $(BUILD)/fp8conv $(BENCH_BIN)
 	BUILD=$(BUILD) OLD=$(OLD) bash bench/ab.sh
+
+# A refactor changed no output byte (tests/same_bytes.sh): a few thousand
+# commands on small inputs, run by an older build and by this one, their exit
+# codes, reports and output files compared: make check-same-bytes OLD=path/to/old/fp8conv
+.PHONY: check-same-bytes
+check-same-bytes: $(BUILD)/fp8conv
+	@test -n "$(OLD)" || { echo "check-same-bytes: say which build to compare with: OLD=path/to/old/fp8conv" >&2; exit 2; }
+	bash tests/same_bytes.sh $(OLD) $(BUILD)/fp8conv
 
 # The tools fp8conv replaces, measured beside it (bench/peers.sh): installs
 # llm-compressor and torch once in build/venv-peers.
