@@ -48,19 +48,7 @@ fp8_int4_deq_result fp8_int4_dequant_row(const uint8_t *packed, const void *scal
     fp8_int4_deq_result r = FP8_INT4_DEQ_OK;
     for (uint64_t i = 0; i < n; i++) {
         float v = (float)((packed[i / 2] >> (i % 2 * 4) & 15) - 8) * fp8_load_f32(sdt, scales, i / group);
-        bool inf;
-        if (out == FP8_DTYPE_F32) {
-            ((float *)y)[i] = v;
-            inf = !finite(v);
-        } else if (out == FP8_DTYPE_BF16) {
-            uint16_t h = fp8_f32_to_bf16(v);
-            ((uint16_t *)y)[i] = h;
-            inf = (h & 0x7FFF) == 0x7F80;
-        } else {
-            uint16_t h = fp8_f32_to_f16(v);
-            ((uint16_t *)y)[i] = h;
-            inf = (h & 0x7FFF) == 0x7C00;
-        }
+        bool inf = fp8_store_out(out, y, i, v);
         if (inf && !r) {
             *where = i;
             r = FP8_INT4_DEQ_OVERFLOW;

@@ -110,19 +110,7 @@ fp8_deq_result fp8_dequant_row_ref(const uint8_t *q, uint64_t n, const float *s,
         }
     for (uint64_t i = 0; i < n; i++) {
         float v = fp8_e4m3_to_f32(q[i]) * s[i / group];
-        bool inf;
-        if (out == FP8_DTYPE_F32) {
-            ((float *)y)[i] = v;
-            inf = !finite(v);
-        } else if (out == FP8_DTYPE_BF16) {
-            uint16_t h = fp8_f32_to_bf16(v);
-            ((uint16_t *)y)[i] = h;
-            inf = (h & 0x7FFF) == 0x7F80;
-        } else {
-            uint16_t h = fp8_f32_to_f16(v);
-            ((uint16_t *)y)[i] = h;
-            inf = (h & 0x7FFF) == 0x7C00;
-        }
+        bool inf = fp8_store_out(out, y, i, v);
         if (inf) {
             *where = i;
             return FP8_DEQ_OVERFLOW;

@@ -129,6 +129,19 @@ fp8_deq_result fp8_dequant_ref(const fp8_dequant_spec *d, const uint8_t *codes,
 void fp8_bound_span_ref(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
                         const float *s, uint64_t n, uint64_t counts[2]);
 
+/* v rounded into element i of y, an array of `out` (BF16 or F16: nearest
+ * even; F32: as is); whether it is an infinity there. */
+static inline bool fp8_store_out(fp8_dtype out, void *y, uint64_t i, float v)
+{
+    if (out == FP8_DTYPE_F32) {
+        ((float *)y)[i] = v;
+        return (fp8_f32_bits(v) & 0x7F800000) == 0x7F800000; /* not finite */
+    }
+    uint16_t h = out == FP8_DTYPE_BF16 ? fp8_f32_to_bf16(v) : fp8_f32_to_f16(v);
+    ((uint16_t *)y)[i] = h;
+    return (h & 0x7FFF) == (out == FP8_DTYPE_BF16 ? 0x7F80 : 0x7C00);
+}
+
 /* Element i of a BF16/F16/F32 array, as fp32. */
 static inline float fp8_load_f32(fp8_dtype src, const void *x, uint64_t i)
 {
