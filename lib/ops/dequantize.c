@@ -234,9 +234,9 @@ static fp8_status decide_packed(fp8_ctx *ctx, dq_plan *p, dq_item *it)
     it->scale_shard = w.scale_shard;
     it->groups = (fp8_geometry){ 1, w.l->scheme->run, it->rows, it->cols / w.l->scheme->run };
     fp4_layout_out_shape(w.l, it->experts, it->rows, it->cols, &it->out_rank, it->out_shape);
-    it->shown = (fp8_tensor_info){ .name = w.out_name, .dtype = fp8_elem_get(w.l->scheme->elem)->dtype,
-                                   .rank = it->out_rank, .shape = it->out_shape,
-                                   .elements = out_elements(it) };
+    it->shown = (fp8_tensor_info){ .name = w.out_name, .rank = it->out_rank,
+                                   .dtype = fp8_elem_get(w.l->scheme->elem)->dtype,
+                                   .shape = it->out_shape, .elements = out_elements(it) };
     it->action = DQ_DEQUANT;
     p->items[item_index(p, w.scale->name)].action = DQ_DROP;
     if (w.second)
@@ -463,33 +463,40 @@ bool dq_scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
     return *s > 0 && *s <= 3.4028234663852886e38f;
 }
 
-/* Reads rows [row0, row0 + nrows) of expert x of weight `it`: the codes
- * into `codes`, the scales they use (*count of them) into sc as
- * fp8_dequant takes them (scale_size bytes each): the stored bytes, or
- * fp32 values from the stored ones read into `raw`, each checked to be
- * finite and positive. */
+/* Reads rows [row0, row0 + nrows) of expert x of weight `it`, columns [c0,
+ * c0 + cw) (all, or whole groups: a transposed layout's band, each row's
+ * part read alone): the codes into `codes` and the scales they use (*count
+ * of them) into sc as fp8_dequant takes them (scale_size bytes each), each
+ * where whole rows put it: the stored bytes, or fp32 values from the stored
+ * ones read into `raw`, each checked to be finite and positive. */
 static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, unsigned scale_size,
-                          uint64_t x, uint64_t row0, uint64_t nrows, uint8_t *codes,
-                          unsigned char *raw, unsigned char *sc, uint64_t *count)
+                          uint64_t x, uint64_t row0, uint64_t nrows, uint64_t c0, uint64_t cw,
+                          uint8_t *codes, unsigned char *raw, unsigned char *sc, uint64_t *count)
 {
     fp8_file *in = fp8_checkpoint_shard(p->ck, it->shard);
     fp8_file *sin = fp8_checkpoint_shard(p->ck, it->scale_shard);
     unsigned ssz = fp8_dtype_bits(it->scale->dtype) / 8;
-    bool decode = scale_size == sizeof(float);
-    uint64_t first;
+    bool decode = scale_size == sizeof(float), whole = cw == it->cols;
+    uint64_t first, g = it->groups.group_cols, gr = it->groups.group_rows;
     fp8_geometry_span(&it->groups, x, row0, nrows, &first, count);
-    fp8_status st = fp8_file_read(ctx, in, it->t, code_bytes(it, (x * it->rows + row0) * it->cols),
-                                  codes, code_bytes(it, nrows * it->cols));
-    if (st || (st = fp8_file_read(ctx, sin, it->scale, first * ssz, decode ? raw : sc,
-                                  *count * ssz)))
-        return st;
-    for (uint64_t k = 0; decode && k < *count; k++)
-        if (!dq_scale_value(it->scale->dtype, raw, k, (float *)(void *)sc + k))
-            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': element %llu is not a finite positive scale",
-                            fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
-                            (unsigned long long)(first + k));
-    return FP8_OK;
+    fp8_status st = FP8_OK;
+    for (uint64_t r = 0; r < (whole ? 1 : nrows) && !st; r++) {
+        uint64_t at = r * it->cols + c0, ns = whole ? *count : fp8_ceil_div(cw, g);
+        uint64_t s = ((row0 + r) / gr - row0 / gr) * fp8_ceil_div(it->cols, g) + c0 / g;
+        if (!(st = fp8_file_read(ctx, in, it->t,
+                                 code_bytes(it, (x * it->rows + row0) * it->cols + at),
+                                 codes + code_bytes(it, at),
+                                 code_bytes(it, whole ? nrows * it->cols : cw))))
+            st = fp8_file_read(ctx, sin, it->scale, (first + s) * ssz,
+                               (decode ? raw : sc) + s * ssz, ns * ssz);
+        for (uint64_t k = s; decode && !st && k < s + ns; k++)
+            if (!dq_scale_value(it->scale->dtype, raw, k, (float *)(void *)sc + k))
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                              "%s: tensor '%s': element %llu is not a finite positive scale",
+                              fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
+                              (unsigned long long)(first + k));
+    }
+    return st;
 }
 
 /* The scales of row `row` of a span that starts at row0, from column c0 on. */
@@ -566,7 +573,8 @@ static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uin
     unsigned char *sc = malloc(count * fp8_dequant_scale_size(it->scheme));
     uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(cw * sizeof *h);
     fp8_status st = sc && (h || dt == FP8_DTYPE_F32) && fp8_dequant_init(&d)
-                        ? dq_load(ctx, p, it, d.scale_size, x, row0, nrows, codes, raw, sc, &count)
+                        ? dq_load(ctx, p, it, d.scale_size, x, row0, nrows, c0, cw, codes, raw,
+                                  sc, &count)
                         : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (uint64_t row = 0; row < nrows && !st; row++) {
         const uint8_t *q = codes + code_bytes(it, row * it->cols + c0);
@@ -625,8 +633,8 @@ static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
     unsigned char *sc = w->buf[1] + fp8_gpu_dequant_prepare(&d, w->gpu ? w->buf[1] : NULL);
     uint8_t *codes = w->buf[0];
     fp8_geometry_span(&it->groups, j->expert, j->row0, j->nrows, &first, &count);
-    fp8_status st = dq_load(w->ctx, p, it, d.scale_size, j->expert, j->row0, j->nrows, codes,
-                            sc + count * d.scale_size, sc, &count);
+    fp8_status st = dq_load(w->ctx, p, it, d.scale_size, j->expert, j->row0, j->nrows, 0,
+                            it->cols, codes, sc + count * d.scale_size, sc, &count);
     fp8_worker_end_turn(w);
     const fp8_tensor_info *ot = fp8_writer_find(r->out, out_name(it));
     bool tr = it->transpose;
@@ -1021,9 +1029,9 @@ fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, 
     fp8_status st = codes && scales && t ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (uint64_t done = 0; it->transpose && !st && done < n;) {
         uint64_t at = first + done, c = at % per_x / it->rows, m = (n - done) / it->rows;
-        uint64_t c0 = c / g * g, c1 = fp8_ceil_div(c + (m < it->cols - c ? m : it->cols - c), g) * g;
-        c1 = c1 < it->cols ? c1 : it->cols;
         m = m < it->cols - c ? m : it->cols - c;
+        uint64_t c0 = c / g * g, c1 = fp8_ceil_div(c + m, g) * g;
+        c1 = c1 < it->cols ? c1 : it->cols;
         st = dq_rows(ctx, w, it, at / per_x, 0, it->rows, c0, c1 - c0, codes, scales, dt, t, NULL);
         for (uint64_t r = 0; !st && r < it->rows; r++)
             for (uint64_t k = 0; k < m; k++)
