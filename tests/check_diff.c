@@ -837,6 +837,21 @@ START_TEST(test_dequant_nvfp4_modelopt_and_compressed_tensors_twins_are_identica
 }
 END_TEST
 
+/* compressed-tensors MXFP4 of 0.13.0 (scale bias 125): the export refuses
+ * it (the bias rule is the export's), diff --dequant compares its weights
+ * unpacked, as before the reader was shared. */
+START_TEST(test_dequant_compares_the_old_bias_mxfp4_the_export_refuses)
+{
+    int rc;
+    cJSON *j = diff_json(RELEASES "defect-mxfp4-ct-old-bias", RELEASES "defect-mxfp4-ct-old-bias",
+                         "--dequant", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "differences")), 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "tensors")->valueint, 12);
+    cJSON_Delete(j);
+}
+END_TEST
+
 /* One E2M1 code changed (one nibble) is found, named by the unpacked
  * weight and its element there: the low nibble of byte 50 of row 1 of a
  * [128, 48] packed weight is element (1, 4). */
@@ -1187,6 +1202,7 @@ int main(void)
     tcase_add_test(tc, test_dequant_fp8_against_bf16_compares_in_bf16);
     tcase_add_test(tc, test_dequant_fp8_past_bf16_is_its_infinity);
     tcase_add_test(tc, test_dequant_nan_fp4_scale_is_bad_input);
+    tcase_add_test(tc, test_dequant_compares_the_old_bias_mxfp4_the_export_refuses);
     tcase_add_test(tc, test_dequant_transposed_fp4_in_bands_is_the_same_for_any_thread_count);
     tcase_add_test(tc, test_fast_values_in_bf16_and_f16_equal_reference);
     suite_add_tcase(s, tc);

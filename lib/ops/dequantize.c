@@ -61,6 +61,7 @@ typedef struct {
     int out_rank;
     uint64_t out_shape[3];
     bool transpose;
+    fp8_tensor_info shown; /* the weight as diff shows it: unpacked, its element's dtype */
 } dq_item;
 
 struct dq_plan {
@@ -73,7 +74,8 @@ struct dq_plan {
     char **out_shards;
     uint64_t input_bytes, *done;
     fp8_device device;     /* resolved */
-    bool layouts;          /* read fp4.h's layouts too (dequantize-for-export) */
+    bool layouts;          /* read fp4.h's layouts too (dequantize-for-export, diff) */
+    const char *verb;      /* what a packed weight's values cannot be, when not found */
 };
 typedef struct dq_plan dq_plan;
 
@@ -215,7 +217,7 @@ static size_t item_index(const dq_plan *p, const char *name)
 static fp8_status decide_packed(fp8_ctx *ctx, dq_plan *p, dq_item *it)
 {
     fp4_weight w;
-    fp8_status st = fp4_weight_find(ctx, p->ck, it->t, it->shard, "recovered", &w);
+    fp8_status st = fp4_weight_find(ctx, p->ck, it->t, it->shard, p->verb, &w);
     if (st || !w.l)
         return st;
     it->layout = w.l;
@@ -232,6 +234,9 @@ static fp8_status decide_packed(fp8_ctx *ctx, dq_plan *p, dq_item *it)
     it->scale_shard = w.scale_shard;
     it->groups = (fp8_geometry){ 1, w.l->scheme->run, it->rows, it->cols / w.l->scheme->run };
     fp4_layout_out_shape(w.l, it->experts, it->rows, it->cols, &it->out_rank, it->out_shape);
+    it->shown = (fp8_tensor_info){ .name = w.out_name, .rank = it->out_rank,
+                                   .dtype = fp8_elem_get(w.l->scheme->elem)->dtype,
+                                   .shape = it->out_shape, .elements = out_elements(it) };
     it->action = DQ_DEQUANT;
     p->items[item_index(p, w.scale->name)].action = DQ_DROP;
     if (w.second)
@@ -250,6 +255,7 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
     for (size_t i = 0; i < p->n; i++) {
         dq_item *it = &p->items[i];
         it->t = fp8_checkpoint_tensor(ck, i, &it->shard);
+        it->shown = *it->t;
         it->action = is_activation_scale(it->t->name) ? DQ_DROP : DQ_COPY;
         p->input_bytes += fp8_tensor_nbytes(it->t);
     }
@@ -457,33 +463,40 @@ bool dq_scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s)
     return *s > 0 && *s <= 3.4028234663852886e38f;
 }
 
-/* Reads rows [row0, row0 + nrows) of expert x of weight `it`: the codes
- * into `codes`, the scales they use (*count of them) into sc as
- * fp8_dequant takes them (scale_size bytes each): the stored bytes, or
- * fp32 values from the stored ones read into `raw`, each checked to be
- * finite and positive. */
+/* Reads rows [row0, row0 + nrows) of expert x of weight `it`, columns [c0,
+ * c0 + cw) (all, or whole groups: a transposed layout's band, each row's
+ * part read alone): the codes into `codes` and the scales they use (*count
+ * of them) into sc as fp8_dequant takes them (scale_size bytes each), each
+ * where whole rows put it: the stored bytes, or fp32 values from the stored
+ * ones read into `raw`, each checked to be finite and positive. */
 static fp8_status dq_load(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, unsigned scale_size,
-                          uint64_t x, uint64_t row0, uint64_t nrows, uint8_t *codes,
-                          unsigned char *raw, unsigned char *sc, uint64_t *count)
+                          uint64_t x, uint64_t row0, uint64_t nrows, uint64_t c0, uint64_t cw,
+                          uint8_t *codes, unsigned char *raw, unsigned char *sc, uint64_t *count)
 {
     fp8_file *in = fp8_checkpoint_shard(p->ck, it->shard);
     fp8_file *sin = fp8_checkpoint_shard(p->ck, it->scale_shard);
     unsigned ssz = fp8_dtype_bits(it->scale->dtype) / 8;
-    bool decode = scale_size == sizeof(float);
-    uint64_t first;
+    bool decode = scale_size == sizeof(float), whole = cw == it->cols;
+    uint64_t first, g = it->groups.group_cols, gr = it->groups.group_rows;
     fp8_geometry_span(&it->groups, x, row0, nrows, &first, count);
-    fp8_status st = fp8_file_read(ctx, in, it->t, code_bytes(it, (x * it->rows + row0) * it->cols),
-                                  codes, code_bytes(it, nrows * it->cols));
-    if (st || (st = fp8_file_read(ctx, sin, it->scale, first * ssz, decode ? raw : sc,
-                                  *count * ssz)))
-        return st;
-    for (uint64_t k = 0; decode && k < *count; k++)
-        if (!dq_scale_value(it->scale->dtype, raw, k, (float *)(void *)sc + k))
-            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': element %llu is not a finite positive scale",
-                            fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
-                            (unsigned long long)(first + k));
-    return FP8_OK;
+    fp8_status st = FP8_OK;
+    for (uint64_t r = 0; r < (whole ? 1 : nrows) && !st; r++) {
+        uint64_t at = r * it->cols + c0, ns = whole ? *count : fp8_ceil_div(cw, g);
+        uint64_t s = ((row0 + r) / gr - row0 / gr) * fp8_ceil_div(it->cols, g) + c0 / g;
+        if (!(st = fp8_file_read(ctx, in, it->t,
+                                 code_bytes(it, (x * it->rows + row0) * it->cols + at),
+                                 codes + code_bytes(it, at),
+                                 code_bytes(it, whole ? nrows * it->cols : cw))))
+            st = fp8_file_read(ctx, sin, it->scale, (first + s) * ssz,
+                               (decode ? raw : sc) + s * ssz, ns * ssz);
+        for (uint64_t k = s; decode && !st && k < s + ns; k++)
+            if (!dq_scale_value(it->scale->dtype, raw, k, (float *)(void *)sc + k))
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                              "%s: tensor '%s': element %llu is not a finite positive scale",
+                              fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
+                              (unsigned long long)(first + k));
+    }
+    return st;
 }
 
 /* The scales of row `row` of a span that starts at row0, from column c0 on. */
@@ -513,6 +526,13 @@ static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
 {
     char e[8];
     const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
+    if (res == FP8_DEQ_NAN_SCALE && it->layout && d->keep_inf) /* diff's words for a packed one */
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': element %llu is a NaN scale 0x%02x (of element %llu of "
+                        "'%s'); no value to compare",
+                        fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
+                        (unsigned long long)(flat / d->group), (unsigned)*s,
+                        (unsigned long long)flat, it->t->name);
     if (res == FP8_DEQ_NAN_CODE)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s: tensor '%s': element %llu is the %s NaN code 0x%02x; no value "
@@ -536,38 +556,39 @@ static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
                     d->out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
 }
 
-/* Rows [row0, row0 + nrows) of expert x of weight `it` (`codes` holds
- * their codes, `raw` the stored scales they use), y = q * s rounded once
- * into dt (F32: not) by the export's own codec (fp8_dequant, fast paths
- * and all), widened to fp32 in y; an overflow of dt stays an infinity
- * (diff and verify compare values, they do not export them); other bad
- * input is named by its flat index.  sout (not NULL) gets each element's
- * fp32 scale, for verify. */
+/* Rows [row0, row0 + nrows) of expert x of weight `it`, columns [c0, c0 +
+ * cw) (whole groups) of each (`codes` holds the rows' codes, `raw` the
+ * stored scales they use), y = q * s rounded once into dt (F32: not) by
+ * the export's own codec (fp8_dequant, fast paths and all), widened to fp32
+ * in y (cw a row); an overflow of dt stays an infinity (diff and verify
+ * compare values, they do not export them); other bad input is named by its
+ * flat index.  sout (not NULL) gets each element's fp32 scale, for verify. */
 static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
-                          uint64_t row0, uint64_t nrows, uint8_t *codes, unsigned char *raw,
-                          fp8_dtype dt, float *y, float *sout)
+                          uint64_t row0, uint64_t nrows, uint64_t c0, uint64_t cw, uint8_t *codes,
+                          unsigned char *raw, fp8_dtype dt, float *y, float *sout)
 {
     uint64_t first, count;
     fp8_dequant_spec d = spec_of(it, dt, true);
     fp8_geometry_span(&it->groups, x, row0, nrows, &first, &count);
     unsigned char *sc = malloc(count * fp8_dequant_scale_size(it->scheme));
-    uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(it->cols * sizeof *h);
+    uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(cw * sizeof *h);
     fp8_status st = sc && (h || dt == FP8_DTYPE_F32) && fp8_dequant_init(&d)
-                        ? dq_load(ctx, p, it, d.scale_size, x, row0, nrows, codes, raw, sc, &count)
+                        ? dq_load(ctx, p, it, d.scale_size, x, row0, nrows, c0, cw, codes, raw,
+                                  sc, &count)
                         : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (uint64_t row = 0; row < nrows && !st; row++) {
-        const uint8_t *q = codes + code_bytes(it, row * it->cols);
-        const unsigned char *sr = row_scales(it, &d, sc, row0, row, 0);
-        float *yr = y + row * it->cols;
+        const uint8_t *q = codes + code_bytes(it, row * it->cols + c0);
+        const unsigned char *sr = row_scales(it, &d, sc, row0, row, c0);
+        float *yr = y + row * cw;
         uint64_t where = 0;
-        fp8_deq_result res = fp8_dequant(&d, q, sr, it->cols, h ? (void *)h : yr, &where);
+        fp8_deq_result res = fp8_dequant(&d, q, sr, cw, h ? (void *)h : yr, &where);
         if (res)
-            st = dq_bad(ctx, p, it, &d, res, (x * it->rows + row0 + row) * it->cols + where,
+            st = dq_bad(ctx, p, it, &d, res, (x * it->rows + row0 + row) * it->cols + c0 + where,
                         q + code_bytes(it, where), sr + where / d.group * d.scale_size);
         else if (h)
-            diff_to_f32(dt, h, it->cols, yr);
-        for (uint64_t c = 0; sout && c < it->cols; c++) /* each element's scale, for verify */
-            sout[row * it->cols + c] = ((const float *)(const void *)sr)[c / d.group];
+            diff_to_f32(dt, h, cw, yr);
+        for (uint64_t c = 0; sout && c < cw; c++) /* each element's scale, for verify */
+            sout[row * cw + c] = ((const float *)(const void *)sr)[c / d.group];
     }
     fp8_dequant_free(&d);
     free(h);
@@ -612,8 +633,8 @@ static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
     unsigned char *sc = w->buf[1] + fp8_gpu_dequant_prepare(&d, w->gpu ? w->buf[1] : NULL);
     uint8_t *codes = w->buf[0];
     fp8_geometry_span(&it->groups, j->expert, j->row0, j->nrows, &first, &count);
-    fp8_status st = dq_load(w->ctx, p, it, d.scale_size, j->expert, j->row0, j->nrows, codes,
-                            sc + count * d.scale_size, sc, &count);
+    fp8_status st = dq_load(w->ctx, p, it, d.scale_size, j->expert, j->row0, j->nrows, 0,
+                            it->cols, codes, sc + count * d.scale_size, sc, &count);
     fp8_worker_end_turn(w);
     const fp8_tensor_info *ot = fp8_writer_find(r->out, out_name(it));
     bool tr = it->transpose;
@@ -830,7 +851,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     fp8_status st;
     uint64_t done = 0;
     cJSON *config = NULL;
-    dq_plan p = { .opts = opts, .input = input, .done = &done, .layouts = true };
+    dq_plan p = { .opts = opts, .input = input, .done = &done, .layouts = true,
+                  .verb = "recovered" };
     fp8_output out = { 0 };
     fp8_text options = { 0 };
     if (opts->dtype != FP8_DTYPE_BF16 && opts->dtype != FP8_DTYPE_F16 &&
@@ -910,7 +932,10 @@ out:
 
 /* ---------------------------------------------------------------- for diff */
 
-fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq_weights **out)
+/* The reader of verify --against and convert (FP8 weights), and of diff
+ * (packed weights too: `layouts`). */
+static fp8_status weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, bool layouts,
+                               dq_weights **out)
 {
     cJSON *config = NULL;
     dq_plan *p = calloc(1, sizeof *p);
@@ -919,13 +944,14 @@ fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     p->ck = ck;
     p->input = fp8_checkpoint_shard_name(ck, 0);
+    p->layouts = layouts;
+    p->verb = "compared";
     fp8_status st = dir ? fmt_config_read(ctx, dir, &config, NULL) : FP8_OK;
     if (!st)
         st = block_size(ctx, dir, config, &p->block_rows, &p->block_cols);
+    /* no check_bias: that is the export's; diff compares the values as a loader reads them */
     if (!st)
         st = decide(ctx, p);
-    if (!st)
-        st = check_bias(ctx, p, config);
     cJSON_Delete(config);
     if (st)
         dq_weights_free(p);
@@ -934,8 +960,21 @@ fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq
     return st;
 }
 
+fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq_weights **out)
+{
+    return weights_open(ctx, ck, dir, false, out);
+}
+
+fp8_status dq_weights_open_packed(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir,
+                                  dq_weights **out)
+{
+    return weights_open(ctx, ck, dir, true, out);
+}
+
 void dq_weights_free(dq_weights *w)
 {
+    for (size_t i = 0; w && i < w->n; i++)
+        free(w->items[i].out_name);
     if (w) {
         free(w->items);
         free(w);
@@ -948,6 +987,21 @@ dq_action dq_weights_role(const dq_weights *w, const char *name)
     return i < w->n && strcmp(w->items[i].t->name, name) == 0 ? w->items[i].action : DQ_COPY;
 }
 
+const fp8_tensor_info *dq_weights_shown(const dq_weights *w, const char *name)
+{
+    return &w->items[item_index(w, name)].shown;
+}
+
+const fp8_tensor_info *dq_weights_span(const dq_weights *w, const char *name, uint64_t first,
+                                       uint64_t n, uint64_t *at, uint64_t *bytes)
+{
+    const dq_item *it = &w->items[item_index(w, name)];
+    uint64_t per_x = it->rows * it->cols;
+    *at = code_bytes(it, it->transpose ? first / per_x * per_x : first);
+    *bytes = code_bytes(it, n);
+    return it->t;
+}
+
 const fp8_tensor_info *dq_weights_scale(const dq_weights *w, const char *name, size_t *shard,
                                         uint64_t *group_rows, uint64_t *group_cols)
 {
@@ -958,20 +1012,36 @@ const fp8_tensor_info *dq_weights_scale(const dq_weights *w, const char *name, s
     return it->scale;
 }
 
+/* A transposed layout's (gpt-oss: [E, cols, rows]) elements are columns
+ * c.. of expert x: the groups that hold them, of every row, decoded at once
+ * into `t` and put in their places. */
 fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, uint64_t first,
                            uint64_t n, fp8_dtype dt, float *y, float *scales_out)
 {
     const dq_item *it = &w->items[item_index(w, name)];
+    uint64_t per_x = it->rows * it->cols, g = it->groups.group_cols;
     uint64_t row = first / it->cols, nrows = n / it->cols;
     uint64_t x = row / it->rows;
     row %= it->rows;
-    uint8_t *codes = malloc(n ? n : 1);
+    uint8_t *codes = malloc(code_bytes(it, it->transpose ? per_x : n) + 1);
     unsigned char *scales = malloc(fp8_tensor_nbytes(it->scale) ? fp8_tensor_nbytes(it->scale) : 1);
-    fp8_status st = codes && scales ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    float *t = it->transpose ? malloc((n + 2 * g * it->rows) * sizeof *t) : y;
+    fp8_status st = codes && scales && t ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (uint64_t done = 0; it->transpose && !st && done < n;) {
+        uint64_t at = first + done, c = at % per_x / it->rows, m = (n - done) / it->rows;
+        m = m < it->cols - c ? m : it->cols - c;
+        uint64_t c0 = c / g * g, c1 = fp8_ceil_div(c + m, g) * g;
+        c1 = c1 < it->cols ? c1 : it->cols;
+        st = dq_rows(ctx, w, it, at / per_x, 0, it->rows, c0, c1 - c0, codes, scales, dt, t, NULL);
+        for (uint64_t r = 0; !st && r < it->rows; r++)
+            for (uint64_t k = 0; k < m; k++)
+                y[done + k * it->rows + r] = t[r * (c1 - c0) + c - c0 + k];
+        done += m * it->rows;
+    }
     /* one expert matrix at a time: the rows of a read may span two */
-    while (!st && nrows) {
+    while (!it->transpose && !st && nrows) {
         uint64_t k = it->rows - row < nrows ? it->rows - row : nrows;
-        st = dq_rows(ctx, w, it, x, row, k, codes, scales, dt, y, scales_out);
+        st = dq_rows(ctx, w, it, x, row, k, 0, it->cols, codes, scales, dt, y, scales_out);
         y += k * it->cols;
         if (scales_out)
             scales_out += k * it->cols;
@@ -979,6 +1049,8 @@ fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, 
         row = 0;
         x++;
     }
+    if (it->transpose)
+        free(t);
     free(codes);
     free(scales);
     return st;

@@ -1,6 +1,7 @@
 /*
- * dequantize.h - the FP8 weights of a checkpoint, each with its scale, as
- * dequantize-for-export finds them; diff --dequant reads their values.
+ * dequantize.h - the FP8 weights of a checkpoint (and for diff the packed
+ * ones of fp4.h's layouts), each with its scale, as dequantize-for-export
+ * finds them; diff --dequant and verify --against read their values.
  */
 #ifndef FP8_DEQUANTIZE_H
 #define FP8_DEQUANTIZE_H
@@ -14,11 +15,21 @@ typedef enum { DQ_COPY, DQ_DEQUANT, DQ_DROP } dq_action;
 /* Finds the FP8 weights of `ck` (borrowed; `dir` is its directory, for
  * config.json, or NULL) and their scales; fails as dequantize would. */
 fp8_status dq_weights_open(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir, dq_weights **out);
+/* The same, packed weights too: each under its unpacked name and shape
+ * (dq_weights_shown), its scales DQ_DROP. */
+fp8_status dq_weights_open_packed(fp8_ctx *ctx, fp8_checkpoint *ck, const char *dir,
+                                  dq_weights **out);
 void dq_weights_free(dq_weights *w);
 /* DQ_DEQUANT for an FP8 weight, DQ_DROP for a scale or an activation scale,
  * DQ_COPY for anything else. */
 dq_action dq_weights_role(const dq_weights *w, const char *name);
-/* Elements [first, first + n) of FP8 weight `name`, dequantized to fp32
+/* Tensor `name` as diff shows it: a packed weight unpacked, else itself. */
+const fp8_tensor_info *dq_weights_shown(const dq_weights *w, const char *name);
+/* The stored tensor that elements [first, first + n) of weight `name` are
+ * read from, where that read starts and its bytes (for lanes, progress). */
+const fp8_tensor_info *dq_weights_span(const dq_weights *w, const char *name, uint64_t first,
+                                       uint64_t n, uint64_t *at, uint64_t *bytes);
+/* Elements [first, first + n) of weight `name` (as shown), dequantized to fp32
  * (q * s) and rounded once into dt (BF16 or F16, as the export writes them;
  * F32: not rounded), held as fp32 in y, and (when scales_out is not NULL)
  * each element's scale; `first` and `n` must be whole rows.  An overflow is

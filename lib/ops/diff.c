@@ -2,9 +2,9 @@
  * diff.c - tensor-by-tensor comparison of two checkpoints whatever their
  * sharding (fp8conv(1), diff).  Content hashes are hash.c's, the statistics
  * of a differing tensor diff_cpu.c's (the fast path) over diff_ref.c's (the
- * reference).  With dequant, FP8 weights are read by dequantize.c's
- * dq_weights, packed-FP4 weights (fp4.h's layouts) here by the same
- * dequantize entry (quant_cpu.h), each under its unpacked name and shape.
+ * reference).  With dequant, quantized weights (FP8, and packed ones of
+ * fp4.h's layouts under their unpacked names and shapes) are read by
+ * dequantize.c's dq_weights.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -12,12 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/fp8_math.h"
 #include "io/checkpoint.h"
-#include "layout/fp4.h"
 #include "compute/diff_cpu.h"
 #include "compute/jobs.h"
-#include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "ops/hash.h"
 
@@ -43,19 +40,6 @@ typedef struct {
     diff_stats stats;
 } diff_band;
 
-/* A packed-FP4 weight of a layout of fp4.h, read (with dequant) as the
- * unpacked weight dequantize-for-export writes: l NULL for any other tensor. */
-typedef struct {
-    const fp4_layout *l;
-    const fp8_tensor_info *t, *scale;
-    size_t shard, scale_shard;
-    uint64_t experts, rows, cols; /* of the packed weight: rows the output dim */
-    float global;                 /* NVFP4's second level */
-    char *name;                   /* the unpacked weight's */
-    uint64_t shape[3];
-    fp8_tensor_info logical;      /* name, F4, the unpacked shape: what the report shows */
-} diff_fp4;
-
 /* One side's tensors as they pair up: by name, or the unpacked name. */
 typedef struct {
     const char *name;
@@ -74,15 +58,18 @@ struct fp8_diff {
     fp8_hash_hex *hashes[2], digest[2];
     diff_band *bands;
     size_t nbands;
-    diff_fp4 *fp4[2];  /* by tensor index, with dequant */
-    bool *consumed[2]; /* by tensor index: an FP4 weight's scale, read with it */
 };
 
-/* The FP4 weight of entry k's tensor on one side; NULL when it is none. */
-static const diff_fp4 *side_fp4(const fp8_diff *d, int side, size_t k)
+/* Entry k's stored tensor on one side, and whether diff reads it by
+ * dequantize's reader (with dequant: a quantized weight). */
+static const fp8_tensor_info *stored(const fp8_diff *d, int side, size_t k)
 {
-    const diff_fp4 *f = d->fp4[side] ? &d->fp4[side][d->index[side][k]] : NULL;
-    return f && f->l ? f : NULL;
+    return fp8_checkpoint_tensor(d->ck[side], d->index[side][k], NULL);
+}
+
+static bool read_by_dq(const fp8_diff *d, int side, size_t k)
+{
+    return d->dequant && dq_weights_role(d->w[side], stored(d, side, k)->name) == DQ_DEQUANT;
 }
 
 /* ---- the first run: hashes */
@@ -139,101 +126,13 @@ static unsigned side_size(const fp8_diff *d, const fp8_diff_entry *e, int side)
 static const fp8_tensor_info *side_span(const fp8_diff *d, int side, size_t k, uint64_t first,
                                         uint64_t n, uint64_t *at, uint64_t *bytes)
 {
-    const diff_fp4 *f = side_fp4(d, side, k);
     const fp8_diff_entry *e = &d->e[k];
-    if (!f) {
-        unsigned size = side_size(d, e, side);
-        *at = first * size;
-        *bytes = n * size;
-        return side ? e->b : e->a;
-    }
-    /* a transposed layout reads every packed row of the expert */
-    *at = f->l->transpose ? first / (f->rows * f->cols) * f->rows * f->cols / 2 : first / 2;
-    *bytes = n / 2;
-    return f->t;
-}
-
-/* Decodes n elements (whole groups) of FP4 weight f, codes and scales
- * given, into `out` by the dequantize entry (quant_cpu.h); a NaN scale is
- * bad input. */
-static fp8_status fp4_decode(fp8_ctx *ctx, const fp8_diff *d, int side, const diff_fp4 *f,
-                             const fp8_dequant_spec *dq, const uint8_t *codes, const uint8_t *sc,
-                             uint64_t n, uint64_t packed_first, void *out)
-{
-    uint64_t where = 0;
-    if (fp8_dequant(dq, codes, sc, n, out, &where) != FP8_DEQ_NAN_SCALE)
-        return FP8_OK;
-    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                    "%s: tensor '%s': element %llu is a NaN scale 0x%02x (of element %llu of "
-                    "'%s'); no value to compare",
-                    fp8_checkpoint_shard_name(d->ck[side], f->scale_shard), f->scale->name,
-                    (unsigned long long)((packed_first + where) / dq->group),
-                    (unsigned)sc[where / dq->group], (unsigned long long)(packed_first + where),
-                    f->t->name);
-}
-
-/* Elements [first, first + n) (whole rows) of the unpacked weight of FP4
- * weight f as values of dt, each the exact value e2m1 * scale (* or / the
- * global scale) rounded once into dt (fp4_ref.h, as dequantize-for-export
- * writes them), in y as fp32; `raw` holds 4n bytes.  A transposed layout
- * (gpt-oss: unpacked [E, cols, rows]) takes, for its rows c0.. of expert x,
- * the same columns of every packed row. */
-static fp8_status fp4_values(fp8_ctx *ctx, const fp8_diff *d, int side, const diff_fp4 *f,
-                             fp8_dtype dt, uint64_t first, uint64_t n, unsigned char *raw,
-                             float *y)
-{
-    uint64_t run = f->l->scheme->run;
-    /* diff compares an overflow's infinity, which the export refuses */
-    fp8_dequant_spec dq = { .scheme = f->l->scheme, .out = dt, .group = run, .global = f->global,
-                            .divides = f->l->global_divides, .keep_inf = true };
-    if (!fp8_dequant_init(&dq))
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp8_file *in = fp8_checkpoint_shard(d->ck[side], f->shard);
-    fp8_file *sin = fp8_checkpoint_shard(d->ck[side], f->scale_shard);
-    unsigned osz = dt == FP8_DTYPE_F32 ? 4 : 2;
-    /* the values of dt: in y itself for F32, else in raw, widened after */
-    unsigned char *vals = dt == FP8_DTYPE_F32 ? (unsigned char *)y : raw;
-    unsigned char *codes = raw + 2 * n, *sc = codes + n / 2;
-    fp8_status st = FP8_OK;
-    if (!f->l->transpose) {
-        if (!(st = fp8_file_read(ctx, in, f->t, first / 2, codes, n / 2)) &&
-            !(st = fp8_file_read(ctx, sin, f->scale, first / run, sc, n / run)))
-            st = fp4_decode(ctx, d, side, f, &dq, codes, sc, n, first, vals);
-    } else {
-        uint64_t per_x = f->rows * f->cols, done = 0;
-        while (!st && done < n) {
-            uint64_t at = first + done, x = at / per_x, c0 = at % per_x / f->rows;
-            uint64_t m = (n - done) / f->rows < f->cols - c0 ? (n - done) / f->rows : f->cols - c0;
-            uint64_t g0 = c0 / run, g1 = (c0 + m + run - 1) / run, w = (g1 - g0) * run;
-            /* a row's values of dt first (aligned), then its codes and scales */
-            unsigned char *tb = raw + (2 * n + 7) / 8 * 8, *own = NULL;
-            uint64_t need = w * osz + w / 2 + (g1 - g0);
-            if ((2 * n + 7) / 8 * 8 + need > 4 * n) { /* a band narrower than its groups */
-                if (!(own = malloc(need))) {
-                    st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                tb = own;
-            }
-            uint8_t *cb = tb + w * osz, *sb = cb + w / 2;
-            for (uint64_t r = 0; !st && r < f->rows; r++) {
-                uint64_t row = (x * f->rows + r) * f->cols;
-                if ((st = fp8_file_read(ctx, in, f->t, (row + g0 * run) / 2, cb, w / 2)) ||
-                    (st = fp8_file_read(ctx, sin, f->scale, row / run + g0, sb, g1 - g0)) ||
-                    (st = fp4_decode(ctx, d, side, f, &dq, cb, sb, w, row + g0 * run, tb)))
-                    break;
-                for (uint64_t c = c0; c < c0 + m; c++)
-                    memcpy(vals + (done + (c - c0) * f->rows + r) * osz,
-                           tb + (c - g0 * run) * osz, osz);
-            }
-            free(own);
-            done += m * f->rows;
-        }
-    }
-    fp8_dequant_free(&dq);
-    if (!st && dt != FP8_DTYPE_F32)
-        diff_to_f32(dt, vals, n, y);
-    return st;
+    if (read_by_dq(d, side, k))
+        return dq_weights_span(d->w[side], stored(d, side, k)->name, first, n, at, bytes);
+    unsigned size = side_size(d, e, side);
+    *at = first * size;
+    *bytes = n * size;
+    return side ? e->b : e->a;
 }
 
 /* Values of elements [first, first + n) of one side's tensor in the
@@ -242,13 +141,9 @@ static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uin
                               uint64_t n, unsigned char *raw, float *y)
 {
     const fp8_tensor_info *t = side ? d->e[k].b : d->e[k].a;
-    fp8_dtype dt = d->e[k].compared;
-    const diff_fp4 *f = side_fp4(d, side, k);
-    if (f)
-        return fp4_values(ctx, d, side, f, dt, first, n, raw, y);
-    if (dq_weights_role(d->w[side], t->name) == DQ_DEQUANT) {
-        return dq_weights_read(ctx, d->w[side], t->name, first, n, dt, y, NULL);
-    }
+    if (read_by_dq(d, side, k))
+        return dq_weights_read(ctx, d->w[side], stored(d, side, k)->name, first, n,
+                               d->e[k].compared, y, NULL);
     unsigned size = diff_element_size(t->dtype);
     unsigned char *to = t->dtype == FP8_DTYPE_F32 ? (unsigned char *)y : raw;
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
@@ -409,10 +304,7 @@ static void classify(fp8_diff *d, size_t k)
         e->kind = e->a ? FP8_DIFF_ONLY_A : FP8_DIFF_ONLY_B;
         return;
     }
-    bool fa = d->dequant && (side_fp4(d, 0, k) ||
-                             dq_weights_role(d->w[0], e->a->name) == DQ_DEQUANT);
-    bool fb = d->dequant && (side_fp4(d, 1, k) ||
-                             dq_weights_role(d->w[1], e->b->name) == DQ_DEQUANT);
+    bool fa = read_by_dq(d, 0, k), fb = read_by_dq(d, 1, k);
     if (fa || fb) { /* by value: quantized against quantized, or against a float tensor */
         e->dequantized = (fa || is_float(e->a->dtype)) && (fb || is_float(e->b->dtype));
         /* both quantized: fp32; else the float side's dtype, each quantized
@@ -435,56 +327,6 @@ static int view_order(const void *x, const void *y)
     return c ? c : (a->index > b->index) - (a->index < b->index);
 }
 
-/* The index of tensor `name` of ck (its tensors are sorted by name), or
- * SIZE_MAX. */
-static size_t tensor_index(const fp8_checkpoint *ck, const char *name)
-{
-    size_t lo = 0, hi = fp8_checkpoint_tensor_count(ck);
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(fp8_checkpoint_tensor(ck, mid, NULL)->name, name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SIZE_MAX;
-}
-
-/* Whether tensor i of one side is a packed-FP4 weight of a layout of fp4.h,
- * as dequantize-for-export reads one (fp4_weight_find); if so, marks its
- * scales consumed. */
-static fp8_status find_fp4(fp8_ctx *ctx, fp8_diff *d, int side, size_t i)
-{
-    fp8_checkpoint *ck = d->ck[side];
-    diff_fp4 *f = &d->fp4[side][i];
-    size_t shard;
-    const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &shard);
-    fp4_weight w;
-    fp8_status st = fp4_weight_find(ctx, ck, t, shard, "compared", &w);
-    if (st || !w.l)
-        return st;
-    if (w.second)
-        d->consumed[side][tensor_index(ck, w.second->name)] = true;
-    d->consumed[side][tensor_index(ck, w.scale->name)] = true;
-    f->l = w.l;
-    f->t = t;
-    f->shard = shard;
-    f->scale = w.scale;
-    f->scale_shard = w.scale_shard;
-    f->experts = w.experts;
-    f->rows = w.rows;
-    f->cols = w.cols;
-    f->global = w.global;
-    f->name = w.out_name;
-    f->logical = (fp8_tensor_info){ .name = f->name, .dtype = FP8_DTYPE_F4, .shape = f->shape,
-                                    .elements = f->experts * f->rows * f->cols };
-    fp4_layout_out_shape(w.l, f->experts, f->rows, f->cols, &f->logical.rank, f->shape);
-    return FP8_OK;
-}
-
 /* One side's tensors to pair, sorted by the name they pair by: with dequant,
  * scales left out and packed-FP4 weights under their unpacked names. */
 static fp8_status side_view(fp8_ctx *ctx, fp8_diff *d, int side, diff_view **out, size_t *nv)
@@ -494,20 +336,12 @@ static fp8_status side_view(fp8_ctx *ctx, fp8_diff *d, int side, diff_view **out
     diff_view *v = fp8_xcalloc(n + 1, sizeof *v);
     fp8_status st = v ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     *nv = 0;
-    if (!st && d->dequant) {
-        d->fp4[side] = fp8_xcalloc(n + 1, sizeof *d->fp4[side]);
-        d->consumed[side] = fp8_xcalloc(n + 1, sizeof *d->consumed[side]);
-        if (!d->fp4[side] || !d->consumed[side])
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; i < n && !st; i++)
-            st = find_fp4(ctx, d, side, i);
-    }
     for (size_t i = 0; i < n && !st; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
-        if (d->dequant && (d->consumed[side][i] || dq_weights_role(d->w[side], t->name) == DQ_DROP))
+        if (d->dequant && dq_weights_role(d->w[side], t->name) == DQ_DROP)
             continue;
-        v[(*nv)++] = (diff_view){ d->fp4[side] && d->fp4[side][i].l ? d->fp4[side][i].name
-                                                                     : t->name, i };
+        v[(*nv)++] = (diff_view){ d->dequant ? dq_weights_shown(d->w[side], t->name)->name
+                                             : t->name, i };
     }
     if (!st)
         qsort(v, *nv, sizeof *v, view_order);
@@ -559,10 +393,12 @@ static fp8_status pair_up(fp8_ctx *ctx, fp8_diff *d)
         d->shard[1][k] = sb;
         d->index[0][k] = ia;
         d->index[1][k] = ib;
-        /* an FP4 side shows as its unpacked weight */
-        const diff_fp4 *fa = a ? side_fp4(d, 0, k) : NULL, *fb = b ? side_fp4(d, 1, k) : NULL;
-        d->e[k] = (fp8_diff_entry){ .name = name, .a = fa ? &fa->logical : a,
-                                    .b = fb ? &fb->logical : b, .max_abs = 0.0 / 0.0,
+        /* a packed side shows as its unpacked weight */
+        if (d->dequant && a)
+            a = dq_weights_shown(d->w[0], a->name);
+        if (d->dequant && b)
+            b = dq_weights_shown(d->w[1], b->name);
+        d->e[k] = (fp8_diff_entry){ .name = name, .a = a, .b = b, .max_abs = 0.0 / 0.0,
                                     .compared = FP8_DTYPE_F32 };
         classify(d, k);
     }
@@ -585,7 +421,7 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         if (!(d->hashes[s] = fp8_xcalloc(n + 1, sizeof *d->hashes[s])))
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         else if (opts->dequant)
-            st = dq_weights_open(ctx, d->ck[s],
+            st = dq_weights_open_packed(ctx, d->ck[s],
                                  fp8_checkpoint_is_directory(d->ck[s]) ? paths[s] : NULL,
                                  &d->w[s]);
     }
@@ -638,14 +474,10 @@ void fp8_diff_free(fp8_diff *d)
         return;
     for (int s = 0; s < 2; s++) {
         dq_weights_free(d->w[s]);
-        for (size_t i = 0; d->fp4[s] && i < fp8_checkpoint_tensor_count(d->ck[s]); i++)
-            free(d->fp4[s][i].name);
         fp8_checkpoint_close(d->ck[s]);
         free(d->hashes[s]);
         free(d->shard[s]);
         free(d->index[s]);
-        free(d->fp4[s]);
-        free(d->consumed[s]);
     }
     free(d->e);
     free(d->bands);
