@@ -41,7 +41,7 @@
 #include "compute/quant_ref.h"
 #include "ops/quantize.h"
 #include "ops/quantize_run.h"
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 
 #define TINY "testdata/llama-tiny"
 

@@ -47,7 +47,8 @@ SHARED = {
     "common/internal.h": "the prelude every lib/ file includes: status.h, text.h, constants",
     "common/fp8_math.h": "header-only: the conversions, shared with the CUDA kernels",
     "common/fp4_math.h": "header-only: FP4 quantization's rules, shared with the CUDA kernels",
-    "ops/verify.h": "what verify's files share (verify_*.c declare their passes here)",
+    "compute/codec.h": "header-only: what the element codecs share (the band, the dequantize spec, load and store)",
+    "ops/verify_passes.h": "what verify's files share (verify*.c declare their passes here), below them all",
 }
 # The files that may name an element type or a scheme: the rows themselves,
 # the codecs (a reference and its fast paths, dispatching on the element),
@@ -58,7 +59,7 @@ ROW_FILES = {
     "lib/compute/quant_cpu.h", "lib/compute/quant_cpu.c", "lib/compute/fp4_ref.h",
     "lib/compute/fp4_ref.c", "lib/compute/fp4_cpu.h", "lib/compute/fp4_cpu.c",
     "lib/compute/diff_ref.c", "lib/compute/diff_cpu.c", "lib/compute/gpu.c",
-    "lib/compute/int4_ref.h", "lib/compute/int4_ref.c",
+    "lib/compute/int4_ref.h", "lib/compute/int4_ref.c", "lib/compute/codec.h",
     "lib/layout/formats.c", "lib/layout/fp4.c",
 }
 PROXY = re.compile(r"levels\s*[=!<>]=?\s*[12]\b|\brun\s*==\s*(16|32)\b|[.>]packed\b|scheme_is_fp4"
@@ -156,8 +157,8 @@ def check_objects(build):
     for unit, (defined, _) in sorted(objs.items()):
         own = "lib/%s.h" % unit
         decl = open(own, encoding="utf-8").read() if os.path.isfile(own) else ""
-        if os.path.basename(unit).startswith("verify_"):
-            decl += open("lib/ops/verify.h", encoding="utf-8").read()
+        if os.path.basename(unit).startswith("verify"):
+            decl += open("lib/ops/verify_passes.h", encoding="utf-8").read()
         for s in sorted(defined):
             pat = re.compile(r"\b%s\b" % re.escape(s))
             check(pat.search(decl) or pat.search(public),

@@ -9,7 +9,6 @@
 #include "compute/fp4_ref.h"
 #include "common/fp4_math.h"
 #include "common/fp8_math.h"
-#include "compute/quant_ref.h"
 
 /* x rounded to odd into fp32: the fp32 value toward zero, its last bit set
  * when inexact.  Rounding that to fewer bits (bf16, f16) is rounding x

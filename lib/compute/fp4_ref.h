@@ -12,22 +12,22 @@
 
 #include "common/internal.h"
 #include "common/types.h"
+#include "compute/codec.h"
 
 typedef enum { FP4_DEQ_OK, FP4_DEQ_NAN_SCALE, FP4_DEQ_OVERFLOW } fp4_deq_result;
 
-typedef struct fp8_dequant_spec fp8_dequant_spec; /* quant_ref.h */
 
 /* Every output a layout can give: a code's value under each of the 256
  * scale bytes, rounded into the output dtype (fp4_round_out), computed
  * once per job by the element-wise rule above; whether each scale byte is
  * NaN, and each output infinite. */
-typedef struct {
+struct fp4_table {
     uint32_t value[256][16];
     bool nan_scale[256];
     bool inf[256][16];
     fp8_dtype out;
     uint32_t group;
-} fp4_table;
+};
 
 /* The table of d's scheme (its scale element, second level), group and
  * output dtype. */
@@ -55,7 +55,7 @@ uint32_t fp4_round_out(double x, fp8_dtype out);
  * Every step rounds where the reference's torch arithmetic rounds: in the
  * source dtype (BF16: fp32 then to nearest even) or in fp32.
  */
-/* As fp8_band_result (quant_ref.h), which an E2M1 band returns. */
+/* As fp8_band_result (codec.h), which an E2M1 band returns. */
 typedef enum { FP4_Q_OK, FP4_Q_NONFINITE, FP4_Q_SCALE_OVERFLOW } fp4_q_result;
 
 /* NVFP4's second level for a tensor (or fused tensors) of largest magnitude

@@ -25,7 +25,7 @@
 
 #include "common/internal.h"
 #include "common/types.h"
-#include "compute/quant_ref.h"
+#include "compute/codec.h"
 
 /* x rounded into the weight's dtype `src` (BF16, F16 or F32), as fp32. */
 static inline float fp8_int4_round_src(fp8_dtype src, float x)

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 #include "io/checkpoint.h"
 #include "layout/like.h"
 

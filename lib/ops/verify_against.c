@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 
 /* ---------------------------------------------------------------- the weights */
 

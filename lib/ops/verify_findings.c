@@ -1,13 +1,13 @@
 /*
  * verify_findings.c - what verify found: each pass adds its findings here,
- * each an error, a warning or a note and the loaders it stops (verify.h);
+ * each an error, a warning or a note and the loaders it stops (verify_passes.h);
  * the API reads them back.  Below every pass, with what they share: the
  * scale a weight has and needs in the declared layout.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 
 static fp8_status vadd(fp8_ctx *ctx, fp8_verify *v, fp8_severity sev, unsigned loaders,
                        const char *rule, const char *fmt, va_list ap)

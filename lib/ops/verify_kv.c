@@ -10,7 +10,7 @@
 
 #include "io/checkpoint.h"
 #include "layout/kvscale.h"
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 
 /* The first tensor seen of a convention, and how many. */
 typedef struct {

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ops/verify.h"
+#include "ops/verify_passes.h"
 #include "io/checkpoint.h"
 #include "compute/quant_cpu.h"
 

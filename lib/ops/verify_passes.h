@@ -1,13 +1,14 @@
 /*
- * verify.h - what verify's passes share.  verify.c (the config and
+ * verify_passes.h - what verify's passes share, a header of no source file
+ * of its own so that the passes sit below verify.c.  verify.c (the config and
  * parallelism passes, the API) calls the passes: verify_rules.c (structure,
  * loader rules, packed-FP4 weights), verify_kv.c (KV-cache scales),
  * verify_values.c (the values), verify_against.c and verify_against_set.c
  * (--against); each pass calls only verify_findings.c below it (the
  * findings, and the scale lookups every pass makes).
  */
-#ifndef FP8_VERIFY_H
-#define FP8_VERIFY_H
+#ifndef FP8_VERIFY_PASSES_H
+#define FP8_VERIFY_PASSES_H
 
 #include <pthread.h>
 #include <signal.h>
