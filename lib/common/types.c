@@ -186,6 +186,16 @@ bool fp8_dtype_from_name(const char *name, fp8_dtype *dtype)
     return false;
 }
 
+bool fp8_dtype_holds_codes(fp8_dtype d)
+{
+    for (unsigned s = 0; s < NSCHEMES; s++) {
+        const fp8_elem_traits *e = fp8_elem_get(fp8_scheme_table[s].elem);
+        if (e->per_byte == 1 && e->dtype == d)
+            return true;
+    }
+    return false;
+}
+
 bool fp8_dtype_is_float8(fp8_dtype dtype)
 {
     return (unsigned)dtype < FP8_DTYPE_COUNT && dtype_table[dtype].float8;

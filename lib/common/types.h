@@ -18,6 +18,11 @@
  * checkpoint holds. */
 bool fp8_dtype_is_float8(fp8_dtype dtype);
 
+/* Whether tensors of dtype d are a scheme's codes as themselves, one a byte
+ * (F8_E4M3: an FP8 weight): a scheme row's element is of that dtype.
+ * Packed codes (E2M1, INT4) are their layout rows' to find. */
+bool fp8_dtype_holds_codes(fp8_dtype d);
+
 /* Elements of an OCP MX block: one E8M0 scale per 32 consecutive elements
  * of a row. */
 #define FP8_MX_GROUP 32

@@ -665,7 +665,7 @@ static bool scale_dtype_of_ref(const fp8_checkpoint *rck, const fmt_spec *spec, 
     for (size_t i = 0; i < n; i++) {
         const fp8_tensor_info *w = fp8_checkpoint_tensor(rck, i, NULL);
         char name[1024];
-        if (w->dtype != FP8_DTYPE_F8_E4M3)
+        if (!fp8_dtype_holds_codes(w->dtype))
             continue;
         snprintf(name, sizeof name, "%s%s", w->name, spec->scale_suffix);
         const fp8_tensor_info *s = fp8_checkpoint_find(rck, name, NULL);

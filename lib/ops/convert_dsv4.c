@@ -77,7 +77,7 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
     fp8_status st = FP8_OK;
     if (l == dsv4 && !sname)
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    if (!st && is_scale && w && w->dtype == FP8_DTYPE_F8_E4M3) { /* a trunk weight's */
+    if (!st && is_scale && w && fp8_dtype_holds_codes(w->dtype)) { /* a trunk weight's */
         it->kind = CAST_TRUNK_SCALE;
         it->out_dtype = FP8_DTYPE_F32;
     }

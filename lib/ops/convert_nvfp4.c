@@ -110,7 +110,7 @@ static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *wh
         if (it->kind != CAST_COPY || it->out_name)
             continue;
         if (kv_naming_of(it->t->name, &layer) ||
-            (it->t->dtype == FP8_DTYPE_F8_E4M3 && !fp4_is_group_scale(p->ck, it->t->name)))
+            (fp8_dtype_holds_codes(it->t->dtype) && !fp4_is_group_scale(p->ck, it->t->name)))
             st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                           "%s: tensor '%s': the cast to NVFP4 carries %s weights only (an FP8 "
                           "weight or KV-cache scale beside them is not converted)",

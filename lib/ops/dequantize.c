@@ -274,7 +274,7 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': %s weights are not supported (E4M3 only)", file,
                             it->t->name, fp8_dtype_name(dt));
-        if (dt != FP8_DTYPE_F8_E4M3 || it->action == DQ_DROP) /* DROP: NVFP4's E4M3 scales */
+        if (!fp8_dtype_holds_codes(dt) || it->action == DQ_DROP) /* DROP: NVFP4's E4M3 scales */
             continue;
         if (!p->layouts && fp4_is_group_scale(ck, it->t->name)) /* diff reads FP4 itself */
             continue;

@@ -91,7 +91,7 @@ static inline bool verify_is_float(fp8_dtype d)
 }
 /* Whether a tensor of dtype d holds FP8 codes (an FP8 weight), the dtype
  * of the FP8 schemes' element. */
-static inline bool verify_is_fp8(fp8_dtype d) { return d == FP8_DTYPE_F8_E4M3; }
+static inline bool verify_is_fp8(fp8_dtype d) { return fp8_dtype_holds_codes(d); }
 /* Whether tensor t has shape [shape[0], ..., shape[rank - 1]]. */
 bool verify_has_shape(const fp8_tensor_info *t, int rank, const uint64_t *shape);
 /* The scale a weight needs in the declared layout: its name suffix, rank,
