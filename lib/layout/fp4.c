@@ -16,6 +16,7 @@
  * tensor. */
 #define mxfp4 fp8_scheme_table[FP8_SCHEME_MXFP4]
 #define nvfp4 fp8_scheme_table[FP8_SCHEME_NVFP4]
+#define int4 fp8_scheme_table[FP8_SCHEME_INT4]
 
 /* compressed-tensors' MXFP4 scales: 127 + floor(log2(scale)) - 2 before
  * commit a333c877 "Use standard E8M0 scale format for MXFP4 (#538)" (2026-01-09;
@@ -167,6 +168,25 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
                                           "base.py (MXFP4 decompression since 0.16.0: 717c24d6, "
                                           "#683; earlier versions raise NotImplementedError)" },
         } },
+    /* INT4 weight-only as llm-compressor's W4A16 writes it (fp8conv-formats(5),
+     * INT4 WEIGHT ONLY): weight_packed I32 [N, K/8], weight_scale in the
+     * weight's dtype [N, K/G], weight_shape I64 [2] */
+    [FP4_LAYOUT_INT4_CT] = {
+        .name = "compressed-tensors int4", .weight_suffix = ".weight_packed",
+        .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_I32,
+        .scale_dtype = FP8_DTYPE_BF16, .weight_rank = 2, .scheme = &int4,
+        .source = "compressed-tensors compressors/pack_quantized/base.py, helpers.py",
+        .decl_method = "compressed-tensors", .decl_key = "format",
+        .decl_value = "pack-quantized", .decl_exclusive = true,
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_wNa16.py "
+                                  "(uint4b8, weight_packed I32 [N, K/8])" },
+            [FP8_LOADER_SGLANG] = { "SGLang compressed_tensors/schemes/compressed_tensors_wNa16.py" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_compressed_tensors.py, "
+                                          "decompressed by compressed-tensors compressors/"
+                                          "pack_quantized/base.py" },
+        },
+        .scale_in_weight_dtype = true, .shape_suffix = ".weight_shape" },
 };
 
 /* vLLM loads q/k/v and gate/up as one layer (models/llama.py

@@ -20,6 +20,7 @@ typedef enum {
     FP4_LAYOUT_NVFP4_MODELOPT, /* ModelOpt NVFP4 X.weight, weight_scale, weight_scale_2 */
     FP4_LAYOUT_NVFP4_CT,  /* compressed-tensors nvfp4-pack-quantized X.weight_packed, ... */
     FP4_LAYOUT_MXFP4_CT,  /* compressed-tensors mxfp4-pack-quantized X.weight_packed, U8 scale */
+    FP4_LAYOUT_INT4_CT,   /* compressed-tensors pack-quantized X.weight_packed I32, weight_shape */
     FP4_LAYOUT_COUNT
 } fp4_layout_id;
 
@@ -102,6 +103,12 @@ typedef struct {
      * compressed_tensors_w4a4_nvfp4.py takes 1 / input_global_scale where
      * ModelOptNvFp4LinearMethod takes input_scale; testdata/gen_fp4.py) */
     const char *input_suffix;
+    /* INT4 (compressed-tensors pack-quantized): the group scales are in the
+     * weight's dtype (scale_dtype is then the default, BF16), and
+     * shape_suffix replaces weight_suffix in the name of the unpacked
+     * shape, I64 [2] = [rows, cols] (NULL: none) */
+    bool scale_in_weight_dtype;
+    const char *shape_suffix;
 } fp4_layout;
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id);
