@@ -87,6 +87,15 @@ def main():
             if r.returncode:
                 continue
             got = load_file(os.path.join(out, "model.safetensors"))
+            deq = out + "-deq"
+            short = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[dname]
+            r = subprocess.run([fp8conv, "dequantize-for-export", "--force", "-q", "--dtype", short,
+                                out, deq], capture_output=True, text=True)
+            check(r.returncode == 0, f"dequantize-for-export {out}: exit {r.returncode} {r.stderr}")
+            back = load_file(os.path.join(deq, "model.safetensors")) if r.returncode == 0 else {}
+            check(sorted(back) == sorted(w) or not back, f"{deq}: tensors {sorted(back)}")
+            r = subprocess.run([fp8conv, "verify", out], capture_output=True, text=True)
+            check(r.returncode == 0, f"verify {out}: exit {r.returncode} {r.stdout} {r.stderr}")
             cfg = json.load(open(os.path.join(out, "config.json")))["quantization_config"]
             qc = QuantizationConfig.model_validate(cfg)
             wa = qc.config_groups["group_0"].weights
@@ -114,6 +123,30 @@ def main():
                 ref = PackedQuantizationCompressor.decompress(comp, sch)["weight"]
                 check(dec.dtype == x.dtype and raw(dec) == raw(ref),
                       f"{out}: {stem} decompressed differs")
+                check(name in back and raw(back[name]) == raw(ref),
+                      f"{out}: {name} dequantize-for-export differs from the decompressor's")
+    # verify's structure rules on damaged copies of one output
+    import shutil
+    src = os.path.join(work, "out-bfloat16-32")
+    stem = "model.layers.0.mlp.p0"
+    for what, value, rule in (("nan", float("nan"), "bad-scale"), ("zero", 0.0, "bad-scale"),
+                              ("neg", -1.0, "bad-scale"), ("inf", float("inf"), "bad-scale"),
+                              ("shape", None, "weight_shape")):
+        bad = os.path.join(work, f"bad-{what}")
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(src, bad)
+        t = load_file(os.path.join(bad, "model.safetensors"))
+        if value is None:
+            t[f"{stem}.weight_shape"] = torch.tensor([256, 513])
+        else:
+            t[f"{stem}.weight_scale"][3, 1] = value
+        save_file(t, os.path.join(bad, "model.safetensors"))
+        r = subprocess.run([fp8conv, "verify", bad], capture_output=True, text=True)
+        check(r.returncode != 0 and rule in r.stdout + r.stderr,
+              f"verify {bad}: exit {r.returncode}, wanted {rule}: {r.stdout} {r.stderr}")
+        r = subprocess.run([fp8conv, "dequantize-for-export", "--force", "-q", bad, bad + "-deq"],
+                           capture_output=True, text=True)
+        check(r.returncode != 0, f"dequantize-for-export {bad}: exit {r.returncode}")
     print(f"int4-quant: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
