@@ -125,6 +125,13 @@ def main():
                       f"{out}: {stem} decompressed differs")
                 check(name in back and raw(back[name]) == raw(ref),
                       f"{out}: {name} dequantize-for-export differs from the decompressor's")
+    # convert refuses INT4 (lossy), exit 3; --version says INT4 runs on the CPU only
+    src = os.path.join(work, "out-bfloat16-32")
+    r = subprocess.run([fp8conv, "convert", "--force", src, os.path.join(work, "conv")],
+                       capture_output=True, text=True)
+    check(r.returncode == 3 and "lossy" in r.stderr, f"convert {src}: {r.returncode} {r.stderr}")
+    r = subprocess.run([fp8conv, "--version"], capture_output=True, text=True)
+    check("int4: cpu only" in r.stdout, f"--version: {r.stdout}")
     # verify's structure rules on damaged copies of one output
     import shutil
     src = os.path.join(work, "out-bfloat16-32")
