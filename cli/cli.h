@@ -149,9 +149,9 @@ int cli_fail(fp8_ctx *ctx, fp8_status st);
 /* The output layout options quantize and convert share, as the first codes
  * of their option enums, and which of them were given. */
 enum { CLI_OPT_SCHEME = CLI_OPT_FIRST, CLI_OPT_FORMAT, CLI_OPT_BLOCK, CLI_OPT_SCALE_FMT,
-       CLI_OPT_MX_ROUNDING, CLI_OPT_LAYOUT_END };
+       CLI_OPT_MX_ROUNDING, CLI_OPT_GROUP, CLI_OPT_LAYOUT_END };
 typedef struct {
-    bool scheme, format, block, scale_fmt, mx;
+    bool scheme, format, block, scale_fmt, mx, group;
 } cli_layout_given;
 /* Takes one of them into *o: -1 when taken, EXIT_USAGE (said) for a bad value. */
 int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_layout_given *given);

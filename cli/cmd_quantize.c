@@ -72,6 +72,8 @@ static int check_combinations(const quantize_args *a)
         cli_error("--mx-rounding applies to --scheme mxfp8 only");
     else if (g->scale_fmt && !(takes & FP8_SCHEME_TAKES_SCALE_FMT))
         cli_error("--scale-fmt applies to --scheme block only");
+    else if (g->group && !(takes & FP8_SCHEME_TAKES_GROUP))
+        cli_error("--group applies to --scheme int4 only");
     else
         return cli_run_check(&o->run);
     return EXIT_USAGE;
@@ -240,6 +242,7 @@ static const struct option cli_quantize_options[] = {
     { "block", required_argument, NULL, CLI_OPT_BLOCK },
     { "scale-fmt", required_argument, NULL, CLI_OPT_SCALE_FMT },
     { "mx-rounding", required_argument, NULL, CLI_OPT_MX_ROUNDING },
+    { "group", required_argument, NULL, CLI_OPT_GROUP },
     { "ignore", required_argument, NULL, OPT_IGNORE },
     { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
     { "force", no_argument, NULL, OPT_FORCE },
@@ -341,14 +344,17 @@ static int cmd_quantize(int argc, char **argv, cli_common *common)
  * (fp8conv help quantize), and its options for getopt and completion. */
 const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf16/f16/f32 checkpoint to FP8 (or FP4)", cmd_quantize,
   "Options:\n"
-  "      --scheme block|channel|tensor|mxfp8|nvfp4|mxfp4\n"
+  "      --scheme block|channel|tensor|mxfp8|nvfp4|mxfp4|int4\n"
   "                             scaling granularity (default block); nvfp4 and mxfp4\n"
-  "                             write weight-only packed FP4 (bf16 or f32 input)\n"
+  "                             write weight-only packed FP4 (bf16 or f32 input), int4\n"
+  "                             weight-only INT4 (compressed-tensors pack-quantized)\n"
   "      --format hf-fp8|compressed-tensors|modelopt\n"
   "                             output layout (default: hf-fp8 for block and tensor,\n"
   "                             compressed-tensors for the others; nvfp4 also as\n"
   "                             modelopt, weight-only W4A16_NVFP4)\n"
   "      --block RxC            block size for --scheme block (default 128x128)\n"
+  "      --group 32|128         elements of a row sharing a scale, --scheme int4\n"
+  "                             (default 128)\n"
   "      --scale-fmt float|ue8m0\n"
   "                             block scales as computed, or rounded up to powers of two\n"
   "                             (hf-fp8 only; default float)\n"

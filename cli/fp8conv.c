@@ -60,6 +60,7 @@ static int version(void)
 {
     printf("fp8conv %s\n", FP8CONV_VERSION);
     printf("cpu: %s\n", fp8_cpu_paths());
+    printf("int4: cpu only (no GPU kernel; --device cuda runs its bands on the CPU)\n");
     if (!fp8_cuda_compiled()) {
         printf("cuda: not compiled (built with HAVE_CUDA=0)\n");
         return EXIT_OK;

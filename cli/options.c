@@ -230,6 +230,17 @@ int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_lay
         o->mx_rounding = (fp8_mx_rounding)choice;
         given->mx = true;
         break;
+    case CLI_OPT_GROUP: { /* a run along a row: carried as the block's columns */
+        char *end;
+        unsigned long g = strtoul(value, &end, 10);
+        if (*end || value[0] < '1' || value[0] > '9' || g > 4096) {
+            cli_error("--group: '%s' is not a group size (32 or 128)", value);
+            return EXIT_USAGE;
+        }
+        o->block_cols = (uint32_t)g;
+        given->group = true;
+        break;
+    }
     }
     return -1;
 }

@@ -316,6 +316,7 @@ enum {
     FP8_SCHEME_TAKES_BLOCK = 1,       /* --block, weight_block_size */
     FP8_SCHEME_TAKES_SCALE_FMT = 2,   /* --scale-fmt ue8m0 */
     FP8_SCHEME_TAKES_MX_ROUNDING = 4, /* --mx-rounding */
+    FP8_SCHEME_TAKES_GROUP = 8,       /* --group: the row's run or its alternative */
 };
 unsigned fp8_scheme_options(fp8_scheme scheme);
 /* block -> hf-fp8, channel -> compressed-tensors, tensor -> hf-fp8,
@@ -419,6 +420,8 @@ typedef struct {
      * U8 byte: the last dimension halved). */
     fp8_dtype code_dtype;
     uint64_t code_shape[3];
+    /* INT4: the unpacked shape's tensor, I64 [2] (X.weight_shape; NULL: none) */
+    const char *shape_name;
 } fp8_quant_item;
 
 typedef struct fp8_quant_plan fp8_quant_plan;

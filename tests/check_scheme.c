@@ -140,7 +140,8 @@ START_TEST(test_format_defaults_and_pairs_from_the_table)
     ck_assert_str_eq(t.p, "block with hf-fp8 or compressed-tensors; channel with "
                           "compressed-tensors or modelopt; tensor with hf-fp8 or "
                           "compressed-tensors; mxfp8 with compressed-tensors or modelopt; "
-                          "nvfp4 with compressed-tensors or modelopt; mxfp4 with compressed-tensors");
+                          "nvfp4 with compressed-tensors or modelopt; mxfp4 with compressed-tensors; "
+                          "int4 with compressed-tensors");
     free(t.p);
 }
 END_TEST

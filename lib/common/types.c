@@ -107,7 +107,8 @@ unsigned fp8_scheme_options(fp8_scheme s)
         return 0;
     return (t->group == FP8_GROUP_TILE ? FP8_SCHEME_TAKES_BLOCK | FP8_SCHEME_TAKES_SCALE_FMT : 0) |
            /* FP4's E8M0 scales follow its reference's one rounding */
-           (t->pow2_scales && t->elem != FP8_ELEM_E2M1 ? FP8_SCHEME_TAKES_MX_ROUNDING : 0);
+           (t->pow2_scales && t->elem != FP8_ELEM_E2M1 ? FP8_SCHEME_TAKES_MX_ROUNDING : 0) |
+           (t->run_alt ? FP8_SCHEME_TAKES_GROUP : 0);
 }
 
 const char *fp8_scheme_name(fp8_scheme s)

@@ -85,7 +85,10 @@ struct fp8_dequant_spec {
 
 static inline unsigned fp8_dequant_scale_size(const fp8_scheme_traits *s)
 {
-    return fp8_elem_get(s->elem)->per_byte > 1 ? 1 : 4;
+    /* packed codes with byte scales: the scale codes; else fp32 scales */
+    return fp8_elem_get(s->elem)->per_byte > 1 && fp8_elem_get(s->scale_elem[0])->per_byte == 1
+               ? 1
+               : 4;
 }
 
 /* v rounded into element i of y, an array of `out` (BF16 or F16: nearest

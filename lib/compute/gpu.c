@@ -211,6 +211,10 @@ fp8_status fp8_gpu_amax(fp8_ctx *ctx, fp8_gpu *gpu, fp8_dtype src, uint64_t n, f
  * kernel); a one-byte element's scaled by fp32 scales. */
 fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant *d, bool *bad)
 {
+    if (d->elem == FP8_ELEM_I4) { /* no INT4 kernel: *bad sends the band to the CPU's fp8_dequant */
+        *bad = true;
+        return FP8_OK;
+    }
     bool packed = fp8_elem_get(d->elem)->per_byte > 1;
     unsigned flags = 0;
     fp8k_fp4 kf = { ktype(d->out), d->rows, d->cols, d->group_cols, d->c0, d->width,

@@ -496,6 +496,13 @@ void fp8_dequant_free(fp8_dequant_spec *d)
 fp8_deq_result fp8_dequant(const fp8_dequant_spec *d, const uint8_t *codes, const void *scales,
                            uint64_t n, void *y, uint64_t *where)
 {
+    if (d->scheme->elem == FP8_ELEM_I4) { /* int4_ref.h's codec, fp32 scales */
+        fp8_int4_deq_result r = fp8_int4_dequant_row(codes, scales, FP8_DTYPE_F32, n, d->group,
+                                                     d->out, y, where);
+        return r == FP8_INT4_DEQ_BAD_SCALE             ? FP8_DEQ_NAN_SCALE
+               : r == FP8_INT4_DEQ_OK || d->keep_inf ? FP8_DEQ_OK
+                                                     : FP8_DEQ_OVERFLOW;
+    }
     if (d->table)
         return fp4_fast_row(d->fast, codes, scales, n, y, where) == FP4_DEQ_OK
                    ? FP8_DEQ_OK

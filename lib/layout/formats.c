@@ -121,6 +121,14 @@ static const fmt_spec table[] = {
       .ct_weights = "group", .packed = true, .fp4_layout = FP4_LAYOUT_MXFP4_CT,
       .experts_apart = true,
       .ct_format = "mxfp4-pack-quantized" },
+    /* INT4 weight-only as llm-compressor's W4A16 writes it (compressed-tensors
+     * quant_scheme.py W4A16; fp8conv-formats(5), INT4 WEIGHT ONLY): fp4.c's
+     * INT4 row; vLLM loads it with compressed_tensors_wNa16.py */
+    { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_INT4,
+      .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .scheme_default = true,
+      .ct_weights = "group", .packed = true, .fp4_layout = FP4_LAYOUT_INT4_CT,
+      .experts_apart = true, .ct_format = "pack-quantized", .ct_type = "int",
+      .ct_observer = "memoryless_minmax" },
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_CHANNEL, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8_PER_CHANNEL_PER_TOKEN",
       .no_experts = { [VLLM] = MODELOPT_MOE_CHANNEL, [SGLANG] = MODELOPT_MOE_CHANNEL },
@@ -594,13 +602,21 @@ static cJSON *ct_args(const fmt_spec *spec, const fp8_quant_options *o, bool wei
         return cJSON_CreateNull(); /* weight-only */
     cJSON *a = cJSON_CreateObject();
     cJSON_AddNumberToObject(a, "num_bits", fp8_elem_get(sch->elem)->bits);
-    cJSON_AddStringToObject(a, "type", "float");
+    cJSON_AddStringToObject(a, "type", spec->ct_type ? spec->ct_type : "float");
     cJSON_AddBoolToObject(a, "symmetric", true);
     cJSON_AddBoolToObject(a, "dynamic", !weights);
     cJSON_AddStringToObject(a, "strategy", weights ? spec->ct_weights : spec->ct_activations);
     if (weights && o->scheme == FP8_SCHEME_BLOCK)
         cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
-    if (spec->packed) { /* quant_scheme.py NVFP4A16, MXFP4A16 */
+    if (weights && spec->ct_observer) { /* quant_scheme.py W4A16, as llm-compressor records it */
+        cJSON_AddNumberToObject(a, "group_size", fp8_scheme_run(sch, o->block_cols));
+        cJSON_AddNullToObject(a, "block_structure");
+        cJSON_AddNullToObject(a, "actorder");
+        cJSON_AddNullToObject(a, "scale_dtype");
+        cJSON_AddNullToObject(a, "zp_dtype");
+        cJSON_AddStringToObject(a, "observer", spec->ct_observer);
+        cJSON_AddObjectToObject(a, "observer_kwargs");
+    } else if (spec->packed) { /* quant_scheme.py NVFP4A16, MXFP4A16 */
         const char *sd = sch->scale_elem[0] == FP8_ELEM_E8M0 ? "torch.uint8" : "torch.float8_e4m3fn";
         cJSON_AddNumberToObject(a, "group_size", sch->run);
         cJSON_AddStringToObject(a, "scale_dtype", sd);

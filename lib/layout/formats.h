@@ -78,6 +78,10 @@ typedef struct {
      * of these layouts read no fused tensor:
      * fp8conv-formats(5), FP4 QUANTIZATION); elsewhere a fused tensor is kept. */
     bool experts_apart;
+    /* compressed-tensors' weights args where not FP4's: "type" (NULL:
+     * "float") and the observer llm-compressor records (INT4: "int",
+     * "memoryless_minmax", group_size the chosen run, scale_dtype null) */
+    const char *ct_type, *ct_observer;
 } fmt_spec;
 
 /* The fp4.h row that names and shapes the codes the spec writes (its packed

@@ -16,6 +16,7 @@
  * tensor. */
 #define mxfp4 fp8_scheme_table[FP8_SCHEME_MXFP4]
 #define nvfp4 fp8_scheme_table[FP8_SCHEME_NVFP4]
+#define int4 fp8_scheme_table[FP8_SCHEME_INT4]
 
 /* compressed-tensors' MXFP4 scales: 127 + floor(log2(scale)) - 2 before
  * commit a333c877 "Use standard E8M0 scale format for MXFP4 (#538)" (2026-01-09;
@@ -167,6 +168,28 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
                                           "base.py (MXFP4 decompression since 0.16.0: 717c24d6, "
                                           "#683; earlier versions raise NotImplementedError)" },
         } },
+    /* INT4 weight-only as llm-compressor's W4A16 writes it (fp8conv-formats(5),
+     * INT4 WEIGHT ONLY): weight_packed I32 [N, K/8], weight_scale in the
+     * weight's dtype [N, K/G], weight_shape I64 [2] */
+    [FP4_LAYOUT_INT4_CT] = {
+        .name = "compressed-tensors int4", .weight_suffix = ".weight_packed",
+        .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_I32,
+        .scale_dtype = FP8_DTYPE_BF16, .weight_rank = 2, .scheme = &int4,
+        .source = "compressed-tensors compressors/pack_quantized/base.py, helpers.py",
+        .decl_method = "compressed-tensors", .decl_key = "format",
+        .decl_value = "pack-quantized", .decl_exclusive = true,
+        .loaders = {
+            [FP8_LOADER_VLLM] = { "vLLM compressed_tensors/schemes/compressed_tensors_wNa16.py "
+                                  "(uint4b8, weight_packed I32 [N, K/8])" },
+            [FP8_LOADER_SGLANG] = { "SGLang compressed_tensors/schemes/compressed_tensors_wNa16.py" },
+            [FP8_LOADER_TRANSFORMERS] = { "transformers quantizers/quantizer_compressed_tensors.py, "
+                                          "decompressed by compressed-tensors compressors/"
+                                          "pack_quantized/base.py" },
+        },
+        .scale_in_weight_dtype = true, .shape_suffix = ".weight_shape",
+        .no_cast = "INT4 to FP8 is lossy (a group's 16 levels times a scale in the weight's "
+                   "dtype are not E4M3 codes under one scale), so convert refuses it: "
+                   "dequantize-for-export it, then quantize the result" },
 };
 
 /* vLLM loads q/k/v and gate/up as one layer (models/llama.py
@@ -368,7 +391,10 @@ const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, f
 bool fp4_layout_geometry(const fp4_layout *l, int rank, const uint64_t *shape, uint64_t *experts,
                          uint64_t *rows, uint64_t *cols, int *srank, uint64_t sshape[3])
 {
-    uint64_t run = l->scheme->run;
+    /* a row's smallest run (INT4: its alternative, 32); codes a stored element */
+    uint64_t run = l->scheme->run_alt && l->scheme->run_alt < l->scheme->run ? l->scheme->run_alt
+                                                                              : l->scheme->run;
+    uint64_t per = fp8_dtype_bits(l->weight_dtype) / 8 * fp8_elem_get(l->scheme->elem)->per_byte;
     if (rank != l->weight_rank)
         return false;
     if (rank == 4) { /* [E, rows, G, 16]: 16 bytes are one group's 32 codes */
@@ -383,12 +409,12 @@ bool fp4_layout_geometry(const fp4_layout *l, int rank, const uint64_t *shape, u
         sshape[2] = shape[2];
         return true;
     }
-    /* [rows, cols / 2], whole groups */
-    if ((shape[1] * 2) % run)
+    /* [rows, cols / 2] (INT4: [rows, cols / 8]), whole groups */
+    if ((shape[1] * per) % run)
         return false;
     *experts = 1;
     *rows = shape[0];
-    *cols = shape[1] * 2;
+    *cols = shape[1] * per;
     *srank = 2;
     sshape[0] = shape[0];
     sshape[1] = *cols / run;
@@ -460,6 +486,53 @@ static fp8_status find_second(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_
     return st;
 }
 
+uint32_t fp4_layout_run(const fp4_layout *l, const fp8_tensor_info *s, int srank, uint64_t cols)
+{
+    /* a row of two runs (INT4: 128 or 32): the one the scale's columns say */
+    if (l->scheme->run_alt && s->rank == srank && s->shape[srank - 1] * l->scheme->run != cols)
+        return l->scheme->run_alt;
+    return l->scheme->run;
+}
+
+bool fp4_layout_scale_dtype_ok(const fp4_layout *l, fp8_dtype dtype)
+{
+    return dtype == l->scale_dtype ||
+           (l->scale_in_weight_dtype && (dtype == FP8_DTYPE_F16 || dtype == FP8_DTYPE_F32));
+}
+
+/* INT4's weight_shape: I64 [2] holding [rows, cols] (compressed-tensors
+ * decompresses to that shape). */
+static fp8_status find_shape(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_tensor_info *t,
+                             const char *file, const char *verb, fp4_weight *w)
+{
+    const fp4_layout *l = w->l;
+    char name[1024];
+    snprintf(name, sizeof name, "%.*s%s", (int)(strlen(t->name) - strlen(l->weight_suffix)),
+             t->name, l->shape_suffix);
+    const fp8_tensor_info *g = fp8_checkpoint_find(ck, name, &w->shape_shard);
+    if (!g)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s' is packed %s but has no '%s'; its values cannot be %s "
+                        "(%s)", file, t->name, l->name, name, verb, l->source);
+    file = fp8_checkpoint_shard_name(ck, w->shape_shard);
+    unsigned char b[16];
+    uint64_t v[2] = { 0, 0 };
+    fp8_status st = g->dtype == FP8_DTYPE_I64 && g->elements == 2
+                        ? fp8_file_read(ctx, fp8_checkpoint_shard(ck, w->shape_shard), g, 0, b, 16)
+                        : FP8_OK;
+    for (int k = 0; k < 16; k++)
+        v[k / 8] |= (uint64_t)b[k] << (8 * (k % 8));
+    if (!st && (g->dtype != FP8_DTYPE_I64 || g->elements != 2 || v[0] != w->rows ||
+                v[1] != w->cols))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: tensor '%s': %s's weight_shape is I64 [2] = [%llu, %llu], the "
+                      "packed weight's rows and columns (%s)",
+                      file, name, l->name, (unsigned long long)w->rows,
+                      (unsigned long long)w->cols, l->source);
+    w->shape = g;
+    return st;
+}
+
 fp8_status fp4_weight_find(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_tensor_info *t,
                            size_t shard, const char *verb, fp4_weight *w)
 {
@@ -497,10 +570,12 @@ fp8_status fp4_weight_find(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_ten
                       l->scheme->run, l->source);
         goto out;
     }
+    w->run = fp4_layout_run(l, s, srank, w->cols);
+    sshape[srank - 1] = w->cols / w->run;
     bool shape_ok = s->rank == srank;
     for (int k = 0; shape_ok && k < srank; k++)
         shape_ok = s->shape[k] == sshape[k];
-    if (s->dtype != l->scale_dtype || !shape_ok) {
+    if (!fp4_layout_scale_dtype_ok(l, s->dtype) || !shape_ok) {
         fp8_shape_text(srank, sshape, wanted, sizeof wanted);
         fp8_shape_text(s->rank, s->shape, got, sizeof got);
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -509,13 +584,15 @@ fp8_status fp4_weight_find(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_ten
                       fp8_checkpoint_shard_name(ck, w->scale_shard), s->name,
                       fp8_dtype_name(s->dtype), got, l->name, t->name,
                       fp8_dtype_name(l->scale_dtype), wanted,
-                      fp8_elem_get(l->scheme->scale_elem[0])->name, l->scheme->run, l->source);
+                      fp8_elem_get(l->scheme->scale_elem[0])->name, w->run, l->source);
         goto out;
     }
     w->l = l;
     w->scale = s;
     if (l->global_suffix)
         st = find_second(ctx, ck, t, file, verb, w);
+    if (l->shape_suffix)
+        st = find_shape(ctx, ck, t, file, verb, w);
 out:
     if (st || !w->l) {
         free(w->out_name);

@@ -20,6 +20,7 @@ typedef enum {
     FP4_LAYOUT_NVFP4_MODELOPT, /* ModelOpt NVFP4 X.weight, weight_scale, weight_scale_2 */
     FP4_LAYOUT_NVFP4_CT,  /* compressed-tensors nvfp4-pack-quantized X.weight_packed, ... */
     FP4_LAYOUT_MXFP4_CT,  /* compressed-tensors mxfp4-pack-quantized X.weight_packed, U8 scale */
+    FP4_LAYOUT_INT4_CT,   /* compressed-tensors pack-quantized X.weight_packed I32, weight_shape */
     FP4_LAYOUT_COUNT
 } fp4_layout_id;
 
@@ -102,6 +103,14 @@ typedef struct {
      * compressed_tensors_w4a4_nvfp4.py takes 1 / input_global_scale where
      * ModelOptNvFp4LinearMethod takes input_scale; testdata/gen_fp4.py) */
     const char *input_suffix;
+    /* INT4 (compressed-tensors pack-quantized): the group scales are in the
+     * weight's dtype (scale_dtype is then the default, BF16), and
+     * shape_suffix replaces weight_suffix in the name of the unpacked
+     * shape, I64 [2] = [rows, cols] (NULL: none) */
+    bool scale_in_weight_dtype;
+    const char *shape_suffix;
+    /* why convert refuses the layout where no cast row takes it (NULL: none) */
+    const char *no_cast;
 } fp4_layout;
 
 const fp4_layout *fp4_layout_get(fp4_layout_id id);
@@ -160,6 +169,9 @@ typedef struct {
     uint64_t experts, rows, cols;       /* rows the output dim, cols unpacked */
     float global;                       /* NVFP4's second level */
     char *out_name;                     /* the unpacked weight's name (malloc'ed) */
+    uint32_t run;                       /* elements of a row a scale covers (INT4: 128 or 32) */
+    const fp8_tensor_info *shape;       /* INT4's weight_shape (else NULL) */
+    size_t shape_shard;
 } fp4_weight;
 
 /*
@@ -230,6 +242,13 @@ const fp4_cast *fp4_cast_from(const fp4_layout *from);
  * gives. */
 fp8_status fp4_cast_pick(fp8_ctx *ctx, const char *input, const fp8_convert_options *o,
                          const fp4_cast **row, const fp4_layout *from);
+
+/* The run (elements of a row a scale covers) of a weight of `cols` columns
+ * whose scale is `s` (srank dims): the layout's, or for a row of two runs
+ * (INT4: 128 or 32) the one the scale's last dimension says; and whether a
+ * scale of `dtype` is the layout's (INT4: BF16, F16 or F32, the weight's). */
+uint32_t fp4_layout_run(const fp4_layout *l, const fp8_tensor_info *s, int srank, uint64_t cols);
+bool fp4_layout_scale_dtype_ok(const fp4_layout *l, fp8_dtype dtype);
 
 /* The unpacked weight's shape (rank 2 or 3) for experts x rows x cols. */
 void fp4_layout_out_shape(const fp4_layout *l, uint64_t experts, uint64_t rows, uint64_t cols,

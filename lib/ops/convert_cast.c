@@ -207,8 +207,19 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->config, "model_type");
     const fp4_layout *family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
     p->cast = family ? fp4_cast_from(family) : NULL;
-    if (!p->cast && !(p->cast = weights_cast(p)))
+    if (!p->cast && !(p->cast = weights_cast(p))) {
+        for (size_t i = 0; i < p->n && !st; i++) { /* a packed layout no cast takes */
+            char *sname = NULL, *oname = NULL;
+            const fp8_tensor_info *t = p->items[i].t;
+            const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &oname);
+            if (l && l->no_cast && sname && fp8_checkpoint_find(ck, sname, NULL))
+                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is packed %s: %s", input,
+                              t->name, l->name, l->no_cast);
+            free(sname);
+            free(oname);
+        }
         goto out;
+    }
     st = rules[p->cast->rule].plan(ctx, p, opts, &handled);
     for (size_t i = 0; i < p->n; i++) /* a plan may add items */
         p->by_out[i] = i;

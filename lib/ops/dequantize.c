@@ -232,7 +232,7 @@ static fp8_status decide_packed(fp8_ctx *ctx, dq_plan *p, dq_item *it)
     it->global = w.global;
     it->scale = w.scale;
     it->scale_shard = w.scale_shard;
-    it->groups = (fp8_geometry){ 1, w.l->scheme->run, it->rows, it->cols / w.l->scheme->run };
+    it->groups = (fp8_geometry){ 1, w.run, it->rows, it->cols / w.run };
     fp4_layout_out_shape(w.l, it->experts, it->rows, it->cols, &it->out_rank, it->out_shape);
     it->shown = (fp8_tensor_info){ .name = w.out_name, .rank = it->out_rank,
                                    .dtype = fp8_elem_get(w.l->scheme->elem)->dtype,
@@ -241,6 +241,8 @@ static fp8_status decide_packed(fp8_ctx *ctx, dq_plan *p, dq_item *it)
     p->items[item_index(p, w.scale->name)].action = DQ_DROP;
     if (w.second)
         p->items[item_index(p, w.second->name)].action = DQ_DROP;
+    if (w.shape)
+        p->items[item_index(p, w.shape->name)].action = DQ_DROP;
     return FP8_OK;
 }
 

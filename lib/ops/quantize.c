@@ -80,13 +80,13 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
     }
     const fp8_scheme_traits *sch = fp8_scheme_get(p->opts.scheme);
     uint64_t inner = parts ? t->shape[in_out ? 1 : 2] : t->shape[t->rank - 1];
-    if (sch->group == FP8_GROUP_RUN && inner % sch->run) {
+    uint32_t run = fp8_scheme_run(sch, p->opts.block_cols);
+    if (sch->group == FP8_GROUP_RUN && inner % run) {
         *warn = true;
         return asprintf(owned, "%s needs the %s (%llu) to be a multiple of %u",
                         fp8_scheme_name(p->opts.scheme),
                         parts ? "input dimension of each expert's weight" : "last dimension",
-                        (unsigned long long)inner,
-                        sch->run) < 0
+                        (unsigned long long)inner, run) < 0
                    ? (*owned = NULL, "mxfp8 needs the last dimension to be a multiple of 32")
                    : *owned;
     }
@@ -133,7 +133,7 @@ static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item 
                         "axes apart, and without gpt-oss's interleaved gate/up and biases "
                         "(fp8conv-formats(5), FP4 QUANTIZATION)",
                         it->shard, t->name, scheme);
-    if (t->dtype == FP8_DTYPE_F16)
+    if (t->dtype == FP8_DTYPE_F16 && !l->scale_in_weight_dtype)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s: tensor '%s': --scheme %s takes bf16 or f32 weights, not f16: its "
                         "reference computes the scales in the weight's dtype, where f16 "
@@ -144,17 +144,28 @@ static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item 
     if ((st = name_with(ctx, t->name, stem, l->weight_suffix, &e->owned_packed_name)) ||
         (st = name_with(ctx, t->name, stem, l->scale_suffix, &e->owned_scale_name)) ||
         (l->global_suffix &&
-         (st = name_with(ctx, t->name, stem, l->global_suffix, &e->owned_global_name))))
+         (st = name_with(ctx, t->name, stem, l->global_suffix, &e->owned_global_name))) ||
+        (l->shape_suffix &&
+         (st = name_with(ctx, t->name, stem, l->shape_suffix, &e->owned_shape_name))))
         return st;
     it->packed_name = e->owned_packed_name;
     it->code_dtype = l->weight_dtype;
+    it->code_shape[t->rank - 1] /= fp8_dtype_bits(l->weight_dtype) / 8; /* INT4: I32 words */
     it->scale_name = e->owned_scale_name;
     it->global_name = e->owned_global_name;
     it->global_rank = l->global_rank;
     it->scale_dtype = l->scale_dtype;
-    fmt_scale_shape(p->spec, t->rank, t->shape, 1, 1, &it->scale_rank, it->scale_shape);
-    const char *names[] = { it->packed_name, it->scale_name, it->global_name };
-    for (int k = 0; k < 3; k++)
+    it->shape_name = e->owned_shape_name;
+    if (l->scale_in_weight_dtype) {
+        it->scale_dtype = t->dtype;
+        e->kind = t->dtype == FP8_DTYPE_BF16  ? FP8_SCALE_BF16
+                  : t->dtype == FP8_DTYPE_F16 ? FP8_SCALE_F16
+                                              : FP8_SCALE_F32;
+    }
+    fmt_scale_shape(p->spec, t->rank, t->shape, 1, p->opts.block_cols, &it->scale_rank,
+                    it->scale_shape);
+    const char *names[] = { it->packed_name, it->scale_name, it->global_name, it->shape_name };
+    for (int k = 0; k < 4; k++)
         if (names[k] && strcmp(names[k], t->name) && fp8_checkpoint_find(p->ck, names[k], NULL))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': the input already has '%s', a name the output "
@@ -256,6 +267,11 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         return fp8_fail(ctx, FP8_ERR_USAGE, "unknown scheme or format");
     p->format = o->format == FP8_FORMAT_DEFAULT ? fp8_format_default(o->scheme) : o->format;
     p->spec = fmt_spec_find(p->format, o->scheme);
+    const fp8_scheme_traits *sch = fp8_scheme_get(o->scheme);
+    if (sch->run_alt && o->block_cols != sch->run && o->block_cols != sch->run_alt)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--group: %u is not a group size of --scheme %s "
+                        "(%u or %u)", o->block_cols, fp8_scheme_name(o->scheme), sch->run,
+                        sch->run_alt);
     if (p->spec && p->spec->refused)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--scheme %s --format %s is not written: %s",
                         fp8_scheme_name(o->scheme), fp8_format_name(p->format),
@@ -816,6 +832,7 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
         free(p->entries[i].owned_scale_name);
         free(p->entries[i].owned_packed_name);
         free(p->entries[i].owned_global_name);
+        free(p->entries[i].owned_shape_name);
     }
     for (size_t i = 0; i < p->nparts; i++)
         free(p->parts[i].name);

@@ -133,6 +133,7 @@ typedef struct {
     fp8_scale_kind kind;
     uint64_t experts, rows, cols; /* E, M, N; E = 1 for a matrix */
     char *owned_reason, *owned_scale_name, *owned_packed_name, *owned_global_name;
+    char *owned_shape_name;
     float global;                 /* NVFP4: the second level, after the amax pass */
     const struct quant_part *part; /* a weight of fused experts written apart */
     bool from_source;             /* convert: the source's tensor, read through it */

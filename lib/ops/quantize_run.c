@@ -58,6 +58,9 @@ static fp8_status declare_shard(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s,
         if (!st)
             st = fp8_writer_add_tensor(ctx, w, it->scale_name, it->scale_dtype, it->scale_rank,
                                        it->scale_shape);
+        uint64_t two = 2;
+        if (!st && it->shape_name)
+            st = fp8_writer_add_tensor(ctx, w, it->shape_name, FP8_DTYPE_I64, 1, &two);
     }
     return st;
 }
@@ -782,14 +785,23 @@ fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p)
 
 /* NVFP4: shard s's second-level scales, one F32 each: the global scale, a
  * divisor (compressed-tensors), or its nearest fp32 reciprocal, a factor
- * (ModelOpt's weight_scale_2; fp8conv-formats(5), FP4 QUANTIZATION). */
+ * (ModelOpt's weight_scale_2; fp8conv-formats(5), FP4 QUANTIZATION).
+ * INT4: each weight's unpacked shape, I64 [rows, cols]. */
 static fp8_status write_globals(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
 {
     fp8_status st = FP8_OK;
     bool divides = fp4_layout_get((fp4_layout_id)p->spec->fp4_layout)->global_divides;
     for (size_t i = 0; i < p->n && !st; i++) {
         const fp8_quant_item *it = &p->items[i];
-        if (p->entries[i].shard != s || !it->quantize || !it->global_name)
+        if (p->entries[i].shard != s || !it->quantize)
+            continue;
+        if (it->shape_name) {
+            unsigned char b[16] = { 0 };
+            for (int k = 0; k < 16; k++)
+                b[k] = (unsigned char)(it->tensor->shape[k / 8] >> (8 * (k % 8)));
+            st = fp8_writer_pwrite(ctx, w, fp8_writer_find(w, it->shape_name), 0, b, 16);
+        }
+        if (st || !it->global_name)
             continue;
         float g = p->entries[i].global;
         uint32_t bits = fp8_f32_bits(divides ? g : 1.0f / g);
@@ -869,7 +881,7 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
 /* model.safetensors.index.json for the output. */
 static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char *dir)
 {
-    ck_index_entry *map = fp8_xcalloc(p->n * 3 + 1, sizeof *map);
+    ck_index_entry *map = fp8_xcalloc(p->n * 4 + 1, sizeof *map);
     if (!map)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     size_t n = 0;
@@ -889,6 +901,10 @@ static fp8_status write_index(fp8_ctx *ctx, const fp8_quant_plan *p, const char 
         if (it->global_name) {
             total += 4;
             map[n++] = (ck_index_entry){ it->global_name, it->shard };
+        }
+        if (it->shape_name) {
+            total += 16;
+            map[n++] = (ck_index_entry){ it->shape_name, it->shard };
         }
     }
     fp8_status st = ck_index_write(ctx, dir, map, n, total);

@@ -269,7 +269,8 @@ static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_
 
 /* The first NaN byte of scale tensor `s` (elements of type `e`: E8M0 0xFF,
  * E4M3 0x7F and 0xFF), read a MiB at a time; *at its index, or UINT64_MAX
- * for none. */
+ * for none.  Float scales (an element without NaN codes: INT4's, in the
+ * weight's dtype): the first that is not finite and positive, *at its byte. */
 static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s, size_t shard,
                            fp8_elem e, uint64_t *at)
 {
@@ -284,11 +285,41 @@ static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s
     for (uint64_t off = 0; off < n && !st && *at == UINT64_MAX; off += CHUNK) {
         uint64_t len = n - off < CHUNK ? n - off : CHUNK;
         st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, off, buf, len);
-        for (uint64_t k = 0; !st && k < len && *at == UINT64_MAX; k++)
-            if (is_nan(buf[k]))
+        unsigned sz = is_nan ? 1 : fp8_dtype_bits(s->dtype) / 8;
+        for (uint64_t k = 0; !st && k + sz <= len && *at == UINT64_MAX; k += sz) {
+            float f = 0;
+            if (!is_nan)
+                f = sz == 4   ? fp8_f32_from_bits((uint32_t)buf[k] | (uint32_t)buf[k + 1] << 8 |
+                                                  (uint32_t)buf[k + 2] << 16 |
+                                                  (uint32_t)buf[k + 3] << 24)
+                    : s->dtype == FP8_DTYPE_BF16 ? fp8_bf16_to_f32((uint16_t)(buf[k] | buf[k + 1] << 8))
+                                                 : fp8_f16_to_f32((uint16_t)(buf[k] | buf[k + 1] << 8));
+            if (is_nan ? is_nan(buf[k]) : !(f > 0 && f <= 3.4028234663852886e38f))
                 *at = off + k;
+        }
     }
     free(buf);
+    return st;
+}
+
+/* INT4's weight_shape, I64 [2] = [rows, cols] (fp4_weight_find's rule and
+ * message): an error "weight-shape" where it is missing or disagrees. */
+static fp8_status check_shape(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
+                              const fp8_tensor_info *t, const char *file)
+{
+    fp8_ctx *wctx = fp8_ctx_create();
+    fp4_weight w;
+    size_t shard = 0;
+    fp8_checkpoint_find(v->ck, t->name, &shard);
+    fp8_status found = wctx ? fp4_weight_find(wctx, v->ck, t, shard, "checked", &w)
+                            : FP8_ERR_NOMEM;
+    fp8_status st = found == FP8_ERR_NOMEM ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory")
+                    : found ? verify_add(ctx, v, FP8_SEV_ERROR, "weight-shape", "%s",
+                                         fp8_ctx_message(wctx))
+                            : FP8_OK;
+    if (!found)
+        fp4_weight_free(&w);
+    fp8_ctx_free(wctx);
     return st;
 }
 
@@ -395,7 +426,10 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     }
     const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);
     fp8_status st = FP8_OK;
-    if (s->dtype != l->scale_dtype)
+    bool dtype_ok = fp4_layout_scale_dtype_ok(l, s->dtype);
+    uint32_t run = fp4_layout_run(l, s, srank, cols);
+    sshape[srank - 1] = cols / run;
+    if (!dtype_ok)
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-dtype",
                         "%s: %s: dtype %s, but %s scales are %s (%s; %s)", sfile, s->name,
                         fp8_dtype_name(s->dtype), l->name, fp8_dtype_name(l->scale_dtype),
@@ -409,20 +443,29 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-shape",
                         "%s: %s: shape %s, but %s expects %s for weight %s (one scale per %u "
                         "elements of a row)",
-                        sfile, s->name, got, l->name, want, t->name, l->scheme->run);
+                        sfile, s->name, got, l->name, want, t->name, run);
     }
     fp8_elem se = l->scheme->scale_elem[0];
     uint8_t nan_byte = 0;
-    if (!st && s->dtype == l->scale_dtype && shape_ok &&
+    if (!st && dtype_ok && shape_ok &&
         !(st = find_nan(ctx, v, s, sshard, se, &at)) && at != UINT64_MAX &&
         !(st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, sshard), s, at, &nan_byte, 1)))
-        st = verify_add(ctx, v, FP8_SEV_ERROR, "bad-scale",
-                        "%s: %s: element %llu is 0x%02x, the %s NaN: the %u values it scales "
-                        "are NaN",
-                        sfile, s->name, (unsigned long long)at, nan_byte,
-                        fp8_elem_get(se)->name, l->scheme->run);
+        st = fp8_elem_get(se)->is_nan
+                 ? verify_add(ctx, v, FP8_SEV_ERROR, "bad-scale",
+                              "%s: %s: element %llu is 0x%02x, the %s NaN: the %u values it "
+                              "scales are NaN",
+                              sfile, s->name, (unsigned long long)at, nan_byte,
+                              fp8_elem_get(se)->name, run)
+                 : verify_add(ctx, v, FP8_SEV_ERROR, "bad-scale",
+                              "%s: %s: element %llu is not a finite positive scale (NaN, "
+                              "infinite, zero or negative): the %u values it scales cannot be "
+                              "recovered",
+                              sfile, s->name,
+                              (unsigned long long)(at / (fp8_dtype_bits(s->dtype) / 8)), run);
     if (!st && l->global_suffix && !(st = check_global(ctx, v, l, t, file)))
         st = check_fused_global(ctx, v, l, t, file);
+    if (!st && l->shape_suffix && dtype_ok && shape_ok) /* INT4's weight_shape: fp4_weight_find's rule */
+        st = check_shape(ctx, v, l, t, file);
     return st;
 }
 
