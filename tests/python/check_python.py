@@ -232,7 +232,10 @@ def check_errors(args, api_dir):
                       ["dequantize-for-export", "--device", "cuda", os.path.join(api_dir, "q"),
                        os.path.join(api_dir, "x")]))
     for name, cls, code, call, cli_args in cases:
-        r = subprocess.run([args.cli] + cli_args, capture_output=True, text=True)
+        # --device cuda: the wheel's own binary (CPU only) is the CLI to match;
+        # args.cli may be built with CUDA (CI has nvcc) and say another thing
+        cli = fp8conv.binary_path() if code == 5 else args.cli
+        r = subprocess.run([cli] + cli_args, capture_output=True, text=True)
         want = r.stderr.strip().replace("fp8conv: ", "", 1)
         try:
             call()
