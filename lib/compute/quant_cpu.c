@@ -21,7 +21,6 @@
 #include "compute/fp4_cpu.h"
 #include "compute/int4_ref.h"
 #include "common/types.h"
-#include "compute/fp4_cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
