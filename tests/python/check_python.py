@@ -296,6 +296,23 @@ def check_readme(top):
     check("README.md has a From Python block", blocks)
 
 
+def check_readme_setup(args, top):
+    """README.md's Set up block after "(below, From Python):", run verbatim
+    in a folder whose dist/ holds the wheel just built (its venv is made
+    there, not in the checkout)."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    block = re.search(r"\(below, From Python\):\n\n```\n(.*?)^```", text, re.M | re.S)
+    check("README.md has the wheel's set-up block", block)
+    if not block:
+        return
+    box = os.path.join(top, "setup")
+    os.makedirs(os.path.join(box, "dist"))
+    shutil.copy(args.wheel, os.path.join(box, "dist"))
+    for line in block.group(1).splitlines():
+        r = subprocess.run(line, shell=True, cwd=box, capture_output=True, text=True)
+        check("README.md's set-up line runs: %s" % line, r.returncode == 0, r.stdout + r.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -311,6 +328,7 @@ def main():
         check_errors(args, api_dir)
         check_quiet(top)
         check_readme(top)
+        check_readme_setup(args, top)
     finally:
         shutil.rmtree(top, ignore_errors=True)
     failed = results.count(False)
