@@ -66,7 +66,7 @@ PROXY = re.compile(r"levels\s*[=!<>]=?\s*[12]\b|\brun\s*==\s*(16|32)\b|[.>]packe
                    r"|\bnv\s*\?|->fp4\b|\bfp4\s*\?|FP8_SCHEME_(NVFP4|MXFP4|INT4)\b")
 LITERAL = re.compile(r"FP8_DTYPE_F8_E4M3\b|FP8_DTYPE_F8_E8M0\b|FP8_ELEM_(E4M3|E2M1|E8M0|I4)\b")
 # Issue 42 asks 5 of each; the caps come down as the twins fold.
-PROXY_CAP, LITERAL_CAP = 0, 11
+PROXY_CAP, LITERAL_CAP = 0, 0
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 checks = {}  # rule -> its failures: each rule is one check, over every file

@@ -197,6 +197,11 @@ bool fp8_dtype_holds_codes(fp8_dtype d)
     return false;
 }
 
+bool fp8_dtype_holds_pow2_scales(fp8_dtype d)
+{
+    return d == FP8_DTYPE_U8 || d == elems[FP8_ELEM_E8M0].dtype;
+}
+
 bool fp8_dtype_is_float8(fp8_dtype dtype)
 {
     return (unsigned)dtype < FP8_DTYPE_COUNT && dtype_table[dtype].float8;

@@ -132,12 +132,12 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
                                  char *buf, size_t cap)
 {
     const fp8_quant_options *o = &c->opts.target;
-    bool mx_input = w->scale->dtype == FP8_DTYPE_U8 || w->scale->dtype == FP8_DTYPE_F8_E8M0;
+    bool mx_input = fp8_dtype_holds_pow2_scales(w->scale->dtype);
     uint64_t gr, gc;
     target_group(o, w->rows, w->cols, &gr, &gc);
     /* a ue8m0 block's F32 power of two is an E8M0 byte: 128x128 blocks to
      * MXFP8 keep every code (issue 25) */
-    if (fp8_scheme_get(o->scheme)->scale_elem[0] == FP8_ELEM_E8M0 && !mx_input && !w->e8m0)
+    if (fp8_scheme_get(o->scheme)->pow2_scales && !mx_input && !w->e8m0)
         return "MX scales are powers of two: only an MX input's scales, or F32 ones that are "
                "powers of two (ue8m0), are copied";
     if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
@@ -247,10 +247,10 @@ static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 
 static void shift_table_init(void)
 {
+    const fp8_elem_traits *mx = fp8_elem_get(fp8_scheme_get(FP8_SCHEME_MXFP8)->elem);
     for (int d = 0; d < 256; d++)
         for (int q = 0; q < 256; q++)
-            if (!fp8_elem_shift_e4m3(fp8_elem_get(FP8_ELEM_E4M3), (uint8_t)q, -d,
-                                     &shift_table[d][q]))
+            if (!fp8_elem_shift_e4m3(mx, (uint8_t)q, -d, &shift_table[d][q]))
                 shift_table[d][q] = NO_SHIFT;
 }
 
@@ -579,7 +579,7 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     const fp8_quant_options *o = &c->opts.target;
     uint64_t gr, gc;
     target_group(o, w->rows, w->cols, &gr, &gc);
-    bool mx_input = w->scale->dtype == FP8_DTYPE_U8 || w->scale->dtype == FP8_DTYPE_F8_E8M0;
+    bool mx_input = fp8_dtype_holds_pow2_scales(w->scale->dtype);
     if (w->pub.why && c->spec && mx_input && w->src_rows == 1 && w->src_cols == FP8_MX_GROUP &&
         w->cols % FP8_MX_GROUP == 0 && o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0 &&
         (gc % FP8_MX_GROUP == 0 || gc == w->cols) &&

@@ -108,7 +108,8 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
             it->rows = rows;
             it->cols = cols;
             it->out_rank = 2;
-            it->out_dtype = is_scale ? FP8_DTYPE_F32 : FP8_DTYPE_F8_E4M3;
+            it->out_dtype = is_scale ? FP8_DTYPE_F32
+                                     : fp8_elem_get(fp8_scheme_get(p->cast->scheme)->elem)->dtype;
             it->out_shape[0] = is_scale ? fp8_ceil_div(rows, TILE) : rows;
             it->out_shape[1] = is_scale ? fp8_ceil_div(cols, TILE) : cols;
         }
@@ -119,10 +120,12 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
     return st;
 }
 
-/* n E8M0 bytes (no NaN) as the little-endian F32 of the same powers of two. */
-static void e8m0_f32(const uint8_t *b, size_t n, uint8_t *f)
+/* n E8M0 bytes (no NaN), the layout's scales, as the little-endian F32 of
+ * the same powers of two. */
+static void e8m0_f32(const cast_plan *p, const uint8_t *b, size_t n, uint8_t *f)
 {
-    float (*decode)(uint8_t) = fp8_elem_get(FP8_ELEM_E8M0)->decode;
+    const fp8_scheme_traits *mx = fp4_layout_get(p->cast->from)->scheme;
+    float (*decode)(uint8_t) = fp8_elem_get(mx->scale_elem[0])->decode;
     for (size_t i = 0; i < n; i++) {
         uint32_t bits = fp8_f32_bits(decode(b[i]));
         for (int k = 0; k < 4; k++)
@@ -299,11 +302,12 @@ static unsigned cast_rows_ssse3(const cast_plan *p, const uint8_t *packed, const
 
 static void shift_table_init(void)
 {
+    const fp8_elem_traits *e2m1 = fp8_elem_get(fp4_layout_get(FP4_LAYOUT_DSV4)->scheme->elem);
     for (int k = SHIFT_MIN; k < SHIFT_MIN + SHIFT_COUNT; k++)
         for (unsigned c = 0; c < 16; c++) {
             uint8_t q;
             shift_table[k - SHIFT_MIN][c] =
-                fp8_elem_shift_e4m3(fp8_elem_get(FP8_ELEM_E2M1), (uint8_t)c, k, &q) ? q : NO_CODE;
+                fp8_elem_shift_e4m3(e2m1, (uint8_t)c, k, &q) ? q : NO_CODE;
         }
     const char *want = getenv("FP8CONV_DSV4_CAST");
     band_path = cpu_has_ssse3() ? CAST_PATH_SSSE3 : CAST_PATH_TABLE;
@@ -375,7 +379,7 @@ static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item
             st = band_path == CAST_PATH_REF ? tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb)
                                             : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
         if (!st && it->kind == CAST_SCALE) {
-            e8m0_f32(tb, tiles, tf);
+            e8m0_f32(p, tb, tiles, tf);
             st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles * 4, tf, tiles * 4);
         }
         if (st || it->kind == CAST_SCALE)
@@ -479,7 +483,7 @@ fp8_status dsv4_write_trunk_scale(fp8_ctx *ctx, const cast_plan *p, const cast_i
                               fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
                               (unsigned long long)(at + i));
         if (!st) {
-            e8m0_f32(b, len, f);
+            e8m0_f32(p, b, len, f);
             st = fp8_writer_pwrite(ctx, out, wt, at * 4, f, len * 4);
         }
     }

@@ -144,7 +144,7 @@ static fp8_status classify_scale(fp8_ctx *ctx, const dq_plan *p, dq_item *it)
     fp8_scheme kind;
     fp8_geometry mx;
     fp8_scheme_geometry(FP8_SCHEME_MXFP8, 1, 1, it->rows, it->cols, &mx);
-    if (s->dtype == FP8_DTYPE_U8 || s->dtype == FP8_DTYPE_F8_E8M0) {
+    if (fp8_dtype_holds_pow2_scales(s->dtype)) {
         if (r == 2 && it->cols % mx.group_cols == 0 && d[0] == mx.row_groups &&
             d[1] == mx.col_groups) {
             kind = FP8_SCHEME_MXFP8;

@@ -94,7 +94,7 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
      * weight_scale as uint8, the packed experts' parameter, whatever the
      * expert_dtype (models/deepseek_v4/nvidia/model.py): under "fp8" its
      * byte lands in the float32 parameter as a number (vLLM PR 51946) */
-    if (module_scale && v->family_fp8_experts && s->dtype == FP8_DTYPE_F8_E8M0 &&
+    if (module_scale && v->family_fp8_experts && s->dtype == v->family->scale_dtype &&
         fmt_is_expert(t->name))
         return verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), "e8m0-expert-scale",
                    "%s: %s: F8_E8M0 scale of an FP8 expert under %s \"%s\": vLLM's "
@@ -480,9 +480,9 @@ static fp8_status check_module_scale(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
     snprintf(name, sizeof name, "%.*s%s", (int)strlen(t->name) - 7, t->name,
              v->family->trunk_scale_suffix);
     const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, &shard);
-    if (!s || s->dtype != FP8_DTYPE_F8_E8M0)
+    if (!s || s->dtype != v->family->scale_dtype) /* its experts' E8M0 */
         return FP8_OK;
-    fp8_status st = find_nan(ctx, v, s, shard, FP8_ELEM_E8M0, &at);
+    fp8_status st = find_nan(ctx, v, s, shard, v->family->scheme->scale_elem[0], &at);
     if (!st && at != UINT64_MAX)
         st = verify_add(ctx, v, FP8_SEV_ERROR, "bad-scale",
                         "%s: %s: element %llu is 0xff, the E8M0 NaN: the block of %s it scales "
