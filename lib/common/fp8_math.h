@@ -10,6 +10,7 @@
 #ifndef FP8_MATH_H
 #define FP8_MATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -25,6 +26,9 @@ FP8_HD uint32_t fp8_f32_bits(float x)
     memcpy(&u, &x, sizeof u);
     return u;
 }
+
+/* Neither NaN nor an infinity (no libm: the kernels share it). */
+FP8_HD bool fp8_f32_finite(float x) { return (fp8_f32_bits(x) & 0x7F800000) != 0x7F800000; }
 
 FP8_HD float fp8_f32_from_bits(uint32_t u)
 {

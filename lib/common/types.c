@@ -146,6 +146,7 @@ static const struct {
     const char *name;
     unsigned bits;
     bool float8; /* an 8-bit float: a quantized checkpoint's codes or scales */
+    uint64_t inf; /* a weight dtype's infinity: magnitude bits at or above it are not finite */
 } dtype_table[FP8_DTYPE_COUNT] = {
     [FP8_DTYPE_BOOL] = { "BOOL", 8 },
     [FP8_DTYPE_F4] = { "F4", 4 },
@@ -160,13 +161,13 @@ static const struct {
     [FP8_DTYPE_F8_E5M2FNUZ] = { "F8_E5M2FNUZ", 8, true },
     [FP8_DTYPE_I16] = { "I16", 16 },
     [FP8_DTYPE_U16] = { "U16", 16 },
-    [FP8_DTYPE_F16] = { "F16", 16 },
-    [FP8_DTYPE_BF16] = { "BF16", 16 },
+    [FP8_DTYPE_F16] = { "F16", 16, .inf = 0x7C00 },
+    [FP8_DTYPE_BF16] = { "BF16", 16, .inf = 0x7F80 },
     [FP8_DTYPE_I32] = { "I32", 32 },
     [FP8_DTYPE_U32] = { "U32", 32 },
-    [FP8_DTYPE_F32] = { "F32", 32 },
+    [FP8_DTYPE_F32] = { "F32", 32, .inf = 0x7F800000 },
     [FP8_DTYPE_C64] = { "C64", 64 },
-    [FP8_DTYPE_F64] = { "F64", 64 },
+    [FP8_DTYPE_F64] = { "F64", 64, .inf = 0x7FF0000000000000 },
     [FP8_DTYPE_I64] = { "I64", 64 },
     [FP8_DTYPE_U64] = { "U64", 64 },
 };
@@ -196,6 +197,8 @@ bool fp8_dtype_holds_codes(fp8_dtype d)
     }
     return false;
 }
+
+uint64_t fp8_dtype_inf_bits(fp8_dtype d) { return dtype_table[d].inf; }
 
 bool fp8_dtype_holds_pow2_scales(fp8_dtype d)
 {

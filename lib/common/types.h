@@ -23,6 +23,10 @@ bool fp8_dtype_is_float8(fp8_dtype dtype);
  * Packed codes (E2M1, INT4) are their layout rows' to find. */
 bool fp8_dtype_holds_codes(fp8_dtype d);
 
+/* The bits of +infinity in d (F64, F32, BF16 or F16: a weight's or an
+ * output's dtype); a magnitude's bits at or above them are not finite. */
+uint64_t fp8_dtype_inf_bits(fp8_dtype d);
+
 /* Whether stored scales of dtype d are E8M0 bytes, each a power of two:
  * F8_E8M0, or U8 as compressed-tensors' MXFP8 writes them. */
 bool fp8_dtype_holds_pow2_scales(fp8_dtype d);

@@ -97,11 +97,11 @@ static inline bool fp8_store_out(fp8_dtype out, void *y, uint64_t i, float v)
 {
     if (out == FP8_DTYPE_F32) {
         ((float *)y)[i] = v;
-        return (fp8_f32_bits(v) & 0x7F800000) == 0x7F800000; /* not finite */
+        return !fp8_f32_finite(v);
     }
     uint16_t h = out == FP8_DTYPE_BF16 ? fp8_f32_to_bf16(v) : fp8_f32_to_f16(v);
     ((uint16_t *)y)[i] = h;
-    return (h & 0x7FFF) == (out == FP8_DTYPE_BF16 ? 0x7F80 : 0x7C00);
+    return (h & 0x7FFF) == fp8_dtype_inf_bits(out);
 }
 
 /* Element i of a BF16/F16/F32 array, as fp32. */

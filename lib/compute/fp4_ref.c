@@ -61,7 +61,7 @@ void fp4_table_init(fp4_table *t, const fp8_dequant_spec *d)
 {
     const fp8_elem_traits *st = fp8_elem_get(d->scheme->scale_elem[0]);
     fp8_dtype out = d->out;
-    uint32_t inf = out == FP8_DTYPE_F32 ? 0x7F800000u : out == FP8_DTYPE_F16 ? 0x7C00u : 0x7F80u;
+    uint32_t inf = fp8_dtype_inf_bits(out);
     uint32_t mag = out == FP8_DTYPE_F32 ? 0x7FFFFFFFu : 0x7FFFu;
     t->out = out;
     t->group = (uint32_t)d->group;

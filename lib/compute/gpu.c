@@ -200,7 +200,7 @@ fp8_status fp8_gpu_amax(fp8_ctx *ctx, fp8_gpu *gpu, fp8_dtype src, uint64_t n, f
     int err = injected_fault() ? -1 : fp8k_slot_amax(gpu->slot, ktype(src), n, &bits);
     if (err)
         return cuda_fail(ctx, "the amax kernel", err < 0 ? 0 : err);
-    *bad = bits >= (src == FP8_DTYPE_F32 ? 0x7F800000u : src == FP8_DTYPE_F16 ? 0x7C00u : 0x7F80u);
+    *bad = bits >= fp8_dtype_inf_bits(src);
     *amax = src == FP8_DTYPE_F32   ? fp8_f32_from_bits(bits)
             : src == FP8_DTYPE_F16 ? fp8_f16_to_f32((uint16_t)bits)
                                    : fp8_bf16_to_f32((uint16_t)bits);

@@ -9,14 +9,12 @@
 
 #include <string.h>
 
-static bool finite(float x) { return (fp8_f32_bits(x) & 0x7F800000) != 0x7F800000; }
-
 fp8_band_result fp8_int4_quantize_ref(const fp8_band *b, const void *src, uint8_t *q,
                                       void *scales, uint64_t *where)
 {
     uint64_t n = b->rows * b->cols, G = b->group_cols;
     for (uint64_t i = 0; i < n; i++)
-        if (!finite(fp8_load_f32(b->src, src, i))) {
+        if (!fp8_f32_finite(fp8_load_f32(b->src, src, i))) {
             *where = i;
             return FP8_BAND_NONFINITE;
         }
@@ -41,7 +39,7 @@ fp8_int4_deq_result fp8_int4_dequant_row(const uint8_t *packed, const void *scal
                                          uint64_t *where)
 {
     for (uint64_t i = 0; i < n; i += group)
-        if (!finite(fp8_load_f32(sdt, scales, i / group))) {
+        if (!fp8_f32_finite(fp8_load_f32(sdt, scales, i / group))) {
             *where = i;
             return FP8_INT4_DEQ_BAD_SCALE;
         }

@@ -45,12 +45,6 @@ static inline uint8_t e4m3_branchless(float x)
 
 uint8_t fp8_e4m3_fast(float x) { return e4m3_branchless(x); }
 
-/* Magnitude bits at or above this are infinity or NaN. */
-static uint32_t inf_bits(fp8_dtype src)
-{
-    return src == FP8_DTYPE_BF16 ? 0x7F80 : src == FP8_DTYPE_F16 ? 0x7C00 : 0x7F800000;
-}
-
 FP8_CLONES static uint32_t amax_bits32(const uint32_t *p, uint64_t n)
 {
     uint32_t m = 0;
@@ -217,7 +211,7 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
                 uint32_t a = amax_bits(b->src, elem(b->src, src, r * b->cols + c0), w);
                 m = a > m ? a : m;
             }
-            if (m >= inf_bits(b->src))
+            if (m >= fp8_dtype_inf_bits(b->src))
                 return fp8_band_quantize_ref(b, src, q, scales, where); /* finds the first */
             float s = b->scale;
             if (!b->fixed) {
@@ -237,7 +231,7 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
 fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax, uint64_t *where)
 {
     uint32_t m = amax_bits(src, x, n);
-    if (m >= inf_bits(src))
+    if (m >= fp8_dtype_inf_bits(src))
         return fp8_amax_ref(src, x, n, amax, where);
     *amax = bits_to_f32(src, m);
     return FP8_BAND_OK;

@@ -28,14 +28,12 @@ const char *fp8_band_no_scale_why(const fp8_band *b)
                                       "read back as infinity (past the fp32 range)";
 }
 
-static bool finite(float x) { return (fp8_f32_bits(x) & 0x7F800000) != 0x7F800000; }
-
 /* The first non-finite element of the band, in row-major order. */
 static uint64_t first_nonfinite(const fp8_band *b, const void *src)
 {
     for (uint64_t r = 0; r < b->rows; r++)
         for (uint64_t c = 0; c < b->cols; c++)
-            if (!finite(fp8_load_f32(b->src, src, r * b->cols + c)))
+            if (!fp8_f32_finite(fp8_load_f32(b->src, src, r * b->cols + c)))
                 return r * b->cols + c;
     return 0;
 }
@@ -50,7 +48,7 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
         return fp8_int4_quantize_ref(b, src, q, scales, where);
     for (uint64_t r = 0; r < b->rows; r++)
         for (uint64_t c = 0; c < b->cols; c++)
-            if (!finite(fp8_load_f32(b->src, src, r * b->cols + c))) {
+            if (!fp8_f32_finite(fp8_load_f32(b->src, src, r * b->cols + c))) {
                 *where = first_nonfinite(b, src);
                 return FP8_BAND_NONFINITE;
             }
@@ -90,7 +88,7 @@ fp8_band_result fp8_amax_ref(fp8_dtype src, const void *x, uint64_t n, float *am
     float m = 0;
     for (uint64_t i = 0; i < n; i++) {
         float a = __builtin_fabsf(fp8_load_f32(src, x, i));
-        if (!finite(a)) {
+        if (!fp8_f32_finite(a)) {
             *where = i;
             return FP8_BAND_NONFINITE;
         }

@@ -325,12 +325,6 @@ const fp4_layout *fp4_layout_of_model(const char *model_type)
     return NULL;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 static char *replace_suffix(const char *name, size_t stem, const char *suffix)
 {
     char *s = malloc(stem + strlen(suffix) + 1);
@@ -360,7 +354,7 @@ const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, f
     *scale_name = *out_name = NULL;
     for (int i = 0; i < FP4_LAYOUT_COUNT && best_fit < 2; i++) {
         const fp4_layout *l = &layouts[i];
-        if (dtype != l->weight_dtype || rank != l->weight_rank || !ends_with(name, l->weight_suffix))
+        if (dtype != l->weight_dtype || rank != l->weight_rank || !fp8_has_suffix(name, l->weight_suffix))
             continue;
         /* gpt-oss names its experts mlp.experts.*; DeepSeek-V4 ffn.experts.E.w{1,2,3} */
         if (l->name_needs && !strstr(name, l->name_needs))
@@ -612,7 +606,7 @@ bool fp4_is_group_scale(const fp8_checkpoint *ck, const char *name)
 {
     for (int i = 0; i < FP4_LAYOUT_COUNT; i++) {
         const fp4_layout *l = &layouts[i];
-        if (!ends_with(name, l->scale_suffix))
+        if (!fp8_has_suffix(name, l->scale_suffix))
             continue;
         char *w = replace_suffix(name, strlen(name) - strlen(l->scale_suffix), l->weight_suffix);
         const fp8_tensor_info *t = w ? fp8_checkpoint_find(ck, w, NULL) : NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/fp8_math.h"
+#include "common/text.h"
 
 #define WU "vLLM model_executor/model_loader/weight_utils.py maybe_remap_kv_scale_name"
 #define CT "vLLM quantization/compressed_tensors/compressed_tensors.py get_cache_scale"
@@ -45,18 +46,11 @@ static const kv_naming namings[] = {
 };
 #define NNAMINGS (sizeof namings / sizeof *namings)
 
-static bool ends_with(const char *s, size_t n, const char *suffix)
-{
-    size_t m = strlen(suffix);
-    return n >= m && memcmp(s + n - m, suffix, m) == 0;
-}
-
 const kv_naming *kv_naming_of(const char *name, long *layer)
 {
-    size_t n = strlen(name);
     *layer = -1;
     for (size_t i = 0; i < NNAMINGS; i++) {
-        if (!ends_with(name, n, namings[i].suffix))
+        if (!fp8_has_suffix(name, namings[i].suffix))
             continue;
         /* the layer index: the first integer component ("layers.L.") */
         const char *p = strstr(name, "layers.");
@@ -73,14 +67,6 @@ const kv_naming *kv_naming_for(const char *convention, kv_role role)
         if (!strcmp(namings[i].convention, convention) && namings[i].role == role)
             return &namings[i];
     return NULL;
-}
-
-bool kv_convention_known(const char *convention)
-{
-    for (size_t i = 0; i < NNAMINGS; i++)
-        if (!strcmp(namings[i].convention, convention))
-            return true;
-    return false;
 }
 
 /* The known drops: a loader, the model_types (NULL: every one), the

@@ -37,9 +37,6 @@ const kv_naming *kv_naming_of(const char *name, long *layer);
 /* The row of `convention` for `role`, NULL when that convention has none. */
 const kv_naming *kv_naming_for(const char *convention, kv_role role);
 
-/* Whether `convention` is a row's convention name. */
-bool kv_convention_known(const char *convention);
-
 /* What loader `loader` (0 vLLM, 1 SGLang: FP8_LOADER_*) does with a scale
  * named by row `n` in a model of `model_type` (NULL: none declared): NULL
  * when its remapping maps it onto the attention layer, else why the scale

@@ -474,11 +474,7 @@ static void find_nan(const fp8_quant_plan *p, size_t i, uint64_t offset, const v
     for (size_t k = 0; k + sz <= len; k += sz) {
         uint64_t v = 0;
         memcpy(&v, b + k, sz);
-        bool nan = dt == FP8_DTYPE_BF16  ? (v & 0x7FFF) > 0x7F80
-                   : dt == FP8_DTYPE_F16 ? (v & 0x7FFF) > 0x7C00
-                   : dt == FP8_DTYPE_F32 ? (v & 0x7FFFFFFF) > 0x7F800000
-                                         : (v & 0x7FFFFFFFFFFFFFFF) > 0x7FF0000000000000;
-        if (!nan)
+        if ((v & ((UINT64_C(1) << (8 * sz - 1)) - 1)) <= fp8_dtype_inf_bits(dt)) /* not NaN */
             continue;
         uint64_t at = (offset + k) / sz + 1, old = __atomic_load_n(&p->entries[i].nan_at, __ATOMIC_RELAXED);
         while ((!old || at < old) &&
