@@ -66,6 +66,13 @@ bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q)
     return fp8_e4m3_to_f32(*q) == x;
 }
 
+/* Packed sizes: a group's codes fill whole bytes (E2M1, two a byte) and an
+ * INT4 group whole I32 words (eight a word), so no byte or word holds two
+ * groups' codes (the packed readers and the kernels count on it). */
+enum { NVFP4_RUN = 16, INT4_RUN = 128, INT4_RUN_ALT = 32 };
+_Static_assert(NVFP4_RUN % 2 == 0 && FP8_MX_GROUP % 2 == 0, "E2M1 groups fill whole bytes");
+_Static_assert(INT4_RUN % 8 == 0 && INT4_RUN_ALT % 8 == 0, "INT4 groups fill whole I32 words");
+
 /* In fp8_scheme's order; fp8_scheme_names is the one list of their names. */
 const fp8_scheme_traits fp8_scheme_table[] = {
     [FP8_SCHEME_BLOCK] = { .elem = FP8_ELEM_E4M3, .group = FP8_GROUP_TILE, .levels = 1,
@@ -78,7 +85,7 @@ const fp8_scheme_traits fp8_scheme_table[] = {
                            .levels = 1, .scale_elem = { FP8_ELEM_E8M0 }, .pow2_scales = true },
     /* NVFP4 as ModelOpt and compressed-tensors write it; its second level
      * comes from the matrix's amax, a pass over it first */
-    [FP8_SCHEME_NVFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = 16, .levels = 2,
+    [FP8_SCHEME_NVFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = NVFP4_RUN, .levels = 2,
                            .scale_elem = { FP8_ELEM_E4M3, FP8_ELEM_F32 } },
     /* MXFP4 as the OCP MX spec has it */
     [FP8_SCHEME_MXFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = FP8_MX_GROUP,
@@ -86,14 +93,17 @@ const fp8_scheme_traits fp8_scheme_table[] = {
     /* INT4 weight-only as compressed-tensors packs it and llm-compressor's
      * W4A16 preset writes it: symmetric, a scale in the weight's dtype per
      * 128 (or --group 32) elements of a row (int4_ref.h) */
-    [FP8_SCHEME_INT4] = { .elem = FP8_ELEM_I4, .group = FP8_GROUP_RUN, .run = 128, .levels = 1,
-                          .scale_elem = { FP8_ELEM_F32 }, .run_alt = 32 },
+    [FP8_SCHEME_INT4] = { .elem = FP8_ELEM_I4, .group = FP8_GROUP_RUN, .run = INT4_RUN,
+                          .levels = 1, .scale_elem = { FP8_ELEM_F32 }, .run_alt = INT4_RUN_ALT },
 };
 
 const char *const fp8_scheme_names[] = { "block", "channel", "tensor", "mxfp8", "nvfp4",
                                          "mxfp4", "int4", NULL };
 
 #define NSCHEMES (sizeof fp8_scheme_table / sizeof *fp8_scheme_table)
+_Static_assert(NSCHEMES == FP8_SCHEME_INT4 + 1 &&
+                   sizeof fp8_scheme_names / sizeof *fp8_scheme_names == NSCHEMES + 1,
+               "a row and a name per scheme");
 
 const fp8_scheme_traits *fp8_scheme_get(fp8_scheme s)
 {
