@@ -466,7 +466,8 @@ check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 # with AMX; =on, which needs AVX-512, on one without), after selftest.py has
 # held the judgement against vLLM's kernel op itself. The matrix ends with the
 # release stage (matrix.py RELEASE_CASES: copies from testdata/releases loaded as
-# they are); check-loaders-releases runs that stage alone.  The release and
+# they are), then the INT4 stage (matrix.py INT4_CASES: W4A16 output; about 100 s);
+# check-loaders-releases runs the release stage alone.  The release and
 # off-block stages run on this CPU's own path only: on the AVX-512 path vLLM's
 # CPU FP8 kernel refuses the copies' 136-wide inputs ("invalid weight input
 # features 136", a CPU kernel limit, not a loading rule; seen 2026-11-24).
@@ -482,7 +483,7 @@ ifneq ($(LOADERS_OTHER_AMX),)
 	FP8CHECK_AMX=$(LOADERS_OTHER_AMX) build/venv-loaders/bin/python tests/loaders/matrix.py \
 		--fp8conv $(BUILD)/fp8conv --work $(BUILD)/loaders-amx-$(LOADERS_OTHER_AMX) \
 		--models llama,minilm --pairs block/hf-fp8,block/compressed-tensors --no-tp --no-convert \
-		--off-block '' --releases '' --readme README.md --readme-block loaders-matrix-other-path \
+		--off-block '' --releases '' --int4 '' --readme README.md --readme-block loaders-matrix-other-path \
 		$(if $(UPDATE_README),--update-readme)
 else
 	@echo "check-loaders: the other AMX path is not run: this CPU has neither AMX nor AVX-512"

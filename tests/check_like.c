@@ -65,7 +65,9 @@ static void add(tensors *ts, const char *name, const char *dtype, int rank, uint
 
 static size_t dtype_size(const char *d)
 {
-    return !strcmp(d, "F32") ? 4 : !strcmp(d, "F8_E4M3") ? 1 : 2;
+    return !strcmp(d, "F32") || !strcmp(d, "I32") ? 4 : !strcmp(d, "I64") ? 8
+           : !strcmp(d, "F8_E4M3")                  ? 1
+                                                    : 2;
 }
 
 /* bf16 values in (-0.125, 0.125), never all zero, from the element's index */
@@ -670,6 +672,119 @@ START_TEST(test_read_only_layout_is_refused_with_what_is_written)
 }
 END_TEST
 
+/* Kimi-K2-Thinking's layout, its config as a copy (testdata/int4/kimi-k2-thinking: the routed
+ * experts INT4 pack-quantized, symmetric, group 32; attention, shared experts, dense MLPs and
+ * lm_head BF16 by its ignore list), with `group` for its group_size (0: as it is). */
+#define KIMI_INT4 "testdata/int4/kimi-k2-thinking/config.json"
+static char *kimi_config(const char *dir, int group, bool symmetric)
+{
+    char *path;
+    cJSON *c = read_json(KIMI_INT4);
+    cJSON *w = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "quantization_config"),
+                                                "config_groups"),
+                            "group_0"),
+        "weights");
+    ck_assert(w != NULL);
+    if (group)
+        cJSON_ReplaceItemInObject(w, "group_size", cJSON_CreateNumber(group));
+    cJSON_ReplaceItemInObject(w, "symmetric", cJSON_CreateBool(symmetric));
+    char *text = cJSON_Print(c);
+    ck_assert(asprintf(&path, "%s/kimi-%d-%d.json", dir, group, symmetric) > 0);
+    tu_spit(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(c);
+    return path;
+}
+
+/* quantize --like of an INT4 release gives its scheme, format, group and ignore list, and verify
+ * passes the output; a group or a symmetry fp8conv does not write is refused. The experts'
+ * down_proj (96 wide) is INT4 at group 32 and stays BF16 at 128, so the group is the release's. */
+START_TEST(test_like_int4_release_gives_its_group)
+{
+    static const struct {
+        int group;
+        bool symmetric;
+        int rc;
+        const char *down; /* experts.0.down_proj's tensor: "" when refused */
+    } cases[] = { { 0, true, 0, "weight_packed" }, { 128, true, 0, "weight" },
+                  { 64, true, 3, "" }, { 0, false, 3, "" } };
+    char *dir = tu_tmpdir();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *ref = kimi_config(dir, cases[i].group, cases[i].symmetric), *out, *err, path[512];
+        ck_assert(asprintf(&out, "%s/out%zu", dir, i) > 0);
+        int rc = tu_run_fmt(&err, "quantize -q --like '%s' testdata/deepseek-moe-tiny '%s'", ref,
+                            out);
+        ck_assert_msg(rc == cases[i].rc, "case %zu: exit %d: %s", i, rc, err);
+        if (rc) {
+            ck_assert_msg(strstr(err, "not --scheme int4 as fp8conv writes it") &&
+                              strstr(err, "group_size 32 or 128"),
+                          "case %zu: %s", i, err);
+            free(err), free(out), free(ref);
+            continue;
+        }
+        free(err);
+        ck_assert_int_eq(tu_run_fmt(&err, "verify '%s'", out), 0);
+        free(err);
+        snprintf(path, sizeof path, "%s/config.json", out);
+        cJSON *c = read_json(path), *q = cJSON_GetObjectItem(c, "quantization_config");
+        cJSON *w = cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(q, "config_groups"), "group_0"), "weights");
+        ck_assert_str_eq(cJSON_GetObjectItem(q, "format")->valuestring, "pack-quantized");
+        ck_assert_int_eq(cJSON_GetObjectItem(w, "num_bits")->valueint, 4);
+        ck_assert_int_eq(cJSON_GetObjectItem(w, "group_size")->valueint,
+                         cases[i].group ? cases[i].group : 32);
+        ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(q, "ignore")), 4);
+        cJSON_Delete(c);
+        fp8_ctx *ctx = fp8_ctx_create();
+        fp8_checkpoint *ck;
+        ck_assert(fp8_checkpoint_open(ctx, out, &ck) == FP8_OK);
+        snprintf(path, sizeof path, "model.layers.1.mlp.experts.0.down_proj.%s", cases[i].down);
+        ck_assert_msg(fp8_checkpoint_find(ck, path, NULL), "case %zu: no %s", i, path);
+        static const char *const kept[] = { "model.layers.1.mlp.shared_experts.up_proj.weight",
+                                            "model.layers.1.self_attn.o_proj.weight",
+                                            "model.layers.0.mlp.gate_proj.weight" };
+        for (size_t k = 0; k < sizeof kept / sizeof *kept; k++) {
+            const fp8_tensor_info *t = fp8_checkpoint_find(ck, kept[k], NULL);
+            ck_assert_msg(t && t->dtype == FP8_DTYPE_BF16, "case %zu: %s", i, kept[k]);
+        }
+        fp8_checkpoint_close(ck);
+        fp8_ctx_free(ctx);
+        free(out);
+        free(ref);
+    }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A packed INT4 weight of the wrong width: verify's message gives INT4's packing, eight codes to
+ * an I32 word ([rows, cols / 8]), not E2M1's two to a byte. */
+START_TEST(test_int4_packed_shape_says_eight_codes_a_word)
+{
+    char *dir = tu_tmpdir(), *text, path[512];
+    tensors ts = { .n = 0 };
+    add(&ts, "model.layers.1.mlp.experts.0.down_proj.weight_packed", "I32", 2, 256, 11);
+    add(&ts, "model.layers.1.mlp.experts.0.down_proj.weight_scale", "BF16", 2, 256, 3);
+    add(&ts, "model.layers.1.mlp.experts.0.down_proj.weight_shape", "I64", 1, 2, 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, &ts, false);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *config = tu_slurp(KIMI_INT4, NULL);
+    tu_spit(path, config, strlen(config));
+    free(config);
+    ck_assert_int_eq(tu_run_fmt(NULL, "verify --no-values '%s'", dir), 1);
+    char *args;
+    ck_assert(asprintf(&args, "verify --no-values '%s'", dir) > 0);
+    tu_run(args, &text, NULL);
+    ck_assert_msg(strstr(text, "packed shape [256, 11] is not compressed-tensors int4's "
+                               "([rows, cols / 8]"),
+                  "%s", text);
+    free(args);
+    free(text);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("like");
@@ -684,6 +799,8 @@ int main(void)
     tcase_add_test(tc, test_calibrated_kv_cache_is_a_warning);
     tcase_add_test(tc, test_static_activations_are_refused);
     tcase_add_test(tc, test_read_only_layout_is_refused_with_what_is_written);
+    tcase_add_test(tc, test_like_int4_release_gives_its_group);
+    tcase_add_test(tc, test_int4_packed_shape_says_eight_codes_a_word);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

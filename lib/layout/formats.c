@@ -296,6 +296,15 @@ static const char *str_of(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+static uint64_t u64_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const char *s = v && (cJSON_IsRaw(v) || cJSON_IsNumber(v)) ? v->valuestring : NULL;
+    if (s && *s && strspn(s, "0123456789") == strlen(s))
+        return strtoull(s, NULL, 10);
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+}
+
 /* A [R, C] pair of integers 1..65536 (ck_config_read keeps numbers as raw
  * text, so 128.5 or 1e3 or 2^32 + 128 are seen as written; plain cJSON
  * numbers are taken when integral). */
@@ -371,6 +380,8 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
             if (s ? strcmp(s, run) != 0 : !(cJSON_IsNumber(gs) && gs->valuedouble == FP8_MX_GROUP))
                 d->bad_key = "weights.group_size (MX blocks are 32 elements)";
         }
+        uint64_t group = u64_of(w, "group_size");
+        d->group = group <= 65536 ? (uint32_t)group : 0;
         b = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
         if (d->scheme == FP8_SCHEME_BLOCK && b && !block_pair(b, &d->block_rows, &d->block_cols))
             d->bad_key = "block_structure";
@@ -431,15 +442,6 @@ out:
 }
 
 /* ---------------------------------------------------------------- model rules */
-
-static uint64_t u64_of(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    const char *s = v && (cJSON_IsRaw(v) || cJSON_IsNumber(v)) ? v->valuestring : NULL;
-    if (s && *s && strspn(s, "0123456789") == strlen(s))
-        return strtoull(s, NULL, 10);
-    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
-}
 
 uint64_t fmt_config_experts(const cJSON *config)
 {

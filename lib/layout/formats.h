@@ -157,6 +157,7 @@ typedef struct {
     fp8_scheme scheme;
     uint32_t block_rows, block_cols;
     bool ue8m0;
+    uint32_t group;              /* compressed-tensors weights.group_size; 0 when none */
     const char *ct_activations; /* borrowed from the config */
     const char *unknown_method;  /* borrowed from the config */
     const char *bad_key;         /* a key whose value is malformed, NULL when none */

@@ -751,6 +751,23 @@ static fp8_status like_fp4_activations(fp8_ctx *ctx, fp8_like *l, const char *re
     return push(ctx, &l->notes, &l->nnotes, msg);
 }
 
+/* Whether REF's weights, as compressed-tensors declares them
+ * (quantization/quant_args.py QuantizationArgs: num_bits, symmetric,
+ * group_size), are not the row fp8conv writes for a scheme that takes a
+ * group (INT4: symmetric, the element's bits, a group of run or run_alt). */
+static bool run_row_differs(const cJSON *config, const fmt_declaration *d)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(d->scheme);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(config, "quantization_config"), "config_groups");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(g ? g->child : NULL, "weights");
+    const cJSON *bits = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+    return t && t->run_alt && d->format == FP8_FORMAT_COMPRESSED_TENSORS &&
+           ((d->group && d->group != t->run && d->group != t->run_alt) ||
+            cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(w, "symmetric")) ||
+            (bits && !number_is(bits, fp8_elem_get(t->elem)->bits)));
+}
+
 /* The refusal of a reference with static activations: one shape for every
  * format (REF, its first calibrated tensor, the rule, what to do). */
 static fp8_status refuse_static(fp8_ctx *ctx, const char *ref, const fp8_checkpoint *rck,
@@ -835,6 +852,14 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
                                           : "no quantization_config");
     else if (act)
         st = refuse_static(ctx, ref, rck, act);
+    else if (run_row_differs(config, d)) {
+        const fp8_scheme_traits *t = fp8_scheme_get(d->scheme);
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "--like %s: its weights (config_groups) are not --scheme %s as fp8conv "
+                      "writes it: symmetric, num_bits %u, group_size %u or %u",
+                      ref, fp8_scheme_name(d->scheme), fp8_elem_get(t->elem)->bits, t->run_alt,
+                      t->run);
+    }
     else if (!(st = like_fp4_activations(ctx, l, ref, rck, config)) &&
              !(st = fp8_checkpoint_open(ctx, input, &ck)))
         st = note_kv_cache(ctx, l, ref, rck, config);
@@ -903,6 +928,8 @@ void fp8_like_apply(const fp8_like *l, fp8_quant_options *o)
         o->block_rows = l->decl.block_rows;
         o->block_cols = l->decl.block_cols;
     }
+    if (l->decl.group && (fp8_scheme_options(l->decl.scheme) & FP8_SCHEME_TAKES_GROUP))
+        o->block_cols = l->decl.group; /* a run along a row, as --group carries it */
     o->scale_dtype_set = l->scale_set;
     o->scale_dtype = l->scale_dtype;
     /* the reference's list, not every module kept: an embedding or a norm

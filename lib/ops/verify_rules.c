@@ -417,11 +417,12 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     v->fp4_weights++;
     if (!fp4_layout_geometry(l, t->rank, t->shape, &experts, &rows, &cols, &srank, sshape)) {
         fp8_shape_text(t->rank, t->shape, got, sizeof got);
+        snprintf(want, sizeof want, "[rows, cols / %u], cols a multiple of ", /* codes a word */
+                 fp8_dtype_bits(l->weight_dtype) / fp8_elem_get(l->scheme->elem)->bits);
         return verify_add(ctx, v, FP8_SEV_ERROR, "fp4-shape",
                           "%s: %s: packed shape %s is not %s's (%s%u; %s)", file, t->name, got,
                           l->name,
-                          t->rank == 4 ? "[experts, rows, groups, 16], codes a group: "
-                                       : "[rows, cols / 2], cols a multiple of ",
+                          t->rank == 4 ? "[experts, rows, groups, 16], codes a group: " : want,
                           l->scheme->run, l->source);
     }
     const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);

@@ -307,9 +307,12 @@ def compare_state_dicts(model_sd: dict, ref_sd: dict, tol_ulp: int) -> dict:
 
 
 def model_state(model) -> dict:
+    """The model's tensors, less an INT4 linear's weight_shape (I64 [2], compressed-tensors'
+    record of the unpacked shape, which transformers' decompression leaves on the module beside
+    the bf16 weight it writes: metadata, not a weight the export has)."""
     sd = {}
     for k, v in model.state_dict().items():
-        if isinstance(v, torch.Tensor):
+        if isinstance(v, torch.Tensor) and not (k.endswith(".weight_shape") and v.dtype == torch.int64):
             sd[k] = v
     return sd
 
@@ -453,7 +456,10 @@ def linear_weight_dtypes(model) -> dict:
     d = {}
     for _, m in model.named_modules():
         if isinstance(m, torch.nn.Linear):
-            k = f"{type(m).__name__}:{str(m.weight.dtype).replace('torch.', '')}"
+            # a compressed-tensors pack-quantized (INT4) linear holds weight_packed, no weight
+            w = getattr(m, "weight", None)
+            w, tag = (w, "") if w is not None else (getattr(m, "weight_packed", None), "packed ")
+            k = f"{type(m).__name__}:{tag}{str(getattr(w, 'dtype', None)).replace('torch.', '')}"
             d[k] = d.get(k, 0) + 1
     return d
 
@@ -720,7 +726,7 @@ def check_ct_decompress(ctx: Ctx) -> dict | None:
     # its config group's format decompresses {weight, weight_scale} (what decompress_module, the
     # converters and transformers' DecompressExperts all call); other tensors are taken as they are.
     sub = {"call": "BaseCompressor.get_value_from_registry(format).decompress({weight, weight_scale}, scheme) "
-                   "per FP8 weight"}
+                   "per FP8 weight ({weight_packed, weight_scale, weight_shape} per INT4 one)"}
     with Capture() as cap:
         try:
             qconf = QuantizationConfig.model_validate(ctx.qcfg)
@@ -728,10 +734,23 @@ def check_ct_decompress(ctx: Ctx) -> dict | None:
             for f in shards:
                 t = load_file(os.path.join(ctx.model, f))
                 for name, x in t.items():
-                    if name.endswith(".weight_scale") or name.endswith(".input_scale"):
+                    if name.endswith((".weight_scale", ".input_scale", ".weight_shape")):
                         continue
                     mod = name[: -len(".weight")] if name.endswith(".weight") else None
-                    if mod and x.dtype == torch.float8_e4m3fn and f"{mod}.weight_scale" in t:
+                    if name.endswith(".weight_packed") and x.dtype == torch.int32:
+                        # INT4 pack-quantized: {weight_packed, weight_scale, weight_shape}
+                        mod = name[: -len(".weight_packed")]
+                        scheme = _ct_scheme_for(qconf, mod)
+                        if scheme is None:
+                            raise ValueError(f"no config group targets {mod}")
+                        fmt = CompressionFormat(scheme.format or qconf.format)
+                        fmts.add(fmt.value)
+                        comp = BaseCompressor.get_value_from_registry(fmt.value)
+                        got[mod + ".weight"] = comp.decompress(
+                            {k: t[f"{mod}.{k}"] for k in ("weight_packed", "weight_scale", "weight_shape")},
+                            scheme)["weight"]
+                        n += 1
+                    elif mod and x.dtype == torch.float8_e4m3fn and f"{mod}.weight_scale" in t:
                         scheme = _ct_scheme_for(qconf, mod)
                         if scheme is None:
                             raise ValueError(f"no config group targets {mod}")

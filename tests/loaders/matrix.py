@@ -33,8 +33,11 @@ weight_scale_inv + activation_scale, ModelOpt declared only in hf_quant_config.j
 with KV-cache scales), each copied as it is to WORK/releases and judged like a cell: verify --json,
 dequantize-for-export, vllm_check.py and hf_check.py, judge(); the copies with KV-cache scales must
 also have them in vLLM's attention layers, as loaded and as computed with (kv_scale_problems).
+Then the INT4 cases (INT4_CASES): quantize --scheme int4 --group G, judged like a cell, with a
+negative control (its o_proj weight_scale x2).
 --models '' --no-tp --no-convert --off-block '' runs the release stage alone; --models ''
---no-tp --no-convert --releases '' the off-block cases alone; --releases '' leaves it out.
+--no-tp --no-convert --releases '' the off-block cases alone; --releases '' leaves it out;
+--models llama --pairs '' --no-tp --no-convert --releases '' --off-block '' the INT4 cases alone.
 The matrix is written to WORK/matrix.md (and .json); with --readme, a README copy (between the
 loaders-matrix markers) that differs is said (not failed), or rewritten with --update-readme.
 Exit 0 when every cell is consistent, 1 otherwise, 2 on a harness error."""
@@ -71,11 +74,32 @@ CONVERT_CASES = [("qwen3moe", ("block", "hf-fp8"), ["--exact", "--block", "64x64
                  ("llama", ("channel", "compressed-tensors"), ["--exact", "--format", "modelopt"], None),
                  ("llama", ("block", "hf-fp8"), ["--scheme", "channel"], None)]
 
+# INT4 weight-only (issue 42 item 5: compressed-tensors pack-quantized, W4A16, as
+# `quantize --scheme int4 --group G` writes it): (model, group), each a cell named
+# "int4-gG/compressed-tensors", judged as the pairs are. vLLM 0.32's CPU build runs it:
+# compressed_tensors_wNa16.py CompressedTensorsWNA16 takes choose_mp_linear_kernel's
+# CPUWNA16LinearKernel (kernels/linear/mixed_precision/cpu.py: uint4b8, an even group, both
+# partition sizes multiples of 32; cpu_gemm_wna16, no AMX needed), and vllm_check.py's
+# Probe.int4_linear decodes the loaded weight_packed / weight_scale with compressed-tensors'
+# own unpacker. MoE experts (Kimi-K2-Thinking's INT4 layout: routed experts, group 32): vLLM
+# refuses them on this CPU ("No WNA16 MoE backend supports the deployment configuration.",
+# fused_moe/oracle/int_wna16.py select_wna16_moe_backend): its CPU backends are ZEN_CPU
+# (ZentorchExpertsInt4: AMD's zentorch ops) and CPU (CPUExpertsInt4, fused_moe/experts/cpu_moe.py:
+# x86 with AMX tiles, and QuantKey kInt4Static only, which compressed_tensors_moe_wna16.py gives
+# every group but 32: group 32 is kInt4Static32). vllm_check.py's stand-in run lifts those two
+# gates of CPUExpertsInt4 and checks what vLLM's weight loaders put in the experts (and, where its
+# kernel then runs, the generation): the cell says "no kernel here" with both. qwen3moe without
+# the transformers checks (vLLM is the judge here; ~45 s). About 25 s a llama cell.
+INT4_CASES = [("llama", 32, True), ("llama", 128, True), ("qwen3moe", 32, False)]
+INT4_MOE_GATES = ("vLLM's CPU INT4 MoE backends are CPUExpertsInt4 (x86 with AMX tiles only; "
+                  "QuantKey kInt4Static only, group 32 being kInt4Static32) and "
+                  "ZentorchExpertsInt4 (AMD's zentorch ops)")
+
 # Negative controls: (model, cell): the cell's checkpoint with layer 0's o_proj scale x2
 # (vllm_check.py --break-scale), judged against the export of the unbroken one. vLLM must be
 # judged "fails" with that layer bad, whatever kernels this CPU has: the known kernel bugs the
 # judgement forgives (vllm_check.AMX_DECODE_BUG) must not hide a wrong scale.
-NEGATIVE_CASES = [("llama", ("block", "hf-fp8"))]
+NEGATIVE_CASES = [("llama", ("block", "hf-fp8")), ("llama", ("int4-g32", "compressed-tensors"))]
 
 # Merged parts off the block (issue 24, GLM-4.5-Air-FP8's dense layer 0: intermediate_size 10944 =
 # 85.5 blocks of 128): (model, what vLLM 0.32 must be seen to do). The model (make_models.py) is
@@ -153,6 +177,7 @@ class Cell:
         self.problems = []
         self.converted = None     # convert cells: "from scheme/format with options"
         self.release = False      # a release copy (RELEASE_CASES): fmt says its layout
+        self.options = None       # quantize's layout options, when not --scheme S --format F
 
     def key(self):
         if self.release:
@@ -229,7 +254,8 @@ def hf_verdicts(r):
 
 def quantize_cell(a, cell, src, q):
     shutil.rmtree(q, ignore_errors=True)
-    r = run([a.fp8conv, "quantize", "--json", "--scheme", cell.scheme, "--format", cell.fmt, src, q])
+    opts = cell.options or ["--scheme", cell.scheme, "--format", cell.fmt]
+    r = run([a.fp8conv, "quantize", "--json"] + opts + [src, q])
     if r.returncode != 0:
         cell.quantize = "refused"
         cell.message = first_line(r.stderr).replace("fp8conv: ", "", 1)
@@ -586,6 +612,9 @@ def main():
                     help="RELEASE_CASES to run ('' for none)")
     ap.add_argument("--off-block", default=",".join(c[0] for c in OFF_BLOCK_CASES),
                     help="OFF_BLOCK_CASES to run ('' for none)")
+    ap.add_argument("--int4", default=",".join("%s/%d" % c[:2] for c in INT4_CASES),
+                    help="INT4_CASES to run, model/group ('' for none; a model not in --models "
+                         "is left out)")
     ap.add_argument("--readme")
     ap.add_argument("--readme-block", default="loaders-matrix",
                     help="the README's block between <!-- NAME:begin --> and <!-- NAME:end -->")
@@ -597,7 +626,7 @@ def main():
     if len(releases) != len([f for f in a.releases.split(",") if f]):
         raise SystemExit("harness: --releases %s: known: %s" % (
             a.releases, ",".join(c[0] for c in RELEASE_CASES)))
-    pairs = [tuple(p.split("/")) for p in a.pairs.split(",")]
+    pairs = [tuple(p.split("/")) for p in a.pairs.split(",") if p]
     t0 = time.time()
     for sub in ("q", "e", "r"):
         os.makedirs(os.path.join(a.work, sub), exist_ok=True)
@@ -666,6 +695,33 @@ def main():
     if releases:
         print("loaders: release stage: %d copies, %.0f s" % (len(releases), time.time() - t_rel),
               flush=True)
+    int4 = [c for c in INT4_CASES if "%s/%d" % c[:2] in a.int4.split(",")]
+    if len(int4) != len([c for c in a.int4.split(",") if c]):
+        raise SystemExit("harness: --int4 %s: known: %s" % (
+            a.int4, ",".join("%s/%d" % c[:2] for c in INT4_CASES)))
+    for model, group, hf in int4:
+        if model not in models:
+            continue
+        cell = Cell(model, "int4-g%d" % group, "compressed-tensors")
+        cell.options = ["--scheme", "int4", "--group", str(group), "--format", cell.fmt]
+        cells.append(cell)
+        pairs.append((cell.scheme, cell.fmt))  # for NEGATIVE_CASES
+        tag = "%s-%s-%s" % (model, cell.scheme, cell.fmt)
+        q, e = os.path.join(a.work, "q", tag), os.path.join(a.work, "e", tag)
+        t1 = time.time()
+        if quantize_cell(a, cell, os.path.join(mdir, model), q):
+            rv = judge_written(a, cell, os.path.join(mdir, model), q, e, tag, hf=hf)
+            emu = rv.get("emulated") or {}
+            if cell.vllm == "kernel" and "No WNA16 MoE backend" in cell.vllm_note:
+                g = emu.get("generation") or {}
+                cell.vllm_note += " %s; with the AMX and group gates of CPUExpertsInt4 lifted, " \
+                    "vLLM %s" % (INT4_MOE_GATES, "loads the experts exactly as the export holds " \
+                                 "them and generates within the criterion (mean %.2f, max %.2f " \
+                                 "nats)" % (g["mean_abs_delta_prompt_token"],
+                                            g["max_abs_delta_prompt_token"])
+                                 if emu.get("ok") else "still fails: %s" % short_error(
+                                     emu.get("error") or json.dumps(emu.get("weights"))[:200]))
+        said(cell, t1)
     problems = [(c.key(), p) for c in cells for p in c.problems]
     negatives = []
     for model, pair in NEGATIVE_CASES:

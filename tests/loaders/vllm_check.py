@@ -153,9 +153,13 @@ KERNEL_LIMITS = (
 # kv_cache_quant_algo FP8 to an FP8 KV cache (utils/torch_utils.py resolve_kv_cache_dtype_string)
 # and its CPU attention backend has no FP8 cache kernel without AVX-512 or AMX
 # (v1/attention/backends/cpu_attn.py): a CPU limit, met on an AVX2-only AMD EPYC.
+# "No WNA16 MoE backend supports": INT4 experts (fused_moe/oracle/int_wna16.py
+# select_wna16_moe_backend; on a CPU its backends are ZEN_CPU, AMD's zentorch ops, and CPU,
+# CPUExpertsInt4, x86 with AMX tiles).
 KERNEL_UNAVAILABLE = ("Failed to find a kernel", "MoE backend: NONE", "requires AMX",
                       "expected at most 0 argument(s)", "No supported backend", "not supported on CPU",
-                      "FP8 KV cache on CPU requires")
+                      "FP8 KV cache on CPU requires",
+                      "No WNA16 MoE backend supports the deployment configuration")
 # Error texts, after a successful load, meaning "a kernel/op is missing here"
 # (vLLM's MXFP8 MoE EMULATION backend runs a Triton kernel: CPU has no Triton).
 MISSING_OP = ("NotImplementedError", "not implemented for", "Could not run", "no kernel",
@@ -439,6 +443,18 @@ def _install_emulation():
     kl._POSSIBLE_MXFP8_KERNELS[cpu] = list(kl._POSSIBLE_MXFP8_KERNELS.get(cpu, [])) + [
         EmulationMxfp8LinearKernel
     ]
+    # INT4 (W4A16) MoE experts: vLLM's CPU backend, CPUExpertsInt4 (fused_moe/experts/cpu_moe.py),
+    # runs only on x86 with AMX tiles (_supports_current_device) and takes the QuantKey
+    # kInt4Static only (_supports_quant_scheme), which compressed_tensors_moe_wna16.py gives every
+    # group but 32 (group 32 is kInt4Static32). Told it runs here and takes both, vLLM creates and
+    # loads the experts' weights, which the snapshot above compares, and then fails where the AMX
+    # kernel is needed (reported as the missing kernel).
+    from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUExpertsInt4
+    from vllm.model_executor.layers.quantization.utils.quant_utils import kInt4Static, kInt4Static32
+
+    CPUExpertsInt4._supports_current_device = staticmethod(lambda: True)
+    CPUExpertsInt4._supports_quant_scheme = staticmethod(
+        lambda w, a: a is None and w in (kInt4Static, kInt4Static32))
 
 
 if os.environ.get("FP8CHECK_ROLE"):
@@ -694,6 +710,54 @@ class Probe:
             rec["computed_error"] = _err(e)
             rec["computed_traceback_tail"] = _tb_tail(8)
 
+    def int4_dequant(self, wp, s):
+        """I32 [N, K/8] codes and their scales [N, K/G] -> (bf16 [N, K], layout), decoded as
+        int4_linear says."""
+        from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
+
+        torch = self.torch
+        n_p, k_p = wp.shape[0], wp.shape[1] * 8
+        group = k_p // s.shape[1]
+        codes = unpack_from_int32(wp, 4, torch.Size([n_p, k_p]), packed_dim=1)
+        deq = (codes.to(s.dtype) * s.repeat_interleave(group, 1)).to(torch.bfloat16)
+        return deq, f"int4 group {group}, {s.dtype}".replace("torch.", "")
+
+    def int4_linear(self, rec, name, mod, qm, raw, computed):
+        """compressed-tensors pack-quantized INT4 (W4A16) as vLLM's weight loaders filled it
+        (compressed_tensors_wNa16.py, CompressedTensorsWNA16.create_weights: weight_packed I32
+        [N, K/8] packed along the input, weight_scale [N, K/G] in the model's dtype, weight_shape
+        I64 [2]; fused layers stack their shards' rows). "loaded": the codes unpacked by
+        compressed-tensors' own unpacker (compressors/pack_quantized/helpers.py
+        unpack_from_int32: nibble i of word w is element 8w + i, minus 8) times the group's
+        scale, as its dequantize computes it (x_q.to(scale.dtype) * scale: the product of a
+        4-bit code and a bf16 scale is exact, rounded once to bf16), bit for bit against the
+        export. "computed": the identity through the processed layer's quant method (vLLM's
+        CPUWNA16LinearKernel on a CPU): the weight its cpu_gemm_wna16 multiplies with."""
+        torch = self.torch
+        wp, s = raw["weight_packed"], raw["weight_scale"]
+        n_p, k_p = wp.shape[0], wp.shape[1] * 8
+        exp, parts = self.linear_expected(name, mod, n_p, k_p)
+        rec["export"] = parts
+        rec["weight_shape_loaded"] = [int(x) for x in raw["weight_shape"].flatten()]
+        if exp is None:
+            rec["error"] = "no export tensor for this layer"
+            return
+        if s.dim() != 2 or s.shape[0] != n_p or k_p % s.shape[1]:
+            rec["error"] = f"weight_scale {tuple(s.shape)} fits no group of weight [{n_p}, {k_p}]"
+            return
+        deq, rec["layout"] = self.int4_dequant(wp, s)
+        rec["loaded"] = self.compare(deq, exp)
+        if not computed:
+            return
+        try:
+            eye = torch.eye(k_p, dtype=torch.bfloat16)
+            with torch.no_grad():
+                y = qm.apply(mod, eye, None) if "bias" in _params(qm.apply) else qm.apply(mod, eye)
+            rec["computed"] = self.compare(y.float().t()[:n_p], exp)
+        except Exception as e:
+            rec["computed_error"] = _err(e)
+            rec["computed_traceback_tail"] = _tb_tail(8)
+
     def nvfp4_linear(self, rec, name, mod, raw, modelopt=False):
         """compressed-tensors NVFP4 as vLLM's weight loaders filled it (CompressedTensorsW4A4Fp4
         .create_weights, compressed_tensors_w4a4_nvfp4.py: weight_packed U8 [N, K/2],
@@ -759,9 +823,13 @@ class Probe:
         if mpc is not None and getattr(mpc, "ep_size", 1) > 1:
             rec["skipped"] = "expert parallelism: not handled by this probe"
             return
-        w13, w2 = raw["w13_weight"], raw["w2_weight"]
+        # INT4 experts (CompressedTensorsWNA16MoEMethod.create_weights: w13/w2_weight_packed
+        # I32 [E, N, K/8], N first as in the checkpoint; w13/w2_weight_scale [E, N, K/G])
+        packed = "w13_weight_packed" in raw
+        w13, w2 = (raw["w13_weight_packed"], raw["w2_weight_packed"]) if packed else \
+            (raw["w13_weight"], raw["w2_weight"])
         E, n13, hdim = w13.shape
-        ip = w2.shape[2]
+        ip = w2.shape[2] * (8 if packed else 1)
         s13 = next((raw[k] for k in ("w13_weight_scale_inv", "w13_weight_scale") if k in raw), None)
         s2 = next((raw[k] for k in ("w2_weight_scale_inv", "w2_weight_scale") if k in raw), None)
         worst = {"loaded": None}
@@ -788,7 +856,11 @@ class Probe:
                 dt = dt[:, tp_rank * ip : (tp_rank + 1) * ip]
             exp13 = torch.cat([gt, ut], 0)
             for wt, st, exp, widths in ((w13[e], s13, exp13, [n13 // 2, n13 // 2]), (w2[e], s2, dt, [w2.shape[1]])):
-                if rec["quantized"]:
+                if packed:
+                    deq, layout = self.int4_dequant(wt, st[e])
+                    layouts.add(layout)
+                    c = self.compare(deq, exp)
+                elif rec["quantized"]:
                     deq, layout = self.dequant(wt, st[e], widths, blk)
                     layouts.add(layout)
                     c = self.compare(deq, exp)
@@ -872,7 +944,8 @@ class Probe:
                 else:
                     rec["quantized"] = any(p.dtype == torch.float8_e4m3fn for p in raw.values())
                     blk = list(getattr(mod, "weight_block_size", None) or self.block)
-                    if "w13_weight" in raw:
+                    if "w13_weight" in raw or "w13_weight_packed" in raw:
+                        rec["quantized"] = rec["quantized"] or "w13_weight_packed" in raw
                         self.moe(rec, name, mod, raw, blk)
                     elif "Embedding" in rec["module"] or "LMHead" in rec["module"]:
                         self.embedding(rec, name, mod, raw)
@@ -882,6 +955,10 @@ class Probe:
                         self.nvfp4_linear(rec, name, mod, raw, modelopt=True)
                     elif "weight" in raw and raw["weight"].dim() == 2:
                         self.linear(rec, name, mod, qm, raw, blk, computed)
+                    elif {"weight_packed", "weight_scale", "weight_shape"} <= set(raw) and \
+                            raw["weight_packed"].dtype == torch.int32:
+                        rec["quantized"] = True
+                        self.int4_linear(rec, name, mod, qm, raw, computed)
                     elif {"weight_packed", "weight_scale", "weight_global_scale"} <= set(raw):
                         rec["quantized"] = True
                         self.nvfp4_linear(rec, name, mod, raw)
@@ -1528,8 +1605,10 @@ def parent_main(a):
                 "loaded parameters only, filled by vLLM's weight loaders in the run with stand-in "
                 "kernels (see emulated); no kernel of this vLLM build computed with them")
         emu["note"] = ("vLLM's MXFP8 emulation kernel and a reference FP8 block kernel "
-                       "(y = x @ (q*s)^T in fp32) stood in for kernels this CPU lacks: "
-                       "vLLM's weight loading is checked, not a real kernel")
+                       "(y = x @ (q*s)^T in fp32) stood in for kernels this CPU lacks, and "
+                       "vLLM's INT4 MoE experts (CPUExpertsInt4) ran with their AMX and group-32 "
+                       "gates lifted: vLLM's weight loading is checked, not a kernel it offers "
+                       "here")
         report["emulated"] = emu
         if not emu.get("loaded") and emu.get("error") and not kernel_unavailable(
                 emu["error"], emu.get("traceback_tail") or ""):
