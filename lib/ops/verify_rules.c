@@ -16,6 +16,7 @@
 #include "ops/verify_passes.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
+#include "ops/dequantize.h"
 
 /* ---------------------------------------------------------------- structure */
 
@@ -287,14 +288,8 @@ static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s
         st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, off, buf, len);
         unsigned sz = is_nan ? 1 : fp8_dtype_bits(s->dtype) / 8;
         for (uint64_t k = 0; !st && k + sz <= len && *at == UINT64_MAX; k += sz) {
-            float f = 0;
-            if (!is_nan)
-                f = sz == 4   ? fp8_f32_from_bits((uint32_t)buf[k] | (uint32_t)buf[k + 1] << 8 |
-                                                  (uint32_t)buf[k + 2] << 16 |
-                                                  (uint32_t)buf[k + 3] << 24)
-                    : s->dtype == FP8_DTYPE_BF16 ? fp8_bf16_to_f32((uint16_t)(buf[k] | buf[k + 1] << 8))
-                                                 : fp8_f16_to_f32((uint16_t)(buf[k] | buf[k + 1] << 8));
-            if (is_nan ? is_nan(buf[k]) : !(f > 0 && f <= 3.4028234663852886e38f))
+            float f;
+            if (is_nan ? is_nan(buf[k]) : !dq_scale_value(s->dtype, buf + k, 0, &f))
                 *at = off + k;
         }
     }
