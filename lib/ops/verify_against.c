@@ -54,28 +54,42 @@ typedef struct {
 
 #define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
 
-typedef struct vf4_against {
+/* --against's state: the packed weights (packed_open), then every item
+ * (against_items) and what the passes found. */
+typedef struct {
     fp8_verify *v;
     fp8_checkpoint *src;
     const char *src_path;
-    cJSON *src_config;        /* SRC's config.json; NULL when none */
-    ag_item *items; /* in v->ck's order (by name) */
-    size_t n;
-    const char **ck_owned, **src_owned; /* sorted */
+    cJSON *src_config;     /* SRC's config.json; NULL when none */
+    dq_weights *w;
+    fp8_quant_plan *plan;  /* NULL: no re-quantization */
+    ag_item *items;        /* the npacked packed weights first, by name; then the others */
+    size_t npacked, n, *by_tensor; /* by_tensor: v->ck's tensor -> item, SIZE_MAX when none */
+    const char **ck_owned, **src_owned; /* the packed weights' tensors, sorted */
     size_t nck, nsrc;
     /* a plan per FP4 scheme re-quantized (nplans of them, in the order of
      * the schemes); NULL: refused */
     fp8_quant_plan *plans[FP4_PLANS];
     fp8_scheme plan_scheme[FP4_PLANS];
     int nplans;
-    size_t nrequant; /* packed weights in the re-quantized count */
-    bool impossible; /* quantize refuses SRC, or a row of it */
-} vf4_against;
+    size_t nrequant;       /* packed weights in the re-quantized count */
+    bool fp4_impossible;   /* quantize refuses SRC, or a row of it, for a packed scheme */
+    size_t njobs;
+    bool amax_pass;        /* the per-tensor scheme's first pass */
+    bool floor_pass;       /* MX scales not reproduced rounded up: re-quantize rounded down */
+    uint64_t max_band, max_src, max_scales, max_cols; /* a band's elements, source bytes, ... */
+    float *amax;           /* per-tensor scheme: by matrix */
+    float *scale;
+    uint32_t *scale_bits;
+    size_t nmatrices;
+    bool impossible;       /* quantize refuses a source value or scale: nothing to compare */
+    pthread_mutex_t lock;
+} against;
 
 /* ---------------------------------------------------------------- the weights */
 
 /* The slot of plans[] of a re-quantized item's scheme. */
-static int plan_of(const vf4_against *f, const ag_item *it)
+static int plan_of(const against *f, const ag_item *it)
 {
     int k = 0;
     while (f->plan_scheme[k] != (fp8_scheme)(it->rule.scheme - fp8_scheme_table))
@@ -96,26 +110,16 @@ static bool in_sorted(const char *const *names, size_t n, const char *name)
 /* Whether tensor `name` of v->ck (src_side false: a packed weight, its
  * scales) or of SRC (true: a packed weight's logical weight) is a packed
  * weight's, which the FP8 loops leave alone. */
-static bool packed_owns(const vf4_against *f, const char *name, bool src_side)
+static bool packed_owns(const against *f, const char *name, bool src_side)
 {
-    return f && (src_side ? in_sorted(f->src_owned, f->nsrc, name)
-                          : in_sorted(f->ck_owned, f->nck, name));
+    return src_side ? in_sorted(f->src_owned, f->nsrc, name)
+                    : in_sorted(f->ck_owned, f->nck, name);
 }
 
-static ag_item *item_named(const vf4_against *f, const char *name)
+/* bsearch of the packed weights (in v->ck's order, by name) for a name */
+static int cmp_item(const void *name, const void *item)
 {
-    size_t lo = 0, hi = f ? f->n : 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(f->items[mid].t->name, name);
-        if (c == 0)
-            return &f->items[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return strcmp(name, ((const ag_item *)item)->t->name);
 }
 
 /* Whether quantize writes layout l: a format's row of its scheme names it. */
@@ -130,7 +134,7 @@ static bool requantizable(const fp4_layout *l)
 
 /* Its source: the logical weight w.out_name of SRC, with the unpacked shape
  * and a float dtype; an against-set finding when it is not so. */
-static fp8_status find_source(fp8_ctx *ctx, vf4_against *f, ag_item *it)
+static fp8_status find_source(fp8_ctx *ctx, against *f, ag_item *it)
 {
     fp8_verify *v = f->v;
     int rank;
@@ -173,7 +177,7 @@ static fp8_status own(fp8_ctx *ctx, const char ***names, size_t *n, size_t *cap,
 /* One tensor of v->ck: a packed FP4 weight that SRC does not hold as it is
  * (a packed tensor quantize kept, gpt-oss _blocks beside bf16 weights, is
  * the FP8 loops' kept tensor). */
-static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_info *t,
+static fp8_status collect_one(fp8_ctx *ctx, against *f, const fp8_tensor_info *t,
                               size_t shard, size_t *cap, size_t *ckcap, size_t *srccap)
 {
     fp8_verify *v = f->v;
@@ -196,15 +200,15 @@ static fp8_status collect_one(fp8_ctx *ctx, vf4_against *f, const fp8_tensor_inf
     }
     if (!found && !w.l) /* an int8 tensor, not packed FP4 */
         goto out;
-    if (!fp8_grow(&f->items, f->n, cap, sizeof *f->items)) {
+    if (!fp8_grow(&f->items, f->npacked, cap, sizeof *f->items)) {
         if (!found)
             fp4_weight_free(&w);
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
-    ag_item *it = &f->items[f->n++];
+    ag_item *it = &f->items[f->npacked++];
     *it = (ag_item){ .t = t, .shard = shard, .item = SIZE_MAX, .first = UINT64_MAX,
-                      .first_scale = UINT64_MAX };
+                     .first_scale = UINT64_MAX };
     if (!found)
         it->w = w;
     it->requant = requantizable(l);
@@ -255,14 +259,14 @@ out:
 
 /* The layouts left out (quantize does not write them; gpt-oss's values are
  * stored transposed): one note each, naming the first weight. */
-static fp8_status note_skipped(fp8_ctx *ctx, vf4_against *f)
+static fp8_status note_skipped(fp8_ctx *ctx, against *f)
 {
     fp8_status st = FP8_OK;
     for (int id = 0; id < FP4_LAYOUT_COUNT && !st; id++) {
         const fp4_layout *l = fp4_layout_get((fp4_layout_id)id);
         size_t count = 0, unbound = 0;
         const ag_item *first = NULL;
-        for (size_t i = 0; i < f->n; i++)
+        for (size_t i = 0; i < f->npacked; i++)
             if (f->items[i].w.l == l && f->items[i].x && !f->items[i].requant) {
                 first = first ? first : &f->items[i];
                 count++;
@@ -281,11 +285,9 @@ static fp8_status note_skipped(fp8_ctx *ctx, vf4_against *f)
     return st;
 }
 
-static void packed_free(vf4_against *f)
+static void packed_free(against *f)
 {
-    if (!f)
-        return;
-    for (size_t i = 0; i < f->n; i++) {
+    for (size_t i = 0; i < f->npacked; i++) {
         fp4_weight_free(&f->items[i].w);
         quant_part_free(f->items[i].part);
     }
@@ -295,26 +297,17 @@ static void packed_free(vf4_against *f)
     free(f->src_owned);
     for (int k = 0; k < f->nplans; k++)
         fp8_quant_plan_free(f->plans[k]);
-    free(f);
 }
 
 /* The packed weights of v->ck that SRC does not hold as they are, each
  * with its logical weight in SRC (an against-set finding where there is
- * none; a note for the layouts quantize does not write).  `src` is
- * borrowed. */
-static fp8_status packed_open(fp8_ctx *ctx, fp8_verify *v, fp8_checkpoint *src,
-                              const char *src_path, vf4_against **out)
+ * none; a note for the layouts quantize does not write). */
+static fp8_status packed_open(fp8_ctx *ctx, against *f)
 {
-    vf4_against *f = calloc(1, sizeof *f);
-    *out = NULL;
-    if (!f)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    f->v = v;
-    f->src = src;
-    f->src_path = src_path;
-    if (fp8_checkpoint_is_directory(src)) { /* no config: no fused experts written apart */
+    fp8_verify *v = f->v;
+    if (fp8_checkpoint_is_directory(f->src)) { /* no config: no fused experts written apart */
         fp8_ctx *cctx = fp8_ctx_create();
-        if (cctx && ck_config_read(cctx, src_path, &f->src_config))
+        if (cctx && ck_config_read(cctx, f->src_path, &f->src_config))
             f->src_config = NULL;
         fp8_ctx_free(cctx);
     }
@@ -329,14 +322,7 @@ static fp8_status packed_open(fp8_ctx *ctx, fp8_verify *v, fp8_checkpoint *src,
         qsort(f->ck_owned, f->nck, sizeof *f->ck_owned, cmp_name);
     if (f->nsrc)
         qsort(f->src_owned, f->nsrc, sizeof *f->src_owned, cmp_name);
-    if (!st)
-        st = note_skipped(ctx, f);
-    if (st) {
-        packed_free(f);
-        return st;
-    }
-    *out = f;
-    return FP8_OK;
+    return st ? st : note_skipped(ctx, f);
 }
 
 /* ---------------------------------------------------------------- re-quantization's plans */
@@ -386,7 +372,7 @@ static fp8_status plan_make(fp8_ctx *ctx, const char *src_path, const fp8_quant_
  * same; its second level is the reciprocal), quantizing what the
  * checkpoint holds packed; then NVFP4's global pass.  What quantize refuses
  * (an f16 weight, a NaN) makes re-quantizing impossible. */
-static fp8_status packed_plans(fp8_ctx *ctx, vf4_against *f, int threads,
+static fp8_status packed_plans(fp8_ctx *ctx, against *f, int threads,
                                const volatile sig_atomic_t *cancel)
 {
     for (int k = 0; k < f->nplans; k++) {
@@ -397,8 +383,8 @@ static fp8_status packed_plans(fp8_ctx *ctx, vf4_against *f, int threads,
         o.threads = threads;
         o.device = FP8_DEVICE_CPU;
         o.cancel = cancel;
-        wanted_by w = { fp8_xcalloc(f->n + 1, sizeof *w.names), 0 };
-        for (size_t i = 0; w.names && i < f->n; i++)
+        wanted_by w = { fp8_xcalloc(f->npacked + 1, sizeof *w.names), 0 };
+        for (size_t i = 0; w.names && i < f->npacked; i++)
             if (f->items[i].requant && f->items[i].x && plan_of(f, &f->items[i]) == k)
                 w.names[w.n++] = f->items[i].x->name;
         if (w.names)
@@ -408,9 +394,9 @@ static fp8_status packed_plans(fp8_ctx *ctx, vf4_against *f, int threads,
         free(w.names);
         if (st)
             return st;
-        f->impossible |= !f->plans[k];
+        f->fp4_impossible |= !f->plans[k];
     }
-    for (size_t i = 0; i < f->n; i++) {
+    for (size_t i = 0; i < f->npacked; i++) {
         ag_item *it = &f->items[i];
         const fp8_quant_plan *p = it->requant && it->x ? f->plans[plan_of(f, it)] : NULL;
         if (p)
@@ -444,26 +430,6 @@ static fp8_status packed_plans(fp8_ctx *ctx, vf4_against *f, int threads,
  */
 
 #define BAND_ELEMS(v) ((v)->chunk / 4) /* elements in a job's band, about */
-
-typedef struct {
-    fp8_verify *v;
-    fp8_checkpoint *src;
-    dq_weights *w;
-    fp8_quant_plan *plan; /* NULL: no re-quantization */
-    vf4_against *f4;      /* the packed weights */
-    ag_item *items;       /* f4's packed weights first (f4 owns the array), then the others */
-    size_t n, *by_tensor;  /* by_tensor: v->ck's tensor -> item, SIZE_MAX when none */
-    size_t njobs;
-    bool amax_pass;        /* the per-tensor scheme's first pass */
-    bool floor_pass;       /* MX scales not reproduced rounded up: re-quantize rounded down */
-    uint64_t max_band, max_src, max_scales, max_cols; /* a band's elements, source bytes, ... */
-    float *amax;           /* per-tensor scheme: by matrix */
-    float *scale;
-    uint32_t *scale_bits;
-    size_t nmatrices;
-    bool impossible;       /* quantize refuses a source value or scale: nothing to compare */
-    pthread_mutex_t lock;
-} against;
 
 static uint64_t src_at(const ag_item *it, uint64_t x, uint64_t row0)
 {
@@ -724,13 +690,13 @@ static void packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
     uint64_t first, where;
     fp8_quant_plan_band(it->plan, it->item, 0, row0, nrows, 0, it->cols, &b, &first);
     if (fp8_band_quantize(&b, src, q, sq, &where) != FP8_BAND_OK)
-        __atomic_store_n(&a->f4->impossible, true, __ATOMIC_RELAXED);
+        __atomic_store_n(&a->fp4_impossible, true, __ATOMIC_RELAXED);
     else if (memcmp(q, codes, n / 2) != 0 || memcmp(sq, scales, n / run) != 0)
         __atomic_store_n(&it->differs[0], true, __ATOMIC_RELAXED);
 }
 
 /* A packed weight's findings: against-scale, against-bound, against-clipped. */
-static fp8_status packed_report(fp8_ctx *ctx, const vf4_against *f, const ag_item *it)
+static fp8_status packed_report(fp8_ctx *ctx, const against *f, const ag_item *it)
 {
     fp8_verify *v = f->v;
     fp8_status st = FP8_OK;
@@ -1008,11 +974,11 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     fp8_verify *v = a->v;
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
     size_t np = a->plan ? fp8_quant_plan_count(a->plan) : 0;
-    size_t nf = a->f4->n, cap = nf + 3 * nt + np + 1;
-    ag_item *items = realloc(a->f4->items, cap * sizeof *items);
+    size_t nf = a->npacked, cap = nf + 3 * nt + np + 1;
+    ag_item *items = realloc(a->items, cap * sizeof *items);
     a->by_tensor = fp8_xcalloc(nt + 1, sizeof *a->by_tensor);
     if (items) {
-        a->f4->items = a->items = items;
+        a->items = items;
         memset(items + nf, 0, (cap - nf) * sizeof *items);
     }
     if (!items || !a->by_tensor)
@@ -1036,7 +1002,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->x = fp8_checkpoint_find(a->src, it->t->name, &it->xshard);
         size_t item = it->x ? quant_plan_find(a->plan, it->t->name) : SIZE_MAX;
         if (!verify_is_fp8(it->t->dtype) || !it->x || (!bound[i] && item == SIZE_MAX) ||
-            packed_owns(a->f4, it->t->name, false))
+            packed_owns(a, it->t->name, false))
             continue;
         it->name = it->t->name;
         against_item(a, it, bound[i], item);
@@ -1046,7 +1012,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         const fp8_quant_item *qi = fp8_quant_plan_item(a->plan, k);
         const fp8_tensor_info *t = fp8_checkpoint_find(v->ck, qi->tensor->name, NULL);
         if (!qi->quantize || (t && verify_is_fp8(t->dtype)) ||
-            packed_owns(a->f4, qi->tensor->name, true))
+            packed_owns(a, qi->tensor->name, true))
             continue;
         ag_item *it = &a->items[a->n++];
         it->name = qi->tensor->name;
@@ -1104,13 +1070,13 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
     v->first_unreproduced = NULL;
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        const ag_item *p = item_named(a->f4, t->name);
+        const ag_item *p = bsearch(t->name, a->items, a->npacked, sizeof *p, cmp_item);
         bool ok;
         if (p && p->requant) {
             fp4++;
             ok = p->item != SIZE_MAX && !p->differs[0];
         } else if (verify_is_fp8(t->dtype) &&
-                   !packed_owns(a->f4, t->name, false)) {
+                   !packed_owns(a, t->name, false)) {
             const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
             fp8++;
             ok = it && it->compare && !it->differs[k];
@@ -1122,7 +1088,7 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
         first = !ok && !first ? t->name : first;
     }
     bool fp8_possible = a->plan && !a->impossible;
-    if (((fp8 || !fp4) && !fp8_possible) || (fp4 && a->f4->impossible))
+    if (((fp8 || !fp4) && !fp8_possible) || (fp4 && a->fp4_impossible))
         return FP8_OK;
     if (first && !(v->first_unreproduced = fp8_strdup(first)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -1143,12 +1109,12 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     /* the packed FP4 weights (SRC holds their logical weights), which the
      * FP8 loops below leave alone; a packed tensor SRC holds as it is
      * (gpt-oss _blocks kept by quantize) is a kept tensor here */
-    vf4_against *f4 = NULL;
-    if ((st = packed_open(ctx, v, src, src_path, &f4))) {
+    against a = { .v = v, .src = src, .src_path = src_path };
+    if ((st = packed_open(ctx, &a))) {
+        packed_free(&a);
         fp8_checkpoint_close(src);
         return st;
     }
-    against a = { .v = v, .f4 = f4 };
     pthread_mutex_init(&a.lock, NULL);
     fp8_ctx *wctx = fp8_ctx_create();
     bool can_dequantize = wctx && !dq_weights_open(wctx, v->ck,
@@ -1167,7 +1133,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
         if (role == DQ_DROP || (!verify_is_fp8(t->dtype) && (fp8_has_suffix(t->name, "_scale") ||
                                                                   fp8_has_suffix(t->name, "_scale_inv"))) ||
-            packed_owns(f4, t->name, false))
+            packed_owns(&a, t->name, false))
             continue;
         const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, NULL);
         if (!x)
@@ -1187,11 +1153,10 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(src) && !st; i++) {
         const fp8_tensor_info *x = fp8_checkpoint_tensor(src, i, NULL);
-        if (!fp8_checkpoint_find(v->ck, x->name, NULL) && !packed_owns(f4, x->name, true))
+        if (!fp8_checkpoint_find(v->ck, x->name, NULL) && !packed_owns(&a, x->name, true))
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s of %s is missing", v->path,
                      x->name, src_path);
     }
-    a.src = src;
     a.w = w;
     /* a declared FP4 scheme's plan is the FP4 pass's, by layout */
     bool fp8_plan = can_dequantize && v->format != FP8_FORMAT_DEFAULT &&
@@ -1199,7 +1164,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
-        st = packed_plans(ctx, f4, threads, cancel);
+        st = packed_plans(ctx, &a, threads, cancel);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
     if (!st && a.plan && fp8_scheme_get(v->scheme)->fixed) { /* pass 1: amax of each matrix */
@@ -1214,7 +1179,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     for (size_t i = 0; i < a.n && !st; i++) {
         const ag_item *it = &a.items[i];
         if (it->w.l) {
-            st = packed_report(ctx, f4, it);
+            st = packed_report(ctx, &a, it);
             continue;
         }
         if (it->copy && it->differs[0])
@@ -1234,7 +1199,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
     if (!st && ((can_dequantize && v->format != FP8_FORMAT_DEFAULT) ||
-                f4->nrequant))
+                a.nrequant))
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
     if (!st && a.plan && v->reproduced >= 0 && v->reproduced < v->requantized &&
@@ -1252,7 +1217,7 @@ out:
     free(a.scale_bits);
     pthread_mutex_destroy(&a.lock);
     fp8_quant_plan_free(a.plan);
-    packed_free(f4);
+    packed_free(&a);
     dq_weights_free(w);
     fp8_checkpoint_close(src);
     return st;

@@ -3,8 +3,9 @@
  * of its own so that the passes sit below verify.c.  verify.c (the config and
  * parallelism passes, the API) calls the passes: verify_rules.c (structure,
  * loader rules, packed-FP4 weights), verify_kv.c (KV-cache scales),
- * verify_values.c (the values), verify_against.c (--against); each pass calls only verify_findings.c below it (the
- * findings, and the scale lookups every pass makes).
+ * verify_values.c (the values), verify_against.c (--against); each pass
+ * calls only verify_findings.c below it (the findings, and the scale
+ * lookups every pass makes).
  */
 #ifndef FP8_VERIFY_PASSES_H
 #define FP8_VERIFY_PASSES_H

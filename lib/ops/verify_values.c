@@ -170,9 +170,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
                 bad = idx;
             if (t->dtype == FP8_DTYPE_U8) /* E8M0 */
                 continue;
-            uint32_t u = esize == 4 ? (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 |
-                                          (uint32_t)p[i + 2] << 16 | (uint32_t)p[i + 3] << 24
-                                    : 0;
+            uint32_t u = fp8_f32_bits(s); /* an F32's bits (the claim is of F32 only) */
             /* a power of two: a normal with no fraction bits, or a subnormal with one bit */
             uint32_t exp = (u >> 23) & 0xFF, frac = u & 0x7FFFFF;
             bool pow2 = exp ? frac == 0 : (frac & (frac - 1)) == 0;
