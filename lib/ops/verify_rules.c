@@ -299,13 +299,11 @@ static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s
 
 /* INT4's weight_shape, I64 [2] = [rows, cols] (fp4_weight_find's rule and
  * message): an error "weight-shape" where it is missing or disagrees. */
-static fp8_status check_shape(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
-                              const fp8_tensor_info *t, const char *file)
+static fp8_status check_shape(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t,
+                              size_t shard)
 {
     fp8_ctx *wctx = fp8_ctx_create();
     fp4_weight w;
-    size_t shard = 0;
-    fp8_checkpoint_find(v->ck, t->name, &shard);
     fp8_status found = wctx ? fp4_weight_find(wctx, v->ck, t, shard, "checked", &w)
                             : FP8_ERR_NOMEM;
     fp8_status st = found == FP8_ERR_NOMEM ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory")
@@ -460,7 +458,7 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     if (!st && l->global_suffix && !(st = check_global(ctx, v, l, t, file)))
         st = check_fused_global(ctx, v, l, t, file);
     if (!st && l->shape_suffix && dtype_ok && shape_ok) /* INT4's weight_shape: fp4_weight_find's rule */
-        st = check_shape(ctx, v, l, t, file);
+        st = check_shape(ctx, v, t, shard);
     return st;
 }
 
@@ -619,17 +617,14 @@ static fp8_status check_packed(fp8_ctx *ctx, fp8_verify *v)
         }
         /* an I8 expert weight is packed FP4 in the family that says so, or
          * when its scale is there; else an int8 checkpoint's, not ours */
-        if (!l->by_name && l != v->family && !fp8_checkpoint_find(v->ck, sname, NULL)) {
-            free(sname);
-            free(oname);
-            continue;
+        if (l->by_name || l == v->family || fp8_checkpoint_find(v->ck, sname, NULL)) {
+            st = check_one(ctx, v, l, t, shard, sname);
+            size_t id = (size_t)(l - fp4_layout_get(FP4_LAYOUT_GPT_OSS)); /* the table's row */
+            if (!count[id]++)
+                first[id] = t, first_shard[id] = shard;
+            if (fmt_is_expert(t->name) && !experts[id]++)
+                expert[id] = t, expert_shard[id] = shard;
         }
-        st = check_one(ctx, v, l, t, shard, sname);
-        size_t id = (size_t)(l - fp4_layout_get(FP4_LAYOUT_GPT_OSS)); /* the table's row */
-        if (!count[id]++)
-            first[id] = t, first_shard[id] = shard;
-        if (fmt_is_expert(t->name) && !experts[id]++)
-            expert[id] = t, expert_shard[id] = shard;
         free(sname);
         free(oname);
     }
