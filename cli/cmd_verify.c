@@ -133,6 +133,9 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
     warnings = count[FP8_SEV_WARNING];
     notes = count[FP8_SEV_NOTE];
     rc = errors || (a.strict && warnings) ? EXIT_FOUND : EXIT_OK;
+    long requantized, fp4 = fp8_verify_requantized_fp4(v);
+    const char *miss;
+    long reproduced = fp8_verify_reproduced(v, &requantized, &miss);
     if (common->json && !common->quiet) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddNumberToObject(root, "verify_version", VERIFY_JSON_VERSION);
@@ -147,12 +150,8 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         for (int t = 1; t <= 64; t++)
             if (fp8_verify_tp_sizes(v) >> (t - 1) & 1)
                 cJSON_AddItemToArray(sizes, cJSON_CreateNumber(t));
-        long requantized, reproduced;
-        const char *miss;
-        reproduced = fp8_verify_reproduced(v, &requantized, &miss);
         if (a.opts.against && reproduced >= 0) {
             cJSON *r = cJSON_AddObjectToObject(root, "requantized");
-            long fp4 = fp8_verify_requantized_fp4(v);
             cJSON_AddNumberToObject(r, "fp8_weights", (double)(requantized - fp4));
             cJSON_AddNumberToObject(r, "fp4_weights", (double)fp4);
             cJSON_AddNumberToObject(r, "reproduced", (double)reproduced);
@@ -253,14 +252,10 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
                    (unsigned long long)fp8_verify_saturated(v), (unsigned long long)zero,
                    (unsigned long long)groups);
         }
-        long requantized, reproduced;
-        const char *miss;
-        reproduced = fp8_verify_reproduced(v, &requantized, &miss);
         if (a.opts.against && reproduced < 0)
             cli_printf("re-quantizing %s: not possible with the declared scheme\n",
                        cli_esc(a.opts.against));
         else if (a.opts.against) {
-            long fp4 = fp8_verify_requantized_fp4(v);
             char kinds[96];
             if (!fp4)
                 snprintf(kinds, sizeof kinds, "FP8 weights");

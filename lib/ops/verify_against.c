@@ -1,9 +1,11 @@
 /*
  * verify_against.c - verify --against SRC: each FP8 weight against its source within
  * E4M3's rounding error (fp8conv-formats(5), ERROR BOUND; the bound itself is
- * quant_ref.c's fp8_bound_span_ref and quant_cpu.c's fp8_bound_span), and SRC
- * re-quantized in memory, band by band, as quantize would write it, to say
- * which weights it reproduces byte for byte.
+ * quant_ref.c's fp8_bound_span_ref and quant_cpu.c's fp8_bound_span), each
+ * packed weight against its logical weight in SRC, group by group, and SRC
+ * re-quantized in memory, band by band, as quantize would write it (a packed
+ * weight: with quantize's own plan for its scheme, global pass included), to
+ * say which weights it reproduces byte for byte.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -15,6 +17,405 @@
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
+
+/* One item of --against: an FP8 weight (its values checked against the
+ * source, re-quantized, or both), a source tensor quantize quantizes that
+ * the checkpoint holds no FP8 weight for, a packed weight (w.l set), or a
+ * kept tensor (copy).  Jobs are bands of whole rows of one matrix. */
+typedef struct {
+    const char *name;
+    const fp8_tensor_info *t; /* the weight in v->ck; NULL when none */
+    const fp8_tensor_info *s; /* an FP8 weight's scale, as the declared format names it */
+    size_t shard, sshard;
+    const fp8_tensor_info *x; /* the source tensor; NULL: none usable */
+    size_t xshard;
+    size_t item;   /* its quantize plan item; SIZE_MAX when the plan does not quantize it */
+    bool bound;    /* its values are checked against the source */
+    /* the bound reads the codes and scales itself (the scale has the declared
+     * layout, which dequantize reads as it does); otherwise dq_weights_read */
+    bool own;
+    bool compare;  /* the weight and its scale can be compared with the re-quantized bytes */
+    bool copy;     /* a tensor quantize keeps: t's bytes against x's (rows are bytes) */
+    uint64_t experts, rows, cols, band;
+    size_t first_job;
+    size_t at;     /* per-tensor scheme: its first matrix in against.amax */
+    /* a packed weight */
+    fp4_weight w;             /* its layout, scale and geometry; w.l NULL: not packed */
+    quant_part *part;         /* x is one expert's weight of SRC's fused experts */
+    bool requant;             /* it is in the re-quantized count */
+    const fp8_quant_plan *plan; /* the plan of its scheme, when it re-quantizes it */
+    fp8_group_rule rule;
+    /* found, over its jobs (atomic, or under the lock) */
+    uint64_t bad, clipped, first, bad_scales, first_scale;
+    double first_x, first_y, first_d, first_m, first_s;
+    unsigned first_code;
+    bool differs[2]; /* re-quantized with the plan's scales; with floor-rounded MX scales */
+} ag_item;
+
+#define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
+
+/* --against's state: the packed weights (packed_open), then every item
+ * (against_items) and what the passes found. */
+typedef struct {
+    fp8_verify *v;
+    fp8_checkpoint *src;
+    const char *src_path;
+    cJSON *src_config;     /* SRC's config.json; NULL when none */
+    dq_weights *w;
+    fp8_quant_plan *plan;  /* NULL: no re-quantization */
+    ag_item *items;        /* the npacked packed weights first, by name; then the others */
+    size_t npacked, n, *by_tensor; /* by_tensor: v->ck's tensor -> item, SIZE_MAX when none */
+    const char **ck_owned, **src_owned; /* the packed weights' tensors, sorted */
+    size_t nck, nsrc;
+    /* a plan per FP4 scheme re-quantized (nplans of them, in the order of
+     * the schemes); NULL: refused */
+    fp8_quant_plan *plans[FP4_PLANS];
+    fp8_scheme plan_scheme[FP4_PLANS];
+    int nplans;
+    size_t nrequant;       /* packed weights in the re-quantized count */
+    bool fp4_impossible;   /* quantize refuses SRC, or a row of it, for a packed scheme */
+    size_t njobs;
+    bool amax_pass;        /* the per-tensor scheme's first pass */
+    bool floor_pass;       /* MX scales not reproduced rounded up: re-quantize rounded down */
+    uint64_t max_band, max_src, max_scales, max_cols; /* a band's elements, source bytes, ... */
+    float *amax;           /* per-tensor scheme: by matrix */
+    float *scale;
+    uint32_t *scale_bits;
+    size_t nmatrices;
+    bool impossible;       /* quantize refuses a source value or scale: nothing to compare */
+    pthread_mutex_t lock;
+} against;
+
+/* ---------------------------------------------------------------- the weights */
+
+/* The slot of plans[] of a re-quantized item's scheme. */
+static int plan_of(const against *f, const ag_item *it)
+{
+    int k = 0;
+    while (f->plan_scheme[k] != (fp8_scheme)(it->rule.scheme - fp8_scheme_table))
+        k++;
+    return k;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool in_sorted(const char *const *names, size_t n, const char *name)
+{
+    return n && bsearch(&name, names, n, sizeof *names, cmp_name) != NULL;
+}
+
+/* Whether tensor `name` of v->ck (src_side false: a packed weight, its
+ * scales) or of SRC (true: a packed weight's logical weight) is a packed
+ * weight's, which the FP8 loops leave alone. */
+static bool packed_owns(const against *f, const char *name, bool src_side)
+{
+    return src_side ? in_sorted(f->src_owned, f->nsrc, name)
+                    : in_sorted(f->ck_owned, f->nck, name);
+}
+
+/* bsearch of the packed weights (in v->ck's order, by name) for a name */
+static int cmp_item(const void *name, const void *item)
+{
+    return strcmp(name, ((const ag_item *)item)->t->name);
+}
+
+/* Whether quantize writes layout l: a format's row of its scheme names it. */
+static bool requantizable(const fp4_layout *l)
+{
+    fp8_scheme sch = (fp8_scheme)(l->scheme - fp8_scheme_table);
+    for (int f = 0; f <= FP8_FORMAT_MODELOPT; f++)
+        if (fmt_code_layout(fmt_spec_find((fp8_format)f, sch)) == l)
+            return true;
+    return false;
+}
+
+/* Its source: the logical weight w.out_name of SRC, with the unpacked shape
+ * and a float dtype; an against-set finding when it is not so. */
+static fp8_status find_source(fp8_ctx *ctx, against *f, ag_item *it)
+{
+    fp8_verify *v = f->v;
+    int rank;
+    uint64_t shape[3];
+    char want[96], got[96];
+    fp4_layout_out_shape(it->w.l, it->w.experts, it->w.rows, it->w.cols, &rank, shape);
+    const fp8_tensor_info *x = fp8_checkpoint_find(f->src, it->w.out_name, &it->xshard);
+    /* a weight quantize wrote apart from SRC's fused experts */
+    if (!x && (it->part = quant_part_find(f->src, f->src_config, it->w.out_name, &it->xshard)))
+        x = &it->part->t;
+    if (!x)
+        return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
+                          "%s: %s: packed %s, but its weight %s is not in %s", v->path,
+                          it->t->name, it->w.l->name, it->w.out_name, f->src_path);
+    if (!verify_has_shape(x, rank, shape)) {
+        fp8_shape_text(rank, shape, want, sizeof want);
+        fp8_shape_text(x->rank, x->shape, got, sizeof got);
+        return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
+                          "%s: %s: packed %s, its weight %s %s, but %s in %s", v->path,
+                          it->t->name, it->w.l->name, it->w.out_name, want, got, f->src_path);
+    }
+    if (!verify_is_float(x->dtype))
+        return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
+                          "%s: %s: packed %s, but its weight %s is %s in %s, not bf16, f16 or f32",
+                          v->path, it->t->name, it->w.l->name, it->w.out_name,
+                          fp8_dtype_name(x->dtype), f->src_path);
+    it->x = x;
+    return FP8_OK;
+}
+
+/* Owns name `name` on one side (the FP8 loops leave it alone). */
+static fp8_status own(fp8_ctx *ctx, const char ***names, size_t *n, size_t *cap, const char *name)
+{
+    if (!fp8_grow(names, *n, cap, sizeof **names))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    (*names)[(*n)++] = name;
+    return FP8_OK;
+}
+
+/* One tensor of v->ck: a packed FP4 weight that SRC does not hold as it is
+ * (a packed tensor quantize kept, gpt-oss _blocks beside bf16 weights, is
+ * the FP8 loops' kept tensor). */
+static fp8_status collect_one(fp8_ctx *ctx, against *f, const fp8_tensor_info *t,
+                              size_t shard, size_t *cap, size_t *ckcap, size_t *srccap)
+{
+    fp8_verify *v = f->v;
+    char *sname = NULL, *oname = NULL;
+    const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
+    const fp8_tensor_info *kept = l ? fp8_checkpoint_find(f->src, t->name, NULL) : NULL;
+    bool as_is = kept && kept->dtype == t->dtype && verify_has_shape(kept, t->rank, t->shape);
+    fp8_status st = l && !sname ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory") : FP8_OK;
+    if (st || !l || as_is)
+        goto out;
+    fp4_weight w;
+    fp8_ctx *wctx = fp8_ctx_create();
+    /* a packed weight that falls short is verify's own finding (missing-scale,
+     * scale-shape, ...): here it is only left unjudged */
+    fp8_status found = wctx ? fp4_weight_find(wctx, v->ck, t, shard, "checked", &w) : FP8_ERR_NOMEM;
+    fp8_ctx_free(wctx);
+    if (found == FP8_ERR_NOMEM || found == FP8_ERR_IO) {
+        st = fp8_fail(ctx, found, "%s: tensor '%s': cannot read its scales", v->path, t->name);
+        goto out;
+    }
+    if (!found && !w.l) /* an int8 tensor, not packed FP4 */
+        goto out;
+    if (!fp8_grow(&f->items, f->npacked, cap, sizeof *f->items)) {
+        if (!found)
+            fp4_weight_free(&w);
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    ag_item *it = &f->items[f->npacked++];
+    *it = (ag_item){ .t = t, .shard = shard, .item = SIZE_MAX, .first = UINT64_MAX,
+                     .first_scale = UINT64_MAX };
+    if (!found)
+        it->w = w;
+    it->requant = requantizable(l);
+    f->nrequant += it->requant;
+    st = own(ctx, &f->ck_owned, &f->nck, ckcap, t->name);
+    const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, sname, NULL);
+    if (!st && s)
+        st = own(ctx, &f->ck_owned, &f->nck, ckcap, s->name);
+    if (!st && l->global_suffix) { /* NVFP4's second level, found or not */
+        char name[1024];
+        snprintf(name, sizeof name, "%.*s%s",
+                 (int)(strlen(t->name) - strlen(l->weight_suffix)), t->name, l->global_suffix);
+        const fp8_tensor_info *g = fp8_checkpoint_find(v->ck, name, NULL);
+        if (g)
+            st = own(ctx, &f->ck_owned, &f->nck, ckcap, g->name);
+    }
+    const fp8_tensor_info *x = fp8_checkpoint_find(f->src, oname, NULL);
+    if (!st && x)
+        st = own(ctx, &f->src_owned, &f->nsrc, srccap, x->name);
+    if (st || !it->w.l)
+        goto out;
+    if ((st = find_source(ctx, f, it)) || !it->x)
+        goto out;
+    if (it->part) /* SRC's fused tensor, which the weights written apart account for */
+        st = own(ctx, &f->src_owned, &f->nsrc, srccap, it->part->fused->name);
+    it->rows = it->w.rows;
+    it->cols = it->w.cols;
+    /* gpt-oss stores its experts transposed ([E, cols, rows] unpacked):
+     * left out of the bound, with a note */
+    it->bound = l->weight_rank == 2 && !l->transpose;
+    it->rule = (fp8_group_rule){ .scheme = l->scheme, .divides = l->global_divides,
+                           .second = it->w.second ? it->w.global : 1 };
+    for (int k = 0; it->requant && k <= f->nplans; k++) { /* its scheme's plan, in order */
+        fp8_scheme sch = (fp8_scheme)(l->scheme - fp8_scheme_table), *at = &f->plan_scheme[k];
+        if (k < f->nplans && *at == sch)
+            break;
+        if (k == f->nplans || *at > sch) {
+            memmove(at + 1, at, (size_t)(f->nplans++ - k) * sizeof *at);
+            *at = sch;
+            break;
+        }
+    }
+out:
+    free(sname);
+    free(oname);
+    return st;
+}
+
+/* The layouts left out (quantize does not write them; gpt-oss's values are
+ * stored transposed): one note each, naming the first weight. */
+static fp8_status note_skipped(fp8_ctx *ctx, against *f)
+{
+    fp8_status st = FP8_OK;
+    for (int id = 0; id < FP4_LAYOUT_COUNT && !st; id++) {
+        const fp4_layout *l = fp4_layout_get((fp4_layout_id)id);
+        size_t count = 0, unbound = 0;
+        const ag_item *first = NULL;
+        for (size_t i = 0; i < f->npacked; i++)
+            if (f->items[i].w.l == l && f->items[i].x && !f->items[i].requant) {
+                first = first ? first : &f->items[i];
+                count++;
+                unbound += !f->items[i].bound;
+            }
+        if (count)
+            st = verify_add(ctx, f->v, FP8_SEV_NOTE, "against-skipped",
+                            "%s: %s: %zu packed %s weight%s not re-quantized from %s: quantize "
+                            "does not write that layout%s",
+                            f->v->path, first->t->name, count, l->name, count == 1 ? "" : "s",
+                            f->src_path,
+                            unbound ? "; nor are their values checked against it (stored "
+                                      "transposed)"
+                                    : "");
+    }
+    return st;
+}
+
+static void packed_free(against *f)
+{
+    for (size_t i = 0; i < f->npacked; i++) {
+        fp4_weight_free(&f->items[i].w);
+        quant_part_free(f->items[i].part);
+    }
+    cJSON_Delete(f->src_config);
+    free(f->items);
+    free(f->ck_owned);
+    free(f->src_owned);
+    for (int k = 0; k < f->nplans; k++)
+        fp8_quant_plan_free(f->plans[k]);
+}
+
+/* The packed weights of v->ck that SRC does not hold as they are, each
+ * with its logical weight in SRC (an against-set finding where there is
+ * none; a note for the layouts quantize does not write). */
+static fp8_status packed_open(fp8_ctx *ctx, against *f)
+{
+    fp8_verify *v = f->v;
+    if (fp8_checkpoint_is_directory(f->src)) { /* no config: no fused experts written apart */
+        fp8_ctx *cctx = fp8_ctx_create();
+        if (cctx && ck_config_read(cctx, f->src_path, &f->src_config))
+            f->src_config = NULL;
+        fp8_ctx_free(cctx);
+    }
+    size_t cap = 0, ckcap = 0, srccap = 0;
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck) && !st; i++) {
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
+        st = collect_one(ctx, f, t, shard, &cap, &ckcap, &srccap);
+    }
+    if (f->nck)
+        qsort(f->ck_owned, f->nck, sizeof *f->ck_owned, cmp_name);
+    if (f->nsrc)
+        qsort(f->src_owned, f->nsrc, sizeof *f->src_owned, cmp_name);
+    return st ? st : note_skipped(ctx, f);
+}
+
+/* ---------------------------------------------------------------- re-quantization's plans */
+
+typedef struct {
+    const char **names; /* sorted */
+    size_t n;
+} wanted_by;
+
+/* The source tensors a plan quantizes: the logical weights of the packed
+ * weights of its scheme that are re-quantized. */
+static bool wanted(void *user, const char *name)
+{
+    const wanted_by *w = user;
+    return in_sorted(w->names, w->n, name);
+}
+
+/* Quantize's plan for SRC with options `o`, of the tensors `want` says (all
+ * for NULL), with NVFP4's global pass when `globals`: *plan NULL when
+ * quantize refuses SRC (then re-quantizing is not possible); an error only
+ * when it cannot read SRC. */
+static fp8_status plan_make(fp8_ctx *ctx, const char *src_path, const fp8_quant_options *o,
+                            bool (*want)(void *user, const char *name), void *user, bool globals,
+                            fp8_quant_plan **plan)
+{
+    fp8_ctx *qctx = fp8_ctx_create();
+    fp8_status st = qctx ? quant_plan_create_only(qctx, src_path, o, want, user, plan)
+                         : FP8_ERR_NOMEM;
+    if (!st && globals) {
+        (*plan)->device = FP8_DEVICE_CPU;
+        st = quant_plan_fp4_globals(qctx, *plan);
+    }
+    if (st == FP8_ERR_IO || st == FP8_ERR_NOMEM) {
+        st = fp8_fail(ctx, st, "--against %s: %s", src_path,
+                      qctx ? fp8_ctx_message(qctx) : "out of memory");
+    } else if (st) {
+        fp8_quant_plan_free(*plan);
+        *plan = NULL;
+        st = FP8_OK;
+    }
+    fp8_ctx_free(qctx);
+    return st;
+}
+
+/* Quantize's plan for SRC with each FP4 scheme the checkpoint holds,
+ * compressed-tensors' (the ModelOpt twin's codes and group scales are the
+ * same; its second level is the reciprocal), quantizing what the
+ * checkpoint holds packed; then NVFP4's global pass.  What quantize refuses
+ * (an f16 weight, a NaN) makes re-quantizing impossible. */
+static fp8_status packed_plans(fp8_ctx *ctx, against *f, int threads,
+                               const volatile sig_atomic_t *cancel)
+{
+    for (int k = 0; k < f->nplans; k++) {
+        fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
+        o.scheme = f->plan_scheme[k];
+        o.format = FP8_FORMAT_COMPRESSED_TENSORS;
+        o.no_default_ignore = true;
+        o.threads = threads;
+        o.device = FP8_DEVICE_CPU;
+        o.cancel = cancel;
+        wanted_by w = { fp8_xcalloc(f->npacked + 1, sizeof *w.names), 0 };
+        for (size_t i = 0; w.names && i < f->npacked; i++)
+            if (f->items[i].requant && f->items[i].x && plan_of(f, &f->items[i]) == k)
+                w.names[w.n++] = f->items[i].x->name;
+        if (w.names)
+            qsort(w.names, w.n, sizeof *w.names, cmp_name);
+        fp8_status st = w.names ? plan_make(ctx, f->src_path, &o, wanted, &w, true, &f->plans[k])
+                                : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        free(w.names);
+        if (st)
+            return st;
+        f->fp4_impossible |= !f->plans[k];
+    }
+    for (size_t i = 0; i < f->npacked; i++) {
+        ag_item *it = &f->items[i];
+        const fp8_quant_plan *p = it->requant && it->x ? f->plans[plan_of(f, it)] : NULL;
+        if (p)
+            it->item = quant_plan_find(p, it->x->name);
+        it->plan = p;
+        if (it->item == SIZE_MAX) {
+            it->differs[0] = true;
+            continue;
+        }
+        /* the stored second level: compressed-tensors' global, or ModelOpt's
+         * fp32 reciprocal of it (convert --format modelopt's) */
+        if (it->w.second) {
+            float g = p->entries[it->item].global, want = it->w.l->global_divides ? g : 1.0f / g;
+            it->differs[0] = fp8_f32_bits(want) != fp8_f32_bits(it->w.global);
+        }
+    }
+    return FP8_OK;
+}
+
 
 /* ---------------------------------------------------------------- --against */
 
@@ -29,50 +430,6 @@
  */
 
 #define BAND_ELEMS(v) ((v)->chunk / 4) /* elements in a job's band, about */
-
-typedef struct {
-    const char *name;
-    const fp8_tensor_info *t; /* the FP8 weight in v->ck; NULL when none */
-    const fp8_tensor_info *s; /* its scale, as the declared format names it; NULL when none */
-    size_t shard, sshard;
-    const fp8_tensor_info *x; /* the source tensor */
-    size_t xshard;
-    size_t item;   /* its quantize plan item; SIZE_MAX when quantize keeps it */
-    size_t layout_item; /* a packed FP4 weight: 1 + its index in against.f4; 0: none */
-    bool bound;    /* its values are checked against the source */
-    /* the bound reads the codes and scales itself (the scale has the declared
-     * layout, which dequantize reads as it does); otherwise dq_weights_read */
-    bool own;
-    bool compare;  /* the weight and its scale can be compared with the re-quantized bytes */
-    bool copy;     /* a tensor quantize keeps: t's bytes against x's (rows are bytes) */
-    uint64_t experts, rows, cols, band;
-    size_t first_job;
-    size_t at;     /* per-tensor scheme: its first matrix in against.amax */
-    /* found, over its jobs (atomic, or under against.lock) */
-    uint64_t bad, clipped, first;
-    double first_x, first_y;
-    bool differs[2]; /* re-quantized with the plan's scales; with floor-rounded MX scales */
-} ag_item;
-
-typedef struct {
-    fp8_verify *v;
-    fp8_checkpoint *src;
-    dq_weights *w;
-    fp8_quant_plan *plan; /* NULL: no re-quantization */
-    vf4_against *f4;      /* the packed weights, verify_against_set.c's */
-    ag_item *items;
-    size_t n, *by_tensor;  /* by_tensor: v->ck's tensor -> item, SIZE_MAX when none */
-    size_t njobs;
-    bool amax_pass;        /* the per-tensor scheme's first pass */
-    bool floor_pass;       /* MX scales not reproduced rounded up: re-quantize rounded down */
-    uint64_t max_band, max_src, max_scales, max_cols; /* a band's elements, source bytes, ... */
-    float *amax;           /* per-tensor scheme: by matrix */
-    float *scale;
-    uint32_t *scale_bits;
-    size_t nmatrices;
-    bool impossible;       /* quantize refuses a source value or scale: nothing to compare */
-    pthread_mutex_t lock;
-} against;
 
 static uint64_t src_at(const ag_item *it, uint64_t x, uint64_t row0)
 {
@@ -279,7 +636,7 @@ static fp8_status copy_one(against *a, fp8_worker *w, ag_item *it, uint64_t at, 
 
 /* Adds a group's verdict to its weight's totals; `at` is its first
  * element's flat index, `g` the group's. */
-static void group_add(vf4_against *f, vf4_item *it, const fp8_group_bound *r, const void *x,
+static void group_add(against *a, ag_item *it, const fp8_group_bound *r, const void *x,
                       const uint8_t *packed, uint8_t scale, uint64_t at, uint64_t g)
 {
     if (r->clipped)
@@ -294,10 +651,10 @@ static void group_add(vf4_against *f, vf4_item *it, const fp8_group_bound *r, co
     double m = 0, s = fp8_elem_get(it->rule.scheme->scale_elem[0])->decode(scale);
     double d = fp8_group_divisor(&it->rule, scale);
     for (uint32_t i = 0; i < run; i++) {
-        double a = fabs((double)fp8_load_f32(it->x->dtype, x, i));
-        m = a > m ? a : m;
+        double ax = fabs((double)fp8_load_f32(it->x->dtype, x, i));
+        m = ax > m ? ax : m;
     }
-    pthread_mutex_lock(&f->lock);
+    pthread_mutex_lock(&a->lock);
     if (r->bad_scale && g < it->first_scale) {
         it->first_scale = g;
         it->first_m = m;
@@ -309,122 +666,85 @@ static void group_add(vf4_against *f, vf4_item *it, const fp8_group_bound *r, co
         it->first_d = d;
         it->first_code = packed[r->first_bad / 2] >> (4 * (r->first_bad & 1)) & 0xF;
     }
-    pthread_mutex_unlock(&f->lock);
+    pthread_mutex_unlock(&a->lock);
 }
 
 /* The bound and the re-quantization of rows [row0, row0 + nrows) of a
- * packed weight (the worker's buffers: buf[0] the source, buf[1] the codes,
- * then the re-quantized ones, buf[2] the scales, then the re-quantized
- * ones). */
-static fp8_status packed_band(vf4_against *f, vf4_item *it, fp8_worker *w, uint64_t row0,
-                              uint64_t nrows)
+ * packed weight, read as against_one reads every band. */
+static void packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
+                        const unsigned char *src, const uint8_t *codes, const uint8_t *scales,
+                        uint8_t *q, uint8_t *sq)
 {
-    const fp8_verify *v = f->v;
     uint32_t run = it->w.l->scheme->run;
     uint64_t n = nrows * it->cols, at = row0 * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
-    unsigned char *src = w->buf[0];
-    uint8_t *codes = w->buf[1], *q = w->buf[1] + n / 2;
-    uint8_t *scales = w->buf[2], *sq = w->buf[2] + n / run;
-    fp8_status st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->shard), it->t, at / 2,
-                                  codes, n / 2);
-    if (!st)
-        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->w.scale_shard), it->w.scale,
-                           at / run, scales, n / run);
-    if (!st && it->part)
-        st = quant_part_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->part, at * xs,
-                             src, n * xs, false);
-    else if (!st)
-        st = fp8_file_read(w->ctx, fp8_checkpoint_shard(f->src, it->xshard), it->x, at * xs, src,
-                           n * xs);
-    fp8_worker_end_turn(w);
-    if (st)
-        return st;
     for (uint64_t g = 0; it->bound && g < n / run; g++) {
         fp8_group_bound r;
         const unsigned char *x = src + g * run * xs;
         fp8_e2m1_bound_group_ref(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);
-        group_add(f, it, &r, x, codes + g * run / 2, scales[g], at + g * run, at / run + g);
+        group_add(a, it, &r, x, codes + g * run / 2, scales[g], at + g * run, at / run + g);
     }
     if (it->item == SIZE_MAX)
-        return FP8_OK;
+        return;
     /* quantize's band of the plan: the scheme's row, its second level */
     fp8_band b;
     uint64_t first, where;
     fp8_quant_plan_band(it->plan, it->item, 0, row0, nrows, 0, it->cols, &b, &first);
-    if (fp8_band_quantize(&b, src, q, sq, &where) != FP8_BAND_OK) {
-        __atomic_store_n(&f->impossible, true, __ATOMIC_RELAXED);
-        return FP8_OK;
-    }
-    if (memcmp(q, codes, n / 2) != 0 || memcmp(sq, scales, n / run) != 0)
-        __atomic_store_n(&it->differs, true, __ATOMIC_RELAXED);
-    return FP8_OK;
+    if (fp8_band_quantize(&b, src, q, sq, &where) != FP8_BAND_OK)
+        __atomic_store_n(&a->fp4_impossible, true, __ATOMIC_RELAXED);
+    else if (memcmp(q, codes, n / 2) != 0 || memcmp(sq, scales, n / run) != 0)
+        __atomic_store_n(&it->differs[0], true, __ATOMIC_RELAXED);
 }
 
-/* The packed weights' findings: against-scale, against-bound, against-clipped. */
-static fp8_status packed_report(fp8_ctx *ctx, vf4_against *f)
+/* A packed weight's findings: against-scale, against-bound, against-clipped. */
+static fp8_status packed_report(fp8_ctx *ctx, const against *f, const ag_item *it)
 {
     fp8_verify *v = f->v;
     fp8_status st = FP8_OK;
-    for (size_t i = 0; i < f->n && !st; i++) {
-        const vf4_item *it = &f->items[i];
-        if (!it->bound || !it->x)
-            continue;
-        uint64_t elems = it->rows * it->cols, run = it->w.l->scheme->run;
-        bool pow2 = it->rule.scheme->pow2_scales;
-        const char *d = pow2               ? "d = 2^(scale - 127)"
-                        : it->rule.divides ? "d = scale / global"
-                                           : "d = scale * weight_scale_2";
-        const char *serves = pow2 ? "largest / d in [3, 8)"
-                             : it->rule.divides
-                                 ? "within one E4M3 code of largest * global / 6"
-                                 : "within one E4M3 code of largest / (6 * weight_scale_2)";
-        if (it->bad_scales)
-            st = verify_add(ctx, v, FP8_SEV_ERROR, "against-scale",
-                            "%s: %s: %llu of %llu group scales of %s do not serve their group's "
-                            "largest element of %s (wanted: %s); first: group %llu (row %llu, columns "
-                            "%llu..%llu), largest |x| = %.9g, scale = %.9g",
-                            v->path, it->w.scale->name, (unsigned long long)it->bad_scales,
-                            (unsigned long long)(elems / run), it->t->name, f->src_path, serves,
-                            (unsigned long long)it->first_scale,
-                            (unsigned long long)(it->first_scale * run / it->cols),
-                            (unsigned long long)(it->first_scale * run % it->cols),
-                            (unsigned long long)(it->first_scale * run % it->cols + run - 1),
-                            it->first_m, it->first_s);
-        if (!st && it->bad)
-            st = verify_add(ctx, v, FP8_SEV_ERROR, "against-bound",
-                            "%s: %s: %llu of %llu elements are not the E2M1 value nearest x / d "
-                            "of %s (%s, their group's divisor); first at %llu (row %llu, column "
-                            "%llu): x = %.9g, x / d = %.9g, code %u = %g",
-                            v->path, it->t->name, (unsigned long long)it->bad,
-                            (unsigned long long)elems, f->src_path, d,
-                            (unsigned long long)it->first,
-                            (unsigned long long)(it->first / it->cols),
-                            (unsigned long long)(it->first % it->cols), it->first_x,
-                            it->first_x / it->first_d, it->first_code,
-                            (double)fp8_elem_get(it->rule.scheme->elem)->decode((uint8_t)it->first_code));
-        /* a scale that serves its group may still clip: E4M3's subnormal
-         * steps (2^-9) are coarse, so t rounded down leaves largest / d past
-         * 7; no fault of the checkpoint, said as a note */
-        if (!st && it->clipped)
-            st = verify_add(ctx, v, FP8_SEV_NOTE, "against-clipped",
-                            "%s: %s: %llu element%s of %s beyond 7 * d (%s) clipped to +-6 under "
-                            "group scales that serve their groups",
-                            v->path, it->t->name, (unsigned long long)it->clipped,
-                            it->clipped == 1 ? "" : "s", f->src_path, d);
-    }
+    if (!it->bound || !it->x)
+        return FP8_OK;
+    uint64_t elems = it->rows * it->cols, run = it->w.l->scheme->run;
+    bool pow2 = it->rule.scheme->pow2_scales;
+    const char *d = pow2               ? "d = 2^(scale - 127)"
+                    : it->rule.divides ? "d = scale / global"
+                                       : "d = scale * weight_scale_2";
+    const char *serves = pow2 ? "largest / d in [3, 8)"
+                         : it->rule.divides
+                             ? "within one E4M3 code of largest * global / 6"
+                             : "within one E4M3 code of largest / (6 * weight_scale_2)";
+    if (it->bad_scales)
+        st = verify_add(ctx, v, FP8_SEV_ERROR, "against-scale",
+                        "%s: %s: %llu of %llu group scales of %s do not serve their group's "
+                        "largest element of %s (wanted: %s); first: group %llu (row %llu, columns "
+                        "%llu..%llu), largest |x| = %.9g, scale = %.9g",
+                        v->path, it->w.scale->name, (unsigned long long)it->bad_scales,
+                        (unsigned long long)(elems / run), it->t->name, f->src_path, serves,
+                        (unsigned long long)it->first_scale,
+                        (unsigned long long)(it->first_scale * run / it->cols),
+                        (unsigned long long)(it->first_scale * run % it->cols),
+                        (unsigned long long)(it->first_scale * run % it->cols + run - 1),
+                        it->first_m, it->first_s);
+    if (!st && it->bad)
+        st = verify_add(ctx, v, FP8_SEV_ERROR, "against-bound",
+                        "%s: %s: %llu of %llu elements are not the E2M1 value nearest x / d "
+                        "of %s (%s, their group's divisor); first at %llu (row %llu, column "
+                        "%llu): x = %.9g, x / d = %.9g, code %u = %g",
+                        v->path, it->t->name, (unsigned long long)it->bad,
+                        (unsigned long long)elems, f->src_path, d,
+                        (unsigned long long)it->first,
+                        (unsigned long long)(it->first / it->cols),
+                        (unsigned long long)(it->first % it->cols), it->first_x,
+                        it->first_x / it->first_d, it->first_code,
+                        (double)fp8_elem_get(it->rule.scheme->elem)->decode((uint8_t)it->first_code));
+    /* a scale that serves its group may still clip: E4M3's subnormal
+     * steps (2^-9) are coarse, so t rounded down leaves largest / d past
+     * 7; no fault of the checkpoint, said as a note */
+    if (!st && it->clipped)
+        st = verify_add(ctx, v, FP8_SEV_NOTE, "against-clipped",
+                        "%s: %s: %llu element%s of %s beyond 7 * d (%s) clipped to +-6 under "
+                        "group scales that serve their groups",
+                        v->path, it->t->name, (unsigned long long)it->clipped,
+                        it->clipped == 1 ? "" : "s", f->src_path, d);
     return st;
-}
-
-/* A packed weight's band's lane: its codes', or the source's. */
-static size_t packed_lane(const vf4_against *f, const vf4_item *it, uint64_t row0, uint64_t *offset)
-{
-    uint64_t at = row0 * it->cols;
-    size_t lane = ck_lane(f->v->ck, it->shard, it->t, at / 2, 0, offset);
-    if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
-        lane = ck_lane(f->src, it->xshard, it->part ? it->part->fused : it->x,
-                       it->part ? 0 : at * (fp8_dtype_bits(it->x->dtype) / 8),
-                       fp8_checkpoint_shard_count(f->v->ck), offset);
-    return lane;
 }
 
 /*
@@ -439,38 +759,46 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     const fp8_verify *v = a->v;
     uint64_t x, row0, nrows;
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
-    if (it->layout_item) /* a packed weight's band */
-        return a->amax_pass || a->floor_pass
-                   ? FP8_OK
-                   : packed_band(a->f4, &a->f4->items[it->layout_item - 1], w, row0, nrows);
     if (a->amax_pass)
-        return it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
+        return !it->w.l && it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
     if (a->floor_pass && !it->compare)
         return FP8_OK;
     if (it->copy)
         return copy_one(a, w, it, row0, nrows);
     uint64_t n = nrows * it->cols, at = src_at(it, x, row0), sfirst = 0, scount = 0;
-    unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
+    unsigned xs = fp8_dtype_bits(it->x->dtype) / 8, per = 1, ssize = 1; /* codes a byte */
     unsigned char *src = w->buf[0], *raw = w->buf[2];
     uint8_t *codes = w->buf[1], *q = w->buf[1] + a->max_band;
     unsigned char *scales = raw + 4 * a->max_scales;
     float *sf = (float *)(void *)(raw + 8 * a->max_scales), *se = sf + a->max_scales;
     bool requant = it->item != SIZE_MAX;
     fp8_status st = FP8_OK;
-    if (it->own || requant)
+    if (it->w.l) { /* a packed weight: two codes a byte, a scale byte a run */
+        per = 2;
+        sfirst = at / it->w.l->scheme->run;
+        scount = n / it->w.l->scheme->run;
+    } else if (it->own || requant) {
         scale_span(v, it, x, row0, nrows, &sfirst, &scount);
-    if (it->own || it->compare) {
-        unsigned ssize = fp8_dtype_bits(it->s->dtype) / 8;
+        ssize = it->s ? fp8_dtype_bits(it->s->dtype) / 8 : 1;
+    }
+    if (it->w.l || it->own || it->compare) {
         st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->sshard), it->s,
                            sfirst * ssize, raw, scount * ssize);
         if (!st)
-            st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->shard), it->t, at, codes,
-                               n);
+            st = fp8_file_read(w->ctx, fp8_checkpoint_shard(v->ck, it->shard), it->t, at / per,
+                               codes, n / per);
     }
-    if (!st)
+    if (!st && it->part)
+        st = quant_part_read(w->ctx, fp8_checkpoint_shard(a->src, it->xshard), it->part, at * xs,
+                             src, n * xs, false);
+    else if (!st)
         st = fp8_file_read(w->ctx, fp8_checkpoint_shard(a->src, it->xshard), it->x, at * xs, src,
                            n * xs);
     fp8_worker_end_turn(w);
+    if (!st && it->w.l) {
+        packed_band(a, it, row0, nrows, src, codes, raw, q, scales);
+        return FP8_OK;
+    }
     if (!st && it->bound && !a->floor_pass)
         st = it->own ? bound_own(a, w, it, x, row0, nrows, src, codes, raw, sfirst, scount, sf, se)
                      : bound_dq(a, w, it, x, row0, nrows, src);
@@ -491,7 +819,7 @@ static uint64_t against_bytes(void *arg, size_t j)
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
     uint64_t n = nrows * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
-    if (it->layout_item) /* the source and the E2M1 codes */
+    if (it->w.l) /* the source and the E2M1 codes */
         return a->amax_pass || a->floor_pass ? 0 : n * xs + n / 2;
     if (a->amax_pass)
         return it->item != SIZE_MAX ? n * xs : 0;
@@ -502,21 +830,20 @@ static uint64_t against_bytes(void *arg, size_t j)
     return n * xs + (it->bound || it->compare ? n : 0);
 }
 
-/* In the lane of the weight's shard when compressed, else of the source's. */
+/* In the lane of the weight's shard when compressed, else of the source's
+ * (a packed weight's: its codes'). */
 static size_t against_lane(void *arg, size_t j, uint64_t *offset)
 {
     const against *a = arg;
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
-    if (it->layout_item)
-        return packed_lane(a->f4, &a->f4->items[it->layout_item - 1], row0, offset);
     uint64_t at = src_at(it, x, row0), xs = it->copy ? 1 : fp8_dtype_bits(it->x->dtype) / 8;
     size_t lane = FP8_NO_LANE;
-    if (!a->amax_pass && (it->bound || it->compare || it->copy))
-        lane = ck_lane(a->v->ck, it->shard, it->t, at, 0, offset);
-    if (lane == FP8_NO_LANE)
-        lane = ck_lane(a->src, it->xshard, it->x, at * xs, fp8_checkpoint_shard_count(a->v->ck),
-                       offset);
+    if (it->w.l || (!a->amax_pass && (it->bound || it->compare || it->copy)))
+        lane = ck_lane(a->v->ck, it->shard, it->t, it->w.l ? at / 2 : at, 0, offset);
+    if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
+        lane = ck_lane(a->src, it->xshard, it->part ? it->part->fused : it->x,
+                       it->part ? 0 : at * xs, fp8_checkpoint_shard_count(a->v->ck), offset);
     return lane;
 }
 
@@ -560,15 +887,7 @@ static fp8_status against_plan(fp8_ctx *ctx, const fp8_verify *v, const char *sr
      * default keep rules say (a norm quantized with --no-default-ignore:
      * fuzz_dir, 2026-11-24); the plan is only looked up for those */
     o.no_default_ignore = true;
-    fp8_ctx *qctx = fp8_ctx_create();
-    fp8_status st = qctx ? fp8_quant_plan_create(qctx, src_path, &o, plan) : FP8_ERR_NOMEM;
-    if (st == FP8_ERR_IO || st == FP8_ERR_NOMEM)
-        st = fp8_fail(ctx, st, "--against %s: %s", src_path,
-                      qctx ? fp8_ctx_message(qctx) : "out of memory");
-    else
-        st = FP8_OK;
-    fp8_ctx_free(qctx);
-    return st;
+    return plan_make(ctx, src_path, &o, NULL, NULL, false, plan);
 }
 
 static uint64_t scale_bytes(fp8_dtype dt, int rank, const uint64_t *shape)
@@ -577,6 +896,22 @@ static uint64_t scale_bytes(fp8_dtype dt, int rank, const uint64_t *shape)
     for (int d = 0; d < rank; d++)
         n *= shape[d];
     return n;
+}
+
+/* An item's jobs, none unless `any`: bands of whole rows (of whole blocks of
+ * `align` rows) of about BAND_ELEMS elements; and the buffers its band
+ * needs, of source elements of xs bytes.  Returns the band's rows. */
+static uint64_t item_jobs(against *a, ag_item *it, bool any, uint64_t align, unsigned xs)
+{
+    it->band = it->cols && BAND_ELEMS(a->v) / it->cols ? BAND_ELEMS(a->v) / it->cols : 1;
+    it->band = it->band < align ? align : it->band / align * align;
+    it->first_job = a->njobs;
+    a->njobs += any ? it->experts * fp8_ceil_div(it->rows, it->band) : 0;
+    uint64_t band = it->band < it->rows ? it->band : it->rows, n = band * it->cols;
+    a->max_band = n > a->max_band ? n : a->max_band;
+    a->max_src = n * xs > a->max_src ? n * xs : a->max_src;
+    a->max_cols = it->cols > a->max_cols ? it->cols : a->max_cols;
+    return band;
 }
 
 /* What an item does, and its jobs' geometry. */
@@ -618,19 +953,12 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
                       fp8_tensor_nbytes(s) ==
                           scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
     }
-    it->band = it->cols && BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
-    if (fp8_scheme_has_block(v->scheme)) /* whole block rows */
-        it->band = it->band < v->block_rows ? v->block_rows : it->band / v->block_rows * v->block_rows;
-    it->first_job = a->njobs;
-    if (x->elements)
-        a->njobs += it->experts * fp8_ceil_div(it->rows, it->band);
-    uint64_t band = it->band < it->rows ? it->band : it->rows, first, count;
-    scale_span(v, it, 0, 0, band, &first, &count);
-    uint64_t src = band * it->cols * (fp8_dtype_bits(x->dtype) / 8);
-    a->max_band = band * it->cols > a->max_band ? band * it->cols : a->max_band;
-    a->max_src = src > a->max_src ? src : a->max_src;
+    uint64_t first, count;
+    scale_span(v, it, 0, 0,
+               item_jobs(a, it, x->elements, fp8_scheme_has_block(v->scheme) ? v->block_rows : 1,
+                         fp8_dtype_bits(x->dtype) / 8),
+               &first, &count);
     a->max_scales = count > a->max_scales ? count : a->max_scales;
-    a->max_cols = it->cols > a->max_cols ? it->cols : a->max_cols;
     if (item != SIZE_MAX) {
         it->at = a->nmatrices;
         a->nmatrices += it->experts;
@@ -646,10 +974,27 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     fp8_verify *v = a->v;
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
     size_t np = a->plan ? fp8_quant_plan_count(a->plan) : 0;
-    a->items = fp8_xcalloc(3 * nt + np + 1, sizeof *a->items);
+    size_t nf = a->npacked, cap = nf + 3 * nt + np + 1;
+    ag_item *items = realloc(a->items, cap * sizeof *items);
     a->by_tensor = fp8_xcalloc(nt + 1, sizeof *a->by_tensor);
-    if (!a->items || !a->by_tensor)
+    if (items) {
+        a->items = items;
+        memset(items + nf, 0, (cap - nf) * sizeof *items);
+    }
+    if (!items || !a->by_tensor)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (a->n = 0; a->n < nf; a->n++) { /* packed weights */
+        ag_item *it = &a->items[a->n];
+        it->first_job = a->njobs;
+        if (!it->x || !(it->bound || it->item != SIZE_MAX) || !it->rows || !it->cols)
+            continue;
+        it->name = it->t->name;
+        it->s = it->w.scale;
+        it->sshard = it->w.scale_shard;
+        it->experts = 1;
+        uint64_t n = item_jobs(a, it, true, 1, fp8_dtype_bits(it->x->dtype) / 8) * it->cols;
+        a->max_scales = n / 16 + 1 > a->max_scales ? n / 16 + 1 : a->max_scales;
+    }
     for (size_t i = 0; i < nt; i++) {
         ag_item *it = &a->items[a->n];
         a->by_tensor[i] = SIZE_MAX;
@@ -657,7 +1002,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->x = fp8_checkpoint_find(a->src, it->t->name, &it->xshard);
         size_t item = it->x ? quant_plan_find(a->plan, it->t->name) : SIZE_MAX;
         if (!verify_is_fp8(it->t->dtype) || !it->x || (!bound[i] && item == SIZE_MAX) ||
-            verify_fp4_against_owns(a->f4, it->t->name, false))
+            packed_owns(a, it->t->name, false))
             continue;
         it->name = it->t->name;
         against_item(a, it, bound[i], item);
@@ -667,37 +1012,12 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         const fp8_quant_item *qi = fp8_quant_plan_item(a->plan, k);
         const fp8_tensor_info *t = fp8_checkpoint_find(v->ck, qi->tensor->name, NULL);
         if (!qi->quantize || (t && verify_is_fp8(t->dtype)) ||
-            verify_fp4_against_owns(a->f4, qi->tensor->name, true))
+            packed_owns(a, qi->tensor->name, true))
             continue;
         ag_item *it = &a->items[a->n++];
         it->name = qi->tensor->name;
         it->x = fp8_checkpoint_find(a->src, it->name, &it->xshard);
         against_item(a, it, false, k);
-    }
-    for (size_t i = 0; a->f4 && i < a->f4->n; i++) { /* packed weights */
-        const vf4_item *p = &a->f4->items[i];
-        ag_item *it = &a->items[a->n];
-        if (!p->x || !(p->bound || p->item != SIZE_MAX) || !p->rows || !p->cols)
-            continue;
-        it->t = p->t;
-        it->shard = p->shard;
-        it->x = p->x;
-        it->xshard = p->xshard;
-        it->rows = p->rows;
-        it->cols = p->cols;
-        it->name = it->t->name;
-        it->layout_item = i + 1;
-        it->item = SIZE_MAX;
-        it->experts = 1;
-        it->band = BAND_ELEMS(v) / it->cols ? BAND_ELEMS(v) / it->cols : 1;
-        it->first_job = a->njobs;
-        a->njobs += fp8_ceil_div(it->rows, it->band);
-        uint64_t n = (it->band < it->rows ? it->band : it->rows) * it->cols;
-        uint64_t src = n * (fp8_dtype_bits(it->x->dtype) / 8);
-        a->max_band = n > a->max_band ? n : a->max_band;
-        a->max_src = src > a->max_src ? src : a->max_src;
-        a->max_scales = n / 16 + 1 > a->max_scales ? n / 16 + 1 : a->max_scales;
-        a->n++;
     }
     for (size_t i = 0; i < nt; i++) { /* kept tensors, a band of bytes at a time */
         if (!copy[i])
@@ -710,12 +1030,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->copy = true;
         it->experts = it->cols = 1;
         it->rows = fp8_tensor_nbytes(it->t);
-        it->band = BAND_ELEMS(v);
-        it->first_job = a->njobs;
-        a->njobs += fp8_ceil_div(it->rows, it->band);
-        uint64_t band = it->band < it->rows ? it->band : it->rows;
-        a->max_band = band > a->max_band ? band : a->max_band;
-        a->max_src = band > a->max_src ? band : a->max_src;
+        item_jobs(a, it, true, 1, 1);
     }
     a->amax = fp8_xcalloc(a->nmatrices + 1, sizeof *a->amax);
     a->scale = fp8_xcalloc(a->nmatrices + 1, sizeof *a->scale);
@@ -730,7 +1045,7 @@ static void against_tensor_scales(against *a)
 {
     for (size_t i = 0; i < a->n; i++) {
         const ag_item *it = &a->items[i];
-        for (uint64_t x = 0; it->item != SIZE_MAX && x < it->experts; x++) {
+        for (uint64_t x = 0; !it->w.l && it->item != SIZE_MAX && x < it->experts; x++) {
             fp8_band b;
             uint64_t first;
             fp8_quant_plan_band(a->plan, it->item, x, 0, 1, 0, it->cols, &b, &first);
@@ -755,13 +1070,13 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
     v->first_unreproduced = NULL;
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(v->ck); i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        int packed = verify_fp4_against_reproduced(a->f4, t->name);
+        const ag_item *p = bsearch(t->name, a->items, a->npacked, sizeof *p, cmp_item);
         bool ok;
-        if (packed >= 0) {
+        if (p && p->requant) {
             fp4++;
-            ok = packed;
+            ok = p->item != SIZE_MAX && !p->differs[0];
         } else if (verify_is_fp8(t->dtype) &&
-                   !verify_fp4_against_owns(a->f4, t->name, false)) {
+                   !packed_owns(a, t->name, false)) {
             const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
             fp8++;
             ok = it && it->compare && !it->differs[k];
@@ -773,7 +1088,7 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
         first = !ok && !first ? t->name : first;
     }
     bool fp8_possible = a->plan && !a->impossible;
-    if (((fp8 || !fp4) && !fp8_possible) || (fp4 && !verify_fp4_against_possible(a->f4)))
+    if (((fp8 || !fp4) && !fp8_possible) || (fp4 && a->fp4_impossible))
         return FP8_OK;
     if (first && !(v->first_unreproduced = fp8_strdup(first)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -792,14 +1107,14 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     if (st)
         return st;
     /* the packed FP4 weights (SRC holds their logical weights), which the
-     * loops below leave to verify_against_set.c; a packed tensor SRC holds as
-     * it is (gpt-oss _blocks kept by quantize) is a kept tensor here */
-    vf4_against *f4 = NULL;
-    if ((st = verify_fp4_against_open(ctx, v, src, src_path, &f4))) {
+     * FP8 loops below leave alone; a packed tensor SRC holds as it is
+     * (gpt-oss _blocks kept by quantize) is a kept tensor here */
+    against a = { .v = v, .src = src, .src_path = src_path };
+    if ((st = packed_open(ctx, &a))) {
+        packed_free(&a);
         fp8_checkpoint_close(src);
         return st;
     }
-    against a = { .v = v, .f4 = f4 };
     pthread_mutex_init(&a.lock, NULL);
     fp8_ctx *wctx = fp8_ctx_create();
     bool can_dequantize = wctx && !dq_weights_open(wctx, v->ck,
@@ -818,7 +1133,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
         if (role == DQ_DROP || (!verify_is_fp8(t->dtype) && (fp8_has_suffix(t->name, "_scale") ||
                                                                   fp8_has_suffix(t->name, "_scale_inv"))) ||
-            verify_fp4_against_owns(f4, t->name, false))
+            packed_owns(&a, t->name, false))
             continue;
         const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, NULL);
         if (!x)
@@ -838,11 +1153,10 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     }
     for (size_t i = 0; i < fp8_checkpoint_tensor_count(src) && !st; i++) {
         const fp8_tensor_info *x = fp8_checkpoint_tensor(src, i, NULL);
-        if (!fp8_checkpoint_find(v->ck, x->name, NULL) && !verify_fp4_against_owns(f4, x->name, true))
+        if (!fp8_checkpoint_find(v->ck, x->name, NULL) && !packed_owns(&a, x->name, true))
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s of %s is missing", v->path,
                      x->name, src_path);
     }
-    a.src = src;
     a.w = w;
     /* a declared FP4 scheme's plan is the FP4 pass's, by layout */
     bool fp8_plan = can_dequantize && v->format != FP8_FORMAT_DEFAULT &&
@@ -850,7 +1164,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
-        st = verify_fp4_against_plan(ctx, f4, threads, cancel);
+        st = packed_plans(ctx, &a, threads, cancel);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
     if (!st && a.plan && fp8_scheme_get(v->scheme)->fixed) { /* pass 1: amax of each matrix */
@@ -864,6 +1178,10 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         st = against_run(ctx, &a, threads, cancel, src_path);
     for (size_t i = 0; i < a.n && !st; i++) {
         const ag_item *it = &a.items[i];
+        if (it->w.l) {
+            st = packed_report(ctx, &a, it);
+            continue;
+        }
         if (it->copy && it->differs[0])
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-copy",
                      "%s: %s: not quantized, yet its bytes differ from %s's", v->path, it->name,
@@ -880,10 +1198,8 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                      "%s: %s: %llu elements of %s exceed 464 * scale and were clipped to +-448",
                      v->path, it->name, (unsigned long long)it->clipped, src_path);
     }
-    if (!st)
-        st = packed_report(ctx, f4);
     if (!st && ((can_dequantize && v->format != FP8_FORMAT_DEFAULT) ||
-                verify_fp4_against_requantized(f4)))
+                a.nrequant))
         st = against_reproduced(ctx, v, &a);
     /* MX scales round up (rceil) by default; try floor when that misses */
     if (!st && a.plan && v->reproduced >= 0 && v->reproduced < v->requantized &&
@@ -895,14 +1211,13 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
 out:
     free(bound);
     free(copy);
-    free(a.items);
     free(a.by_tensor);
     free(a.amax);
     free(a.scale);
     free(a.scale_bits);
     pthread_mutex_destroy(&a.lock);
     fp8_quant_plan_free(a.plan);
-    verify_fp4_against_free(f4);
+    packed_free(&a);
     dq_weights_free(w);
     fp8_checkpoint_close(src);
     return st;

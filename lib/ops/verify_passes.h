@@ -3,9 +3,9 @@
  * of its own so that the passes sit below verify.c.  verify.c (the config and
  * parallelism passes, the API) calls the passes: verify_rules.c (structure,
  * loader rules, packed-FP4 weights), verify_kv.c (KV-cache scales),
- * verify_values.c (the values), verify_against.c and verify_against_set.c
- * (--against); each pass calls only verify_findings.c below it (the
- * findings, and the scale lookups every pass makes).
+ * verify_values.c (the values), verify_against.c (--against); each pass
+ * calls only verify_findings.c below it (the findings, and the scale
+ * lookups every pass makes).
  */
 #ifndef FP8_VERIFY_PASSES_H
 #define FP8_VERIFY_PASSES_H
@@ -112,70 +112,4 @@ fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v); /* verify_kv.c */
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads);
 fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
                                 const volatile sig_atomic_t *cancel);
-
-/* ---------------------------------------------------------------- --against, packed weights
- * (verify_against_set.c: which, their sources and plans; verify_against.c: their
- * bands and findings; fp8conv-formats(5), ERROR BOUND) */
-
-typedef struct {
-    const fp8_tensor_info *t; /* the packed weight in v->ck */
-    size_t shard;
-    fp4_weight w;             /* its layout, scale and geometry; w.l NULL: malformed */
-    const fp8_tensor_info *x; /* its source in SRC (w.out_name); NULL: none usable */
-    size_t xshard;
-    quant_part *part;         /* x is one expert's weight of SRC's fused experts */
-    bool bound;               /* its values are checked against x */
-    bool requant;             /* it is in the re-quantized count */
-    size_t item;              /* its plan item; SIZE_MAX when the plan does not quantize it */
-    const fp8_quant_plan *plan; /* the plan of its scheme, when it re-quantizes it */
-    fp8_group_rule rule;
-    uint64_t rows, cols;
-    /* found, over its jobs (atomic, or under the lock) */
-    uint64_t bad, clipped, bad_scales, first, first_scale;
-    double first_x, first_d, first_m, first_s;
-    unsigned first_code;
-    bool differs;
-} vf4_item;
-
-#define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
-
-typedef struct vf4_against {
-    fp8_verify *v;
-    fp8_checkpoint *src;
-    const char *src_path;
-    cJSON *src_config;        /* SRC's config.json; NULL when none */
-    vf4_item *items; /* in v->ck's order (by name) */
-    size_t n;
-    const char **ck_owned, **src_owned; /* sorted */
-    size_t nck, nsrc;
-    /* a plan per FP4 scheme re-quantized (nplans of them, in the order of
-     * the schemes); NULL: refused */
-    fp8_quant_plan *plans[FP4_PLANS];
-    fp8_scheme plan_scheme[FP4_PLANS];
-    int nplans;
-    bool impossible; /* quantize refuses SRC, or a row of it */
-    pthread_mutex_t lock;
-} vf4_against;
-
-/* The packed weights of v->ck that SRC does not hold as they are, each
- * with its logical weight in SRC (an against-set finding where there is
- * none; a note for the layouts quantize does not write).  `src` is
- * borrowed. */
-fp8_status verify_fp4_against_open(fp8_ctx *ctx, fp8_verify *v, fp8_checkpoint *src,
-                                   const char *src_path, vf4_against **out);
-void verify_fp4_against_free(vf4_against *f);
-/* Whether tensor `name` of v->ck (src_side false: a packed weight, its
- * scales) or of SRC (true: a packed weight's logical weight) is this
- * pass's, not the FP8 pass's; false for a NULL f. */
-bool verify_fp4_against_owns(const vf4_against *f, const char *name, bool src_side);
-/* Quantize's plans for the weights it re-quantizes (before the jobs). */
-fp8_status verify_fp4_against_plan(fp8_ctx *ctx, vf4_against *f, int threads,
-                                   const volatile sig_atomic_t *cancel);
-/* The packed weights it counts as re-quantized; whether re-quantizing was
- * possible (quantize takes SRC); and for packed weight `name`, -1 when it
- * is not one of them, else whether SRC reproduced it byte for byte. */
-size_t verify_fp4_against_requantized(const vf4_against *f);
-bool verify_fp4_against_possible(const vf4_against *f);
-int verify_fp4_against_reproduced(const vf4_against *f, const char *name);
-
 #endif

@@ -16,6 +16,7 @@
 #include "ops/verify_passes.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
+#include "ops/dequantize.h"
 
 /* ---------------------------------------------------------------- structure */
 
@@ -287,14 +288,8 @@ static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s
         st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, off, buf, len);
         unsigned sz = is_nan ? 1 : fp8_dtype_bits(s->dtype) / 8;
         for (uint64_t k = 0; !st && k + sz <= len && *at == UINT64_MAX; k += sz) {
-            float f = 0;
-            if (!is_nan)
-                f = sz == 4   ? fp8_f32_from_bits((uint32_t)buf[k] | (uint32_t)buf[k + 1] << 8 |
-                                                  (uint32_t)buf[k + 2] << 16 |
-                                                  (uint32_t)buf[k + 3] << 24)
-                    : s->dtype == FP8_DTYPE_BF16 ? fp8_bf16_to_f32((uint16_t)(buf[k] | buf[k + 1] << 8))
-                                                 : fp8_f16_to_f32((uint16_t)(buf[k] | buf[k + 1] << 8));
-            if (is_nan ? is_nan(buf[k]) : !(f > 0 && f <= 3.4028234663852886e38f))
+            float f;
+            if (is_nan ? is_nan(buf[k]) : !dq_scale_value(s->dtype, buf + k, 0, &f))
                 *at = off + k;
         }
     }
@@ -304,13 +299,11 @@ static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s
 
 /* INT4's weight_shape, I64 [2] = [rows, cols] (fp4_weight_find's rule and
  * message): an error "weight-shape" where it is missing or disagrees. */
-static fp8_status check_shape(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
-                              const fp8_tensor_info *t, const char *file)
+static fp8_status check_shape(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t,
+                              size_t shard)
 {
     fp8_ctx *wctx = fp8_ctx_create();
     fp4_weight w;
-    size_t shard = 0;
-    fp8_checkpoint_find(v->ck, t->name, &shard);
     fp8_status found = wctx ? fp4_weight_find(wctx, v->ck, t, shard, "checked", &w)
                             : FP8_ERR_NOMEM;
     fp8_status st = found == FP8_ERR_NOMEM ? fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory")
@@ -466,7 +459,7 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
     if (!st && l->global_suffix && !(st = check_global(ctx, v, l, t, file)))
         st = check_fused_global(ctx, v, l, t, file);
     if (!st && l->shape_suffix && dtype_ok && shape_ok) /* INT4's weight_shape: fp4_weight_find's rule */
-        st = check_shape(ctx, v, l, t, file);
+        st = check_shape(ctx, v, t, shard);
     return st;
 }
 
@@ -625,17 +618,14 @@ static fp8_status check_packed(fp8_ctx *ctx, fp8_verify *v)
         }
         /* an I8 expert weight is packed FP4 in the family that says so, or
          * when its scale is there; else an int8 checkpoint's, not ours */
-        if (!l->by_name && l != v->family && !fp8_checkpoint_find(v->ck, sname, NULL)) {
-            free(sname);
-            free(oname);
-            continue;
+        if (l->by_name || l == v->family || fp8_checkpoint_find(v->ck, sname, NULL)) {
+            st = check_one(ctx, v, l, t, shard, sname);
+            size_t id = (size_t)(l - fp4_layout_get(FP4_LAYOUT_GPT_OSS)); /* the table's row */
+            if (!count[id]++)
+                first[id] = t, first_shard[id] = shard;
+            if (fmt_is_expert(t->name) && !experts[id]++)
+                expert[id] = t, expert_shard[id] = shard;
         }
-        st = check_one(ctx, v, l, t, shard, sname);
-        size_t id = (size_t)(l - fp4_layout_get(FP4_LAYOUT_GPT_OSS)); /* the table's row */
-        if (!count[id]++)
-            first[id] = t, first_shard[id] = shard;
-        if (fmt_is_expert(t->name) && !experts[id]++)
-            expert[id] = t, expert_shard[id] = shard;
         free(sname);
         free(oname);
     }

@@ -11,6 +11,7 @@
 #include "ops/verify_passes.h"
 #include "io/checkpoint.h"
 #include "compute/quant_cpu.h"
+#include "ops/dequantize.h"
 
 /* ---------------------------------------------------------------- values */
 
@@ -94,13 +95,8 @@ static fp8_status find_overflow(fp8_ctx *ctx, const fp8_verify *v, const fp8_ten
     for (uint64_t g = 0; !st && g < ngroups; g++) {
         if (!most[g])
             continue;
-        float sc;
-        switch (s->dtype) {
-        case FP8_DTYPE_U8: sc = raw[g] == 0xFF ? 0 : fp8_pow2(raw[g] - 127); break;
-        case FP8_DTYPE_F32: memcpy(&sc, raw + 4 * g, 4); break;
-        case FP8_DTYPE_BF16: sc = fp8_bf16_to_f32((uint16_t)(raw[2 * g] | raw[2 * g + 1] << 8)); break;
-        default: sc = fp8_f16_to_f32((uint16_t)(raw[2 * g] | raw[2 * g + 1] << 8)); break;
-        }
+        float sc = 0; /* E8M0's NaN: none */
+        dq_scale_value(s->dtype, raw, g, &sc);
         float y = fp8_e4m3_to_f32(most[g]) * sc;
         uint32_t mag = fp8_f32_bits(y) & 0x7FFFFFFF;
         /* bf16 rounds to nearest even: from 0x7F7F8000 up it is inf */
@@ -170,20 +166,11 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         for (size_t i = 0; i < len; i += esize) {
             uint64_t idx = (off + i) / esize;
             float s;
-            if (t->dtype == FP8_DTYPE_U8) { /* E8M0: 0xFF is its NaN */
-                if (p[i] == 0xFF && bad == UINT64_MAX)
-                    bad = idx;
-                continue;
-            }
-            uint32_t u = esize == 4 ? (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 |
-                                          (uint32_t)p[i + 2] << 16 | (uint32_t)p[i + 3] << 24
-                                    : 0;
-            uint16_t h = (uint16_t)(p[i] | p[i + 1] << 8);
-            s = t->dtype == FP8_DTYPE_F32    ? fp8_f32_from_bits(u)
-                : t->dtype == FP8_DTYPE_BF16 ? fp8_bf16_to_f32(h)
-                                             : fp8_f16_to_f32(h);
-            if (!(s > 0 && s <= 3.4028234663852886e38f) && bad == UINT64_MAX)
+            if (!dq_scale_value(t->dtype, p + i, 0, &s) && bad == UINT64_MAX)
                 bad = idx;
+            if (t->dtype == FP8_DTYPE_U8) /* E8M0 */
+                continue;
+            uint32_t u = fp8_f32_bits(s); /* an F32's bits (the claim is of F32 only) */
             /* a power of two: a normal with no fraction bits, or a subnormal with one bit */
             uint32_t exp = (u >> 23) & 0xFF, frac = u & 0x7FFFFF;
             bool pow2 = exp ? frac == 0 : (frac & (frac - 1)) == 0;
