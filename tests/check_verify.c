@@ -1164,6 +1164,51 @@ static void overwrite_tensor(const char *path, const char *name, int byte, size_
     ck_assert(fclose(fp) == 0);
 }
 
+/* verify --against of quantize's INT4 output (group 32, not the scheme's default 128): every
+ * packed weight re-quantizes byte for byte, with no finding (INT4 has no per-element bound:
+ * GPTQ and AWQ choose other codes on purpose); a changed code is the first weight that does
+ * not. Before the fix it read one scale byte a 128-run and called E2M1's bound (a crash). */
+START_TEST(test_int4_against_its_source)
+{
+    char *dir = tu_tmpdir(), *out, *text, *args, shard[600];
+    const char *w = "model.layers.1.mlp.experts.0.down_proj.weight_packed";
+    ck_assert(asprintf(&out, "%s/int4", dir) > 0);
+    ck_assert_int_eq(tu_run_fmt(NULL, "quantize -q --scheme int4 --group 32 "
+                                      "testdata/deepseek-moe-tiny '%s'", out), 0);
+    ck_assert(asprintf(&args, "verify --against testdata/deepseek-moe-tiny '%s'", out) > 0);
+    int all = 0, same = -1;
+    for (int pass = 0; pass < 2; pass++) {
+        ck_assert_int_eq(tu_run(args, &text, NULL), 0);
+        const char *r = strstr(text, "reproduces ");
+        int n, k;
+        ck_assert_msg(r && sscanf(r, "reproduces %d of %d", &k, &n) == 2, "%s", text);
+        ck_assert_msg(strstr(text, "0 errors, 0 warnings"), "%s", text);
+        if (pass == 0) {
+            all = n;
+            ck_assert_msg(k == n && n > 0, "%s", text);
+            fp8_ctx *ctx = fp8_ctx_create();
+            fp8_checkpoint *ck;
+            size_t s;
+            ck_assert(fp8_checkpoint_open(ctx, out, &ck) == FP8_OK);
+            ck_assert(fp8_checkpoint_find(ck, w, &s) != NULL);
+            snprintf(shard, sizeof shard, "%s/%s", out, fp8_checkpoint_shard_name(ck, s));
+            fp8_checkpoint_close(ck);
+            fp8_ctx_free(ctx);
+            overwrite_tensor(shard, w, 0x88, 4); /* eight codes of 0 become 0x88's */
+        } else {
+            same = k;
+            ck_assert_int_eq(n, all);
+            ck_assert_msg(strstr(r, w), "%s", text);
+        }
+        free(text);
+    }
+    ck_assert_int_eq(same, all - 1);
+    free(args);
+    free(out);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_rounded_scales_pass_the_strictest_check)
 {
     /* compressed-tensors stores channel scales rounded to nearest bf16/f16,
@@ -1570,6 +1615,7 @@ int main(void)
     tcase_add_test(tc, test_tp_reads_text_config);
     tcase_add_test(tc, test_modelopt_side_file_declares_the_layout);
     tcase_add_test(tc, test_mxfp8_row_not_whole_runs);
+    tcase_add_test(tc, test_int4_against_its_source);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -109,6 +109,13 @@ typedef struct {
 void fp8_e2m1_bound_group_ref(const fp8_group_rule *r, fp8_dtype dt, const void *x,
                                const uint8_t *packed, uint32_t n, uint8_t scale,
                                fp8_group_bound *out);
+/* Whether a packed scheme's codes have that bound: E2M1's.  INT4 has none:
+ * GPTQ and AWQ, which write most INT4 releases, choose codes other than the
+ * nearest on purpose, so only re-quantizing judges them. */
+static inline bool fp8_scheme_has_group_bound(const fp8_scheme_traits *t)
+{
+    return t->elem == FP8_ELEM_E2M1;
+}
 /* Its divisor d under scale byte `scale` (not NaN). */
 double fp8_group_divisor(const fp8_group_rule *r, uint8_t scale);
 

@@ -217,11 +217,13 @@ static fp8_status collect_one(fp8_ctx *ctx, against *f, const fp8_tensor_info *t
     const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, sname, NULL);
     if (!st && s)
         st = own(ctx, &f->ck_owned, &f->nck, ckcap, s->name);
-    if (!st && l->global_suffix) { /* NVFP4's second level, found or not */
+    /* NVFP4's second level, INT4's shape: found or not */
+    const char *side[] = { l->global_suffix, l->shape_suffix };
+    for (int k = 0; k < 2 && !st; k++) {
         char name[1024];
         snprintf(name, sizeof name, "%.*s%s",
-                 (int)(strlen(t->name) - strlen(l->weight_suffix)), t->name, l->global_suffix);
-        const fp8_tensor_info *g = fp8_checkpoint_find(v->ck, name, NULL);
+                 (int)(strlen(t->name) - strlen(l->weight_suffix)), t->name, side[k] ? side[k] : "");
+        const fp8_tensor_info *g = side[k] ? fp8_checkpoint_find(v->ck, name, NULL) : NULL;
         if (g)
             st = own(ctx, &f->ck_owned, &f->nck, ckcap, g->name);
     }
@@ -238,7 +240,7 @@ static fp8_status collect_one(fp8_ctx *ctx, against *f, const fp8_tensor_info *t
     it->cols = it->w.cols;
     /* gpt-oss stores its experts transposed ([E, cols, rows] unpacked):
      * left out of the bound, with a note */
-    it->bound = l->weight_rank == 2 && !l->transpose;
+    it->bound = l->weight_rank == 2 && !l->transpose && fp8_scheme_has_group_bound(l->scheme);
     it->rule = (fp8_group_rule){ .scheme = l->scheme, .divides = l->global_divides,
                            .second = it->w.second ? it->w.global : 1 };
     for (int k = 0; it->requant && k <= f->nplans; k++) { /* its scheme's plan, in order */
@@ -385,8 +387,11 @@ static fp8_status packed_plans(fp8_ctx *ctx, against *f, int threads,
         o.cancel = cancel;
         wanted_by w = { fp8_xcalloc(f->npacked + 1, sizeof *w.names), 0 };
         for (size_t i = 0; w.names && i < f->npacked; i++)
-            if (f->items[i].requant && f->items[i].x && plan_of(f, &f->items[i]) == k)
+            if (f->items[i].requant && f->items[i].x && plan_of(f, &f->items[i]) == k) {
                 w.names[w.n++] = f->items[i].x->name;
+                if (fp8_scheme_get(o.scheme)->run_alt) /* the group the checkpoint chose (INT4) */
+                    o.block_cols = f->items[i].w.run;
+            }
         if (w.names)
             qsort(w.names, w.n, sizeof *w.names, cmp_name);
         fp8_status st = w.names ? plan_make(ctx, f->src_path, &o, wanted, &w, true, &f->plans[k])
@@ -647,7 +652,7 @@ static void group_add(against *a, ag_item *it, const fp8_group_bound *r, const v
         __atomic_add_fetch(&it->bad_scales, 1, __ATOMIC_RELAXED);
     if (!r->bad && !r->bad_scale)
         return;
-    uint32_t run = it->w.l->scheme->run;
+    uint32_t run = it->w.run;
     double m = 0, s = fp8_elem_get(it->rule.scheme->scale_elem[0])->decode(scale);
     double d = fp8_group_divisor(&it->rule, scale);
     for (uint32_t i = 0; i < run; i++) {
@@ -675,7 +680,7 @@ static void packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
                         const unsigned char *src, const uint8_t *codes, const uint8_t *scales,
                         uint8_t *q, uint8_t *sq)
 {
-    uint32_t run = it->w.l->scheme->run;
+    uint32_t run = it->w.run;
     uint64_t n = nrows * it->cols, at = row0 * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t g = 0; it->bound && g < n / run; g++) {
         fp8_group_bound r;
@@ -691,7 +696,8 @@ static void packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
     fp8_quant_plan_band(it->plan, it->item, 0, row0, nrows, 0, it->cols, &b, &first);
     if (fp8_band_quantize(&b, src, q, sq, &where) != FP8_BAND_OK)
         __atomic_store_n(&a->fp4_impossible, true, __ATOMIC_RELAXED);
-    else if (memcmp(q, codes, n / 2) != 0 || memcmp(sq, scales, n / run) != 0)
+    else if (memcmp(q, codes, n / 2) != 0 ||
+             memcmp(sq, scales, n / run * (fp8_dtype_bits(it->s->dtype) / 8)) != 0)
         __atomic_store_n(&it->differs[0], true, __ATOMIC_RELAXED);
 }
 
@@ -702,7 +708,7 @@ static fp8_status packed_report(fp8_ctx *ctx, const against *f, const ag_item *i
     fp8_status st = FP8_OK;
     if (!it->bound || !it->x)
         return FP8_OK;
-    uint64_t elems = it->rows * it->cols, run = it->w.l->scheme->run;
+    uint64_t elems = it->rows * it->cols, run = it->w.run;
     bool pow2 = it->rule.scheme->pow2_scales;
     const char *d = pow2               ? "d = 2^(scale - 127)"
                     : it->rule.divides ? "d = scale / global"
@@ -773,10 +779,11 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     float *sf = (float *)(void *)(raw + 8 * a->max_scales), *se = sf + a->max_scales;
     bool requant = it->item != SIZE_MAX;
     fp8_status st = FP8_OK;
-    if (it->w.l) { /* a packed weight: two codes a byte, a scale byte a run */
+    if (it->w.l) { /* a packed weight: two codes a byte, a scale a run */
         per = 2;
-        sfirst = at / it->w.l->scheme->run;
-        scount = n / it->w.l->scheme->run;
+        sfirst = at / it->w.run;
+        scount = n / it->w.run;
+        ssize = fp8_dtype_bits(it->s->dtype) / 8;
     } else if (it->own || requant) {
         scale_span(v, it, x, row0, nrows, &sfirst, &scount);
         ssize = it->s ? fp8_dtype_bits(it->s->dtype) / 8 : 1;
