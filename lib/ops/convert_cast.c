@@ -12,7 +12,6 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/fp8_math.h"
 #include "io/checkpoint.h"
@@ -178,15 +177,11 @@ static const fp4_cast *weights_cast(const cast_plan *p)
 fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
                             const fp8_convert_options *opts, cast_plan **out)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cast_plan *p = calloc(1, sizeof *p);
     *out = NULL;
     if (!p)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    *p = (cast_plan){ .ck = ck, .input = input, .opts = *opts,
-                      .threads = opts->target.threads > 0 ? (uint64_t)opts->target.threads
-                                 : cpus > 0                ? (uint64_t)cpus
-                                                           : 1 };
+    *p = (cast_plan){ .ck = ck, .input = input, .opts = *opts };
     fp8_status st = FP8_OK;
     bool handled = false;
     if (!fp8_checkpoint_is_directory(ck) || (st = ck_config_read(ctx, input, &p->config)) ||

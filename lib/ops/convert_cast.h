@@ -49,7 +49,6 @@ typedef struct {
     size_t n, experts, nvfp4, rounded, mxfp4;
     bool acts;        /* NVFP4: the activations have their second level too (W4A4) */
     char **names;     /* output shard names */
-    uint64_t threads; /* for an expert's bands */
 } cast_plan;
 
 /* The cast INPUT (opened as ck, which the plan borrows) takes, planned:

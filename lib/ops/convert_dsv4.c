@@ -45,6 +45,7 @@
 #endif
 
 #include "common/fp8_math.h"
+#include "compute/jobs.h"
 #include "io/checkpoint.h"
 #include "layout/fp4.h"
 #include "ops/convert_dsv4.h"
@@ -354,114 +355,73 @@ static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *i
     return bad ? cast_band_ref(ctx, p, it, row0, nrows, packed, sc, tb, q) : FP8_OK;
 }
 
-/* Bands id, id + n, id + 2n, ... (of 128 rows) of one expert's codes (a
- * weight item) or tile scales (a scale item), written where they belong;
- * *failed_row: the first row of the band that failed. */
-static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
-                               fp8_writer *out, const fp8_tensor_info *wt, uint64_t id,
-                               uint64_t n, uint64_t *failed_row)
-{
-    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = fp8_ceil_div(it->cols, TILE);
-    uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles), *tf = malloc(tiles * 4);
-    uint8_t *packed = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols / 2) : NULL;
-    uint8_t *q = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols) : NULL;
-    fp8_status st = sc && tb && tf && (it->kind != CAST_WEIGHT || (packed && q))
-                        ? FP8_OK
-                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
-    fp8_file *wf = fp8_checkpoint_shard(p->ck, it->wshard);
-    uint64_t row0 = id * TILE;
-    pthread_once(&shift_once, shift_table_init);
-    for (; !st && row0 < it->rows; row0 += n * TILE) {
-        uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
-        st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
-        if (!st)
-            st = band_path == CAST_PATH_REF ? tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb)
-                                            : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
-        if (!st && it->kind == CAST_SCALE) {
-            e8m0_f32(p, tb, tiles, tf);
-            st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles * 4, tf, tiles * 4);
-        }
-        if (st || it->kind == CAST_SCALE)
-            continue;
-        st = fp8_file_read(ctx, wf, it->w, row0 * it->cols / 2, packed, nrows * it->cols / 2);
-        if (!st)
-            st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
-        if (!st)
-            st = fp8_writer_pwrite(ctx, out, wt, row0 * it->cols, q, nrows * it->cols);
-        if (!st && p->opts.target.cancel && *p->opts.target.cancel)
-            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
-    }
-    if (st)
-        *failed_row = row0;
-    free(sc);
-    free(tb);
-    free(tf);
-    free(packed);
-    free(q);
-    return st;
-}
-
+/* One expert's item and where it goes: a job of dsv4_write_expert's is a
+ * band of 128 rows. */
 typedef struct {
     const cast_plan *p;
     const cast_item *it;
     fp8_writer *out;
     const fp8_tensor_info *wt;
-    uint64_t id, n, failed_row;
-    fp8_ctx *ctx;
-    fp8_status st;
-} band_worker;
+} expert_run;
 
-static void *band_thread(void *arg)
+/* Band j of one expert's codes (a weight item) or tile scales (a scale
+ * item), written where it belongs: the worker's buffers hold its group,
+ * tile and F32 tile bytes, its packed codes and its E4M3 codes. */
+static fp8_status expert_band(void *arg, fp8_worker *wk, size_t j)
 {
-    band_worker *b = arg;
-    b->st = b->ctx ? expert_bands(b->ctx, b->p, b->it, b->out, b->wt, b->id, b->n, &b->failed_row)
-                   : FP8_ERR_NOMEM;
-    return NULL;
+    const expert_run *e = arg;
+    const cast_plan *p = e->p;
+    const cast_item *it = e->it;
+    fp8_ctx *ctx = wk->ctx;
+    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = fp8_ceil_div(it->cols, TILE);
+    uint64_t row0 = j * TILE, nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
+    uint8_t *sc = wk->buf[0], *tb = sc + TILE * groups, *tf = tb + tiles;
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s,
+                                  row0 * groups, sc, nrows * groups);
+    if (!st)
+        st = band_path == CAST_PATH_REF ? tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb)
+                                        : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
+    if (!st && it->kind == CAST_SCALE) {
+        e8m0_f32(p, tb, tiles, tf);
+        return fp8_writer_pwrite(ctx, e->out, e->wt, row0 / TILE * tiles * 4, tf, tiles * 4);
+    }
+    if (!st)
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->wshard), it->w,
+                           row0 * it->cols / 2, wk->buf[1], nrows * it->cols / 2);
+    if (!st)
+        st = cast_band(ctx, p, it, row0, nrows, wk->buf[1], sc, tb, wk->buf[2]);
+    return st ? st : fp8_writer_pwrite(ctx, e->out, e->wt, row0 * it->cols, wk->buf[2],
+                                       nrows * it->cols);
 }
 
-/* One expert's codes or tile scales, its bands spread over the threads
- * (any count writes the same bytes); a failure is the first band's that
- * failed, whichever thread met it. */
+/* A compressed shard is a stream, read forward: its bands in order. */
+static size_t expert_lane(void *arg, size_t j, uint64_t *offset)
+{
+    const expert_run *e = arg;
+    uint64_t at;
+    *offset = j;
+    return ck_lane(e->p->ck, e->it->wshard, e->it->w, 0, 0, &at) != FP8_NO_LANE ||
+                   ck_lane(e->p->ck, e->it->sshard, e->it->s, 0, 0, &at) != FP8_NO_LANE
+               ? 0
+               : FP8_NO_LANE;
+}
+
+/* One expert's codes or tile scales, its bands run as jobs (any thread
+ * count writes the same bytes, and a failure is the first band's). */
 fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                              fp8_writer *out, const fp8_tensor_info *wt)
 {
-    uint64_t bands = fp8_ceil_div(it->rows, TILE), n = p->threads, off;
-    /* a compressed shard is a stream, read forward by one thread */
-    if (ck_lane(p->ck, it->wshard, it->w, 0, 0, &off) != FP8_NO_LANE ||
-        ck_lane(p->ck, it->sshard, it->s, 0, 0, &off) != FP8_NO_LANE)
-        n = 1;
-    n = n < bands ? n : bands;
-    uint64_t failed;
-    if (n <= 1)
-        return expert_bands(ctx, p, it, out, wt, 0, 1, &failed);
-    band_worker *w = fp8_xcalloc(n, sizeof *w);
-    pthread_t *th = fp8_xcalloc(n, sizeof *th);
-    bool *started = fp8_xcalloc(n, sizeof *started);
-    fp8_status st = w && th && started ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t i = 0; !st && i < n; i++) {
-        w[i] = (band_worker){ .p = p, .it = it, .out = out, .wt = wt, .id = i, .n = n,
-                              .failed_row = UINT64_MAX, .ctx = fp8_ctx_create() };
-        started[i] = pthread_create(&th[i], NULL, band_thread, &w[i]) == 0;
-        if (!started[i])
-            band_thread(&w[i]); /* no thread: this one does its share */
-    }
-    const band_worker *first = NULL;
-    for (uint64_t i = 0; w && started && i < n; i++) {
-        if (started[i])
-            pthread_join(th[i], NULL);
-        if (!st && w[i].st && (!first || w[i].failed_row < first->failed_row))
-            first = &w[i];
-    }
-    if (first)
-        st = first->ctx ? fp8_fail(ctx, first->st, "%s", fp8_ctx_message(first->ctx))
-                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t i = 0; w && i < n; i++)
-        fp8_ctx_free(w[i].ctx);
-    free(w);
-    free(th);
-    free(started);
-    return st;
+    expert_run e = { p, it, out, wt };
+    uint64_t band = it->kind == CAST_WEIGHT ? TILE * it->cols : 0;
+    fp8_jobs spec = { .njobs = fp8_ceil_div(it->rows, TILE),
+                      .bufsize = { TILE * (it->cols / FP8_MX_GROUP) +
+                                       fp8_ceil_div(it->cols, TILE) * 5,
+                                   band / 2, band },
+                      .threads = p->opts.target.threads, .device = FP8_DEVICE_CPU,
+                      .run = expert_band, .arg = &e, .what = p->input,
+                      .cancel = p->opts.target.cancel, .lane = expert_lane, .nlanes = 1 };
+    pthread_once(&shift_once, shift_table_init);
+    return fp8_jobs_run(ctx, &spec);
 }
 
 /* A trunk weight's E8M0 .scale as F32; a NaN byte is bad input. */
