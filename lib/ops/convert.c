@@ -90,6 +90,12 @@ static weight *find_weight(const fp8_convert *c, const char *name)
 }
 
 /* by_scale is sorted by the input scale's name */
+static const char *by_scale_name(const void *arg, size_t i)
+{
+    const fp8_convert *c = arg;
+    return c->weights[c->by_scale[i]].scale->name;
+}
+
 static int cmp_by_scale(const void *a, const void *b, void *arg)
 {
     const fp8_convert *c = arg;
@@ -99,18 +105,8 @@ static int cmp_by_scale(const void *a, const void *b, void *arg)
 
 static weight *find_by_scale(const fp8_convert *c, const char *name)
 {
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(c->weights[c->by_scale[mid]].scale->name, name);
-        if (d == 0)
-            return &c->weights[c->by_scale[mid]];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    size_t i = fp8_name_find(name, c->n, by_scale_name, c);
+    return i < c->n ? &c->weights[c->by_scale[i]] : NULL;
 }
 
 /* The target's group of one [M, N] matrix, as rows x columns. */

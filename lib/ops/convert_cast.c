@@ -20,6 +20,7 @@
 #include "layout/fp4.h"
 #include "ops/convert_dsv4.h"
 #include "ops/convert_cast.h"
+#include "ops/convert_items.h"
 #include "ops/convert_nvfp4.h"
 
 static uint64_t out_bytes(const cast_item *it)
@@ -32,8 +33,6 @@ static uint64_t out_bytes(const cast_item *it)
         return it->t->elements * 4;
     return it->out_shape[0] * it->out_shape[1] * (it->kind == CAST_SCALE ? 4 : 1);
 }
-
-static const char *out_name(const cast_item *it) { return it->out_name ? it->out_name : it->t->name; }
 
 static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                               fp8_writer *out, const fp8_tensor_info *wt)
@@ -55,24 +54,8 @@ static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item 
 static int cmp_by_out(const void *a, const void *b, void *arg)
 {
     const cast_plan *p = arg;
-    return strcmp(out_name(&p->items[*(const size_t *)a]), out_name(&p->items[*(const size_t *)b]));
-}
-
-/* The writer's order is not the plan's: by output name. */
-static const cast_item *item_named(const cast_plan *p, const char *name)
-{
-    size_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(out_name(&p->items[p->by_out[mid]]), name);
-        if (!d)
-            return &p->items[p->by_out[mid]];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return strcmp(cast_out_name(&p->items[*(const size_t *)a]),
+                  cast_out_name(&p->items[*(const size_t *)b]));
 }
 
 static fp8_status write_recip(fp8_ctx *ctx, const cast_item *it, fp8_writer *out,
@@ -93,10 +76,10 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         if (it->shard != s)
             continue;
         st = it->kind == CAST_COPY || it->kind == CAST_TRUNK_SCALE
-                 ? fp8_writer_add_tensor(ctx, out, out_name(it),
+                 ? fp8_writer_add_tensor(ctx, out, cast_out_name(it),
                                          it->kind == CAST_COPY ? it->t->dtype : FP8_DTYPE_F32,
                                          it->t->rank, it->t->shape)
-                 : fp8_writer_add_tensor(ctx, out, out_name(it), it->out_dtype, it->out_rank,
+                 : fp8_writer_add_tensor(ctx, out, cast_out_name(it), it->out_dtype, it->out_rank,
                                          it->out_shape);
     }
     if (!st) {
@@ -105,7 +88,7 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
     }
     for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
         const fp8_tensor_info *wt = fp8_writer_tensor(out, k);
-        const cast_item *it = item_named(p, wt->name);
+        const cast_item *it = cast_item_named(p, wt->name, true);
         st = it->kind == CAST_COPY          ? copy_tensor(ctx, p, it, out, wt)
              : it->kind == CAST_RECIP       ? write_recip(ctx, it, out, wt)
              : it->kind == CAST_TRUNK_SCALE ? dsv4_write_trunk_scale(ctx, p, it, out, wt)
@@ -125,7 +108,7 @@ static fp8_status write_index(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++) {
-        map[i] = (ck_index_entry){ out_name(&p->items[i]), p->names[p->items[i].shard] };
+        map[i] = (ck_index_entry){ cast_out_name(&p->items[i]), p->names[p->items[i].shard] };
         total += out_bytes(&p->items[i]);
     }
     fp8_status st = ck_index_write(ctx, dir, map, p->n, total);

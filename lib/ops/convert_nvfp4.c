@@ -18,6 +18,7 @@
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/kvscale.h"
+#include "ops/convert_items.h"
 #include "ops/convert_nvfp4.h"
 
 /* ---------------------------------------------------------------- NVFP4 */
@@ -37,22 +38,6 @@
  * change of at most 2^-24 to every value of the weight), counted in the
  * report; --exact refuses it.
  */
-static cast_item *item_of(cast_plan *p, const char *name)
-{
-    size_t shard;
-    const fp8_tensor_info *t = fp8_checkpoint_find(p->ck, name, &shard);
-    for (size_t lo = 0, hi = p->n; t && lo < hi;) { /* items are in name order */
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(p->items[mid].t->name, name);
-        if (!d)
-            return &p->items[mid];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
 
 /* A second-level scale item: its reciprocal, under the target's name and
  * rank; *rounded when the reciprocal is not exact. */
@@ -128,7 +113,7 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
         char *sname = NULL, *oname = NULL;
         const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank, &sname,
                                                &oname);
-        cast_item *sc = l == from && sname ? item_of(p, sname) : NULL;
+        cast_item *sc = l == from && sname ? cast_item_named(p, sname, false) : NULL;
         free(sname);
         free(oname);
         if (!sc)
@@ -138,7 +123,8 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
         if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->global_suffix) < 0 ||
             asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        cast_item *g = st ? NULL : item_of(p, gname), *in = st ? NULL : item_of(p, iname);
+        cast_item *g = st ? NULL : cast_item_named(p, gname, false);
+        cast_item *in = st ? NULL : cast_item_named(p, iname, false);
         if (!st && !g)
             st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                           "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
@@ -369,7 +355,7 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
         char *sname = NULL, *oname = NULL;
         const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank,
                                                &sname, &oname);
-        cast_item *sc = l == from && sname ? item_of(p, sname) : NULL;
+        cast_item *sc = l == from && sname ? cast_item_named(p, sname, false) : NULL;
         free(sname);
         free(oname);
         if (!sc)
@@ -415,7 +401,7 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
      * of the fused layer the weight is a part of (its parts one m, as vLLM
      * keeps one global scale for them) */
     for (size_t i = n0; !st && i < n0 + extra; i++) {
-        cast_item *g = &p->items[i], *sc = item_of(p, g->t->name);
+        cast_item *g = &p->items[i], *sc = cast_item_named(p, g->t->name, false);
         unsigned most = sc->mx_most;
         size_t stem = strlen(sc->t->name) - strlen(from->scale_suffix);
         for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
@@ -431,7 +417,7 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
                         p->n = n0 + extra; /* the new items' names are freed with the rest */
                         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
                     }
-                    const cast_item *peer = item_of(p, part);
+                    const cast_item *peer = cast_item_named(p, part, false);
                     free(part);
                     if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
                         most = peer->mx_most > most ? peer->mx_most : most;
