@@ -49,6 +49,7 @@
 #include "io/checkpoint.h"
 #include "layout/fp4.h"
 #include "ops/convert_dsv4.h"
+#include "ops/convert_items.h"
 
 /* DeepSeek's fp8_block_size and max_offset: the cast's row (layout/fp4.h) */
 #define TILE (p->cast->tile)
@@ -84,36 +85,16 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
     }
     size_t sshard = 0;
     const fp8_tensor_info *s = l == dsv4 && sname ? fp8_checkpoint_find(p->ck, sname, &sshard) : NULL;
-    if (!st && s) {
-        uint64_t experts, rows, cols, sshape[3];
-        int srank;
-        const char *file = fp8_checkpoint_shard_name(p->ck, sshard);
-        if (!fp4_layout_geometry(l, w->rank, w->shape, &experts, &rows, &cols, &srank, sshape))
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
-                          fp8_checkpoint_shard_name(p->ck, wshard), w->name, l->name,
-                          l->scheme->run);
-        else if (s->dtype != l->scale_dtype || s->rank != srank || s->shape[0] != sshape[0] ||
-                 s->shape[1] != sshape[1])
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': the scale of %s weight '%s' must be F8_E8M0 "
-                          "[%llu, %llu] (one per %u elements of a row)",
-                          file, s->name, l->name, w->name, (unsigned long long)sshape[0],
-                          (unsigned long long)sshape[1], l->scheme->run);
-        else if (!is_scale || t == s) {
-            it->kind = is_scale ? CAST_SCALE : CAST_WEIGHT;
-            it->w = w;
-            it->s = s;
-            it->wshard = wshard;
-            it->sshard = sshard;
-            it->rows = rows;
-            it->cols = cols;
-            it->out_rank = 2;
-            it->out_dtype = is_scale ? FP8_DTYPE_F32
-                                     : fp8_elem_get(fp8_scheme_get(p->cast->scheme)->elem)->dtype;
-            it->out_shape[0] = is_scale ? fp8_ceil_div(rows, TILE) : rows;
-            it->out_shape[1] = is_scale ? fp8_ceil_div(cols, TILE) : cols;
-        }
+    uint64_t rows, cols;
+    if (!st && s && !(st = cast_pair(ctx, p, l, w, wshard, s, sshard, &rows, &cols)) &&
+        (!is_scale || t == s)) {
+        fp8_dtype codes = fp8_elem_get(fp8_scheme_get(p->cast->scheme)->elem)->dtype;
+        *it = (cast_item){ .t = t, .shard = it->shard, .kind = is_scale ? CAST_SCALE : CAST_WEIGHT,
+                           .w = w, .s = s, .wshard = wshard, .sshard = sshard, .rows = rows,
+                           .cols = cols, .out_rank = 2,
+                           .out_dtype = is_scale ? FP8_DTYPE_F32 : codes,
+                           .out_shape = { is_scale ? fp8_ceil_div(rows, TILE) : rows,
+                                          is_scale ? fp8_ceil_div(cols, TILE) : cols } };
     }
     free(sname);
     free(oname);

@@ -360,23 +360,8 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
         free(oname);
         if (!sc)
             continue;
-        const char *wfile = fp8_checkpoint_shard_name(p->ck, it->shard);
-        uint64_t experts, rows, cols, sshape[3];
-        int srank;
-        if (!fp4_layout_geometry(l, it->t->rank, it->t->shape, &experts, &rows, &cols, &srank,
-                                 sshape) || experts != 1)
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
-                          wfile, it->t->name, l->name, l->scheme->run);
-        else if (sc->t->dtype != l->scale_dtype || sc->t->rank != srank ||
-                 sc->t->shape[0] != sshape[0] || sc->t->shape[1] != sshape[1])
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': the scale of %s weight '%s' must be U8 [%llu, %llu] "
-                          "(one E8M0 byte per %u elements of a row)",
-                          fp8_checkpoint_shard_name(p->ck, sc->shard), sc->t->name, l->name,
-                          it->t->name, (unsigned long long)sshape[0],
-                          (unsigned long long)sshape[1], l->scheme->run);
-        if (st)
+        uint64_t rows, cols;
+        if ((st = cast_pair(ctx, p, l, it->t, it->shard, sc->t, sc->shard, &rows, &cols)))
             break;
         size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
         *sc = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_MX_SCALE, .w = it->t,
