@@ -145,14 +145,12 @@ static const fp4_cast *weights_cast(const cast_plan *p)
 {
     const fp4_cast *best = NULL;
     for (size_t i = 0; i < p->n; i++) {
-        char *sname = NULL, *oname = NULL;
-        const fp8_tensor_info *t = p->items[i].t;
-        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
-        const fp4_cast *c = l && !l->model_type ? fp4_cast_from(l) : NULL;
-        if (c && sname && fp8_checkpoint_find(p->ck, sname, NULL) && (!best || c->rule < best->rule))
+        const fp4_layout *l;
+        const fp4_cast *c = cast_scale_of(p, p->items[i].t, &l) && !l->model_type
+                                ? fp4_cast_from(l)
+                                : NULL;
+        if (c && (!best || c->rule < best->rule))
             best = c;
-        free(sname);
-        free(oname);
     }
     return best;
 }
@@ -187,14 +185,11 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
     p->cast = family ? fp4_cast_from(family) : NULL;
     if (!p->cast && !(p->cast = weights_cast(p))) {
         for (size_t i = 0; i < p->n && !st; i++) { /* a packed layout no cast takes */
-            char *sname = NULL, *oname = NULL;
+            const fp4_layout *l;
             const fp8_tensor_info *t = p->items[i].t;
-            const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &oname);
-            if (l && l->no_cast && sname && fp8_checkpoint_find(ck, sname, NULL))
+            if (cast_scale_of(p, t, &l) && l->no_cast)
                 st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is packed %s: %s", input,
                               t->name, l->name, l->no_cast);
-            free(sname);
-            free(oname);
         }
         goto out;
     }

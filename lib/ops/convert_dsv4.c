@@ -61,7 +61,6 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
 {
     const fp4_layout *dsv4 = fp4_layout_get(p->cast->from);
     const fp8_tensor_info *t = it->t;
-    char *sname = NULL, *oname = NULL;
     const char *wname = t->name;
     char *wbuf = NULL;
     size_t tn = strlen(t->name), ss = strlen(dsv4->scale_suffix);
@@ -75,29 +74,25 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
     }
     size_t wshard = 0;
     const fp8_tensor_info *w = fp8_checkpoint_find(p->ck, wname, &wshard);
-    const fp4_layout *l = w ? fp4_layout_match(p->ck, w->name, w->dtype, w->rank, &sname, &oname) : NULL;
+    const fp4_layout *l = NULL;
+    const cast_item *sc = w ? cast_scale_of(p, w, &l) : NULL;
+    const fp8_tensor_info *s = l == dsv4 && sc ? sc->t : NULL;
     fp8_status st = FP8_OK;
-    if (l == dsv4 && !sname)
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    if (!st && is_scale && w && fp8_dtype_holds_codes(w->dtype)) { /* a trunk weight's */
+    if (is_scale && w && fp8_dtype_holds_codes(w->dtype)) { /* a trunk weight's */
         it->kind = CAST_TRUNK_SCALE;
         it->out_dtype = FP8_DTYPE_F32;
     }
-    size_t sshard = 0;
-    const fp8_tensor_info *s = l == dsv4 && sname ? fp8_checkpoint_find(p->ck, sname, &sshard) : NULL;
     uint64_t rows, cols;
-    if (!st && s && !(st = cast_pair(ctx, p, l, w, wshard, s, sshard, &rows, &cols)) &&
+    if (s && !(st = cast_pair(ctx, p, l, w, wshard, s, sc->shard, &rows, &cols)) &&
         (!is_scale || t == s)) {
         fp8_dtype codes = fp8_elem_get(fp8_scheme_get(p->cast->scheme)->elem)->dtype;
         *it = (cast_item){ .t = t, .shard = it->shard, .kind = is_scale ? CAST_SCALE : CAST_WEIGHT,
-                           .w = w, .s = s, .wshard = wshard, .sshard = sshard, .rows = rows,
+                           .w = w, .s = s, .wshard = wshard, .sshard = sc->shard, .rows = rows,
                            .cols = cols, .out_rank = 2,
                            .out_dtype = is_scale ? FP8_DTYPE_F32 : codes,
                            .out_shape = { is_scale ? fp8_ceil_div(rows, TILE) : rows,
                                           is_scale ? fp8_ceil_div(cols, TILE) : cols } };
     }
-    free(sname);
-    free(oname);
     free(wbuf);
     return st;
 }

@@ -51,3 +51,13 @@ fp8_status cast_pair(fp8_ctx *ctx, const cast_plan *p, const fp4_layout *l,
                         (unsigned long long)sshape[1], own ? "" : "E8M0 byte ", l->scheme->run);
     return FP8_OK;
 }
+
+cast_item *cast_scale_of(const cast_plan *p, const fp8_tensor_info *t, const fp4_layout **l)
+{
+    char *sname = NULL, *oname = NULL;
+    *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
+    cast_item *s = *l && sname ? cast_item_named(p, sname, false) : NULL;
+    free(sname);
+    free(oname);
+    return s;
+}

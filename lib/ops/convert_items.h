@@ -9,6 +9,9 @@
 
 /* The item's output name: its own, else the input's. */
 const char *cast_out_name(const cast_item *it);
+/* The item of the scale of packed weight t (*l: its layout, NULL for none),
+ * NULL when t is none or the input lacks it. */
+cast_item *cast_scale_of(const cast_plan *p, const fp8_tensor_info *t, const fp4_layout **l);
 /* Whether weight w (an MX layout l's, rank 2) and its scale s fit l: the
  * weight whole groups of a row, the scale l's dtype, one per group; *rows,
  * *cols: the weight's, unpacked. */

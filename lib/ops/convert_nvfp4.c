@@ -109,14 +109,9 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
     const fp4_layout *from = fp4_layout_get(p->cast->from), *to = fp4_layout_get(p->cast->to);
     fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < p->n; i++) {
-        cast_item *it = &p->items[i];
-        char *sname = NULL, *oname = NULL;
-        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank, &sname,
-                                               &oname);
-        cast_item *sc = l == from && sname ? cast_item_named(p, sname, false) : NULL;
-        free(sname);
-        free(oname);
-        if (!sc)
+        const fp4_layout *l;
+        cast_item *it = &p->items[i], *sc = cast_scale_of(p, it->t, &l);
+        if (!sc || l != from)
             continue;
         size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
         char *gname = NULL, *iname = NULL;
@@ -351,14 +346,9 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
     size_t n0 = p->n, extra = 0;
     fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < n0; i++) {
-        cast_item *it = &p->items[i];
-        char *sname = NULL, *oname = NULL;
-        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank,
-                                               &sname, &oname);
-        cast_item *sc = l == from && sname ? cast_item_named(p, sname, false) : NULL;
-        free(sname);
-        free(oname);
-        if (!sc)
+        const fp4_layout *l;
+        cast_item *it = &p->items[i], *sc = cast_scale_of(p, it->t, &l);
+        if (!sc || l != from)
             continue;
         uint64_t rows, cols;
         if ((st = cast_pair(ctx, p, l, it->t, it->shard, sc->t, sc->shard, &rows, &cols)))
