@@ -597,23 +597,18 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
                         "multiple of %u",
                         file, t->name, fp8_scheme_name(c->opts.target.scheme),
                         (unsigned long long)w->cols, sch->run);
-    /* the values: an F32 tensor of the same name and shape */
-    virtual_tensor *v = &w->values;
+    /* the codes, as they are; the values, an F32 tensor of the same name and shape */
+    virtual_tensor *v = &w->codes;
     v->weight = i;
     v->info = *t;
     memcpy(v->shape, t->shape, (size_t)t->rank * sizeof *t->shape);
+    w->values = *v;
     v->info.shape = v->shape;
-    v->info.dtype = FP8_DTYPE_F32;
-    v->info.begin = 0;
-    v->info.end = t->elements * 4;
+    w->values.info = (fp8_tensor_info){ .name = t->name, .dtype = FP8_DTYPE_F32, .rank = t->rank,
+                                        .shape = w->values.shape, .elements = t->elements,
+                                        .end = t->elements * 4 };
     if (!w->pub.exact || !c->spec)
         return FP8_OK;
-    /* the codes, as they are */
-    v = &w->codes;
-    v->weight = i;
-    v->info = *t;
-    memcpy(v->shape, t->shape, (size_t)t->rank * sizeof *t->shape);
-    v->info.shape = v->shape;
     /* the exact path's scale, named and shaped as the target's table row says */
     v = &w->out_scale;
     v->weight = i;
