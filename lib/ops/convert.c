@@ -234,20 +234,15 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
  * q of a group with byte b becomes q * 2^(b - B), exact while that is an
  * E4M3 value (no bit shifted out below E4M3's 2^-9): the rule of
  * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements, the codec's
- * fp8_elem_shift_e4m3.  shift_table[d][q] is q * 2^-d, or NO_SHIFT (E4M3's
- * NaN, which no product is) where that is no E4M3 value or q is NaN.
+ * fp8_elem_shift_e4m3: shift_table[255 - d][q] is q * 2^-d (fp8_elem_shift_rows).
  */
-enum { NO_SHIFT = 0x7F };
 static uint8_t shift_table[256][256];
 static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 
 static void shift_table_init(void)
 {
-    const fp8_elem_traits *mx = fp8_elem_get(fp8_scheme_get(FP8_SCHEME_MXFP8)->elem);
-    for (int d = 0; d < 256; d++)
-        for (int q = 0; q < 256; q++)
-            if (!fp8_elem_shift_e4m3(mx, (uint8_t)q, -d, &shift_table[d][q]))
-                shift_table[d][q] = NO_SHIFT;
+    fp8_elem_shift_rows(fp8_elem_get(fp8_scheme_get(FP8_SCHEME_MXFP8)->elem), -255, 256, 256,
+                        shift_table[0]);
 }
 
 /* The block of flat element e of weight w, in its tiles. */
@@ -273,8 +268,8 @@ static fp8_status shift_span(fp8_ctx *ctx, const fp8_convert *c, const weight *w
     for (size_t k = 0; !st && k < len; k++) {
         uint64_t e = offset + k;
         unsigned d = (unsigned)(w->tiles[tile_of(w, e)] - sc[e / FP8_MX_GROUP - g0]);
-        q[k] = shift_table[d][q[k]];
-        if (q[k] == NO_SHIFT && *bad == UINT64_MAX)
+        q[k] = shift_table[255 - d][q[k]];
+        if (q[k] == FP8_NO_SHIFT && *bad == UINT64_MAX)
             *bad = e;
     }
     free(sc);

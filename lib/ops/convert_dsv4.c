@@ -219,11 +219,10 @@ static fp8_status cast_band_ref(fp8_ctx *ctx, const cast_plan *p, const cast_ite
     return FP8_OK;
 }
 
-/* fp8_elem_shift_e4m3 of E2M1 tabulated for every shift k a tile can give (group byte -
- * tile byte: at most 6, at least -254) and every code; 0x7F, E4M3's NaN,
- * which no product is, where the product is no E4M3 value.  A row is 16
- * bytes, a pshufb table. */
-enum { SHIFT_MIN = -255, SHIFT_COUNT = 6 - SHIFT_MIN + 1, NO_CODE = 0x7F };
+/* fp8_elem_shift_rows of E2M1 for every shift k a tile can give (group byte -
+ * tile byte: at most 6, at least -254) and every code.  A row is 16 bytes,
+ * a pshufb table. */
+enum { SHIFT_MIN = -255, SHIFT_COUNT = 6 - SHIFT_MIN + 1 };
 static uint8_t shift_table[SHIFT_COUNT][16] __attribute__((aligned(16)));
 
 /* How cast_band gets its bytes, all byte-identical to cast_band_ref (which
@@ -249,7 +248,7 @@ DSV4_SSSE3 static unsigned cast_rows_ssse3(const cast_plan *p, const uint8_t *pa
 {
     uint64_t groups = cols / FP8_MX_GROUP;
     const __m128i nib = _mm_set1_epi8(0x0F);
-    __m128i none = _mm_set1_epi8(NO_CODE), bad = _mm_setzero_si128();
+    __m128i none = _mm_set1_epi8(FP8_NO_SHIFT), bad = _mm_setzero_si128();
     for (uint64_t r = 0; r < nrows; r++) {
         const uint8_t *s = sc + r * groups;
         const uint8_t *src = packed + r * (cols / 2);
@@ -279,13 +278,8 @@ static unsigned cast_rows_ssse3(const cast_plan *p, const uint8_t *packed, const
 
 static void shift_table_init(void)
 {
-    const fp8_elem_traits *e2m1 = fp8_elem_get(fp4_layout_get(FP4_LAYOUT_DSV4)->scheme->elem);
-    for (int k = SHIFT_MIN; k < SHIFT_MIN + SHIFT_COUNT; k++)
-        for (unsigned c = 0; c < 16; c++) {
-            uint8_t q;
-            shift_table[k - SHIFT_MIN][c] =
-                fp8_elem_shift_e4m3(e2m1, (uint8_t)c, k, &q) ? q : NO_CODE;
-        }
+    fp8_elem_shift_rows(fp8_elem_get(fp4_layout_get(FP4_LAYOUT_DSV4)->scheme->elem), SHIFT_MIN,
+                        SHIFT_COUNT, 16, shift_table[0]);
     const char *want = getenv("FP8CONV_DSV4_CAST");
     band_path = cpu_has_ssse3() ? CAST_PATH_SSSE3 : CAST_PATH_TABLE;
     if (want && !strcmp(want, "ref"))
@@ -310,7 +304,7 @@ static unsigned cast_rows_table(const cast_plan *p, const uint8_t *packed, const
             for (unsigned b = 0; b < FP8_MX_GROUP / 2; b++) { /* element 2b in the low nibble */
                 dst[2 * b] = row[src[b] & 15];
                 dst[2 * b + 1] = row[src[b] >> 4];
-                bad |= (dst[2 * b] == NO_CODE) | (dst[2 * b + 1] == NO_CODE);
+                bad |= (dst[2 * b] == FP8_NO_SHIFT) | (dst[2 * b + 1] == FP8_NO_SHIFT);
             }
         }
     return bad;
