@@ -1,37 +1,16 @@
 /*
  * convert_dsv4.c - convert's cast of DeepSeek-V4's MXFP4 routed experts
- * to FP8 (fp8conv(1) convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS; the
- * plan it fills and its writer are convert_fp4.c's): the experts
- * (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an
- * F8_E8M0 scale per 32 elements of a row) become FP8 E4M3 [out, in] with
- * one scale per 128x128 tile, as DeepSeek's own cast does it
- * (deepseek-ai DeepSeek-V4-Flash-0731 inference/convert.py
- * cast_e2m1fn_to_e4m3fn, quoted in radixark/miles
- * tools/convert_mxfp4_to_fp8.py): the tile's scale is the largest group
- * scale of the tile over 2^6, and each E2M1 value times 2^(group exponent
- * - tile exponent) is the E4M3 code.  E2M1's largest value 6 times 2^6 is
- * 384, inside E4M3; the cast is exact while each such product is an E4M3
- * value, which holds for every element while the group exponents of a tile
- * spread by 14 or less (0.5 * 2^(6 - 14) = 2^-9, E4M3's smallest
- * subnormal).  An element whose product is not an E4M3 value is refused,
- * with its tensor, tile and spread: the cast never rounds.  Every other
- * tensor is copied as it is (the trunk's FP8 weights and their .scale
- * keep their bytes), and config.json says expert_dtype "fp8": vLLM reads a
- * missing expert_dtype as "fp4" (vllm/models/deepseek_v4,
- * DeepseekV4ForCausalLM.__init__: getattr(config, "expert_dtype", "fp4")),
- * and with "fp8" maps every .scale to weight_scale_inv, which its block FP8
- * MoE method reads (_make_deepseek_v4_weights_mapper).
- *
- * Every FP8 scale of the output is F32 (the tile scales, and the trunk's
- * .scale, whose E8M0 bytes become the same powers of two), as
- * DeepSeek-V4-Flash-Base, the release with FP8 experts, stores them and as
- * vLLM reads them under expert_dtype "fp8" (models/deepseek_v4
- * quant_config.py: is_scale_e8m0 only for "fp4", else float32 scale
- * parameters): its DeepseekV4Model.load_weights views every float8_e8m0fnu
- * expert weight_scale as uint8 bytes, right for the FP4 experts' uint8
- * parameter, so an E8M0 tile scale would land in the float32 parameter as
- * its byte (vLLM PR 51946: "fluent-looking token salad").  DeepSeek's own
- * cast writes E8M0 tile scales; verify's e8m0-expert-scale names them.
+ * (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an F8_E8M0 scale
+ * per 32 elements of a row) to FP8 E4M3 [out, in] with an F32 scale per
+ * 128x128 tile, as DeepSeek's own cast does it: a tile's exponent is its
+ * largest group byte less 6 (not below 0), each code the E2M1 value times
+ * 2^(group byte - tile byte), exact while a tile's group exponents spread
+ * by 14 or less; an element whose product is no E4M3 value is refused,
+ * never rounded.  Every other tensor is copied (the trunk's .scale as the
+ * F32 of its E8M0 bytes), and config.json says expert_dtype "fp8".  Why,
+ * with the sources (DeepSeek's convert.py, vLLM's loader and PR 51946):
+ * fp8conv(1) convert, CASTS; fp8conv-formats(5), Casts.  The plan it fills
+ * and its writer are convert_cast.c's.
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>

@@ -1,7 +1,7 @@
 /*
  * convert_nvfp4.c - convert's two casts to NVFP4 (fp8conv(1) convert,
- * CASTS; fp8conv-formats(5), 2026 LAYOUTS; the plan they fill and its
- * writer are convert_fp4.c's): NVFP4 between ModelOpt and
+ * CASTS; fp8conv-formats(5), Casts, which give the sources; the plan they
+ * fill and its writer are convert_cast.c's): NVFP4 between ModelOpt and
  * compressed-tensors, which keeps every code and group scale, and
  * compressed-tensors MXFP4 to NVFP4, which keeps every value.  Each
  * section below says how.
@@ -25,18 +25,11 @@
 
 /*
  * NVFP4 between ModelOpt and compressed-tensors (fp4.h's two NVFP4 rows):
- * the codes (weight <-> weight_packed) and the E4M3 group scales
- * (weight_scale) are copied; the second level is a multiplier in ModelOpt
- * (weight_scale_2 F32 []) and a divisor in compressed-tensors
- * (weight_global_scale F32 [1]), so each becomes its reciprocal, and so do
- * the activations' (ModelOpt input_scale F32 [] <-> compressed-tensors
- * input_global_scale F32 [1]: vLLM compressed_tensors_w4a4_nvfp4.py takes
- * 1 / input_global_scale where ModelOptNvFp4LinearMethod takes input_scale;
- * testdata/gen_fp4.py).  Exact when the fp32 reciprocal is exact (the
- * scale a power of two): every value e2m1 * s * g = e2m1 * s / (1 / g).
- * Otherwise the fp32 reciprocal nearest 1 / g is written (a relative
- * change of at most 2^-24 to every value of the weight), counted in the
- * report; --exact refuses it.
+ * the codes and the E4M3 group scales are copied, renamed; the second
+ * level (and the activations', W4A4) is a multiplier in ModelOpt and a
+ * divisor in compressed-tensors, so each becomes its fp32 reciprocal:
+ * exact when the scale is a power of two, else the nearest (a change of at
+ * most 2^-24 of each value), counted in the report; --exact refuses it.
  */
 
 /* A second-level scale item: its reciprocal, under the target's name and
@@ -177,22 +170,12 @@ static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bo
     return FP8_OK;
 }
 
-/* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target:
- * as testdata/gen_fp4.py writes each (compressed-tensors quant_scheme.py
- * NVFP4 preset; ModelOpt's NVFP4 export read by vLLM modelopt.py
- * ModelOptNvFp4Config.from_config: hf_quant_config.json's "quantization"
- * with exclude_modules, and config.json's quantization_config in the shape
- * ModelOpt's export converts it to, modelopt/torch/export/convert_hf_config.py
- * convert_hf_quant_config_format: config_groups, "ignore", quant_algo,
- * quant_method.  vLLM reads config.json's alone when there is one
- * (model_loader/weight_utils.py get_quant_config) and its exclude list from
- * "ignore" alone (ModelOptQuantConfigBase.from_config): a flat
- * "exclude_modules" there leaves lm_head quantized, and the bf16 lm_head
- * does not load).  from_ct: the input's config is
+/* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target,
+ * as testdata/gen_fp4.py writes each (compressed-tensors' NVFP4 or
+ * NVFP4A16 preset; ModelOpt's export: fmt_modelopt_fp4_config and
+ * fmt_modelopt_side say why that shape).  from_ct: the input's config is
  * compressed-tensors'; acts: the activations are NVFP4 too (W4A4), else
- * the weights alone (W4A16: compressed-tensors' NVFP4A16 preset,
- * input_activations null; ModelOpt's quant_algo W4A16_NVFP4,
- * export/model_config.py QUANTIZATION_W4A16_NVFP4). */
+ * the weights alone (W4A16). */
 fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
 {
     cJSON *config = p->config;
@@ -280,31 +263,17 @@ fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, boo
 /* -------------------------------------------------------- MXFP4 -> NVFP4 */
 
 /*
- * compressed-tensors MXFP4 (fp4.h's FP4_LAYOUT_MXFP4_CT: weight_packed U8
- * [N, K / 2], weight_scale U8 [N, K / 32], E8M0 bytes 2^(b - 127)) to NVFP4
- * (compressed-tensors nvfp4-pack-quantized, or ModelOpt), by the closed
- * form of NVIDIA Model-Optimizer PR #1372 (examples/llm_ptq/
- * cast_mxfp4_to_nvfp4.py, "Add closed-form MXFP4 -> NVFP4 weight cast")
- * and PR #1653 (the same numerics hoisted into modelopt/torch/quantization/
- * utils/numeric_utils.py, mxfp4_to_nvfp4_global_amax and
- * mxfp4_to_nvfp4_per_block_amax): the E2M1 codes are kept byte for byte;
- * each MXFP4 group of 32 with scale 2^k_j becomes two NVFP4 groups of 16
- * with the E4M3 scale 2^(k_j - m), under one global scale 2^m for the
- * tensor (ModelOpt weight_scale_2 = 2^m, a multiplier; compressed-tensors
- * weight_global_scale = 2^-m, a divisor: each the other's exact
- * reciprocal), so that scale times global is 2^k_j again and every value
- * is the same.  m = k_max - 8, k_max the largest group exponent of the
- * tensor, as the PR pins it: 2^8 = 256 is E4M3's largest power of two, so
- * the largest group sits at the top of E4M3's powers of two 2^-9 (its
- * smallest subnormal) .. 2^8, which covers every group within 17 of it,
- * the most any m covers while keeping the largest.  (m is kept >= -126, so
- * that 2^m and 2^-m are normal fp32; that covers every group too, as k_j >=
- * -127.)  A group whose exponent is more than 17 below k_max has no E4M3
- * scale 2^(k_j - m); where the PR falls back to a rounded amax, this cast
- * refuses (tensor, group, spread), unless the group's 16 codes of that half
- * are all zero (then any scale keeps them zero: 2^-9 is written).  The
- * activations stay bf16 (the MXFP4 input is weight-only, W4A16), so the
- * target is weight-only NVFP4 (no input scale).
+ * compressed-tensors MXFP4 (fp4.h's FP4_LAYOUT_MXFP4_CT: E8M0 group bytes
+ * 2^(b - 127)) to NVFP4 by the closed form of NVIDIA Model-Optimizer PR
+ * #1372: the E2M1 codes are kept; each MXFP4 group of 32 with scale 2^k_j
+ * becomes two NVFP4 groups of 16 with the E4M3 scale 2^(k_j - m), under one
+ * global scale 2^m (ModelOpt's weight_scale_2 = 2^m, compressed-tensors'
+ * weight_global_scale = 2^-m), so every value is the same.  m = k_max - 8
+ * (E4M3's powers of two run 2^-9 .. 2^8), kept >= -126 (2^m and 2^-m normal
+ * fp32), k_max the tensor's, or its fused layer's (q/k/v, gate/up: one
+ * global scale in vLLM).  A group more than 17 below k_max is refused,
+ * unless its 16 codes of that half are all zero (then 2^-9 is written).
+ * The target is weight-only (W4A16), as the input.
  */
 #define MX_NV_BOTTOM -9 /* log2 of its smallest, the subnormal 2^-9 */
 #define MX_NV_GLOBAL_MIN -126 /* 2^m and 2^-m normal fp32 */
