@@ -27,11 +27,8 @@ static uint64_t out_bytes(const cast_item *it)
 {
     if (it->kind == CAST_COPY)
         return fp8_tensor_nbytes(it->t);
-    if (it->kind == CAST_RECIP)
-        return 4;
-    if (it->kind == CAST_TRUNK_SCALE)
-        return it->t->elements * 4;
-    return it->out_shape[0] * it->out_shape[1] * (it->kind == CAST_SCALE ? 4 : 1);
+    return (it->kind == CAST_TRUNK_SCALE ? it->t->elements : it->out_shape[0] * it->out_shape[1]) *
+           fp8_dtype_bits(it->out_dtype) / 8;
 }
 
 static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
@@ -75,12 +72,9 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         const cast_item *it = &p->items[i];
         if (it->shard != s)
             continue;
-        st = it->kind == CAST_COPY || it->kind == CAST_TRUNK_SCALE
-                 ? fp8_writer_add_tensor(ctx, out, cast_out_name(it),
-                                         it->kind == CAST_COPY ? it->t->dtype : FP8_DTYPE_F32,
-                                         it->t->rank, it->t->shape)
-                 : fp8_writer_add_tensor(ctx, out, cast_out_name(it), it->out_dtype, it->out_rank,
-                                         it->out_shape);
+        bool own = it->kind == CAST_COPY || it->kind == CAST_TRUNK_SCALE; /* the input's shape */
+        st = fp8_writer_add_tensor(ctx, out, cast_out_name(it), it->out_dtype,
+                                   own ? it->t->rank : it->out_rank, own ? it->t->shape : it->out_shape);
     }
     if (!st) {
         fp8_writer_set_durable(out, !p->opts.target.no_sync);
@@ -177,7 +171,7 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
     }
     for (size_t i = 0; i < p->n; i++) {
         p->items[i].t = fp8_checkpoint_tensor(ck, i, &p->items[i].shard);
-        p->by_out[i] = i;
+        p->items[i].out_dtype = p->items[i].t->dtype; /* a copy's */
     }
     /* a family's cast by its model_type (then by it alone), else by its weights */
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->config, "model_type");

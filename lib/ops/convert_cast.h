@@ -28,7 +28,7 @@ typedef struct {
     const fp8_tensor_info *w, *s;
     size_t wshard, sshard;
     uint64_t rows, cols;   /* unpacked: [rows, cols] */
-    fp8_dtype out_dtype;
+    fp8_dtype out_dtype;   /* a copy's: the input's */
     int out_rank;
     uint64_t out_shape[2];
     char *out_name;        /* NULL: the input's name */
