@@ -97,10 +97,11 @@ static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *wh
     return st;
 }
 
-static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
+fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
 {
+    *handled = true;
+    fp8_status st = fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
     const fp4_layout *from = fp4_layout_get(p->cast->from), *to = fp4_layout_get(p->cast->to);
-    fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < p->n; i++) {
         const fp4_layout *l;
         cast_item *it = &p->items[i], *sc = cast_scale_of(p, it->t, &l);
@@ -132,10 +133,10 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
         }
         if (!st)
             st = plan_recip(ctx, p, g, it->t->name, stem, to->global_suffix,
-                            to->global_rank, exact);
+                            to->global_rank, o->exact);
         if (!st && in)
             st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->global_rank,
-                            exact);
+                            o->exact);
         p->nvfp4++;
         free(gname);
         free(iname);
@@ -253,13 +254,6 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
     return st;
 }
 
-fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
-{
-    *handled = true;
-    fp8_status st = fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
-    return st ? st : plan_nvfp4(ctx, p, o->exact);
-}
-
 /* -------------------------------------------------------- MXFP4 -> NVFP4 */
 
 /*
@@ -306,14 +300,21 @@ static fp8_status mx_max_byte(fp8_ctx *ctx, const cast_plan *p, const cast_item 
     return st;
 }
 
-/* Plan the cast of every MXFP4 weight: its codes copied (renamed for
- * ModelOpt), its scale cast (CAST_MX_SCALE), and one new item each, the
- * global scale (CAST_RECIP's writer: one F32), after the input's items. */
-static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
+/* Plan the cast of every MXFP4 weight (scales of another bias than 127
+ * refused first): its codes copied (renamed for ModelOpt), its scale cast
+ * (CAST_MX_SCALE), and one new item each, the global scale (CAST_RECIP's
+ * writer: one F32), after the input's items. */
+fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
 {
+    char why[1024];
+    fp8_status st = FP8_OK;
+    *handled = true;
+    if (fp4_layout_bias_refused(fp4_layout_get(p->cast->from), p->config, why, sizeof why))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s", p->input, why);
+    if (!st)
+        st = fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
     const fp4_layout *from = fp4_layout_get(p->cast->from), *to = fp4_layout_get(p->cast->to);
     size_t n0 = p->n, extra = 0;
-    fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < n0; i++) {
         const fp4_layout *l;
         cast_item *it = &p->items[i], *sc = cast_scale_of(p, it->t, &l);
@@ -377,19 +378,6 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
     if (!st && !p->mxfp4)
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no MXFP4 weight with its scale", p->input);
     return st ? st : check_carried(ctx, p, "MXFP4");
-}
-
-fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
-{
-    char why[1024];
-    const fp4_layout *from = fp4_layout_get(p->cast->from);
-    fp8_status st = FP8_OK;
-    *handled = true;
-    if (fp4_layout_bias_refused(from, p->config, why, sizeof why))
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s", p->input, why);
-    if (!st)
-        st = fp4_cast_pick(ctx, p->input, o, &p->cast, from);
-    return st ? st : plan_mx(ctx, p);
 }
 
 /* The E4M3 byte of 2^e, for e in MX_NV_BOTTOM..the row's shift: exact. */
