@@ -228,14 +228,10 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
 
 /* ---------------------------------------------------------------- MX to ue8m0 blocks */
 
-/*
- * MXFP8 to ue8m0 blocks (issue 25): a block of whole 1x32 MX groups takes
- * the largest group exponent byte B as its scale 2^(B - 127), and each code
- * q of a group with byte b becomes q * 2^(b - B), exact while that is an
- * E4M3 value (no bit shifted out below E4M3's 2^-9): the rule of
- * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements, the codec's
- * fp8_elem_shift_e4m3: shift_table[255 - d][q] is q * 2^-d (fp8_elem_shift_rows).
- */
+/* MXFP8 to ue8m0 blocks (issue 25; fp8conv(1) convert, the exact path):
+ * each code q of a group with byte b becomes q * 2^(b - B), B its block's
+ * largest group byte, by fp8_elem_shift_e4m3: shift_table[255 - d][q] is
+ * q * 2^-d (fp8_elem_shift_rows). */
 static uint8_t shift_table[256][256];
 static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 
@@ -466,14 +462,10 @@ static fp8_status source_quantized(void *user, fp8_ctx *ctx, const fp8_tensor_in
 
 /* ---------------------------------------------------------------- the plan */
 
-/* "scale_fmt": "ue8m0" is a key of hf-fp8's quantization_config only:
- * compressed-tensors and ModelOpt have none (vLLM enables its E8M0 path,
- * Fp8Config's is_scale_e8m0 / DeepGEMM's UE8M0 scales, only when the key is
- * there).  A round trip hf-fp8 ue8m0 -> compressed-tensors -> hf-fp8 would
- * lose it, so an hf-fp8 block output of an input that cannot declare it
- * declares it when every weight takes the exact path and every input scale
- * is an F32 power of two: the claim is then true of every scale written
- * (fp8conv(1), convert). */
+/* An hf-fp8 block output of an input that cannot declare "scale_fmt":
+ * "ue8m0" (compressed-tensors, ModelOpt) declares it when every weight takes
+ * the exact path and every input scale is an F32 power of two: the claim is
+ * then true of every scale written (fp8conv(1), convert, --scale-fmt). */
 static void recover_ue8m0(fp8_convert *c)
 {
     fp8_quant_options *o = &c->opts.target;
