@@ -37,6 +37,7 @@ typedef struct {
     const fp8_tensor_info *w, *scale; /* in the convert's checkpoint */
     size_t shard, scale_shard;
     uint64_t rows, cols, src_rows, src_cols; /* per matrix; the input's group */
+    uint64_t gr, gc, trows, tcols; /* the target's group; groups down and across a matrix */
     virtual_tensor values, out_scale, codes; /* codes: the exact path's, read through checks */
     bool big_scale; /* an input scale s with 448 * s beyond fp32: some q * s may overflow */
     bool pow2;      /* every input scale an F32 power of two (a UE8M0 scale's value) */
@@ -46,7 +47,6 @@ typedef struct {
      * scale's order */
     bool shift;
     uint8_t *tiles;
-    uint64_t gr, gc, trows, tcols;
     char *scale_name;
 } weight;
 
@@ -129,8 +129,6 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
 {
     const fp8_quant_options *o = &c->opts.target;
     bool mx_input = fp8_dtype_holds_pow2_scales(w->scale->dtype);
-    uint64_t gr, gc;
-    target_group(o, w->rows, w->cols, &gr, &gc);
     /* a ue8m0 block's F32 power of two is an E8M0 byte: 128x128 blocks to
      * MXFP8 keep every code (issue 25) */
     if (fp8_scheme_get(o->scheme)->pow2_scales && !mx_input && !w->e8m0)
@@ -138,10 +136,10 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
                "powers of two (ue8m0), are copied";
     if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
         return "ue8m0 scales are powers of two: the input's scales are not declared so";
-    if (!nests(gr, w->src_rows, w->rows) || !nests(gc, w->src_cols, w->cols)) {
+    if (!nests(w->gr, w->src_rows, w->rows) || !nests(w->gc, w->src_cols, w->cols)) {
         snprintf(buf, cap, "a %llux%llu group of the output does not lie inside one %llux%llu "
                  "group of the input",
-                 (unsigned long long)gr, (unsigned long long)gc,
+                 (unsigned long long)w->gr, (unsigned long long)w->gc,
                  (unsigned long long)w->src_rows, (unsigned long long)w->src_cols);
         return buf;
     }
@@ -279,9 +277,6 @@ static fp8_status plan_shift(fp8_ctx *ctx, fp8_convert *c, weight *w, char *why,
 {
     enum { STEP = 1 << 20 };
     uint64_t experts = w->w->elements / (w->rows * w->cols), groups = w->cols / FP8_MX_GROUP;
-    target_group(&c->opts.target, w->rows, w->cols, &w->gr, &w->gc);
-    w->trows = fp8_ceil_div(w->rows, w->gr);
-    w->tcols = fp8_ceil_div(w->cols, w->gc);
     w->tiles = calloc(experts * w->trows * w->tcols + 1, 1);
     uint8_t *buf = malloc(STEP);
     fp8_status st = w->tiles && buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -343,10 +338,8 @@ static fp8_status read_codes(fp8_ctx *ctx, const fp8_convert *c, const weight *w
 static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *w, uint64_t k0,
                               uint64_t k1, unsigned char *out)
 {
-    uint64_t gr, gc, m = w->rows, n = w->cols;
-    target_group(&c->opts.target, m, n, &gr, &gc);
+    uint64_t gr = w->gr, gc = w->gc, m = w->rows, n = w->cols, trows = w->trows, tcols = w->tcols;
     uint64_t GR = clamp(w->src_rows, m), GC = clamp(w->src_cols, n);
-    uint64_t trows = fp8_ceil_div(m, gr), tcols = fp8_ceil_div(n, gc);
     uint64_t srows = fp8_ceil_div(m, GR), scols = fp8_ceil_div(n, GC);
     unsigned isz = fp8_dtype_bits(w->scale->dtype) / 8, osz = w->out_scale.info.dtype == FP8_DTYPE_U8 ? 1 : 4;
     if (w->shift) { /* each block's 2^(B - 127): 2^-127 at least, an fp32 subnormal, exact */
@@ -547,6 +540,9 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     w->pub.elements = t->elements;
     w->rows = t->shape[t->rank - 2];
     w->cols = t->shape[t->rank - 1];
+    target_group(&c->opts.target, w->rows, w->cols, &w->gr, &w->gc);
+    w->trows = fp8_ceil_div(w->rows, w->gr);
+    w->tcols = fp8_ceil_div(w->cols, w->gc);
     w->scale = dq_weights_scale(c->dq, t->name, &w->scale_shard, &w->src_rows, &w->src_cols);
     if (!t->elements) /* no values: no scale to copy, nothing to re-quantize (and no loader
                         * builds a layer of that shape from config.json) */
@@ -560,12 +556,10 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
         return st;
     w->pub.why = c->spec ? why_not_exact(c, w, ue8m0_input, why, sizeof why) : "no such layout";
     const fp8_quant_options *o = &c->opts.target;
-    uint64_t gr, gc;
-    target_group(o, w->rows, w->cols, &gr, &gc);
     bool mx_input = fp8_dtype_holds_pow2_scales(w->scale->dtype);
     if (w->pub.why && c->spec && mx_input && w->src_rows == 1 && w->src_cols == FP8_MX_GROUP &&
         w->cols % FP8_MX_GROUP == 0 && o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0 &&
-        (gc % FP8_MX_GROUP == 0 || gc == w->cols) &&
+        (w->gc % FP8_MX_GROUP == 0 || w->gc == w->cols) &&
         fmt_scale_dtype_of(c->spec, FP8_DTYPE_F32) == FP8_DTYPE_F32) {
         if ((st = plan_shift(ctx, c, w, why, sizeof why)))
             return st;
