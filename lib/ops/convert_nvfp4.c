@@ -348,28 +348,26 @@ fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, boo
     for (size_t i = n0; !st && i < n0 + extra; i++) {
         cast_item *g = &p->items[i], *sc = cast_item_named(p, g->t->name, false);
         unsigned most = sc->mx_most;
-        size_t stem = strlen(sc->t->name) - strlen(from->scale_suffix);
-        for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
-            for (int j = 0; j < 3 && fp4_fused_parts[f][j]; j++) {
-                size_t n = strlen(fp4_fused_parts[f][j]);
-                if (stem <= n || sc->t->name[stem - n - 1] != '.' ||
-                    strncmp(sc->t->name + stem - n, fp4_fused_parts[f][j], n))
-                    continue;
-                for (int k = 0; k < 3 && fp4_fused_parts[f][k]; k++) {
-                    char *part = NULL;
-                    if (asprintf(&part, "%.*s%s%s", (int)(stem - n), sc->t->name,
-                                 fp4_fused_parts[f][k], from->scale_suffix) < 0) {
-                        p->n = n0 + extra; /* the new items' names are freed with the rest */
-                        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-                    }
-                    const cast_item *peer = cast_item_named(p, part, false);
-                    free(part);
-                    if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
-                        most = peer->mx_most > most ? peer->mx_most : most;
-                        sc->mx_fused = true;
-                    }
-                }
+        size_t f = 0, base = 0;
+        char *stem = strndup(sc->t->name, strlen(sc->t->name) - strlen(from->scale_suffix));
+        bool oom = !stem, fused = stem && fp4_fused_part(stem, &f, &base);
+        free(stem);
+        for (int k = 0; fused && k < 3 && fp4_fused_parts[f][k]; k++) {
+            char *part = NULL;
+            if ((oom = asprintf(&part, "%.*s%s%s", (int)base, sc->t->name, fp4_fused_parts[f][k],
+                                from->scale_suffix) < 0))
+                break;
+            const cast_item *peer = cast_item_named(p, part, false);
+            free(part);
+            if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
+                most = peer->mx_most > most ? peer->mx_most : most;
+                sc->mx_fused = true;
             }
+        }
+        if (oom) {
+            p->n = n0 + extra; /* the new items' names are freed with the rest */
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
         int m = (int)most - 127 - p->cast->shift;
         sc->mx_m = m < MX_NV_GLOBAL_MIN ? MX_NV_GLOBAL_MIN : m;
         g->value = fp8_pow2(to->global_divides ? -sc->mx_m : sc->mx_m);
