@@ -133,22 +133,6 @@ static const struct {
     [FP4_CAST_SPLIT] = { mx_plan, nv_write_config },
 };
 
-/* The cast of the input's weights: of the first weight (its scale there)
- * whose layout has one, the lowest rule first (NVFP4 before MXFP4). */
-static const fp4_cast *weights_cast(const cast_plan *p)
-{
-    const fp4_cast *best = NULL;
-    for (size_t i = 0; i < p->n; i++) {
-        const fp4_layout *l;
-        const fp4_cast *c = cast_scale_of(p, p->items[i].t, &l) && !l->model_type
-                                ? fp4_cast_from(l)
-                                : NULL;
-        if (c && (!best || c->rule < best->rule))
-            best = c;
-    }
-    return best;
-}
-
 fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
                             const fp8_convert_options *opts, cast_plan **out)
 {
@@ -173,18 +157,29 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
         p->items[i].t = fp8_checkpoint_tensor(ck, i, &p->items[i].shard);
         p->items[i].out_dtype = p->items[i].t->dtype; /* a copy's */
     }
-    /* a family's cast by its model_type (then by it alone), else by its weights */
+    /* a family's cast by its model_type (then by it alone), else by its
+     * weights: of the first packed weight (its scale there) whose layout has
+     * one, the lowest rule first (NVFP4 before MXFP4); else the first packed
+     * weight of a layout no cast takes is refused */
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->config, "model_type");
     const fp4_layout *family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
-    p->cast = family ? fp4_cast_from(family) : NULL;
-    if (!p->cast && !(p->cast = weights_cast(p))) {
-        for (size_t i = 0; i < p->n && !st; i++) { /* a packed layout no cast takes */
-            const fp4_layout *l;
-            const fp8_tensor_info *t = p->items[i].t;
-            if (cast_scale_of(p, t, &l) && l->no_cast)
-                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is packed %s: %s", input,
-                              t->name, l->name, l->no_cast);
-        }
+    const fp4_cast *by_model = family ? fp4_cast_from(family) : NULL;
+    const fp8_tensor_info *refused = NULL;
+    const fp4_layout *l, *rl = NULL;
+    p->cast = by_model;
+    for (size_t i = 0; !by_model && i < p->n; i++) {
+        if (!cast_scale_of(p, p->items[i].t, &l))
+            continue;
+        const fp4_cast *c = l->model_type ? NULL : fp4_cast_from(l);
+        if (c && (!p->cast || c->rule < p->cast->rule))
+            p->cast = c;
+        if (l->no_cast && !refused)
+            refused = p->items[i].t, rl = l;
+    }
+    if (!p->cast) {
+        if (refused)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is packed %s: %s", input,
+                          refused->name, rl->name, rl->no_cast);
         goto out;
     }
     st = rules[p->cast->rule].plan(ctx, p, opts, &handled);
