@@ -202,7 +202,10 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         cJSON_Delete(ignore);
         return st;
     }
-    cJSON *q = cJSON_CreateObject();
+    cJSON *q = to_ct ? cJSON_CreateObject() : fmt_modelopt_fp4_config(ignore, acts);
+    if (!to_ct) /* its side file's list a copy of the one q now holds */
+        side = fmt_modelopt_side(acts ? "NVFP4" : "W4A16_NVFP4", cJSON_Duplicate(ignore, true),
+                                 fp8_scheme_get(p->cast->scheme)->run, false);
     if (to_ct) {
         cJSON *groups = cJSON_AddObjectToObject(q, "config_groups");
         cJSON *g0 = cJSON_AddObjectToObject(groups, "group_0");
@@ -219,14 +222,10 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         cJSON_AddTrueToObject(w, "symmetric");
         cJSON_AddStringToObject(w, "type", "float");
         cJSON_AddNullToObject(w, "zp_dtype");
-        cJSON *a = cJSON_Duplicate(w, true); /* dynamic "local": a per-group scale made at run time */
-        cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
-        if (acts)
-            cJSON_AddItemToObject(g0, "input_activations", a);
-        else {
-            cJSON_Delete(a);
-            cJSON_AddNullToObject(g0, "input_activations");
-        }
+        cJSON *a = acts ? cJSON_Duplicate(w, true) : cJSON_CreateNull();
+        if (acts) /* dynamic "local": a per-group scale made at run time */
+            cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
+        cJSON_AddItemToObject(g0, "input_activations", a);
         cJSON_AddNullToObject(g0, "output_activations");
         cJSON *targets = cJSON_AddArrayToObject(g0, "targets");
         cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
@@ -237,11 +236,6 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         cJSON_AddNullToObject(q, "kv_cache_scheme");
         cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
         cJSON_AddStringToObject(q, "quantization_status", "compressed");
-    } else {
-        side = fmt_modelopt_side(acts ? "NVFP4" : "W4A16_NVFP4", cJSON_Duplicate(ignore, true),
-                                 fp8_scheme_get(p->cast->scheme)->run, false);
-        cJSON_Delete(q);
-        q = fmt_modelopt_fp4_config(ignore, acts);
     }
     if (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
         cJSON_ReplaceItemInObjectCaseSensitive(config, "quantization_config", q);
