@@ -1,8 +1,4 @@
-/*
- * convert_items.c - the cast plan's items (convert_cast.h) as the casts'
- * planners (convert_dsv4.c, convert_nvfp4.c) and convert_cast.c's writer
- * look them up, below them all.
- */
+/* convert_items.c - the cast plan's items looked up (convert_items.h). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /*
  * convert_items.h - the cast plan's items looked up (convert_items.c), for
- * the casts' planners and convert_cast.c's writer.
+ * the casts' planners (convert_dsv4.c, convert_nvfp4.c) and convert_cast.c's
+ * writer, below them all.
  */
 #ifndef FP8_CONVERT_ITEMS_H
 #define FP8_CONVERT_ITEMS_H
