@@ -50,12 +50,8 @@ static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const ch
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s: tensor '%s': %g is not a finite positive scale", file, it->t->name,
                         (double)g);
-    it->kind = CAST_RECIP;
-    it->value = 1.0f / g;
-    it->out_dtype = FP8_DTYPE_F32;
-    it->out_rank = rank;
-    it->out_shape[0] = 1;
-    it->out_shape[1] = 1;
+    *it = (cast_item){ .t = it->t, .shard = it->shard, .kind = CAST_RECIP, .value = 1.0f / g,
+                       .out_dtype = FP8_DTYPE_F32, .out_rank = rank, .out_shape = { 1, 1 } };
     if (asprintf(&it->out_name, "%.*s%s", (int)stem, stem_name, suffix) < 0) {
         it->out_name = NULL;
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -110,7 +106,8 @@ fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, boo
         size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
         char *gname = NULL, *iname = NULL;
         if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->global_suffix) < 0 ||
-            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
+            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0 ||
+            asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name, to->weight_suffix) < 0)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         cast_item *g = st ? NULL : cast_item_named(p, gname, false);
         cast_item *in = st ? NULL : cast_item_named(p, iname, false);
@@ -126,11 +123,6 @@ fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, boo
                           fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
                           in ? "it has" : "no", iname);
         p->acts = p->nvfp4 ? p->acts : in != NULL;
-        if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
-                            to->weight_suffix) < 0) {
-            it->out_name = NULL;
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        }
         if (!st)
             st = plan_recip(ctx, p, g, it->t->name, stem, to->global_suffix,
                             to->global_rank, o->exact);
