@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "layout/formats.h"
 #include "layout/kvscale.h"
 #include "common/types.h"
@@ -617,10 +618,8 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
         v->shape[0] = 1;
     }
     v->info.shape = v->shape;
-    v->info.elements = 1;
-    for (int d = 0; d < v->info.rank; d++)
-        v->info.elements *= v->shape[d];
-    v->info.end = v->info.elements * (v->info.dtype == FP8_DTYPE_U8 ? 1 : 4);
+    const char *bad; /* a scale shape of a weight's: no overflow, whole bytes */
+    st_tensor_size(v->shape, v->info.rank, v->info.dtype, &v->info.elements, &v->info.end, &bad);
     /* the loader rules quantize applies to the experts it writes */
     for (int l = 0; l < FP8_LOADER_COUNT; l++)
         if ((FP8_LOADERS_SERVING >> l & 1) && c->spec->no_experts[l] && fmt_is_expert(t->name))
