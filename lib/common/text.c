@@ -71,6 +71,23 @@ void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
         snprintf(buf + o, cap - o, "]");
 }
 
+size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *arg, size_t i),
+                     const void *arg)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(name(arg, mid), key);
+        if (!d)
+            return mid;
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return n;
+}
+
 bool fp8_has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);

@@ -25,6 +25,10 @@ void fp8_text_json_string(fp8_text *b, const char *s);
 /* A shape as "[4096, 128]" in buf (cap bytes, cut short if it must be). */
 void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 
+/* The index of `key` among n names in strcmp order, name(arg, i) the
+ * i-th; n when it is not there. */
+size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *arg, size_t i),
+                     const void *arg);
 /* Whether s ends in suffix. */
 bool fp8_has_suffix(const char *s, const char *suffix);
 /* dir/name, malloc'ed (NULL when out of memory), dir's trailing slashes

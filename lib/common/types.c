@@ -66,6 +66,14 @@ bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q)
     return fp8_e4m3_to_f32(*q) == x;
 }
 
+void fp8_elem_shift_rows(const fp8_elem_traits *e, int k0, int rows, unsigned codes, uint8_t *t)
+{
+    for (int k = k0; k < k0 + rows; k++)
+        for (unsigned c = 0; c < codes; c++, t++)
+            if (!fp8_elem_shift_e4m3(e, (uint8_t)c, k, t))
+                *t = FP8_NO_SHIFT;
+}
+
 /* Packed sizes: a group's codes fill whole bytes (E2M1, two a byte) and an
  * INT4 group whole I32 words (eight a word), so no byte or word holds two
  * groups' codes (the packed readers and the kernels count on it). */

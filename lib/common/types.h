@@ -75,6 +75,10 @@ const fp8_elem_traits *fp8_elem_get(fp8_elem e);
  * false when the product is no E4M3 value (it would round) or c is NaN.
  * A zero keeps its sign. */
 bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q);
+/* Its table: rows k = k0 .. k0 + rows - 1 of `codes` bytes, code c's shift
+ * by k, or FP8_NO_SHIFT (E4M3's NaN, which no product is) where none. */
+enum { FP8_NO_SHIFT = 0x7F };
+void fp8_elem_shift_rows(const fp8_elem_traits *e, int k0, int rows, unsigned codes, uint8_t *t);
 
 /* How a scheme's groups tile one [M, N] matrix. */
 typedef enum {

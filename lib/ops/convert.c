@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "layout/formats.h"
 #include "layout/kvscale.h"
 #include "common/types.h"
@@ -37,6 +38,7 @@ typedef struct {
     const fp8_tensor_info *w, *scale; /* in the convert's checkpoint */
     size_t shard, scale_shard;
     uint64_t rows, cols, src_rows, src_cols; /* per matrix; the input's group */
+    uint64_t gr, gc, trows, tcols; /* the target's group; groups down and across a matrix */
     virtual_tensor values, out_scale, codes; /* codes: the exact path's, read through checks */
     bool big_scale; /* an input scale s with 448 * s beyond fp32: some q * s may overflow */
     bool pow2;      /* every input scale an F32 power of two (a UE8M0 scale's value) */
@@ -46,7 +48,6 @@ typedef struct {
      * scale's order */
     bool shift;
     uint8_t *tiles;
-    uint64_t gr, gc, trows, tcols;
     char *scale_name;
 } weight;
 
@@ -90,6 +91,12 @@ static weight *find_weight(const fp8_convert *c, const char *name)
 }
 
 /* by_scale is sorted by the input scale's name */
+static const char *by_scale_name(const void *arg, size_t i)
+{
+    const fp8_convert *c = arg;
+    return c->weights[c->by_scale[i]].scale->name;
+}
+
 static int cmp_by_scale(const void *a, const void *b, void *arg)
 {
     const fp8_convert *c = arg;
@@ -99,18 +106,8 @@ static int cmp_by_scale(const void *a, const void *b, void *arg)
 
 static weight *find_by_scale(const fp8_convert *c, const char *name)
 {
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(c->weights[c->by_scale[mid]].scale->name, name);
-        if (d == 0)
-            return &c->weights[c->by_scale[mid]];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    size_t i = fp8_name_find(name, c->n, by_scale_name, c);
+    return i < c->n ? &c->weights[c->by_scale[i]] : NULL;
 }
 
 /* The target's group of one [M, N] matrix, as rows x columns. */
@@ -133,8 +130,6 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
 {
     const fp8_quant_options *o = &c->opts.target;
     bool mx_input = fp8_dtype_holds_pow2_scales(w->scale->dtype);
-    uint64_t gr, gc;
-    target_group(o, w->rows, w->cols, &gr, &gc);
     /* a ue8m0 block's F32 power of two is an E8M0 byte: 128x128 blocks to
      * MXFP8 keep every code (issue 25) */
     if (fp8_scheme_get(o->scheme)->pow2_scales && !mx_input && !w->e8m0)
@@ -142,10 +137,10 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
                "powers of two (ue8m0), are copied";
     if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
         return "ue8m0 scales are powers of two: the input's scales are not declared so";
-    if (!nests(gr, w->src_rows, w->rows) || !nests(gc, w->src_cols, w->cols)) {
+    if (!nests(w->gr, w->src_rows, w->rows) || !nests(w->gc, w->src_cols, w->cols)) {
         snprintf(buf, cap, "a %llux%llu group of the output does not lie inside one %llux%llu "
                  "group of the input",
-                 (unsigned long long)gr, (unsigned long long)gc,
+                 (unsigned long long)w->gr, (unsigned long long)w->gc,
                  (unsigned long long)w->src_rows, (unsigned long long)w->src_cols);
         return buf;
     }
@@ -232,26 +227,17 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
 
 /* ---------------------------------------------------------------- MX to ue8m0 blocks */
 
-/*
- * MXFP8 to ue8m0 blocks (issue 25): a block of whole 1x32 MX groups takes
- * the largest group exponent byte B as its scale 2^(B - 127), and each code
- * q of a group with byte b becomes q * 2^(b - B), exact while that is an
- * E4M3 value (no bit shifted out below E4M3's 2^-9): the rule of
- * DeepSeek's FP4 cast (convert_dsv4.c) with E4M3 elements, the codec's
- * fp8_elem_shift_e4m3.  shift_table[d][q] is q * 2^-d, or NO_SHIFT (E4M3's
- * NaN, which no product is) where that is no E4M3 value or q is NaN.
- */
-enum { NO_SHIFT = 0x7F };
+/* MXFP8 to ue8m0 blocks (issue 25; fp8conv(1) convert, the exact path):
+ * each code q of a group with byte b becomes q * 2^(b - B), B its block's
+ * largest group byte, by fp8_elem_shift_e4m3: shift_table[255 - d][q] is
+ * q * 2^-d (fp8_elem_shift_rows). */
 static uint8_t shift_table[256][256];
 static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 
 static void shift_table_init(void)
 {
-    const fp8_elem_traits *mx = fp8_elem_get(fp8_scheme_get(FP8_SCHEME_MXFP8)->elem);
-    for (int d = 0; d < 256; d++)
-        for (int q = 0; q < 256; q++)
-            if (!fp8_elem_shift_e4m3(mx, (uint8_t)q, -d, &shift_table[d][q]))
-                shift_table[d][q] = NO_SHIFT;
+    fp8_elem_shift_rows(fp8_elem_get(fp8_scheme_get(FP8_SCHEME_MXFP8)->elem), -255, 256, 256,
+                        shift_table[0]);
 }
 
 /* The block of flat element e of weight w, in its tiles. */
@@ -277,8 +263,8 @@ static fp8_status shift_span(fp8_ctx *ctx, const fp8_convert *c, const weight *w
     for (size_t k = 0; !st && k < len; k++) {
         uint64_t e = offset + k;
         unsigned d = (unsigned)(w->tiles[tile_of(w, e)] - sc[e / FP8_MX_GROUP - g0]);
-        q[k] = shift_table[d][q[k]];
-        if (q[k] == NO_SHIFT && *bad == UINT64_MAX)
+        q[k] = shift_table[255 - d][q[k]];
+        if (q[k] == FP8_NO_SHIFT && *bad == UINT64_MAX)
             *bad = e;
     }
     free(sc);
@@ -292,9 +278,6 @@ static fp8_status plan_shift(fp8_ctx *ctx, fp8_convert *c, weight *w, char *why,
 {
     enum { STEP = 1 << 20 };
     uint64_t experts = w->w->elements / (w->rows * w->cols), groups = w->cols / FP8_MX_GROUP;
-    target_group(&c->opts.target, w->rows, w->cols, &w->gr, &w->gc);
-    w->trows = fp8_ceil_div(w->rows, w->gr);
-    w->tcols = fp8_ceil_div(w->cols, w->gc);
     w->tiles = calloc(experts * w->trows * w->tcols + 1, 1);
     uint8_t *buf = malloc(STEP);
     fp8_status st = w->tiles && buf ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -356,10 +339,8 @@ static fp8_status read_codes(fp8_ctx *ctx, const fp8_convert *c, const weight *w
 static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *w, uint64_t k0,
                               uint64_t k1, unsigned char *out)
 {
-    uint64_t gr, gc, m = w->rows, n = w->cols;
-    target_group(&c->opts.target, m, n, &gr, &gc);
+    uint64_t gr = w->gr, gc = w->gc, m = w->rows, n = w->cols, trows = w->trows, tcols = w->tcols;
     uint64_t GR = clamp(w->src_rows, m), GC = clamp(w->src_cols, n);
-    uint64_t trows = fp8_ceil_div(m, gr), tcols = fp8_ceil_div(n, gc);
     uint64_t srows = fp8_ceil_div(m, GR), scols = fp8_ceil_div(n, GC);
     unsigned isz = fp8_dtype_bits(w->scale->dtype) / 8, osz = w->out_scale.info.dtype == FP8_DTYPE_U8 ? 1 : 4;
     if (w->shift) { /* each block's 2^(B - 127): 2^-127 at least, an fp32 subnormal, exact */
@@ -475,14 +456,10 @@ static fp8_status source_quantized(void *user, fp8_ctx *ctx, const fp8_tensor_in
 
 /* ---------------------------------------------------------------- the plan */
 
-/* "scale_fmt": "ue8m0" is a key of hf-fp8's quantization_config only:
- * compressed-tensors and ModelOpt have none (vLLM enables its E8M0 path,
- * Fp8Config's is_scale_e8m0 / DeepGEMM's UE8M0 scales, only when the key is
- * there).  A round trip hf-fp8 ue8m0 -> compressed-tensors -> hf-fp8 would
- * lose it, so an hf-fp8 block output of an input that cannot declare it
- * declares it when every weight takes the exact path and every input scale
- * is an F32 power of two: the claim is then true of every scale written
- * (fp8conv(1), convert). */
+/* An hf-fp8 block output of an input that cannot declare "scale_fmt":
+ * "ue8m0" (compressed-tensors, ModelOpt) declares it when every weight takes
+ * the exact path and every input scale is an F32 power of two: the claim is
+ * then true of every scale written (fp8conv(1), convert, --scale-fmt). */
 static void recover_ue8m0(fp8_convert *c)
 {
     fp8_quant_options *o = &c->opts.target;
@@ -564,6 +541,9 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     w->pub.elements = t->elements;
     w->rows = t->shape[t->rank - 2];
     w->cols = t->shape[t->rank - 1];
+    target_group(&c->opts.target, w->rows, w->cols, &w->gr, &w->gc);
+    w->trows = fp8_ceil_div(w->rows, w->gr);
+    w->tcols = fp8_ceil_div(w->cols, w->gc);
     w->scale = dq_weights_scale(c->dq, t->name, &w->scale_shard, &w->src_rows, &w->src_cols);
     if (!t->elements) /* no values: no scale to copy, nothing to re-quantize (and no loader
                         * builds a layer of that shape from config.json) */
@@ -577,12 +557,10 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
         return st;
     w->pub.why = c->spec ? why_not_exact(c, w, ue8m0_input, why, sizeof why) : "no such layout";
     const fp8_quant_options *o = &c->opts.target;
-    uint64_t gr, gc;
-    target_group(o, w->rows, w->cols, &gr, &gc);
     bool mx_input = fp8_dtype_holds_pow2_scales(w->scale->dtype);
     if (w->pub.why && c->spec && mx_input && w->src_rows == 1 && w->src_cols == FP8_MX_GROUP &&
         w->cols % FP8_MX_GROUP == 0 && o->scheme == FP8_SCHEME_BLOCK && o->scale_ue8m0 &&
-        (gc % FP8_MX_GROUP == 0 || gc == w->cols) &&
+        (w->gc % FP8_MX_GROUP == 0 || w->gc == w->cols) &&
         fmt_scale_dtype_of(c->spec, FP8_DTYPE_F32) == FP8_DTYPE_F32) {
         if ((st = plan_shift(ctx, c, w, why, sizeof why)))
             return st;
@@ -601,23 +579,18 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
                         "multiple of %u",
                         file, t->name, fp8_scheme_name(c->opts.target.scheme),
                         (unsigned long long)w->cols, sch->run);
-    /* the values: an F32 tensor of the same name and shape */
-    virtual_tensor *v = &w->values;
+    /* the codes, as they are; the values, an F32 tensor of the same name and shape */
+    virtual_tensor *v = &w->codes;
     v->weight = i;
     v->info = *t;
     memcpy(v->shape, t->shape, (size_t)t->rank * sizeof *t->shape);
+    w->values = *v;
     v->info.shape = v->shape;
-    v->info.dtype = FP8_DTYPE_F32;
-    v->info.begin = 0;
-    v->info.end = t->elements * 4;
+    w->values.info = (fp8_tensor_info){ .name = t->name, .dtype = FP8_DTYPE_F32, .rank = t->rank,
+                                        .shape = w->values.shape, .elements = t->elements,
+                                        .end = t->elements * 4 };
     if (!w->pub.exact || !c->spec)
         return FP8_OK;
-    /* the codes, as they are */
-    v = &w->codes;
-    v->weight = i;
-    v->info = *t;
-    memcpy(v->shape, t->shape, (size_t)t->rank * sizeof *t->shape);
-    v->info.shape = v->shape;
     /* the exact path's scale, named and shaped as the target's table row says */
     v = &w->out_scale;
     v->weight = i;
@@ -645,10 +618,8 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
         v->shape[0] = 1;
     }
     v->info.shape = v->shape;
-    v->info.elements = 1;
-    for (int d = 0; d < v->info.rank; d++)
-        v->info.elements *= v->shape[d];
-    v->info.end = v->info.elements * (v->info.dtype == FP8_DTYPE_U8 ? 1 : 4);
+    const char *bad; /* a scale shape of a weight's: no overflow, whole bytes */
+    st_tensor_size(v->shape, v->info.rank, v->info.dtype, &v->info.elements, &v->info.end, &bad);
     /* the loader rules quantize applies to the experts it writes */
     for (int l = 0; l < FP8_LOADER_COUNT; l++)
         if ((FP8_LOADERS_SERVING >> l & 1) && c->spec->no_experts[l] && fmt_is_expert(t->name))

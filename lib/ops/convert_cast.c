@@ -12,7 +12,6 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/fp8_math.h"
 #include "io/checkpoint.h"
@@ -21,20 +20,16 @@
 #include "layout/fp4.h"
 #include "ops/convert_dsv4.h"
 #include "ops/convert_cast.h"
+#include "ops/convert_items.h"
 #include "ops/convert_nvfp4.h"
 
 static uint64_t out_bytes(const cast_item *it)
 {
     if (it->kind == CAST_COPY)
         return fp8_tensor_nbytes(it->t);
-    if (it->kind == CAST_RECIP)
-        return 4;
-    if (it->kind == CAST_TRUNK_SCALE)
-        return it->t->elements * 4;
-    return it->out_shape[0] * it->out_shape[1] * (it->kind == CAST_SCALE ? 4 : 1);
+    return (it->kind == CAST_TRUNK_SCALE ? it->t->elements : it->out_shape[0] * it->out_shape[1]) *
+           fp8_dtype_bits(it->out_dtype) / 8;
 }
-
-static const char *out_name(const cast_item *it) { return it->out_name ? it->out_name : it->t->name; }
 
 static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                               fp8_writer *out, const fp8_tensor_info *wt)
@@ -56,24 +51,8 @@ static fp8_status copy_tensor(fp8_ctx *ctx, const cast_plan *p, const cast_item 
 static int cmp_by_out(const void *a, const void *b, void *arg)
 {
     const cast_plan *p = arg;
-    return strcmp(out_name(&p->items[*(const size_t *)a]), out_name(&p->items[*(const size_t *)b]));
-}
-
-/* The writer's order is not the plan's: by output name. */
-static const cast_item *item_named(const cast_plan *p, const char *name)
-{
-    size_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(out_name(&p->items[p->by_out[mid]]), name);
-        if (!d)
-            return &p->items[p->by_out[mid]];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return strcmp(cast_out_name(&p->items[*(const size_t *)a]),
+                  cast_out_name(&p->items[*(const size_t *)b]));
 }
 
 static fp8_status write_recip(fp8_ctx *ctx, const cast_item *it, fp8_writer *out,
@@ -93,12 +72,9 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         const cast_item *it = &p->items[i];
         if (it->shard != s)
             continue;
-        st = it->kind == CAST_COPY || it->kind == CAST_TRUNK_SCALE
-                 ? fp8_writer_add_tensor(ctx, out, out_name(it),
-                                         it->kind == CAST_COPY ? it->t->dtype : FP8_DTYPE_F32,
-                                         it->t->rank, it->t->shape)
-                 : fp8_writer_add_tensor(ctx, out, out_name(it), it->out_dtype, it->out_rank,
-                                         it->out_shape);
+        bool own = it->kind == CAST_COPY || it->kind == CAST_TRUNK_SCALE; /* the input's shape */
+        st = fp8_writer_add_tensor(ctx, out, cast_out_name(it), it->out_dtype,
+                                   own ? it->t->rank : it->out_rank, own ? it->t->shape : it->out_shape);
     }
     if (!st) {
         fp8_writer_set_durable(out, !p->opts.target.no_sync);
@@ -106,7 +82,7 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
     }
     for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
         const fp8_tensor_info *wt = fp8_writer_tensor(out, k);
-        const cast_item *it = item_named(p, wt->name);
+        const cast_item *it = cast_item_named(p, wt->name, true);
         st = it->kind == CAST_COPY          ? copy_tensor(ctx, p, it, out, wt)
              : it->kind == CAST_RECIP       ? write_recip(ctx, it, out, wt)
              : it->kind == CAST_TRUNK_SCALE ? dsv4_write_trunk_scale(ctx, p, it, out, wt)
@@ -126,7 +102,7 @@ static fp8_status write_index(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++) {
-        map[i] = (ck_index_entry){ out_name(&p->items[i]), p->names[p->items[i].shard] };
+        map[i] = (ck_index_entry){ cast_out_name(&p->items[i]), p->names[p->items[i].shard] };
         total += out_bytes(&p->items[i]);
     }
     fp8_status st = ck_index_write(ctx, dir, map, p->n, total);
@@ -157,36 +133,14 @@ static const struct {
     [FP4_CAST_SPLIT] = { mx_plan, nv_write_config },
 };
 
-/* The cast of the input's weights: of the first weight (its scale there)
- * whose layout has one, the lowest rule first (NVFP4 before MXFP4). */
-static const fp4_cast *weights_cast(const cast_plan *p)
-{
-    const fp4_cast *best = NULL;
-    for (size_t i = 0; i < p->n; i++) {
-        char *sname = NULL, *oname = NULL;
-        const fp8_tensor_info *t = p->items[i].t;
-        const fp4_layout *l = fp4_layout_match(p->ck, t->name, t->dtype, t->rank, &sname, &oname);
-        const fp4_cast *c = l && !l->model_type ? fp4_cast_from(l) : NULL;
-        if (c && sname && fp8_checkpoint_find(p->ck, sname, NULL) && (!best || c->rule < best->rule))
-            best = c;
-        free(sname);
-        free(oname);
-    }
-    return best;
-}
-
 fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
                             const fp8_convert_options *opts, cast_plan **out)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cast_plan *p = calloc(1, sizeof *p);
     *out = NULL;
     if (!p)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    *p = (cast_plan){ .ck = ck, .input = input, .opts = *opts,
-                      .threads = opts->target.threads > 0 ? (uint64_t)opts->target.threads
-                                 : cpus > 0                ? (uint64_t)cpus
-                                                           : 1 };
+    *p = (cast_plan){ .ck = ck, .input = input, .opts = *opts };
     fp8_status st = FP8_OK;
     bool handled = false;
     if (!fp8_checkpoint_is_directory(ck) || (st = ck_config_read(ctx, input, &p->config)) ||
@@ -201,23 +155,31 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
     }
     for (size_t i = 0; i < p->n; i++) {
         p->items[i].t = fp8_checkpoint_tensor(ck, i, &p->items[i].shard);
-        p->by_out[i] = i;
+        p->items[i].out_dtype = p->items[i].t->dtype; /* a copy's */
     }
-    /* a family's cast by its model_type (then by it alone), else by its weights */
+    /* a family's cast by its model_type (then by it alone), else by its
+     * weights: of the first packed weight (its scale there) whose layout has
+     * one, the lowest rule first (NVFP4 before MXFP4); else the first packed
+     * weight of a layout no cast takes is refused */
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->config, "model_type");
     const fp4_layout *family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
-    p->cast = family ? fp4_cast_from(family) : NULL;
-    if (!p->cast && !(p->cast = weights_cast(p))) {
-        for (size_t i = 0; i < p->n && !st; i++) { /* a packed layout no cast takes */
-            char *sname = NULL, *oname = NULL;
-            const fp8_tensor_info *t = p->items[i].t;
-            const fp4_layout *l = fp4_layout_match(ck, t->name, t->dtype, t->rank, &sname, &oname);
-            if (l && l->no_cast && sname && fp8_checkpoint_find(ck, sname, NULL))
-                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is packed %s: %s", input,
-                              t->name, l->name, l->no_cast);
-            free(sname);
-            free(oname);
-        }
+    const fp4_cast *by_model = family ? fp4_cast_from(family) : NULL;
+    const fp8_tensor_info *refused = NULL;
+    const fp4_layout *l, *rl = NULL;
+    p->cast = by_model;
+    for (size_t i = 0; !by_model && i < p->n; i++) {
+        if (!cast_scale_of(p, p->items[i].t, &l))
+            continue;
+        const fp4_cast *c = l->model_type ? NULL : fp4_cast_from(l);
+        if (c && (!p->cast || c->rule < p->cast->rule))
+            p->cast = c;
+        if (l->no_cast && !refused)
+            refused = p->items[i].t, rl = l;
+    }
+    if (!p->cast) {
+        if (refused)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' is packed %s: %s", input,
+                          refused->name, rl->name, rl->no_cast);
         goto out;
     }
     st = rules[p->cast->rule].plan(ctx, p, opts, &handled);

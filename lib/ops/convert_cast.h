@@ -28,7 +28,7 @@ typedef struct {
     const fp8_tensor_info *w, *s;
     size_t wshard, sshard;
     uint64_t rows, cols;   /* unpacked: [rows, cols] */
-    fp8_dtype out_dtype;
+    fp8_dtype out_dtype;   /* a copy's: the input's */
     int out_rank;
     uint64_t out_shape[2];
     char *out_name;        /* NULL: the input's name */
@@ -49,7 +49,6 @@ typedef struct {
     size_t n, experts, nvfp4, rounded, mxfp4;
     bool acts;        /* NVFP4: the activations have their second level too (W4A4) */
     char **names;     /* output shard names */
-    uint64_t threads; /* for an expert's bands */
 } cast_plan;
 
 /* The cast INPUT (opened as ck, which the plan borrows) takes, planned:

@@ -1,37 +1,16 @@
 /*
  * convert_dsv4.c - convert's cast of DeepSeek-V4's MXFP4 routed experts
- * to FP8 (fp8conv(1) convert, CASTS; fp8conv-formats(5), 2026 LAYOUTS; the
- * plan it fills and its writer are convert_fp4.c's): the experts
- * (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an
- * F8_E8M0 scale per 32 elements of a row) become FP8 E4M3 [out, in] with
- * one scale per 128x128 tile, as DeepSeek's own cast does it
- * (deepseek-ai DeepSeek-V4-Flash-0731 inference/convert.py
- * cast_e2m1fn_to_e4m3fn, quoted in radixark/miles
- * tools/convert_mxfp4_to_fp8.py): the tile's scale is the largest group
- * scale of the tile over 2^6, and each E2M1 value times 2^(group exponent
- * - tile exponent) is the E4M3 code.  E2M1's largest value 6 times 2^6 is
- * 384, inside E4M3; the cast is exact while each such product is an E4M3
- * value, which holds for every element while the group exponents of a tile
- * spread by 14 or less (0.5 * 2^(6 - 14) = 2^-9, E4M3's smallest
- * subnormal).  An element whose product is not an E4M3 value is refused,
- * with its tensor, tile and spread: the cast never rounds.  Every other
- * tensor is copied as it is (the trunk's FP8 weights and their .scale
- * keep their bytes), and config.json says expert_dtype "fp8": vLLM reads a
- * missing expert_dtype as "fp4" (vllm/models/deepseek_v4,
- * DeepseekV4ForCausalLM.__init__: getattr(config, "expert_dtype", "fp4")),
- * and with "fp8" maps every .scale to weight_scale_inv, which its block FP8
- * MoE method reads (_make_deepseek_v4_weights_mapper).
- *
- * Every FP8 scale of the output is F32 (the tile scales, and the trunk's
- * .scale, whose E8M0 bytes become the same powers of two), as
- * DeepSeek-V4-Flash-Base, the release with FP8 experts, stores them and as
- * vLLM reads them under expert_dtype "fp8" (models/deepseek_v4
- * quant_config.py: is_scale_e8m0 only for "fp4", else float32 scale
- * parameters): its DeepseekV4Model.load_weights views every float8_e8m0fnu
- * expert weight_scale as uint8 bytes, right for the FP4 experts' uint8
- * parameter, so an E8M0 tile scale would land in the float32 parameter as
- * its byte (vLLM PR 51946: "fluent-looking token salad").  DeepSeek's own
- * cast writes E8M0 tile scales; verify's e8m0-expert-scale names them.
+ * (fp4.h's FP4_LAYOUT_DSV4: I8 [out, in / 2] E2M1 codes, an F8_E8M0 scale
+ * per 32 elements of a row) to FP8 E4M3 [out, in] with an F32 scale per
+ * 128x128 tile, as DeepSeek's own cast does it: a tile's exponent is its
+ * largest group byte less 6 (not below 0), each code the E2M1 value times
+ * 2^(group byte - tile byte), exact while a tile's group exponents spread
+ * by 14 or less; an element whose product is no E4M3 value is refused,
+ * never rounded.  Every other tensor is copied (the trunk's .scale as the
+ * F32 of its E8M0 bytes), and config.json says expert_dtype "fp8".  Why,
+ * with the sources (DeepSeek's convert.py, vLLM's loader and PR 51946):
+ * fp8conv(1) convert, CASTS; fp8conv-formats(5), Casts.  The plan it fills
+ * and its writer are convert_cast.c's.
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -45,9 +24,11 @@
 #endif
 
 #include "common/fp8_math.h"
+#include "compute/jobs.h"
 #include "io/checkpoint.h"
 #include "layout/fp4.h"
 #include "ops/convert_dsv4.h"
+#include "ops/convert_items.h"
 
 /* DeepSeek's fp8_block_size and max_offset: the cast's row (layout/fp4.h) */
 #define TILE (p->cast->tile)
@@ -59,7 +40,6 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
 {
     const fp4_layout *dsv4 = fp4_layout_get(p->cast->from);
     const fp8_tensor_info *t = it->t;
-    char *sname = NULL, *oname = NULL;
     const char *wname = t->name;
     char *wbuf = NULL;
     size_t tn = strlen(t->name), ss = strlen(dsv4->scale_suffix);
@@ -73,49 +53,25 @@ static fp8_status find_expert(fp8_ctx *ctx, cast_plan *p, cast_item *it)
     }
     size_t wshard = 0;
     const fp8_tensor_info *w = fp8_checkpoint_find(p->ck, wname, &wshard);
-    const fp4_layout *l = w ? fp4_layout_match(p->ck, w->name, w->dtype, w->rank, &sname, &oname) : NULL;
+    const fp4_layout *l = NULL;
+    const cast_item *sc = w ? cast_scale_of(p, w, &l) : NULL;
+    const fp8_tensor_info *s = l == dsv4 && sc ? sc->t : NULL;
     fp8_status st = FP8_OK;
-    if (l == dsv4 && !sname)
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    if (!st && is_scale && w && fp8_dtype_holds_codes(w->dtype)) { /* a trunk weight's */
+    if (is_scale && w && fp8_dtype_holds_codes(w->dtype)) { /* a trunk weight's */
         it->kind = CAST_TRUNK_SCALE;
         it->out_dtype = FP8_DTYPE_F32;
     }
-    size_t sshard = 0;
-    const fp8_tensor_info *s = l == dsv4 && sname ? fp8_checkpoint_find(p->ck, sname, &sshard) : NULL;
-    if (!st && s) {
-        uint64_t experts, rows, cols, sshape[3];
-        int srank;
-        const char *file = fp8_checkpoint_shard_name(p->ck, sshard);
-        if (!fp4_layout_geometry(l, w->rank, w->shape, &experts, &rows, &cols, &srank, sshape))
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
-                          fp8_checkpoint_shard_name(p->ck, wshard), w->name, l->name,
-                          l->scheme->run);
-        else if (s->dtype != l->scale_dtype || s->rank != srank || s->shape[0] != sshape[0] ||
-                 s->shape[1] != sshape[1])
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': the scale of %s weight '%s' must be F8_E8M0 "
-                          "[%llu, %llu] (one per %u elements of a row)",
-                          file, s->name, l->name, w->name, (unsigned long long)sshape[0],
-                          (unsigned long long)sshape[1], l->scheme->run);
-        else if (!is_scale || t == s) {
-            it->kind = is_scale ? CAST_SCALE : CAST_WEIGHT;
-            it->w = w;
-            it->s = s;
-            it->wshard = wshard;
-            it->sshard = sshard;
-            it->rows = rows;
-            it->cols = cols;
-            it->out_rank = 2;
-            it->out_dtype = is_scale ? FP8_DTYPE_F32
-                                     : fp8_elem_get(fp8_scheme_get(p->cast->scheme)->elem)->dtype;
-            it->out_shape[0] = is_scale ? fp8_ceil_div(rows, TILE) : rows;
-            it->out_shape[1] = is_scale ? fp8_ceil_div(cols, TILE) : cols;
-        }
+    uint64_t rows, cols;
+    if (s && !(st = cast_pair(ctx, p, l, w, wshard, s, sc->shard, &rows, &cols)) &&
+        (!is_scale || t == s)) {
+        fp8_dtype codes = fp8_elem_get(fp8_scheme_get(p->cast->scheme)->elem)->dtype;
+        *it = (cast_item){ .t = t, .shard = it->shard, .kind = is_scale ? CAST_SCALE : CAST_WEIGHT,
+                           .w = w, .s = s, .wshard = wshard, .sshard = sc->shard, .rows = rows,
+                           .cols = cols, .out_rank = 2,
+                           .out_dtype = is_scale ? FP8_DTYPE_F32 : codes,
+                           .out_shape = { is_scale ? fp8_ceil_div(rows, TILE) : rows,
+                                          is_scale ? fp8_ceil_div(cols, TILE) : cols } };
     }
-    free(sname);
-    free(oname);
     free(wbuf);
     return st;
 }
@@ -242,11 +198,10 @@ static fp8_status cast_band_ref(fp8_ctx *ctx, const cast_plan *p, const cast_ite
     return FP8_OK;
 }
 
-/* fp8_elem_shift_e4m3 of E2M1 tabulated for every shift k a tile can give (group byte -
- * tile byte: at most 6, at least -254) and every code; 0x7F, E4M3's NaN,
- * which no product is, where the product is no E4M3 value.  A row is 16
- * bytes, a pshufb table. */
-enum { SHIFT_MIN = -255, SHIFT_COUNT = 6 - SHIFT_MIN + 1, NO_CODE = 0x7F };
+/* fp8_elem_shift_rows of E2M1 for every shift k a tile can give (group byte -
+ * tile byte: at most 6, at least -254) and every code.  A row is 16 bytes,
+ * a pshufb table. */
+enum { SHIFT_MIN = -255, SHIFT_COUNT = 6 - SHIFT_MIN + 1 };
 static uint8_t shift_table[SHIFT_COUNT][16] __attribute__((aligned(16)));
 
 /* How cast_band gets its bytes, all byte-identical to cast_band_ref (which
@@ -272,7 +227,7 @@ DSV4_SSSE3 static unsigned cast_rows_ssse3(const cast_plan *p, const uint8_t *pa
 {
     uint64_t groups = cols / FP8_MX_GROUP;
     const __m128i nib = _mm_set1_epi8(0x0F);
-    __m128i none = _mm_set1_epi8(NO_CODE), bad = _mm_setzero_si128();
+    __m128i none = _mm_set1_epi8(FP8_NO_SHIFT), bad = _mm_setzero_si128();
     for (uint64_t r = 0; r < nrows; r++) {
         const uint8_t *s = sc + r * groups;
         const uint8_t *src = packed + r * (cols / 2);
@@ -302,13 +257,8 @@ static unsigned cast_rows_ssse3(const cast_plan *p, const uint8_t *packed, const
 
 static void shift_table_init(void)
 {
-    const fp8_elem_traits *e2m1 = fp8_elem_get(fp4_layout_get(FP4_LAYOUT_DSV4)->scheme->elem);
-    for (int k = SHIFT_MIN; k < SHIFT_MIN + SHIFT_COUNT; k++)
-        for (unsigned c = 0; c < 16; c++) {
-            uint8_t q;
-            shift_table[k - SHIFT_MIN][c] =
-                fp8_elem_shift_e4m3(e2m1, (uint8_t)c, k, &q) ? q : NO_CODE;
-        }
+    fp8_elem_shift_rows(fp8_elem_get(fp4_layout_get(FP4_LAYOUT_DSV4)->scheme->elem), SHIFT_MIN,
+                        SHIFT_COUNT, 16, shift_table[0]);
     const char *want = getenv("FP8CONV_DSV4_CAST");
     band_path = cpu_has_ssse3() ? CAST_PATH_SSSE3 : CAST_PATH_TABLE;
     if (want && !strcmp(want, "ref"))
@@ -333,7 +283,7 @@ static unsigned cast_rows_table(const cast_plan *p, const uint8_t *packed, const
             for (unsigned b = 0; b < FP8_MX_GROUP / 2; b++) { /* element 2b in the low nibble */
                 dst[2 * b] = row[src[b] & 15];
                 dst[2 * b + 1] = row[src[b] >> 4];
-                bad |= (dst[2 * b] == NO_CODE) | (dst[2 * b + 1] == NO_CODE);
+                bad |= (dst[2 * b] == FP8_NO_SHIFT) | (dst[2 * b + 1] == FP8_NO_SHIFT);
             }
         }
     return bad;
@@ -354,114 +304,73 @@ static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *i
     return bad ? cast_band_ref(ctx, p, it, row0, nrows, packed, sc, tb, q) : FP8_OK;
 }
 
-/* Bands id, id + n, id + 2n, ... (of 128 rows) of one expert's codes (a
- * weight item) or tile scales (a scale item), written where they belong;
- * *failed_row: the first row of the band that failed. */
-static fp8_status expert_bands(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
-                               fp8_writer *out, const fp8_tensor_info *wt, uint64_t id,
-                               uint64_t n, uint64_t *failed_row)
-{
-    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = fp8_ceil_div(it->cols, TILE);
-    uint8_t *sc = malloc(TILE * groups), *tb = malloc(tiles), *tf = malloc(tiles * 4);
-    uint8_t *packed = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols / 2) : NULL;
-    uint8_t *q = it->kind == CAST_WEIGHT ? malloc(TILE * it->cols) : NULL;
-    fp8_status st = sc && tb && tf && (it->kind != CAST_WEIGHT || (packed && q))
-                        ? FP8_OK
-                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    fp8_file *sf = fp8_checkpoint_shard(p->ck, it->sshard);
-    fp8_file *wf = fp8_checkpoint_shard(p->ck, it->wshard);
-    uint64_t row0 = id * TILE;
-    pthread_once(&shift_once, shift_table_init);
-    for (; !st && row0 < it->rows; row0 += n * TILE) {
-        uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
-        st = fp8_file_read(ctx, sf, it->s, row0 * groups, sc, nrows * groups);
-        if (!st)
-            st = band_path == CAST_PATH_REF ? tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb)
-                                            : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
-        if (!st && it->kind == CAST_SCALE) {
-            e8m0_f32(p, tb, tiles, tf);
-            st = fp8_writer_pwrite(ctx, out, wt, row0 / TILE * tiles * 4, tf, tiles * 4);
-        }
-        if (st || it->kind == CAST_SCALE)
-            continue;
-        st = fp8_file_read(ctx, wf, it->w, row0 * it->cols / 2, packed, nrows * it->cols / 2);
-        if (!st)
-            st = cast_band(ctx, p, it, row0, nrows, packed, sc, tb, q);
-        if (!st)
-            st = fp8_writer_pwrite(ctx, out, wt, row0 * it->cols, q, nrows * it->cols);
-        if (!st && p->opts.target.cancel && *p->opts.target.cancel)
-            st = fp8_fail(ctx, FP8_ERR_IO, "%s: interrupted", p->input);
-    }
-    if (st)
-        *failed_row = row0;
-    free(sc);
-    free(tb);
-    free(tf);
-    free(packed);
-    free(q);
-    return st;
-}
-
+/* One expert's item and where it goes: a job of dsv4_write_expert's is a
+ * band of 128 rows. */
 typedef struct {
     const cast_plan *p;
     const cast_item *it;
     fp8_writer *out;
     const fp8_tensor_info *wt;
-    uint64_t id, n, failed_row;
-    fp8_ctx *ctx;
-    fp8_status st;
-} band_worker;
+} expert_run;
 
-static void *band_thread(void *arg)
+/* Band j of one expert's codes (a weight item) or tile scales (a scale
+ * item), written where it belongs: the worker's buffers hold its group,
+ * tile and F32 tile bytes, its packed codes and its E4M3 codes. */
+static fp8_status expert_band(void *arg, fp8_worker *wk, size_t j)
 {
-    band_worker *b = arg;
-    b->st = b->ctx ? expert_bands(b->ctx, b->p, b->it, b->out, b->wt, b->id, b->n, &b->failed_row)
-                   : FP8_ERR_NOMEM;
-    return NULL;
+    const expert_run *e = arg;
+    const cast_plan *p = e->p;
+    const cast_item *it = e->it;
+    fp8_ctx *ctx = wk->ctx;
+    uint64_t groups = it->cols / FP8_MX_GROUP, tiles = fp8_ceil_div(it->cols, TILE);
+    uint64_t row0 = j * TILE, nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
+    uint8_t *sc = wk->buf[0], *tb = sc + TILE * groups, *tf = tb + tiles;
+    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s,
+                                  row0 * groups, sc, nrows * groups);
+    if (!st)
+        st = band_path == CAST_PATH_REF ? tile_bytes_ref(ctx, p, it, row0, nrows, sc, tb)
+                                        : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
+    if (!st && it->kind == CAST_SCALE) {
+        e8m0_f32(p, tb, tiles, tf);
+        return fp8_writer_pwrite(ctx, e->out, e->wt, row0 / TILE * tiles * 4, tf, tiles * 4);
+    }
+    if (!st)
+        st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->wshard), it->w,
+                           row0 * it->cols / 2, wk->buf[1], nrows * it->cols / 2);
+    if (!st)
+        st = cast_band(ctx, p, it, row0, nrows, wk->buf[1], sc, tb, wk->buf[2]);
+    return st ? st : fp8_writer_pwrite(ctx, e->out, e->wt, row0 * it->cols, wk->buf[2],
+                                       nrows * it->cols);
 }
 
-/* One expert's codes or tile scales, its bands spread over the threads
- * (any count writes the same bytes); a failure is the first band's that
- * failed, whichever thread met it. */
+/* A compressed shard is a stream, read forward: its bands in order. */
+static size_t expert_lane(void *arg, size_t j, uint64_t *offset)
+{
+    const expert_run *e = arg;
+    uint64_t at;
+    *offset = j;
+    return ck_lane(e->p->ck, e->it->wshard, e->it->w, 0, 0, &at) != FP8_NO_LANE ||
+                   ck_lane(e->p->ck, e->it->sshard, e->it->s, 0, 0, &at) != FP8_NO_LANE
+               ? 0
+               : FP8_NO_LANE;
+}
+
+/* One expert's codes or tile scales, its bands run as jobs (any thread
+ * count writes the same bytes, and a failure is the first band's). */
 fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                              fp8_writer *out, const fp8_tensor_info *wt)
 {
-    uint64_t bands = fp8_ceil_div(it->rows, TILE), n = p->threads, off;
-    /* a compressed shard is a stream, read forward by one thread */
-    if (ck_lane(p->ck, it->wshard, it->w, 0, 0, &off) != FP8_NO_LANE ||
-        ck_lane(p->ck, it->sshard, it->s, 0, 0, &off) != FP8_NO_LANE)
-        n = 1;
-    n = n < bands ? n : bands;
-    uint64_t failed;
-    if (n <= 1)
-        return expert_bands(ctx, p, it, out, wt, 0, 1, &failed);
-    band_worker *w = fp8_xcalloc(n, sizeof *w);
-    pthread_t *th = fp8_xcalloc(n, sizeof *th);
-    bool *started = fp8_xcalloc(n, sizeof *started);
-    fp8_status st = w && th && started ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t i = 0; !st && i < n; i++) {
-        w[i] = (band_worker){ .p = p, .it = it, .out = out, .wt = wt, .id = i, .n = n,
-                              .failed_row = UINT64_MAX, .ctx = fp8_ctx_create() };
-        started[i] = pthread_create(&th[i], NULL, band_thread, &w[i]) == 0;
-        if (!started[i])
-            band_thread(&w[i]); /* no thread: this one does its share */
-    }
-    const band_worker *first = NULL;
-    for (uint64_t i = 0; w && started && i < n; i++) {
-        if (started[i])
-            pthread_join(th[i], NULL);
-        if (!st && w[i].st && (!first || w[i].failed_row < first->failed_row))
-            first = &w[i];
-    }
-    if (first)
-        st = first->ctx ? fp8_fail(ctx, first->st, "%s", fp8_ctx_message(first->ctx))
-                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (uint64_t i = 0; w && i < n; i++)
-        fp8_ctx_free(w[i].ctx);
-    free(w);
-    free(th);
-    free(started);
-    return st;
+    expert_run e = { p, it, out, wt };
+    uint64_t band = it->kind == CAST_WEIGHT ? TILE * it->cols : 0;
+    fp8_jobs spec = { .njobs = fp8_ceil_div(it->rows, TILE),
+                      .bufsize = { TILE * (it->cols / FP8_MX_GROUP) +
+                                       fp8_ceil_div(it->cols, TILE) * 5,
+                                   band / 2, band },
+                      .threads = p->opts.target.threads, .device = FP8_DEVICE_CPU,
+                      .run = expert_band, .arg = &e, .what = p->input,
+                      .cancel = p->opts.target.cancel, .lane = expert_lane, .nlanes = 1 };
+    pthread_once(&shift_once, shift_table_init);
+    return fp8_jobs_run(ctx, &spec);
 }
 
 /* A trunk weight's E8M0 .scale as F32; a NaN byte is bad input. */

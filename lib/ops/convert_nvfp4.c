@@ -1,7 +1,7 @@
 /*
  * convert_nvfp4.c - convert's two casts to NVFP4 (fp8conv(1) convert,
- * CASTS; fp8conv-formats(5), 2026 LAYOUTS; the plan they fill and its
- * writer are convert_fp4.c's): NVFP4 between ModelOpt and
+ * CASTS; fp8conv-formats(5), Casts, which give the sources; the plan they
+ * fill and its writer are convert_cast.c's): NVFP4 between ModelOpt and
  * compressed-tensors, which keeps every code and group scale, and
  * compressed-tensors MXFP4 to NVFP4, which keeps every value.  Each
  * section below says how.
@@ -18,41 +18,19 @@
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/kvscale.h"
+#include "ops/convert_items.h"
 #include "ops/convert_nvfp4.h"
 
 /* ---------------------------------------------------------------- NVFP4 */
 
 /*
  * NVFP4 between ModelOpt and compressed-tensors (fp4.h's two NVFP4 rows):
- * the codes (weight <-> weight_packed) and the E4M3 group scales
- * (weight_scale) are copied; the second level is a multiplier in ModelOpt
- * (weight_scale_2 F32 []) and a divisor in compressed-tensors
- * (weight_global_scale F32 [1]), so each becomes its reciprocal, and so do
- * the activations' (ModelOpt input_scale F32 [] <-> compressed-tensors
- * input_global_scale F32 [1]: vLLM compressed_tensors_w4a4_nvfp4.py takes
- * 1 / input_global_scale where ModelOptNvFp4LinearMethod takes input_scale;
- * testdata/gen_fp4.py).  Exact when the fp32 reciprocal is exact (the
- * scale a power of two): every value e2m1 * s * g = e2m1 * s / (1 / g).
- * Otherwise the fp32 reciprocal nearest 1 / g is written (a relative
- * change of at most 2^-24 to every value of the weight), counted in the
- * report; --exact refuses it.
+ * the codes and the E4M3 group scales are copied, renamed; the second
+ * level (and the activations', W4A4) is a multiplier in ModelOpt and a
+ * divisor in compressed-tensors, so each becomes its fp32 reciprocal:
+ * exact when the scale is a power of two, else the nearest (a change of at
+ * most 2^-24 of each value), counted in the report; --exact refuses it.
  */
-static cast_item *item_of(cast_plan *p, const char *name)
-{
-    size_t shard;
-    const fp8_tensor_info *t = fp8_checkpoint_find(p->ck, name, &shard);
-    for (size_t lo = 0, hi = p->n; t && lo < hi;) { /* items are in name order */
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(p->items[mid].t->name, name);
-        if (!d)
-            return &p->items[mid];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
 
 /* A second-level scale item: its reciprocal, under the target's name and
  * rank; *rounded when the reciprocal is not exact. */
@@ -72,12 +50,8 @@ static fp8_status plan_recip(fp8_ctx *ctx, cast_plan *p, cast_item *it, const ch
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s: tensor '%s': %g is not a finite positive scale", file, it->t->name,
                         (double)g);
-    it->kind = CAST_RECIP;
-    it->value = 1.0f / g;
-    it->out_dtype = FP8_DTYPE_F32;
-    it->out_rank = rank;
-    it->out_shape[0] = 1;
-    it->out_shape[1] = 1;
+    *it = (cast_item){ .t = it->t, .shard = it->shard, .kind = CAST_RECIP, .value = 1.0f / g,
+                       .out_dtype = FP8_DTYPE_F32, .out_rank = rank, .out_shape = { 1, 1 } };
     if (asprintf(&it->out_name, "%.*s%s", (int)stem, stem_name, suffix) < 0) {
         it->out_name = NULL;
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -119,26 +93,24 @@ static fp8_status check_carried(fp8_ctx *ctx, const cast_plan *p, const char *wh
     return st;
 }
 
-static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
+fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
 {
+    *handled = true;
+    fp8_status st = fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
     const fp4_layout *from = fp4_layout_get(p->cast->from), *to = fp4_layout_get(p->cast->to);
-    fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < p->n; i++) {
-        cast_item *it = &p->items[i];
-        char *sname = NULL, *oname = NULL;
-        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank, &sname,
-                                               &oname);
-        cast_item *sc = l == from && sname ? item_of(p, sname) : NULL;
-        free(sname);
-        free(oname);
-        if (!sc)
+        const fp4_layout *l;
+        cast_item *it = &p->items[i], *sc = cast_scale_of(p, it->t, &l);
+        if (!sc || l != from)
             continue;
         size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
         char *gname = NULL, *iname = NULL;
         if (asprintf(&gname, "%.*s%s", (int)stem, it->t->name, from->global_suffix) < 0 ||
-            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0)
+            asprintf(&iname, "%.*s%s", (int)stem, it->t->name, from->input_suffix) < 0 ||
+            asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name, to->weight_suffix) < 0)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        cast_item *g = st ? NULL : item_of(p, gname), *in = st ? NULL : item_of(p, iname);
+        cast_item *g = st ? NULL : cast_item_named(p, gname, false);
+        cast_item *in = st ? NULL : cast_item_named(p, iname, false);
         if (!st && !g)
             st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                           "%s: tensor '%s': an NVFP4 weight without its second-level scale '%s'",
@@ -151,17 +123,12 @@ static fp8_status plan_nvfp4(fp8_ctx *ctx, cast_plan *p, bool exact)
                           fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
                           in ? "it has" : "no", iname);
         p->acts = p->nvfp4 ? p->acts : in != NULL;
-        if (!st && asprintf(&it->out_name, "%.*s%s", (int)stem, it->t->name,
-                            to->weight_suffix) < 0) {
-            it->out_name = NULL;
-            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        }
         if (!st)
             st = plan_recip(ctx, p, g, it->t->name, stem, to->global_suffix,
-                            to->global_rank, exact);
+                            to->global_rank, o->exact);
         if (!st && in)
             st = plan_recip(ctx, p, in, it->t->name, stem, to->input_suffix, to->global_rank,
-                            exact);
+                            o->exact);
         p->nvfp4++;
         free(gname);
         free(iname);
@@ -196,22 +163,12 @@ static fp8_status nv_ignore(fp8_ctx *ctx, const cJSON *qc, const cJSON *side, bo
     return FP8_OK;
 }
 
-/* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target:
- * as testdata/gen_fp4.py writes each (compressed-tensors quant_scheme.py
- * NVFP4 preset; ModelOpt's NVFP4 export read by vLLM modelopt.py
- * ModelOptNvFp4Config.from_config: hf_quant_config.json's "quantization"
- * with exclude_modules, and config.json's quantization_config in the shape
- * ModelOpt's export converts it to, modelopt/torch/export/convert_hf_config.py
- * convert_hf_quant_config_format: config_groups, "ignore", quant_algo,
- * quant_method.  vLLM reads config.json's alone when there is one
- * (model_loader/weight_utils.py get_quant_config) and its exclude list from
- * "ignore" alone (ModelOptQuantConfigBase.from_config): a flat
- * "exclude_modules" there leaves lm_head quantized, and the bf16 lm_head
- * does not load).  from_ct: the input's config is
+/* config.json (and ModelOpt's hf_quant_config.json) of the NVFP4 target,
+ * as testdata/gen_fp4.py writes each (compressed-tensors' NVFP4 or
+ * NVFP4A16 preset; ModelOpt's export: fmt_modelopt_fp4_config and
+ * fmt_modelopt_side say why that shape).  from_ct: the input's config is
  * compressed-tensors'; acts: the activations are NVFP4 too (W4A4), else
- * the weights alone (W4A16: compressed-tensors' NVFP4A16 preset,
- * input_activations null; ModelOpt's quant_algo W4A16_NVFP4,
- * export/model_config.py QUANTIZATION_W4A16_NVFP4). */
+ * the weights alone (W4A16). */
 fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
 {
     cJSON *config = p->config;
@@ -237,7 +194,10 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         cJSON_Delete(ignore);
         return st;
     }
-    cJSON *q = cJSON_CreateObject();
+    cJSON *q = to_ct ? cJSON_CreateObject() : fmt_modelopt_fp4_config(ignore, acts);
+    if (!to_ct) /* its side file's list a copy of the one q now holds */
+        side = fmt_modelopt_side(acts ? "NVFP4" : "W4A16_NVFP4", cJSON_Duplicate(ignore, true),
+                                 fp8_scheme_get(p->cast->scheme)->run, false);
     if (to_ct) {
         cJSON *groups = cJSON_AddObjectToObject(q, "config_groups");
         cJSON *g0 = cJSON_AddObjectToObject(groups, "group_0");
@@ -254,14 +214,10 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         cJSON_AddTrueToObject(w, "symmetric");
         cJSON_AddStringToObject(w, "type", "float");
         cJSON_AddNullToObject(w, "zp_dtype");
-        cJSON *a = cJSON_Duplicate(w, true); /* dynamic "local": a per-group scale made at run time */
-        cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
-        if (acts)
-            cJSON_AddItemToObject(g0, "input_activations", a);
-        else {
-            cJSON_Delete(a);
-            cJSON_AddNullToObject(g0, "input_activations");
-        }
+        cJSON *a = acts ? cJSON_Duplicate(w, true) : cJSON_CreateNull();
+        if (acts) /* dynamic "local": a per-group scale made at run time */
+            cJSON_ReplaceItemInObjectCaseSensitive(a, "dynamic", cJSON_CreateString("local"));
+        cJSON_AddItemToObject(g0, "input_activations", a);
         cJSON_AddNullToObject(g0, "output_activations");
         cJSON *targets = cJSON_AddArrayToObject(g0, "targets");
         cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
@@ -272,11 +228,6 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
         cJSON_AddNullToObject(q, "kv_cache_scheme");
         cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
         cJSON_AddStringToObject(q, "quantization_status", "compressed");
-    } else {
-        side = fmt_modelopt_side(acts ? "NVFP4" : "W4A16_NVFP4", cJSON_Duplicate(ignore, true),
-                                 fp8_scheme_get(p->cast->scheme)->run, false);
-        cJSON_Delete(q);
-        q = fmt_modelopt_fp4_config(ignore, acts);
     }
     if (cJSON_GetObjectItemCaseSensitive(config, "quantization_config"))
         cJSON_ReplaceItemInObjectCaseSensitive(config, "quantization_config", q);
@@ -289,41 +240,20 @@ fp8_status nv_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir)
     return st;
 }
 
-fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
-{
-    *handled = true;
-    fp8_status st = fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
-    return st ? st : plan_nvfp4(ctx, p, o->exact);
-}
-
 /* -------------------------------------------------------- MXFP4 -> NVFP4 */
 
 /*
- * compressed-tensors MXFP4 (fp4.h's FP4_LAYOUT_MXFP4_CT: weight_packed U8
- * [N, K / 2], weight_scale U8 [N, K / 32], E8M0 bytes 2^(b - 127)) to NVFP4
- * (compressed-tensors nvfp4-pack-quantized, or ModelOpt), by the closed
- * form of NVIDIA Model-Optimizer PR #1372 (examples/llm_ptq/
- * cast_mxfp4_to_nvfp4.py, "Add closed-form MXFP4 -> NVFP4 weight cast")
- * and PR #1653 (the same numerics hoisted into modelopt/torch/quantization/
- * utils/numeric_utils.py, mxfp4_to_nvfp4_global_amax and
- * mxfp4_to_nvfp4_per_block_amax): the E2M1 codes are kept byte for byte;
- * each MXFP4 group of 32 with scale 2^k_j becomes two NVFP4 groups of 16
- * with the E4M3 scale 2^(k_j - m), under one global scale 2^m for the
- * tensor (ModelOpt weight_scale_2 = 2^m, a multiplier; compressed-tensors
- * weight_global_scale = 2^-m, a divisor: each the other's exact
- * reciprocal), so that scale times global is 2^k_j again and every value
- * is the same.  m = k_max - 8, k_max the largest group exponent of the
- * tensor, as the PR pins it: 2^8 = 256 is E4M3's largest power of two, so
- * the largest group sits at the top of E4M3's powers of two 2^-9 (its
- * smallest subnormal) .. 2^8, which covers every group within 17 of it,
- * the most any m covers while keeping the largest.  (m is kept >= -126, so
- * that 2^m and 2^-m are normal fp32; that covers every group too, as k_j >=
- * -127.)  A group whose exponent is more than 17 below k_max has no E4M3
- * scale 2^(k_j - m); where the PR falls back to a rounded amax, this cast
- * refuses (tensor, group, spread), unless the group's 16 codes of that half
- * are all zero (then any scale keeps them zero: 2^-9 is written).  The
- * activations stay bf16 (the MXFP4 input is weight-only, W4A16), so the
- * target is weight-only NVFP4 (no input scale).
+ * compressed-tensors MXFP4 (fp4.h's FP4_LAYOUT_MXFP4_CT: E8M0 group bytes
+ * 2^(b - 127)) to NVFP4 by the closed form of NVIDIA Model-Optimizer PR
+ * #1372: the E2M1 codes are kept; each MXFP4 group of 32 with scale 2^k_j
+ * becomes two NVFP4 groups of 16 with the E4M3 scale 2^(k_j - m), under one
+ * global scale 2^m (ModelOpt's weight_scale_2 = 2^m, compressed-tensors'
+ * weight_global_scale = 2^-m), so every value is the same.  m = k_max - 8
+ * (E4M3's powers of two run 2^-9 .. 2^8), kept >= -126 (2^m and 2^-m normal
+ * fp32), k_max the tensor's, or its fused layer's (q/k/v, gate/up: one
+ * global scale in vLLM).  A group more than 17 below k_max is refused,
+ * unless its 16 codes of that half are all zero (then 2^-9 is written).
+ * The target is weight-only (W4A16), as the input.
  */
 #define MX_NV_BOTTOM -9 /* log2 of its smallest, the subnormal 2^-9 */
 #define MX_NV_GLOBAL_MIN -126 /* 2^m and 2^-m normal fp32 */
@@ -356,41 +286,28 @@ static fp8_status mx_max_byte(fp8_ctx *ctx, const cast_plan *p, const cast_item 
     return st;
 }
 
-/* Plan the cast of every MXFP4 weight: its codes copied (renamed for
- * ModelOpt), its scale cast (CAST_MX_SCALE), and one new item each, the
- * global scale (CAST_RECIP's writer: one F32), after the input's items. */
-static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
+/* Plan the cast of every MXFP4 weight (scales of another bias than 127
+ * refused first): its codes copied (renamed for ModelOpt), its scale cast
+ * (CAST_MX_SCALE), and one new item each, the global scale (CAST_RECIP's
+ * writer: one F32), after the input's items. */
+fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
 {
+    char why[1024];
+    fp8_status st = FP8_OK;
+    *handled = true;
+    if (fp4_layout_bias_refused(fp4_layout_get(p->cast->from), p->config, why, sizeof why))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s", p->input, why);
+    if (!st)
+        st = fp4_cast_pick(ctx, p->input, o, &p->cast, fp4_layout_get(p->cast->from));
     const fp4_layout *from = fp4_layout_get(p->cast->from), *to = fp4_layout_get(p->cast->to);
     size_t n0 = p->n, extra = 0;
-    fp8_status st = FP8_OK;
     for (size_t i = 0; !st && i < n0; i++) {
-        cast_item *it = &p->items[i];
-        char *sname = NULL, *oname = NULL;
-        const fp4_layout *l = fp4_layout_match(p->ck, it->t->name, it->t->dtype, it->t->rank,
-                                               &sname, &oname);
-        cast_item *sc = l == from && sname ? item_of(p, sname) : NULL;
-        free(sname);
-        free(oname);
-        if (!sc)
+        const fp4_layout *l;
+        cast_item *it = &p->items[i], *sc = cast_scale_of(p, it->t, &l);
+        if (!sc || l != from)
             continue;
-        const char *wfile = fp8_checkpoint_shard_name(p->ck, it->shard);
-        uint64_t experts, rows, cols, sshape[3];
-        int srank;
-        if (!fp4_layout_geometry(l, it->t->rank, it->t->shape, &experts, &rows, &cols, &srank,
-                                 sshape) || experts != 1)
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': a %s weight needs whole groups of %u elements a row",
-                          wfile, it->t->name, l->name, l->scheme->run);
-        else if (sc->t->dtype != l->scale_dtype || sc->t->rank != srank ||
-                 sc->t->shape[0] != sshape[0] || sc->t->shape[1] != sshape[1])
-            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                          "%s: tensor '%s': the scale of %s weight '%s' must be U8 [%llu, %llu] "
-                          "(one E8M0 byte per %u elements of a row)",
-                          fp8_checkpoint_shard_name(p->ck, sc->shard), sc->t->name, l->name,
-                          it->t->name, (unsigned long long)sshape[0],
-                          (unsigned long long)sshape[1], l->scheme->run);
-        if (st)
+        uint64_t rows, cols;
+        if ((st = cast_pair(ctx, p, l, it->t, it->shard, sc->t, sc->shard, &rows, &cols)))
             break;
         size_t stem = strlen(it->t->name) - strlen(from->weight_suffix);
         *sc = (cast_item){ .t = sc->t, .shard = sc->shard, .kind = CAST_MX_SCALE, .w = it->t,
@@ -415,30 +332,28 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
      * of the fused layer the weight is a part of (its parts one m, as vLLM
      * keeps one global scale for them) */
     for (size_t i = n0; !st && i < n0 + extra; i++) {
-        cast_item *g = &p->items[i], *sc = item_of(p, g->t->name);
+        cast_item *g = &p->items[i], *sc = cast_item_named(p, g->t->name, false);
         unsigned most = sc->mx_most;
-        size_t stem = strlen(sc->t->name) - strlen(from->scale_suffix);
-        for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
-            for (int j = 0; j < 3 && fp4_fused_parts[f][j]; j++) {
-                size_t n = strlen(fp4_fused_parts[f][j]);
-                if (stem <= n || sc->t->name[stem - n - 1] != '.' ||
-                    strncmp(sc->t->name + stem - n, fp4_fused_parts[f][j], n))
-                    continue;
-                for (int k = 0; k < 3 && fp4_fused_parts[f][k]; k++) {
-                    char *part = NULL;
-                    if (asprintf(&part, "%.*s%s%s", (int)(stem - n), sc->t->name,
-                                 fp4_fused_parts[f][k], from->scale_suffix) < 0) {
-                        p->n = n0 + extra; /* the new items' names are freed with the rest */
-                        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-                    }
-                    const cast_item *peer = item_of(p, part);
-                    free(part);
-                    if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
-                        most = peer->mx_most > most ? peer->mx_most : most;
-                        sc->mx_fused = true;
-                    }
-                }
+        size_t f = 0, base = 0;
+        char *stem = strndup(sc->t->name, strlen(sc->t->name) - strlen(from->scale_suffix));
+        bool oom = !stem, fused = stem && fp4_fused_part(stem, &f, &base);
+        free(stem);
+        for (int k = 0; fused && k < 3 && fp4_fused_parts[f][k]; k++) {
+            char *part = NULL;
+            if ((oom = asprintf(&part, "%.*s%s%s", (int)base, sc->t->name, fp4_fused_parts[f][k],
+                                from->scale_suffix) < 0))
+                break;
+            const cast_item *peer = cast_item_named(p, part, false);
+            free(part);
+            if (peer && peer->kind == CAST_MX_SCALE && peer != sc) {
+                most = peer->mx_most > most ? peer->mx_most : most;
+                sc->mx_fused = true;
             }
+        }
+        if (oom) {
+            p->n = n0 + extra; /* the new items' names are freed with the rest */
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
         int m = (int)most - 127 - p->cast->shift;
         sc->mx_m = m < MX_NV_GLOBAL_MIN ? MX_NV_GLOBAL_MIN : m;
         g->value = fp8_pow2(to->global_divides ? -sc->mx_m : sc->mx_m);
@@ -447,19 +362,6 @@ static fp8_status plan_mx(fp8_ctx *ctx, cast_plan *p)
     if (!st && !p->mxfp4)
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: no MXFP4 weight with its scale", p->input);
     return st ? st : check_carried(ctx, p, "MXFP4");
-}
-
-fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled)
-{
-    char why[1024];
-    const fp4_layout *from = fp4_layout_get(p->cast->from);
-    fp8_status st = FP8_OK;
-    *handled = true;
-    if (fp4_layout_bias_refused(from, p->config, why, sizeof why))
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: %s", p->input, why);
-    if (!st)
-        st = fp4_cast_pick(ctx, p->input, o, &p->cast, from);
-    return st ? st : plan_mx(ctx, p);
 }
 
 /* The E4M3 byte of 2^e, for e in MX_NV_BOTTOM..the row's shift: exact. */

@@ -13,8 +13,8 @@
 #include "ops/convert_cast.h"
 
 /* The plans of the two rules (layout/fp4.h's casts: FP4_CAST_INVERT,
- * FP4_CAST_SPLIT) from p->cast's input layout, after the options are
- * checked (cast_target); MXFP4's adds items (p->n grows). */
+ * FP4_CAST_SPLIT) from p->cast's input layout, the options checked first
+ * (fp4_cast_pick); MXFP4's adds items (p->n grows). */
 fp8_status nv_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled);
 fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled);
 /* The writer of CAST_MX_SCALE. */
