@@ -67,6 +67,14 @@ static int cmp_lane_key(const void *a, const void *b)
     return x->job < y->job ? -1 : x->job > y->job;
 }
 
+static fp8_job_info describe(const fp8_jobs *s, size_t j)
+{
+    fp8_job_info info = { .lane = FP8_NO_LANE };
+    if (s->describe)
+        s->describe(s->arg, j, &info);
+    return info;
+}
+
 /* Each lane's places refilled with its jobs in offset order. */
 static fp8_status lanes_plan(fp8_ctx *ctx, const fp8_jobs *s, struct fp8_lanes *l)
 {
@@ -83,8 +91,8 @@ static fp8_status lanes_plan(fp8_ctx *ctx, const fp8_jobs *s, struct fp8_lanes *
         goto out;
     }
     for (size_t j = 0; j < n; j++) {
-        k[j].job = j;
-        k[j].lane = s->lane(s->arg, j, &k[j].offset);
+        fp8_job_info info = describe(s, j);
+        k[j] = (lane_key){ j, info.lane, info.offset };
         l->lane[j] = k[j].lane;
         if (k[j].lane != FP8_NO_LANE)
             at[k[j].lane]++;
@@ -162,9 +170,10 @@ static void *work(void *arg)
         fp8_worker_end_turn(&t->w);
         if (st)
             record_error(q, place, st, fp8_ctx_message(t->w.ctx));
-        uint64_t done = s->done ? __atomic_add_fetch(s->done, s->bytes(s->arg, j), __ATOMIC_RELAXED) : 0;
+        fp8_job_info info = describe(s, j);
+        uint64_t done = s->done ? __atomic_add_fetch(s->done, info.bytes, __ATOMIC_RELAXED) : 0;
         if (t->main_thread && s->progress)
-            s->progress(s->progress_user, done, s->total, s->label ? s->label(s->arg, j) : NULL);
+            s->progress(s->progress_user, done, *s->total, info.label);
     }
     return NULL;
 }
@@ -211,7 +220,9 @@ fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (s->lane && s->nlanes) {
+    for (size_t j = 0; s->count && j < s->njobs; j++)
+        *s->total += describe(s, j).bytes;
+    if (s->nlanes) {
         if ((st = lanes_plan(ctx, s, &lanes)))
             goto out;
         q.lanes = &lanes;
@@ -239,7 +250,7 @@ fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *s)
         pthread_join(tids[i], NULL);
     /* once more when all is done: helpers may have run every job */
     if (s->progress && s->done)
-        s->progress(s->progress_user, __atomic_load_n(s->done, __ATOMIC_RELAXED), s->total, NULL);
+        s->progress(s->progress_user, __atomic_load_n(s->done, __ATOMIC_RELAXED), *s->total, NULL);
     if (q.err_job != SIZE_MAX)
         st = fp8_fail(ctx, q.err_st, "%s", q.err_msg ? q.err_msg : "out of memory");
 out:

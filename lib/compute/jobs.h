@@ -20,29 +20,36 @@ typedef struct {
     bool turn;
 } fp8_worker;
 
+/* What a job tells of itself (fp8_jobs.describe; zeroed, with lane
+ * FP8_NO_LANE, before it is asked). */
+typedef struct {
+    uint64_t bytes;             /* its input bytes, for progress */
+    const char *label;          /* the tensor it works on, for progress */
+    /* Jobs that read a compressed (stream) file take turns: the job's lane
+     * (below nlanes; FP8_NO_LANE for none) and the file offset where its
+     * reads start.  A lane's jobs run in offset order (ties in job order),
+     * each once the one before has ended its turn (returned, or called
+     * fp8_worker_end_turn after its last read), so that the stream is only
+     * read forward.  Jobs of no lane keep their place and run as before. */
+    size_t lane;
+    uint64_t offset;
+} fp8_job_info;
+
 typedef struct {
     size_t njobs;
     size_t bufsize[3];          /* bytes of each worker buffer */
     int threads;                /* 0: one per online CPU */
     fp8_device device;          /* CPU or CUDA (resolved); CUDA runs at least two workers */
     fp8_status (*run)(void *arg, fp8_worker *w, size_t job);
-    uint64_t (*bytes)(void *arg, size_t job); /* input bytes of a job, for progress */
+    void (*describe)(void *arg, size_t job, fp8_job_info *info); /* NULL: nothing */
     void *arg;
     const char *what;           /* named in "interrupted" */
     const volatile sig_atomic_t *cancel;
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
-    const char *(*label)(void *arg, size_t job); /* the tensor a job works on, for progress */
     void *progress_user;
-    uint64_t *done, total;      /* progress over several runs */
-    /* Jobs that read a compressed (stream) file take turns: lane() names a
-     * job's lane (below nlanes; FP8_NO_LANE for none) and the file offset
-     * where its reads start.  A lane's jobs run in offset order (ties in job
-     * order), each once the one before has ended its turn (returned, or
-     * called fp8_worker_end_turn after its last read), so that the stream
-     * is only read forward.  Jobs of no lane keep their place and run as
-     * before.  NULL: no lanes. */
-    size_t (*lane)(void *arg, size_t job, uint64_t *offset);
-    size_t nlanes;
+    uint64_t *done, *total;     /* progress over several runs (with progress: both set) */
+    bool count;                 /* add the jobs' bytes to *total before running them */
+    size_t nlanes;              /* 0: no lanes */
 } fp8_jobs;
 
 /*

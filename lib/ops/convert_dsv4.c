@@ -344,15 +344,15 @@ static fp8_status expert_band(void *arg, fp8_worker *wk, size_t j)
 }
 
 /* A compressed shard is a stream, read forward: its bands in order. */
-static size_t expert_lane(void *arg, size_t j, uint64_t *offset)
+static void expert_lane(void *arg, size_t j, fp8_job_info *info)
 {
     const expert_run *e = arg;
     uint64_t at;
-    *offset = j;
-    return ck_lane(e->p->ck, e->it->wshard, e->it->w, 0, 0, &at) != FP8_NO_LANE ||
-                   ck_lane(e->p->ck, e->it->sshard, e->it->s, 0, 0, &at) != FP8_NO_LANE
-               ? 0
-               : FP8_NO_LANE;
+    info->offset = j;
+    info->lane = ck_lane(e->p->ck, e->it->wshard, e->it->w, 0, 0, &at) != FP8_NO_LANE ||
+                         ck_lane(e->p->ck, e->it->sshard, e->it->s, 0, 0, &at) != FP8_NO_LANE
+                     ? 0
+                     : FP8_NO_LANE;
 }
 
 /* One expert's codes or tile scales, its bands run as jobs (any thread
@@ -368,7 +368,7 @@ fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *
                                    band / 2, band },
                       .threads = p->opts.target.threads, .device = FP8_DEVICE_CPU,
                       .run = expert_band, .arg = &e, .what = p->input,
-                      .cancel = p->opts.target.cancel, .lane = expert_lane, .nlanes = 1 };
+                      .cancel = p->opts.target.cancel, .describe = expert_lane, .nlanes = 1 };
     pthread_once(&shift_once, shift_table_init);
     return fp8_jobs_run(ctx, &spec);
 }

@@ -719,23 +719,9 @@ static fp8_status run_one(void *arg, fp8_worker *w, size_t j)
                                   job->offset, w->buf[0], job->len);
 }
 
-static uint64_t bytes_of(void *arg, size_t j)
-{
-    dq_run *r = arg;
-    const dq_job *job = &r->jobs[j];
-    const dq_item *it = &r->plan->items[job->item];
-    return it->action == DQ_COPY ? job->len : code_bytes(it, job->nrows * it->cols);
-}
-
 /* A compressed shard is read in file order (codes, and their scales when
  * they follow in the same shard, come from the stream's window). */
-static const char *label_of(void *arg, size_t j)
-{
-    const dq_run *r = arg;
-    return r->plan->items[r->jobs[j].item].t->name;
-}
-
-static size_t lane_of(void *arg, size_t j, uint64_t *offset)
+static void describe(void *arg, size_t j, fp8_job_info *info)
 {
     dq_run *r = arg;
     const dq_job *job = &r->jobs[j];
@@ -743,7 +729,10 @@ static size_t lane_of(void *arg, size_t j, uint64_t *offset)
     uint64_t at = it->action == DQ_COPY
                       ? job->offset
                       : code_bytes(it, (job->expert * it->rows + job->row0) * it->cols);
-    return ck_lane(r->plan->ck, it->shard, it->t, at, 0, offset) == FP8_NO_LANE ? FP8_NO_LANE : 0;
+    info->bytes = it->action == DQ_COPY ? job->len : code_bytes(it, job->nrows * it->cols);
+    info->label = it->t->name;
+    info->lane = ck_lane(r->plan->ck, it->shard, it->t, at, 0, &info->offset) == FP8_NO_LANE
+                     ? FP8_NO_LANE : 0;
 }
 
 static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *path)
@@ -771,11 +760,10 @@ static fp8_status write_shard(fp8_ctx *ctx, dq_plan *p, size_t s, const char *pa
     if (!st) {
         fp8_jobs spec = { .njobs = r.njobs, .bufsize = { r.max_in, r.max_scales, r.max_out },
                           .threads = o->threads, .device = p->device, .run = run_one,
-                          .bytes = bytes_of, .arg = &r,
-                          .what = p->input, .cancel = o->cancel, .progress = o->progress,
+                          .describe = describe, .arg = &r, .what = p->input,
+                          .cancel = o->cancel, .progress = o->progress,
                           .progress_user = o->progress_user, .done = p->done,
-                          .total = p->input_bytes, .lane = lane_of, .nlanes = 1,
-                          .label = label_of };
+                          .total = &p->input_bytes, .nlanes = 1 };
         st = fp8_jobs_run(ctx, &spec);
     }
     if (!st)

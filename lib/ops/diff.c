@@ -90,27 +90,16 @@ static fp8_status hash_side(void *arg, fp8_worker *w, size_t j)
 }
 
 /* Lanes: A's shards, then B's. */
-static size_t hash_side_lane(void *arg, size_t j, uint64_t *offset)
+static void hash_side_describe(void *arg, size_t j, fp8_job_info *info)
 {
     fp8_diff *d = arg;
     int side;
     size_t s;
     const fp8_tensor_info *t = side_tensor(d, j, &side, &s);
-    return ck_lane(d->ck[side], s, t, 0, side ? fp8_checkpoint_shard_count(d->ck[0]) : 0, offset);
-}
-
-static uint64_t hash_side_bytes(void *arg, size_t j)
-{
-    int side;
-    size_t s;
-    return fp8_tensor_nbytes(side_tensor(arg, j, &side, &s));
-}
-
-static const char *hash_side_label(void *arg, size_t j)
-{
-    int side;
-    size_t s;
-    return side_tensor(arg, j, &side, &s)->name;
+    info->bytes = fp8_tensor_nbytes(t);
+    info->label = t->name;
+    info->lane = ck_lane(d->ck[side], s, t, 0, side ? fp8_checkpoint_shard_count(d->ck[0]) : 0,
+                         &info->offset);
 }
 
 /* ---- the second run: bands */
@@ -194,35 +183,19 @@ static fp8_status band_one(void *arg, fp8_worker *w, size_t j)
 
 /* A band goes in the lane of A's shard when that one is compressed, else in
  * that of B's. */
-static size_t band_lane(void *arg, size_t j, uint64_t *offset)
+static void band_describe(void *arg, size_t j, fp8_job_info *info)
 {
     fp8_diff *d = arg;
     const diff_band *b = &d->bands[j];
-    uint64_t at, bytes;
-    const fp8_tensor_info *t = side_span(d, 0, b->entry, b->first, b->n, &at, &bytes);
-    size_t lane = ck_lane(d->ck[0], d->shard[0][b->entry], t, at, 0, offset);
-    if (lane == FP8_NO_LANE) {
-        t = side_span(d, 1, b->entry, b->first, b->n, &at, &bytes);
-        lane = ck_lane(d->ck[1], d->shard[1][b->entry], t, at,
-                       fp8_checkpoint_shard_count(d->ck[0]), offset);
-    }
-    return lane;
-}
-
-static uint64_t band_bytes(void *arg, size_t j)
-{
-    fp8_diff *d = arg;
-    const diff_band *b = &d->bands[j];
-    uint64_t at, na, nb;
-    side_span(d, 0, b->entry, b->first, b->n, &at, &na);
-    side_span(d, 1, b->entry, b->first, b->n, &at, &nb);
-    return na + nb;
-}
-
-static const char *band_label(void *arg, size_t j)
-{
-    fp8_diff *d = arg;
-    return d->e[d->bands[j].entry].name;
+    uint64_t at[2], n[2];
+    const fp8_tensor_info *ta = side_span(d, 0, b->entry, b->first, b->n, &at[0], &n[0]);
+    const fp8_tensor_info *tb = side_span(d, 1, b->entry, b->first, b->n, &at[1], &n[1]);
+    info->bytes = n[0] + n[1];
+    info->label = d->e[b->entry].name;
+    info->lane = ck_lane(d->ck[0], d->shard[0][b->entry], ta, at[0], 0, &info->offset);
+    if (info->lane == FP8_NO_LANE)
+        info->lane = ck_lane(d->ck[1], d->shard[1][b->entry], tb, at[1],
+                             fp8_checkpoint_shard_count(d->ck[0]), &info->offset);
 }
 
 /* The bands of the entries left to compare by element: a pair of one dtype
@@ -432,27 +405,20 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
     if (!st) {
         size_t na = fp8_checkpoint_tensor_count(d->ck[0]);
         size_t nb = fp8_checkpoint_tensor_count(d->ck[1]);
-        uint64_t done = 0;
+        uint64_t done = 0, total = 0;
         d->chunk = fp8_jobs_chunk(opts->threads, FP8_DEVICE_CPU);
         fp8_jobs hash = { .njobs = na + nb, .bufsize = { d->chunk }, .threads = opts->threads,
-                          .run = hash_side, .bytes = hash_side_bytes, .arg = d, .what = "diff",
-                          .lane = hash_side_lane,
-                          .nlanes = fp8_checkpoint_shard_count(d->ck[0]) +
-                                    fp8_checkpoint_shard_count(d->ck[1]),
+                          .run = hash_side, .describe = hash_side_describe, .arg = d,
+                          .what = "diff", .nlanes = fp8_checkpoint_shard_count(d->ck[0]) +
+                                                    fp8_checkpoint_shard_count(d->ck[1]),
                           .progress = opts->progress, .progress_user = opts->progress_user,
-                          .done = &done, .label = hash_side_label };
-        for (size_t j = 0; j < hash.njobs; j++)
-            hash.total += hash_side_bytes(d, j);
+                          .done = &done, .total = &total, .count = true };
         if (!(st = fp8_jobs_run(ctx, &hash)) && !(st = plan_bands(ctx, d))) {
             fp8_jobs bands = hash;
             bands.njobs = d->nbands;
             bands.bufsize[0] = bands.bufsize[1] = bands.bufsize[2] = BAND_BYTES(d);
             bands.run = band_one;
-            bands.bytes = band_bytes;
-            bands.lane = band_lane;
-            bands.label = band_label;
-            for (size_t j = 0; j < bands.njobs; j++)
-                bands.total += band_bytes(d, j);
+            bands.describe = band_describe;
             st = fp8_jobs_run(ctx, &bands);
         }
         if (!st) {

@@ -78,22 +78,14 @@ static fp8_status hash_one(void *arg, fp8_worker *w, size_t j)
     return hash_tensor(w->ctx, h->ck, j, w->buf[0], h->chunk, h->hashes[j]);
 }
 
-static uint64_t hash_bytes(void *arg, size_t j)
-{
-    return fp8_tensor_nbytes(fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL));
-}
-
-static const char *hash_label(void *arg, size_t j)
-{
-    return fp8_checkpoint_tensor(((hash_job *)arg)->ck, j, NULL)->name;
-}
-
-static size_t hash_lane(void *arg, size_t j, uint64_t *offset)
+static void hash_describe(void *arg, size_t j, fp8_job_info *info)
 {
     hash_job *h = arg;
     size_t s;
     const fp8_tensor_info *t = fp8_checkpoint_tensor(h->ck, j, &s);
-    return ck_lane(h->ck, s, t, 0, 0, offset);
+    info->bytes = fp8_tensor_nbytes(t);
+    info->label = t->name;
+    info->lane = ck_lane(h->ck, s, t, 0, 0, &info->offset);
 }
 
 fp8_status fp8_checkpoint_hash(fp8_ctx *ctx, fp8_checkpoint *ck, int threads,
@@ -107,15 +99,12 @@ fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_
                                     fp8_hash_hex *hashes, fp8_hash_hex digest)
 {
     hash_job h = { ck, hashes, fp8_jobs_chunk(o->threads, FP8_DEVICE_CPU) };
-    uint64_t done = 0;
+    uint64_t done = 0, total = 0;
     fp8_jobs spec = { .njobs = fp8_checkpoint_tensor_count(ck), .bufsize = { h.chunk },
-                      .threads = o->threads, .run = hash_one, .bytes = hash_bytes, .arg = &h,
-                      .what = "hash", .lane = hash_lane,
-                      .nlanes = fp8_checkpoint_shard_count(ck), .label = hash_label,
-                      .progress = o->progress,
-                      .progress_user = o->progress_user, .done = &done };
-    for (size_t j = 0; j < spec.njobs; j++)
-        spec.total += hash_bytes(&h, j);
+                      .threads = o->threads, .run = hash_one, .describe = hash_describe,
+                      .arg = &h, .what = "hash", .nlanes = fp8_checkpoint_shard_count(ck),
+                      .progress = o->progress, .progress_user = o->progress_user,
+                      .done = &done, .total = &total, .count = true };
     fp8_status st = fp8_jobs_run(ctx, &spec);
     if (!st)
         hash_digest(hashes, fp8_checkpoint_tensor_count(ck), digest);

@@ -551,32 +551,20 @@ static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
     return do_job(&w, jb);
 }
 
-static uint64_t bytes_of(void *arg, size_t j)
-{
-    const job *jb;
-    const shard_run *r = slot_run(arg, j, &jb);
-    return job_bytes(r, jb);
-}
-
 /* A compressed shard is one lane, read in file order. */
-static size_t lane_of(void *arg, size_t j, uint64_t *offset)
+static void describe(void *arg, size_t j, fp8_job_info *info)
 {
     const shard_group *g = arg;
     const job *jb;
     const shard_run *r = slot_run(g, j, &jb);
     const fp8_tensor_info *t = r->plan->items[jb->item].tensor;
-    *offset = t->begin + (jb->kind == JOB_COPY ? jb->offset
-                                                : flat_index(&r->plan->entries[jb->item], jb->expert,
-                                                             jb->row0, jb->col0) *
-                                                      src_size(t->dtype));
-    return fp8_file_is_compressed(r->in) ? g->slots[j].shard : FP8_NO_LANE;
-}
-
-static const char *label_of(void *arg, size_t j)
-{
-    const job *jb;
-    const shard_run *r = slot_run(arg, j, &jb);
-    return r->plan->items[jb->item].tensor->name;
+    info->bytes = job_bytes(r, jb);
+    info->label = t->name;
+    info->offset = t->begin + (jb->kind == JOB_COPY ? jb->offset
+                                                     : flat_index(&r->plan->entries[jb->item],
+                                                                  jb->expert, jb->row0, jb->col0) *
+                                                           src_size(t->dtype));
+    info->lane = fp8_file_is_compressed(r->in) ? g->slots[j].shard : FP8_NO_LANE;
 }
 
 /* Runs every planned job of the group's shards, interleaved by how far into
@@ -607,10 +595,10 @@ static fp8_status run_jobs(fp8_ctx *ctx, shard_group *g)
     qsort(g->slots, g->nslots, sizeof *g->slots, cmp_slot);
     fp8_jobs spec = { .njobs = g->nslots, .bufsize = { bufsize[0], bufsize[1], bufsize[2] },
                       .threads = o->threads, .device = g->plan->device, .run = run_one,
-                      .bytes = bytes_of, .arg = g, .what = g->plan->input, .cancel = o->cancel,
-                      .progress = o->progress, .progress_user = o->progress_user,
-                      .done = g->r[0].done, .total = g->plan->work_bytes, .lane = lane_of,
-                      .nlanes = g->n, .label = label_of };
+                      .describe = describe, .arg = g, .what = g->plan->input,
+                      .cancel = o->cancel, .progress = o->progress,
+                      .progress_user = o->progress_user, .done = g->r[0].done,
+                      .total = &g->plan->work_bytes, .nlanes = g->n };
     return fp8_jobs_run(ctx, &spec);
 }
 

@@ -814,17 +814,9 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     return st;
 }
 
-static const char *against_label(void *arg, size_t j)
+/* The bytes a job reads. */
+static uint64_t against_bytes(const against *a, const ag_item *it, uint64_t nrows)
 {
-    uint64_t x, row0, nrows;
-    return job_band(arg, j, &x, &row0, &nrows)->name;
-}
-
-static uint64_t against_bytes(void *arg, size_t j)
-{
-    const against *a = arg;
-    uint64_t x, row0, nrows;
-    const ag_item *it = job_band(a, j, &x, &row0, &nrows);
     uint64_t n = nrows * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
     if (it->w.l) /* the source and the E2M1 codes */
         return a->amax_pass || a->floor_pass ? 0 : n * xs + n / 2;
@@ -839,32 +831,30 @@ static uint64_t against_bytes(void *arg, size_t j)
 
 /* In the lane of the weight's shard when compressed, else of the source's
  * (a packed weight's: its codes'). */
-static size_t against_lane(void *arg, size_t j, uint64_t *offset)
+static void against_describe(void *arg, size_t j, fp8_job_info *info)
 {
     const against *a = arg;
     uint64_t x, row0, nrows;
     const ag_item *it = job_band(a, j, &x, &row0, &nrows);
     uint64_t at = src_at(it, x, row0), xs = it->copy ? 1 : fp8_dtype_bits(it->x->dtype) / 8;
-    size_t lane = FP8_NO_LANE;
+    info->bytes = against_bytes(a, it, nrows);
+    info->label = it->name;
     if (it->w.l || (!a->amax_pass && (it->bound || it->compare || it->copy)))
-        lane = ck_lane(a->v->ck, it->shard, it->t, it->w.l ? at / 2 : at, 0, offset);
-    if (lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
-        lane = ck_lane(a->src, it->xshard, it->part ? it->part->fused : it->x,
-                       it->part ? 0 : at * xs, fp8_checkpoint_shard_count(a->v->ck), offset);
-    return lane;
+        info->lane = ck_lane(a->v->ck, it->shard, it->t, it->w.l ? at / 2 : at, 0, &info->offset);
+    if (info->lane == FP8_NO_LANE) /* a weight written apart: its fused tensor's */
+        info->lane = ck_lane(a->src, it->xshard, it->part ? it->part->fused : it->x,
+                             it->part ? 0 : at * xs, fp8_checkpoint_shard_count(a->v->ck),
+                             &info->offset);
 }
 
 static fp8_status against_run(fp8_ctx *ctx, against *a, int threads,
                               const volatile sig_atomic_t *cancel, const char *src_path)
 {
     fp8_verify *v = a->v;
-    for (size_t j = 0; j < a->njobs; j++)
-        v->total += against_bytes(a, j);
     fp8_jobs spec = { .njobs = a->njobs, .threads = threads, .run = against_one,
-                      .bytes = against_bytes, .arg = a, .what = src_path, .cancel = cancel,
+                      .describe = against_describe, .arg = a, .what = src_path, .cancel = cancel,
                       .progress = v->opts->progress, .progress_user = v->opts->progress_user,
-                      .done = &v->done, .total = v->total, .label = against_label,
-                      .lane = against_lane,
+                      .done = &v->done, .total = &v->total, .count = true,
                       .nlanes = fp8_checkpoint_shard_count(v->ck) +
                                 fp8_checkpoint_shard_count(a->src),
                       .bufsize = { a->max_src, a->max_band * 2,

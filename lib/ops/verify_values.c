@@ -230,24 +230,14 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     return FP8_OK;
 }
 
-static const char *scan_label(void *arg, size_t j)
-{
-    const value_scan *sc = arg;
-    return fp8_checkpoint_tensor(sc->v->ck, sc->weights[j], NULL)->name;
-}
-
-static uint64_t scan_bytes(void *arg, size_t j)
-{
-    const value_scan *sc = arg;
-    return fp8_tensor_nbytes(fp8_checkpoint_tensor(sc->v->ck, sc->weights[j], NULL));
-}
-
-static size_t scan_lane(void *arg, size_t j, uint64_t *offset)
+static void scan_describe(void *arg, size_t j, fp8_job_info *info)
 {
     value_scan *sc = arg;
     size_t shard;
     const fp8_tensor_info *t = fp8_checkpoint_tensor(sc->v->ck, sc->weights[j], &shard);
-    return ck_lane(sc->v->ck, shard, t, 0, 0, offset);
+    info->bytes = fp8_tensor_nbytes(t);
+    info->label = t->name;
+    info->lane = ck_lane(sc->v->ck, shard, t, 0, 0, &info->offset);
 }
 
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
@@ -279,13 +269,11 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     fp8_status st = sc.weights && sc.found && sc.stats && v->stats ? FP8_OK
                                                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st) {
-        for (size_t j = 0; j < sc.n; j++)
-            v->total += scan_bytes(&sc, j);
         fp8_jobs spec = { .njobs = sc.n, .bufsize = { v->chunk }, .threads = threads,
                           .progress = v->opts->progress, .progress_user = v->opts->progress_user,
-                          .done = &v->done, .total = v->total, .label = scan_label,
-                          .run = scan_one, .bytes = scan_bytes, .arg = &sc, .what = "verify",
-                          .lane = scan_lane, .nlanes = fp8_checkpoint_shard_count(v->ck) };
+                          .done = &v->done, .total = &v->total, .count = true,
+                          .run = scan_one, .describe = scan_describe, .arg = &sc,
+                          .what = "verify", .nlanes = fp8_checkpoint_shard_count(v->ck) };
         st = fp8_jobs_run(ctx, &spec);
     }
     for (size_t j = 0; j < sc.n; j++) {
