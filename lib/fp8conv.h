@@ -437,7 +437,6 @@ fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quan
 void fp8_quant_plan_free(fp8_quant_plan *plan);
 
 fp8_format fp8_quant_plan_format(const fp8_quant_plan *plan); /* resolved, never DEFAULT */
-bool fp8_quant_plan_is_directory(const fp8_quant_plan *plan);
 /* Items in the order of the input checkpoint's tensors (sorted by name). */
 size_t fp8_quant_plan_count(const fp8_quant_plan *plan);
 const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *plan, size_t index);

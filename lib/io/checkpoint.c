@@ -480,21 +480,15 @@ const fp8_tensor_info *fp8_checkpoint_tensor(const fp8_checkpoint *ck, size_t in
     return ck->entries[index].t;
 }
 
+static const char *entry_name(const void *arg, size_t i)
+{
+    return ((const fp8_checkpoint *)arg)->entries[i].t->name;
+}
+
 const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ck, const char *name,
                                            size_t *shard)
 {
-    size_t lo = 0, hi = ck->ntensors;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(ck->entries[mid].t->name, name);
-        if (c == 0)
-            return fp8_checkpoint_tensor(ck, mid, shard);
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return fp8_checkpoint_tensor(ck, fp8_name_find(name, ck->ntensors, entry_name, ck), shard);
 }
 
 size_t ck_lane(const fp8_checkpoint *ck, size_t shard, const fp8_tensor_info *t, uint64_t at,

@@ -193,22 +193,16 @@ mismatch:;
                     p->block_cols, t->name);
 }
 
+static const char *item_name(const void *arg, size_t i)
+{
+    return ((const dq_plan *)arg)->items[i].t->name;
+}
+
 /* The index of the item named `name` (items are sorted by name, as the
- * checkpoint lists them); the caller knows it exists. */
+ * checkpoint lists them); p->n when none. */
 static size_t item_index(const dq_plan *p, const char *name)
 {
-    size_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(p->items[mid].t->name, name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return fp8_name_find(name, p->n, item_name, p);
 }
 
 /* Whether `it` is a weight of a packed layout of fp4.h (fp4_weight_find);
@@ -986,7 +980,7 @@ void dq_weights_free(dq_weights *w)
 dq_action dq_weights_role(const dq_weights *w, const char *name)
 {
     size_t i = item_index(w, name);
-    return i < w->n && strcmp(w->items[i].t->name, name) == 0 ? w->items[i].action : DQ_COPY;
+    return i < w->n ? w->items[i].action : DQ_COPY;
 }
 
 const fp8_tensor_info *dq_weights_shown(const dq_weights *w, const char *name)

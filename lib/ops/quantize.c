@@ -857,29 +857,20 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
 
 fp8_format fp8_quant_plan_format(const fp8_quant_plan *p) { return p->format; }
 fp8_device fp8_quant_plan_device(const fp8_quant_plan *p) { return p->device; }
-bool fp8_quant_plan_is_directory(const fp8_quant_plan *p)
-{
-    return fp8_checkpoint_is_directory(p->ck);
-}
 size_t fp8_quant_plan_count(const fp8_quant_plan *p) { return p->n; }
 const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *p, size_t i)
 {
     return i < p->n ? &p->items[i] : NULL;
 }
+static const char *item_name(const void *arg, size_t i)
+{
+    return ((const fp8_quant_plan *)arg)->items[i].tensor->name;
+}
 size_t quant_plan_find(const fp8_quant_plan *p, const char *name)
 {
-    size_t lo = 0, hi = p ? p->n : 0;
-    while (lo < hi) { /* items are in name order */
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(p->items[mid].tensor->name, name);
-        if (c == 0)
-            return p->items[mid].quantize ? mid : SIZE_MAX;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SIZE_MAX;
+    size_t n = p ? p->n : 0;
+    size_t i = fp8_name_find(name, n, item_name, p); /* items are in name order */
+    return i < n && p->items[i].quantize ? i : SIZE_MAX;
 }
 size_t fp8_quant_plan_ignored_count(const fp8_quant_plan *p) { return p->nignored; }
 const char *fp8_quant_plan_ignored(const fp8_quant_plan *p, size_t i)
