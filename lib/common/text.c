@@ -88,6 +88,11 @@ size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *
     return n;
 }
 
+int fp8_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 bool fp8_has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);

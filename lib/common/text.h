@@ -29,6 +29,9 @@ void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
  * i-th; n when it is not there. */
 size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *arg, size_t i),
                      const void *arg);
+/* strcmp of the char * a and b point to (or that the structs they point to
+ * begin with): qsort and bsearch by name or key. */
+int fp8_cmp_str(const void *a, const void *b);
 /* Whether s ends in suffix. */
 bool fp8_has_suffix(const char *s, const char *suffix);
 /* dir/name, malloc'ed (NULL when out of memory), dir's trailing slashes

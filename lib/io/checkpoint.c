@@ -76,11 +76,6 @@ fp8_status ck_open_regular(fp8_ctx *ctx, const char *path, bool may_be_absent, i
                     path, file_kind(sb.st_mode));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The first key that appears twice in one object of `j`, at any depth, or
  * NULL; *oom on a failed allocation.  Objects' keys are sorted, so an index's
  * weight_map of 100,000 names costs n log n. */
@@ -103,7 +98,7 @@ static const char *duplicate_key(const cJSON *j, bool *oom)
         return NULL;
     }
     cJSON_ArrayForEach(c, j) keys[k++] = c->string;
-    qsort(keys, n, sizeof *keys, cmp_str);
+    qsort(keys, n, sizeof *keys, fp8_cmp_str);
     for (k = 1; k < n && !dup; k++)
         dup = strcmp(keys[k - 1], keys[k]) ? NULL : keys[k];
     free(keys);
@@ -342,7 +337,7 @@ static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
     fp8_status st;
     if (ck->nshards) /* an index may map no tensor: no names, a NULL array */
-        qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, cmp_str);
+        qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, fp8_cmp_str);
     ck->shards = fp8_xcalloc(ck->nshards, sizeof *ck->shards);
     if (!ck->shards)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
@@ -581,15 +576,10 @@ fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const 
     return st;
 }
 
-static int cmp_index_entry(const void *a, const void *b)
-{
-    return strcmp(((const ck_index_entry *)a)->name, ((const ck_index_entry *)b)->name);
-}
-
 fp8_status ck_index_write(fp8_ctx *ctx, const char *dir, ck_index_entry *map, size_t n,
                           uint64_t total_size)
 {
-    qsort(map, n, sizeof *map, cmp_index_entry);
+    qsort(map, n, sizeof *map, fp8_cmp_str);
     char num[24];
     snprintf(num, sizeof num, "%llu", (unsigned long long)total_size);
     cJSON *root = cJSON_CreateObject();

@@ -208,11 +208,6 @@ static void clean_stale(fp8_ctx *ctx, const fp8_output *o, const char *prefix)
 
 /* ---------------------------------------------------------------- markers */
 
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The entries of `dir` (at the `top`, but the marker and owner record), sorted. */
 static fp8_status list_entries(fp8_ctx *ctx, const char *dir, bool top, char ***names, size_t *n)
 {
@@ -236,7 +231,7 @@ static fp8_status list_entries(fp8_ctx *ctx, const char *dir, bool top, char ***
     }
     closedir(d);
     if (!st)
-        qsort(*names, *n, sizeof **names, cmp_name);
+        qsort(*names, *n, sizeof **names, fp8_cmp_str);
     return st;
 }
 
@@ -274,7 +269,7 @@ static fp8_status list_tree(fp8_ctx *ctx, const char *dir, const char *rel, char
     free_names(names, k);
     free(path);
     if (!st && !rel[0])
-        qsort(*all, *n, sizeof **all, cmp_name);
+        qsort(*all, *n, sizeof **all, fp8_cmp_str);
     return st;
 }
 
@@ -342,7 +337,7 @@ static fp8_status check_replaceable(fp8_ctx *ctx, const fp8_output *o)
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         char *key = line;
-        char **hit = line[0] == '#' ? NULL : bsearch(&key, names, n, sizeof *names, cmp_name);
+        char **hit = line[0] == '#' ? NULL : bsearch(&key, names, n, sizeof *names, fp8_cmp_str);
         if (hit)
             seen[hit - names] = true;
     }

@@ -393,11 +393,6 @@ static const char *by_name(const void *arg, size_t i)
     return f->tensors[f->by_name[i]].name;
 }
 
-static int cmp_meta(const void *a, const void *b)
-{
-    return strcmp(((const st_meta *)a)->key, ((const st_meta *)b)->key);
-}
-
 static fp8_status parse_metadata(fp8_ctx *ctx, fp8_file *f, const cJSON *m)
 {
     if (cJSON_IsNull(m))
@@ -418,7 +413,7 @@ static fp8_status parse_metadata(fp8_ctx *ctx, fp8_file *f, const cJSON *m)
         if (!(slot->key = fp8_strdup(e->string)) || !(slot->value = fp8_strdup(e->valuestring)))
             return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", f->path);
     }
-    qsort(f->meta, f->nmeta, sizeof *f->meta, cmp_meta);
+    qsort(f->meta, f->nmeta, sizeof *f->meta, fp8_cmp_str);
     for (size_t i = 1; i < f->nmeta; i++)
         if (strcmp(f->meta[i - 1].key, f->meta[i].key) == 0)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: __metadata__ key '%s' appears twice",

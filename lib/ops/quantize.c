@@ -621,11 +621,6 @@ static fp8_status sort_items(fp8_ctx *ctx, fp8_quant_plan *p)
     return FP8_OK;
 }
 
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static fp8_status name_shards(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     return ck_output_names(ctx, p->ck, &p->out_shards);
@@ -695,7 +690,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         }
     }
     p->work_bytes += p->input_bytes;
-    qsort(p->ignored, p->nignored, sizeof *p->ignored, cmp_cstr);
+    qsort(p->ignored, p->nignored, sizeof *p->ignored, fp8_cmp_str);
     return p->nparts ? sort_items(ctx, p) : FP8_OK;
 }
 
