@@ -88,8 +88,6 @@ void cli_put_text(FILE *fp, const char *s);
 int cli_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A library context, or NULL after saying "out of memory" (then exit EXIT_IO). */
 fp8_ctx *cli_ctx_create(void);
-/* "[300, 200]" */
-void cli_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 /* A u64 as an exact JSON number (cJSON numbers are doubles), and a shape. */
 cJSON *cli_json_u64(uint64_t v);
 cJSON *cli_json_shape(int rank, const uint64_t *shape);

@@ -16,15 +16,6 @@
 
 #include "cli.h"
 
-void cli_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
-{
-    size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < rank && o < cap; d++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRIu64, d ? ", " : "", shape[d]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "]");
-}
-
 cJSON *cli_json_u64(uint64_t v)
 {
     char num[24];

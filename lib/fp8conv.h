@@ -97,6 +97,8 @@ const char *fp8_dtype_name(fp8_dtype dtype);
 bool fp8_dtype_from_name(const char *name, fp8_dtype *dtype);
 /* Size of one element in bits (4 for F4, 6 for the F6 types). */
 unsigned fp8_dtype_bits(fp8_dtype dtype);
+/* A shape as "[4096, 128]" in buf (cap bytes, cut short if it must be). */
+void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- tensors */
 

@@ -22,8 +22,6 @@ void fp8_text_u64(fp8_text *b, uint64_t v);
 /* A JSON string as serde_json writes it: escapes for '"', '\\' and control
  * characters only (short forms where JSON has them), UTF-8 as is. */
 void fp8_text_json_string(fp8_text *b, const char *s);
-/* A shape as "[4096, 128]" in buf (cap bytes, cut short if it must be). */
-void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 
 /* The index of `key` among n names in strcmp order, name(arg, i) the
  * i-th; n when it is not there. */
