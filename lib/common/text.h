@@ -30,6 +30,8 @@ size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *
 /* strcmp of the char * a and b point to (or that the structs they point to
  * begin with): qsort and bsearch by name or key. */
 int fp8_cmp_str(const void *a, const void *b);
+/* Frees the n strings of v, then v (NULL: nothing). */
+void fp8_strings_free(char **v, size_t n);
 /* Whether s ends in suffix. */
 bool fp8_has_suffix(const char *s, const char *suffix);
 /* dir/name, malloc'ed (NULL when out of memory), dir's trailing slashes

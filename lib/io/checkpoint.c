@@ -739,9 +739,7 @@ fp8_status ck_output_names(fp8_ctx *ctx, const fp8_checkpoint *ck, char ***names
 
 void ck_output_names_free(char **names, size_t n)
 {
-    for (size_t i = 0; names && i < n; i++)
-        free(names[i]);
-    free(names);
+    fp8_strings_free(names, n);
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

@@ -235,13 +235,6 @@ static fp8_status list_entries(fp8_ctx *ctx, const char *dir, bool top, char ***
     return st;
 }
 
-static void free_names(char **names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-}
-
 /* Every entry under `dir` (but the marker and owner record at its top),
  * as a path relative to it, a directory's ending in '/', sorted. */
 static fp8_status list_tree(fp8_ctx *ctx, const char *dir, const char *rel, char ***all, size_t *n,
@@ -266,7 +259,7 @@ static fp8_status list_tree(fp8_ctx *ctx, const char *dir, const char *rel, char
         free(sub);
         free(full);
     }
-    free_names(names, k);
+    fp8_strings_free(names, k);
     free(path);
     if (!st && !rel[0])
         qsort(*all, *n, sizeof **all, fp8_cmp_str);
@@ -361,7 +354,7 @@ out:
     if (f)
         fclose(f);
     free(list.p);
-    free_names(names, n);
+    fp8_strings_free(names, n);
     free(mpath);
     return st;
 }
@@ -389,7 +382,7 @@ static fp8_status write_marker(fp8_ctx *ctx, const fp8_output *o)
     } else if (fd >= 0) {
         close(fd);
     }
-    free_names(names, n);
+    fp8_strings_free(names, n);
     free(path);
     return st;
 }
@@ -441,8 +434,8 @@ static fp8_status compare_built(fp8_ctx *ctx, fp8_output *o, const char *built)
                       "give those, or --force to replace it", o->path, diff);
     o->complete = !st;
     free(diff);
-    free_names(mine, n);
-    free_names(theirs, m);
+    fp8_strings_free(mine, n);
+    fp8_strings_free(theirs, m);
     return st;
 }
 

@@ -832,17 +832,13 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
     for (size_t i = 0; i < p->nparts; i++)
         free(p->parts[i].name);
     free(p->parts);
-    for (size_t i = 0; i < p->nignored; i++)
-        free(p->ignored[i]);
-    for (size_t i = 0; i < p->nwarnings; i++)
-        free(p->warnings[i]);
-    free(p->warnings);
+    fp8_strings_free(p->ignored, p->nignored);
+    fp8_strings_free(p->warnings, p->nwarnings);
     cJSON_Delete(p->config);
     ck_output_names_free(p->out_shards, p->ck ? fp8_checkpoint_shard_count(p->ck) : 0);
     for (size_t i = 0; i < p->nregexes; i++)
         regfree(&p->regexes[i]);
     free(p->regexes);
-    free(p->ignored);
     free(p->entries);
     free(p->items);
     fp8_checkpoint_close(p->ck);
