@@ -779,15 +779,6 @@ char *fp8_output_file(const fp8_output *o, const char *name)
     return fp8_path_join(o->tmp, o->is_dir ? name : o->base);
 }
 
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 static fp8_status appeared(fp8_ctx *ctx, const fp8_output *o)
 {
     return fp8_fail(ctx, FP8_ERR_EXISTS,
@@ -888,7 +879,7 @@ fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o)
     }
     if (!st && o->durable) {
         char *parent = o->dirlen ? strndup(o->path, (size_t)o->dirlen) : NULL;
-        sync_dir(parent ? parent : ".");
+        zio_sync_dir(parent ? parent : ".");
         free(parent);
     }
 out:
