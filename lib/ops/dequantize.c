@@ -826,11 +826,6 @@ static fp8_status write_index(fp8_ctx *ctx, const dq_plan *p, const char *dir)
     return st;
 }
 
-static fp8_status name_shards(fp8_ctx *ctx, dq_plan *p)
-{
-    return ck_output_names(ctx, p->ck, &p->out_shards);
-}
-
 /* What the output's bytes depend on, for --part, --finish and --resume to
  * compare (parts.c). */
 static fp8_status options_text(fp8_ctx *ctx, const dq_plan *p, fp8_text *t)
@@ -857,7 +852,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if ((st = fp8_checkpoint_open(ctx, input, &p.ck)))
         return st;
     bool is_dir = fp8_checkpoint_is_directory(p.ck);
-    if ((is_dir && (st = fmt_config_read(ctx, input, &config, NULL))) || (st = name_shards(ctx, &p)))
+    if ((is_dir && (st = fmt_config_read(ctx, input, &config, NULL))) ||
+        (st = ck_output_names(ctx, p.ck, &p.out_shards)))
         goto out;
     if ((st = block_size(ctx, input, config, &p.block_rows, &p.block_cols)) ||
         (st = decide(ctx, &p)) || (st = check_bias(ctx, &p, config)) ||

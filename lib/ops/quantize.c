@@ -621,11 +621,6 @@ static fp8_status sort_items(fp8_ctx *ctx, fp8_quant_plan *p)
     return FP8_OK;
 }
 
-static fp8_status name_shards(fp8_ctx *ctx, fp8_quant_plan *p)
-{
-    return ck_output_names(ctx, p->ck, &p->out_shards);
-}
-
 static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     fp8_status st;
@@ -792,7 +787,8 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
     p->wanted = wanted;
     p->wanted_user = user;
     if ((st = check_options(ctx, p)) || (st = fp8_checkpoint_open(ctx, input, &p->ck)) ||
-        (!source && (st = check_not_quantized(ctx, p))) || (st = name_shards(ctx, p)) ||
+        (!source && (st = check_not_quantized(ctx, p))) ||
+        (st = ck_output_names(ctx, p->ck, &p->out_shards)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
         (p->experts = fmt_config_experts(p->config), false) ||
         (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
