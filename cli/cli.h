@@ -81,15 +81,11 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * commands.  Returns s itself when it needs nothing, else a copy that lives
  * until eight more calls on the thread. */
 const char *cli_esc(const char *s);
-/* fputs(cli_esc(s), fp) */
-void cli_put_text(FILE *fp, const char *s);
 /* printf to stdout with control characters but the format's newlines and
  * tabs shown as \xNN (a safety net: pass names through cli_esc). */
 int cli_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A library context, or NULL after saying "out of memory" (then exit EXIT_IO). */
 fp8_ctx *cli_ctx_create(void);
-/* "[300, 200]" */
-void cli_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 /* A u64 as an exact JSON number (cJSON numbers are doubles), and a shape. */
 cJSON *cli_json_u64(uint64_t v);
 cJSON *cli_json_shape(int rank, const uint64_t *shape);
@@ -159,6 +155,5 @@ int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_lay
  * each note printed as a warning (unless --quiet). */
 fp8_status cli_like_open(fp8_ctx *ctx, const char *ref, const char *input,
                          const cli_common *common, fp8_quant_options *o, fp8_like **out);
-int cli_exit_code(fp8_status st);
 
 #endif

@@ -50,8 +50,8 @@ static void print_text(const fp8_diff *d)
                    fp8_dtype_name(e->b->dtype));
             break;
         case FP8_DIFF_SHAPE:
-            cli_shape_text(e->a->rank, e->a->shape, sa, sizeof sa);
-            cli_shape_text(e->b->rank, e->b->shape, sb, sizeof sb);
+            fp8_shape_text(e->a->rank, e->a->shape, sa, sizeof sa);
+            fp8_shape_text(e->b->rank, e->b->shape, sb, sizeof sb);
             cli_printf("shape differs: %s: %s in A, %s in B\n", cli_esc(e->name), sa, sb);
             break;
         case FP8_DIFF_VALUES:
@@ -63,7 +63,7 @@ static void print_text(const fp8_diff *d)
                 /* not bytes of a sub-byte dtype */
                 uint64_t at[16];
                 coordinates(e->a, e->first_index, at);
-                cli_shape_text(e->a->rank, at, sa, sizeof sa);
+                fp8_shape_text(e->a->rank, at, sa, sizeof sa);
                 cli_printf(" %s", sa);
             }
             if (e->max_abs == e->max_abs)

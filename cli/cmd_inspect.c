@@ -155,7 +155,7 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
     for (size_t i = 0; i < n; i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
-        cli_shape_text(t->rank, t->shape, shape, sizeof shape);
+        fp8_shape_text(t->rank, t->shape, shape, sizeof shape);
         int ln = (int)strlen(cli_esc(t->name)), ls = (int)strlen(shape);
         int ld = (int)strlen(fp8_dtype_name(t->dtype));
         int lf = (int)strlen(cli_esc(fp8_checkpoint_shard_name(ck, s)));
@@ -169,7 +169,7 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
     for (size_t i = 0; i < n; i++) {
         size_t s;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &s);
-        cli_shape_text(t->rank, t->shape, shape, sizeof shape);
+        fp8_shape_text(t->rank, t->shape, shape, sizeof shape);
         cli_printf("%-*s  %-*s  %-*s  %12" PRIu64 "  %-*s%s%s\n", wname, cli_esc(t->name), wdtype,
                fp8_dtype_name(t->dtype), wshape, shape, fp8_tensor_nbytes(t),
                tot->hashes ? wfile : 0, cli_esc(fp8_checkpoint_shard_name(ck, s)),
@@ -186,7 +186,7 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
             continue;
         if (!k++)
             cli_printf("\npacked FP4 weights (logical shapes):\n");
-        cli_shape_text(lrank, lshape, shape, sizeof shape);
+        fp8_shape_text(lrank, lshape, shape, sizeof shape);
         cli_printf("%s  %s -> %s %s\n", cli_esc(t->name), layout, lname ? cli_esc(lname) : "?",
                    shape);
         free(lname);

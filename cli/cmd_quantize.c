@@ -169,11 +169,11 @@ static void print_plan(const fp8_quant_plan *plan)
     char shape[128], sshape[128];
     for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
         const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
-        cli_shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
+        fp8_shape_text(it->tensor->rank, it->tensor->shape, shape, sizeof shape);
         if (it->quantize && it->packed_name) {
             char pk[128];
-            cli_shape_text(it->tensor->rank, it->code_shape, pk, sizeof pk);
-            cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
+            fp8_shape_text(it->tensor->rank, it->code_shape, pk, sizeof pk);
+            fp8_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
             cli_printf("quantize  %s %s %s -> %s %s %s + %s %s %s", cli_esc(it->tensor->name),
                        fp8_dtype_name(it->tensor->dtype), shape, cli_esc(it->packed_name),
                        fp8_dtype_name(it->code_dtype), pk, cli_esc(it->scale_name),
@@ -182,7 +182,7 @@ static void print_plan(const fp8_quant_plan *plan)
                 cli_printf(" + %s F32 %s", cli_esc(it->global_name), it->global_rank ? "[1]" : "[]");
             cli_printf("\n");
         } else if (it->quantize) {
-            cli_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
+            fp8_shape_text(it->scale_rank, it->scale_shape, sshape, sizeof sshape);
             cli_printf("quantize  %s %s %s -> %s + %s %s %s\n", cli_esc(it->tensor->name),
                        fp8_dtype_name(it->tensor->dtype), shape, fp8_dtype_name(it->code_dtype),
                        cli_esc(it->scale_name), fp8_dtype_name(it->scale_dtype), sshape);

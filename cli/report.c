@@ -16,15 +16,6 @@
 
 #include "cli.h"
 
-void cli_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
-{
-    size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < rank && o < cap; d++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRIu64, d ? ", " : "", shape[d]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "]");
-}
-
 cJSON *cli_json_u64(uint64_t v)
 {
     char num[24];
@@ -310,11 +301,6 @@ const char *cli_esc(const char *s)
     return *slot;
 }
 
-void cli_put_text(FILE *fp, const char *s)
-{
-    fputs(cli_esc(s), fp);
-}
-
 int cli_printf(const char *fmt, ...)
 {
     char *text;
@@ -439,13 +425,13 @@ void cli_error(const char *fmt, ...)
     va_end(ap);
     fputs("fp8conv: ", stderr);
     if (n >= 0) {
-        cli_put_text(stderr, text);
+        fputs(cli_esc(text), stderr);
         free(text);
     }
     fputc('\n', stderr);
 }
 
-int cli_exit_code(fp8_status st)
+static int exit_code(fp8_status st)
 {
     switch (st) {
     case FP8_OK: return EXIT_OK;
@@ -463,5 +449,5 @@ int cli_fail(fp8_ctx *ctx, fp8_status st)
 {
     const char *msg = fp8_ctx_message(ctx);
     cli_error("%s", *msg ? msg : fp8_status_str(st));
-    return cli_exit_code(st);
+    return exit_code(st);
 }

@@ -97,6 +97,8 @@ const char *fp8_dtype_name(fp8_dtype dtype);
 bool fp8_dtype_from_name(const char *name, fp8_dtype *dtype);
 /* Size of one element in bits (4 for F4, 6 for the F6 types). */
 unsigned fp8_dtype_bits(fp8_dtype dtype);
+/* A shape as "[4096, 128]" in buf (cap bytes, cut short if it must be). */
+void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -437,7 +439,6 @@ fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quan
 void fp8_quant_plan_free(fp8_quant_plan *plan);
 
 fp8_format fp8_quant_plan_format(const fp8_quant_plan *plan); /* resolved, never DEFAULT */
-bool fp8_quant_plan_is_directory(const fp8_quant_plan *plan);
 /* Items in the order of the input checkpoint's tensors (sorted by name). */
 size_t fp8_quant_plan_count(const fp8_quant_plan *plan);
 const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *plan, size_t index);

@@ -88,6 +88,18 @@ size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *
     return n;
 }
 
+int fp8_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void fp8_strings_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 bool fp8_has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);

@@ -22,13 +22,16 @@ void fp8_text_u64(fp8_text *b, uint64_t v);
 /* A JSON string as serde_json writes it: escapes for '"', '\\' and control
  * characters only (short forms where JSON has them), UTF-8 as is. */
 void fp8_text_json_string(fp8_text *b, const char *s);
-/* A shape as "[4096, 128]" in buf (cap bytes, cut short if it must be). */
-void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap);
 
 /* The index of `key` among n names in strcmp order, name(arg, i) the
  * i-th; n when it is not there. */
 size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *arg, size_t i),
                      const void *arg);
+/* strcmp of the char * a and b point to (or that the structs they point to
+ * begin with): qsort and bsearch by name or key. */
+int fp8_cmp_str(const void *a, const void *b);
+/* Frees the n strings of v, then v (NULL: nothing). */
+void fp8_strings_free(char **v, size_t n);
 /* Whether s ends in suffix. */
 bool fp8_has_suffix(const char *s, const char *suffix);
 /* dir/name, malloc'ed (NULL when out of memory), dir's trailing slashes

@@ -76,11 +76,6 @@ fp8_status ck_open_regular(fp8_ctx *ctx, const char *path, bool may_be_absent, i
                     path, file_kind(sb.st_mode));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The first key that appears twice in one object of `j`, at any depth, or
  * NULL; *oom on a failed allocation.  Objects' keys are sorted, so an index's
  * weight_map of 100,000 names costs n log n. */
@@ -103,7 +98,7 @@ static const char *duplicate_key(const cJSON *j, bool *oom)
         return NULL;
     }
     cJSON_ArrayForEach(c, j) keys[k++] = c->string;
-    qsort(keys, n, sizeof *keys, cmp_str);
+    qsort(keys, n, sizeof *keys, fp8_cmp_str);
     for (k = 1; k < n && !dup; k++)
         dup = strcmp(keys[k - 1], keys[k]) ? NULL : keys[k];
     free(keys);
@@ -342,7 +337,7 @@ static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
     fp8_status st;
     if (ck->nshards) /* an index may map no tensor: no names, a NULL array */
-        qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, cmp_str);
+        qsort(ck->shard_names, ck->nshards, sizeof *ck->shard_names, fp8_cmp_str);
     ck->shards = fp8_xcalloc(ck->nshards, sizeof *ck->shards);
     if (!ck->shards)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
@@ -480,21 +475,15 @@ const fp8_tensor_info *fp8_checkpoint_tensor(const fp8_checkpoint *ck, size_t in
     return ck->entries[index].t;
 }
 
+static const char *entry_name(const void *arg, size_t i)
+{
+    return ((const fp8_checkpoint *)arg)->entries[i].t->name;
+}
+
 const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ck, const char *name,
                                            size_t *shard)
 {
-    size_t lo = 0, hi = ck->ntensors;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(ck->entries[mid].t->name, name);
-        if (c == 0)
-            return fp8_checkpoint_tensor(ck, mid, shard);
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return fp8_checkpoint_tensor(ck, fp8_name_find(name, ck->ntensors, entry_name, ck), shard);
 }
 
 size_t ck_lane(const fp8_checkpoint *ck, size_t shard, const fp8_tensor_info *t, uint64_t at,
@@ -587,15 +576,10 @@ fp8_status ck_json_write(fp8_ctx *ctx, const char *dir, const char *name, const 
     return st;
 }
 
-static int cmp_index_entry(const void *a, const void *b)
-{
-    return strcmp(((const ck_index_entry *)a)->name, ((const ck_index_entry *)b)->name);
-}
-
 fp8_status ck_index_write(fp8_ctx *ctx, const char *dir, ck_index_entry *map, size_t n,
                           uint64_t total_size)
 {
-    qsort(map, n, sizeof *map, cmp_index_entry);
+    qsort(map, n, sizeof *map, fp8_cmp_str);
     char num[24];
     snprintf(num, sizeof num, "%llu", (unsigned long long)total_size);
     cJSON *root = cJSON_CreateObject();
@@ -755,9 +739,7 @@ fp8_status ck_output_names(fp8_ctx *ctx, const fp8_checkpoint *ck, char ***names
 
 void ck_output_names_free(char **names, size_t n)
 {
-    for (size_t i = 0; names && i < n; i++)
-        free(names[i]);
-    free(names);
+    fp8_strings_free(names, n);
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

@@ -208,11 +208,6 @@ static void clean_stale(fp8_ctx *ctx, const fp8_output *o, const char *prefix)
 
 /* ---------------------------------------------------------------- markers */
 
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The entries of `dir` (at the `top`, but the marker and owner record), sorted. */
 static fp8_status list_entries(fp8_ctx *ctx, const char *dir, bool top, char ***names, size_t *n)
 {
@@ -236,15 +231,8 @@ static fp8_status list_entries(fp8_ctx *ctx, const char *dir, bool top, char ***
     }
     closedir(d);
     if (!st)
-        qsort(*names, *n, sizeof **names, cmp_name);
+        qsort(*names, *n, sizeof **names, fp8_cmp_str);
     return st;
-}
-
-static void free_names(char **names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
 }
 
 /* Every entry under `dir` (but the marker and owner record at its top),
@@ -271,10 +259,10 @@ static fp8_status list_tree(fp8_ctx *ctx, const char *dir, const char *rel, char
         free(sub);
         free(full);
     }
-    free_names(names, k);
+    fp8_strings_free(names, k);
     free(path);
     if (!st && !rel[0])
-        qsort(*all, *n, sizeof **all, cmp_name);
+        qsort(*all, *n, sizeof **all, fp8_cmp_str);
     return st;
 }
 
@@ -342,7 +330,7 @@ static fp8_status check_replaceable(fp8_ctx *ctx, const fp8_output *o)
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         char *key = line;
-        char **hit = line[0] == '#' ? NULL : bsearch(&key, names, n, sizeof *names, cmp_name);
+        char **hit = line[0] == '#' ? NULL : bsearch(&key, names, n, sizeof *names, fp8_cmp_str);
         if (hit)
             seen[hit - names] = true;
     }
@@ -366,7 +354,7 @@ out:
     if (f)
         fclose(f);
     free(list.p);
-    free_names(names, n);
+    fp8_strings_free(names, n);
     free(mpath);
     return st;
 }
@@ -394,7 +382,7 @@ static fp8_status write_marker(fp8_ctx *ctx, const fp8_output *o)
     } else if (fd >= 0) {
         close(fd);
     }
-    free_names(names, n);
+    fp8_strings_free(names, n);
     free(path);
     return st;
 }
@@ -446,8 +434,8 @@ static fp8_status compare_built(fp8_ctx *ctx, fp8_output *o, const char *built)
                       "give those, or --force to replace it", o->path, diff);
     o->complete = !st;
     free(diff);
-    free_names(mine, n);
-    free_names(theirs, m);
+    fp8_strings_free(mine, n);
+    fp8_strings_free(theirs, m);
     return st;
 }
 
@@ -791,15 +779,6 @@ char *fp8_output_file(const fp8_output *o, const char *name)
     return fp8_path_join(o->tmp, o->is_dir ? name : o->base);
 }
 
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 static fp8_status appeared(fp8_ctx *ctx, const fp8_output *o)
 {
     return fp8_fail(ctx, FP8_ERR_EXISTS,
@@ -900,7 +879,7 @@ fp8_status fp8_output_commit(fp8_ctx *ctx, fp8_output *o)
     }
     if (!st && o->durable) {
         char *parent = o->dirlen ? strndup(o->path, (size_t)o->dirlen) : NULL;
-        sync_dir(parent ? parent : ".");
+        zio_sync_dir(parent ? parent : ".");
         free(parent);
     }
 out:

@@ -12,6 +12,7 @@
  * offset).  So a strict lexer runs first: it rejects what JSON forbids and
  * records the text of every number, which is then read back exactly.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -372,15 +373,24 @@ static int cmp_offsets(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static const fp8_tensor_info *sort_base;
-static int cmp_index_by_name(const void *a, const void *b)
+static int cmp_index_by_name(const void *a, const void *b, void *tensors)
 {
-    return strcmp(sort_base[*(const size_t *)a].name, sort_base[*(const size_t *)b].name);
+    const fp8_tensor_info *t = tensors;
+    return strcmp(t[*(const size_t *)a].name, t[*(const size_t *)b].name);
 }
 
-static int cmp_meta(const void *a, const void *b)
+/* f->by_name: the indices of f->tensors in name order. */
+static void index_names(fp8_file *f)
 {
-    return strcmp(((const st_meta *)a)->key, ((const st_meta *)b)->key);
+    for (size_t i = 0; i < f->ntensors; i++)
+        f->by_name[i] = i;
+    qsort_r(f->by_name, f->ntensors, sizeof *f->by_name, cmp_index_by_name, f->tensors);
+}
+
+static const char *by_name(const void *arg, size_t i)
+{
+    const fp8_file *f = arg;
+    return f->tensors[f->by_name[i]].name;
 }
 
 static fp8_status parse_metadata(fp8_ctx *ctx, fp8_file *f, const cJSON *m)
@@ -403,7 +413,7 @@ static fp8_status parse_metadata(fp8_ctx *ctx, fp8_file *f, const cJSON *m)
         if (!(slot->key = fp8_strdup(e->string)) || !(slot->value = fp8_strdup(e->valuestring)))
             return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", f->path);
     }
-    qsort(f->meta, f->nmeta, sizeof *f->meta, cmp_meta);
+    qsort(f->meta, f->nmeta, sizeof *f->meta, fp8_cmp_str);
     for (size_t i = 1; i < f->nmeta; i++)
         if (strcmp(f->meta[i - 1].key, f->meta[i].key) == 0)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: __metadata__ key '%s' appears twice",
@@ -614,10 +624,7 @@ static fp8_status parse_header(fp8_ctx *ctx, fp8_file *f, const char *hdr, size_
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", f->path);
         goto out;
     }
-    for (size_t i = 0; i < f->ntensors; i++)
-        f->by_name[i] = i;
-    sort_base = f->tensors;
-    qsort(f->by_name, f->ntensors, sizeof *f->by_name, cmp_index_by_name);
+    index_names(f);
     for (size_t i = 1; i < f->ntensors; i++) {
         const char *a = f->tensors[f->by_name[i - 1]].name, *b = f->tensors[f->by_name[i]].name;
         if (strcmp(a, b) == 0) {
@@ -628,10 +635,7 @@ static fp8_status parse_header(fp8_ctx *ctx, fp8_file *f, const char *hdr, size_
     if ((st = check_layout(ctx, f)))
         goto out;
     /* check_layout reordered the tensors: rebuild the name index */
-    for (size_t i = 0; i < f->ntensors; i++)
-        f->by_name[i] = i;
-    sort_base = f->tensors;
-    qsort(f->by_name, f->ntensors, sizeof *f->by_name, cmp_index_by_name);
+    index_names(f);
 out:
     cJSON_Delete(root);
     free(lx.nums);
@@ -774,19 +778,8 @@ const fp8_tensor_info *fp8_file_tensor(const fp8_file *f, size_t index)
 
 const fp8_tensor_info *fp8_file_find(const fp8_file *f, const char *name)
 {
-    size_t lo = 0, hi = f->ntensors;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const fp8_tensor_info *t = &f->tensors[f->by_name[mid]];
-        int c = strcmp(t->name, name);
-        if (c == 0)
-            return t;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    size_t i = fp8_name_find(name, f->ntensors, by_name, f);
+    return i < f->ntensors ? &f->tensors[f->by_name[i]] : NULL;
 }
 
 void fp8_file_metadata(const fp8_file *f, size_t index, const char **key, const char **value)

@@ -167,11 +167,6 @@ static int cmp_by_name(const void *a, const void *b)
                   (*(const fp8_tensor_info *const *)b)->name);
 }
 
-static int cmp_meta_key(const void *a, const void *b)
-{
-    return strcmp(((const wr_meta *)a)->key, ((const wr_meta *)b)->key);
-}
-
 /* Fixes the layout: sorts the tensors, assigns their offsets, formats the header. */
 static fp8_status layout(fp8_ctx *ctx, fp8_writer *w)
 {
@@ -179,7 +174,7 @@ static fp8_status layout(fp8_ctx *ctx, fp8_writer *w)
         return FP8_OK;
     if (w->n)
         qsort(w->tensors, w->n, sizeof *w->tensors, cmp_layout);
-    qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta_key);
+    qsort(w->meta, w->nmeta, sizeof *w->meta, fp8_cmp_str);
     /* by name: a job finds its tensor in O(log n), not by a scan (a shard of
      * a million tensors), and a name added twice, whatever its dtypes, is seen */
     free(w->by_name);

@@ -747,14 +747,19 @@ fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w)
         char *slash = strrchr(dir, '/');
         if (slash)
             *(slash == dir ? slash + 1 : slash) = '\0';
-        int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
+        zio_sync_dir(slash ? dir : ".");
         free(dir);
     }
     return FP8_OK;
+}
+
+void zio_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
 }
 
 void zio_writer_free(zio_writer *w)

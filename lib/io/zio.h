@@ -46,6 +46,8 @@ fp8_status zio_writer_pwrite(fp8_ctx *ctx, zio_writer *w, uint64_t offset, const
                              size_t len);
 /* Flushes, fsyncs, renames onto `path`, fsyncs the directory. */
 fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w);
+/* fsyncs directory `dir` (a rename into it durable), failing silently. */
+void zio_sync_dir(const char *dir);
 /* Removes the temporary file unless committed. */
 void zio_writer_free(zio_writer *w);
 

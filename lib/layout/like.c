@@ -458,13 +458,6 @@ static void compare_ignore(differ *d, fp8_format format, const char *key, char *
         }
 }
 
-static void free_list(char **l, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(l[i]);
-    free(l);
-}
-
 fp8_status like_compare(fp8_ctx *ctx, const fp8_checkpoint *ck, const char *config_dir,
                         const char *ref, like_report report, void *arg)
 {
@@ -514,9 +507,9 @@ out:
     cJSON_Delete(qy);
     cJSON_Delete(hx);
     cJSON_Delete(hy);
-    free_list(ix, nix);
-    free_list(iy, niy);
-    free_list(modules, nmodules);
+    fp8_strings_free(ix, nix);
+    fp8_strings_free(iy, niy);
+    fp8_strings_free(modules, nmodules);
     cJSON_Delete(config);
     cJSON_Delete(rconfig);
     fp8_checkpoint_close(rck);
@@ -907,15 +900,9 @@ void fp8_like_free(fp8_like *l)
 {
     if (!l)
         return;
-    for (size_t i = 0; i < l->nignore; i++)
-        free(l->ignore[i]);
-    for (size_t i = 0; i < l->nnotes; i++)
-        free(l->notes[i]);
-    for (size_t i = 0; i < l->ndeclared; i++)
-        free(l->declared[i]);
-    free(l->declared);
-    free(l->ignore);
-    free(l->notes);
+    fp8_strings_free(l->ignore, l->nignore);
+    fp8_strings_free(l->notes, l->nnotes);
+    fp8_strings_free(l->declared, l->ndeclared);
     free(l);
 }
 

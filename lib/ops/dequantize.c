@@ -193,22 +193,16 @@ mismatch:;
                     p->block_cols, t->name);
 }
 
+static const char *item_name(const void *arg, size_t i)
+{
+    return ((const dq_plan *)arg)->items[i].t->name;
+}
+
 /* The index of the item named `name` (items are sorted by name, as the
- * checkpoint lists them); the caller knows it exists. */
+ * checkpoint lists them); p->n when none. */
 static size_t item_index(const dq_plan *p, const char *name)
 {
-    size_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(p->items[mid].t->name, name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return fp8_name_find(name, p->n, item_name, p);
 }
 
 /* Whether `it` is a weight of a packed layout of fp4.h (fp4_weight_find);
@@ -820,11 +814,6 @@ static fp8_status write_index(fp8_ctx *ctx, const dq_plan *p, const char *dir)
     return st;
 }
 
-static fp8_status name_shards(fp8_ctx *ctx, dq_plan *p)
-{
-    return ck_output_names(ctx, p->ck, &p->out_shards);
-}
-
 /* What the output's bytes depend on, for --part, --finish and --resume to
  * compare (parts.c). */
 static fp8_status options_text(fp8_ctx *ctx, const dq_plan *p, fp8_text *t)
@@ -851,7 +840,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
     if ((st = fp8_checkpoint_open(ctx, input, &p.ck)))
         return st;
     bool is_dir = fp8_checkpoint_is_directory(p.ck);
-    if ((is_dir && (st = fmt_config_read(ctx, input, &config, NULL))) || (st = name_shards(ctx, &p)))
+    if ((is_dir && (st = fmt_config_read(ctx, input, &config, NULL))) ||
+        (st = ck_output_names(ctx, p.ck, &p.out_shards)))
         goto out;
     if ((st = block_size(ctx, input, config, &p.block_rows, &p.block_cols)) ||
         (st = decide(ctx, &p)) || (st = check_bias(ctx, &p, config)) ||
@@ -974,7 +964,7 @@ void dq_weights_free(dq_weights *w)
 dq_action dq_weights_role(const dq_weights *w, const char *name)
 {
     size_t i = item_index(w, name);
-    return i < w->n && strcmp(w->items[i].t->name, name) == 0 ? w->items[i].action : DQ_COPY;
+    return i < w->n ? w->items[i].action : DQ_COPY;
 }
 
 const fp8_tensor_info *dq_weights_shown(const dq_weights *w, const char *name)

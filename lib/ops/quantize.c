@@ -621,16 +621,6 @@ static fp8_status sort_items(fp8_ctx *ctx, fp8_quant_plan *p)
     return FP8_OK;
 }
 
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static fp8_status name_shards(fp8_ctx *ctx, fp8_quant_plan *p)
-{
-    return ck_output_names(ctx, p->ck, &p->out_shards);
-}
-
 static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     fp8_status st;
@@ -695,7 +685,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
         }
     }
     p->work_bytes += p->input_bytes;
-    qsort(p->ignored, p->nignored, sizeof *p->ignored, cmp_cstr);
+    qsort(p->ignored, p->nignored, sizeof *p->ignored, fp8_cmp_str);
     return p->nparts ? sort_items(ctx, p) : FP8_OK;
 }
 
@@ -797,7 +787,8 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
     p->wanted = wanted;
     p->wanted_user = user;
     if ((st = check_options(ctx, p)) || (st = fp8_checkpoint_open(ctx, input, &p->ck)) ||
-        (!source && (st = check_not_quantized(ctx, p))) || (st = name_shards(ctx, p)) ||
+        (!source && (st = check_not_quantized(ctx, p))) ||
+        (st = ck_output_names(ctx, p->ck, &p->out_shards)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
         (p->experts = fmt_config_experts(p->config), false) ||
         (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
@@ -837,17 +828,13 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
     for (size_t i = 0; i < p->nparts; i++)
         free(p->parts[i].name);
     free(p->parts);
-    for (size_t i = 0; i < p->nignored; i++)
-        free(p->ignored[i]);
-    for (size_t i = 0; i < p->nwarnings; i++)
-        free(p->warnings[i]);
-    free(p->warnings);
+    fp8_strings_free(p->ignored, p->nignored);
+    fp8_strings_free(p->warnings, p->nwarnings);
     cJSON_Delete(p->config);
     ck_output_names_free(p->out_shards, p->ck ? fp8_checkpoint_shard_count(p->ck) : 0);
     for (size_t i = 0; i < p->nregexes; i++)
         regfree(&p->regexes[i]);
     free(p->regexes);
-    free(p->ignored);
     free(p->entries);
     free(p->items);
     fp8_checkpoint_close(p->ck);
@@ -857,29 +844,20 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
 
 fp8_format fp8_quant_plan_format(const fp8_quant_plan *p) { return p->format; }
 fp8_device fp8_quant_plan_device(const fp8_quant_plan *p) { return p->device; }
-bool fp8_quant_plan_is_directory(const fp8_quant_plan *p)
-{
-    return fp8_checkpoint_is_directory(p->ck);
-}
 size_t fp8_quant_plan_count(const fp8_quant_plan *p) { return p->n; }
 const fp8_quant_item *fp8_quant_plan_item(const fp8_quant_plan *p, size_t i)
 {
     return i < p->n ? &p->items[i] : NULL;
 }
+static const char *item_name(const void *arg, size_t i)
+{
+    return ((const fp8_quant_plan *)arg)->items[i].tensor->name;
+}
 size_t quant_plan_find(const fp8_quant_plan *p, const char *name)
 {
-    size_t lo = 0, hi = p ? p->n : 0;
-    while (lo < hi) { /* items are in name order */
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(p->items[mid].tensor->name, name);
-        if (c == 0)
-            return p->items[mid].quantize ? mid : SIZE_MAX;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SIZE_MAX;
+    size_t n = p ? p->n : 0;
+    size_t i = fp8_name_find(name, n, item_name, p); /* items are in name order */
+    return i < n && p->items[i].quantize ? i : SIZE_MAX;
 }
 size_t fp8_quant_plan_ignored_count(const fp8_quant_plan *p) { return p->nignored; }
 const char *fp8_quant_plan_ignored(const fp8_quant_plan *p, size_t i)

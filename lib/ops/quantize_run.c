@@ -693,11 +693,6 @@ typedef struct {
     size_t item;
 } keyed;
 
-static int cmp_keyed(const void *a, const void *b)
-{
-    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
-}
-
 /*
  * NVFP4: the amax of every quantized matrix, over the whole input before
  * any shard is written (a fused layer's parts may lie in different shards),
@@ -744,7 +739,7 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
         if (p->items[i].quantize && !(keys[nk++] = (keyed){ fused_key(p->items[i].tensor->name), i }).key)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
-        qsort(keys, nk, sizeof *keys, cmp_keyed);
+        qsort(keys, nk, sizeof *keys, fp8_cmp_str);
     for (size_t a = 0, b; a < nk && !st; a = b) {
         float m = 0;
         for (b = a; b < nk && !strcmp(keys[b].key, keys[a].key); b++)
