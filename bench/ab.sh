@@ -55,7 +55,7 @@ for o in in-out out-in; do
     e=$BUILD/bench-experts-$o
     [ -f "$e/config.json" ] || "$BUILD/bench/make_model" "$e" experts "$o" >&2
 done
-for kind in gpt-oss nvfp4-modelopt nvfp4-ct; do
+for kind in gpt-oss nvfp4-modelopt nvfp4-ct deepseek-v4; do
     m=$BUILD/bench-fp4-$kind
     [ -f "$m/model.safetensors" ] || "$BUILD/bench/make_fp4_model" "$m" "$kind" >&2
 done
@@ -75,6 +75,11 @@ done
 ab "verify --against MODEL FP8" verify -q --against "$model" "$work/fp8"
 ab "verify --against MODEL NVFP4" verify -q --against "$model" "$work/nvfp4"
 ab "diff --dequant FP8 MODEL" diff -q --dequant "$work/fp8" "$model"
+ab "diff MODEL MODEL" diff -q "$model" "$model"
+ab "verify FP8" verify -q "$work/fp8"
+ab "verify NVFP4" verify -q "$work/nvfp4"
+ab "inspect --hash FP8" inspect -q --hash "$work/fp8"
+ab "convert FP8 --scheme mxfp8" convert $q --scheme mxfp8 "$work/fp8" "$work/out"
 for o in in-out out-in; do
     floor_in=$BUILD/bench-experts-$o
     warm "$floor_in"/*
@@ -93,4 +98,10 @@ for kind in gpt-oss nvfp4-modelopt nvfp4-ct; do
     floor_in=$BUILD/bench-fp4-$kind
     warm "$floor_in"/*
     ab "dequantize-for-export $kind" dequantize-for-export $q "$floor_in" "$work/out"
+done
+header "convert's casts (floor: cp -r of the input)" INPUT
+for kind in deepseek-v4 nvfp4-modelopt; do
+    floor_in=$BUILD/bench-fp4-$kind
+    warm "$floor_in"/*
+    ab "convert $kind (its default cast)" convert $q "$floor_in" "$work/out"
 done
