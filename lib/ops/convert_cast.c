@@ -80,14 +80,19 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
         fp8_writer_set_durable(out, !p->opts.target.no_sync);
         st = fp8_writer_begin(ctx, out);
     }
-    for (size_t k = 0; !st && k < fp8_writer_tensor_count(out); k++) {
-        const fp8_tensor_info *wt = fp8_writer_tensor(out, k);
-        const cast_item *it = cast_item_named(p, wt->name, true);
-        st = it->kind == CAST_COPY          ? copy_tensor(ctx, p, it, out, wt)
-             : it->kind == CAST_RECIP       ? write_recip(ctx, it, out, wt)
+    /* in the writer's order, each run of experts' tensors at once */
+    for (size_t k = 0, from = 0, n = fp8_writer_tensor_count(out); !st && k <= n; k++) {
+        const fp8_tensor_info *wt = k < n ? fp8_writer_tensor(out, k) : NULL;
+        const cast_item *it = wt ? cast_item_named(p, wt->name, true) : NULL;
+        if (it && (it->kind == CAST_WEIGHT || it->kind == CAST_SCALE))
+            continue;
+        st = from < k ? dsv4_write_experts(ctx, p, out, from, k) : FP8_OK;
+        from = k + 1;
+        st = st || !it                     ? st
+             : it->kind == CAST_COPY       ? copy_tensor(ctx, p, it, out, wt)
+             : it->kind == CAST_RECIP      ? write_recip(ctx, it, out, wt)
              : it->kind == CAST_TRUNK_SCALE ? dsv4_write_trunk_scale(ctx, p, it, out, wt)
-             : it->kind == CAST_MX_SCALE    ? mx_write_scale(ctx, p, it, out, wt)
-                                            : dsv4_write_expert(ctx, p, it, out, wt);
+                                            : mx_write_scale(ctx, p, it, out, wt);
     }
     if (!st)
         st = fp8_writer_commit(ctx, out);

@@ -304,14 +304,24 @@ static fp8_status cast_band(fp8_ctx *ctx, const cast_plan *p, const cast_item *i
     return bad ? cast_band_ref(ctx, p, it, row0, nrows, packed, sc, tb, q) : FP8_OK;
 }
 
-/* One expert's item and where it goes: a job of dsv4_write_expert's is a
- * band of 128 rows. */
+/* The output tensors [from, from + n) of `out`, experts' codes and tile
+ * scales: a job of dsv4_write_experts' is a band of 128 rows of one, the
+ * first of tensor i job first[i]. */
 typedef struct {
     const cast_plan *p;
-    const cast_item *it;
     fp8_writer *out;
-    const fp8_tensor_info *wt;
+    size_t from, n, *first;
 } expert_run;
+
+static const cast_item *expert_of(const expert_run *e, size_t j, const fp8_tensor_info **wt,
+                                  uint64_t *row0)
+{
+    const cast_plan *p = e->p;
+    size_t i = fp8_jobs_item_of(e->first, e->n, sizeof *e->first, 0, j);
+    *wt = fp8_writer_tensor(e->out, e->from + i);
+    *row0 = (j - e->first[i]) * TILE;
+    return cast_item_named(e->p, (*wt)->name, true);
+}
 
 /* Band j of one expert's codes (a weight item) or tile scales (a scale
  * item), written where it belongs: the worker's buffers hold its group,
@@ -320,10 +330,12 @@ static fp8_status expert_band(void *arg, fp8_worker *wk, size_t j)
 {
     const expert_run *e = arg;
     const cast_plan *p = e->p;
-    const cast_item *it = e->it;
+    const fp8_tensor_info *wt;
+    uint64_t row0;
+    const cast_item *it = expert_of(e, j, &wt, &row0);
     fp8_ctx *ctx = wk->ctx;
     uint64_t groups = it->cols / FP8_MX_GROUP, tiles = fp8_ceil_div(it->cols, TILE);
-    uint64_t row0 = j * TILE, nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
+    uint64_t nrows = it->rows - row0 < TILE ? it->rows - row0 : TILE;
     uint8_t *sc = wk->buf[0], *tb = sc + TILE * groups, *tf = tb + tiles;
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->sshard), it->s,
                                   row0 * groups, sc, nrows * groups);
@@ -332,45 +344,56 @@ static fp8_status expert_band(void *arg, fp8_worker *wk, size_t j)
                                         : tile_bytes(ctx, p, it, row0, nrows, sc, tb);
     if (!st && it->kind == CAST_SCALE) {
         e8m0_f32(p, tb, tiles, tf);
-        return fp8_writer_pwrite(ctx, e->out, e->wt, row0 / TILE * tiles * 4, tf, tiles * 4);
+        return fp8_writer_pwrite(ctx, e->out, wt, row0 / TILE * tiles * 4, tf, tiles * 4);
     }
     if (!st)
         st = fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->wshard), it->w,
                            row0 * it->cols / 2, wk->buf[1], nrows * it->cols / 2);
     if (!st)
         st = cast_band(ctx, p, it, row0, nrows, wk->buf[1], sc, tb, wk->buf[2]);
-    return st ? st : fp8_writer_pwrite(ctx, e->out, e->wt, row0 * it->cols, wk->buf[2],
+    return st ? st : fp8_writer_pwrite(ctx, e->out, wt, row0 * it->cols, wk->buf[2],
                                        nrows * it->cols);
 }
 
 /* A compressed shard is a stream, read forward: its bands in order. */
 static void expert_lane(void *arg, size_t j, fp8_job_info *info)
 {
-    const expert_run *e = arg;
+    const fp8_tensor_info *wt;
     uint64_t at;
+    const cast_item *it = expert_of(arg, j, &wt, &at);
+    const fp8_checkpoint *ck = ((const expert_run *)arg)->p->ck;
     info->offset = j;
-    info->lane = ck_lane(e->p->ck, e->it->wshard, e->it->w, 0, 0, &at) != FP8_NO_LANE ||
-                         ck_lane(e->p->ck, e->it->sshard, e->it->s, 0, 0, &at) != FP8_NO_LANE
+    info->lane = ck_lane(ck, it->wshard, it->w, 0, 0, &at) != FP8_NO_LANE ||
+                         ck_lane(ck, it->sshard, it->s, 0, 0, &at) != FP8_NO_LANE
                      ? 0
                      : FP8_NO_LANE;
 }
 
-/* One expert's codes or tile scales, its bands run as jobs (any thread
- * count writes the same bytes, and a failure is the first band's). */
-fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
-                             fp8_writer *out, const fp8_tensor_info *wt)
+/* Output tensors [from, to) of `out`, experts' codes or tile scales, their
+ * bands run as one set of jobs, so that the workers' buffers are made once
+ * (any thread count writes the same bytes; a failure is the first band's,
+ * in the tensors' order). */
+fp8_status dsv4_write_experts(fp8_ctx *ctx, const cast_plan *p, fp8_writer *out, size_t from,
+                              size_t to)
 {
-    expert_run e = { p, it, out, wt };
-    uint64_t band = it->kind == CAST_WEIGHT ? TILE * it->cols : 0;
-    fp8_jobs spec = { .njobs = fp8_ceil_div(it->rows, TILE),
-                      .bufsize = { TILE * (it->cols / FP8_MX_GROUP) +
-                                       fp8_ceil_div(it->cols, TILE) * 5,
-                                   band / 2, band },
-                      .threads = p->opts.target.threads, .device = FP8_DEVICE_CPU,
+    expert_run e = { p, out, from, to - from, fp8_xcalloc(to - from, sizeof *e.first) };
+    fp8_jobs spec = { .threads = p->opts.target.threads, .device = FP8_DEVICE_CPU,
                       .run = expert_band, .arg = &e, .what = p->input,
                       .cancel = p->opts.target.cancel, .describe = expert_lane, .nlanes = 1 };
+    for (size_t i = 0; e.first && i < e.n; i++) {
+        const cast_item *it = cast_item_named(p, fp8_writer_tensor(out, from + i)->name, true);
+        uint64_t band = it->kind == CAST_WEIGHT ? TILE * it->cols : 0, b[3] = {
+            TILE * (it->cols / FP8_MX_GROUP) + fp8_ceil_div(it->cols, TILE) * 5, band / 2, band };
+        for (int k = 0; k < 3; k++)
+            spec.bufsize[k] = b[k] > spec.bufsize[k] ? b[k] : spec.bufsize[k];
+        e.first[i] = spec.njobs;
+        spec.njobs += fp8_ceil_div(it->rows, TILE);
+    }
     pthread_once(&shift_once, shift_table_init);
-    return fp8_jobs_run(ctx, &spec);
+    fp8_status st = e.first ? fp8_jobs_run(ctx, &spec)
+                            : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    free(e.first);
+    return st;
 }
 
 /* A trunk weight's E8M0 .scale as F32; a NaN byte is bad input. */

@@ -15,8 +15,8 @@
  * *handled when it has an expert, and then the options are checked. */
 fp8_status dsv4_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, bool *handled);
 /* The writers of CAST_WEIGHT and CAST_SCALE, and of CAST_TRUNK_SCALE. */
-fp8_status dsv4_write_expert(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
-                             fp8_writer *out, const fp8_tensor_info *wt);
+fp8_status dsv4_write_experts(fp8_ctx *ctx, const cast_plan *p, fp8_writer *out, size_t from,
+                              size_t to);
 fp8_status dsv4_write_trunk_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                                   fp8_writer *out, const fp8_tensor_info *wt);
 fp8_status dsv4_write_config(fp8_ctx *ctx, const cast_plan *p, const char *dir);
