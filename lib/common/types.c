@@ -32,25 +32,20 @@ static float e8m0_decode(uint8_t b)
  * unsigned range for packing"); unpack_from_int32 subtracts it back */
 static float i4_decode(uint8_t b) { return (float)((int)(b & 15) - 8); }
 
-static const fp8_elem_traits elems[FP8_ELEM_COUNT] = {
-    [FP8_ELEM_E4M3] = { "e4m3", 8, 1, 448.0f, true, e4m3_decode, e4m3_nan,
+const fp8_elem_traits fp8_elem_table[FP8_ELEM_COUNT] = {
+    [FP8_ELEM_E4M3] = { "e4m3", 8, 1, 448.0f, e4m3_decode, e4m3_nan,
                         .dtype = FP8_DTYPE_F8_E4M3, .deq_product = "q * scale" },
-    [FP8_ELEM_E5M2] = { "e5m2", 8, 1, 57344.0f, true, e5m2_decode, e5m2_nan,
+    [FP8_ELEM_E5M2] = { "e5m2", 8, 1, 57344.0f, e5m2_decode, e5m2_nan,
                         .dtype = FP8_DTYPE_F8_E5M2 },
-    [FP8_ELEM_E2M1] = { "e2m1", 4, 2, 6.0f, false, e2m1_decode, NULL, .dtype = FP8_DTYPE_F4,
+    [FP8_ELEM_E2M1] = { "e2m1", 4, 2, 6.0f, e2m1_decode, NULL, .dtype = FP8_DTYPE_F4,
                         .deq_product = "e2m1 * scales" },
-    [FP8_ELEM_E8M0] = { "e8m0", 8, 1, 1.7014118346046923e38f, true, e8m0_decode, e8m0_nan,
+    [FP8_ELEM_E8M0] = { "e8m0", 8, 1, 1.7014118346046923e38f, e8m0_decode, e8m0_nan,
                         .dtype = FP8_DTYPE_F8_E8M0 },
-    [FP8_ELEM_F32] = { "f32", 32, 0, 3.4028234663852886e38f, true, NULL, NULL,
+    [FP8_ELEM_F32] = { "f32", 32, 0, 3.4028234663852886e38f, NULL, NULL,
                        .dtype = FP8_DTYPE_F32 },
-    [FP8_ELEM_I4] = { "int4", 4, 2, 7.0f, false, i4_decode, NULL, .dtype = FP8_DTYPE_I32,
+    [FP8_ELEM_I4] = { "int4", 4, 2, 7.0f, i4_decode, NULL, .dtype = FP8_DTYPE_I32,
                       .deq_product = "q * scale", .most_negative = -8.0f },
 };
-
-const fp8_elem_traits *fp8_elem_get(fp8_elem e)
-{
-    return (unsigned)e < FP8_ELEM_COUNT ? &elems[e] : NULL;
-}
 
 bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q)
 {
@@ -218,9 +213,14 @@ bool fp8_dtype_holds_codes(fp8_dtype d)
 
 uint64_t fp8_dtype_inf_bits(fp8_dtype d) { return dtype_table[d].inf; }
 
+bool fp8_dtype_is_float(fp8_dtype d)
+{
+    return (unsigned)d < FP8_DTYPE_COUNT && dtype_table[d].inf && dtype_table[d].bits <= 32;
+}
+
 bool fp8_dtype_holds_pow2_scales(fp8_dtype d)
 {
-    return d == FP8_DTYPE_U8 || d == elems[FP8_ELEM_E8M0].dtype;
+    return d == FP8_DTYPE_U8 || d == fp8_elem_table[FP8_ELEM_E8M0].dtype;
 }
 
 bool fp8_dtype_is_float8(fp8_dtype dtype)

@@ -23,6 +23,9 @@ bool fp8_dtype_is_float8(fp8_dtype dtype);
  * Packed codes (E2M1, INT4) are their layout rows' to find. */
 bool fp8_dtype_holds_codes(fp8_dtype d);
 
+/* Whether d is a weight's float dtype: BF16, F16 or F32. */
+bool fp8_dtype_is_float(fp8_dtype d);
+
 /* The bits of +infinity in d (F64, F32, BF16 or F16: a weight's or an
  * output's dtype); a magnitude's bits at or above them are not finite. */
 uint64_t fp8_dtype_inf_bits(fp8_dtype d);
@@ -53,7 +56,6 @@ typedef struct {
     unsigned bits;     /* bits of one element */
     unsigned per_byte; /* elements packed in one byte (0: wider than a byte) */
     float max_finite;  /* the largest finite magnitude */
-    bool has_nan;
     /* the value of a code (NULL for F32); NaN for a NaN code */
     float (*decode)(uint8_t code);
     /* whether a code is NaN (NULL when the type has none) */
@@ -68,7 +70,12 @@ typedef struct {
     float most_negative;
 } fp8_elem_traits;
 
-const fp8_elem_traits *fp8_elem_get(fp8_elem e);
+/* The rows, in fp8_elem's order; fp8_elem_get (inline: the bounds' inner loops call it). */
+extern const fp8_elem_traits fp8_elem_table[FP8_ELEM_COUNT];
+static inline const fp8_elem_traits *fp8_elem_get(fp8_elem e)
+{
+    return (unsigned)e < FP8_ELEM_COUNT ? &fp8_elem_table[e] : NULL;
+}
 
 /* Code c of element type e times 2^k as an E4M3 code (a cast between scale
  * grids: DeepSeek's E2M1 experts into tiles, MX groups into ue8m0 blocks);
@@ -106,9 +113,6 @@ typedef struct {
 /* The table, in fp8_scheme's order (for static tables that point at a row,
  * as fp4.c's layouts do); elsewhere fp8_scheme_get. */
 extern const fp8_scheme_traits fp8_scheme_table[];
-
-/* Whether the scheme packs E2M1 codes (NVFP4, MXFP4). */
-static inline bool fp8_scheme_is_fp4(const fp8_scheme_traits *t) { return t && t->elem == FP8_ELEM_E2M1; }
 
 /* The scheme's row; NULL for a value outside fp8_scheme. */
 const fp8_scheme_traits *fp8_scheme_get(fp8_scheme s);

@@ -80,8 +80,7 @@ static void count_difference(diff_stats *s, uint64_t index, bool numeric, bool s
 
 static bool sign_magnitude(fp8_dtype dt)
 {
-    return dt == FP8_DTYPE_F32 || dt == FP8_DTYPE_BF16 || dt == FP8_DTYPE_F16 ||
-           dt == FP8_DTYPE_F8_E4M3 || dt == FP8_DTYPE_F8_E5M2 || dt == FP8_DTYPE_F64;
+    return fp8_dtype_inf_bits(dt) || dt == FP8_DTYPE_F8_E4M3 || dt == FP8_DTYPE_F8_E5M2;
 }
 
 void diff_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t base,

@@ -105,15 +105,14 @@ fp4_deq_result fp4_dequant_row(const uint8_t *packed, const uint8_t *scales, uin
 
 /* The rules of one element and one group: common/fp4_math.h, which the
  * CUDA kernel calls too. */
-static float in_src(fp8_dtype src, float x) { return fp4_in_src(src == FP8_DTYPE_BF16, x); }
-
 float fp4_nvfp4_global(fp8_dtype src, float amax)
 {
     /* generate_gparam: max_val_pos clamped to finfo(dtype).tiny (2^-126 for
      * both), then `448 * 6 / max_val_pos`: Tensor.__rtruediv__ is
      * reciprocal() * 2688, each rounded in the dtype; nan_to_num -> 1 */
     float a = amax > 0x1p-126f ? amax : 0x1p-126f;
-    float g = in_src(src, in_src(src, 1.0f / a) * 2688.0f);
+    bool bf16 = src == FP8_DTYPE_BF16;
+    float g = fp4_in_src(bf16, fp4_in_src(bf16, 1.0f / a) * 2688.0f);
     return g == g && g <= 3.4028234663852886e38f ? g : 1.0f;
 }
 

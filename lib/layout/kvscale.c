@@ -9,6 +9,7 @@
 
 #include "common/fp8_math.h"
 #include "common/text.h"
+#include "common/types.h"
 
 #define WU "vLLM model_executor/model_loader/weight_utils.py maybe_remap_kv_scale_name"
 #define CT "vLLM quantization/compressed_tensors/compressed_tensors.py get_cache_scale"
@@ -151,7 +152,7 @@ fp8_status fp8_checkpoint_kv_scales(fp8_ctx *ctx, const fp8_checkpoint *ck, fp8_
         size_t len = t->dtype == FP8_DTYPE_F32 ? 4 : 2;
         if (e->values && t->elements >= 1 && !fp8_file_is_compressed(f) &&
             fp8_tensor_nbytes(t) >= len &&
-            (t->dtype == FP8_DTYPE_F32 || t->dtype == FP8_DTYPE_BF16 || t->dtype == FP8_DTYPE_F16)) {
+            fp8_dtype_is_float(t->dtype)) {
             fp8_status st = fp8_file_read(ctx, f, t, 0, raw, len);
             if (st)
                 return st;

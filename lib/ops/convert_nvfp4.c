@@ -364,9 +364,6 @@ fp8_status mx_plan(fp8_ctx *ctx, cast_plan *p, const fp8_convert_options *o, boo
     return st ? st : check_carried(ctx, p, "MXFP4");
 }
 
-/* The E4M3 byte of 2^e, for e in MX_NV_BOTTOM..the row's shift: exact. */
-static uint8_t e4m3_pow2(int e) { return fp8_f32_to_e4m3(fp8_pow2(e)); }
-
 /* Whether the 16 codes of half h of group g of a packed row are all +-0. */
 static bool mx_half_zero(const uint8_t *row, uint64_t g, unsigned h)
 {
@@ -400,7 +397,7 @@ fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                 for (unsigned h = 0; !st && h < 2; h++) {
                     uint8_t *d = &q[(r * groups + g) * 2 + h];
                     if (e >= MX_NV_BOTTOM) { /* e <= top: m >= k_max - top */
-                        *d = e4m3_pow2(e);
+                        *d = fp8_f32_to_e4m3(fp8_pow2(e)); /* exact: e in range */
                         continue;
                     }
                     if (!have_row)
@@ -408,7 +405,7 @@ fp8_status mx_write_scale(fp8_ctx *ctx, const cast_plan *p, const cast_item *it,
                                            (row0 + r) * (it->cols / 2), row, it->cols / 2);
                     have_row = true;
                     if (!st && mx_half_zero(row, g, h))
-                        *d = e4m3_pow2(MX_NV_BOTTOM); /* any scale keeps +-0 */
+                        *d = fp8_f32_to_e4m3(fp8_pow2(MX_NV_BOTTOM)); /* any scale keeps +-0 */
                     else if (!st)
                         st = fp8_fail(
                             ctx, FP8_ERR_BAD_INPUT,

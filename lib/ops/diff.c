@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/types.h"
 #include "io/checkpoint.h"
 #include "compute/diff_cpu.h"
 #include "compute/jobs.h"
@@ -254,11 +255,6 @@ static void merge_bands(fp8_diff *d)
             d->e[k].kind = FP8_DIFF_SAME;
 }
 
-static bool is_float(fp8_dtype dt)
-{
-    return dt == FP8_DTYPE_BF16 || dt == FP8_DTYPE_F16 || dt == FP8_DTYPE_F32;
-}
-
 static bool same_shape(const fp8_tensor_info *a, const fp8_tensor_info *b)
 {
     if (a->rank != b->rank)
@@ -279,7 +275,8 @@ static void classify(fp8_diff *d, size_t k)
     }
     bool fa = read_by_dq(d, 0, k), fb = read_by_dq(d, 1, k);
     if (fa || fb) { /* by value: quantized against quantized, or against a float tensor */
-        e->dequantized = (fa || is_float(e->a->dtype)) && (fb || is_float(e->b->dtype));
+        e->dequantized = (fa || fp8_dtype_is_float(e->a->dtype)) &&
+                         (fb || fp8_dtype_is_float(e->b->dtype));
         /* both quantized: fp32; else the float side's dtype, each quantized
          * value rounded once into it, as dequantize-for-export writes it */
         e->compared = fa && fb ? FP8_DTYPE_F32 : fa ? e->b->dtype : e->a->dtype;

@@ -48,7 +48,7 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
                 !fmt_default_keep(t->name, t->rank, t->shape, p->experts);
         return "f64 is not quantized (cast it to f32 to quantize it); it goes in the ignore list";
     }
-    if (!quant_is_float(t->dtype))
+    if (!fp8_dtype_is_float(t->dtype))
         return "not bf16, f16 or f32";
     if (!p->opts.no_default_ignore &&
         (rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts)))
@@ -387,7 +387,7 @@ static uint64_t parts_of(const fp8_checkpoint *ck, const cJSON *config, const fp
                          bool *in_out)
 {
     bool gate_up = fp8_has_suffix(t->name, ".experts.gate_up_proj");
-    if (t->rank != 3 || !quant_is_float(t->dtype) ||
+    if (t->rank != 3 || !fp8_dtype_is_float(t->dtype) ||
         (!gate_up && !fp8_has_suffix(t->name, ".experts.down_proj")))
         return 0;
     uint64_t hidden = fmt_config_hidden(config);
@@ -677,7 +677,7 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
             if (fp8_scheme_reads_twice(p->opts.scheme)) /* an amax pass first */
                 p->work_bytes += fp8_tensor_nbytes(it->tensor);
         } else if (it->tensor->rank == 2 &&
-                   (quant_is_float(it->tensor->dtype) || it->tensor->dtype == FP8_DTYPE_F64) &&
+                   (fp8_dtype_is_float(it->tensor->dtype) || it->tensor->dtype == FP8_DTYPE_F64) &&
                    fp8_has_suffix(it->tensor->name, ".weight")) {
             const char *name = it->tensor->name;
             if (!(p->ignored[p->nignored++] = strndup(name, strlen(name) - strlen(".weight"))))

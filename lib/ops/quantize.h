@@ -122,11 +122,6 @@ fp8_status quant_part_read_tile(fp8_ctx *ctx, fp8_file *f, const quant_part *par
 
 /* ---------------------------------------------------------------- the plan, as its run sees it */
 
-static inline bool quant_is_float(fp8_dtype d)
-{
-    return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
-}
-
 /* What the plan keeps about a quantized tensor beside its public item. */
 typedef struct {
     size_t shard;

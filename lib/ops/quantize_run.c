@@ -467,8 +467,8 @@ static void find_nan(const fp8_quant_plan *p, size_t i, uint64_t offset, const v
     unsigned sz = fp8_dtype_bits(dt) / 8;
     float amax;
     uint64_t where;
-    if ((!quant_is_float(dt) && dt != FP8_DTYPE_F64) ||
-        (quant_is_float(dt) && fp8_amax(dt, buf, len / sz, &amax, &where) == FP8_BAND_OK))
+    if ((!fp8_dtype_is_float(dt) && dt != FP8_DTYPE_F64) ||
+        (fp8_dtype_is_float(dt) && fp8_amax(dt, buf, len / sz, &amax, &where) == FP8_BAND_OK))
         return; /* (the fast test: all finite) */
     const unsigned char *b = buf;
     for (size_t k = 0; k + sz <= len; k += sz) {

@@ -162,7 +162,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     int f32 = fmt_config_is_f32(config);
     for (size_t i = 0; f32 < 0 && i < fp8_checkpoint_tensor_count(v->ck); i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        if (t->rank >= 2 && verify_is_float(t->dtype))
+        if (t->rank >= 2 && fp8_dtype_is_float(t->dtype))
             f32 = t->dtype == FP8_DTYPE_F32;
     }
     v->f32_model = f32 > 0;

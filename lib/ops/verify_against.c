@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "ops/verify_passes.h"
+#include "io/safetensors.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
@@ -97,14 +98,9 @@ static int plan_of(const against *f, const ag_item *it)
     return k;
 }
 
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static bool in_sorted(const char *const *names, size_t n, const char *name)
 {
-    return n && bsearch(&name, names, n, sizeof *names, cmp_name) != NULL;
+    return n && bsearch(&name, names, n, sizeof *names, fp8_cmp_str) != NULL;
 }
 
 /* Whether tensor `name` of v->ck (src_side false: a packed weight, its
@@ -156,7 +152,7 @@ static fp8_status find_source(fp8_ctx *ctx, against *f, ag_item *it)
                           "%s: %s: packed %s, its weight %s %s, but %s in %s", v->path,
                           it->t->name, it->w.l->name, it->w.out_name, want, got, f->src_path);
     }
-    if (!verify_is_float(x->dtype))
+    if (!fp8_dtype_is_float(x->dtype))
         return verify_add(ctx, v, FP8_SEV_ERROR, "against-set",
                           "%s: %s: packed %s, but its weight %s is %s in %s, not bf16, f16 or f32",
                           v->path, it->t->name, it->w.l->name, it->w.out_name,
@@ -321,9 +317,9 @@ static fp8_status packed_open(fp8_ctx *ctx, against *f)
         st = collect_one(ctx, f, t, shard, &cap, &ckcap, &srccap);
     }
     if (f->nck)
-        qsort(f->ck_owned, f->nck, sizeof *f->ck_owned, cmp_name);
+        qsort(f->ck_owned, f->nck, sizeof *f->ck_owned, fp8_cmp_str);
     if (f->nsrc)
-        qsort(f->src_owned, f->nsrc, sizeof *f->src_owned, cmp_name);
+        qsort(f->src_owned, f->nsrc, sizeof *f->src_owned, fp8_cmp_str);
     return st ? st : note_skipped(ctx, f);
 }
 
@@ -393,7 +389,7 @@ static fp8_status packed_plans(fp8_ctx *ctx, against *f, int threads,
                     o.block_cols = f->items[i].w.run;
             }
         if (w.names)
-            qsort(w.names, w.n, sizeof *w.names, cmp_name);
+            qsort(w.names, w.n, sizeof *w.names, fp8_cmp_str);
         fp8_status st = w.names ? plan_make(ctx, f->src_path, &o, wanted, &w, true, &f->plans[k])
                                 : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         free(w.names);
@@ -887,14 +883,6 @@ static fp8_status against_plan(fp8_ctx *ctx, const fp8_verify *v, const char *sr
     return plan_make(ctx, src_path, &o, NULL, NULL, false, plan);
 }
 
-static uint64_t scale_bytes(fp8_dtype dt, int rank, const uint64_t *shape)
-{
-    uint64_t n = fp8_dtype_bits(dt) / 8;
-    for (int d = 0; d < rank; d++)
-        n *= shape[d];
-    return n;
-}
-
 /* An item's jobs, none unless `any`: bands of whole rows (of whole blocks of
  * `align` rows) of about BAND_ELEMS elements; and the buffers its band
  * needs, of source elements of xs bytes.  Returns the band's rows. */
@@ -940,15 +928,18 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
                            (v->block_rows == 128 && v->block_cols == 128);
         if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
             (mx ? s->dtype == FP8_DTYPE_U8 || s->dtype == fp8_elem_get(sch->scale_elem[0])->dtype
-                : verify_is_float(s->dtype))) {
+                : fp8_dtype_is_float(s->dtype))) {
             fmt_scale_shape(v->spec, t->rank, t->shape, v->block_rows, v->block_cols, &rank, shape);
             it->own = verify_has_shape(s, rank, shape);
         }
         const fp8_quant_item *qi = item != SIZE_MAX ? fp8_quant_plan_item(a->plan, item) : NULL;
-        it->compare = qi && s && verify_is_fp8(t->dtype) && t->elements == x->elements &&
+        uint64_t n, bytes;
+        const char *why;
+        it->compare = qi && s && fp8_dtype_holds_codes(t->dtype) && t->elements == x->elements &&
                       s->dtype == qi->scale_dtype &&
-                      fp8_tensor_nbytes(s) ==
-                          scale_bytes(qi->scale_dtype, qi->scale_rank, qi->scale_shape);
+                      !st_tensor_size(qi->scale_shape, qi->scale_rank, qi->scale_dtype, &n, &bytes,
+                                      &why) &&
+                      fp8_tensor_nbytes(s) == bytes;
     }
     uint64_t first, count;
     scale_span(v, it, 0, 0,
@@ -998,7 +989,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
         it->t = fp8_checkpoint_tensor(v->ck, i, &it->shard);
         it->x = fp8_checkpoint_find(a->src, it->t->name, &it->xshard);
         size_t item = it->x ? quant_plan_find(a->plan, it->t->name) : SIZE_MAX;
-        if (!verify_is_fp8(it->t->dtype) || !it->x || (!bound[i] && item == SIZE_MAX) ||
+        if (!fp8_dtype_holds_codes(it->t->dtype) || !it->x || (!bound[i] && item == SIZE_MAX) ||
             packed_owns(a, it->t->name, false))
             continue;
         it->name = it->t->name;
@@ -1008,7 +999,7 @@ static fp8_status against_items(fp8_ctx *ctx, against *a, const bool *bound, con
     for (size_t k = 0; k < np; k++) {
         const fp8_quant_item *qi = fp8_quant_plan_item(a->plan, k);
         const fp8_tensor_info *t = fp8_checkpoint_find(v->ck, qi->tensor->name, NULL);
-        if (!qi->quantize || (t && verify_is_fp8(t->dtype)) ||
+        if (!qi->quantize || (t && fp8_dtype_holds_codes(t->dtype)) ||
             packed_owns(a, qi->tensor->name, true))
             continue;
         ag_item *it = &a->items[a->n++];
@@ -1072,7 +1063,7 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
         if (p && p->requant) {
             fp4++;
             ok = p->item != SIZE_MAX && !p->differs[0];
-        } else if (verify_is_fp8(t->dtype) &&
+        } else if (fp8_dtype_holds_codes(t->dtype) &&
                    !packed_owns(a, t->name, false)) {
             const ag_item *it = a->by_tensor[i] != SIZE_MAX ? &a->items[a->by_tensor[i]] : NULL;
             fp8++;
@@ -1128,9 +1119,9 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     for (size_t i = 0; i < nt && !st; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
         dq_action role = w ? dq_weights_role(w, t->name) : DQ_COPY;
-        if (role == DQ_DROP || (!verify_is_fp8(t->dtype) && (fp8_has_suffix(t->name, "_scale") ||
-                                                                  fp8_has_suffix(t->name, "_scale_inv"))) ||
-            packed_owns(&a, t->name, false))
+        if (role == DQ_DROP || packed_owns(&a, t->name, false) ||
+            (!fp8_dtype_holds_codes(t->dtype) &&
+             (fp8_has_suffix(t->name, "_scale") || fp8_has_suffix(t->name, "_scale_inv"))))
             continue;
         const fp8_tensor_info *x = fp8_checkpoint_find(src, t->name, NULL);
         if (!x)
@@ -1139,7 +1130,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         else if (!verify_has_shape(x, t->rank, t->shape))
             st = verify_add(ctx, v, FP8_SEV_ERROR, "against-set", "%s: %s has another shape in %s",
                      v->path, t->name, src_path);
-        else if (verify_is_fp8(t->dtype) && verify_is_float(x->dtype))
+        else if (fp8_dtype_holds_codes(t->dtype) && fp8_dtype_is_float(x->dtype))
             bound[i] = w != NULL;
         else if (t->dtype == x->dtype)
             copy[i] = true; /* compared by the jobs */

@@ -85,7 +85,7 @@ static long layers_of(const cJSON *config)
 static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t, size_t shard,
                             const char *file)
 {
-    if (t->elements != 1 || !verify_is_float(t->dtype))
+    if (t->elements != 1 || !fp8_dtype_is_float(t->dtype))
         return verify_add(ctx, v, FP8_SEV_ERROR, "kv-scale-shape",
                           "%s: %s: a KV-cache scale is one F32, BF16 or F16 value ([] or [1]), "
                           "not %s of %llu elements",

@@ -85,13 +85,6 @@ fp8_status verify_add_for(fp8_ctx *ctx, fp8_verify *v, unsigned loaders, const c
 FP8_PRINTF(4, 5)
 fp8_status verify_add_unanswered(fp8_ctx *ctx, fp8_verify *v, const char *rule, const char *fmt,
                                  ...);
-static inline bool verify_is_float(fp8_dtype d)
-{
-    return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
-}
-/* Whether a tensor of dtype d holds FP8 codes (an FP8 weight), the dtype
- * of the FP8 schemes' element. */
-static inline bool verify_is_fp8(fp8_dtype d) { return fp8_dtype_holds_codes(d); }
 /* Whether tensor t has shape [shape[0], ..., shape[rank - 1]]. */
 bool verify_has_shape(const fp8_tensor_info *t, int rank, const uint64_t *shape);
 /* The scale a weight needs in the declared layout: its name suffix, rank,

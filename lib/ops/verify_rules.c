@@ -106,7 +106,7 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
                    v->family->fp8_experts_key, v->family->fp8_experts_value);
     bool dtype_ok = module_scale ? s->dtype == v->family_scale_dtype
                     : v->spec->scale_dtype == FMT_SCALE_WEIGHT || v->spec->f16_scales
-                        ? verify_is_float(s->dtype)
+                        ? fp8_dtype_is_float(s->dtype)
                         : s->dtype == fmt_scale_dtype_of(v->spec, s->dtype);
     if (!dtype_ok)
         st = verify_add(ctx, v, FP8_SEV_ERROR, "scale-dtype", "%s: %s: dtype %s, but %s expects %s",
@@ -365,32 +365,27 @@ static fp8_status read_global(fp8_ctx *ctx, fp8_verify *v, const char *name, flo
 static fp8_status check_fused_global(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
                                      const fp8_tensor_info *t, const char *file)
 {
-    size_t stem = strlen(t->name) - strlen(l->weight_suffix);
-    for (size_t f = 0; f < FP4_FUSED_COUNT; f++)
-        for (int j = 1; j < 3 && fp4_fused_parts[f][j]; j++) {
-            size_t n = strlen(fp4_fused_parts[f][j]);
-            if (stem <= n || t->name[stem - n - 1] != '.' ||
-                strncmp(t->name + stem - n, fp4_fused_parts[f][j], n))
-                continue;
-            char mine[1024], first[1024];
-            float a, b;
-            snprintf(mine, sizeof mine, "%.*s%s", (int)stem, t->name, l->global_suffix);
-            snprintf(first, sizeof first, "%.*s%s%s", (int)(stem - n), t->name,
-                     fp4_fused_parts[f][0], l->global_suffix);
-            fp8_status st = read_global(ctx, v, mine, &a);
-            if (st || (st = read_global(ctx, v, first, &b)) || a != a || b != b ||
-                !memcmp(&a, &b, 4))
-                return st;
-            return verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), "fused-global-scale",
-                                  "%s: %s: second-level scale %s is %.9g, but %s is %.9g: vLLM "
-                                  "loads %s with %s as one layer with one such scale (the "
-                                  "largest; an MoE expert's gate's), so it computes other values "
-                                  "than this checkpoint's for one of them; llm-compressor and "
-                                  "ModelOpt give the parts one, from their largest amax",
-                                  file, t->name, mine, (double)a, first, (double)b,
-                                  fp4_fused_parts[f][j], fp4_fused_parts[f][0]);
-        }
-    return FP8_OK;
+    char stem[1024], mine[1024], first[1024];
+    size_t f, base;
+    float a, b;
+    snprintf(stem, sizeof stem, "%.*s", (int)(strlen(t->name) - strlen(l->weight_suffix)),
+             t->name);
+    if (!fp4_fused_part(stem, &f, &base) || !strcmp(stem + base, fp4_fused_parts[f][0]))
+        return FP8_OK; /* no part, or the first */
+    snprintf(mine, sizeof mine, "%s%s", stem, l->global_suffix);
+    snprintf(first, sizeof first, "%.*s%s%s", (int)base, stem, fp4_fused_parts[f][0],
+             l->global_suffix);
+    fp8_status st = read_global(ctx, v, mine, &a);
+    if (st || (st = read_global(ctx, v, first, &b)) || a != a || b != b || !memcmp(&a, &b, 4))
+        return st;
+    return verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), "fused-global-scale",
+                          "%s: %s: second-level scale %s is %.9g, but %s is %.9g: vLLM "
+                          "loads %s with %s as one layer with one such scale (the "
+                          "largest; an MoE expert's gate's), so it computes other values "
+                          "than this checkpoint's for one of them; llm-compressor and "
+                          "ModelOpt give the parts one, from their largest amax",
+                          file, t->name, mine, (double)a, first, (double)b, stem + base,
+                          fp4_fused_parts[f][0]);
 }
 
 static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
@@ -604,7 +599,7 @@ static fp8_status check_packed(fp8_ctx *ctx, fp8_verify *v)
         size_t shard;
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
         char *sname, *oname;
-        if (verify_is_fp8(t->dtype) && v->family && v->family->trunk_scale_suffix &&
+        if (fp8_dtype_holds_codes(t->dtype) && v->family && v->family->trunk_scale_suffix &&
             fp8_has_suffix(t->name, ".weight")) {
             st = check_module_scale(ctx, v, t);
             continue;
@@ -669,7 +664,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
         const char *file = fp8_checkpoint_shard_name(ck, shard);
         if (fp4_is_group_scale(ck, t->name)) /* check_packed judges it */
             continue;
-        if (verify_is_fp8(t->dtype)) {
+        if (fp8_dtype_holds_codes(t->dtype)) {
             v->fp8_weights++;
             if (v->format == FP8_FORMAT_DEFAULT)
                 continue;
@@ -705,7 +700,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
             /* a bare X_scale with no tensor X and no weight in its name is a
              * model's own parameter (CLIP's logit_scale), not a quantization scale */
             bool parameter = !w && !strcmp(suffix, "_scale") && !fp8_has_suffix(base, "weight");
-            if (!parameter && (!w || !verify_is_fp8(w->dtype)))
+            if (!parameter && (!w || !fp8_dtype_holds_codes(w->dtype)))
                 st = verify_add(ctx, v, FP8_SEV_ERROR, "orphan-scale",
                          "%s: %s: a scale without an F8_E4M3 weight '%s'", file, t->name, base);
             continue;
@@ -719,7 +714,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
          * name embed_tokens, and need not */
         const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts);
         if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
-            (verify_is_float(t->dtype) || t->dtype == FP8_DTYPE_F64) &&
+            (fp8_dtype_is_float(t->dtype) || t->dtype == FP8_DTYPE_F64) &&
             fp8_has_suffix(t->name, ".weight") && !(keep && !strcmp(keep, "embedding"))) {
             char module[1024];
             snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);

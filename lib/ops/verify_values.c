@@ -85,7 +85,8 @@ static fp8_status find_overflow(fp8_ctx *ctx, const fp8_verify *v, const fp8_ten
     size_t shard;
     const fp8_tensor_info *s = verify_find_scale(v, t, &shard, NULL);
     bool u8 = v->spec->scale_dtype == FMT_SCALE_U8;
-    if (!s || s->elements != ngroups || (u8 ? s->dtype != FP8_DTYPE_U8 : !verify_is_float(s->dtype)))
+    if (!s || s->elements != ngroups ||
+        (u8 ? s->dtype != FP8_DTYPE_U8 : !fp8_dtype_is_float(s->dtype)))
         return FP8_OK;
     unsigned char *raw = malloc(fp8_tensor_nbytes(s) ? fp8_tensor_nbytes(s) : 1);
     if (!raw)
@@ -126,7 +127,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         narrow |= v->spec->model_dtype_scales[l] && fp8_has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
-    bool groups = verify_is_fp8(t->dtype) && v->format != FP8_FORMAT_DEFAULT &&
+    bool groups = fp8_dtype_holds_codes(t->dtype) && v->format != FP8_FORMAT_DEFAULT &&
                   (t->rank == 2 || t->rank == 3) && t->elements;
     uint64_t ngroups = 0;
     unsigned char *seen = NULL;
@@ -145,7 +146,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
     uint64_t overflow = UINT64_MAX;
-    if (verify_is_fp8(t->dtype)) {
+    if (fp8_dtype_holds_codes(t->dtype)) {
         fp8_status st = scan_codes(w->ctx, v, t, f, w->buf[0], seen, &first_nan, &saturated);
         if (!st && seen)
             st = find_overflow(w->ctx, v, t, seen, ngroups, &overflow);
@@ -220,7 +221,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     if (rc < 0)
         return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     __atomic_add_fetch(&v->saturated, saturated, __ATOMIC_RELAXED);
-    if (verify_is_fp8(t->dtype)) {
+    if (fp8_dtype_holds_codes(t->dtype)) {
         uint64_t zero = 0;
         for (uint64_t g = 0; seen && g < ngroups; g++)
             zero += !seen[g];
@@ -259,8 +260,8 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
             if (!fp8_checkpoint_find(v->ck, base, NULL) && !fp8_has_suffix(base, "weight"))
                 scale = false;
         }
-        if (verify_is_fp8(t->dtype) ||
-            (scale && (verify_is_float(t->dtype) || t->dtype == FP8_DTYPE_U8)))
+        if (fp8_dtype_holds_codes(t->dtype) ||
+            (scale && (fp8_dtype_is_float(t->dtype) || t->dtype == FP8_DTYPE_U8)))
             sc.weights[sc.n++] = i;
     }
     sc.found = fp8_xcalloc(sc.n + 1, sizeof *sc.found);
