@@ -100,8 +100,10 @@ for kind in gpt-oss nvfp4-modelopt nvfp4-ct; do
     ab "dequantize-for-export $kind" dequantize-for-export $q "$floor_in" "$work/out"
 done
 header "convert's casts (floor: cp -r of the input)" INPUT
-for kind in deepseek-v4 nvfp4-modelopt; do
-    floor_in=$BUILD/bench-fp4-$kind
-    warm "$floor_in"/*
-    ab "convert $kind (its default cast)" convert $q "$floor_in" "$work/out"
-done
+floor_in=$BUILD/bench-fp4-deepseek-v4
+warm "$floor_in"/*
+ab "convert deepseek-v4 (to FP8 blocks)" convert $q "$floor_in" "$work/out"
+floor_in=$BUILD/bench-fp4-nvfp4-modelopt
+warm "$floor_in"/*
+ab "convert nvfp4-modelopt --format compressed-tensors" convert $q --format compressed-tensors \
+    "$floor_in" "$work/out"
