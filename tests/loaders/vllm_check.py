@@ -690,10 +690,7 @@ class Probe:
             return
         # computed: the identity through the processed layer's quant method
         try:
-            eye = torch.eye(k_p, dtype=torch.bfloat16)
-            with torch.no_grad():
-                y = qm.apply(mod, eye, None) if "bias" in _params(qm.apply) else qm.apply(mod, eye)
-            got = y.float().t()[:n_p]
+            got = self.through(qm, mod, k_p, n_p)
             rec["computed"] = self.compare(got, exp)
             if rec["computed"].get("n_over_tol") and rec["quantized"] and amx_path():
                 bug = self.exp0_decode_bug(got, exp, w, raw[sname], widths, blk)
@@ -709,6 +706,15 @@ class Probe:
         except Exception as e:
             rec["computed_error"] = _err(e)
             rec["computed_traceback_tail"] = _tb_tail(8)
+
+    def through(self, qm, mod, k_p, n_p):
+        """The identity through a processed layer's quant method: the [n_p, k_p] weight it
+        computes with."""
+        torch = self.torch
+        eye = torch.eye(k_p, dtype=torch.bfloat16)
+        with torch.no_grad():
+            y = qm.apply(mod, eye, None) if "bias" in _params(qm.apply) else qm.apply(mod, eye)
+        return y.float().t()[:n_p]
 
     def int4_dequant(self, wp, s):
         """I32 [N, K/8] codes and their scales [N, K/G] -> (bf16 [N, K], layout), decoded as
@@ -750,10 +756,7 @@ class Probe:
         if not computed:
             return
         try:
-            eye = torch.eye(k_p, dtype=torch.bfloat16)
-            with torch.no_grad():
-                y = qm.apply(mod, eye, None) if "bias" in _params(qm.apply) else qm.apply(mod, eye)
-            rec["computed"] = self.compare(y.float().t()[:n_p], exp)
+            rec["computed"] = self.compare(self.through(qm, mod, k_p, n_p), exp)
         except Exception as e:
             rec["computed_error"] = _err(e)
             rec["computed_traceback_tail"] = _tb_tail(8)
