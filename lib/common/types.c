@@ -88,8 +88,8 @@ const fp8_scheme_traits fp8_scheme_table[] = {
                            .levels = 1, .scale_elem = { FP8_ELEM_E8M0 }, .pow2_scales = true },
     /* NVFP4 as ModelOpt and compressed-tensors write it; its second level
      * comes from the matrix's amax, a pass over it first */
-    [FP8_SCHEME_NVFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = NVFP4_RUN, .levels = 2,
-                           .scale_elem = { FP8_ELEM_E4M3, FP8_ELEM_F32 } },
+    [FP8_SCHEME_NVFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = NVFP4_RUN,
+                           .levels = 2, .scale_elem = { FP8_ELEM_E4M3, FP8_ELEM_F32 } },
     /* MXFP4 as the OCP MX spec has it */
     [FP8_SCHEME_MXFP4] = { .elem = FP8_ELEM_E2M1, .group = FP8_GROUP_RUN, .run = FP8_MX_GROUP,
                            .levels = 1, .scale_elem = { FP8_ELEM_E8M0 }, .pow2_scales = true },
@@ -215,7 +215,7 @@ uint64_t fp8_dtype_inf_bits(fp8_dtype d) { return dtype_table[d].inf; }
 
 bool fp8_dtype_is_float(fp8_dtype d)
 {
-    return (unsigned)d < FP8_DTYPE_COUNT && dtype_table[d].inf && dtype_table[d].bits <= 32;
+    return d == FP8_DTYPE_BF16 || d == FP8_DTYPE_F16 || d == FP8_DTYPE_F32;
 }
 
 bool fp8_dtype_holds_pow2_scales(fp8_dtype d)

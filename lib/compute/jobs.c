@@ -170,7 +170,7 @@ static void *work(void *arg)
         fp8_worker_end_turn(&t->w);
         if (st)
             record_error(q, place, st, fp8_ctx_message(t->w.ctx));
-        fp8_job_info info = describe(s, j);
+        fp8_job_info info = s->done ? describe(s, j) : (fp8_job_info){ 0 }; /* no progress */
         uint64_t done = s->done ? __atomic_add_fetch(s->done, info.bytes, __ATOMIC_RELAXED) : 0;
         if (t->main_thread && s->progress)
             s->progress(s->progress_user, done, *s->total, info.label);

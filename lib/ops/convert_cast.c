@@ -88,11 +88,11 @@ static fp8_status write_shard(fp8_ctx *ctx, const cast_plan *p, size_t s, const 
             continue;
         st = from < k ? dsv4_write_experts(ctx, p, out, from, k) : FP8_OK;
         from = k + 1;
-        st = st || !it                     ? st
-             : it->kind == CAST_COPY       ? copy_tensor(ctx, p, it, out, wt)
-             : it->kind == CAST_RECIP      ? write_recip(ctx, it, out, wt)
-             : it->kind == CAST_TRUNK_SCALE ? dsv4_write_trunk_scale(ctx, p, it, out, wt)
-                                            : mx_write_scale(ctx, p, it, out, wt);
+        if (!st && it)
+            st = it->kind == CAST_COPY        ? copy_tensor(ctx, p, it, out, wt)
+                 : it->kind == CAST_RECIP     ? write_recip(ctx, it, out, wt)
+                 : it->kind == CAST_TRUNK_SCALE ? dsv4_write_trunk_scale(ctx, p, it, out, wt)
+                                                : mx_write_scale(ctx, p, it, out, wt);
     }
     if (!st)
         st = fp8_writer_commit(ctx, out);
