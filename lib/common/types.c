@@ -47,6 +47,12 @@ const fp8_elem_traits fp8_elem_table[FP8_ELEM_COUNT] = {
                       .deq_product = "q * scale", .most_negative = -8.0f },
 };
 
+bool fp8_elem_scale_ok(const fp8_elem_traits *e, uint8_t b)
+{
+    float v = e->decode(b);
+    return v == v && !signbit(v);
+}
+
 bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q)
 {
     float v = e->decode(c);

@@ -77,6 +77,13 @@ static inline const fp8_elem_traits *fp8_elem_get(fp8_elem e)
     return (unsigned)e < FP8_ELEM_COUNT ? &fp8_elem_table[e] : NULL;
 }
 
+/* Whether stored scale byte b of element type e is a scale: a number
+ * without a sign bit (E8M0: all but its NaN 0xFF; E4M3: 0x00 to 0x7E, 0
+ * being an all-zero group's scale).  A NaN or negative one is verify's
+ * bad-scale, and convert and dequantize-for-export refuse it
+ * (fp8conv-formats(5), ELEMENT TYPES). */
+bool fp8_elem_scale_ok(const fp8_elem_traits *e, uint8_t b);
+
 /* Code c of element type e times 2^k as an E4M3 code (a cast between scale
  * grids: DeepSeek's E2M1 experts into tiles, MX groups into ue8m0 blocks);
  * false when the product is no E4M3 value (it would round) or c is NaN.

@@ -66,7 +66,7 @@ void fp4_table_init(fp4_table *t, const fp8_dequant_spec *d)
     t->out = out;
     t->group = (uint32_t)d->group;
     for (unsigned b = 0; b < 256; b++) {
-        t->nan_scale[b] = st->is_nan((uint8_t)b);
+        t->nan_scale[b] = !fp8_elem_scale_ok(st, (uint8_t)b);
         for (unsigned c = 0; c < 16; c++) {
             t->value[b][c] = t->nan_scale[b] ? 0 : one_value(d, b, c);
             t->inf[b][c] = !t->nan_scale[b] && (t->value[b][c] & mag) == inf;

@@ -20,7 +20,7 @@ typedef enum { FP4_DEQ_OK, FP4_DEQ_NAN_SCALE, FP4_DEQ_OVERFLOW } fp4_deq_result;
 /* Every output a layout can give: a code's value under each of the 256
  * scale bytes, rounded into the output dtype (fp4_round_out), computed
  * once per job by the element-wise rule above; whether each scale byte is
- * NaN, and each output infinite. */
+ * no scale (NaN, or negative: fp8_elem_scale_ok), and each output infinite. */
 struct fp4_table {
     uint32_t value[256][16];
     bool nan_scale[256];

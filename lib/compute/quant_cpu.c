@@ -479,6 +479,23 @@ bool fp8_dequant_init(fp8_dequant_spec *d)
     return true;
 }
 
+fp8_deq_result fp8_dequant_judge(const fp8_dequant_spec *d, const void *scale, uint8_t most)
+{
+    if (d->table) {
+        uint8_t b = *(const uint8_t *)scale;
+        return d->table->nan_scale[b]      ? FP8_DEQ_NAN_SCALE
+               : d->table->inf[b][most & 15] ? FP8_DEQ_OVERFLOW
+                                             : FP8_DEQ_OK;
+    }
+    float s, y;
+    memcpy(&s, scale, 4);
+    if (!(s > 0 && s <= 3.4028234663852886e38f))
+        return FP8_DEQ_NAN_SCALE;
+    return fp8_store_out(d->out, &y, 0, fp8_elem_get(d->scheme->elem)->decode(most) * s)
+               ? FP8_DEQ_OVERFLOW
+               : FP8_DEQ_OK;
+}
+
 void fp8_dequant_free(fp8_dequant_spec *d)
 {
     free(d->table);

@@ -47,6 +47,15 @@ bool fp8_dequant_init(fp8_dequant_spec *d);
 void fp8_dequant_free(fp8_dequant_spec *d);
 fp8_deq_result fp8_dequant(const fp8_dequant_spec *d, const uint8_t *codes, const void *scales,
                            uint64_t n, void *y, uint64_t *where);
+/* The one judgement of a group's scale, which verify (bad-scale, overflow),
+ * convert and dequantize-for-export all make, by fp8_dequant's own rule
+ * (fp8conv(1), verify, overflow): FP8_DEQ_NAN_SCALE when `scale` (as
+ * fp8_dequant takes it, d->scale_size bytes) is no scale (a NaN or negative
+ * byte, fp8_elem_scale_ok; an fp32 not finite and positive),
+ * FP8_DEQ_OVERFLOW when the group's code of largest magnitude `most` times
+ * it is not finite in d->out, else FP8_DEQ_OK.  d: fp8_dequant_init's,
+ * without keep_inf; `most` no NaN code. */
+fp8_deq_result fp8_dequant_judge(const fp8_dequant_spec *d, const void *scale, uint8_t most);
 /* nr rows of n values, row r's codes at codes + r * ld_codes bytes, its
  * scales at scales + r * ld_scales scales, value (r, c) to y[c * ld_out +
  * r] (a transposed layout's columns); false, nothing written, where the

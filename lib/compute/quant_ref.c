@@ -205,7 +205,7 @@ void fp8_e2m1_bound_group_ref(const fp8_group_rule *r, fp8_dtype dt, const void 
         m = a > m ? a : m; /* (a NaN is left out: it is outside the bound below) */
     }
     const fp8_elem_traits *se = fp8_elem_get(r->scheme->scale_elem[0]);
-    if (se->is_nan(scale)) { /* verify's bad-scale */
+    if (!fp8_elem_scale_ok(se, scale)) { /* verify's bad-scale */
         out->unjudged = true;
         return;
     }

@@ -96,7 +96,7 @@ typedef struct {
  * x / d (within a relative 2^-20 of it, either way at a tie), the first of
  * them (UINT32_MAX: none), elements beyond 7 d stored as +-6 (clipped),
  * whether the scale does not serve the group's largest element (its
- * elements are then not judged), and a NaN scale (left to bad-scale: not
+ * elements are then not judged), and a NaN or negative scale (left to bad-scale: not
  * judged). */
 typedef struct {
     uint64_t bad, clipped;

@@ -537,11 +537,13 @@ static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
                         (unsigned)*q);
     if (res == FP8_DEQ_NAN_SCALE)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': element %llu is the %s NaN 0x%02x (the scale of "
+                        "%s: tensor '%s': element %llu is %s %s %s 0x%02x (the scale of "
                         "element %llu of '%s'); no value can be exported",
                         fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
                         (unsigned long long)(flat / d->group),
-                        upper(it->scheme->scale_elem[0], e), (unsigned)*s,
+                        fp8_elem_get(it->scheme->scale_elem[0])->is_nan(*s) ? "the" : "a negative",
+                        upper(it->scheme->scale_elem[0], e),
+                        fp8_elem_get(it->scheme->scale_elem[0])->is_nan(*s) ? "NaN" : "scale", (unsigned)*s,
                         (unsigned long long)flat, it->t->name);
     return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                     d->out == FP8_DTYPE_F16

@@ -268,14 +268,16 @@ static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_
 
 /* ---------------------------------------------------------------- packed FP4 */
 
-/* The first NaN byte of scale tensor `s` (elements of type `e`: E8M0 0xFF,
- * E4M3 0x7F and 0xFF), read a MiB at a time; *at its index, or UINT64_MAX
- * for none.  Float scales (an element without NaN codes: INT4's, in the
- * weight's dtype): the first that is not finite and positive, *at its byte. */
+/* The first byte of scale tensor `s` (elements of type `e`) that is no
+ * scale (fp8_elem_scale_ok: E8M0 0xFF, E4M3 NaN or negative), read a MiB
+ * at a time; *at its index, or UINT64_MAX for none.  Float scales (an
+ * element without NaN codes: INT4's, in the weight's dtype): the first that
+ * is not finite and positive, *at its byte. */
 static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s, size_t shard,
                            fp8_elem e, uint64_t *at)
 {
-    bool (*is_nan)(uint8_t) = fp8_elem_get(e)->is_nan;
+    const fp8_elem_traits *et = fp8_elem_get(e);
+    bool bytes = et->is_nan != NULL;
     enum { CHUNK = 1 << 20 };
     uint64_t n = fp8_tensor_nbytes(s);
     unsigned char *buf = malloc(CHUNK);
@@ -286,10 +288,10 @@ static fp8_status find_nan(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *s
     for (uint64_t off = 0; off < n && !st && *at == UINT64_MAX; off += CHUNK) {
         uint64_t len = n - off < CHUNK ? n - off : CHUNK;
         st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, off, buf, len);
-        unsigned sz = is_nan ? 1 : fp8_dtype_bits(s->dtype) / 8;
+        unsigned sz = bytes ? 1 : fp8_dtype_bits(s->dtype) / 8;
         for (uint64_t k = 0; !st && k + sz <= len && *at == UINT64_MAX; k += sz) {
             float f;
-            if (is_nan ? is_nan(buf[k]) : !dq_scale_value(s->dtype, buf + k, 0, &f))
+            if (bytes ? !fp8_elem_scale_ok(et, buf[k]) : !dq_scale_value(s->dtype, buf + k, 0, &f))
                 *at = off + k;
         }
     }
@@ -441,10 +443,13 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
         !(st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, sshard), s, at, &nan_byte, 1)))
         st = fp8_elem_get(se)->is_nan
                  ? verify_add(ctx, v, FP8_SEV_ERROR, "bad-scale",
-                              "%s: %s: element %llu is 0x%02x, the %s NaN: the %u values it "
-                              "scales are NaN",
+                              "%s: %s: element %llu is 0x%02x, %s %s %s: the %u values it "
+                              "scales are %s",
                               sfile, s->name, (unsigned long long)at, nan_byte,
-                              fp8_elem_get(se)->name, run)
+                              fp8_elem_get(se)->is_nan(nan_byte) ? "the" : "a negative",
+                              fp8_elem_get(se)->name,
+                              fp8_elem_get(se)->is_nan(nan_byte) ? "NaN" : "scale", run,
+                              fp8_elem_get(se)->is_nan(nan_byte) ? "NaN" : "of the wrong sign")
                  : verify_add(ctx, v, FP8_SEV_ERROR, "bad-scale",
                               "%s: %s: element %llu is not a finite positive scale (NaN, "
                               "infinite, zero or negative): the %u values it scales cannot be "

@@ -18,6 +18,7 @@
 typedef struct {
     fp8_verify *v;
     size_t *weights; /* checkpoint indexes of the FP8 weights and scales to scan */
+    const fp4_layout **layout; /* each one's packed layout (fp4_layout_match), or NULL */
     size_t n;
     fp8_finding *found; /* one slot per job: at most one finding each */
     fp8_verify_stats *stats; /* one slot per job: FP8 weights fill theirs */
@@ -74,39 +75,92 @@ static fp8_status scan_codes(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor
     return st;
 }
 
+/* The output dtype verify's overflow rule judges in: the model's (bf16,
+ * or fp32 for an fp32 model), as an export to it would be. */
+static fp8_dtype judged_out(const fp8_verify *v)
+{
+    return v->f32_model ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
+}
+
 /* The first scale group of weight t whose largest code times its scale
- * is not finite in the model's dtype (one fp32 multiplication, then bf16
- * rounding unless the model is fp32), as dequantization computes it.  A
- * scale tensor of another shape or dtype is the structure checks' to
- * report. */
+ * is not finite in the model's dtype, by fp8_dequant_judge (the rule
+ * dequantize-for-export and convert apply).  A scale tensor of another
+ * shape or dtype is the structure checks' to report, as a scale that is
+ * not finite and positive is the scales' scan's. */
 static fp8_status find_overflow(fp8_ctx *ctx, const fp8_verify *v, const fp8_tensor_info *t,
                                 const unsigned char *most, uint64_t ngroups, uint64_t *first)
 {
     size_t shard;
-    const fp8_tensor_info *s = verify_find_scale(v, t, &shard, NULL);
-    bool u8 = v->spec->scale_dtype == FMT_SCALE_U8;
+    const fp8_tensor_info *s = NULL;
+    char *module = NULL; /* DeepSeek-V4's X.scale of X.weight (check_weight's rule) */
+    if (v->family && v->family->trunk_scale_suffix && fp8_has_suffix(t->name, ".weight")) {
+        if (asprintf(&module, "%.*s%s", (int)strlen(t->name) - 7, t->name,
+                     v->family->trunk_scale_suffix) < 0)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        s = fp8_checkpoint_find(v->ck, module, &shard);
+        free(module);
+    } else {
+        s = verify_find_scale(v, t, &shard, NULL);
+    }
     if (!s || s->elements != ngroups ||
-        (u8 ? s->dtype != FP8_DTYPE_U8 : !fp8_dtype_is_float(s->dtype)))
+        !(fp8_dtype_holds_pow2_scales(s->dtype) || fp8_dtype_is_float(s->dtype)))
         return FP8_OK;
+    fp8_dequant_spec d = { .scheme = fp8_scheme_get(FP8_SCHEME_BLOCK), .out = judged_out(v) };
     unsigned char *raw = malloc(fp8_tensor_nbytes(s) ? fp8_tensor_nbytes(s) : 1);
-    if (!raw)
+    if (!raw || !fp8_dequant_init(&d)) {
+        free(raw);
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
     fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, shard), s, 0, raw,
                                   fp8_tensor_nbytes(s));
     for (uint64_t g = 0; !st && g < ngroups; g++) {
-        if (!most[g])
-            continue;
-        float sc = 0; /* E8M0's NaN: none */
-        dq_scale_value(s->dtype, raw, g, &sc);
-        float y = fp8_e4m3_to_f32(most[g]) * sc;
-        uint32_t mag = fp8_f32_bits(y) & 0x7FFFFFFF;
-        /* bf16 rounds to nearest even: from 0x7F7F8000 up it is inf */
-        if (y == y && (v->f32_model ? mag >= 0x7F800000 : mag >= 0x7F7F8000)) {
+        float sc;
+        if (most[g] && dq_scale_value(s->dtype, raw, g, &sc) &&
+            fp8_dequant_judge(&d, &sc, most[g]) == FP8_DEQ_OVERFLOW) {
             *first = g;
             break;
         }
     }
+    fp8_dequant_free(&d);
     free(raw);
+    return st;
+}
+
+/* The first group of packed weight t (resolved as pw) whose largest code
+ * times its scale (and second level) is not finite in the model's dtype,
+ * by fp8_dequant_judge of each code, as dequantize-for-export computes it:
+ * group k holds code bytes [k * run / 2, (k + 1) * run / 2) and scale byte k.  A scale
+ * that is no scale is the structure checks' bad-scale (check_one). */
+static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
+                                       const fp8_tensor_info *t, fp8_file *f,
+                                       const fp4_weight *pw, unsigned char *buf, uint64_t *first)
+{
+    fp8_dequant_spec d = { .scheme = pw->l->scheme, .out = judged_out(v), .group = pw->run,
+                           .global = pw->global, .divides = pw->l->global_divides };
+    uint64_t half = pw->run / 2, per = v->chunk / half, groups = pw->scale->elements;
+    unsigned char *sc = malloc(per ? per : 1);
+    if (!sc || !fp8_dequant_init(&d)) {
+        free(sc);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    fp8_status st = FP8_OK;
+    for (uint64_t g0 = 0; d.table && half && !st && *first == UINT64_MAX && g0 < groups;
+         g0 += per) {
+        uint64_t n = groups - g0 < per ? groups - g0 : per;
+        if ((st = fp8_file_read(ctx, f, t, g0 * half, buf, n * half)) ||
+            (st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, pw->scale_shard), pw->scale,
+                                g0, sc, n)))
+            break;
+        for (uint64_t k = 0; k < n && *first == UINT64_MAX; k++)
+            for (uint64_t i = k * half; i < (k + 1) * half; i++) /* two codes a byte */
+                if (fp8_dequant_judge(&d, &sc[k], buf[i] & 15) == FP8_DEQ_OVERFLOW ||
+                    fp8_dequant_judge(&d, &sc[k], buf[i] >> 4) == FP8_DEQ_OVERFLOW) {
+                    *first = g0 + k;
+                    break;
+                }
+    }
+    fp8_dequant_free(&d);
+    free(sc);
     return st;
 }
 
@@ -146,6 +200,19 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
     uint64_t overflow = UINT64_MAX;
+    if (sc->layout[j]) {
+        fp4_weight pw;
+        fp8_ctx *quiet = fp8_ctx_create(); /* a packed weight that falls short: check_one's */
+        fp8_status st = quiet ? FP8_OK : fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
+        if (!st && !fp4_weight_find(quiet, v->ck, t, shard, "checked", &pw) && pw.l) {
+            st = find_packed_overflow(w->ctx, v, t, f, &pw, w->buf[0], &overflow);
+            fp4_weight_free(&pw);
+        }
+        fp8_ctx_free(quiet);
+        if (st)
+            return st;
+        nbytes = 0;
+    }
     if (fp8_dtype_holds_codes(t->dtype)) {
         fp8_status st = scan_codes(w->ctx, v, t, f, w->buf[0], seen, &first_nan, &saturated);
         if (!st && seen)
@@ -246,8 +313,18 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     value_scan sc = { .v = v };
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
     sc.weights = fp8_xcalloc(nt + 1, sizeof *sc.weights);
-    for (size_t i = 0; sc.weights && i < nt; i++) {
+    sc.layout = fp8_xcalloc(nt + 1, sizeof *sc.layout);
+    for (size_t i = 0; sc.weights && sc.layout && i < nt; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
+        char *sname = NULL, *out_name = NULL;
+        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &out_name);
+        free(sname);
+        free(out_name);
+        if (l) {
+            sc.layout[sc.n] = l;
+            sc.weights[sc.n++] = i;
+            continue;
+        }
         bool scale = fp8_has_suffix(t->name, "_scale_inv") || fp8_has_suffix(t->name, "_scale");
         if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_rules.c */
             continue;
@@ -267,7 +344,7 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     sc.found = fp8_xcalloc(sc.n + 1, sizeof *sc.found);
     sc.stats = fp8_xcalloc(sc.n + 1, sizeof *sc.stats);
     v->stats = fp8_xcalloc(sc.n + 1, sizeof *v->stats);
-    fp8_status st = sc.weights && sc.found && sc.stats && v->stats ? FP8_OK
+    fp8_status st = sc.weights && sc.layout && sc.found && sc.stats && v->stats ? FP8_OK
                                                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st) {
         fp8_jobs spec = { .njobs = sc.n, .bufsize = { v->chunk }, .threads = threads,
@@ -292,5 +369,6 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     free(sc.stats);
     free(sc.found);
     free(sc.weights);
+    free(sc.layout);
     return st;
 }
