@@ -40,7 +40,6 @@ typedef struct {
     uint64_t rows, cols, src_rows, src_cols; /* per matrix; the input's group */
     uint64_t gr, gc, trows, tcols; /* the target's group; groups down and across a matrix */
     virtual_tensor values, out_scale, codes; /* codes: the exact path's, read through checks */
-    bool big_scale; /* an input scale s with 448 * s beyond fp32: some q * s may overflow */
     bool pow2;      /* every input scale an F32 power of two (a UE8M0 scale's value) */
     bool e8m0;      /* ... each within E8M0's 2^-127 .. 2^127: an MX scale byte holds it */
     /* MX input to ue8m0 blocks by shifting (plan_shift): each block's
@@ -178,32 +177,8 @@ static const fp8_tensor_info *source_tensor(void *user, const fp8_tensor_info *t
     return t;
 }
 
-/* Element e of a weight, whose value q * s is not finite: bad input, named
- * with its code and scale. */
-static fp8_status overflow(fp8_ctx *ctx, const fp8_convert *c, const weight *w, uint64_t e)
-{
-    uint64_t r0 = e / w->cols * w->cols;
-    float *y = malloc(2 * w->cols * sizeof *y);
-    uint8_t q = 0;
-    fp8_status st = y ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    if (!st)
-        st = fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->shard), w->w, e, &q, 1);
-    if (!st)
-        st = dq_weights_read(ctx, c->dq, w->w->name, r0, w->cols, FP8_DTYPE_F32, y, y + w->cols);
-    if (!st)
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: tensor '%s': element %llu: its code 0x%02x (%g) times its scale %g "
-                      "overflows fp32 (q * s); no value can be converted (a scale beyond any "
-                      "real checkpoint's)",
-                      fp8_checkpoint_shard_name(c->ck, w->shard), w->w->name,
-                      (unsigned long long)e, (unsigned)q, (double)fp8_e4m3_to_f32(q),
-                      (double)y[w->cols + e - r0]);
-    free(y);
-    return st;
-}
-
 /* Elements [e0, e1) of a weight's values: whole rows from dequantize.c
- * (which refuses NaN codes); an infinite product is refused here. */
+ * (which refuses NaN codes; an infinite product dq_weights_check refused). */
 static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *w, uint64_t e0,
                               uint64_t e1, float *y)
 {
@@ -216,12 +191,6 @@ static fp8_status read_values(fp8_ctx *ctx, const fp8_convert *c, const weight *
     if (!st)
         memcpy(y, rows + (e0 - r0 * w->cols), (e1 - e0) * sizeof *y);
     free(rows);
-    unsigned bad = 0; /* branch-free, so that it vectorizes; then where */
-    for (uint64_t k = 0; !st && k < e1 - e0; k++)
-        bad |= !(fabsf(y[k]) <= FLT_MAX);
-    for (uint64_t k = 0; !st && bad && k < e1 - e0; k++)
-        if (!isfinite(y[k]))
-            st = overflow(ctx, c, w, e0 + k);
     return st;
 }
 
@@ -306,8 +275,8 @@ static fp8_status plan_shift(fp8_ctx *ctx, fp8_convert *c, weight *w, char *why,
 }
 
 /* Bytes [offset, offset + len) of an exact weight's codes, which are copied
- * only when each has a finite value: no NaN code, no q * s beyond fp32 (as
- * dequantize-for-export requires). */
+ * only when each has a finite value: no NaN code (a product beyond the
+ * model's dtype: dq_weights_check, as dequantize-for-export refuses it). */
 static fp8_status read_codes(fp8_ctx *ctx, const fp8_convert *c, const weight *w,
                              uint64_t offset, uint8_t *q, size_t len)
 {
@@ -325,12 +294,6 @@ static fp8_status read_codes(fp8_ctx *ctx, const fp8_convert *c, const weight *w
                           "value to convert",
                           fp8_checkpoint_shard_name(c->ck, w->shard), w->w->name,
                           (unsigned long long)(offset + k), (unsigned)q[k]);
-    if (st || !w->big_scale)
-        return st;
-    float *y = malloc(len * sizeof *y + 1);
-    st = y ? read_values(ctx, c, w, offset, offset + len, y)
-           : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    free(y);
     return st;
 }
 
@@ -502,25 +465,24 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
     return FP8_OK; /* the plan says what is wrong with a pair the table lacks */
 }
 
-/* Whether some scale s of weight w has 448 * s beyond fp32, so that its
- * codes must be checked for an overflowing product q * s. */
-static fp8_status find_big_scale(fp8_ctx *ctx, fp8_convert *c, weight *w)
+/* Whether every scale of weight w is an F32 power of two (w->pow2), each
+ * within E8M0's range (w->e8m0). */
+static fp8_status find_pow2(fp8_ctx *ctx, fp8_convert *c, weight *w)
 {
     unsigned sz = fp8_dtype_bits(w->scale->dtype) / 8;
     uint64_t step = (1u << 20) / sz; /* scales at a time: MX ones are 1/32 of the weight */
     unsigned char *raw = malloc(step * sz);
     fp8_status st = raw ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     w->pow2 = w->scale->dtype == FP8_DTYPE_F32;
-    for (uint64_t k0 = 0; !st && (!w->big_scale || w->pow2) && k0 < w->scale->elements;
+    for (uint64_t k0 = 0; !st && w->pow2 && k0 < w->scale->elements;
          k0 += step) {
         uint64_t n = w->scale->elements - k0 < step ? w->scale->elements - k0 : step;
         st = fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->scale_shard), w->scale, k0 * sz,
                            raw, n * sz);
-        for (uint64_t k = 0; !st && (!w->big_scale || w->pow2) && k < n; k++) {
+        for (uint64_t k = 0; !st && w->pow2 && k < n; k++) {
             float s;
             int e = 0;
             bool ok = dq_scale_value(w->scale->dtype, raw, k, &s);
-            w->big_scale |= ok && !isfinite(448.0f * s);
             w->pow2 &= ok && s > 0 && isfinite(s) && frexpf(s, &e) == 0.5f;
             w->e8m0 = w->pow2 && (k0 + k == 0 || w->e8m0) && e - 1 >= -127 && e - 1 <= 127;
         }
@@ -552,7 +514,7 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
                         "values; convert refuses it (quantize keeps such a weight unquantized: "
                         "drop it, or dequantize-for-export and quantize)",
                         file, t->name);
-    fp8_status st = find_big_scale(ctx, c, w);
+    fp8_status st = find_pow2(ctx, c, w);
     if (st)
         return st;
     w->pub.why = c->spec ? why_not_exact(c, w, ue8m0_input, why, sizeof why) : "no such layout";
@@ -752,6 +714,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
         st = resolve_target(ctx, c, config, &ue8m0);
     if (!st)
         st = dq_weights_open(ctx, c->ck, fp8_checkpoint_is_directory(c->ck) ? input : NULL, &c->dq);
+    if (!st) /* the value rules, as dequantize-for-export (and verify) judge them */
+        st = dq_weights_check(ctx, c->dq, dq_judged_dtype(config, c->ck));
     if (!st)
         st = find_weights(ctx, c, input);
     if (!st)

@@ -22,6 +22,7 @@
 #include "ops/convert_cast.h"
 #include "ops/convert_items.h"
 #include "ops/convert_nvfp4.h"
+#include "ops/dequantize.h"
 
 static uint64_t out_bytes(const cast_item *it)
 {
@@ -187,6 +188,14 @@ fp8_status cast_plan_create(fp8_ctx *ctx, fp8_checkpoint *ck, const char *input,
                           refused->name, rl->name, rl->no_cast);
         goto out;
     }
+    /* the value rules first, as dequantize-for-export (and verify) judge them */
+    dq_weights *dq = NULL;
+    st = dq_weights_open_packed(ctx, ck, input, &dq);
+    if (!st)
+        st = dq_weights_check(ctx, dq, dq_judged_dtype(p->config, ck));
+    dq_weights_free(dq);
+    if (st)
+        goto out;
     st = rules[p->cast->rule].plan(ctx, p, opts, &handled);
     for (size_t i = 0; i < p->n; i++) /* a plan may add items */
         p->by_out[i] = i;

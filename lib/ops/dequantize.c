@@ -7,6 +7,7 @@
  * work runs on the job engine of jobs.c, as quantize does.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -545,13 +546,27 @@ static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
                         upper(it->scheme->scale_elem[0], e),
                         fp8_elem_get(it->scheme->scale_elem[0])->is_nan(*s) ? "NaN" : "scale", (unsigned)*s,
                         (unsigned long long)flat, it->t->name);
+    /* the element's code (two a byte where packed) and its scale as stored
+     * (a byte) or as fp8_dequant took it (an fp32) */
+    const fp8_elem_traits *el = fp8_elem_get(it->scheme->elem);
+    unsigned code = el->per_byte > 1 ? (flat % 2 ? *q >> 4 : *q & 15) : *q;
+    char scale[32];
+    float sf;
+    memcpy(&sf, s, d->scale_size == 1 ? 0 : 4);
+    if (d->scale_size == 1)
+        snprintf(scale, sizeof scale, "byte 0x%02x", (unsigned)*s);
+    else
+        snprintf(scale, sizeof scale, "%g", (double)sf);
+    if (d->out == FP8_DTYPE_F16)
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': a value overflows f16; export as bf16 or f32", file,
+                        it->t->name);
     return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                    d->out == FP8_DTYPE_F16
-                        ? "%s: tensor '%s': a value overflows f16; export as bf16 or f32"
-                        : "%s: tensor '%s': a value %s overflows %s (a scale beyond any real "
-                          "checkpoint's)",
-                    file, it->t->name, fp8_elem_get(it->scheme->elem)->deq_product,
-                    d->out == FP8_DTYPE_BF16 ? "bf16" : "fp32");
+                    "%s: tensor '%s': element %llu: its code 0x%02x (%g) times its scale %s "
+                    "overflows %s (a value %s; a scale beyond any real checkpoint's)",
+                    file, it->t->name, (unsigned long long)flat, code,
+                    (double)el->decode((uint8_t)code), scale,
+                    d->out == FP8_DTYPE_BF16 ? "bf16" : "fp32", el->deq_product);
 }
 
 /* Rows [row0, row0 + nrows) of expert x of weight `it`, columns [c0, c0 +
@@ -563,10 +578,10 @@ static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
  * flat index.  sout (not NULL) gets each element's fp32 scale, for verify. */
 static fp8_status dq_rows(fp8_ctx *ctx, const dq_plan *p, const dq_item *it, uint64_t x,
                           uint64_t row0, uint64_t nrows, uint64_t c0, uint64_t cw, uint8_t *codes,
-                          unsigned char *raw, fp8_dtype dt, float *y, float *sout)
+                          unsigned char *raw, fp8_dtype dt, float *y, float *sout, bool keep_inf)
 {
     uint64_t first, count;
-    fp8_dequant_spec d = spec_of(it, dt, true);
+    fp8_dequant_spec d = spec_of(it, dt, keep_inf);
     fp8_geometry_span(&it->groups, x, row0, nrows, &first, &count);
     unsigned char *sc = malloc(count * fp8_dequant_scale_size(it->scheme));
     uint16_t *h = dt == FP8_DTYPE_F32 ? NULL : malloc(cw * sizeof *h);
@@ -1014,7 +1029,8 @@ fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, 
         m = m < it->cols - c ? m : it->cols - c;
         uint64_t c0 = c / g * g, c1 = fp8_ceil_div(c + m, g) * g;
         c1 = c1 < it->cols ? c1 : it->cols;
-        st = dq_rows(ctx, w, it, at / per_x, 0, it->rows, c0, c1 - c0, codes, scales, dt, t, NULL);
+        st = dq_rows(ctx, w, it, at / per_x, 0, it->rows, c0, c1 - c0, codes, scales, dt, t, NULL,
+                     true);
         for (uint64_t r = 0; !st && r < it->rows; r++)
             for (uint64_t k = 0; k < m; k++)
                 y[done + k * it->rows + r] = t[r * (c1 - c0) + c - c0 + k];
@@ -1023,7 +1039,7 @@ fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, 
     /* one expert matrix at a time: the rows of a read may span two */
     while (!it->transpose && !st && nrows) {
         uint64_t k = it->rows - row < nrows ? it->rows - row : nrows;
-        st = dq_rows(ctx, w, it, x, row, k, 0, it->cols, codes, scales, dt, y, scales_out);
+        st = dq_rows(ctx, w, it, x, row, k, 0, it->cols, codes, scales, dt, y, scales_out, true);
         y += k * it->cols;
         if (scales_out)
             scales_out += k * it->cols;
@@ -1035,5 +1051,79 @@ fp8_status dq_weights_read(fp8_ctx *ctx, const dq_weights *w, const char *name, 
         free(t);
     free(codes);
     free(scales);
+    return st;
+}
+
+fp8_dtype dq_judged_dtype(const cJSON *config, const fp8_checkpoint *ck)
+{
+    /* undeclared, transformers computes in the checkpoint's own float dtype
+     * (all-MiniLM-L6-v2's config names none, and its weights are F32) */
+    int f32 = fmt_config_is_f32(config);
+    for (size_t i = 0; f32 < 0 && i < fp8_checkpoint_tensor_count(ck); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
+        if (t->rank >= 2 && fp8_dtype_is_float(t->dtype))
+            f32 = t->dtype == FP8_DTYPE_F32;
+    }
+    return f32 > 0 ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
+}
+
+/* Whether some scale of `it` fails fp8_dequant_judge under its element's
+ * code of largest magnitude: only then are its codes read. */
+static fp8_status dq_risky(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
+                           const fp8_dequant_spec *d, bool *risky)
+{
+    const fp8_elem_traits *e = fp8_elem_get(it->scheme->elem);
+    uint8_t most = 0;
+    for (unsigned c = 0; c < 1u << e->bits; c++) {
+        float a = fabsf(e->decode((uint8_t)c));
+        most = a == a && a > fabsf(e->decode(most)) ? (uint8_t)c : most;
+    }
+    uint64_t n = fp8_tensor_nbytes(it->scale);
+    unsigned char *raw = malloc(n ? n : 1);
+    fp8_status st = raw ? fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->scale_shard),
+                                        it->scale, 0, raw, n)
+                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    *risky = false;
+    for (uint64_t k = 0; !st && !*risky && k < it->scale->elements; k++) {
+        float f = 0;
+        if (d->scale_size == 1)
+            *risky = fp8_dequant_judge(d, raw + k, most) != FP8_DEQ_OK;
+        else
+            *risky = !dq_scale_value(it->scale->dtype, raw, k, &f) ||
+                     fp8_dequant_judge(d, &f, most) != FP8_DEQ_OK;
+    }
+    free(raw);
+    return st;
+}
+
+fp8_status dq_weights_check(fp8_ctx *ctx, const dq_weights *w, fp8_dtype dt)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < w->n; i++) {
+        const dq_item *it = &w->items[i];
+        if (it->action != DQ_DEQUANT || !it->scale)
+            continue;
+        fp8_dequant_spec d = spec_of(it, dt, false);
+        bool risky = false;
+        if (!fp8_dequant_init(&d))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        st = dq_risky(ctx, w, it, &d, &risky);
+        fp8_dequant_free(&d);
+        /* the export's own reading, a band of rows at a time, where it may refuse */
+        uint64_t band = (1u << 20) / (it->cols ? it->cols : 1) + 1;
+        band = band > it->rows ? it->rows : band;
+        uint8_t *codes = risky ? malloc(code_bytes(it, band * it->cols) + 1) : NULL;
+        unsigned char *raw = risky ? malloc(fp8_tensor_nbytes(it->scale) + 1) : NULL;
+        float *y = risky ? malloc(band * it->cols * sizeof *y + 1) : NULL;
+        if (!st && risky && !(codes && raw && y))
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        for (uint64_t x = 0; !st && risky && x < it->experts; x++)
+            for (uint64_t r = 0; !st && r < it->rows; r += band)
+                st = dq_rows(ctx, w, it, x, r, it->rows - r < band ? it->rows - r : band, 0,
+                             it->cols, codes, raw, dt, y, NULL, false);
+        free(codes);
+        free(raw);
+        free(y);
+    }
     return st;
 }

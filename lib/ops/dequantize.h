@@ -6,6 +6,8 @@
 #ifndef FP8_DEQUANTIZE_H
 #define FP8_DEQUANTIZE_H
 
+#include <cjson/cJSON.h>
+
 #include "common/internal.h"
 
 typedef struct dq_plan dq_weights;
@@ -47,5 +49,17 @@ const fp8_tensor_info *dq_weights_scale(const dq_weights *w, const char *name, s
  * U8: 2^(b - 127)) as fp32; false when it is not finite and positive (E8M0
  * 0xFF is its NaN). */
 bool dq_scale_value(fp8_dtype dt, const unsigned char *p, uint64_t i, float *s);
+
+/* The dtype the value rules judge a checkpoint's products in (verify's
+ * overflow, convert): the model's, bf16, or fp32 for a float32 model
+ * (config.json's torch_dtype or dtype, else its float tensors'). */
+fp8_dtype dq_judged_dtype(const cJSON *config, const fp8_checkpoint *ck);
+
+/* Whether every weight of w dequantizes into dt as dequantize-for-export
+ * reads it: each scale judged by fp8_dequant_judge under its element's
+ * largest code, and where one fails, the weight's rows read as the export
+ * reads them; FP8_ERR_BAD_INPUT with the export's message (file, tensor,
+ * element) where not.  Convert's value rules (fp8conv(1), convert). */
+fp8_status dq_weights_check(fp8_ctx *ctx, const dq_weights *w, fp8_dtype dt);
 
 #endif

@@ -19,6 +19,7 @@
 #include "ops/verify_passes.h"
 #include "io/checkpoint.h"
 #include "layout/like.h"
+#include "ops/dequantize.h"
 
 
 /* ---------------------------------------------------------------- config */
@@ -157,15 +158,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                  "num_key_value_heads, head_dim, intermediate sizes, expert counts) must be "
                  "whole numbers up to 2^31, and num_attention_heads positive: loaders divide by "
                  "them");
-    /* undeclared, transformers computes in the checkpoint's own float dtype
-     * (all-MiniLM-L6-v2's config names none, and its weights are F32) */
-    int f32 = fmt_config_is_f32(config);
-    for (size_t i = 0; f32 < 0 && i < fp8_checkpoint_tensor_count(v->ck); i++) {
-        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        if (t->rank >= 2 && fp8_dtype_is_float(t->dtype))
-            f32 = t->dtype == FP8_DTYPE_F32;
-    }
-    v->f32_model = f32 > 0;
+    v->f32_model = dq_judged_dtype(config, v->ck) == FP8_DTYPE_F32;
     v->f16_model = fmt_config_dtype(config) && strcmp(fmt_config_dtype(config), "float16") == 0;
     cJSON_Delete(config);
     cJSON_Delete(hq);
