@@ -2,8 +2,10 @@
  * kvscale.c - the KV-cache scale table (kvscale.h): one row per naming
  * fact, each citing where it comes from, and the loaders' known drops.
  */
+#define _GNU_SOURCE
 #include "layout/kvscale.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +122,40 @@ bool kv_scale_value(fp8_dtype dt, const unsigned char *p, float *out)
     case FP8_DTYPE_F16: *out = fp8_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); return true;
     default: return false;
     }
+}
+
+fp8_status kv_scale_judge(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_tensor_info *t,
+                          size_t shard, bool values, const char **rule, char **why)
+{
+    const char *file = fp8_checkpoint_shard_name(ck, shard);
+    unsigned char raw[4];
+    float x = 0;
+    int rc = 0;
+    *rule = NULL;
+    *why = NULL;
+    if (t->elements != 1 || !fp8_dtype_is_float(t->dtype)) {
+        *rule = "kv-scale-shape";
+        rc = asprintf(why, "%s: %s: a KV-cache scale is one F32, BF16 or F16 value ([] or [1]), "
+                      "not %s of %llu elements",
+                      file, t->name, fp8_dtype_name(t->dtype), (unsigned long long)t->elements);
+    } else if (values) {
+        fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(ck, shard), t, 0, raw,
+                                      fp8_dtype_bits(t->dtype) / 8);
+        if (st)
+            return st;
+        kv_scale_value(t->dtype, raw, &x);
+        if (!(x > 0 && x <= 3.4028234663852886e38f)) {
+            *rule = "kv-scale-value";
+            rc = asprintf(why, "%s: %s: KV-cache scale %g is not finite and > 0: the cache "
+                          "cannot be dequantized with it",
+                          file, t->name, (double)x);
+        }
+    }
+    if (rc < 0) {
+        *why = NULL;
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    return FP8_OK;
 }
 
 fp8_status fp8_checkpoint_kv_scales(fp8_ctx *ctx, const fp8_checkpoint *ck, fp8_kv_scales *out,

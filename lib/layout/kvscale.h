@@ -47,4 +47,13 @@ const char *kv_dropped_by(int loader, const kv_naming *n, const char *model_type
  * another dtype. */
 bool kv_scale_value(fp8_dtype dt, const unsigned char *p, float *out);
 
+/* The one judgement of KV-cache scale t (shard `shard` of ck, as `file`
+ * names it): one finite positive F32, BF16 or F16 value ([] or [1]), as
+ * vLLM's and SGLang's kv_cache.py load it.  *rule is NULL when it is;
+ * else "kv-scale-shape" (its dtype or shape) or "kv-scale-value" (NaN,
+ * infinite, zero or negative; judged when `values`), and *why the message
+ * (malloc'ed), which verify reports and convert refuses with. */
+fp8_status kv_scale_judge(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_tensor_info *t,
+                          size_t shard, bool values, const char **rule, char **why);
+
 #endif

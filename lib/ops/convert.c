@@ -688,6 +688,28 @@ static fp8_status plan_kv(fp8_ctx *ctx, fp8_convert *c)
     return FP8_OK;
 }
 
+/* Every KV-cache scale of ck judged as verify judges it (kv_scale_judge):
+ * one that verify reports is bad input, refused with verify's message. */
+static fp8_status check_kv(fp8_ctx *ctx, const fp8_checkpoint *ck)
+{
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; !st && i < fp8_checkpoint_tensor_count(ck); i++) {
+        size_t shard;
+        long layer;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, &shard);
+        const char *rule;
+        char *why = NULL;
+        if (kv_naming_of(t->name, &layer) &&
+            !(st = kv_scale_judge(ctx, ck, t, shard,
+                                  !fp8_file_is_compressed(fp8_checkpoint_shard(ck, shard)),
+                                  &rule, &why)) &&
+            rule)
+            st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s (verify: %s)", why, rule);
+        free(why);
+    }
+    return st;
+}
+
 fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert_options *opts,
                               fp8_convert **out)
 {
@@ -702,6 +724,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     c->opts.target.ignore = NULL;
     c->opts.target.nignore = 0;
     fp8_status st = fp8_checkpoint_open(ctx, input, &c->ck);
+    if (!st)
+        st = check_kv(ctx, c->ck);
     if (!st)
         st = cast_plan_create(ctx, c->ck, input, opts, &c->cast);
     if (!st && c->cast) {

@@ -82,30 +82,17 @@ static long layers_of(const cJSON *config)
     return cJSON_IsNumber(n) && n->valuedouble >= 1 && n->valuedouble < 1e6 ? (long)n->valuedouble : -1;
 }
 
-static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t, size_t shard,
-                            const char *file)
+/* kv_scale_judge's finding, its value where the values are read. */
+static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t, size_t shard)
 {
-    if (t->elements != 1 || !fp8_dtype_is_float(t->dtype))
-        return verify_add(ctx, v, FP8_SEV_ERROR, "kv-scale-shape",
-                          "%s: %s: a KV-cache scale is one F32, BF16 or F16 value ([] or [1]), "
-                          "not %s of %llu elements",
-                          file, t->name, fp8_dtype_name(t->dtype), (unsigned long long)t->elements);
-    /* a name ending in _scale is read by the values pass (bad-scale) */
-    fp8_file *f = fp8_checkpoint_shard(v->ck, shard);
-    if (!v->opts->values || fp8_file_is_compressed(f) || fp8_has_suffix(t->name, "_scale"))
-        return FP8_OK;
-    unsigned char raw[4];
-    float x;
-    fp8_status st = fp8_file_read(ctx, f, t, 0, raw, t->dtype == FP8_DTYPE_F32 ? 4 : 2);
-    if (st)
-        return st;
-    kv_scale_value(t->dtype, raw, &x);
-    if (!(x > 0) || !isfinite(x))
-        return verify_add(ctx, v, FP8_SEV_ERROR, "kv-scale-value",
-                          "%s: %s: KV-cache scale %g is not finite and > 0: the cache cannot "
-                          "be dequantized with it",
-                          file, t->name, (double)x);
-    return FP8_OK;
+    const char *rule;
+    char *why;
+    bool values = v->opts->values && !fp8_file_is_compressed(fp8_checkpoint_shard(v->ck, shard));
+    fp8_status st = kv_scale_judge(ctx, v->ck, t, shard, values, &rule, &why);
+    if (!st && rule)
+        st = verify_add(ctx, v, FP8_SEV_ERROR, rule, "%s", why);
+    free(why);
+    return st;
 }
 
 fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v)
@@ -140,7 +127,7 @@ fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v)
             seen[nseen++] = (kv_seen){ k, t->name, file, 0 };
         if (j < nseen)
             seen[j].count++;
-        st = check_one(ctx, v, t, shard, file);
+        st = check_one(ctx, v, t, shard);
         if (st || layer < 0 || layer > 100000 ||
             (k->role != KV_ROLE_K && k->role != KV_ROLE_V && k->role != KV_ROLE_KV))
             continue;

@@ -12,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
+#include "layout/kvscale.h"
 
 /* ---------------------------------------------------------------- values */
 
@@ -326,6 +327,9 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
             continue;
         }
         bool scale = fp8_has_suffix(t->name, "_scale_inv") || fp8_has_suffix(t->name, "_scale");
+        long layer;
+        if (kv_naming_of(t->name, &layer)) /* KV-cache scales: verify_kv.c's kv_scale_judge */
+            continue;
         if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_rules.c */
             continue;
         /* X_scale with no tensor X and no weight in its name is a model's own
