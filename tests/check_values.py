@@ -16,7 +16,8 @@ has them (nonzero) or all zero, and checks
 planted tensor's module, that the rule agrees (an overflow is called one by all three; a scale that
 is no scale is bad-scale, and convert's KV refusal carries verify's rule name), that nothing is
 left behind by a refusal, and that the class's expected outcome holds (a check per finding of issue
-43: each fails on the fp8conv before it).
+43: each fails on the fp8conv before it), and that convert names config.json, not an option the
+user never gave, when the config declares NVFP4 over FP8 weights (point 8).
 
 usage: check_values.py BUILD    (BUILD/fp8conv is the binary: make's build dir)
 Python 3 standard library only.
@@ -262,6 +263,28 @@ def one(fp8conv, tmp, label, family, names, mutation, want, zero=False):
     return problems
 
 
+def declared_nvfp4(fp8conv, tmp):
+    """issue 43 point 8: an FP8 checkpoint whose config.json declares NVFP4: convert (no option
+    given) names config.json, exit 3, and no option the user never gave; --scheme block converts."""
+    d = plant(tmp, "redhat-fp8-dynamic", KV[1], lambda t: None)
+    with open(os.path.join(d, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    with open(os.path.join(RELEASES, "nvfp4-ct", "config.json"), encoding="utf-8") as f:
+        config["quantization_config"] = json.load(f)["quantization_config"]
+    with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    rc, out = run([fp8conv, "convert", "-q", d, os.path.join(tmp, "conv")])
+    problems = []
+    if rc != 3 or "config.json: quantization_config declares nvfp4" not in out or "--scheme nvfp4" in out:
+        problems.append("convert exit %s: %s" % (rc, out.strip()[:200]))
+    if os.path.exists(os.path.join(tmp, "conv")):
+        problems.append("a refusal left files behind")
+    rc, out = run([fp8conv, "convert", "-q", "--scheme", "block", d, os.path.join(tmp, "ok")])
+    if rc != 0:
+        problems.append("convert --scheme block exit %s: %s" % (rc, out.strip()[:200]))
+    return problems
+
+
 def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
@@ -279,6 +302,10 @@ def main():
             else:
                 passed += 1
                 print("ok   %s (%s)" % (label, want or "clean"))
+        problems = declared_nvfp4(fp8conv, tmp)
+        print(("FAIL %s: %s" % ("config declares nvfp4", "; ".join(problems))) if problems
+              else "ok   config declares nvfp4 over FP8 weights")
+        passed, failed = passed + (not problems), failed + bool(problems)
     print("check-values end to end: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

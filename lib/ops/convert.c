@@ -462,6 +462,14 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
     if (c->opts.block_set && !fp8_scheme_has_block(o->scheme))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--block applies to --scheme block only");
     c->spec = fmt_spec_find(o->format, o->scheme);
+    /* the scheme came from config.json, not from an option: say so */
+    if (!c->opts.scheme_set && c->spec && fmt_code_layout(c->spec))
+        return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                        "config.json: quantization_config declares %s, which convert does not "
+                        "write from FP8 weights (it re-quantizes FP8 checkpoints to FP8 "
+                        "schemes): if the config does not describe these weights, correct it, "
+                        "or give --scheme",
+                        fp8_scheme_name(o->scheme));
     return FP8_OK; /* the plan says what is wrong with a pair the table lacks */
 }
 
