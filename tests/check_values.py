@@ -5,8 +5,8 @@ One judgement of a scale's value per element type and scale kind (fp8_dequant_ju
 scales, kv_scale_judge for KV-cache scales) is made by the three commands alike, so they cannot
 disagree. This driver proves it as a property: for each scale kind of the release copies in
 testdata/releases, it plants one scale value of each class (every E8M0 byte class, every E4M3 group
-scale class, NVFP4's and compressed-tensors' F32 second levels, an FP8 model's F32 scales, KV-cache
-scales of each value, dtype and shape) in a scratch copy, with the group's codes as the release
+scale class, NVFP4's and compressed-tensors' F32 second levels, an FP8 model's F32 scales, INT4's
+BF16 group scales (a copy quantize makes of testdata/llama-tiny), KV-cache scales of each value, dtype and shape) in a scratch copy, with the group's codes as the release
 has them (nonzero) or all zero, and checks
 
     verify exits 1 with an error of a value rule     <=>  dequantize-for-export exits 3
@@ -118,6 +118,13 @@ CONVERT = {"deepseek-v4": [], "mxfp4-ct": ["--format", "modelopt"], "gpt-oss": N
            "deepseek-v3": ["--format", "compressed-tensors"],
            "redhat-fp8-dynamic": ["--format", "modelopt"]}
 
+# inputs made by quantize here (no release copy holds them): an INT4 pack-quantized llama-tiny,
+# whose BF16 group scales multiply codes -8..7 (convert takes no INT4 input)
+MADE = {"int4": (os.path.join(RELEASES, "..", "llama-tiny"), ["--scheme", "int4", "--group", "32"])}
+CONVERT["int4"] = None
+INT4 = ("model.layers.0.mlp.down_proj.weight_packed", "model.layers.0.mlp.down_proj.weight_scale")
+FP8CONV = None
+
 DSV4_TRUNK = ("layers.0.attn.wq_a.weight", "layers.0.attn.wq_a.scale")
 DSV4_EXPERT = ("layers.0.ffn.experts.0.w1.weight", "layers.0.ffn.experts.0.w1.scale")
 MXCT = ("model.layers.0.mlp.down_proj.weight_packed", "model.layers.0.mlp.down_proj.weight_scale")
@@ -176,6 +183,8 @@ def cases():
         yield "weight_global_scale %g" % x, "nvfp4-ct", NVCT2, set_value(f32, x), ct
     for x, rule in FP8_F32:
         yield "fp8 f32 scale %g" % x, "deepseek-v3", DSV3, set_value(f32, x), rule
+    for x, rule in [(1.0, None), (3e38, "overflow"), (-1.0, "bad-scale"), (float("nan"), "bad-scale")]:
+        yield "int4 bf16 scale %g" % x, "int4", INT4, set_value(bf16, x), rule
     for x, rule in KV_VALUES:
         yield "k_scale %g" % x, "redhat-fp8-dynamic", KV, set_value(bf16, x), rule
     for dtype, shape in KV_TYPES:
@@ -205,7 +214,13 @@ def run(args):
 def plant(tmp, family, name, mutation, zero=None):
     d = os.path.join(tmp, "in")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(os.path.join(RELEASES, family), d)
+    if family in MADE:
+        os.makedirs(tmp)
+        rc, out = run([FP8CONV, "quantize", "-q"] + MADE[family][1] + [MADE[family][0], d])
+        if rc:
+            raise SystemExit("check-values: making %s: %s" % (family, out))
+    else:
+        shutil.copytree(os.path.join(RELEASES, family), d)
     for tensor, m in ([(name, mutation)] + ([zero] if zero else [])):
         path, meta, tensors = find(d, tensor)
         m(tensors[tensor])
@@ -288,7 +303,8 @@ def declared_nvfp4(fp8conv, tmp):
 def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    fp8conv = os.path.join(sys.argv[1], "fp8conv")
+    global FP8CONV
+    fp8conv = FP8CONV = os.path.join(sys.argv[1], "fp8conv")
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="fp8conv-values-") as top:
         tmp = os.path.join(top, "case")

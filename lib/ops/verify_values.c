@@ -139,26 +139,31 @@ static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
     fp8_dequant_spec d = { .scheme = pw->l->scheme, .out = judged_out(v), .group = pw->run,
                            .global = pw->global, .divides = pw->l->global_divides };
     uint64_t half = pw->run / 2, per = v->chunk / half, groups = pw->scale->elements;
-    unsigned char *sc = malloc(per ? per : 1);
+    unsigned ssz = fp8_dtype_bits(pw->scale->dtype) / 8; /* a byte, or INT4's float scales */
+    unsigned char *sc = malloc(per ? per * ssz : 1);
     if (!sc || !fp8_dequant_init(&d)) {
         free(sc);
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
     fp8_status st = FP8_OK;
-    for (uint64_t g0 = 0; d.table && half && !st && *first == UINT64_MAX && g0 < groups;
-         g0 += per) {
+    for (uint64_t g0 = 0; half && !st && *first == UINT64_MAX && g0 < groups; g0 += per) {
         uint64_t n = groups - g0 < per ? groups - g0 : per;
         if ((st = fp8_file_read(ctx, f, t, g0 * half, buf, n * half)) ||
             (st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, pw->scale_shard), pw->scale,
-                                g0, sc, n)))
+                                g0 * ssz, sc, n * ssz)))
             break;
-        for (uint64_t k = 0; k < n && *first == UINT64_MAX; k++)
+        for (uint64_t k = 0; k < n && *first == UINT64_MAX; k++) {
+            float fs; /* as fp8_dequant takes it: the byte, or the float scale as fp32 */
+            const void *s = d.scale_size == 1 ? (const void *)&sc[k] : &fs;
+            if (d.scale_size != 1 && !dq_scale_value(pw->scale->dtype, sc, k, &fs))
+                continue; /* bad-scale: check_one's */
             for (uint64_t i = k * half; i < (k + 1) * half; i++) /* two codes a byte */
-                if (fp8_dequant_judge(&d, &sc[k], buf[i] & 15) == FP8_DEQ_OVERFLOW ||
-                    fp8_dequant_judge(&d, &sc[k], buf[i] >> 4) == FP8_DEQ_OVERFLOW) {
+                if (fp8_dequant_judge(&d, s, buf[i] & 15) == FP8_DEQ_OVERFLOW ||
+                    fp8_dequant_judge(&d, s, buf[i] >> 4) == FP8_DEQ_OVERFLOW) {
                     *first = g0 + k;
                     break;
                 }
+        }
     }
     fp8_dequant_free(&d);
     free(sc);
