@@ -53,6 +53,16 @@ bool fp8_elem_scale_ok(const fp8_elem_traits *e, uint8_t b)
     return v == v && !signbit(v);
 }
 
+uint8_t fp8_elem_largest_code(const fp8_elem_traits *e)
+{
+    uint8_t most = 0;
+    for (unsigned c = 0; c < 1u << e->bits; c++) {
+        float a = fabsf(e->decode((uint8_t)c));
+        most = a == a && a > fabsf(e->decode(most)) ? (uint8_t)c : most;
+    }
+    return most;
+}
+
 bool fp8_elem_shift_e4m3(const fp8_elem_traits *e, uint8_t c, int k, uint8_t *q)
 {
     float v = e->decode(c);

@@ -84,6 +84,10 @@ static inline const fp8_elem_traits *fp8_elem_get(fp8_elem e)
  * (fp8conv-formats(5), ELEMENT TYPES). */
 bool fp8_elem_scale_ok(const fp8_elem_traits *e, uint8_t b);
 
+/* The code of e of the largest finite magnitude (E4M3 0x7E, E2M1 6's,
+ * INT4 -8's): under a scale, the first to overflow. */
+uint8_t fp8_elem_largest_code(const fp8_elem_traits *e);
+
 /* Code c of element type e times 2^k as an E4M3 code (a cast between scale
  * grids: DeepSeek's E2M1 experts into tiles, MX groups into ue8m0 blocks);
  * false when the product is no E4M3 value (it would round) or c is NaN.

@@ -7,7 +7,6 @@
  * work runs on the job engine of jobs.c, as quantize does.
  */
 #define _GNU_SOURCE
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1072,12 +1071,7 @@ fp8_dtype dq_judged_dtype(const cJSON *config, const fp8_checkpoint *ck)
 static fp8_status dq_risky(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
                            const fp8_dequant_spec *d, bool *risky)
 {
-    const fp8_elem_traits *e = fp8_elem_get(it->scheme->elem);
-    uint8_t most = 0;
-    for (unsigned c = 0; c < 1u << e->bits; c++) {
-        float a = fabsf(e->decode((uint8_t)c));
-        most = a == a && a > fabsf(e->decode(most)) ? (uint8_t)c : most;
-    }
+    uint8_t most = fp8_elem_largest_code(fp8_elem_get(it->scheme->elem));
     uint64_t n = fp8_tensor_nbytes(it->scale);
     unsigned char *raw = malloc(n ? n : 1);
     fp8_status st = raw ? fp8_file_read(ctx, fp8_checkpoint_shard(p->ck, it->scale_shard),

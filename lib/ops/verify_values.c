@@ -130,7 +130,8 @@ static fp8_status find_overflow(fp8_ctx *ctx, const fp8_verify *v, const fp8_ten
 /* The first group of packed weight t (resolved as pw) whose largest code
  * times its scale (and second level) is not finite in the model's dtype,
  * by fp8_dequant_judge of each code, as dequantize-for-export computes it:
- * group k holds code bytes [k * run / 2, (k + 1) * run / 2) and scale byte k.  A scale
+ * group k holds code bytes [k * run / 2, (k + 1) * run / 2) and scale k.
+ * Codes are read only where a scale overflows under the largest code.  A scale
  * that is no scale is the structure checks' bad-scale (check_one). */
 static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
                                        const fp8_tensor_info *t, fp8_file *f,
@@ -146,17 +147,22 @@ static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
     fp8_status st = FP8_OK;
+    uint8_t most = fp8_elem_largest_code(fp8_elem_get(d.scheme->elem));
     for (uint64_t g0 = 0; half && !st && *first == UINT64_MAX && g0 < groups; g0 += per) {
         uint64_t n = groups - g0 < per ? groups - g0 : per;
-        if ((st = fp8_file_read(ctx, f, t, g0 * half, buf, n * half)) ||
-            (st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, pw->scale_shard), pw->scale,
+        bool read = false; /* the codes, once a scale might overflow under them */
+        if ((st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, pw->scale_shard), pw->scale,
                                 g0 * ssz, sc, n * ssz)))
             break;
-        for (uint64_t k = 0; k < n && *first == UINT64_MAX; k++) {
+        for (uint64_t k = 0; !st && k < n && *first == UINT64_MAX; k++) {
             float fs; /* as fp8_dequant takes it: the byte, or the float scale as fp32 */
             const void *s = d.scale_size == 1 ? (const void *)&sc[k] : &fs;
             if (d.scale_size != 1 && !dq_scale_value(pw->scale->dtype, sc, k, &fs))
                 continue; /* bad-scale: check_one's */
+            if (fp8_dequant_judge(&d, s, most) != FP8_DEQ_OVERFLOW ||
+                (!read && (st = fp8_file_read(ctx, f, t, g0 * half, buf, n * half))))
+                continue;
+            read = true;
             for (uint64_t i = k * half; i < (k + 1) * half; i++) /* two codes a byte */
                 if (fp8_dequant_judge(&d, s, buf[i] & 15) == FP8_DEQ_OVERFLOW ||
                     fp8_dequant_judge(&d, s, buf[i] >> 4) == FP8_DEQ_OVERFLOW) {
