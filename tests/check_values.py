@@ -12,7 +12,8 @@ has them (nonzero) or all zero, and checks
     verify exits 1 with an error of a value rule     <=>  dequantize-for-export exits 3
                                                      <=>  convert exits 3
 
-(KV-cache scales: the export drops them, so verify <=> convert only), that each refusal names the
+(KV-cache scales: the export drops them, so verify <=> convert only; a scale that is no scale:
+diff --dequant exits 3 too), that each refusal names the
 planted tensor's module, that the rule agrees (an overflow is called one by all three; a scale that
 is no scale is bad-scale, and convert's KV refusal carries verify's rule name), that nothing is
 left behind by a refusal, and that the class's expected outcome holds (a check per finding of issue
@@ -263,6 +264,11 @@ def one(fp8conv, tmp, label, family, names, mutation, want, zero=False):
         if kv and re_ != 0:
             problems.append("export (which drops KV-cache scales) exit %s: %s" % (
                 re_, out_e.strip()[:200]))
+        if want == "bad-scale":  # diff --dequant has no value to compare either
+            rd, out_d = run([fp8conv, "diff", "-q", "--dequant", os.path.join(RELEASES, family), d]) \
+                if family not in MADE else (3, "")
+            if rd != 3:
+                problems.append("diff --dequant exit %s: %s" % (rd, out_d.strip()[:200]))
         if rc is not None and (rc != 3 or module not in out_c):
             problems.append("convert exit %s: %s" % (rc, out_c.strip()[:200]))
         if rc == 3 and not kv and ("overflows" in out_c) != (want == "overflow"):

@@ -524,10 +524,12 @@ static fp8_status dq_bad(fp8_ctx *ctx, const dq_plan *p, const dq_item *it,
     const char *file = fp8_checkpoint_shard_name(p->ck, it->shard);
     if (res == FP8_DEQ_NAN_SCALE && it->layout && d->keep_inf) /* diff's words for a packed one */
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s': element %llu is a NaN scale 0x%02x (of element %llu of "
+                        "%s: tensor '%s': element %llu is a %s scale 0x%02x (of element %llu of "
                         "'%s'); no value to compare",
                         fp8_checkpoint_shard_name(p->ck, it->scale_shard), it->scale->name,
-                        (unsigned long long)(flat / d->group), (unsigned)*s,
+                        (unsigned long long)(flat / d->group),
+                        fp8_elem_get(it->scheme->scale_elem[0])->is_nan(*s) ? "NaN" : "negative",
+                        (unsigned)*s,
                         (unsigned long long)flat, it->t->name);
     if (res == FP8_DEQ_NAN_CODE)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
