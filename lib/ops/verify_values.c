@@ -139,7 +139,7 @@ static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
 {
     fp8_dequant_spec d = { .scheme = pw->l->scheme, .out = judged_out(v), .group = pw->run,
                            .global = pw->global, .divides = pw->l->global_divides };
-    uint64_t half = pw->run / 2, per = v->chunk / half, groups = pw->scale->elements;
+    uint64_t half = pw->run / 2, per = half ? v->chunk / half : 0, groups = pw->scale->elements;
     unsigned ssz = fp8_dtype_bits(pw->scale->dtype) / 8; /* a byte, or INT4's float scales */
     unsigned char *sc = malloc(per ? per * ssz : 1);
     if (!sc || !fp8_dequant_init(&d)) {
@@ -148,7 +148,7 @@ static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
     }
     fp8_status st = FP8_OK;
     uint8_t most = fp8_elem_largest_code(fp8_elem_get(d.scheme->elem));
-    for (uint64_t g0 = 0; half && !st && *first == UINT64_MAX && g0 < groups; g0 += per) {
+    for (uint64_t g0 = 0; per && !st && *first == UINT64_MAX && g0 < groups; g0 += per) {
         uint64_t n = groups - g0 < per ? groups - g0 : per;
         bool read = false; /* the codes, once a scale might overflow under them */
         if ((st = fp8_file_read(ctx, fp8_checkpoint_shard(v->ck, pw->scale_shard), pw->scale,
