@@ -148,6 +148,9 @@ static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
     }
     fp8_status st = FP8_OK;
     uint8_t most = fp8_elem_largest_code(fp8_elem_get(d.scheme->elem));
+    bool hot[256]; /* a scale byte under which the largest code overflows */
+    for (unsigned b = 0; d.scale_size == 1 && b < 256; b++)
+        hot[b] = fp8_dequant_judge(&d, &(uint8_t){ (uint8_t)b }, most) == FP8_DEQ_OVERFLOW;
     for (uint64_t g0 = 0; per && !st && *first == UINT64_MAX && g0 < groups; g0 += per) {
         uint64_t n = groups - g0 < per ? groups - g0 : per;
         bool read = false; /* the codes, once a scale might overflow under them */
@@ -157,9 +160,9 @@ static fp8_status find_packed_overflow(fp8_ctx *ctx, const fp8_verify *v,
         for (uint64_t k = 0; !st && k < n && *first == UINT64_MAX; k++) {
             float fs; /* as fp8_dequant takes it: the byte, or the float scale as fp32 */
             const void *s = d.scale_size == 1 ? (const void *)&sc[k] : &fs;
-            if (d.scale_size != 1 && !dq_scale_value(pw->scale->dtype, sc, k, &fs))
-                continue; /* bad-scale: check_one's */
-            if (fp8_dequant_judge(&d, s, most) != FP8_DEQ_OVERFLOW ||
+            if (d.scale_size == 1 ? !hot[sc[k]] : !dq_scale_value(pw->scale->dtype, sc, k, &fs))
+                continue; /* no overflow, or bad-scale: check_one's */
+            if ((d.scale_size != 1 && fp8_dequant_judge(&d, s, most) != FP8_DEQ_OVERFLOW) ||
                 (!read && (st = fp8_file_read(ctx, f, t, g0 * half, buf, n * half))))
                 continue;
             read = true;
