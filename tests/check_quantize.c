@@ -632,6 +632,63 @@ START_TEST(test_dry_run_writes_nothing_and_reports)
 }
 END_TEST
 
+
+/* issue 45: llm-compressor's ignore entries, as compressed-tensors matches
+ * them: "re:" and a regex matched from the start of the module's name (so
+ * "$" ends at the module, not at ".weight"); a pattern that names nothing
+ * is said (a warning, or an error with --strict). */
+START_TEST(test_ignore_takes_llm_compressor_forms)
+{
+    char *dir = tu_tmpdir(), *args, *out, *err;
+    ck_assert(asprintf(&args, "quantize --dry-run --json --ignore 're:.*q_proj$' "
+                              "--ignore 're:model.layers.1.mlp' --ignore 're:self_attn' "
+                              "--ignore 'lm_head' testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, &err), 0);
+    free(args);
+    cJSON *j = cJSON_Parse(out);
+    ck_assert_msg(j != NULL, "not JSON: %s", out);
+    const cJSON *t;
+    size_t kept = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors")) {
+        const char *name = cJSON_GetObjectItem(t, "name")->valuestring;
+        const cJSON *reason = cJSON_GetObjectItem(t, "reason");
+        bool q = strstr(name, "q_proj.weight") || strstr(name, "layers.1.mlp.");
+        if (q && strstr(name, ".weight")) {
+            ck_assert_msg(reason && strstr(reason->valuestring, "matches --ignore 're:"), "%s", name);
+            kept++;
+        }
+        if (strstr(name, "layers.0.mlp."))
+            ck_assert_msg(!reason, "%s kept: %s", name, reason ? reason->valuestring : "");
+    }
+    ck_assert_uint_eq(kept, 5); /* two q_proj, layer 1's gate, up and down */
+    /* anchored at the name's start: re:self_attn names no module */
+    char *w = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "warnings"));
+    ck_assert_msg(strstr(w, "--ignore 're:self_attn' matches no tensor"), "%s", w);
+    ck_assert_msg(!strstr(w, "lm_head"), "%s", w);
+    ck_assert_msg(strstr(err, "warning: --ignore 're:self_attn' matches no tensor"), "%s", err);
+    free(w);
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+    /* --like a release whose list has one: the same reading (it kept nothing) */
+    ck_assert(asprintf(&args, "sed 's/^{/{\"quantization_config\": {\"quant_method\": \"fp8\", "
+                              "\"activation_scheme\": \"dynamic\", \"weight_block_size\": [32, 32], "
+                              "\"modules_to_not_convert\": [\"lm_head\", \"re:.*down_proj$\"]},/' "
+                              "testdata/llama-tiny/config.json > %s/ref.json", dir) > 0);
+    ck_assert(system(args) == 0);
+    free(args);
+    ck_assert(asprintf(&args, "quantize --dry-run --like %s/ref.json testdata/llama-tiny %s/out",
+                       dir, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, &err), 0);
+    ck_assert_msg(strstr(out, "not converted: lm_head model.embed_tokens model.layers.0.mlp.down_proj "
+                              "model.layers.1.mlp.down_proj\n"), "%s", out);
+    free(args);
+    free(out);
+    free(err);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* Usage errors: exit 2, a message naming the rule, nothing written. */
 static const struct {
     const char *args, *message;
@@ -650,6 +707,11 @@ static const struct {
     { "--scheme block --mx-rounding floor", "--mx-rounding applies" },
     { "--scheme block --format compressed-tensors --scale-fmt ue8m0", "ue8m0" },
     { "--ignore '('", "not a POSIX extended regex" },
+    { "--ignore 're:('", "not a POSIX extended regex" },
+    /* issue 43: glibc takes minutes on a long name with one */
+    { "--ignore '(a+)+\\1'", "a back-reference" },
+    { "--ignore 're:(q)\\1'", "a back-reference" },
+    { "--strict --ignore re:model.layers.9", "matches no tensor" },
     { "--bogus", "unknown option" },
 };
 
@@ -929,6 +991,7 @@ int main(void)
     tcase_add_test(tc, test_null_quantization_config_is_replaced_not_duplicated);
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
+    tcase_add_test(tc, test_ignore_takes_llm_compressor_forms);
     tcase_add_test(tc, test_sigint_leaves_nothing);
     tcase_add_test(tc, test_sigterm_leaves_nothing);
     tcase_add_test(tc, test_sighup_leaves_nothing);

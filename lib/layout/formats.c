@@ -548,6 +548,49 @@ const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, 
     return NULL;
 }
 
+/* Whether `re` has a back-reference (\\1 to \\9). */
+static bool has_backref(const char *re)
+{
+    for (; *re; re++)
+        if (*re == '\\' && *++re >= '1' && *re <= '9')
+            return true;
+        else if (!*re)
+            break;
+    return false;
+}
+
+int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n)
+{
+    p->on_module = strncmp(pattern, "re:", 3) == 0;
+    const char *body = pattern + (p->on_module ? 3 : 0);
+    if (has_backref(body)) {
+        snprintf(why, n, "a back-reference (\\1 to \\9) can take minutes to match a long name; "
+                 "fp8conv takes none");
+        return -1;
+    }
+    char *re = NULL;
+    if (p->on_module && asprintf(&re, "^(%s)", body) < 0) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    int rc = regcomp(&p->re, re ? re : body, REG_EXTENDED | REG_NOSUB);
+    free(re);
+    if (rc) {
+        char msg[128];
+        regerror(rc, &p->re, msg, sizeof msg);
+        snprintf(why, n, "not a POSIX extended regex: %s", msg);
+    }
+    return rc;
+}
+
+bool fmt_pattern_match(const fmt_pattern *p, const char *tensor)
+{
+    /* the module's name without a copy: glibc's REG_STARTEND bounds the subject */
+    const char *dot = p->on_module ? strrchr(tensor, '.') : NULL;
+    regmatch_t m = { 0, (regoff_t)(dot ? (size_t)(dot - tensor) : strlen(tensor)) };
+    return regexec(&p->re, tensor, 1, &m, REG_STARTEND) == 0;
+}
+
 bool fmt_is_expert(const char *name) { return strstr(name, ".experts.") != NULL; }
 
 /* Llama-4 and gpt-oss store their fused experts [E, in, out]: transformers'

@@ -12,6 +12,7 @@
 #define FP8_FORMATS_H
 
 #include <cjson/cJSON.h>
+#include <regex.h>
 
 #include "common/internal.h"
 #include "layout/fp4.h"
@@ -195,6 +196,25 @@ const char *fmt_config_dtype(const cJSON *config);
  * weight whose output dimension equals it is a router, whatever the family
  * calls it. */
 const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts);
+
+/* An ignore pattern (fp8conv(1), --ignore), as llm-compressor and
+ * compressed-tensors spell them (utils/match.py, _match_name: "re:" then a
+ * regex given to Python's re.match on the module's name, so anchored at its
+ * start only; any other entry equal to the module's name).  Here "re:"
+ * takes a POSIX extended regex matched from the start of the module's name
+ * (the tensor's name up to its last '.': model.x.q_proj owns
+ * model.x.q_proj.weight); any other pattern is a POSIX extended regex
+ * searched anywhere in the tensor's name, as before, so a module's whole
+ * name keeps that module (and whatever else has it in its name).  A
+ * back-reference is refused: glibc's matcher can take minutes on a long name
+ * with one. */
+typedef struct {
+    regex_t re;
+    bool on_module; /* "re:": matched from the module name's start */
+} fmt_pattern;
+/* 0, or nonzero with why it does not compile in why[n] */
+int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n);
+bool fmt_pattern_match(const fmt_pattern *p, const char *tensor);
 
 /* Whether `name` is a fused gate/up weight ([2I, H], or [E, 2I, H] for
  * experts): gate_up_proj, w13, ... whose halves a loader splits. */

@@ -583,23 +583,16 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
                               const char *module, const char *input, const char *ref_path,
                               char **as)
 {
-    if (strncmp(module, "re:", 3) == 0) {
-        char *re;
-        regex_t compiled;
-        if (asprintf(&re, "^(%s)", module + 3) < 0)
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        int rc = regcomp(&compiled, re, REG_EXTENDED | REG_NOSUB);
-        if (rc) { /* said here: quantize would name it as an --ignore the user never gave */
-            char why[128];
-            regerror(rc, &compiled, why, sizeof why);
-            free(re);
+    if (strncmp(module, "re:", 3) == 0) { /* quantize matches it as compressed-tensors does */
+        fmt_pattern compiled;
+        char why[160];
+        /* said here: quantize would name it as an --ignore the user never gave */
+        if (fmt_pattern_compile(&compiled, module, why, sizeof why))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "--like %s: the ignore list of its quantization_config has the "
-                            "entry '%s', which is not a POSIX extended regex: %s",
-                            ref_path, module, why);
-        }
-        regfree(&compiled);
-        return push(ctx, &l->ignore, &l->nignore, re);
+                            "entry '%s': %s", ref_path, module, why);
+        regfree(&compiled.re);
+        return push(ctx, &l->ignore, &l->nignore, fp8_strdup(module));
     }
     if (strpbrk(module, "*?"))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, true));
