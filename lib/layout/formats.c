@@ -810,23 +810,54 @@ cJSON *fmt_modelopt_side(const char *algo, cJSON *ignore, uint32_t group_size, b
 static fp8_status ignore_add(fp8_ctx *ctx, const cJSON *list, char ***out, size_t *n, bool *present)
 {
     const cJSON *e;
+    size_t cap = *n;
     *present = *present || cJSON_IsArray(list);
     cJSON_ArrayForEach(e, list)
     {
         if (!cJSON_IsString(e))
             continue;
-        size_t i = 0;
-        while (i < *n && strcmp((*out)[i], e->valuestring) != 0)
-            i++;
-        if (i < *n) /* listed already (ModelOpt lists it twice) */
-            continue;
-        char **p = fp8_xreallocarray(*out, *n + 1, sizeof *p);
-        if (p)
+        if (*n == cap) {
+            char **p = fp8_xreallocarray(*out, cap = 2 * cap + 16, sizeof *p);
+            if (!p)
+                return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
             *out = p;
-        if (!p || !(p[*n] = fp8_strdup(e->valuestring)))
+        }
+        if (!((*out)[*n] = fp8_strdup(e->valuestring)))
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         (*n)++;
     }
+    return FP8_OK;
+}
+
+static int cmp_entry_at(const void *a, const void *b, void *list)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(((char **)list)[i], ((char **)list)[j]);
+    return c ? c : (i > j) - (i < j);
+}
+
+/* Each entry once, the first kept in place (ModelOpt lists some twice), in
+ * O(n log n). */
+static fp8_status ignore_unique(fp8_ctx *ctx, char **list, size_t *n)
+{
+    size_t *order = fp8_xcalloc(*n ? *n : 1, sizeof *order), m = 0;
+    if (!order)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < *n; i++)
+        order[i] = i;
+    qsort_r(order, *n, sizeof *order, cmp_entry_at, list);
+    for (size_t k = 1, kept = 0; k < *n; k++)
+        if (strcmp(list[order[k]], list[order[kept]]) == 0) {
+            free(list[order[k]]);
+            list[order[k]] = NULL;
+        } else {
+            kept = k;
+        }
+    for (size_t i = 0; i < *n; i++)
+        if (list[i])
+            list[m++] = list[i];
+    *n = m;
+    free(order);
     return FP8_OK;
 }
 
@@ -859,7 +890,7 @@ fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config,
                             ignore_keys[format].side_key),
                         list, n, present);
     }
-    return st;
+    return st ? st : ignore_unique(ctx, *list, n);
 }
 
 /* Whether POSIX extended `re` matches `s` from its start, as Python's
@@ -908,4 +939,143 @@ fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *m
         ((ne <= nm && memcmp(module + nm - ne, entry, ne) == 0) || match_from_start(entry, module)))
         return FMT_IGNORES_LOOSE;
     return FMT_IGNORES_NONE;
+}
+
+struct fmt_ignore_set {
+    fp8_format format;
+    char **names;       /* the other entries, sorted (borrowed) */
+    size_t nnames;
+    const char **globs; /* entries with * ? [ (borrowed) */
+    size_t nglobs;
+    regex_t *res;       /* "re:" entries, and hf-fp8's entries as regexes */
+    bool *res_loose;    /* the hf-fp8 ones: transformers only */
+    size_t nres;
+};
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* `e` against the first `len` bytes of `s`, as strcmp would order them. */
+static int cmp_bounded(const char *e, const char *s, size_t len)
+{
+    int c = strncmp(e, s, len);
+    return c ? c : e[len] != '\0';
+}
+
+/* Whether a name of the set is a nonempty prefix of s's first len bytes:
+ * the greatest name not above them is one, or shares with them every
+ * prefix of theirs that is a name (so the search goes on within their
+ * common prefix). */
+static bool has_prefix_name(const fmt_ignore_set *set, const char *s, size_t len)
+{
+    while (len) {
+        size_t lo = 0, hi = set->nnames; /* the first name above */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (cmp_bounded(set->names[mid], s, len) > 0)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        if (!lo)
+            return false;
+        const char *e = set->names[lo - 1];
+        size_t common = 0;
+        while (common < len && e[common] == s[common])
+            common++;
+        if (!e[common])
+            return common > 0;
+        len = common;
+    }
+    return false;
+}
+
+static bool is_name(const fmt_ignore_set *set, const char *s)
+{
+    return bsearch(&s, set->names, set->nnames, sizeof *set->names, cmp_names) != NULL;
+}
+
+void fmt_ignore_set_free(fmt_ignore_set *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nres; i++)
+        regfree(&s->res[i]);
+    free(s->res), free(s->res_loose), free(s->names), free(s->globs), free(s);
+}
+
+fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
+                                 fmt_ignore_set **out)
+{
+    fmt_ignore_set *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (s) {
+        s->format = format;
+        s->names = fp8_xcalloc(n + 1, sizeof *s->names);
+        s->globs = fp8_xcalloc(n + 1, sizeof *s->globs);
+        s->res = fp8_xcalloc(n + 1, sizeof *s->res);
+        s->res_loose = fp8_xcalloc(n + 1, sizeof *s->res_loose);
+    }
+    if (!s || !s->names || !s->globs || !s->res || !s->res_loose) {
+        fmt_ignore_set_free(s);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *e = entries[i], *re = NULL;
+        bool loose = false;
+        if (strncmp(e, "re:", 3) == 0)
+            re = e + 3;
+        else if (strpbrk(e, "*?["))
+            s->globs[s->nglobs++] = e;
+        else {
+            s->names[s->nnames++] = (char *)e;
+            /* hf-fp8's entries are regexes to transformers; one whose only
+             * special character is '.' is looked up as a name (a '.' taken
+             * as itself: no real module name differs from another there) */
+            if (format == FP8_FORMAT_HF_FP8 && strpbrk(e, "()|+{}^$\\"))
+                re = e, loose = true;
+        }
+        char *anchored;
+        if (!re)
+            continue;
+        if (asprintf(&anchored, "^(%s)", re) < 0) {
+            fmt_ignore_set_free(s);
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (regcomp(&s->res[s->nres], anchored, REG_EXTENDED | REG_NOSUB) == 0)
+            s->res_loose[s->nres++] = loose; /* (one that does not compile names nothing) */
+        free(anchored);
+    }
+    qsort(s->names, s->nnames, sizeof *s->names, cmp_names);
+    *out = s;
+    return FP8_OK;
+}
+
+fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module)
+{
+    size_t nm = strlen(module);
+    fmt_ignores how = FMT_IGNORES_NONE;
+    if (is_name(s, module))
+        return FMT_IGNORES_ALL;
+    for (size_t i = 0; i < s->nglobs; i++)
+        if (fnmatch(s->globs[i], module, 0) == 0)
+            return FMT_IGNORES_ALL;
+    for (size_t i = 0; i < s->nres; i++)
+        if (regexec(&s->res[i], module, 0, NULL, 0) == 0) {
+            if (!s->res_loose[i])
+                return FMT_IGNORES_ALL;
+            how = FMT_IGNORES_LOOSE;
+        }
+    for (size_t at = 0; at < nm; at++) {
+        /* ModelOpt: a name within the module's; transformers: at its end */
+        if (s->format == FP8_FORMAT_MODELOPT && has_prefix_name(s, module + at, nm - at))
+            return FMT_IGNORES_ALL;
+        if (s->format == FP8_FORMAT_HF_FP8 && is_name(s, module + at))
+            how = FMT_IGNORES_LOOSE;
+    }
+    if (s->format == FP8_FORMAT_HF_FP8 && has_prefix_name(s, module, nm))
+        how = FMT_IGNORES_LOOSE;
+    return how;
 }

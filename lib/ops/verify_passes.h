@@ -43,6 +43,7 @@ struct fp8_verify {
     bool ue8m0_claim, has_ignore_list;
     char **ignore;
     size_t nignore;
+    fmt_ignore_set *ignore_set; /* the ignore list, indexed */
     char *format_name; /* "hf-fp8 block 128x128", for the report */
     size_t n, cap;
     fp8_finding *findings;

@@ -24,14 +24,11 @@
  * matched as the declared format's loaders match it (fmt_ignore_match). */
 static unsigned ignored(const fp8_verify *v, const char *module)
 {
-    unsigned loaders = 0;
-    for (size_t i = 0; i < v->nignore; i++)
-        switch (fmt_ignore_match(v->format, v->ignore[i], module)) {
-        case FMT_IGNORES_ALL: return FP8_LOADERS_ALL;
-        case FMT_IGNORES_LOOSE: loaders |= BIT(FP8_LOADER_TRANSFORMERS); break;
-        case FMT_IGNORES_NONE: break;
-        }
-    return loaders;
+    switch (v->ignore_set ? fmt_ignore_set_match(v->ignore_set, module) : FMT_IGNORES_NONE) {
+    case FMT_IGNORES_ALL: return FP8_LOADERS_ALL;
+    case FMT_IGNORES_LOOSE: return BIT(FP8_LOADER_TRANSFORMERS);
+    default: return 0;
+    }
 }
 
 static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t, size_t shard)
