@@ -689,6 +689,60 @@ START_TEST(test_ignore_takes_llm_compressor_forms)
 }
 END_TEST
 
+
+/* issue 45: a multimodal model's vision tower and projector stay bf16 by
+ * default, each named in the plan; verify says where a loader builds the
+ * tower unquantized (Llama-4: vLLM's vision model, SGLang's projector). */
+START_TEST(test_vision_towers_stay_bf16)
+{
+    static uint16_t w[64 * 64];
+    for (size_t i = 0; i < 64 * 64; i++)
+        w[i] = (uint16_t)(0x3c00 + (i % 512));
+    static const char *const towers[] = {
+        "model.visual.blocks.0.attn.qkv.weight", "multi_modal_projector.linear_1.weight",
+        "vision_model.model.layers.0.mlp.fc1.weight", "vision_tower.encoder.layers.0.fc1.weight",
+        "model.mm_projector.0.weight",
+    };
+    t_spec ts[6];
+    for (size_t i = 0; i < 5; i++)
+        ts[i] = (t_spec){ towers[i], FP8_DTYPE_BF16, 2, { 64, 64 }, w };
+    ts[5] = (t_spec){ "language_model.model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
+                      { 64, 64 }, w };
+    char *dir = tu_tmpdir(), *out, *err, *args;
+    char *in = write_ck(dir, "in", ts, 6, "{\"model_type\": \"llama4\"}");
+    ck_assert(asprintf(&args, "quantize --dry-run --block 32x32 %s %s/out", in, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, &err), 0);
+    free(args);
+    for (size_t i = 0; i < 5; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "keep      %s BF16 [64, 64]: vision tower or multimodal projector\n",
+                 towers[i]);
+        ck_assert_msg(strstr(out, want), "%s", out);
+    }
+    ck_assert_msg(strstr(out, "tensors: 1 quantized, 5 kept"), "%s", out);
+    free(out);
+    free(err);
+    /* quantized all the same: what vLLM and SGLang would not load */
+    ck_assert(asprintf(&args, "quantize -q --no-default-ignore --block 32x32 %s %s/all", in, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    ck_assert(asprintf(&args, "verify --no-values --json %s/all", dir) > 0);
+    tu_run(args, &out, &err);
+    free(args);
+    ck_assert_msg(strstr(out, "vision_model.model.layers.0.mlp.fc1.weight is F8_E4M3, but it is in "
+                              "the vision tower or projector of a llama4 model, which vLLM builds"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "multi_modal_projector.linear_1.weight is F8_E4M3, but it is in the "
+                              "vision tower or projector of a llama4 model, which SGLang builds"),
+                  "%s", out);
+    ck_assert_msg(!strstr(out, "qkv.weight is F8_E4M3, but it is in the vision"), "%s", out);
+    free(out);
+    free(err);
+    free(in);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* Usage errors: exit 2, a message naming the rule, nothing written. */
 static const struct {
     const char *args, *message;
@@ -992,6 +1046,7 @@ int main(void)
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
     tcase_add_test(tc, test_ignore_takes_llm_compressor_forms);
+    tcase_add_test(tc, test_vision_towers_stay_bf16);
     tcase_add_test(tc, test_sigint_leaves_nothing);
     tcase_add_test(tc, test_sigterm_leaves_nothing);
     tcase_add_test(tc, test_sighup_leaves_nothing);

@@ -519,6 +519,17 @@ static bool norm_component(const char *p, size_t n)
     return (n >= 4 && memcmp(p + n - 4, "norm", 4) == 0) ||
            (n >= 4 && memcmp(p, "norm", 4) == 0 && (n == 4 || p[4] == '_'));
 }
+/* A multimodal model's vision tower or projector, as llm-compressor's
+ * examples keep them bf16 (examples/quantization_w8a8_fp8/llava1.5_example.py:
+ * ignore "re:multi_modal_projector.*", "re:vision_tower.*";
+ * multimodal_vision/mllama_example.py: "re:vision_model.*";
+ * qwen_2_5_vl_example.py: "re:visual.*", "re:model.visual.*") and so do
+ * the FP8 VLM releases; mm_projector is LLaVA-NeXT's original name. */
+static bool tower_component(const char *p, size_t n)
+{
+    return IS("visual") || IS("vision_tower") || IS("vision_model") ||
+           IS("multi_modal_projector") || IS("mm_projector");
+}
 /* gate (Qwen, DeepSeek, OLMoE, GLM), router (GPT-OSS, Llama-4, DBRX, Jamba, Granite) */
 static bool router_component(const char *p, size_t n)
 {
@@ -528,6 +539,8 @@ static bool router_component(const char *p, size_t n)
 
 const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts)
 {
+    if (any_component(name, tower_component))
+        return FMT_KEEP_TOWER;
     if (any_component(name, embedding_component))
         return "embedding";
     if (any_component(name, head_component) || strcmp(name, "output.weight") == 0)
@@ -589,6 +602,33 @@ bool fmt_pattern_match(const fmt_pattern *p, const char *tensor)
     const char *dot = p->on_module ? strrchr(tensor, '.') : NULL;
     regmatch_t m = { 0, (regoff_t)(dot ? (size_t)(dot - tensor) : strlen(tensor)) };
     return regexec(&p->re, tensor, 1, &m, REG_STARTEND) == 0;
+}
+
+/* Towers the loaders build without a quantization config, whatever the
+ * checkpoint's declares, so an FP8 weight there does not load: vLLM's
+ * Llama-4 vision model (model_executor/models/mllama4.py,
+ * Llama4ForConditionalGeneration.__init__: Llama4VisionModel(...,
+ * quant_config=None)); SGLang's Llama-4 projector (srt/models/mllama4.py:
+ * Llama4MultiModalProjector(config), no quant_config). */
+static const struct {
+    const char *model_type, *component;
+    unsigned loaders;
+} unquantized_towers[] = {
+    { "llama4", "vision_model", 1u << FP8_LOADER_VLLM },
+    { "llama4", "multi_modal_projector", 1u << FP8_LOADER_SGLANG },
+};
+
+unsigned fmt_tower_unquantized(const char *model_type, const char *name)
+{
+    unsigned loaders = 0;
+    for (size_t i = 0; model_type && i < sizeof unquantized_towers / sizeof *unquantized_towers; i++) {
+        const char *c = unquantized_towers[i].component, *at = strstr(name, c);
+        size_t n = strlen(c);
+        if (strcmp(model_type, unquantized_towers[i].model_type) == 0 && at &&
+            (at == name || at[-1] == '.') && (at[n] == '.' || at[n] == '\0'))
+            loaders |= unquantized_towers[i].loaders;
+    }
+    return loaders;
 }
 
 bool fmt_is_expert(const char *name) { return strstr(name, ".experts.") != NULL; }

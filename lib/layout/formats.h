@@ -199,12 +199,17 @@ int fmt_config_is_f32(const cJSON *config);
 /* The dtype the config declares (torch_dtype, or dtype); NULL when none. */
 const char *fmt_config_dtype(const cJSON *config);
 
-/* Why a tensor stays unquantized by the built-in rules (embedding, output
- * head, norm, MoE router, MTP projection); NULL when no rule keeps it.
+/* Why a tensor stays unquantized by the built-in rules (a multimodal
+ * model's vision tower or projector, embedding, output head, norm, MoE
+ * router, MTP projection); NULL when no rule keeps it.
  * `experts` is the config's expert count (0: none): a 2-D gate or router
  * weight whose output dimension equals it is a router, whatever the family
  * calls it. */
 const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts);
+#define FMT_KEEP_TOWER "vision tower or multimodal projector"
+/* The loaders (FP8_LOADER_* bits) that build the tower holding `name`
+ * unquantized for `model_type` (its config's), whatever the config declares. */
+unsigned fmt_tower_unquantized(const char *model_type, const char *name);
 
 /* An ignore pattern (fp8conv(1), --ignore), as llm-compressor and
  * compressed-tensors spell them (utils/match.py, _match_name: "re:" then a

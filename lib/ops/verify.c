@@ -97,6 +97,8 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     v->experts = fmt_config_experts(config);
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
     v->family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
+    if (cJSON_IsString(mt) && !(v->model_type = fp8_strdup(mt->valuestring)))
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (v->family)
         v->family_scale_dtype = fp4_family_scale_dtype(v->family, config, &v->family_fp8_experts);
     v->hidden = fmt_config_hidden(config);
@@ -307,6 +309,7 @@ void fp8_verify_free(fp8_verify *v)
         free(v->ignore[i]);
     free(v->ignore);
     fmt_ignore_set_free(v->ignore_set);
+    free(v->model_type);
     free(v->findings);
     free(v->format_name);
     free((char *)v->ct_activations);

@@ -52,6 +52,7 @@ struct fp8_verify {
     /* the FP4 layout of the config's model family (fp4.h), NULL for none:
      * DeepSeek-V4's FP8 weights name their scales X.scale */
     const fp4_layout *family;
+    char *model_type;           /* config.json's (NULL: none) */
     fp8_dtype family_scale_dtype; /* its FP8 scales' (fp4_family_scale_dtype) */
     bool family_fp8_experts;      /* its experts are FP8, not packed */
     uint64_t saturated; /* codes at +-448 (atomic while scanning) */
