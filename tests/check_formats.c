@@ -215,9 +215,25 @@ START_TEST(test_ignore_set_is_the_entries_matched_one_by_one)
                     fmt_ignores h = fmt_ignore_match(formats[f], entries[e], modules[m]);
                     want = h > want ? h : want;
                 }
-                ck_assert_msg(fmt_ignore_set_match(set, modules[m]) == want,
+                const char *by;
+                ck_assert_msg(fmt_ignore_set_match(set, modules[m], &by) == want,
                               "%s, %zu entries, %s: %d, not %d", fp8_format_name(formats[f]), take,
-                              modules[m], fmt_ignore_set_match(set, modules[m]), want);
+                              modules[m], fmt_ignore_set_match(set, modules[m], NULL), want);
+                ck_assert(want ? fmt_ignore_match(formats[f], by, modules[m]) == want : !by);
+                for (int loose = 0; loose <= 1; loose++) { /* every entry that selects it */
+                    bool selected[sizeof entries / sizeof *entries] = { false };
+                    fmt_ignore_set_select(set, modules[m], loose, selected);
+                    for (size_t e = 0; e < take; e++) {
+                        fmt_ignores h = fmt_ignore_match(formats[f], entries[e], modules[m]);
+                        bool sel = h == FMT_IGNORES_ALL || (loose && h == FMT_IGNORES_LOOSE);
+                        /* a repeated entry is marked at one of its places */
+                        bool marked = false;
+                        for (size_t k = 0; k < take; k++)
+                            marked = marked || (selected[k] && !strcmp(entries[k], entries[e]));
+                        ck_assert_msg(marked == sel, "%s, %s, entry '%s', loose %d",
+                                      fp8_format_name(formats[f]), modules[m], entries[e], loose);
+                    }
+                }
             }
             fmt_ignore_set_free(set);
         }
@@ -241,9 +257,9 @@ START_TEST(test_ignore_set_is_the_entries_matched_one_by_one)
     ck_assert(fmt_ignore_set_create(ctx, FP8_FORMAT_MODELOPT, read, nread, &set) == FP8_OK);
     for (int i = 0; i < 1000; i++) {
         snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj", i);
-        ck_assert(fmt_ignore_set_match(set, name) == FMT_IGNORES_ALL);
+        ck_assert(fmt_ignore_set_match(set, name, NULL) == FMT_IGNORES_ALL);
     }
-    ck_assert(fmt_ignore_set_match(set, "model.layers.x.mlp.down_proj") == FMT_IGNORES_NONE);
+    ck_assert(fmt_ignore_set_match(set, "model.layers.x.mlp.down_proj", NULL) == FMT_IGNORES_NONE);
     ck_assert_msg(time(NULL) - t0 < 20, "%lld s", (long long)(time(NULL) - t0));
     fmt_ignore_set_free(set);
     for (size_t i = 0; i < nread; i++)

@@ -878,7 +878,7 @@ static int cmp_entry_at(const void *a, const void *b, void *list)
 
 /* Each entry once, the first kept in place (ModelOpt lists some twice), in
  * O(n log n). */
-static fp8_status ignore_unique(fp8_ctx *ctx, char **list, size_t *n)
+fp8_status fmt_unique(fp8_ctx *ctx, char **list, size_t *n)
 {
     size_t *order = fp8_xcalloc(*n ? *n : 1, sizeof *order), m = 0;
     if (!order)
@@ -930,7 +930,7 @@ fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config,
                             ignore_keys[format].side_key),
                         list, n, present);
     }
-    return st ? st : ignore_unique(ctx, *list, n);
+    return st ? st : fmt_unique(ctx, *list, n);
 }
 
 /* Whether POSIX extended `re` matches `s` from its start, as Python's
@@ -983,18 +983,23 @@ fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *m
 
 struct fmt_ignore_set {
     fp8_format format;
-    char **names;       /* the other entries, sorted (borrowed) */
+    char *const *entries;
+    size_t *names;      /* the other entries' indices, sorted by their text */
     size_t nnames;
-    const char **globs; /* entries with * ? [ (borrowed) */
+    size_t *globs;      /* entries with * ? [ */
     size_t nglobs;
     regex_t *res;       /* "re:" entries, and hf-fp8's entries as regexes */
+    size_t *res_at;     /* their entries */
     bool *res_loose;    /* the hf-fp8 ones: transformers only */
     size_t nres;
 };
 
-static int cmp_names(const void *a, const void *b)
+#define NAME(set, k) ((set)->entries[(set)->names[k]])
+
+static int cmp_names(const void *a, const void *b, void *entries)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((char *const *)entries)[*(const size_t *)a],
+                  ((char *const *)entries)[*(const size_t *)b]);
 }
 
 /* `e` against the first `len` bytes of `s`, as strcmp would order them. */
@@ -1004,37 +1009,51 @@ static int cmp_bounded(const char *e, const char *s, size_t len)
     return c ? c : e[len] != '\0';
 }
 
-/* Whether a name of the set is a nonempty prefix of s's first len bytes:
- * the greatest name not above them is one, or shares with them every
- * prefix of theirs that is a name (so the search goes on within their
- * common prefix). */
-static bool has_prefix_name(const fmt_ignore_set *set, const char *s, size_t len)
+/* The index in names of the greatest name not above s's first len bytes,
+ * or nnames when every name is above them. */
+static size_t floor_name(const fmt_ignore_set *set, const char *s, size_t len)
+{
+    size_t lo = 0, hi = set->nnames; /* the first name above */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_bounded(NAME(set, mid), s, len) > 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo ? lo - 1 : set->nnames;
+}
+
+/* The names that are nonempty prefixes of s's first len bytes, longest
+ * first, each given to `take` (which returns true to stop): the greatest
+ * name not above them is one, or shares with them every prefix of theirs
+ * that is a name, so the search goes on within their common prefix. */
+static bool prefix_names(const fmt_ignore_set *set, const char *s, size_t len,
+                         bool (*take)(void *arg, size_t entry), void *arg)
 {
     while (len) {
-        size_t lo = 0, hi = set->nnames; /* the first name above */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (cmp_bounded(set->names[mid], s, len) > 0)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        if (!lo)
+        size_t k = floor_name(set, s, len);
+        if (k == set->nnames)
             return false;
-        const char *e = set->names[lo - 1];
+        const char *e = NAME(set, k);
         size_t common = 0;
         while (common < len && e[common] == s[common])
             common++;
-        if (!e[common])
-            return common > 0;
+        if (!e[common]) {
+            if (!common || take(arg, set->names[k]))
+                return common > 0;
+            common--;
+        }
         len = common;
     }
     return false;
 }
 
-static bool is_name(const fmt_ignore_set *set, const char *s)
+/* The entry equal to s, or (size_t)-1. */
+static size_t name_entry(const fmt_ignore_set *set, const char *s)
 {
-    return bsearch(&s, set->names, set->nnames, sizeof *set->names, cmp_names) != NULL;
+    size_t len = strlen(s), k = floor_name(set, s, len);
+    return k < set->nnames && strcmp(NAME(set, k), s) == 0 ? set->names[k] : (size_t)-1;
 }
 
 void fmt_ignore_set_free(fmt_ignore_set *s)
@@ -1043,7 +1062,7 @@ void fmt_ignore_set_free(fmt_ignore_set *s)
         return;
     for (size_t i = 0; i < s->nres; i++)
         regfree(&s->res[i]);
-    free(s->res), free(s->res_loose), free(s->names), free(s->globs), free(s);
+    free(s->res), free(s->res_at), free(s->res_loose), free(s->names), free(s->globs), free(s);
 }
 
 fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
@@ -1053,12 +1072,14 @@ fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *e
     *out = NULL;
     if (s) {
         s->format = format;
+        s->entries = entries;
         s->names = fp8_xcalloc(n + 1, sizeof *s->names);
         s->globs = fp8_xcalloc(n + 1, sizeof *s->globs);
         s->res = fp8_xcalloc(n + 1, sizeof *s->res);
+        s->res_at = fp8_xcalloc(n + 1, sizeof *s->res_at);
         s->res_loose = fp8_xcalloc(n + 1, sizeof *s->res_loose);
     }
-    if (!s || !s->names || !s->globs || !s->res || !s->res_loose) {
+    if (!s || !s->names || !s->globs || !s->res || !s->res_at || !s->res_loose) {
         fmt_ignore_set_free(s);
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
@@ -1068,9 +1089,9 @@ fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *e
         if (strncmp(e, "re:", 3) == 0)
             re = e + 3;
         else if (strpbrk(e, "*?["))
-            s->globs[s->nglobs++] = e;
+            s->globs[s->nglobs++] = i;
         else {
-            s->names[s->nnames++] = (char *)e;
+            s->names[s->nnames++] = i;
             /* hf-fp8's entries are regexes to transformers; one whose only
              * special character is '.' is looked up as a name (a '.' taken
              * as itself: no real module name differs from another there) */
@@ -1084,38 +1105,73 @@ fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *e
             fmt_ignore_set_free(s);
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         }
-        if (regcomp(&s->res[s->nres], anchored, REG_EXTENDED | REG_NOSUB) == 0)
-            s->res_loose[s->nres++] = loose; /* (one that does not compile names nothing) */
+        if (regcomp(&s->res[s->nres], anchored, REG_EXTENDED | REG_NOSUB) == 0) {
+            s->res_at[s->nres] = i; /* (one that does not compile names nothing) */
+            s->res_loose[s->nres++] = loose;
+        }
         free(anchored);
     }
-    qsort(s->names, s->nnames, sizeof *s->names, cmp_names);
+    qsort_r(s->names, s->nnames, sizeof *s->names, cmp_names, (void *)entries);
     *out = s;
     return FP8_OK;
 }
 
-fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module)
+typedef struct {
+    fmt_ignores how; /* the best found */
+    size_t entry;    /* its entry */
+    bool *selected;  /* fmt_ignore_set_select: every entry found at `least` or above */
+    fmt_ignores least;
+} found;
+
+/* An entry selects the module at `how`; true: the search may stop. */
+static bool find(found *f, size_t entry, fmt_ignores how)
 {
-    size_t nm = strlen(module);
-    fmt_ignores how = FMT_IGNORES_NONE;
-    if (is_name(s, module))
-        return FMT_IGNORES_ALL;
+    if (how > f->how)
+        f->how = how, f->entry = entry;
+    if (f->selected && how >= f->least)
+        f->selected[entry] = true;
+    return !f->selected && f->how == FMT_IGNORES_ALL;
+}
+static bool find_all(void *f, size_t entry) { return find(f, entry, FMT_IGNORES_ALL); }
+static bool find_loose(void *f, size_t entry) { return find(f, entry, FMT_IGNORES_LOOSE); }
+
+/* fmt_ignore_match over every entry, each looked up rather than tried. */
+static void search(const fmt_ignore_set *s, const char *module, found *f)
+{
+    size_t nm = strlen(module), e;
+    if ((e = name_entry(s, module)) != (size_t)-1 && find(f, e, FMT_IGNORES_ALL))
+        return;
     for (size_t i = 0; i < s->nglobs; i++)
-        if (fnmatch(s->globs[i], module, 0) == 0)
-            return FMT_IGNORES_ALL;
+        if (fnmatch(s->entries[s->globs[i]], module, 0) == 0 &&
+            find(f, s->globs[i], FMT_IGNORES_ALL))
+            return;
     for (size_t i = 0; i < s->nres; i++)
-        if (regexec(&s->res[i], module, 0, NULL, 0) == 0) {
-            if (!s->res_loose[i])
-                return FMT_IGNORES_ALL;
-            how = FMT_IGNORES_LOOSE;
-        }
+        if (regexec(&s->res[i], module, 0, NULL, 0) == 0 &&
+            find(f, s->res_at[i], s->res_loose[i] ? FMT_IGNORES_LOOSE : FMT_IGNORES_ALL))
+            return;
     for (size_t at = 0; at < nm; at++) {
         /* ModelOpt: a name within the module's; transformers: at its end */
-        if (s->format == FP8_FORMAT_MODELOPT && has_prefix_name(s, module + at, nm - at))
-            return FMT_IGNORES_ALL;
-        if (s->format == FP8_FORMAT_HF_FP8 && is_name(s, module + at))
-            how = FMT_IGNORES_LOOSE;
+        if (s->format == FP8_FORMAT_MODELOPT &&
+            prefix_names(s, module + at, nm - at, find_all, f))
+            return;
+        if (s->format == FP8_FORMAT_HF_FP8 && (e = name_entry(s, module + at)) != (size_t)-1)
+            find(f, e, FMT_IGNORES_LOOSE);
     }
-    if (s->format == FP8_FORMAT_HF_FP8 && has_prefix_name(s, module, nm))
-        how = FMT_IGNORES_LOOSE;
-    return how;
+    if (s->format == FP8_FORMAT_HF_FP8)
+        prefix_names(s, module, nm, find_loose, f);
+}
+
+fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module, const char **entry)
+{
+    found f = { FMT_IGNORES_NONE, 0, NULL, FMT_IGNORES_NONE };
+    search(s, module, &f);
+    if (entry)
+        *entry = f.how ? s->entries[f.entry] : NULL;
+    return f.how;
+}
+
+void fmt_ignore_set_select(const fmt_ignore_set *s, const char *module, bool loose, bool *selected)
+{
+    found f = { FMT_IGNORES_NONE, 0, selected, loose ? FMT_IGNORES_LOOSE : FMT_IGNORES_ALL };
+    search(s, module, &f);
 }

@@ -138,14 +138,21 @@ fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config,
  * matcher for verify's ignore-list rules and --like (formats.c). */
 typedef enum { FMT_IGNORES_NONE, FMT_IGNORES_LOOSE, FMT_IGNORES_ALL } fmt_ignores;
 fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *module);
-/* A whole ignore list indexed for fmt_ignore_match's answer over all its
- * entries in O(log n) a module for names (sorted; a module's substrings and
+/* A whole ignore list (borrowed: it must outlive the set) indexed for
+ * fmt_ignore_match's answer over all its entries in O(log n) a module for names (sorted; a module's substrings and
  * suffixes looked up), one match each for "re:", glob and (hf-fp8) regex
  * entries: verify of a 1,000,000-entry list takes seconds (issue 43). */
 typedef struct fmt_ignore_set fmt_ignore_set;
 fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
                                  fmt_ignore_set **out);
-fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module);
+/* ... and *entry (when not NULL) one entry that selects it so, or NULL */
+fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module, const char **entry);
+/* selected[i] set for every entry i that keeps `module` (for every loader,
+ * or with `loose` for transformers too). */
+void fmt_ignore_set_select(const fmt_ignore_set *s, const char *module, bool loose, bool *selected);
+/* Each of list's n strings once, the first kept in place (the others
+ * freed), in O(n log n). */
+fp8_status fmt_unique(fp8_ctx *ctx, char **list, size_t *n);
 void fmt_ignore_set_free(fmt_ignore_set *s);
 /* "vLLM", "SGLang", "transformers" (fp8_loader_name() is the option's spelling). */
 const char *fmt_loader_title(fp8_loader l);

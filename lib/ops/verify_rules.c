@@ -24,7 +24,7 @@
  * matched as the declared format's loaders match it (fmt_ignore_match). */
 static unsigned ignored(const fp8_verify *v, const char *module)
 {
-    switch (v->ignore_set ? fmt_ignore_set_match(v->ignore_set, module) : FMT_IGNORES_NONE) {
+    switch (v->ignore_set ? fmt_ignore_set_match(v->ignore_set, module, NULL) : FMT_IGNORES_NONE) {
     case FMT_IGNORES_ALL: return FP8_LOADERS_ALL;
     case FMT_IGNORES_LOOSE: return BIT(FP8_LOADER_TRANSFORMERS);
     default: return 0;
