@@ -383,7 +383,8 @@ const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf
   "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
   "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n"
   "  fp8conv quantize --scheme nvfp4 model/ model-nvfp4/\n",
-  "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
+  "0 written; 2 usage error, OUTPUT exists, --finish with a part missing or on an\n"
+  "output made with other options, or --strict and an --ignore that matches nothing;\n"
   "3 bad input (already FP8, NaN or inf; FP4: f16, gpt-oss's interleaved experts,\n"
   "fused experts without a config.json); "
   "4 I/O error or interrupted; 5 device error",

@@ -468,6 +468,44 @@ START_TEST(test_help_and_man_page_agree)
 }
 END_TEST
 
+
+/* issue 45: each command's --help lists the exit codes it can give: every
+ * command takes --device (the common options), and --device cuda without a
+ * GPU exits 5, so each lists 5; every code listed is one of the man page's. */
+START_TEST(test_help_exit_codes_are_the_commands)
+{
+    static const char *const commands[][2] = {
+        { "inspect", "" }, { "verify", "" }, { "diff", " testdata/llama-tiny" },
+        { "quantize", " OUT" }, { "dequantize-for-export", " OUT" }, { "convert", " OUT" },
+    };
+    char *man = tu_slurp("man/fp8conv.1", NULL);
+    bool gpu = gpu_visible();
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        char *help, args[128];
+        snprintf(args, sizeof args, "%s --help", commands[i][0]);
+        ck_assert_int_eq(tu_run(args, &help, NULL), 0);
+        char *exits = strstr(help, "Exit status: ");
+        ck_assert_msg(exits, "%s", help);
+        for (const char *p = exits + 12; *p && strncmp(p, "See ", 4); p++)
+            if ((p[-1] == ' ' || p[-1] == '\n') && p[0] >= '0' && p[0] <= '9' && p[1] == ' ') {
+                char row[16];
+                snprintf(row, sizeof row, ".It %c\n", p[0]);
+                ck_assert_msg(strstr(man, row), "%s: exit %c is not in the man page", args, p[0]);
+            }
+        ck_assert_msg(strstr(exits, "5 device error"), "%s", exits);
+        if (!gpu) {
+            char *err;
+            snprintf(args, sizeof args, "%s --device cuda testdata/llama-tiny%s", commands[i][0],
+                     commands[i][1]);
+            ck_assert_int_eq(tu_run(args, NULL, &err), 5);
+            free(err);
+        }
+        free(help);
+    }
+    free(man);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cli");
@@ -491,6 +529,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_help_and_man_page_agree);
     tcase_add_test(tc, test_mistyped_option_and_hub_id_are_explained);
     tcase_add_test(tc, test_build_lines_are_short_unless_v1);
+    tcase_add_test(tc, test_help_exit_codes_are_the_commands);
     suite_add_tcase(s, tc);
     return s;
 }
