@@ -686,12 +686,17 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
 }
 
 /* Each ignore pattern names a tensor of INPUT, or is said not to: a
- * misspelt one would leave its layers quantized without a word. */
+ * misspelt one would leave its layers quantized without a word.  (--like's
+ * explicit names are INPUT's modules already, found by fp8_like_open; its
+ * "re:" entries and '*' globs are tried, a scan of the tensors each.) */
 static fp8_status check_patterns(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     size_t count = fp8_checkpoint_tensor_count(p->ck);
     for (size_t i = 0; i < p->npatterns; i++) {
         size_t k = 0;
+        if (i >= p->npatterns - p->opts.nignore_like && strncmp(p->opts.ignore[i], "re:", 3) != 0 &&
+            !strstr(p->opts.ignore[i], ".*"))
+            continue;
         while (k < count && !fmt_pattern_match(&p->patterns[i], fp8_checkpoint_tensor(p->ck, k, NULL)->name))
             k++;
         if (k < count)
