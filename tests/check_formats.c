@@ -270,6 +270,45 @@ START_TEST(test_ignore_set_is_the_entries_matched_one_by_one)
 }
 END_TEST
 
+/* An --ignore pattern: "re:" from the start of the module's name; any
+ * other searched in the tensor's name, a ^NAME$ (--like's) compared. */
+START_TEST(test_ignore_patterns_match_as_documented)
+{
+    static const struct {
+        const char *pattern, *tensor;
+        bool match;
+    } cases[] = {
+        { "re:.*q_proj$", "model.layers.0.self_attn.q_proj.weight", true },
+        { "re:.*q_proj$", "model.layers.0.self_attn.q_proj_x.weight", false },
+        { "re:self_attn", "model.layers.0.self_attn.q_proj.weight", false },
+        { "re:model.visual", "model.visual.blocks.0.qkv.weight", true },
+        { "re:lm_head", "lm_head.weight", true },
+        { "re:lm_head$", "lm_head", true }, /* no dot: the name is the module's */
+        { "q_proj", "model.layers.0.self_attn.q_proj.weight", true },
+        { "lm_head", "lm_head.weight", true },
+        { "^lm_head\\.weight$", "lm_head.weight", true },
+        { "^lm_head\\.weight$", "x.lm_head.weight", false },
+        { "^lm_head\\.weight$", "lm_head.weights", false },
+        { "^lm.head\\.weight$", "lm_head.weight", true }, /* a regex: '.' any */
+        { "^a\\(1\\)\\.weight$", "a(1).weight", true },
+        { "layers\\.(0|1)\\.", "model.layers.1.mlp.up_proj.weight", true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fmt_pattern p;
+        char why[160];
+        ck_assert_msg(fmt_pattern_compile(&p, cases[i].pattern, why, sizeof why) == 0, "%s", why);
+        ck_assert_msg(fmt_pattern_match(&p, cases[i].tensor) == cases[i].match, "%s on %s",
+                      cases[i].pattern, cases[i].tensor);
+        fmt_pattern_free(&p);
+    }
+    fmt_pattern p;
+    char why[160];
+    ck_assert(fmt_pattern_compile(&p, "(a)\\1", why, sizeof why) != 0);
+    ck_assert_msg(strstr(why, "back-reference"), "%s", why);
+    ck_assert(fmt_pattern_compile(&p, "re:(", why, sizeof why) != 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("formats");
@@ -281,6 +320,7 @@ int main(void)
     tcase_add_test(tc, test_declarations_read_back);
     tcase_add_test(tc, test_scale_shapes_of_the_table);
     tcase_add_test(tc, test_ignore_set_is_the_entries_matched_one_by_one);
+    tcase_add_test(tc, test_ignore_patterns_match_as_documented);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -588,6 +588,21 @@ int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n
     }
     int rc = regcomp(&p->re, re ? re : body, REG_EXTENDED | REG_NOSUB);
     free(re);
+    p->literal = NULL;
+    size_t len = strlen(body);
+    if (!rc && !p->on_module && len >= 2 && body[0] == '^' && body[len - 1] == '$' &&
+        (p->literal = malloc(len))) { /* a whole name, each special character escaped */
+        char *o = p->literal;
+        for (const char *c = body + 1; c < body + len - 1 && p->literal; c++)
+            if (*c == '\\' && c + 1 < body + len - 1 && strchr(".[]()*+?{}|^$\\", c[1]))
+                *o++ = *++c;
+            else if (strchr(".[]()*+?{}|^$\\", *c))
+                free(p->literal), p->literal = NULL;
+            else
+                *o++ = *c;
+        if (p->literal)
+            *o = '\0';
+    }
     if (rc) {
         char msg[128];
         regerror(rc, &p->re, msg, sizeof msg);
@@ -596,8 +611,16 @@ int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n
     return rc;
 }
 
+void fmt_pattern_free(fmt_pattern *p)
+{
+    regfree(&p->re);
+    free(p->literal);
+}
+
 bool fmt_pattern_match(const fmt_pattern *p, const char *tensor)
 {
+    if (p->literal)
+        return strcmp(tensor, p->literal) == 0;
     /* the module's name without a copy: glibc's REG_STARTEND bounds the subject */
     const char *dot = p->on_module ? strrchr(tensor, '.') : NULL;
     regmatch_t m = { 0, (regoff_t)(dot ? (size_t)(dot - tensor) : strlen(tensor)) };

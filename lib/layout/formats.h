@@ -232,10 +232,13 @@ unsigned fmt_tower_unquantized(const char *model_type, const char *name);
 typedef struct {
     regex_t re;
     bool on_module; /* "re:": matched from the module name's start */
+    char *literal;  /* ^NAME$ with NAME's special characters escaped (--like's
+                       explicit names): compared, not matched; else NULL */
 } fmt_pattern;
 /* 0, or nonzero with why it does not compile in why[n] */
 int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n);
 bool fmt_pattern_match(const fmt_pattern *p, const char *tensor);
+void fmt_pattern_free(fmt_pattern *p);
 
 /* Whether `name` is a fused gate/up weight ([2I, H], or [E, 2I, H] for
  * experts): gate_up_proj, w13, ... whose halves a loader splits. */

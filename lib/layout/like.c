@@ -542,6 +542,10 @@ struct fp8_like {
      * they all have one */
     bool scale_set;
     fp8_dtype scale_dtype;
+    /* INPUT's X.weight names in the order of X without its model prefix
+     * (unprefixed), made when a reference module is not INPUT's own */
+    const char **stems;
+    size_t nstems;
 };
 
 static fp8_status push(fp8_ctx *ctx, char ***list, size_t *n, char *s)
@@ -588,6 +592,31 @@ static const char *unprefixed(const char *name, size_t n)
     return rest;
 }
 
+/* A tensor name X.weight's X without its model prefix: at *n bytes. */
+static const char *stem_of(const char *name, size_t *n)
+{
+    size_t len = strlen(name) - 7;
+    const char *own = unprefixed(name, len);
+    *n = (size_t)(name + len - own);
+    return own;
+}
+
+/* The stem of `name` against the nref bytes of ref, as strcmp orders them. */
+static int cmp_stem_text(const char *name, const char *ref, size_t nref)
+{
+    size_t n;
+    const char *own = stem_of(name, &n);
+    int c = memcmp(own, ref, n < nref ? n : nref);
+    return c ? c : (n > nref) - (n < nref);
+}
+
+static int cmp_stems(const void *a, const void *b)
+{
+    size_t n;
+    const char *own = stem_of(*(const char *const *)b, &n);
+    return cmp_stem_text(*(const char *const *)a, own, n);
+}
+
 /* A REF module onto INPUT: its own name, or the one name that differs only
  * by its model prefix (model.language_model.x for model.x, or the reverse). */
 static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *ck,
@@ -602,7 +631,7 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "--like %s: the ignore list of its quantization_config has the "
                             "entry '%s': %s", ref_path, module, why);
-        regfree(&compiled.re);
+        fmt_pattern_free(&compiled);
         return push(ctx, &l->ignore, &l->nignore, fp8_strdup(module));
     }
     if (strpbrk(module, "*?"))
@@ -611,18 +640,30 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
     snprintf(weight, sizeof weight, "%s.weight", module);
     if (fp8_checkpoint_find(ck, weight, NULL))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, false));
-    const char *found = NULL;
+    const char *found = NULL, *ref = unprefixed(module, strlen(module));
     size_t matches = 0;
-    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
-        const char *name = fp8_checkpoint_tensor(ck, i, NULL)->name;
-        size_t n = strlen(name);
-        if (n < 8 || strcmp(name + n - 7, ".weight") != 0)
-            continue;
-        const char *own = unprefixed(name, n - 7), *ref = unprefixed(module, strlen(module));
-        if (strlen(ref) == (size_t)(name + n - 7 - own) && memcmp(own, ref, strlen(ref)) == 0) {
-            found = name;
-            matches++;
+    if (!l->stems) { /* once: a binary search a module then, not a scan */
+        size_t n = fp8_checkpoint_tensor_count(ck);
+        if (!(l->stems = fp8_xcalloc(n + 1, sizeof *l->stems)))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            const char *name = fp8_checkpoint_tensor(ck, i, NULL)->name;
+            if (strlen(name) >= 8 && fp8_has_suffix(name, ".weight"))
+                l->stems[l->nstems++] = name;
         }
+        qsort(l->stems, l->nstems, sizeof *l->stems, cmp_stems);
+    }
+    size_t lo = 0, hi = l->nstems, nref = strlen(ref);
+    while (lo < hi) { /* the first stem not below ref */
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_stem_text(l->stems[mid], ref, nref) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < l->nstems && cmp_stem_text(l->stems[lo], ref, nref) == 0; lo++) {
+        found = l->stems[lo];
+        matches++;
     }
     char *msg = NULL;
     if (matches == 1) {
@@ -907,6 +948,7 @@ void fp8_like_free(fp8_like *l)
     fp8_strings_free(l->ignore, l->nignore);
     fp8_strings_free(l->notes, l->nnotes);
     fp8_strings_free(l->declared, l->ndeclared);
+    free(l->stems);
     free(l);
 }
 

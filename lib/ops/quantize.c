@@ -863,7 +863,7 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
     cJSON_Delete(p->config);
     ck_output_names_free(p->out_shards, p->ck ? fp8_checkpoint_shard_count(p->ck) : 0);
     for (size_t i = 0; i < p->npatterns; i++)
-        regfree(&p->patterns[i].re);
+        fmt_pattern_free(&p->patterns[i]);
     free(p->patterns);
     free(p->entries);
     free(p->items);
