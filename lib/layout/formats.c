@@ -644,11 +644,12 @@ static const struct {
 unsigned fmt_tower_unquantized(const char *model_type, const char *name)
 {
     unsigned loaders = 0;
-    for (size_t i = 0; model_type && i < sizeof unquantized_towers / sizeof *unquantized_towers; i++) {
+    size_t n = sizeof unquantized_towers / sizeof *unquantized_towers;
+    for (size_t i = 0; model_type && i < n; i++) {
         const char *c = unquantized_towers[i].component, *at = strstr(name, c);
-        size_t n = strlen(c);
+        size_t nc = strlen(c);
         if (strcmp(model_type, unquantized_towers[i].model_type) == 0 && at &&
-            (at == name || at[-1] == '.') && (at[n] == '.' || at[n] == '\0'))
+            (at == name || at[-1] == '.') && (at[nc] == '.' || at[nc] == '\0'))
             loaders |= unquantized_towers[i].loaders;
     }
     return loaders;

@@ -139,9 +139,12 @@ fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config,
 typedef enum { FMT_IGNORES_NONE, FMT_IGNORES_LOOSE, FMT_IGNORES_ALL } fmt_ignores;
 fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *module);
 /* A whole ignore list (borrowed: it must outlive the set) indexed for
- * fmt_ignore_match's answer over all its entries in O(log n) a module for names (sorted; a module's substrings and
- * suffixes looked up), one match each for "re:", glob and (hf-fp8) regex
- * entries: verify of a 1,000,000-entry list takes seconds (issue 43). */
+ * fmt_ignore_match's answer over all its entries: O(log n) a module for
+ * names (sorted; a module's substrings and suffixes looked up), one match
+ * each for "re:", glob and (hf-fp8) regex entries, so that verify of a
+ * 1,000,000-entry list takes seconds (issue 43).  An hf-fp8 name's '.' is
+ * taken as itself, where transformers' regex reading takes any character
+ * (no real module name differs from another only there). */
 typedef struct fmt_ignore_set fmt_ignore_set;
 fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
                                  fmt_ignore_set **out);

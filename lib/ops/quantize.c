@@ -305,8 +305,9 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     for (; p->npatterns < o->nignore; p->npatterns++) {
         char why[160];
-        if (fmt_pattern_compile(&p->patterns[p->npatterns], o->ignore[p->npatterns], why, sizeof why))
-            return fp8_fail(ctx, FP8_ERR_USAGE, "--ignore '%s': %s", o->ignore[p->npatterns], why);
+        const char *pattern = o->ignore[p->npatterns];
+        if (fmt_pattern_compile(&p->patterns[p->npatterns], pattern, why, sizeof why))
+            return fp8_fail(ctx, FP8_ERR_USAGE, "--ignore '%s': %s", pattern, why);
     }
     return FP8_OK;
 }
@@ -697,17 +698,19 @@ static fp8_status check_patterns(fp8_ctx *ctx, fp8_quant_plan *p)
         if (i >= p->npatterns - p->opts.nignore_like && strncmp(p->opts.ignore[i], "re:", 3) != 0 &&
             !strstr(p->opts.ignore[i], ".*"))
             continue;
-        while (k < count && !fmt_pattern_match(&p->patterns[i], fp8_checkpoint_tensor(p->ck, k, NULL)->name))
+        while (k < count &&
+               !fmt_pattern_match(&p->patterns[i], fp8_checkpoint_tensor(p->ck, k, NULL)->name))
             k++;
         if (k < count)
             continue;
-        bool like = i >= p->npatterns - p->opts.nignore_like;
+        const char *what = i >= p->npatterns - p->opts.nignore_like ? "--like's ignore entry"
+                                                                    : "--ignore";
         if (p->opts.strict_ignore)
-            return fp8_fail(ctx, FP8_ERR_USAGE, "%s '%s' matches no tensor of %s (--strict)",
-                            like ? "--like's ignore entry" : "--ignore", p->opts.ignore[i], p->input);
+            return fp8_fail(ctx, FP8_ERR_USAGE, "%s '%s' matches no tensor of %s (--strict)", what,
+                            p->opts.ignore[i], p->input);
         char *msg;
         if (asprintf(&msg, "%s '%s' matches no tensor of %s: it keeps nothing unquantized%s",
-                     like ? "--like's ignore entry" : "--ignore", p->opts.ignore[i], p->input,
+                     what, p->opts.ignore[i], p->input,
                      strncmp(p->opts.ignore[i], "re:", 3) == 0
                          ? " (a \"re:\" regex is matched from the start of the module's name)"
                          : "") < 0)
@@ -822,7 +825,8 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
         (p->experts = fmt_config_experts(p->config), false) ||
         (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
-        (st = check_patterns(ctx, p)) || (st = check_loadable(ctx, p)) || (st = check_lone_block(ctx, p))) {
+        (st = check_patterns(ctx, p)) || (st = check_loadable(ctx, p)) ||
+        (st = check_lone_block(ctx, p))) {
         fp8_quant_plan_free(p);
         return st;
     }

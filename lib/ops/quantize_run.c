@@ -929,7 +929,8 @@ static bool same_json(const cJSON *a, const cJSON *b)
 
 static fp8_status check_published(fp8_ctx *ctx, const fp8_quant_plan *p, const char *output)
 {
-    cJSON *config = NULL, *mine = fmt_quantization_config(p->spec, &p->opts, p->ignored, p->nignored);
+    cJSON *config = NULL;
+    cJSON *mine = fmt_quantization_config(p->spec, &p->opts, p->ignored, p->nignored);
     fp8_status st = ck_config_read(ctx, output, &config);
     const cJSON *theirs = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
     if (!st && config && !same_json(theirs, mine)) {
