@@ -39,6 +39,12 @@ BUILD := build/asan
 HAVE_CUDA := 0
 endif
 
+# Build lines: one short line a step ("  CC      build/lib/ops/verify.o");
+# V=1 prints the whole commands.
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+step = $(if $(filter 1,$(V)),,printf '  %-7s %s\n' '$(1)' '$(2)';)
+
 # ---------------------------------------------------------------- CUDA detection
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(origin HAVE_CUDA),undefined)
@@ -130,7 +136,7 @@ all: $(BUILD)/fp8conv
 
 $(BUILD)/%.o: %.c $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 # The fast CPU paths are written to be vectorized: -O3 does it (quant_cpu,
 # with verify's per-element loops: the --against bound, the code scan; and
@@ -138,18 +144,18 @@ $(BUILD)/%.o: %.c $(HDRS) $(STAMP)
 FAST_OBJ := lib/compute/quant_cpu.o lib/compute/diff_cpu.o
 $(addprefix $(BUILD)/,$(FAST_OBJ)): $(BUILD)/lib/%.o: lib/%.c $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(if $(filter 1,$(DEBUG)),,-O3) -c $< -o $@
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(if $(filter 1,$(DEBUG)),,-O3) -c $< -o $@
 
 $(BUILD)/kernels/%.o: kernels/%.cu $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(Q)$(call step,NVCC,$@)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/libfp8conv.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)$(call step,AR,$@)ar rcs $@ $^
 
 $(BUILD)/fp8conv: $(CLI_OBJ) $(BUILD)/libfp8conv.a
-	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
+	$(Q)$(call step,LD,$@)$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/libfp8conv.a $(LDLIBS_ALL) -o $@
 
 # ---------------------------------------------------------------- the installed library
 # libfp8conv for other programs (make install) and the Python package: the
@@ -172,15 +178,15 @@ PIC_CFLAGS := -fPIC -fno-semantic-interposition
 
 $(PIC)/%.o: %.c $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(PIC_CFLAGS) -c $< -o $@
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(PIC_CFLAGS) -c $< -o $@
 
 $(addprefix $(PIC)/,$(FAST_OBJ)): $(PIC)/lib/%.o: lib/%.c $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(PIC_CFLAGS) $(if $(filter 1,$(DEBUG)),,-O3) -c $< -o $@
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(PIC_CFLAGS) $(if $(filter 1,$(DEBUG)),,-O3) -c $< -o $@
 
 $(PIC)/libfp8conv.a: $(PIC_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)$(call step,AR,$@)ar rcs $@ $^
 
 $(PIC)/fp8conv.map: lib/fp8conv.h $(STAMP)
 	@mkdir -p $(@D)
@@ -190,34 +196,34 @@ $(PIC)/fp8conv.map: lib/fp8conv.h $(STAMP)
 	  echo "  local: *;"; echo "};"; } >$@
 
 $(PIC)/$(SO_FILE): $(PIC_OBJ) $(PIC)/fp8conv.map
-	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script,$(PIC)/fp8conv.map -Wl,--no-undefined \
+	$(Q)$(call step,LD,$@)$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script,$(PIC)/fp8conv.map -Wl,--no-undefined \
 		$(LDFLAGS_ALL) $(PIC_OBJ) $(LDLIBS_ALL) -o $@
 
 libfp8conv: $(PIC)/libfp8conv.a $(PIC)/$(SO_FILE)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/golden.h tests/fill.h $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
 
 $(BUILD)/tests/oracle_cuda_fp8.o: tests/oracle_cuda_fp8.cpp $(STAMP)
 	@mkdir -p $(@D)
-	$(CXX) -O2 $(SAN_FLAGS) -I$(dir $(NV_FP8_H)) -c $< -o $@
+	$(Q)$(call step,CXX,$@)$(CXX) -O2 $(SAN_FLAGS) -I$(dir $(NV_FP8_H)) -c $< -o $@
 
 $(BUILD)/tests/check_fp8_math: tests/check_fp8_math.c tests/testutil.h $(HDRS) \
 		$(BUILD)/tests/oracle_cuda_fp8.o $(BUILD)/libfp8conv.a $(STAMP)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/tests/oracle_cuda_fp8.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
 # The kernels run by their CPU emulation (any C++ compiler; no nvcc, no GPU).
 $(BUILD)/tests/kernels_emu.o: tests/kernels_emu.cpp kernels/quantize.cu kernels/slot.cu $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 -O2 -g -ffp-contract=off $(SAN_FLAGS) -Ilib -Ikernels -pthread -c $< -o $@
+	$(Q)$(call step,CXX,$@)$(CXX) -std=c++17 -O2 -g -ffp-contract=off $(SAN_FLAGS) -Ilib -Ikernels -pthread -c $< -o $@
 
 $(BUILD)/tests/check_kernels: tests/check_kernels.c tests/kernel_cases.h tests/testutil.h \
 		tests/fill.h $(HDRS) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(STAMP)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
@@ -225,7 +231,7 @@ $(BUILD)/tests/check_kernels: tests/check_kernels.c tests/kernel_cases.h tests/t
 # on machines without a GPU (tests/gpu/run.sh --emulated, in make test).
 EMU_BIN := $(BUILD)/tests/fp8conv-emu
 $(EMU_BIN): $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a
-	$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a \
+	$(Q)$(call step,LD,$@)$(CC) $(LDFLAGS_ALL) $(CLI_OBJ) $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
 # ---------------------------------------------------------------- dependencies
@@ -306,7 +312,7 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 
 $(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/fill.h $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
 		$(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
 
 # What nvcc made of the kernels' arithmetic, checked in the PTX for sm_90:
@@ -314,7 +320,7 @@ $(GPU_TEST): tests/gpu/check_gpu.c tests/kernel_cases.h tests/testutil.h tests/f
 # no approximate division (fp8conv-formats(5), ELEMENT TYPES).
 check-ptx:
 	@mkdir -p $(BUILD)/kernels
-	$(NVCC) $(filter-out -gencode arch=%,$(NVCCFLAGS)) -arch=compute_90 -ptx kernels/quantize.cu \
+	$(Q)$(call step,NVCC,$@)$(NVCC) $(filter-out -gencode arch=%,$(NVCCFLAGS)) -arch=compute_90 -ptx kernels/quantize.cu \
 		-o $(BUILD)/kernels/quantize.ptx
 	bash tests/check_ptx.sh $(BUILD)/kernels/quantize.ptx
 
@@ -568,7 +574,7 @@ fuzz-dir: $(FUZZ_BUILD)/fuzz_dir
 BENCH_BIN := $(BUILD)/bench/runstat $(BUILD)/bench/make_model $(BUILD)/bench/make_fp4_model
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(LDLIBS_ALL) -o $@
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $< $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(LDLIBS_ALL) -o $@
 
 bench: $(BUILD)/fp8conv $(BENCH_BIN)
 	BUILD=$(BUILD) bash bench/run.sh
@@ -595,13 +601,13 @@ bench-peers: $(BUILD)/fp8conv $(BENCH_BIN)
 # compiler, so that the kit's rpath reaches the linker unmangled.
 $(BUILD)/bench/gpu_bench: bench/gpu_bench.cu $(HDRS) $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@.o
-	$(CXX) $(LDFLAGS_ALL) $@.o $(BUILD)/libfp8conv.a -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -o $@
+	$(Q)$(call step,NVCC,$@)$(NVCC) $(NVCCFLAGS) -c $< -o $@.o
+	$(Q)$(call step,CXX,$@)$(CXX) $(LDFLAGS_ALL) $@.o $(BUILD)/libfp8conv.a -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -o $@
 
 $(BUILD)/tests/gpu/check_e4m3_cvt: tests/gpu/check_e4m3_cvt.cu $(HDRS) $(STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@.o
-	$(CXX) $(LDFLAGS_ALL) $@.o -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -o $@
+	$(Q)$(call step,NVCC,$@)$(NVCC) $(NVCCFLAGS) -c $< -o $@.o
+	$(Q)$(call step,CXX,$@)$(CXX) $(LDFLAGS_ALL) $@.o -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -o $@
 
 bench-gpu: deps
 	@test "$(HAVE_CUDA)" = 1 || { echo "bench-gpu: needs the CUDA build (nvcc, HAVE_CUDA=1)"; exit 1; }

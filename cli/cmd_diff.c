@@ -183,5 +183,5 @@ const cli_command cli_cmd_diff = { "diff", "A B", "compare two checkpoints tenso
   "      --dequant              compare FP8 and packed-FP4 weights by dequantized value\n",
   "  fp8conv diff a/ b/ && echo same\n"
   "  fp8conv diff --dequant model-fp8/ model-f32/ && echo same values\n",
-  "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error",
+  "0 identical; 1 different; 2 usage error; 3 bad input; 4 I/O error; 5 device error",
   cli_diff_options };

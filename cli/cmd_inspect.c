@@ -289,5 +289,5 @@ const cli_command cli_cmd_inspect = { "inspect", "PATH", "list the tensors of a 
   "  fp8conv inspect testdata/deepseek-moe-tiny\n"
   "  fp8conv inspect --json model/ | jq .summary.bytes_by_dtype\n"
   "  fp8conv inspect -q model/ && echo valid\n",
-  "0 read; 2 usage error; 3 not a valid checkpoint; 4 I/O error",
+  "0 read; 2 usage error; 3 not a valid checkpoint; 4 I/O error; 5 device error",
   cli_inspect_options };

@@ -22,6 +22,7 @@ enum {
     OPT_FORCE,
     OPT_NO_SYNC,
     OPT_LIKE,
+    OPT_STRICT,
     OPT_DRY_RUN = 'n',
 };
 
@@ -51,6 +52,7 @@ static int take_option(int code, const char *value, void *state)
     case OPT_FORCE: o->force = true; break;
     case OPT_NO_SYNC: o->no_sync = true; break;
     case OPT_LIKE: a->like = value; break;
+    case OPT_STRICT: o->strict_ignore = true; break;
     case OPT_DRY_RUN: a->dry_run = true; break;
     default: return cli_run_take(code, value, &o->run);
     }
@@ -250,6 +252,7 @@ static const struct option cli_quantize_options[] = {
     CLI_RUN_OPTIONS,
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
     { "like", required_argument, NULL, OPT_LIKE },
+    { "strict", no_argument, NULL, OPT_STRICT },
     { NULL, 0, NULL, 0 },
 };
 
@@ -292,6 +295,7 @@ static int cmd_quantize(int argc, char **argv, cli_common *common)
                                            : fp8_like_ignore(like, i - a.opts.nignore);
         a.opts.ignore = ignore;
         a.opts.nignore = n;
+        a.opts.nignore_like = fp8_like_ignore_count(like);
     }
     if (!st)
         st = fp8_quant_plan_create(ctx, in, &a.opts, &plan);
@@ -360,8 +364,12 @@ const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf
   "                             (hf-fp8 only; default float)\n"
   "      --mx-rounding rceil|floor\n"
   "                             MX scale exponent rounding (default rceil)\n"
-  "      --ignore REGEX         keep tensors whose name matches REGEX (POSIX extended,\n"
-  "                             unanchored) unquantized; repeatable\n"
+  "      --ignore PATTERN       keep unquantized the tensors whose name matches PATTERN\n"
+  "                             (POSIX extended, unanchored), or whose module's name\n"
+  "                             matches re:REGEX from its start (llm-compressor's form);\n"
+  "                             repeatable; no back-references\n"
+  "      --strict               an --ignore that matches no tensor is an error (exit 2),\n"
+  "                             not a warning\n"
   "      --no-default-ignore    quantize embeddings, lm_head, routers, ... too\n"
   "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
   "                             config.json): scheme, format, block, scale_fmt, and its\n"
@@ -375,7 +383,9 @@ const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf
   "  fp8conv quantize Llama-3.1-8B Llama-3.1-8B-FP8\n"
   "  fp8conv quantize --scheme mxfp8 --format modelopt model/ model-mxfp8/\n"
   "  fp8conv quantize --scheme nvfp4 model/ model-nvfp4/\n",
-  "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
-  "3 bad input (already FP8, NaN or inf; FP4: f16, 3-D experts); "
+  "0 written; 2 usage error, OUTPUT exists, --finish with a part missing or on an\n"
+  "output made with other options, or --strict and an --ignore that matches nothing;\n"
+  "3 bad input (already FP8, NaN or inf; FP4: f16, gpt-oss's interleaved experts,\n"
+  "fused experts without a config.json); "
   "4 I/O error or interrupted; 5 device error",
   cli_quantize_options };

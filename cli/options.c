@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -73,6 +74,56 @@ bool cli_choice(const char *option, const char *value, const char *const *names,
     return false;
 }
 
+/* Edits (insert, delete, replace) from a to b, both short. */
+static size_t edit_distance(const char *a, size_t na, const char *b)
+{
+    size_t nb = strlen(b), row[64];
+    if (na >= 63 || nb >= 63)
+        return 99;
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* The long option closest to a mistyped `--word[=value]`: at most two
+ * edits away (NULL when none is). */
+static const char *closest_option(const struct option *opts, const char *arg)
+{
+    if (strncmp(arg, "--", 2) != 0)
+        return NULL;
+    arg += 2;
+    size_t n = strcspn(arg, "="), best = 3;
+    const char *name = NULL;
+    for (; opts->name; opts++) {
+        size_t d = edit_distance(arg, n, opts->name);
+        if (d < best)
+            best = d, name = opts->name;
+    }
+    return name;
+}
+
+/* A missing operand that looks like a Hugging Face Hub id (owner/name). */
+static bool looks_like_hub_id(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+    return slash && slash > s && slash[1] && !strchr(slash + 1, '/') && s[0] != '.' &&
+           slash[1] != '.' && strspn(s, ok) == (size_t)(slash - s) &&
+           strspn(slash + 1, ok) == strlen(slash + 1) && !strstr(slash, ".safetensors") &&
+           !strstr(slash, ".json");
+}
+
 int cli_parse(const cli_command *cmd, int *argc, char **argv, cli_common *common,
               const cli_options *own)
 {
@@ -126,8 +177,13 @@ int cli_parse(const cli_command *cmd, int *argc, char **argv, cli_common *common
                     return rc;
                 break;
             }
-            cli_error("%s: unknown option '%s' (see fp8conv %s --help)", command,
-                      argv[optind - 1], command);
+            const char *near = closest_option(longopts, argv[optind - 1]);
+            if (near)
+                cli_error("%s: unknown option '%s'; did you mean '--%s'? (see fp8conv %s --help)",
+                          command, argv[optind - 1], near, command);
+            else
+                cli_error("%s: unknown option '%s' (see fp8conv %s --help)", command,
+                          argv[optind - 1], command);
             return EXIT_USAGE;
         }
     }
@@ -142,6 +198,18 @@ int cli_parse(const cli_command *cmd, int *argc, char **argv, cli_common *common
         cli_error("%s: expected %s, got %d operand%s (see fp8conv %s --help)", command, cmd->args,
                   n - 1, n == 2 ? "" : "s", command);
         return EXIT_USAGE;
+    }
+    /* an input named as on the Hub: fp8conv reads local files only */
+    for (int i = 1; i <= want; i++) {
+        struct stat sb;
+        bool output = i == 2 && strcmp(cmd->args, "INPUT OUTPUT") == 0;
+        if (!output && lstat(argv[i], &sb) != 0 && looks_like_hub_id(argv[i])) {
+            const char *name = strchr(argv[i], '/') + 1;
+            cli_error("%s: cannot open: no such file or directory; if it is a Hugging Face Hub "
+                      "id, fp8conv reads local files: hf download %s --local-dir %s, and "
+                      "give fp8conv %s", argv[i], argv[i], name, name);
+            return EXIT_IO;
+        }
     }
     /* OUTPUT is a directory (or a .safetensors file) built beside its
      * place and renamed: '-' would make one named '-', not write to

@@ -359,8 +359,13 @@ typedef struct {
     uint32_t block_rows, block_cols; /* block scheme: 1..4096 each */
     bool scale_ue8m0;                /* block scheme, hf-fp8: power-of-two scales */
     fp8_mx_rounding mx_rounding;
-    const char *const *ignore;       /* POSIX extended regexes, searched in tensor names */
+    /* "re:" and a POSIX extended regex matched from the start of a module's
+     * name, or a POSIX extended regex searched in tensor names (fp8conv(1),
+     * --ignore); one that matches no tensor is a plan warning */
+    const char *const *ignore;
     size_t nignore;
+    size_t nignore_like;             /* the last nignore_like of them are --like's */
+    bool strict_ignore;              /* a pattern matching no tensor: FP8_ERR_USAGE */
     bool no_default_ignore;          /* drop the built-in list of what stays unquantized */
     /* --like REF (fp8_like_apply): REF's choices where they are not the
      * format's own.  scale_dtype (when scale_dtype_set): the dtype of every

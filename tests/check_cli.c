@@ -245,6 +245,61 @@ START_TEST(test_options_anywhere_and_double_dash)
 }
 END_TEST
 
+
+/* issue 45: a mistyped long option gets the nearest one; a Hub id given
+ * for a path that does not exist gets the download command (exit 4 as any
+ * path that cannot be opened); an existing owner/name path is read. */
+START_TEST(test_mistyped_option_and_hub_id_are_explained)
+{
+    char *err;
+    ck_assert_int_eq(tu_run("quantize --blok 64x64 a b", NULL, &err), 2);
+    ck_assert_msg(strstr(err, "unknown option '--blok'; did you mean '--block'?"), "%s", err);
+    free(err);
+    ck_assert_int_eq(tu_run("verify --stirct testdata/llama-tiny", NULL, &err), 2);
+    ck_assert_msg(strstr(err, "did you mean '--strict'?"), "%s", err);
+    free(err);
+    ck_assert_int_eq(tu_run("inspect --zzzzzz testdata/llama-tiny", NULL, &err), 2);
+    ck_assert_msg(!strstr(err, "did you mean"), "%s", err);
+    free(err);
+    ck_assert_int_eq(tu_run("quantize meta-llama/Llama-3.1-8B out", NULL, &err), 4);
+    ck_assert_msg(strstr(err, "meta-llama/Llama-3.1-8B: cannot open: no such file or directory; "
+                              "if it is a Hugging Face Hub id") &&
+                  strstr(err, "hf download meta-llama/Llama-3.1-8B --local-dir Llama-3.1-8B"),
+                  "%s", err);
+    free(err);
+    ck_assert_int_eq(tu_run("inspect testdata/llama-tiny", NULL, &err), 0);
+    free(err);
+    ck_assert_int_eq(tu_run("inspect no/model.safetensors", NULL, &err), 4);
+    ck_assert_msg(!strstr(err, "hf download"), "%s", err);
+    free(err);
+}
+END_TEST
+
+
+/* issue 45: the build says one short line a step, the whole command with
+ * V=1 (built into a scratch BUILD). */
+START_TEST(test_build_lines_are_short_unless_v1)
+{
+    char *dir = tu_tmpdir(), *cmd, *out;
+    for (int v = 0; v <= 1; v++) {
+        ck_assert(asprintf(&cmd, "env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory "
+                                 "-B BUILD=%s HAVE_CUDA=0 V=%d %s/lib/common/status.o > %s/log 2>&1",
+                           dir, v, dir, dir) > 0);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+        free(cmd);
+        ck_assert(asprintf(&cmd, "%s/log", dir) > 0);
+        out = tu_slurp(cmd, NULL);
+        free(cmd);
+        char want[600];
+        snprintf(want, sizeof want, "  CC      %s/lib/common/status.o\n", dir);
+        ck_assert_msg(v ? !strstr(out, want) && strstr(out, "-Wall")
+                        : strstr(out, want) && !strstr(out, "-Wall"), "V=%d: %s", v, out);
+        free(out);
+    }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_unreadable_path_exit_4)
 {
     char *err;
@@ -413,6 +468,44 @@ START_TEST(test_help_and_man_page_agree)
 }
 END_TEST
 
+
+/* issue 45: each command's --help lists the exit codes it can give: every
+ * command takes --device (the common options), and --device cuda without a
+ * GPU exits 5, so each lists 5; every code listed is one of the man page's. */
+START_TEST(test_help_exit_codes_are_the_commands)
+{
+    static const char *const commands[][2] = {
+        { "inspect", "" }, { "verify", "" }, { "diff", " testdata/llama-tiny" },
+        { "quantize", " OUT" }, { "dequantize-for-export", " OUT" }, { "convert", " OUT" },
+    };
+    char *man = tu_slurp("man/fp8conv.1", NULL);
+    bool gpu = gpu_visible();
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        char *help, args[128];
+        snprintf(args, sizeof args, "%s --help", commands[i][0]);
+        ck_assert_int_eq(tu_run(args, &help, NULL), 0);
+        char *exits = strstr(help, "Exit status: ");
+        ck_assert_msg(exits, "%s", help);
+        for (const char *p = exits + 12; *p && strncmp(p, "See ", 4); p++)
+            if ((p[-1] == ' ' || p[-1] == '\n') && p[0] >= '0' && p[0] <= '9' && p[1] == ' ') {
+                char row[16];
+                snprintf(row, sizeof row, ".It %c\n", p[0]);
+                ck_assert_msg(strstr(man, row), "%s: exit %c is not in the man page", args, p[0]);
+            }
+        ck_assert_msg(strstr(exits, "5 device error"), "%s", exits);
+        if (!gpu) {
+            char *err;
+            snprintf(args, sizeof args, "%s --device cuda testdata/llama-tiny%s", commands[i][0],
+                     commands[i][1]);
+            ck_assert_int_eq(tu_run(args, NULL, &err), 5);
+            free(err);
+        }
+        free(help);
+    }
+    free(man);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cli");
@@ -434,6 +527,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_convert_on_cuda_without_gpu_exit_5_leaves_nothing);
     tcase_add_test(tc, test_device_auto_writes_the_cpu_bytes);
     tcase_add_test(tc, test_help_and_man_page_agree);
+    tcase_add_test(tc, test_mistyped_option_and_hub_id_are_explained);
+    tcase_add_test(tc, test_build_lines_are_short_unless_v1);
+    tcase_add_test(tc, test_help_exit_codes_are_the_commands);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
+#include <time.h>
 
 #include "layout/formats.h"
 
@@ -183,6 +184,131 @@ START_TEST(test_scale_shapes_of_the_table)
 }
 END_TEST
 
+
+/* issue 43: the indexed ignore list answers as fmt_ignore_match over every
+ * entry does (a '.' of an hf-fp8 entry aside, taken as itself), for each
+ * format, and a 1,000,000-entry list is read and matched in seconds. */
+START_TEST(test_ignore_set_is_the_entries_matched_one_by_one)
+{
+    static const char *const entries[] = {
+        "lm_head", "re:.*mlp[.]gate$", "re:model.visual", "*.shared_expert_gate",
+        "model.layers.3.mlp", "gate", "q_proj", "model.layers.1.self_attn.o_proj", "ate",
+        "(k|v)_proj", "re:(", "", "proj", "lm_head",
+    };
+    static const char *const modules[] = {
+        "lm_head", "model.lm_head", "model.layers.0.mlp.gate", "model.layers.0.mlp.gate_proj",
+        "model.layers.3.mlp.down_proj", "model.layers.1.self_attn.o_proj", "model.visual.blocks.0.qkv",
+        "x.shared_expert_gate", "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.q_proj",
+        "ate", "model.embed_tokens", "a", "model.layers.1.self_attn.o_proj_x",
+    };
+    const size_t ne = sizeof entries / sizeof *entries;
+    static const fp8_format formats[] = { FP8_FORMAT_HF_FP8, FP8_FORMAT_COMPRESSED_TENSORS,
+                                          FP8_FORMAT_MODELOPT };
+    fp8_ctx *ctx = fp8_ctx_create();
+    for (size_t f = 0; f < 3; f++)
+        for (size_t take = 1; take <= ne; take++) { /* each prefix of the list */
+            fmt_ignore_set *set;
+            ck_assert(fmt_ignore_set_create(ctx, formats[f], (char *const *)entries, take, &set) == FP8_OK);
+            for (size_t m = 0; m < sizeof modules / sizeof *modules; m++) {
+                fmt_ignores want = FMT_IGNORES_NONE;
+                for (size_t e = 0; e < take && want != FMT_IGNORES_ALL; e++) {
+                    fmt_ignores h = fmt_ignore_match(formats[f], entries[e], modules[m]);
+                    want = h > want ? h : want;
+                }
+                const char *by;
+                ck_assert_msg(fmt_ignore_set_match(set, modules[m], &by) == want,
+                              "%s, %zu entries, %s: %d, not %d", fp8_format_name(formats[f]), take,
+                              modules[m], fmt_ignore_set_match(set, modules[m], NULL), want);
+                ck_assert(want ? fmt_ignore_match(formats[f], by, modules[m]) == want : !by);
+                for (int loose = 0; loose <= 1; loose++) { /* every entry that selects it */
+                    bool selected[sizeof entries / sizeof *entries] = { false };
+                    fmt_ignore_set_select(set, modules[m], loose, selected);
+                    for (size_t e = 0; e < take; e++) {
+                        fmt_ignores h = fmt_ignore_match(formats[f], entries[e], modules[m]);
+                        bool sel = h == FMT_IGNORES_ALL || (loose && h == FMT_IGNORES_LOOSE);
+                        /* a repeated entry is marked at one of its places */
+                        bool marked = false;
+                        for (size_t k = 0; k < take; k++)
+                            marked = marked || (selected[k] && !strcmp(entries[k], entries[e]));
+                        ck_assert_msg(marked == sel, "%s, %s, entry '%s', loose %d",
+                                      fp8_format_name(formats[f]), modules[m], entries[e], loose);
+                    }
+                }
+            }
+            fmt_ignore_set_free(set);
+        }
+    /* a million entries, each listed twice: once each, in their order */
+    size_t n = 2000000;
+    cJSON *config = cJSON_CreateObject(), *q = cJSON_AddObjectToObject(config, "quantization_config");
+    cJSON *list = cJSON_AddArrayToObject(q, "ignore");
+    char name[64];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "model.layers.%zu.mlp", (i * 7919) % (n / 2));
+        cJSON_AddItemToArray(list, cJSON_CreateString(name));
+    }
+    time_t t0 = time(NULL);
+    char **read = NULL;
+    size_t nread = 0;
+    bool present;
+    ck_assert(fmt_ignore_read(ctx, FP8_FORMAT_MODELOPT, config, NULL, &read, &nread, &present) == FP8_OK);
+    ck_assert_uint_eq(nread, n / 2);
+    ck_assert_str_eq(read[1], "model.layers.7919.mlp");
+    fmt_ignore_set *set;
+    ck_assert(fmt_ignore_set_create(ctx, FP8_FORMAT_MODELOPT, read, nread, &set) == FP8_OK);
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj", i);
+        ck_assert(fmt_ignore_set_match(set, name, NULL) == FMT_IGNORES_ALL);
+    }
+    ck_assert(fmt_ignore_set_match(set, "model.layers.x.mlp.down_proj", NULL) == FMT_IGNORES_NONE);
+    ck_assert_msg(time(NULL) - t0 < 20, "%lld s", (long long)(time(NULL) - t0));
+    fmt_ignore_set_free(set);
+    for (size_t i = 0; i < nread; i++)
+        free(read[i]);
+    free(read);
+    cJSON_Delete(config);
+    fp8_ctx_free(ctx);
+}
+END_TEST
+
+/* An --ignore pattern: "re:" from the start of the module's name; any
+ * other searched in the tensor's name, a ^NAME$ (--like's) compared. */
+START_TEST(test_ignore_patterns_match_as_documented)
+{
+    static const struct {
+        const char *pattern, *tensor;
+        bool match;
+    } cases[] = {
+        { "re:.*q_proj$", "model.layers.0.self_attn.q_proj.weight", true },
+        { "re:.*q_proj$", "model.layers.0.self_attn.q_proj_x.weight", false },
+        { "re:self_attn", "model.layers.0.self_attn.q_proj.weight", false },
+        { "re:model.visual", "model.visual.blocks.0.qkv.weight", true },
+        { "re:lm_head", "lm_head.weight", true },
+        { "re:lm_head$", "lm_head", true }, /* no dot: the name is the module's */
+        { "q_proj", "model.layers.0.self_attn.q_proj.weight", true },
+        { "lm_head", "lm_head.weight", true },
+        { "^lm_head\\.weight$", "lm_head.weight", true },
+        { "^lm_head\\.weight$", "x.lm_head.weight", false },
+        { "^lm_head\\.weight$", "lm_head.weights", false },
+        { "^lm.head\\.weight$", "lm_head.weight", true }, /* a regex: '.' any */
+        { "^a\\(1\\)\\.weight$", "a(1).weight", true },
+        { "layers\\.(0|1)\\.", "model.layers.1.mlp.up_proj.weight", true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fmt_pattern p;
+        char why[160];
+        ck_assert_msg(fmt_pattern_compile(&p, cases[i].pattern, why, sizeof why) == 0, "%s", why);
+        ck_assert_msg(fmt_pattern_match(&p, cases[i].tensor) == cases[i].match, "%s on %s",
+                      cases[i].pattern, cases[i].tensor);
+        fmt_pattern_free(&p);
+    }
+    fmt_pattern p;
+    char why[160];
+    ck_assert(fmt_pattern_compile(&p, "(a)\\1", why, sizeof why) != 0);
+    ck_assert_msg(strstr(why, "back-reference"), "%s", why);
+    ck_assert(fmt_pattern_compile(&p, "re:(", why, sizeof why) != 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("formats");
@@ -193,6 +319,8 @@ int main(void)
     tcase_add_test(tc, test_expert_count_of_each_config_key);
     tcase_add_test(tc, test_declarations_read_back);
     tcase_add_test(tc, test_scale_shapes_of_the_table);
+    tcase_add_test(tc, test_ignore_set_is_the_entries_matched_one_by_one);
+    tcase_add_test(tc, test_ignore_patterns_match_as_documented);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

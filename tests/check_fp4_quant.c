@@ -744,6 +744,16 @@ START_TEST(test_fp4_bad_input_leaves_nothing)
     ck_assert(asprintf(&lone, "%s/model.safetensors", moe) > 0);
     expect_refused(lone, "mxfp4", dir, 3, "fused 3-D experts");
     free(lone);
+    /* issue 45: quantize --help's FP4 refusals are the ones above, each run
+     * (fused [E, out, in] experts with a config are written:
+     * test_fp4_fused_experts_written_apart) */
+    char *help;
+    ck_assert_int_eq(tu_run("quantize --help", &help, NULL), 0);
+    char *fp4 = strstr(help, "FP4: "), *end = fp4 ? strchr(fp4, ')') : NULL;
+    ck_assert_msg(end, "%s", help);
+    *end = '\0';
+    ck_assert_str_eq(fp4, "FP4: f16, gpt-oss's interleaved experts,\nfused experts without a config.json");
+    free(help);
     char *nan = one_tensor(dir, "nan", "model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
                            64, 64, 0, 64 * 3 + 5);
     expect_refused(nan, "nvfp4", dir, 3, "row 3, column 5) is NaN");

@@ -20,6 +20,7 @@
 #include "golden.h"
 
 #include <regex.h>
+#include <time.h>
 
 #define H 256 /* hidden */
 #define I 384 /* intermediate: 3 blocks of 128 */
@@ -785,6 +786,52 @@ START_TEST(test_int4_packed_shape_says_eight_codes_a_word)
 }
 END_TEST
 
+
+/* issue 43: the ignore lists are compared in n log n: a reference listing
+ * 200,000 modules neither checkpoint has (each said once) takes seconds, not
+ * the minutes of comparing every entry with every other and every module. */
+START_TEST(test_long_ignore_list_compares_in_seconds)
+{
+    char *dir = tu_tmpdir(), *args, *out;
+    ck_assert(asprintf(&args, "quantize -q --block 32x32 testdata/llama-tiny %s/fp8", dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    char *text = tu_slurp("testdata/llama-tiny/config.json", NULL);
+    cJSON *config = cJSON_Parse(text), *q = cJSON_CreateObject();
+    free(text);
+    cJSON_AddStringToObject(q, "quant_method", "fp8");
+    cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
+    int block[2] = { 32, 32 };
+    cJSON_AddItemToObject(q, "weight_block_size", cJSON_CreateIntArray(block, 2));
+    cJSON *list = cJSON_AddArrayToObject(q, "modules_to_not_convert");
+    cJSON_AddItemToArray(list, cJSON_CreateString("lm_head"));
+    cJSON_AddItemToArray(list, cJSON_CreateString("model.embed_tokens"));
+    char name[64];
+    for (int i = 0; i < 200000; i++) {
+        snprintf(name, sizeof name, "model.layers.%d.mlp.gone", i);
+        cJSON_AddItemToArray(list, cJSON_CreateString(name));
+    }
+    cJSON_AddItemToObject(config, "quantization_config", q);
+    char *json = cJSON_PrintUnformatted(config), *path;
+    ck_assert(asprintf(&path, "%s/ref.json", dir) > 0);
+    tu_spit(path, json, strlen(json));
+    time_t t0 = time(NULL);
+    ck_assert(asprintf(&args, "verify --no-values --like %s %s/fp8", path, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(time(NULL) - t0 < 20, "%lld s", (long long)(time(NULL) - t0));
+    size_t said = 0;
+    for (const char *p = out; (p = strstr(p, "(no module of either checkpoint)")); p++)
+        said++;
+    ck_assert_uint_eq(said, 200000);
+    free(out);
+    free(args);
+    free(path);
+    free(json);
+    cJSON_Delete(config);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("like");
@@ -796,6 +843,7 @@ int main(void)
     tcase_add_test(tc, test_another_ignore_set_is_a_difference);
     tcase_add_test(tc, test_another_scale_dtype_is_a_difference);
     tcase_add_test(tc, test_equal_to_a_loader_is_no_difference);
+    tcase_add_test(tc, test_long_ignore_list_compares_in_seconds);
     tcase_add_test(tc, test_calibrated_kv_cache_is_a_warning);
     tcase_add_test(tc, test_static_activations_are_refused);
     tcase_add_test(tc, test_read_only_layout_is_refused_with_what_is_written);

@@ -190,6 +190,18 @@ START_TEST(test_three_parts_at_once_then_finish_equal_one_run)
                          0);
         ck_assert_msg(strstr(err, "finished already"), "%s", err);
         free(err);
+        /* issue 45: other options than the published output's: refused, named */
+        ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --block 32x32 --finish %s %s", model, out),
+                         2);
+        ck_assert_msg(strstr(err, "published already with other options: its config.json's "
+                                  "quantization_config has \"weight_block_size\": [64,64], this "
+                                  "command writes [32,32]"), "%s", err);
+        free(err);
+        ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --scheme channel --finish %s %s", model, out),
+                         2);
+        ck_assert_msg(strstr(err, "\"quant_method\": \"fp8\", this command writes "
+                                  "\"compressed-tensors\""), "%s", err);
+        free(err);
         expect_same_tree(out, plain);
         free(staging);
         free(out);

@@ -632,6 +632,117 @@ START_TEST(test_dry_run_writes_nothing_and_reports)
 }
 END_TEST
 
+
+/* issue 45: llm-compressor's ignore entries, as compressed-tensors matches
+ * them: "re:" and a regex matched from the start of the module's name (so
+ * "$" ends at the module, not at ".weight"); a pattern that names nothing
+ * is said (a warning, or an error with --strict). */
+START_TEST(test_ignore_takes_llm_compressor_forms)
+{
+    char *dir = tu_tmpdir(), *args, *out, *err;
+    ck_assert(asprintf(&args, "quantize --dry-run --json --ignore 're:.*q_proj$' "
+                              "--ignore 're:model.layers.1.mlp' --ignore 're:self_attn' "
+                              "--ignore 'lm_head' testdata/llama-tiny %s/out", dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, &err), 0);
+    free(args);
+    cJSON *j = cJSON_Parse(out);
+    ck_assert_msg(j != NULL, "not JSON: %s", out);
+    const cJSON *t;
+    size_t kept = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors")) {
+        const char *name = cJSON_GetObjectItem(t, "name")->valuestring;
+        const cJSON *reason = cJSON_GetObjectItem(t, "reason");
+        bool q = strstr(name, "q_proj.weight") || strstr(name, "layers.1.mlp.");
+        if (q && strstr(name, ".weight")) {
+            ck_assert_msg(reason && strstr(reason->valuestring, "matches --ignore 're:"), "%s", name);
+            kept++;
+        }
+        if (strstr(name, "layers.0.mlp."))
+            ck_assert_msg(!reason, "%s kept: %s", name, reason ? reason->valuestring : "");
+    }
+    ck_assert_uint_eq(kept, 5); /* two q_proj, layer 1's gate, up and down */
+    /* anchored at the name's start: re:self_attn names no module */
+    char *w = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "warnings"));
+    ck_assert_msg(strstr(w, "--ignore 're:self_attn' matches no tensor"), "%s", w);
+    ck_assert_msg(!strstr(w, "lm_head"), "%s", w);
+    ck_assert_msg(strstr(err, "warning: --ignore 're:self_attn' matches no tensor"), "%s", err);
+    free(w);
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+    /* --like a release whose list has one: the same reading (it kept nothing) */
+    ck_assert(asprintf(&args, "sed 's/^{/{\"quantization_config\": {\"quant_method\": \"fp8\", "
+                              "\"activation_scheme\": \"dynamic\", \"weight_block_size\": [32, 32], "
+                              "\"modules_to_not_convert\": [\"lm_head\", \"re:.*down_proj$\"]},/' "
+                              "testdata/llama-tiny/config.json > %s/ref.json", dir) > 0);
+    ck_assert(system(args) == 0);
+    free(args);
+    ck_assert(asprintf(&args, "quantize --dry-run --like %s/ref.json testdata/llama-tiny %s/out",
+                       dir, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, &err), 0);
+    ck_assert_msg(strstr(out, "not converted: lm_head model.embed_tokens model.layers.0.mlp.down_proj "
+                              "model.layers.1.mlp.down_proj\n"), "%s", out);
+    free(args);
+    free(out);
+    free(err);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+
+/* issue 45: a multimodal model's vision tower and projector stay bf16 by
+ * default, each named in the plan; verify says where a loader builds the
+ * tower unquantized (Llama-4: vLLM's vision model, SGLang's projector). */
+START_TEST(test_vision_towers_stay_bf16)
+{
+    static uint16_t w[64 * 64];
+    for (size_t i = 0; i < 64 * 64; i++)
+        w[i] = (uint16_t)(0x3c00 + (i % 512));
+    static const char *const towers[] = {
+        "model.visual.blocks.0.attn.qkv.weight", "multi_modal_projector.linear_1.weight",
+        "vision_model.model.layers.0.mlp.fc1.weight", "vision_tower.encoder.layers.0.fc1.weight",
+        "model.mm_projector.0.weight",
+    };
+    t_spec ts[6];
+    for (size_t i = 0; i < 5; i++)
+        ts[i] = (t_spec){ towers[i], FP8_DTYPE_BF16, 2, { 64, 64 }, w };
+    ts[5] = (t_spec){ "language_model.model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
+                      { 64, 64 }, w };
+    char *dir = tu_tmpdir(), *out, *err, *args;
+    char *in = write_ck(dir, "in", ts, 6, "{\"model_type\": \"llama4\"}");
+    ck_assert(asprintf(&args, "quantize --dry-run --block 32x32 %s %s/out", in, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &out, &err), 0);
+    free(args);
+    for (size_t i = 0; i < 5; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "keep      %s BF16 [64, 64]: vision tower or multimodal projector\n",
+                 towers[i]);
+        ck_assert_msg(strstr(out, want), "%s", out);
+    }
+    ck_assert_msg(strstr(out, "tensors: 1 quantized, 5 kept"), "%s", out);
+    free(out);
+    free(err);
+    /* quantized all the same: what vLLM and SGLang would not load */
+    ck_assert(asprintf(&args, "quantize -q --no-default-ignore --block 32x32 %s %s/all", in, dir) > 0);
+    ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+    free(args);
+    ck_assert(asprintf(&args, "verify --no-values --json %s/all", dir) > 0);
+    tu_run(args, &out, &err);
+    free(args);
+    ck_assert_msg(strstr(out, "vision_model.model.layers.0.mlp.fc1.weight is F8_E4M3, but it is in "
+                              "the vision tower or projector of a llama4 model, which vLLM builds"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "multi_modal_projector.linear_1.weight is F8_E4M3, but it is in the "
+                              "vision tower or projector of a llama4 model, which SGLang builds"),
+                  "%s", out);
+    ck_assert_msg(!strstr(out, "qkv.weight is F8_E4M3, but it is in the vision"), "%s", out);
+    free(out);
+    free(err);
+    free(in);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* Usage errors: exit 2, a message naming the rule, nothing written. */
 static const struct {
     const char *args, *message;
@@ -650,6 +761,11 @@ static const struct {
     { "--scheme block --mx-rounding floor", "--mx-rounding applies" },
     { "--scheme block --format compressed-tensors --scale-fmt ue8m0", "ue8m0" },
     { "--ignore '('", "not a POSIX extended regex" },
+    { "--ignore 're:('", "not a POSIX extended regex" },
+    /* issue 43: glibc takes minutes on a long name with one */
+    { "--ignore '(a+)+\\1'", "a back-reference" },
+    { "--ignore 're:(q)\\1'", "a back-reference" },
+    { "--strict --ignore re:model.layers.9", "matches no tensor" },
     { "--bogus", "unknown option" },
 };
 
@@ -929,6 +1045,8 @@ int main(void)
     tcase_add_test(tc, test_null_quantization_config_is_replaced_not_duplicated);
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
+    tcase_add_test(tc, test_ignore_takes_llm_compressor_forms);
+    tcase_add_test(tc, test_vision_towers_stay_bf16);
     tcase_add_test(tc, test_sigint_leaves_nothing);
     tcase_add_test(tc, test_sigterm_leaves_nothing);
     tcase_add_test(tc, test_sighup_leaves_nothing);

@@ -457,8 +457,9 @@ static bool staging_exists(const fp8_output *o, const char *prefix)
 static fp8_status finished_already(fp8_ctx *ctx, fp8_output *o, const char *how)
 {
     o->complete = true;
-    fp8_notify(ctx, "%s: finished already%s; --finish has nothing to do (and cannot check "
-               "the options: the parts' records went with the publishing)", o->path, how);
+    fp8_notify(ctx, "%s: finished already%s; --finish has nothing to do (the parts' records "
+               "went with the publishing: only what its config.json declares can be checked)",
+               o->path, how);
     return FP8_OK;
 }
 

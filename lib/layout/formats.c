@@ -519,6 +519,17 @@ static bool norm_component(const char *p, size_t n)
     return (n >= 4 && memcmp(p + n - 4, "norm", 4) == 0) ||
            (n >= 4 && memcmp(p, "norm", 4) == 0 && (n == 4 || p[4] == '_'));
 }
+/* A multimodal model's vision tower or projector, as llm-compressor's
+ * examples keep them bf16 (examples/quantization_w8a8_fp8/llava1.5_example.py:
+ * ignore "re:multi_modal_projector.*", "re:vision_tower.*";
+ * multimodal_vision/mllama_example.py: "re:vision_model.*";
+ * qwen_2_5_vl_example.py: "re:visual.*", "re:model.visual.*") and so do
+ * the FP8 VLM releases; mm_projector is LLaVA-NeXT's original name. */
+static bool tower_component(const char *p, size_t n)
+{
+    return IS("visual") || IS("vision_tower") || IS("vision_model") ||
+           IS("multi_modal_projector") || IS("mm_projector");
+}
 /* gate (Qwen, DeepSeek, OLMoE, GLM), router (GPT-OSS, Llama-4, DBRX, Jamba, Granite) */
 static bool router_component(const char *p, size_t n)
 {
@@ -528,6 +539,8 @@ static bool router_component(const char *p, size_t n)
 
 const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts)
 {
+    if (any_component(name, tower_component))
+        return FMT_KEEP_TOWER;
     if (any_component(name, embedding_component))
         return "embedding";
     if (any_component(name, head_component) || strcmp(name, "output.weight") == 0)
@@ -546,6 +559,100 @@ const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, 
          any_component(name, router_component)))
         return "MoE router";
     return NULL;
+}
+
+/* Whether `re` has a back-reference (\\1 to \\9). */
+static bool has_backref(const char *re)
+{
+    for (; *re; re++)
+        if (*re == '\\' && *++re >= '1' && *re <= '9')
+            return true;
+        else if (!*re)
+            break;
+    return false;
+}
+
+int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n)
+{
+    p->on_module = strncmp(pattern, "re:", 3) == 0;
+    const char *body = pattern + (p->on_module ? 3 : 0);
+    if (has_backref(body)) {
+        snprintf(why, n, "a back-reference (\\1 to \\9) can take minutes to match a long name; "
+                 "fp8conv takes none");
+        return -1;
+    }
+    char *re = NULL;
+    if (p->on_module && asprintf(&re, "^(%s)", body) < 0) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    int rc = regcomp(&p->re, re ? re : body, REG_EXTENDED | REG_NOSUB);
+    free(re);
+    p->literal = NULL;
+    size_t len = strlen(body);
+    if (!rc && !p->on_module && len >= 2 && body[0] == '^' && body[len - 1] == '$' &&
+        (p->literal = malloc(len))) { /* a whole name, each special character escaped */
+        char *o = p->literal;
+        for (const char *c = body + 1; c < body + len - 1 && p->literal; c++)
+            if (*c == '\\' && c + 1 < body + len - 1 && strchr(".[]()*+?{}|^$\\", c[1]))
+                *o++ = *++c;
+            else if (strchr(".[]()*+?{}|^$\\", *c))
+                free(p->literal), p->literal = NULL;
+            else
+                *o++ = *c;
+        if (p->literal)
+            *o = '\0';
+    }
+    if (rc) {
+        char msg[128];
+        regerror(rc, &p->re, msg, sizeof msg);
+        snprintf(why, n, "not a POSIX extended regex: %s", msg);
+    }
+    return rc;
+}
+
+void fmt_pattern_free(fmt_pattern *p)
+{
+    regfree(&p->re);
+    free(p->literal);
+}
+
+bool fmt_pattern_match(const fmt_pattern *p, const char *tensor)
+{
+    if (p->literal)
+        return strcmp(tensor, p->literal) == 0;
+    /* the module's name without a copy: glibc's REG_STARTEND bounds the subject */
+    const char *dot = p->on_module ? strrchr(tensor, '.') : NULL;
+    regmatch_t m = { 0, (regoff_t)(dot ? (size_t)(dot - tensor) : strlen(tensor)) };
+    return regexec(&p->re, tensor, 1, &m, REG_STARTEND) == 0;
+}
+
+/* Towers the loaders build without a quantization config, whatever the
+ * checkpoint's declares, so an FP8 weight there does not load: vLLM's
+ * Llama-4 vision model (model_executor/models/mllama4.py,
+ * Llama4ForConditionalGeneration.__init__: Llama4VisionModel(...,
+ * quant_config=None)); SGLang's Llama-4 projector (srt/models/mllama4.py:
+ * Llama4MultiModalProjector(config), no quant_config). */
+static const struct {
+    const char *model_type, *component;
+    unsigned loaders;
+} unquantized_towers[] = {
+    { "llama4", "vision_model", 1u << FP8_LOADER_VLLM },
+    { "llama4", "multi_modal_projector", 1u << FP8_LOADER_SGLANG },
+};
+
+unsigned fmt_tower_unquantized(const char *model_type, const char *name)
+{
+    unsigned loaders = 0;
+    size_t n = sizeof unquantized_towers / sizeof *unquantized_towers;
+    for (size_t i = 0; model_type && i < n; i++) {
+        const char *c = unquantized_towers[i].component, *at = strstr(name, c);
+        size_t nc = strlen(c);
+        if (strcmp(model_type, unquantized_towers[i].model_type) == 0 && at &&
+            (at == name || at[-1] == '.') && (at[nc] == '.' || at[nc] == '\0'))
+            loaders |= unquantized_towers[i].loaders;
+    }
+    return loaders;
 }
 
 bool fmt_is_expert(const char *name) { return strstr(name, ".experts.") != NULL; }
@@ -767,23 +874,54 @@ cJSON *fmt_modelopt_side(const char *algo, cJSON *ignore, uint32_t group_size, b
 static fp8_status ignore_add(fp8_ctx *ctx, const cJSON *list, char ***out, size_t *n, bool *present)
 {
     const cJSON *e;
+    size_t cap = *n;
     *present = *present || cJSON_IsArray(list);
     cJSON_ArrayForEach(e, list)
     {
         if (!cJSON_IsString(e))
             continue;
-        size_t i = 0;
-        while (i < *n && strcmp((*out)[i], e->valuestring) != 0)
-            i++;
-        if (i < *n) /* listed already (ModelOpt lists it twice) */
-            continue;
-        char **p = fp8_xreallocarray(*out, *n + 1, sizeof *p);
-        if (p)
+        if (*n == cap) {
+            char **p = fp8_xreallocarray(*out, cap = 2 * cap + 16, sizeof *p);
+            if (!p)
+                return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
             *out = p;
-        if (!p || !(p[*n] = fp8_strdup(e->valuestring)))
+        }
+        if (!((*out)[*n] = fp8_strdup(e->valuestring)))
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         (*n)++;
     }
+    return FP8_OK;
+}
+
+static int cmp_entry_at(const void *a, const void *b, void *list)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(((char **)list)[i], ((char **)list)[j]);
+    return c ? c : (i > j) - (i < j);
+}
+
+/* Each entry once, the first kept in place (ModelOpt lists some twice), in
+ * O(n log n). */
+fp8_status fmt_unique(fp8_ctx *ctx, char **list, size_t *n)
+{
+    size_t *order = fp8_xcalloc(*n ? *n : 1, sizeof *order), m = 0;
+    if (!order)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < *n; i++)
+        order[i] = i;
+    qsort_r(order, *n, sizeof *order, cmp_entry_at, list);
+    for (size_t k = 1, kept = 0; k < *n; k++)
+        if (strcmp(list[order[k]], list[order[kept]]) == 0) {
+            free(list[order[k]]);
+            list[order[k]] = NULL;
+        } else {
+            kept = k;
+        }
+    for (size_t i = 0; i < *n; i++)
+        if (list[i])
+            list[m++] = list[i];
+    *n = m;
+    free(order);
     return FP8_OK;
 }
 
@@ -816,7 +954,7 @@ fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config,
                             ignore_keys[format].side_key),
                         list, n, present);
     }
-    return st;
+    return st ? st : fmt_unique(ctx, *list, n);
 }
 
 /* Whether POSIX extended `re` matches `s` from its start, as Python's
@@ -865,4 +1003,199 @@ fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *m
         ((ne <= nm && memcmp(module + nm - ne, entry, ne) == 0) || match_from_start(entry, module)))
         return FMT_IGNORES_LOOSE;
     return FMT_IGNORES_NONE;
+}
+
+struct fmt_ignore_set {
+    fp8_format format;
+    char *const *entries;
+    size_t *names;      /* the other entries' indices, sorted by their text */
+    size_t nnames;
+    size_t *globs;      /* entries with * ? [ */
+    size_t nglobs;
+    regex_t *res;       /* "re:" entries, and hf-fp8's entries as regexes */
+    size_t *res_at;     /* their entries */
+    bool *res_loose;    /* the hf-fp8 ones: transformers only */
+    size_t nres;
+};
+
+#define NAME(set, k) ((set)->entries[(set)->names[k]])
+
+static int cmp_names(const void *a, const void *b, void *entries)
+{
+    return strcmp(((char *const *)entries)[*(const size_t *)a],
+                  ((char *const *)entries)[*(const size_t *)b]);
+}
+
+/* `e` against the first `len` bytes of `s`, as strcmp would order them. */
+static int cmp_bounded(const char *e, const char *s, size_t len)
+{
+    int c = strncmp(e, s, len);
+    return c ? c : e[len] != '\0';
+}
+
+/* The index in names of the greatest name not above s's first len bytes,
+ * or nnames when every name is above them. */
+static size_t floor_name(const fmt_ignore_set *set, const char *s, size_t len)
+{
+    size_t lo = 0, hi = set->nnames; /* the first name above */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_bounded(NAME(set, mid), s, len) > 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo ? lo - 1 : set->nnames;
+}
+
+/* The names that are nonempty prefixes of s's first len bytes, longest
+ * first, each given to `take` (which returns true to stop): the greatest
+ * name not above them is one, or shares with them every prefix of theirs
+ * that is a name, so the search goes on within their common prefix. */
+static bool prefix_names(const fmt_ignore_set *set, const char *s, size_t len,
+                         bool (*take)(void *arg, size_t entry), void *arg)
+{
+    while (len) {
+        size_t k = floor_name(set, s, len);
+        if (k == set->nnames)
+            return false;
+        const char *e = NAME(set, k);
+        size_t common = 0;
+        while (common < len && e[common] == s[common])
+            common++;
+        if (!e[common]) {
+            if (!common || take(arg, set->names[k]))
+                return common > 0;
+            common--;
+        }
+        len = common;
+    }
+    return false;
+}
+
+/* The entry equal to s, or (size_t)-1. */
+static size_t name_entry(const fmt_ignore_set *set, const char *s)
+{
+    size_t len = strlen(s), k = floor_name(set, s, len);
+    return k < set->nnames && strcmp(NAME(set, k), s) == 0 ? set->names[k] : (size_t)-1;
+}
+
+void fmt_ignore_set_free(fmt_ignore_set *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nres; i++)
+        regfree(&s->res[i]);
+    free(s->res), free(s->res_at), free(s->res_loose), free(s->names), free(s->globs), free(s);
+}
+
+fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
+                                 fmt_ignore_set **out)
+{
+    fmt_ignore_set *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (s) {
+        s->format = format;
+        s->entries = entries;
+        s->names = fp8_xcalloc(n + 1, sizeof *s->names);
+        s->globs = fp8_xcalloc(n + 1, sizeof *s->globs);
+        s->res = fp8_xcalloc(n + 1, sizeof *s->res);
+        s->res_at = fp8_xcalloc(n + 1, sizeof *s->res_at);
+        s->res_loose = fp8_xcalloc(n + 1, sizeof *s->res_loose);
+    }
+    if (!s || !s->names || !s->globs || !s->res || !s->res_at || !s->res_loose) {
+        fmt_ignore_set_free(s);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *e = entries[i], *re = NULL;
+        bool loose = false;
+        if (strncmp(e, "re:", 3) == 0)
+            re = e + 3;
+        else if (strpbrk(e, "*?["))
+            s->globs[s->nglobs++] = i;
+        else {
+            s->names[s->nnames++] = i;
+            /* hf-fp8's entries are regexes to transformers; one whose only
+             * special character is '.' is looked up as a name (a '.' taken
+             * as itself: no real module name differs from another there) */
+            if (format == FP8_FORMAT_HF_FP8 && strpbrk(e, "()|+{}^$\\"))
+                re = e, loose = true;
+        }
+        char *anchored;
+        if (!re)
+            continue;
+        if (asprintf(&anchored, "^(%s)", re) < 0) {
+            fmt_ignore_set_free(s);
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        }
+        if (regcomp(&s->res[s->nres], anchored, REG_EXTENDED | REG_NOSUB) == 0) {
+            s->res_at[s->nres] = i; /* (one that does not compile names nothing) */
+            s->res_loose[s->nres++] = loose;
+        }
+        free(anchored);
+    }
+    qsort_r(s->names, s->nnames, sizeof *s->names, cmp_names, (void *)entries);
+    *out = s;
+    return FP8_OK;
+}
+
+typedef struct {
+    fmt_ignores how; /* the best found */
+    size_t entry;    /* its entry */
+    bool *selected;  /* fmt_ignore_set_select: every entry found at `least` or above */
+    fmt_ignores least;
+} found;
+
+/* An entry selects the module at `how`; true: the search may stop. */
+static bool find(found *f, size_t entry, fmt_ignores how)
+{
+    if (how > f->how)
+        f->how = how, f->entry = entry;
+    if (f->selected && how >= f->least)
+        f->selected[entry] = true;
+    return !f->selected && f->how == FMT_IGNORES_ALL;
+}
+static bool find_all(void *f, size_t entry) { return find(f, entry, FMT_IGNORES_ALL); }
+static bool find_loose(void *f, size_t entry) { return find(f, entry, FMT_IGNORES_LOOSE); }
+
+/* fmt_ignore_match over every entry, each looked up rather than tried. */
+static void search(const fmt_ignore_set *s, const char *module, found *f)
+{
+    size_t nm = strlen(module), e;
+    if ((e = name_entry(s, module)) != (size_t)-1 && find(f, e, FMT_IGNORES_ALL))
+        return;
+    for (size_t i = 0; i < s->nglobs; i++)
+        if (fnmatch(s->entries[s->globs[i]], module, 0) == 0 &&
+            find(f, s->globs[i], FMT_IGNORES_ALL))
+            return;
+    for (size_t i = 0; i < s->nres; i++)
+        if (regexec(&s->res[i], module, 0, NULL, 0) == 0 &&
+            find(f, s->res_at[i], s->res_loose[i] ? FMT_IGNORES_LOOSE : FMT_IGNORES_ALL))
+            return;
+    for (size_t at = 0; at < nm; at++) {
+        /* ModelOpt: a name within the module's; transformers: at its end */
+        if (s->format == FP8_FORMAT_MODELOPT &&
+            prefix_names(s, module + at, nm - at, find_all, f))
+            return;
+        if (s->format == FP8_FORMAT_HF_FP8 && (e = name_entry(s, module + at)) != (size_t)-1)
+            find(f, e, FMT_IGNORES_LOOSE);
+    }
+    if (s->format == FP8_FORMAT_HF_FP8)
+        prefix_names(s, module, nm, find_loose, f);
+}
+
+fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module, const char **entry)
+{
+    found f = { FMT_IGNORES_NONE, 0, NULL, FMT_IGNORES_NONE };
+    search(s, module, &f);
+    if (entry)
+        *entry = f.how ? s->entries[f.entry] : NULL;
+    return f.how;
+}
+
+void fmt_ignore_set_select(const fmt_ignore_set *s, const char *module, bool loose, bool *selected)
+{
+    found f = { FMT_IGNORES_NONE, 0, selected, loose ? FMT_IGNORES_LOOSE : FMT_IGNORES_ALL };
+    search(s, module, &f);
 }

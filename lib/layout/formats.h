@@ -12,6 +12,7 @@
 #define FP8_FORMATS_H
 
 #include <cjson/cJSON.h>
+#include <regex.h>
 
 #include "common/internal.h"
 #include "layout/fp4.h"
@@ -137,6 +138,25 @@ fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config,
  * matcher for verify's ignore-list rules and --like (formats.c). */
 typedef enum { FMT_IGNORES_NONE, FMT_IGNORES_LOOSE, FMT_IGNORES_ALL } fmt_ignores;
 fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *module);
+/* A whole ignore list (borrowed: it must outlive the set) indexed for
+ * fmt_ignore_match's answer over all its entries: O(log n) a module for
+ * names (sorted; a module's substrings and suffixes looked up), one match
+ * each for "re:", glob and (hf-fp8) regex entries, so that verify of a
+ * 1,000,000-entry list takes seconds (issue 43).  An hf-fp8 name's '.' is
+ * taken as itself, where transformers' regex reading takes any character
+ * (no real module name differs from another only there). */
+typedef struct fmt_ignore_set fmt_ignore_set;
+fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
+                                 fmt_ignore_set **out);
+/* ... and *entry (when not NULL) one entry that selects it so, or NULL */
+fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module, const char **entry);
+/* selected[i] set for every entry i that keeps `module` (for every loader,
+ * or with `loose` for transformers too). */
+void fmt_ignore_set_select(const fmt_ignore_set *s, const char *module, bool loose, bool *selected);
+/* Each of list's n strings once, the first kept in place (the others
+ * freed), in O(n log n). */
+fp8_status fmt_unique(fp8_ctx *ctx, char **list, size_t *n);
+void fmt_ignore_set_free(fmt_ignore_set *s);
 /* "vLLM", "SGLang", "transformers" (fp8_loader_name() is the option's spelling). */
 const char *fmt_loader_title(fp8_loader l);
 
@@ -189,12 +209,39 @@ int fmt_config_is_f32(const cJSON *config);
 /* The dtype the config declares (torch_dtype, or dtype); NULL when none. */
 const char *fmt_config_dtype(const cJSON *config);
 
-/* Why a tensor stays unquantized by the built-in rules (embedding, output
- * head, norm, MoE router, MTP projection); NULL when no rule keeps it.
+/* Why a tensor stays unquantized by the built-in rules (a multimodal
+ * model's vision tower or projector, embedding, output head, norm, MoE
+ * router, MTP projection); NULL when no rule keeps it.
  * `experts` is the config's expert count (0: none): a 2-D gate or router
  * weight whose output dimension equals it is a router, whatever the family
  * calls it. */
 const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts);
+#define FMT_KEEP_TOWER "vision tower or multimodal projector"
+/* The loaders (FP8_LOADER_* bits) that build the tower holding `name`
+ * unquantized for `model_type` (its config's), whatever the config declares. */
+unsigned fmt_tower_unquantized(const char *model_type, const char *name);
+
+/* An ignore pattern (fp8conv(1), --ignore), as llm-compressor and
+ * compressed-tensors spell them (utils/match.py, _match_name: "re:" then a
+ * regex given to Python's re.match on the module's name, so anchored at its
+ * start only; any other entry equal to the module's name).  Here "re:"
+ * takes a POSIX extended regex matched from the start of the module's name
+ * (the tensor's name up to its last '.': model.x.q_proj owns
+ * model.x.q_proj.weight); any other pattern is a POSIX extended regex
+ * searched anywhere in the tensor's name, as before, so a module's whole
+ * name keeps that module (and whatever else has it in its name).  A
+ * back-reference is refused: glibc's matcher can take minutes on a long name
+ * with one. */
+typedef struct {
+    regex_t re;
+    bool on_module; /* "re:": matched from the module name's start */
+    char *literal;  /* ^NAME$ with NAME's special characters escaped (--like's
+                       explicit names): compared, not matched; else NULL */
+} fmt_pattern;
+/* 0, or nonzero with why it does not compile in why[n] */
+int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n);
+bool fmt_pattern_match(const fmt_pattern *p, const char *tensor);
+void fmt_pattern_free(fmt_pattern *p);
 
 /* Whether `name` is a fused gate/up weight ([2I, H], or [E, 2I, H] for
  * experts): gate_up_proj, w13, ... whose halves a loader splits. */

@@ -374,88 +374,99 @@ static cJSON *as_loaders_read(const cJSON *q, fp8_format format, const char *ign
     return c;
 }
 
-/* Whether ignore entry `e` keeps module `m` unquantized, as loaders of
- * `format` match entries (fmt_ignore_match); `loose` takes transformers'
- * hf-fp8 reading too, vLLM's whole-name one only without it. */
-static bool selects(fp8_format format, bool loose, const char *e, const char *m)
-{
-    fmt_ignores how = fmt_ignore_match(format, e, m);
-    return how == FMT_IGNORES_ALL || (loose && how == FMT_IGNORES_LOOSE);
-}
-
-/* The modules of both checkpoints: every tensor "X.weight", as X. */
+/* The modules of both checkpoints: every tensor "X.weight", as X, each
+ * once in the order first seen. */
 static fp8_status modules_of(fp8_ctx *ctx, const fp8_checkpoint *a, const fp8_checkpoint *b,
                              char ***out, size_t *n)
 {
     const fp8_checkpoint *cks[2] = { a, b };
+    size_t cap = 0;
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; cks[k] && i < fp8_checkpoint_tensor_count(cks[k]); i++) {
             const char *name = fp8_checkpoint_tensor(cks[k], i, NULL)->name;
             size_t len = strlen(name);
             if (len < 8 || strcmp(name + len - 7, ".weight") != 0)
                 continue;
-            bool seen = false;
-            for (size_t j = 0; j < *n && !seen; j++)
-                seen = strlen((*out)[j]) == len - 7 && !memcmp((*out)[j], name, len - 7);
-            if (seen)
-                continue;
-            char **l = fp8_xreallocarray(*out, *n + 1, sizeof *l);
-            if (l)
+            if (*n == cap) {
+                char **l = fp8_xreallocarray(*out, cap = 2 * cap + 16, sizeof *l);
+                if (!l)
+                    return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
                 *out = l;
-            if (!l || !(l[*n] = strndup(name, len - 7)))
+            }
+            if (!((*out)[*n] = strndup(name, len - 7)))
                 return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
             (*n)++;
         }
-    return FP8_OK;
+    return fmt_unique(ctx, *out, n);
 }
 
-static const char *first_selecting(fp8_format format, bool loose, char **list, size_t n,
-                                   const char *m)
+static int cmp_str(const void *a, const void *b)
 {
-    for (size_t i = 0; i < n; i++)
-        if (selects(format, loose, list[i], m))
-            return list[i];
-    return NULL;
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* The two ignore lists as the sets of modules they keep (a regex and the
  * explicit names it matches are the same list), by each loader's matching
- * (hf-fp8: vLLM's and transformers'); an entry that selects no module of
+ * (hf-fp8: vLLM's and transformers'; fmt_ignore_set, so that a list of a
+ * million entries takes seconds); an entry that selects no module of
  * either checkpoint compared as it is written. */
 static void compare_ignore(differ *d, fp8_format format, const char *key, char **x, size_t nx,
                            char **y, size_t ny, char **modules, size_t nmodules)
 {
-    for (size_t i = 0; i < nmodules; i++)
+    fmt_ignore_set *sets[2] = { NULL, NULL };
+    char **lists[2] = { x, y }, **sorted[2] = { NULL, NULL };
+    size_t ns[2] = { nx, ny };
+    bool *selected[2] = { NULL, NULL };
+    for (int k = 0; k < 2; k++) {
+        selected[k] = fp8_xcalloc(ns[k] + 1, sizeof *selected[k]);
+        sorted[k] = fp8_xcalloc(ns[k] + 1, sizeof *sorted[k]);
+        if (!selected[k] || !sorted[k]) {
+            d->st = fp8_fail(d->ctx, FP8_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        if ((d->st = fmt_ignore_set_create(d->ctx, format, lists[k], ns[k], &sets[k])))
+            goto out;
+        memcpy(sorted[k], lists[k], ns[k] * sizeof *sorted[k]);
+        qsort(sorted[k], ns[k], sizeof *sorted[k], cmp_str);
+    }
+    for (size_t i = 0; i < nmodules; i++) {
+        const char *ex, *ey;
+        fmt_ignores hx = fmt_ignore_set_match(sets[0], modules[i], &ex),
+                    hy = fmt_ignore_set_match(sets[1], modules[i], &ey);
+        for (int k = 0; k < 2; k++)
+            fmt_ignore_set_select(sets[k], modules[i], true, selected[k]);
         for (int loose = 0; loose <= (format == FP8_FORMAT_HF_FP8); loose++) {
-            const char *ex = first_selecting(format, loose, x, nx, modules[i]),
-                       *ey = first_selecting(format, loose, y, ny, modules[i]);
+            fmt_ignores least = loose ? FMT_IGNORES_LOOSE : FMT_IGNORES_ALL;
+            bool kx = hx >= least, ky = hy >= least;
             const char *how = loose ? " as transformers matches entries" : "";
-            if (ex && !ey)
+            if (kx && !ky)
                 say(d, "like-config", "%s: config.json quantization_config.%s keeps '%s' "
                     "unquantized (entry '%s')%s, %s's does not", d->here, key, modules[i], ex,
                     how, d->ref);
-            else if (!ex && ey)
+            else if (!kx && ky)
                 say(d, "like-config", "%s: config.json quantization_config.%s does not keep "
                     "'%s' unquantized%s, %s's does (entry '%s')", d->here, key, modules[i], how,
                     d->ref, ey);
-            if (!ex != !ey)
+            if (kx != ky)
                 break; /* one finding a module */
         }
-    char **lists[2] = { x, y };
-    size_t ns[2] = { nx, ny };
+    }
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; i < ns[k]; i++) {
-            bool any = false, other = false;
-            for (size_t j = 0; j < nmodules && !any; j++)
-                any = selects(format, true, lists[k][i], modules[j]);
-            for (size_t j = 0; j < ns[1 - k] && !other; j++)
-                other = strcmp(lists[k][i], lists[1 - k][j]) == 0;
-            if (!any && !other)
+            bool other = bsearch(&lists[k][i], sorted[1 - k], ns[1 - k], sizeof *sorted[1 - k],
+                                 cmp_str) != NULL;
+            if (!selected[k][i] && !other)
                 say(d, "like-config", k == 0 ? "%s: config.json quantization_config.%s has '%s' "
                     "(no module of either checkpoint), %s's does not"
                     : "%s: config.json quantization_config.%s lacks '%s' of %s (no module of "
                     "either checkpoint)", d->here, key, lists[k][i], d->ref);
         }
+out:
+    for (int k = 0; k < 2; k++) {
+        fmt_ignore_set_free(sets[k]);
+        free(selected[k]);
+        free(sorted[k]);
+    }
 }
 
 fp8_status like_compare(fp8_ctx *ctx, const fp8_checkpoint *ck, const char *config_dir,
@@ -531,6 +542,10 @@ struct fp8_like {
      * they all have one */
     bool scale_set;
     fp8_dtype scale_dtype;
+    /* INPUT's X.weight names in the order of X without its model prefix
+     * (unprefixed), made when a reference module is not INPUT's own */
+    const char **stems;
+    size_t nstems;
 };
 
 static fp8_status push(fp8_ctx *ctx, char ***list, size_t *n, char *s)
@@ -577,29 +592,47 @@ static const char *unprefixed(const char *name, size_t n)
     return rest;
 }
 
+/* A tensor name X.weight's X without its model prefix: at *n bytes. */
+static const char *stem_of(const char *name, size_t *n)
+{
+    size_t len = strlen(name) - 7;
+    const char *own = unprefixed(name, len);
+    *n = (size_t)(name + len - own);
+    return own;
+}
+
+/* The stem of `name` against the nref bytes of ref, as strcmp orders them. */
+static int cmp_stem_text(const char *name, const char *ref, size_t nref)
+{
+    size_t n;
+    const char *own = stem_of(name, &n);
+    int c = memcmp(own, ref, n < nref ? n : nref);
+    return c ? c : (n > nref) - (n < nref);
+}
+
+static int cmp_stems(const void *a, const void *b)
+{
+    size_t n;
+    const char *own = stem_of(*(const char *const *)b, &n);
+    return cmp_stem_text(*(const char *const *)a, own, n);
+}
+
 /* A REF module onto INPUT: its own name, or the one name that differs only
  * by its model prefix (model.language_model.x for model.x, or the reverse). */
 static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *ck,
                               const char *module, const char *input, const char *ref_path,
                               char **as)
 {
-    if (strncmp(module, "re:", 3) == 0) {
-        char *re;
-        regex_t compiled;
-        if (asprintf(&re, "^(%s)", module + 3) < 0)
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        int rc = regcomp(&compiled, re, REG_EXTENDED | REG_NOSUB);
-        if (rc) { /* said here: quantize would name it as an --ignore the user never gave */
-            char why[128];
-            regerror(rc, &compiled, why, sizeof why);
-            free(re);
+    if (strncmp(module, "re:", 3) == 0) { /* quantize matches it as compressed-tensors does */
+        fmt_pattern compiled;
+        char why[160];
+        /* said here: quantize would name it as an --ignore the user never gave */
+        if (fmt_pattern_compile(&compiled, module, why, sizeof why))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "--like %s: the ignore list of its quantization_config has the "
-                            "entry '%s', which is not a POSIX extended regex: %s",
-                            ref_path, module, why);
-        }
-        regfree(&compiled);
-        return push(ctx, &l->ignore, &l->nignore, re);
+                            "entry '%s': %s", ref_path, module, why);
+        fmt_pattern_free(&compiled);
+        return push(ctx, &l->ignore, &l->nignore, fp8_strdup(module));
     }
     if (strpbrk(module, "*?"))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, true));
@@ -607,18 +640,30 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
     snprintf(weight, sizeof weight, "%s.weight", module);
     if (fp8_checkpoint_find(ck, weight, NULL))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, false));
-    const char *found = NULL;
+    const char *found = NULL, *ref = unprefixed(module, strlen(module));
     size_t matches = 0;
-    for (size_t i = 0; i < fp8_checkpoint_tensor_count(ck); i++) {
-        const char *name = fp8_checkpoint_tensor(ck, i, NULL)->name;
-        size_t n = strlen(name);
-        if (n < 8 || strcmp(name + n - 7, ".weight") != 0)
-            continue;
-        const char *own = unprefixed(name, n - 7), *ref = unprefixed(module, strlen(module));
-        if (strlen(ref) == (size_t)(name + n - 7 - own) && memcmp(own, ref, strlen(ref)) == 0) {
-            found = name;
-            matches++;
+    if (!l->stems) { /* once: a binary search a module then, not a scan */
+        size_t n = fp8_checkpoint_tensor_count(ck);
+        if (!(l->stems = fp8_xcalloc(n + 1, sizeof *l->stems)))
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            const char *name = fp8_checkpoint_tensor(ck, i, NULL)->name;
+            if (strlen(name) >= 8 && fp8_has_suffix(name, ".weight"))
+                l->stems[l->nstems++] = name;
         }
+        qsort(l->stems, l->nstems, sizeof *l->stems, cmp_stems);
+    }
+    size_t lo = 0, hi = l->nstems, nref = strlen(ref);
+    while (lo < hi) { /* the first stem not below ref */
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_stem_text(l->stems[mid], ref, nref) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < l->nstems && cmp_stem_text(l->stems[lo], ref, nref) == 0; lo++) {
+        found = l->stems[lo];
+        matches++;
     }
     char *msg = NULL;
     if (matches == 1) {
@@ -903,6 +948,7 @@ void fp8_like_free(fp8_like *l)
     fp8_strings_free(l->ignore, l->nignore);
     fp8_strings_free(l->notes, l->nnotes);
     fp8_strings_free(l->declared, l->ndeclared);
+    free(l->stems);
     free(l);
 }
 

@@ -53,8 +53,8 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
     if (!p->opts.no_default_ignore &&
         (rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts)))
         return rule;
-    for (size_t i = 0; i < p->nregexes; i++)
-        if (regexec(&p->regexes[i], t->name, 0, NULL, 0) == 0)
+    for (size_t i = 0; i < p->npatterns; i++)
+        if (fmt_pattern_match(&p->patterns[i], t->name))
             return asprintf(owned, "matches --ignore '%s'", p->opts.ignore[i]) < 0
                        ? (*owned = NULL, "matches --ignore")
                        : *owned;
@@ -300,17 +300,14 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
     if (o->scale_ue8m0 && (!fp8_scheme_has_block(o->scheme) || p->format != FP8_FORMAT_HF_FP8))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "--scale-fmt ue8m0 applies to --scheme block with --format hf-fp8 only");
-    p->regexes = fp8_xcalloc(o->nignore ? o->nignore : 1, sizeof *p->regexes);
-    if (!p->regexes)
+    p->patterns = fp8_xcalloc(o->nignore ? o->nignore : 1, sizeof *p->patterns);
+    if (!p->patterns)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (; p->nregexes < o->nignore; p->nregexes++) {
-        int rc = regcomp(&p->regexes[p->nregexes], o->ignore[p->nregexes], REG_EXTENDED | REG_NOSUB);
-        if (rc) {
-            char why[128];
-            regerror(rc, &p->regexes[p->nregexes], why, sizeof why);
-            return fp8_fail(ctx, FP8_ERR_USAGE, "--ignore '%s': not a POSIX extended regex: %s",
-                            o->ignore[p->nregexes], why);
-        }
+    for (; p->npatterns < o->nignore; p->npatterns++) {
+        char why[160];
+        const char *pattern = o->ignore[p->npatterns];
+        if (fmt_pattern_compile(&p->patterns[p->npatterns], pattern, why, sizeof why))
+            return fp8_fail(ctx, FP8_ERR_USAGE, "--ignore '%s': %s", pattern, why);
     }
     return FP8_OK;
 }
@@ -689,6 +686,42 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
     return p->nparts ? sort_items(ctx, p) : FP8_OK;
 }
 
+/* Each ignore pattern names a tensor of INPUT, or is said not to: a
+ * misspelt one would leave its layers quantized without a word.  (--like's
+ * explicit names are INPUT's modules already, found by fp8_like_open; its
+ * "re:" entries and '*' globs are tried, a scan of the tensors each.) */
+static fp8_status check_patterns(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    size_t count = fp8_checkpoint_tensor_count(p->ck);
+    for (size_t i = 0; i < p->npatterns; i++) {
+        size_t k = 0;
+        if (i >= p->npatterns - p->opts.nignore_like && strncmp(p->opts.ignore[i], "re:", 3) != 0 &&
+            !strstr(p->opts.ignore[i], ".*"))
+            continue;
+        while (k < count &&
+               !fmt_pattern_match(&p->patterns[i], fp8_checkpoint_tensor(p->ck, k, NULL)->name))
+            k++;
+        if (k < count)
+            continue;
+        const char *what = i >= p->npatterns - p->opts.nignore_like ? "--like's ignore entry"
+                                                                    : "--ignore";
+        if (p->opts.strict_ignore)
+            return fp8_fail(ctx, FP8_ERR_USAGE, "%s '%s' matches no tensor of %s (--strict)", what,
+                            p->opts.ignore[i], p->input);
+        char *msg;
+        if (asprintf(&msg, "%s '%s' matches no tensor of %s: it keeps nothing unquantized%s",
+                     what, p->opts.ignore[i], p->input,
+                     strncmp(p->opts.ignore[i], "re:", 3) == 0
+                         ? " (a \"re:\" regex is matched from the start of the module's name)"
+                         : "") < 0)
+            msg = NULL;
+        fp8_status st = quant_plan_warn(ctx, p, msg);
+        if (st)
+            return st;
+    }
+    return FP8_OK;
+}
+
 static void first_reason(void *arg, const char *message)
 {
     char **first = arg;
@@ -792,7 +825,8 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
         (p->experts = fmt_config_experts(p->config), false) ||
         (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
-        (st = check_loadable(ctx, p)) || (st = check_lone_block(ctx, p))) {
+        (st = check_patterns(ctx, p)) || (st = check_loadable(ctx, p)) ||
+        (st = check_lone_block(ctx, p))) {
         fp8_quant_plan_free(p);
         return st;
     }
@@ -832,9 +866,9 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
     fp8_strings_free(p->warnings, p->nwarnings);
     cJSON_Delete(p->config);
     ck_output_names_free(p->out_shards, p->ck ? fp8_checkpoint_shard_count(p->ck) : 0);
-    for (size_t i = 0; i < p->nregexes; i++)
-        regfree(&p->regexes[i]);
-    free(p->regexes);
+    for (size_t i = 0; i < p->npatterns; i++)
+        fmt_pattern_free(&p->patterns[i]);
+    free(p->patterns);
     free(p->entries);
     free(p->items);
     fp8_checkpoint_close(p->ck);

@@ -154,8 +154,8 @@ struct fp8_quant_plan {
     size_t nignored;
     char **ignored;
     char **out_shards;     /* output shard names, by input shard */
-    regex_t *regexes;
-    size_t nregexes;
+    fmt_pattern *patterns; /* opts.ignore compiled */
+    size_t npatterns;
     uint64_t input_bytes, work_bytes; /* work counts per-tensor inputs twice */
     fp8_device device;     /* resolved by the run */
     const fp8_quant_source *source; /* convert's FP8 input; NULL for quantize */

@@ -912,6 +912,52 @@ static fp8_status write_config(fp8_ctx *ctx, const fp8_quant_plan *p, const char
     return st;
 }
 
+/* --finish on an OUTPUT published already: its parts' records went with
+ * the publishing, but its config.json says the layout it was made with;
+ * this command's must be the same (a --block 64x64 on a 128x128 output
+ * would otherwise report what it never wrote). */
+/* Whether a and b print the same (config.json's numbers are kept as their
+ * text, which cJSON_Compare does not read as numbers). */
+static bool same_json(const cJSON *a, const cJSON *b)
+{
+    char *x = a ? cJSON_PrintUnformatted(a) : NULL, *y = b ? cJSON_PrintUnformatted(b) : NULL;
+    bool same = x && y && strcmp(x, y) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static fp8_status check_published(fp8_ctx *ctx, const fp8_quant_plan *p, const char *output)
+{
+    cJSON *config = NULL;
+    cJSON *mine = fmt_quantization_config(p->spec, &p->opts, p->ignored, p->nignored);
+    fp8_status st = ck_config_read(ctx, output, &config);
+    const cJSON *theirs = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    if (!st && config && !same_json(theirs, mine)) {
+        const cJSON *k = NULL, *a = NULL, *b = NULL;
+        const cJSON *sides[2] = { theirs, mine };
+        for (int side = 0; side < 2 && !k; side++) /* the first key either has that differs */
+            cJSON_ArrayForEach(k, sides[side]) {
+                a = cJSON_GetObjectItemCaseSensitive(theirs, k->string);
+                b = cJSON_GetObjectItemCaseSensitive(mine, k->string);
+                if (!same_json(a, b))
+                    break;
+            }
+        char *x = a ? cJSON_PrintUnformatted(a) : NULL, *y = b ? cJSON_PrintUnformatted(b) : NULL;
+        st = fp8_fail(ctx, FP8_ERR_USAGE,
+                      "%s: --finish: published already with other options: its config.json's "
+                      "quantization_config has \"%s\": %.200s, this command writes %.200s; give "
+                      "the options it was made with (or --force without --finish to make it again)",
+                      output, k && k->string ? k->string : "quantization_config",
+                      x ? x : "nothing", y ? y : "nothing");
+        free(x);
+        free(y);
+    }
+    cJSON_Delete(config);
+    cJSON_Delete(mine);
+    return st;
+}
+
 /* ---------------------------------------------------------------- the run */
 
 /* What the output's bytes depend on, one "--option value" line each, for
@@ -965,6 +1011,8 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
     if (!st)
         st = fp8_output_open(ctx, &out, p->input, output, is_dir, p->opts.force,
                              !p->opts.no_sync, &work);
+    if (!st && out.complete && !out.recheck && is_dir && p->config)
+        st = check_published(ctx, p, output);
     bool any = false; /* shards to write (not --resume's finished ones) */
     for (size_t s = 0; !st && !out.complete && s < nshards; s++)
         any = any || out.todo[s];

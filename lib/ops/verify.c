@@ -98,6 +98,8 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     v->experts = fmt_config_experts(config);
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
     v->family = fp4_layout_of_model(cJSON_IsString(mt) ? mt->valuestring : NULL);
+    if (cJSON_IsString(mt) && !(v->model_type = fp8_strdup(mt->valuestring)))
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (v->family)
         v->family_scale_dtype = fp4_family_scale_dtype(v->family, config, &v->family_fp8_experts);
     v->hidden = fmt_config_hidden(config);
@@ -113,6 +115,8 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
         if (!st)
             st = fmt_ignore_read(ctx, v->format, config, hq, &v->ignore, &v->nignore,
                                  &v->has_ignore_list);
+        if (!st)
+            st = fmt_ignore_set_create(ctx, v->format, v->ignore, v->nignore, &v->ignore_set);
     } else if (d.unknown_method && !fp4_layout_of_method(d.unknown_method)) {
         st = verify_add(ctx, v, FP8_SEV_ERROR, "quant-method",
                  "config.json: quant_method '%s' is not one verify knows (fp8, "
@@ -297,6 +301,8 @@ void fp8_verify_free(fp8_verify *v)
     for (size_t i = 0; i < v->nignore; i++)
         free(v->ignore[i]);
     free(v->ignore);
+    fmt_ignore_set_free(v->ignore_set);
+    free(v->model_type);
     free(v->findings);
     free(v->format_name);
     free((char *)v->ct_activations);

@@ -43,6 +43,7 @@ struct fp8_verify {
     bool ue8m0_claim, has_ignore_list;
     char **ignore;
     size_t nignore;
+    fmt_ignore_set *ignore_set; /* the ignore list, indexed */
     char *format_name; /* "hf-fp8 block 128x128", for the report */
     size_t n, cap;
     fp8_finding *findings;
@@ -51,6 +52,7 @@ struct fp8_verify {
     /* the FP4 layout of the config's model family (fp4.h), NULL for none:
      * DeepSeek-V4's FP8 weights name their scales X.scale */
     const fp4_layout *family;
+    char *model_type;           /* config.json's (NULL: none) */
     fp8_dtype family_scale_dtype; /* its FP8 scales' (fp4_family_scale_dtype) */
     bool family_fp8_experts;      /* its experts are FP8, not packed */
     uint64_t saturated; /* codes at +-448 (atomic while scanning) */

@@ -24,14 +24,11 @@
  * matched as the declared format's loaders match it (fmt_ignore_match). */
 static unsigned ignored(const fp8_verify *v, const char *module)
 {
-    unsigned loaders = 0;
-    for (size_t i = 0; i < v->nignore; i++)
-        switch (fmt_ignore_match(v->format, v->ignore[i], module)) {
-        case FMT_IGNORES_ALL: return FP8_LOADERS_ALL;
-        case FMT_IGNORES_LOOSE: loaders |= BIT(FP8_LOADER_TRANSFORMERS); break;
-        case FMT_IGNORES_NONE: break;
-        }
-    return loaders;
+    switch (v->ignore_set ? fmt_ignore_set_match(v->ignore_set, module, NULL) : FMT_IGNORES_NONE) {
+    case FMT_IGNORES_ALL: return FP8_LOADERS_ALL;
+    case FMT_IGNORES_LOOSE: return BIT(FP8_LOADER_TRANSFORMERS);
+    default: return 0;
+    }
 }
 
 static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t, size_t shard)
@@ -164,6 +161,17 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
                  "routers unquantized; it must stay in bf16",
                  file, t->name, (unsigned long long)t->shape[t->rank - 2],
                  (unsigned long long)v->experts);
+    /* a tower some loaders build without the quant config (fmt_tower_unquantized) */
+    unsigned tower = fmt_tower_unquantized(v->model_type, t->name);
+    if (!st && tower)
+        st = verify_add_for(ctx, v, tower, "tower-quantized",
+                     "%s: %s is F8_E4M3, but it is in the vision tower or projector of a %s "
+                     "model, which %s builds unquantized whatever the config declares; keep it in "
+                     "bf16 (quantize does unless --no-default-ignore)",
+                     file, t->name, v->model_type,
+                     tower == BIT(FP8_LOADER_VLLM)     ? "vLLM"
+                     : tower == BIT(FP8_LOADER_SGLANG) ? "SGLang"
+                                                       : "vLLM and SGLang");
     /* vLLM builds the MTP head as a ParallelLMHead (models/deepseek_mtp.py,
      * SharedHead), left unquantized by every FP8 config (get_quant_method
      * quantizes LinearBase and FusedMoE only): it has no parameter for the

@@ -233,8 +233,10 @@ def quantize(src: PathArg, dst: PathArg, *, progress: Optional[ProgressCallback]
     Options (fp8conv(1), quantize): ``scheme`` (block, channel, tensor,
     mxfp8, nvfp4, mxfp4), ``format`` (hf-fp8, compressed-tensors, modelopt),
     ``block`` (``(128, 128)`` by default), ``scale_fmt``, ``mx_rounding``,
-    ``ignore`` (a list of regular expressions), ``no_default_ignore``,
-    ``like``, ``force``, ``dry_run``, ``part``/``finish``/``resume``,
+    ``ignore`` (a list of patterns: regular expressions searched in tensor
+    names, or llm-compressor's ``"re:..."`` matched from the start of module
+    names), ``strict`` (a pattern that matches nothing is an error),
+    ``no_default_ignore``, ``like``, ``force``, ``dry_run``, ``part``/``finish``/``resume``,
     ``page_cache``, ``no_sync``, ``device``, ``jobs``.
 
     Returns the report: the plan per tensor (``"tensors"``: action, reason,
