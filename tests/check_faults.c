@@ -665,6 +665,107 @@ START_TEST(test_logit_scale_is_not_an_orphan_scale)
 }
 END_TEST
 
+/* issue 43.5: a weight name as long as a header allows (1,000 and 60,000
+ * bytes) through quantize, verify, dequantize-for-export, convert and
+ * diff --dequant: scale names are built in no fixed buffer */
+static char *long_name(size_t n)
+{
+    char *name = malloc(n + 32);
+    ck_assert(name);
+    memset(name, 'x', n);
+    memcpy(name, "model.layers.0.mlp.", 19);
+    strcpy(name + n, ".weight");
+    return name;
+}
+
+START_TEST(test_long_weight_name_passes_every_command)
+{
+    static const char *const formats[] = { "--format hf-fp8 --scheme block",
+                                           "--format compressed-tensors --scheme channel",
+                                           "--format modelopt --scheme nvfp4" };
+    size_t n = _i < 3 ? 1000 : 60000;
+    char *dir = tu_tmpdir(), *path, *name = long_name(n);
+    ck_assert(asprintf(&path, "%s/in/model.safetensors", dir) > 0);
+    char *cmd;
+    ck_assert(asprintf(&cmd, "mkdir '%s/in' && echo '{\"model_type\": \"llama\", "
+                       "\"hidden_size\": 128, \"num_attention_heads\": 1}' >'%s/in/config.json'",
+                       dir, dir) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { 128, 128 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, name, FP8_DTYPE_BF16, 2, shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    uint16_t v[128 * 128];
+    for (size_t i = 0; i < 128 * 128; i++)
+        v[i] = (uint16_t)(0x3c00 + (i * 37 % 512)); /* bf16 1/128 .. 2-ish */
+    ck_assert(fp8_writer_write(ctx, w, v, sizeof v) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    char *err;
+    int rc = tu_run_fmt(&err, "quantize -q %s '%s/in' '%s/q'", formats[_i % 3], dir, dir);
+    ck_assert_msg(rc == 0, "quantize: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "verify -q '%s/q'", dir);
+    ck_assert_msg(rc == 0, "verify: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "dequantize-for-export -q '%s/q' '%s/dq'", dir, dir);
+    ck_assert_msg(rc == 0, "dequantize-for-export: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "diff -q --dequant '%s/in' '%s/q'", dir, dir);
+    ck_assert_msg(rc <= 1 && !*err, "diff --dequant: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "convert -q %s '%s/q' '%s/c'",
+                    _i % 3 == 2 ? "--format compressed-tensors" : "--format modelopt --scheme channel",
+                    dir, dir);
+    ck_assert_msg(rc == 0, "convert: %d %.300s", rc, err);
+    free(err);
+    free(name);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* issue 43.5: a message naming such a weight still says why, names
+ * losing their middle past 8 KiB (status.c) */
+START_TEST(test_long_name_message_keeps_its_reason)
+{
+    size_t n = _i ? 60000 : 1000;
+    char *dir = tu_tmpdir(), *path, *name = long_name(n), *err, *out;
+    ck_assert(asprintf(&path, "%s/m.safetensors", dir) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { 16, 16 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, name, FP8_DTYPE_F8_E4M3, 2, shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    unsigned char codes[256] = { 0x38 };
+    ck_assert(fp8_writer_write(ctx, w, codes, sizeof codes) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export '%s' '%s/out'", path, dir), 3);
+    ck_assert_msg(strstr(err, "its values cannot be recovered"), "%.300s", err);
+    if (n < 2000) /* whole */
+        ck_assert(strstr(err, name));
+    else /* each name's middle elided */
+        ck_assert_msg(strstr(err, "xxx...xxx") && strlen(err) < 8192, "%zu", strlen(err));
+    free(err);
+    char *args;
+    ck_assert(asprintf(&args, "verify --format hf-fp8 --scheme tensor '%s'", path) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(strstr(out, "missing-scale") || strstr(out, "no scale"), "%.300s", out);
+    free(out);
+    free(args);
+    free(name);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -691,6 +792,8 @@ int main(void)
     tcase_add_test(tc, test_input_with_a_scale_name_is_refused);
     tcase_add_test(tc, test_lone_file_with_other_block_is_warned);
     tcase_add_test(tc, test_logit_scale_is_not_an_orphan_scale);
+    tcase_add_loop_test(tc, test_long_weight_name_passes_every_command, 0, 6);
+    tcase_add_loop_test(tc, test_long_name_message_keeps_its_reason, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

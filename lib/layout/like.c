@@ -603,9 +603,7 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
     }
     if (strpbrk(module, "*?"))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, true));
-    char weight[1024];
-    snprintf(weight, sizeof weight, "%s.weight", module);
-    if (fp8_checkpoint_find(ck, weight, NULL))
+    if (ck_find_with(ck, module, strlen(module), ".weight", NULL))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, false));
     const char *found = NULL;
     size_t matches = 0;
@@ -622,11 +620,10 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
     }
     char *msg = NULL;
     if (matches == 1) {
-        snprintf(weight, sizeof weight, "%.*s", (int)(strlen(found) - 7), found);
         free(*as);
-        if (!(*as = fp8_strdup(weight)))
+        if (!(*as = fp8_name_with(found, strlen(found) - 7, "")))
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        return push(ctx, &l->ignore, &l->nignore, regex_of(weight, false));
+        return push(ctx, &l->ignore, &l->nignore, regex_of(*as, false));
     }
     if (asprintf(&msg, "--like: the reference keeps module '%s' unquantized; %s has %s", module,
                  input, matches ? "several modules of that name: none is kept for it"
@@ -657,11 +654,10 @@ static bool scale_dtype_of_ref(const fp8_checkpoint *rck, const fmt_spec *spec, 
     size_t n = rck && spec ? fp8_checkpoint_tensor_count(rck) : 0;
     for (size_t i = 0; i < n; i++) {
         const fp8_tensor_info *w = fp8_checkpoint_tensor(rck, i, NULL);
-        char name[1024];
         if (!fp8_dtype_holds_codes(w->dtype))
             continue;
-        snprintf(name, sizeof name, "%s%s", w->name, spec->scale_suffix);
-        const fp8_tensor_info *s = fp8_checkpoint_find(rck, name, NULL);
+        const fp8_tensor_info *s = ck_find_with(rck, w->name, strlen(w->name), spec->scale_suffix,
+                                                NULL);
         if (!s || (s->dtype != FP8_DTYPE_F32 && s->dtype != FP8_DTYPE_BF16 &&
                    s->dtype != FP8_DTYPE_F16))
             continue;

@@ -305,10 +305,8 @@ static fp8_status nonfinite_at(worker *w, const job *j, const char *name, uint64
 /* A GPU failure, with the file and tensor it was working on. */
 static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
 {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
     return fp8_fail(w->ctx, st, "%s: tensor '%s': %s", fp8_file_path(w->r->in),
-                    w->r->plan->items[j->item].tensor->name, why);
+                    w->r->plan->items[j->item].tensor->name, fp8_ctx_message(w->ctx));
 }
 
 /* Band b of the job, source x (its rows at row0, its columns at col0 of the

@@ -46,9 +46,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     if (v->config_dir && (st = fmt_config_read(ctx, v->config_dir, &config, &side_declared))) {
         if (st != FP8_ERR_BAD_INPUT) /* a config.json no loader parses is a finding */
             return st;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", fp8_ctx_message(ctx));
-        if ((st = verify_add(ctx, v, FP8_SEV_ERROR, "config-json", "%s", msg)))
+        if ((st = verify_add(ctx, v, FP8_SEV_ERROR, "config-json", "%s", fp8_ctx_message(ctx))))
             return st;
     }
     fmt_declaration d;
