@@ -43,8 +43,9 @@ fp8_status fp8_options_check(fp8_ctx *ctx, const char *records, const char *mine
 unsigned fp8_options_parts(const char *records);
 
 /* Appends what every command's options share: the part count (none when
- * 0), and the input's identity: each shard's name, size and modification
- * time, and a hash of config.json. */
+ * 0), and the input's identity: each shard's name, size, modification time
+ * and a hash of a sample of its content (parts.c, sample_hash), and a hash
+ * of config.json. */
 fp8_status fp8_options_common(fp8_ctx *ctx, const fp8_checkpoint *ck, unsigned parts, fp8_text *t);
 
 #endif
