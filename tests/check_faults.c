@@ -766,6 +766,74 @@ START_TEST(test_long_name_message_keeps_its_reason)
 }
 END_TEST
 
+/* issue 43.8: a lone UTF-16 surrogate escape is named as such (a pair is
+ * one character); config sizes that are no whole number are refused by
+ * quantize and convert, named; --force over a symbolic link says what it
+ * does and leaves the link's target alone */
+static void write_header(const char *path, const char *name)
+{
+    char hdr[256], buf[512];
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", name);
+    uint64_t len = (uint64_t)n;
+    memcpy(buf, &len, 8); /* little-endian host */
+    memcpy(buf + 8, hdr, len);
+    buf[8 + len] = 7;
+    tu_spit(path, buf, 8 + len + 1);
+}
+
+START_TEST(test_small_input_faults_are_named)
+{
+    char *dir = tu_tmpdir(), *path, *err, *cmd;
+    ck_assert(asprintf(&path, "%s/x.safetensors", dir) > 0);
+    write_header(path, "a\\ud83d\\ude00b");
+    ck_assert_int_eq(tu_run_fmt(&err, "inspect '%s'", path), 0);
+    free(err);
+    static const char *const lone[] = { "a\\ud800b", "a\\udc00b", "a\\ud800\\u0041" };
+    for (int k = 0; k < 3; k++) {
+        write_header(path, lone[k]);
+        ck_assert_int_eq(tu_run_fmt(&err, "inspect '%s'", path), 3);
+        ck_assert_msg(strstr(err, "a lone UTF-16 surrogate escape"), "%s", err);
+        free(err);
+    }
+    /* hidden_size 1e999 */
+    char *model = copy_model(dir, "m");
+    ck_assert(asprintf(&cmd, "sed -i 's/\"hidden_size\": [0-9]*/\"hidden_size\": 1e999/' "
+                       "'%s/config.json'", model) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q '%s' '%s/q'", model, dir), 3);
+    ck_assert_msg(strstr(err, "config.json: hidden_size is 1e999, not a whole number"), "%s", err);
+    free(err);
+    char *q;
+    ck_assert(asprintf(&q, "%s/q", dir) > 0);
+    ck_assert(access(q, F_OK) != 0);
+    free(q);
+    /* --force over a link to a file */
+    ck_assert(asprintf(&cmd, "cd '%s' && cp x.safetensors target && ln -s target link", dir) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --force "
+                                "testdata/llama-tiny/model-00001-of-00002.safetensors "
+                                "'%s/link'", dir), 0);
+    ck_assert_msg(strstr(err, "is a symbolic link: --force replaces the link"), "%s", err);
+    free(err);
+    char *target, *link;
+    ck_assert(asprintf(&target, "%s/target", dir) > 0 && asprintf(&link, "%s/link", dir) > 0);
+    size_t n;
+    free(tu_slurp(target, &n));
+    ck_assert_int_eq(n, 8 + strlen("{\"a\\ud800\\u0041\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                   "\"data_offsets\":[0,1]}}") + 1);
+    struct stat sb;
+    ck_assert(lstat(link, &sb) == 0 && S_ISREG(sb.st_mode));
+    free(target);
+    free(link);
+    free(model);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -794,6 +862,7 @@ int main(void)
     tcase_add_test(tc, test_logit_scale_is_not_an_orphan_scale);
     tcase_add_loop_test(tc, test_long_weight_name_passes_every_command, 0, 6);
     tcase_add_loop_test(tc, test_long_name_message_keeps_its_reason, 0, 2);
+    tcase_add_test(tc, test_small_input_faults_are_named);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

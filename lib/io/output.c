@@ -509,6 +509,9 @@ static fp8_status check_output(fp8_ctx *ctx, fp8_output *o, const char *input, c
         return st;
     if (o->exists && !force)
         return fp8_fail(ctx, FP8_ERR_EXISTS, "%s: already exists (--force replaces it)", output);
+    if (o->exists && S_ISLNK(sb.st_mode)) /* a file output's: check_replaceable took it */
+        fp8_notify(ctx, "%s: is a symbolic link: --force replaces the link by the output file "
+                   "and leaves the file it points to as it was", output);
     return FP8_OK;
 }
 

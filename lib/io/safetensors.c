@@ -207,7 +207,21 @@ static fp8_status lex(lexer *lx, const char *s, size_t n)
                     /* A NUL would silently cut the C string short. */
                     if (v == 0)
                         return lex_fail(lx, i - 1, "escaped NUL (\\u0000) inside a string");
-                    i += 4;
+                    /* a UTF-16 surrogate is half a character: a high one
+                     * needs a low one next; serde_json, which the
+                     * safetensors library reads headers with, refuses
+                     * either alone ("lone leading surrogate") */
+                    int lo = v >= 0xD800 && v < 0xDC00 && i + 10 < n && s[i + 5] == '\\' &&
+                                     s[i + 6] == 'u'
+                                 ? hexval(s[i + 7]) << 12 | hexval(s[i + 8]) << 8 |
+                                       hexval(s[i + 9]) << 4 | hexval(s[i + 10])
+                                 : -1;
+                    if ((v >= 0xD800 && v < 0xDC00 && !(lo >= 0xDC00 && lo < 0xE000)) ||
+                        (v >= 0xDC00 && v < 0xE000))
+                        return lex_fail(lx, i - 1,
+                                        "a lone UTF-16 surrogate escape (\\ud800 to \\udfff "
+                                        "without its pair), half a character, inside a string");
+                    i += v >= 0xD800 && v < 0xDC00 ? 10 : 4;
                 } else if (!strchr("\"\\/bfnrt", s[i])) {
                     return lex_fail(lx, i - 1, "invalid escape sequence");
                 }

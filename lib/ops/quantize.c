@@ -785,6 +785,7 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
         (!source && (st = check_not_quantized(ctx, p))) ||
         (st = ck_output_names(ctx, p->ck, &p->out_shards)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
+        (st = par_config_check(ctx, input, p->config)) ||
         (p->experts = fmt_config_experts(p->config), false) ||
         (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
         (st = check_loadable(ctx, p)) || (st = check_lone_block(ctx, p))) {

@@ -148,13 +148,15 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                  v->path);
     v->has_model = par_model_from_config(config, &v->model);
     const cJSON *text = par_text_config(config);
+    const char *bad_text, *bad = par_config_bad_key(config, &bad_text);
     if (!st && !v->has_model && cJSON_GetObjectItemCaseSensitive(text, "hidden_size") &&
         cJSON_GetObjectItemCaseSensitive(text, "num_attention_heads"))
         st = verify_add(ctx, v, FP8_SEV_ERROR, "config-numbers",
                  "config.json: the model's sizes (hidden_size, num_attention_heads, "
                  "num_key_value_heads, head_dim, intermediate sizes, expert counts) must be "
                  "whole numbers up to 2^31, and num_attention_heads positive: loaders divide by "
-                 "them");
+                 "them%s%s%s%s%s", bad ? " (" : "", bad ? bad : "", bad ? " is " : "",
+                 bad ? bad_text : "", bad ? ")" : "");
     /* undeclared, transformers computes in the checkpoint's own float dtype
      * (all-MiniLM-L6-v2's config names none, and its weights are F32) */
     int f32 = fmt_config_is_f32(config);
