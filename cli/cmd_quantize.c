@@ -377,5 +377,5 @@ const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf
   "  fp8conv quantize --scheme nvfp4 model/ model-nvfp4/\n",
   "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
   "3 bad input (already FP8, NaN or inf; FP4: f16, 3-D experts); "
-  "4 I/O error or interrupted; 5 device error",
+  "4 I/O error; 5 device error; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM)",
   cli_quantize_options };

@@ -866,7 +866,7 @@ START_TEST(test_sigterm_keeps_finished_shards_for_resume)
     kill(pid, SIGTERM);
     int status;
     ck_assert(waitpid(pid, &status, 0) == pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 4, "status 0x%x", status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status 0x%x", status);
     ck_assert(!exists(out));
     ck_assert_int_eq(count_entries(dir, ".out.tmp-"), 1);
     size_t len;

@@ -745,6 +745,9 @@ fp8_status fp8_output_open(fp8_ctx *ctx, fp8_output *o, const char *input, const
     } else {
         if (work && work->run.resume && is_dir)
             adopt(ctx, o, prefix);
+        if (work && work->run.resume && !o->tmp) /* said, not silent */
+            fp8_notify(ctx, "%s: --resume: no stopped run of this OUTPUT to resume on this "
+                       "host: converting from the beginning", o->path);
         clean_stale(ctx, o, prefix);
         if (!o->tmp)
             st = make_tmp(ctx, o, prefix);
@@ -767,8 +770,17 @@ fp8_status fp8_output_shard_done(fp8_ctx *ctx, fp8_output *o, size_t s)
 
 void fp8_output_interrupted(fp8_ctx *ctx, fp8_output *o)
 {
-    if (!o->records || o->staged || o->committed || !o->finished || !o->tmp)
-        return; /* nothing finished, or --part/--finish: .NAME.parts stays anyway */
+    if (o->staged || o->committed || !o->tmp)
+        return; /* --part/--finish: .NAME.parts stays anyway */
+    if (!o->records || !o->finished) {
+        fp8_notify(ctx, "%s: stopped; nothing is kept: %s, so a next run, with --resume or "
+                   "not, starts from the beginning", o->path,
+                   !o->is_dir      ? "a single-file output is kept only whole"
+                   : !o->records   ? "a --no-sync run records no shard"
+                                   : "no output shard was finished (work is kept per finished "
+                                     "shard)");
+        return;
+    }
     o->keep = true;
     fp8_notify(ctx, "%s: stopped; the %zu of %zu shards it finished are kept in %s: run the "
                "same command with --resume to finish (a run without --resume removes them)",
