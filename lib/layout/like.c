@@ -764,17 +764,19 @@ static fp8_status refuse_static(fp8_ctx *ctx, const char *ref, const fp8_checkpo
 {
     size_t n;
     const char *first = first_of(rck, is_activation_scale, &n);
-    char tensor[1100];
-    if (first)
-        snprintf(tensor, sizeof tensor, "'%s' (and %zu more) is calibrated", first, n - 1);
-    else
-        snprintf(tensor, sizeof tensor, "%s",
-                 rck ? "its config says so, with no input_scale" : "its config says so");
-    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                    "--like %s: its activations are static: %s (%s); fp8conv has no calibration "
-                    "data and writes dynamic activations only: quantize without --like, with "
-                    "--format hf-fp8 or --format compressed-tensors (dynamic activations)",
-                    ref, tensor, why);
+    return first ? fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "--like %s: its activations are static: '%s' (and %zu more) is "
+                            "calibrated (%s); fp8conv has no calibration data and writes dynamic "
+                            "activations only: quantize without --like, with --format hf-fp8 or "
+                            "--format compressed-tensors (dynamic activations)",
+                            ref, first, n - 1, why)
+                 : fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "--like %s: its activations are static: %s (%s); fp8conv has no "
+                            "calibration data and writes dynamic activations only: quantize "
+                            "without --like, with --format hf-fp8 or --format compressed-tensors "
+                            "(dynamic activations)",
+                            ref, rck ? "its config says so, with no input_scale"
+                                     : "its config says so", why);
 }
 
 /* A warning for REF's calibrated KV cache: scales and a declared scheme the
@@ -793,17 +795,17 @@ static fp8_status note_kv_cache(fp8_ctx *ctx, fp8_like *l, const char *ref,
                                              : NULL;
     size_t n;
     const char *first = first_of(rck, is_kv_scale, &n);
-    char scales[1100] = "", *msg;
+    char count[48] = "", *msg;
     if (!key && !first)
         return FP8_OK;
     if (first)
-        snprintf(scales, sizeof scales, "%zu scale%s: '%s'%s%s", n, n == 1 ? "" : "s", first,
-                 n > 1 ? ", ..." : "", key ? "; " : "");
+        snprintf(count, sizeof count, "%zu scale%s: '", n, n == 1 ? "" : "s");
     if (asprintf(&msg,
-                 "--like %s: not reproduced: its calibrated KV cache (%s%s%s): fp8conv has no "
-                 "calibration data, so the output declares no KV-cache scheme (vLLM runs an FP8 "
-                 "KV cache, where one is asked for, at scale 1.0)",
-                 ref, scales, key ? "quantization_config." : "", key ? key : "") < 0)
+                 "--like %s: not reproduced: its calibrated KV cache (%s%s%s%s%s%s): fp8conv has "
+                 "no calibration data, so the output declares no KV-cache scheme (vLLM runs an "
+                 "FP8 KV cache, where one is asked for, at scale 1.0)",
+                 ref, count, first ? first : "", !first ? "" : n > 1 ? "', ..." : "'",
+                 first && key ? "; " : "", key ? "quantization_config." : "", key ? key : "") < 0)
         msg = NULL;
     return push(ctx, &l->notes, &l->nnotes, msg);
 }
