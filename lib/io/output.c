@@ -654,8 +654,15 @@ static void prune(const fp8_output *o)
         const char *e = de->d_name;
         bool keep = !strcmp(e, ".") || !strcmp(e, "..") || !strcmp(e, FP8_RECORDS) ||
                     !strcmp(e, OWNER);
-        for (size_t s = 0; s < n && !keep; s++)
+        for (size_t s = 0; s < n && !keep; s++) {
             keep = !o->todo[s] && !strcmp(e, o->work.names[s]);
+            /* a shard a stopped run kept half written (SHARD.partial's first line) */
+            char *text = o->todo[s] ? fp8_partial_read(o->records, o->work.names[s]) : NULL;
+            size_t m = strlen(e);
+            keep = keep || (text && !strncmp(text, "file ", 5) && !strncmp(text + 5, e, m) &&
+                            text[5 + m] == '\n');
+            free(text);
+        }
         char *path = keep ? NULL : fp8_path_join(o->tmp, e);
         if (path)
             ck_remove_tree(path);
@@ -765,6 +772,8 @@ fp8_status fp8_output_shard_done(fp8_ctx *ctx, fp8_output *o, size_t s)
                                                   o->durable)
                                : FP8_OK;
     o->finished += o->records && !st;
+    if (!st)
+        fp8_partial_remove(o->records, o->work.names[s]);
     return st;
 }
 
@@ -772,19 +781,22 @@ void fp8_output_interrupted(fp8_ctx *ctx, fp8_output *o)
 {
     if (o->staged || o->committed || !o->tmp)
         return; /* --part/--finish: .NAME.parts stays anyway */
-    if (!o->records || !o->finished) {
-        fp8_notify(ctx, "%s: stopped; nothing is kept: %s, so a next run, with --resume or "
-                   "not, starts from the beginning", o->path,
+    if (!o->records || (!o->finished && !o->partial_shards)) {
+        fp8_notify(ctx, "%s: stopped; nothing is kept: %s, so a next run starts from the "
+                   "beginning", o->path,
                    !o->is_dir      ? "a single-file output is kept only whole"
                    : !o->records   ? "a --no-sync run records no shard"
-                                   : "no output shard was finished (work is kept per finished "
-                                     "shard)");
+                                   : "no output shard was finished and no tensor written whole");
         return;
     }
     o->keep = true;
-    fp8_notify(ctx, "%s: stopped; the %zu of %zu shards it finished are kept in %s: run the "
+    char partial[128] = "";
+    if (o->partial_shards)
+        snprintf(partial, sizeof partial, " and the %zu tensors it wrote whole of the %zu in "
+                 "progress", o->partial_items, o->partial_shards);
+    fp8_notify(ctx, "%s: stopped; the %zu of %zu shards it finished%s are kept in %s: run the "
                "same command with --resume to finish (a run without --resume removes them)",
-               o->path, o->finished, fp8_checkpoint_shard_count(o->work.ck), o->tmp);
+               o->path, o->finished, fp8_checkpoint_shard_count(o->work.ck), partial, o->tmp);
 }
 
 bool fp8_output_publishes(const fp8_output *o) { return !o->work.run.parts; }

@@ -186,6 +186,36 @@ void fp8_record_remove(const char *records, const char *name)
     }
 }
 
+fp8_status fp8_partial_write(fp8_ctx *ctx, const char *records, const char *name,
+                             const char *text, bool durable)
+{
+    char *rec;
+    if (asprintf(&rec, "%s/%s.partial", records, name) < 0)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_status st = write_text(ctx, rec, text, durable);
+    free(rec);
+    return st;
+}
+
+char *fp8_partial_read(const char *records, const char *name)
+{
+    char *rec, *text = NULL;
+    if (records && asprintf(&rec, "%s/%s.partial", records, name) >= 0) {
+        text = read_text(rec);
+        free(rec);
+    }
+    return text;
+}
+
+void fp8_partial_remove(const char *records, const char *name)
+{
+    char *rec;
+    if (records && asprintf(&rec, "%s/%s.partial", records, name) >= 0) {
+        unlink(rec);
+        free(rec);
+    }
+}
+
 /* ---------------------------------------------------------------- options */
 
 /* The line of `text` starting at *at, without its newline; *at moves past it. */

@@ -31,6 +31,14 @@ fp8_record_state fp8_record_check(fp8_ctx *ctx, const char *records, const char 
                                   const char *name);
 void fp8_record_remove(const char *records, const char *name);
 
+/* A shard a stopped run left half written (SHARD.partial): `text` as the
+ * run writes it (parts.c says nothing of its lines), read back whole
+ * (NULL: none), removed once the shard is finished. */
+fp8_status fp8_partial_write(fp8_ctx *ctx, const char *records, const char *name,
+                             const char *text, bool durable);
+char *fp8_partial_read(const char *records, const char *name);
+void fp8_partial_remove(const char *records, const char *name);
+
 /* Compares `mine` (the options, one "--option value" line each) with those
  * recorded in `records`, recording them first when none are and `create`.
  * With `what` (the OUTPUT, for the message), a difference fails with
