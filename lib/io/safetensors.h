@@ -27,11 +27,5 @@ fp8_status st_json_parse_exact(fp8_ctx *ctx, const char *path, const char *text,
  * them (zio_cache_policy): its tensors are all read. */
 void st_file_drop_cache(fp8_file *f);
 
-/* A stopped run's shard (st_writer.c): st_writer_keep leaves what the
- * writer wrote under its temporary name (*file); st_writer_resume, instead
- * of fp8_writer_begin, writes on into such a file once its header is the
- * one this writer lays out, `written` of its data bytes counted as done. */
-fp8_status st_writer_keep(fp8_ctx *ctx, fp8_writer *w, const char **file);
-fp8_status st_writer_resume(fp8_ctx *ctx, fp8_writer *w, const char *file, uint64_t written);
 
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "io/safetensors.h"
+#include "io/st_writer.h"
 #include "io/zio.h"
 
 typedef struct {

@@ -20,6 +20,7 @@
 #include "io/output.h"
 #include "io/parts.h"
 #include "io/safetensors.h"
+#include "io/st_writer.h"
 #include "io/zio.h"
 #include "layout/formats.h"
 #include "common/types.h"
