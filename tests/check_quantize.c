@@ -979,6 +979,50 @@ START_TEST(test_sigterm_inside_a_shard_keeps_whole_tensors)
 }
 END_TEST
 
+/* issue 45.5: convert has no --resume: stopped with shards finished, it
+ * keeps none and says so, rather than pointing to an option it refuses */
+START_TEST(test_stopped_convert_keeps_nothing_and_says_why)
+{
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 8, 1024, 4096), *cmd, *err;
+    ck_assert(asprintf(&cmd, "quantize -q %s %s/f", model, dir) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
+    free(cmd);
+    char *in, *out, *errfile, *pattern;
+    ck_assert(asprintf(&in, "%s/f", dir) > 0 && asprintf(&out, "%s/c", dir) > 0 &&
+              asprintf(&errfile, "%s/err", dir) > 0);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(errfile, "w", stderr))
+            _exit(126);
+        execl(FP8CONV_BIN, "fp8conv", "convert", "-q", "-j", "1", "--scheme", "channel", in, out,
+              (char *)NULL);
+        _exit(127);
+    }
+    /* stopped once its first shard is whole */
+    ck_assert(asprintf(&pattern, "%s/.c.tmp-*/model-00001-of-00008.safetensors", dir) > 0);
+    glob_t g = { 0 };
+    for (int i = 0; i < 2000000 && glob(pattern, 0, NULL, &g) != 0; i++)
+        usleep(10);
+    globfree(&g);
+    kill(pid, SIGTERM);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status 0x%x", status);
+    err = tu_slurp(errfile, NULL);
+    ck_assert_msg(strstr(err, "nothing is kept: convert has no --resume") &&
+                      !strstr(err, "with --resume to finish"), "%s", err);
+    free(err);
+    ck_assert_int_eq(count_entries(dir, ".c."), 0);
+    free(pattern);
+    free(errfile);
+    free(out);
+    free(in);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quantize");
@@ -1022,6 +1066,7 @@ int main(void)
     tcase_add_test(tc, test_sigpipe_leaves_nothing);
     tcase_add_test(tc, test_sigterm_keeps_finished_shards_for_resume);
     tcase_add_test(tc, test_sigterm_inside_a_shard_keeps_whole_tensors);
+    tcase_add_test(tc, test_stopped_convert_keeps_nothing_and_says_why);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -759,7 +759,7 @@ fp8_status fp8_output_open(fp8_ctx *ctx, fp8_output *o, const char *input, const
         if (!o->tmp)
             st = make_tmp(ctx, o, prefix);
         bool same;
-        if (!st && !o->records && work && is_dir && durable &&
+        if (!st && !o->records && work && is_dir && durable && !work->unresumable &&
             !(st = fp8_records_dir(ctx, o->tmp, &o->records)))
             st = fp8_options_check(ctx, o->records, work->options, true, false, o->path, &same);
     }
@@ -785,6 +785,7 @@ void fp8_output_interrupted(fp8_ctx *ctx, fp8_output *o)
         fp8_notify(ctx, "%s: stopped; nothing is kept: %s, so a next run starts from the "
                    "beginning", o->path,
                    !o->is_dir      ? "a single-file output is kept only whole"
+                   : o->work.unresumable ? "convert has no --resume"
                    : !o->records   ? "a --no-sync run records no shard"
                                    : "no output shard was finished and no tensor written whole");
         return;

@@ -28,6 +28,7 @@ typedef struct {
     char *const *names;       /* the output shard names, by input shard */
     const char *options;      /* what the bytes depend on, one "--option value" line each */
     fp8_run_options run;      /* --part I/N, --finish, --resume */
+    bool unresumable;         /* a command without --resume (convert): a stop keeps nothing */
 } fp8_output_work;
 
 typedef struct {

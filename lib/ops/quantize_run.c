@@ -974,10 +974,8 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
     if (!st)
         st = run_jobs(ctx, &g);
     /* stopped (Ctrl-C, SIGTERM): each shard in progress is kept with the
-     * items it wrote whole, for --resume, where a whole run records (not
-     * convert's: it has no --resume) */
-    bool stopped = st && p->opts.cancel && *p->opts.cancel && out->records && !out->staged &&
-                   !p->source;
+     * items it wrote whole, for --resume, where a whole run records */
+    bool stopped = st && p->opts.cancel && *p->opts.cancel && out->records && !out->staged;
     for (size_t k = 0; k < n && stopped; k++)
         if (r[k].out && fp8_writer_tensor(r[k].out, 0))
             keep_partial(p, out, shards[k], &r[k]);
@@ -1106,7 +1104,7 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
         st = options_text(ctx, p, &options);
     zio_cache_policy(p->opts.run.cache, p->input_bytes);
     fp8_output_work work = { .ck = p->ck, .names = p->out_shards, .options = options.p,
-                             .run = p->opts.run };
+                             .run = p->opts.run, .unresumable = p->source != NULL };
     if (!st)
         st = fp8_output_open(ctx, &out, p->input, output, is_dir, p->opts.force,
                              !p->opts.no_sync, &work);
