@@ -760,6 +760,22 @@ START_TEST(test_long_name_message_keeps_its_reason)
     ck_assert_msg(strstr(out, "missing-scale") || strstr(out, "no scale"), "%.300s", out);
     free(out);
     free(args);
+    /* a header's rule about the tensor: its name's middle elided, visibly */
+    char *hdr, *buf;
+    int hn = asprintf(&hdr, "{\"%s\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],"
+                      "\"data_offsets\":[0,1]}}", name);
+    ck_assert(hn > 0 && (buf = malloc((size_t)hn + 9)));
+    uint64_t len = (uint64_t)hn;
+    memcpy(buf, &len, 8); /* little-endian host */
+    memcpy(buf + 8, hdr, len);
+    buf[8 + len] = 7;
+    tu_spit(path, buf, 8 + len + 1);
+    ck_assert_int_eq(tu_run_fmt(&err, "inspect '%s'", path), 3);
+    ck_assert_msg(strstr(err, "model.layers.0.mlp.xxx") && strstr(err, "xxx...xxx") &&
+                      strstr(err, "xx.weight': duplicate field 'dtype'"), "%.600s", err);
+    free(err);
+    free(buf);
+    free(hdr);
     free(name);
     free(path);
     tu_tmpdir_free(dir);
