@@ -254,5 +254,5 @@ const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8
   "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n",
   "0 written; 2 usage error, OUTPUT exists, or --exact and a weight is not exact;\n"
   "3 bad input (not FP8, a bad scale or code, an FP4 cast that would change a value);\n"
-  "4 I/O error or interrupted; 5 device error",
+  "4 I/O error; 5 device error; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM)",
   cli_convert_options };

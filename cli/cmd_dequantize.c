@@ -125,5 +125,5 @@ const cli_command cli_cmd_dequantize = { "dequantize-for-export", "INPUT OUTPUT"
   "  fp8conv dequantize-for-export --dtype f32 model-fp8/ model-f32/\n",
   "0 written; 2 usage error, OUTPUT exists, or --finish with a part missing;\n"
   "3 bad input (not FP8, a bad scale); "
-  "4 I/O error or interrupted; 5 device error",
+  "4 I/O error; 5 device error; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM)",
   cli_dequantize_options };

@@ -387,5 +387,5 @@ const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf
   "output made with other options, or --strict and an --ignore that matches nothing;\n"
   "3 bad input (already FP8, NaN or inf; FP4: f16, gpt-oss's interleaved experts,\n"
   "fused experts without a config.json); "
-  "4 I/O error or interrupted; 5 device error",
+  "4 I/O error; 5 device error; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM)",
   cli_quantize_options };

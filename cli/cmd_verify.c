@@ -309,5 +309,5 @@ const cli_command cli_cmd_verify = { "verify", "CHECKPOINT", "check an FP8 check
   "  fp8conv verify --no-values --tp 8 model-fp8/   # the sample (3 heads): exit 1\n"
   "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",
   "0 no problem found; 1 a problem (an error, or with --strict a warning);\n"
-  "2 usage error; 4 I/O error or interrupted; 5 device error",
+  "2 usage error; 4 I/O error; 5 device error; 128+N --against stopped by signal N (130 SIGINT)",
   cli_verify_options };

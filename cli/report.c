@@ -324,12 +324,11 @@ int cli_printf(const char *fmt, ...)
     return n;
 }
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted; /* the signal that stopped the run, 0 none */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    interrupted = 1;
+    interrupted = sig;
 }
 
 /* A closed terminal (SIGHUP) or a reader gone from a pipe on stdout or
@@ -449,5 +448,8 @@ int cli_fail(fp8_ctx *ctx, fp8_status st)
 {
     const char *msg = fp8_ctx_message(ctx);
     cli_error("%s", *msg ? msg : fp8_status_str(st));
-    return exit_code(st);
+    /* stopped by a signal: 128 + its number, as a shell reports a command
+     * the signal killed (130 Ctrl-C, 143 SIGTERM), so that a script or a
+     * scheduler tells a stop from a failure */
+    return interrupted ? 128 + interrupted : exit_code(st);
 }

@@ -25,7 +25,7 @@ static const struct {
     { "header_trailing_garbage.safetensors", "not strict JSON" },
     { "header_control_char_in_string.safetensors", "raw control character inside a string" },
     { "header_nul_escape_in_name.safetensors", "escaped NUL" },
-    { "header_lone_surrogate_escape.safetensors", "not strict JSON" },
+    { "header_lone_surrogate_escape.safetensors", "a lone UTF-16 surrogate escape" },
     { "header_bad_whitespace.safetensors", "control character outside a string" },
     { "header_number_leading_zero.safetensors", "malformed number" },
     { "header_number_plus_sign.safetensors", "not strict JSON" },

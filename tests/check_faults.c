@@ -665,6 +665,191 @@ START_TEST(test_logit_scale_is_not_an_orphan_scale)
 }
 END_TEST
 
+/* issue 43.5: a weight name as long as a header allows (1,000 and 60,000
+ * bytes) through quantize, verify, dequantize-for-export, convert and
+ * diff --dequant: scale names are built in no fixed buffer */
+static char *long_name(size_t n)
+{
+    char *name = malloc(n + 32);
+    ck_assert(name);
+    memset(name, 'x', n);
+    memcpy(name, "model.layers.0.mlp.", 19);
+    strcpy(name + n, ".weight");
+    return name;
+}
+
+START_TEST(test_long_weight_name_passes_every_command)
+{
+    static const char *const formats[] = { "--format hf-fp8 --scheme block",
+                                           "--format compressed-tensors --scheme channel",
+                                           "--format modelopt --scheme nvfp4" };
+    size_t n = _i < 3 ? 1000 : 60000;
+    char *dir = tu_tmpdir(), *path, *name = long_name(n);
+    ck_assert(asprintf(&path, "%s/in/model.safetensors", dir) > 0);
+    char *cmd;
+    ck_assert(asprintf(&cmd, "mkdir '%s/in' && echo '{\"model_type\": \"llama\", "
+                       "\"hidden_size\": 128, \"num_attention_heads\": 1}' >'%s/in/config.json'",
+                       dir, dir) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { 128, 128 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, name, FP8_DTYPE_BF16, 2, shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    uint16_t v[128 * 128];
+    for (size_t i = 0; i < 128 * 128; i++)
+        v[i] = (uint16_t)(0x3c00 + (i * 37 % 512)); /* bf16 1/128 .. 2-ish */
+    ck_assert(fp8_writer_write(ctx, w, v, sizeof v) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    char *err;
+    int rc = tu_run_fmt(&err, "quantize -q %s '%s/in' '%s/q'", formats[_i % 3], dir, dir);
+    ck_assert_msg(rc == 0, "quantize: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "verify -q '%s/q'", dir);
+    ck_assert_msg(rc == 0, "verify: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "dequantize-for-export -q '%s/q' '%s/dq'", dir, dir);
+    ck_assert_msg(rc == 0, "dequantize-for-export: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "diff -q --dequant '%s/in' '%s/q'", dir, dir);
+    ck_assert_msg(rc <= 1 && !*err, "diff --dequant: %d %.300s", rc, err);
+    free(err);
+    rc = tu_run_fmt(&err, "convert -q %s '%s/q' '%s/c'",
+                    _i % 3 == 2 ? "--format compressed-tensors" : "--format modelopt --scheme channel",
+                    dir, dir);
+    ck_assert_msg(rc == 0, "convert: %d %.300s", rc, err);
+    free(err);
+    free(name);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* issue 43.5: a message naming such a weight still says why, names
+ * losing their middle past 8 KiB (status.c) */
+START_TEST(test_long_name_message_keeps_its_reason)
+{
+    size_t n = _i ? 60000 : 1000;
+    char *dir = tu_tmpdir(), *path, *name = long_name(n), *err, *out;
+    ck_assert(asprintf(&path, "%s/m.safetensors", dir) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { 16, 16 };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    ck_assert(fp8_writer_add_tensor(ctx, w, name, FP8_DTYPE_F8_E4M3, 2, shape) == FP8_OK);
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    unsigned char codes[256] = { 0x38 };
+    ck_assert(fp8_writer_write(ctx, w, codes, sizeof codes) == FP8_OK);
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    ck_assert_int_eq(tu_run_fmt(&err, "dequantize-for-export '%s' '%s/out'", path, dir), 3);
+    ck_assert_msg(strstr(err, "its values cannot be recovered"), "%.300s", err);
+    if (n < 2000) /* whole */
+        ck_assert(strstr(err, name));
+    else /* each name's middle elided */
+        ck_assert_msg(strstr(err, "xxx...xxx") && strlen(err) < 8192, "%zu", strlen(err));
+    free(err);
+    char *args;
+    ck_assert(asprintf(&args, "verify --format hf-fp8 --scheme tensor '%s'", path) > 0);
+    ck_assert_int_eq(tu_run(args, &out, NULL), 1);
+    ck_assert_msg(strstr(out, "missing-scale") || strstr(out, "no scale"), "%.300s", out);
+    free(out);
+    free(args);
+    /* a header's rule about the tensor: its name's middle elided, visibly */
+    char *hdr, *buf;
+    int hn = asprintf(&hdr, "{\"%s\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],"
+                      "\"data_offsets\":[0,1]}}", name);
+    ck_assert(hn > 0 && (buf = malloc((size_t)hn + 9)));
+    uint64_t len = (uint64_t)hn;
+    memcpy(buf, &len, 8); /* little-endian host */
+    memcpy(buf + 8, hdr, len);
+    buf[8 + len] = 7;
+    tu_spit(path, buf, 8 + len + 1);
+    ck_assert_int_eq(tu_run_fmt(&err, "inspect '%s'", path), 3);
+    ck_assert_msg(strstr(err, "model.layers.0.mlp.xxx") && strstr(err, "xxx...xxx") &&
+                      strstr(err, "xx.weight': duplicate field 'dtype'"), "%.600s", err);
+    free(err);
+    free(buf);
+    free(hdr);
+    free(name);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* issue 43.8: a lone UTF-16 surrogate escape is named as such (a pair is
+ * one character); config sizes that are no whole number are refused by
+ * quantize and convert, named; --force over a symbolic link says what it
+ * does and leaves the link's target alone */
+static void write_header(const char *path, const char *name)
+{
+    char hdr[256], buf[512];
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", name);
+    uint64_t len = (uint64_t)n;
+    memcpy(buf, &len, 8); /* little-endian host */
+    memcpy(buf + 8, hdr, len);
+    buf[8 + len] = 7;
+    tu_spit(path, buf, 8 + len + 1);
+}
+
+START_TEST(test_small_input_faults_are_named)
+{
+    char *dir = tu_tmpdir(), *path, *err, *cmd;
+    ck_assert(asprintf(&path, "%s/x.safetensors", dir) > 0);
+    write_header(path, "a\\ud83d\\ude00b");
+    ck_assert_int_eq(tu_run_fmt(&err, "inspect '%s'", path), 0);
+    free(err);
+    static const char *const lone[] = { "a\\ud800b", "a\\udc00b", "a\\ud800\\u0041" };
+    for (int k = 0; k < 3; k++) {
+        write_header(path, lone[k]);
+        ck_assert_int_eq(tu_run_fmt(&err, "inspect '%s'", path), 3);
+        ck_assert_msg(strstr(err, "a lone UTF-16 surrogate escape"), "%s", err);
+        free(err);
+    }
+    /* hidden_size 1e999 */
+    char *model = copy_model(dir, "m");
+    ck_assert(asprintf(&cmd, "sed -i 's/\"hidden_size\": [0-9]*/\"hidden_size\": 1e999/' "
+                       "'%s/config.json'", model) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q '%s' '%s/q'", model, dir), 3);
+    ck_assert_msg(strstr(err, "config.json: hidden_size is 1e999, not a whole number"), "%s", err);
+    free(err);
+    char *q;
+    ck_assert(asprintf(&q, "%s/q", dir) > 0);
+    ck_assert(access(q, F_OK) != 0);
+    free(q);
+    /* --force over a link to a file */
+    ck_assert(asprintf(&cmd, "cd '%s' && cp x.safetensors target && ln -s target link", dir) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --force "
+                                "testdata/llama-tiny/model-00001-of-00002.safetensors "
+                                "'%s/link'", dir), 0);
+    ck_assert_msg(strstr(err, "is a symbolic link: --force replaces the link"), "%s", err);
+    free(err);
+    char *target, *link;
+    ck_assert(asprintf(&target, "%s/target", dir) > 0 && asprintf(&link, "%s/link", dir) > 0);
+    size_t n;
+    free(tu_slurp(target, &n));
+    ck_assert_int_eq(n, 8 + strlen("{\"a\\ud800\\u0041\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                   "\"data_offsets\":[0,1]}}") + 1);
+    struct stat sb;
+    ck_assert(lstat(link, &sb) == 0 && S_ISREG(sb.st_mode));
+    free(target);
+    free(link);
+    free(model);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -691,6 +876,9 @@ int main(void)
     tcase_add_test(tc, test_input_with_a_scale_name_is_refused);
     tcase_add_test(tc, test_lone_file_with_other_block_is_warned);
     tcase_add_test(tc, test_logit_scale_is_not_an_orphan_scale);
+    tcase_add_loop_test(tc, test_long_weight_name_passes_every_command, 0, 6);
+    tcase_add_loop_test(tc, test_long_name_message_keeps_its_reason, 0, 2);
+    tcase_add_test(tc, test_small_input_faults_are_named);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

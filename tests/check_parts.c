@@ -486,6 +486,58 @@ START_TEST(test_resume_leaves_a_dead_run_made_with_other_options)
 }
 END_TEST
 
+/* issue 43.6: a shard edited in place with its mtime put back (touch -r,
+ * rsync -t, cp -p of a re-made file) is another INPUT: a later part and
+ * --finish refuse it (exit 2) naming the shard, --resume leaves the dead
+ * run's work and starts over (exit 0) */
+START_TEST(test_edit_in_place_with_mtime_restored_is_seen)
+{
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 3, 128), *err, *shard, *cmd;
+    expect_exit(0, "quantize -q --part 1/2 %s %s/out", model, dir);
+    /* a dead run of the same options (part 1's, less --parts) for --resume */
+    char host[256] = "", path[1024], text[512];
+    gethostname(host, sizeof host - 1);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    ck_assert(waitpid(child, NULL, 0) == child);
+    snprintf(path, sizeof path, "%s/.out2.tmp-AAAAAA", dir);
+    ck_assert(mkdir(path, 0755) == 0);
+    snprintf(path, sizeof path, "%s/.out2.tmp-AAAAAA/.fp8conv-owner", dir);
+    snprintf(text, sizeof text, "pid %d\nstart 1\nhost %s\noutput out2\n", (int)child, host);
+    tu_spit(path, text, strlen(text));
+    ck_assert(asprintf(&cmd, "mkdir %s/.out2.tmp-AAAAAA/%s && grep -v '^--parts ' "
+                       "%s/.out.parts/%s/options >%s/.out2.tmp-AAAAAA/%s/options", dir,
+                       FP8_RECORDS, dir, FP8_RECORDS, dir, FP8_RECORDS) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    /* one byte of the first weight's data changed, the mtime put back */
+    ck_assert(asprintf(&shard, "%s/model-00002-of-00003.safetensors", model) > 0);
+    ck_assert(asprintf(&cmd, "cp -p %s %s/ref && printf '\\001' | dd of=%s bs=1 seek=4000 "
+                       "conv=notrunc status=none && touch -r %s/ref %s", shard, dir, shard, dir,
+                       shard) > 0);
+    ck_assert(system(cmd) == 0);
+    free(cmd);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --part 2/2 %s %s/out", model, dir), 2);
+    ck_assert_msg(strstr(err, "INPUT is not the one") &&
+                      strstr(err, "model-00002-of-00003.safetensors of ") &&
+                      strstr(err, "content sample"), "%s", err);
+    free(err);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize -q --finish %s %s/out", model, dir), 2);
+    ck_assert_msg(strstr(err, "INPUT is not the one") &&
+                      strstr(err, "model-00002-of-00003.safetensors of "), "%s", err);
+    free(err);
+    ck_assert_int_eq(tu_run_fmt(&err, "quantize --resume %s %s/out2", model, dir), 0);
+    ck_assert_msg(strstr(err, "not made with these options") && strstr(err, "not resumed") &&
+                      strstr(err, "no stopped run of this OUTPUT to resume on this host: "
+                                  "converting from the beginning"), "%s", err);
+    free(err);
+    free(shard);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_resume_on_a_complete_output_does_nothing)
 {
     char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 2, 128), *err, *out;
@@ -602,6 +654,7 @@ int main(void)
     tcase_add_test(tc, test_kill_9_then_resume_keeps_finished_shards_and_redoes_the_rest);
     tcase_add_test(tc, test_resume_leaves_a_dead_run_made_with_other_options);
     tcase_add_test(tc, test_resume_on_a_complete_output_does_nothing);
+    tcase_add_test(tc, test_edit_in_place_with_mtime_restored_is_seen);
     tcase_add_test(tc, test_page_cache_drop_leaves_input_and_output_uncached_same_bytes);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -982,12 +982,12 @@ START_TEST(test_sigterm_keeps_finished_shards_for_resume)
     kill(pid, SIGTERM);
     int status;
     ck_assert(waitpid(pid, &status, 0) == pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 4, "status 0x%x", status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status 0x%x", status);
     ck_assert(!exists(out));
     ck_assert_int_eq(count_entries(dir, ".out.tmp-"), 1);
     size_t len;
     err = tu_slurp(errfile, &len);
-    ck_assert_msg(strstr(err, "of 16 shards it finished are kept in") &&
+    ck_assert_msg(strstr(err, "of 16 shards it finished") && strstr(err, "are kept in") &&
                       strstr(err, "with --resume to finish"),
                   "%s", err);
     free(err);
@@ -1003,6 +1003,137 @@ START_TEST(test_sigterm_keeps_finished_shards_for_resume)
     free(pattern);
     free(errfile);
     free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* issue 45.5: a run stopped inside its only shard keeps the tensors it
+ * wrote whole; --resume writes the rest, byte for byte a run never stopped */
+START_TEST(test_sigterm_inside_a_shard_keeps_whole_tensors)
+{
+    enum { T = 32, ROWS = 512, COLS = 4096 };
+    char *dir = tu_tmpdir(), *model, *path, *cmd, *err;
+    ck_assert(asprintf(&model, "%s/m", dir) > 0);
+    ck_assert(mkdir(model, 0755) == 0);
+    ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_writer *w;
+    uint64_t shape[2] = { ROWS, COLS };
+    ck_assert(fp8_writer_create(ctx, path, &w) == FP8_OK);
+    for (int t = 0; t < T; t++) {
+        char name[64];
+        snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", t);
+        ck_assert(fp8_writer_add_tensor(ctx, w, name, FP8_DTYPE_BF16, 2, shape) == FP8_OK);
+    }
+    ck_assert(fp8_writer_begin(ctx, w) == FP8_OK);
+    uint16_t *row = malloc(COLS * 2);
+    for (uint64_t r = 0; r < (uint64_t)T * ROWS; r++) {
+        for (uint64_t c = 0; c < COLS; c++)
+            row[c] = (uint16_t)(0x3000 + ((r * COLS + c) * 2654435761u >> 7) % 0x1800);
+        ck_assert(fp8_writer_write(ctx, w, row, COLS * 2) == FP8_OK);
+    }
+    ck_assert(fp8_writer_commit(ctx, w) == FP8_OK);
+    fp8_writer_free(w);
+    fp8_ctx_free(ctx);
+    free(row);
+    free(path);
+    ck_assert(asprintf(&path, "%s/config.json", model) > 0);
+    tu_spit(path, "{\"model_type\": \"llama\"}\n", 24);
+    free(path);
+    ck_assert(asprintf(&cmd, "quantize -q -j 1 %s %s/ref", model, dir) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
+    free(cmd);
+    char *out, *errfile, *pattern;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    ck_assert(asprintf(&errfile, "%s/err", dir) > 0);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(errfile, "w", stderr))
+            _exit(126);
+        execl(FP8CONV_BIN, "fp8conv", "quantize", "-q", "-j", "1", model, out, (char *)NULL);
+        _exit(127);
+    }
+    /* stopped once about a third of the shard's codes are written */
+    ck_assert(asprintf(&pattern, "%s/.out.tmp-*/.model.safetensors.tmp-*", dir) > 0);
+    struct stat sb = { 0 };
+    for (int i = 0; i < 2000000; i++) {
+        glob_t g = { 0 };
+        bool far = glob(pattern, 0, NULL, &g) == 0 && stat(g.gl_pathv[0], &sb) == 0 &&
+                   sb.st_size > (off_t)T * ROWS * COLS / 3;
+        globfree(&g);
+        if (far)
+            break;
+        usleep(10);
+    }
+    kill(pid, SIGTERM);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status 0x%x", status);
+    err = tu_slurp(errfile, NULL);
+    ck_assert_msg(strstr(err, "the 0 of 1 shards it finished and the ") &&
+                      strstr(err, "tensors it wrote whole of the 1 in progress are kept in"),
+                  "%s", err);
+    free(err);
+    ck_assert(asprintf(&cmd, "quantize -q -j 2 --resume %s %s", model, out) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, &err), 0);
+    ck_assert_msg(strstr(err, "resuming the run") &&
+                      strstr(err, "tensors of model.safetensors that the stopped run wrote"),
+                  "%s", err);
+    free(err);
+    free(cmd);
+    ck_assert(asprintf(&cmd, "diff -r %s/ref %s", dir, out) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    free(cmd);
+    free(pattern);
+    free(errfile);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* issue 45.5: convert has no --resume: stopped with shards finished, it
+ * keeps none and says so, rather than pointing to an option it refuses */
+START_TEST(test_stopped_convert_keeps_nothing_and_says_why)
+{
+    char *dir = tu_tmpdir(), *model = make_sharded(dir, "m", 8, 1024, 4096), *cmd, *err;
+    ck_assert(asprintf(&cmd, "quantize -q %s %s/f", model, dir) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
+    free(cmd);
+    char *in, *out, *errfile, *pattern;
+    ck_assert(asprintf(&in, "%s/f", dir) > 0 && asprintf(&out, "%s/c", dir) > 0 &&
+              asprintf(&errfile, "%s/err", dir) > 0);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(errfile, "w", stderr))
+            _exit(126);
+        execl(FP8CONV_BIN, "fp8conv", "convert", "-q", "-j", "1", "--scheme", "channel", in, out,
+              (char *)NULL);
+        _exit(127);
+    }
+    /* stopped once its first shard is whole */
+    ck_assert(asprintf(&pattern, "%s/.c.tmp-*/model-00001-of-00008.safetensors", dir) > 0);
+    glob_t g = { 0 };
+    for (int i = 0; i < 2000000 && glob(pattern, 0, NULL, &g) != 0; i++)
+        usleep(10);
+    globfree(&g);
+    kill(pid, SIGTERM);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status 0x%x", status);
+    err = tu_slurp(errfile, NULL);
+    ck_assert_msg(strstr(err, "nothing is kept: convert has no --resume") &&
+                      !strstr(err, "with --resume to finish"), "%s", err);
+    free(err);
+    ck_assert_int_eq(count_entries(dir, ".c."), 0);
+    free(pattern);
+    free(errfile);
+    free(out);
+    free(in);
     free(model);
     tu_tmpdir_free(dir);
 }
@@ -1052,6 +1183,8 @@ int main(void)
     tcase_add_test(tc, test_sighup_leaves_nothing);
     tcase_add_test(tc, test_sigpipe_leaves_nothing);
     tcase_add_test(tc, test_sigterm_keeps_finished_shards_for_resume);
+    tcase_add_test(tc, test_sigterm_inside_a_shard_keeps_whole_tensors);
+    tcase_add_test(tc, test_stopped_convert_keeps_nothing_and_says_why);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -189,12 +189,14 @@ static inline int count_cases(const char *path)
 }
 
 /* Runs fp8conv ARGV... DIR/out (argv[out_at] is set to it), sends `sig` once
- * the temporary directory exists, and expects exit 4 and nothing left. */
+ * the temporary directory exists, and expects exit 128 + sig and nothing
+ * left. */
 static inline void expect_interrupt_leaves_nothing(const char *dir, const char **argv,
                                                    int out_at, int sig)
 {
-    char *out;
+    char *out, *errfile;
     ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    ck_assert(asprintf(&errfile, "%s.err", dir) > 0);
     argv[out_at] = out;
     pid_t pid = fork();
     ck_assert(pid >= 0);
@@ -202,7 +204,7 @@ static inline void expect_interrupt_leaves_nothing(const char *dir, const char *
         const char *args[16] = { "fp8conv" };
         for (int i = 0; argv[i] && i < 14; i++)
             args[i + 1] = argv[i];
-        if (!freopen("/dev/null", "w", stderr))
+        if (!freopen(errfile, "w", stderr))
             _exit(126);
         execv(FP8CONV_BIN, (char *const *)args);
         _exit(127);
@@ -215,10 +217,16 @@ static inline void expect_interrupt_leaves_nothing(const char *dir, const char *
     kill(pid, sig);
     int status;
     ck_assert(waitpid(pid, &status, 0) == pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 4,
-                  "expected exit 4 after signal %d, got status 0x%x", sig, status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig,
+                  "expected exit %d after signal %d, got status 0x%x", 128 + sig, sig, status);
     ck_assert(!exists(out));
     ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    /* issue 45.5: the stop says that nothing is kept */
+    char *err = tu_slurp(errfile, NULL);
+    ck_assert_msg(strstr(err, "stopped; nothing is kept"), "%s", err);
+    free(err);
+    unlink(errfile);
+    free(errfile);
     free(out);
 }
 

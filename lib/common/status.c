@@ -1,7 +1,9 @@
 /*
  * status.c - the error context and status names.
  */
+#define _GNU_SOURCE /* vasprintf */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,8 @@
 #include "common/status.h"
 
 struct fp8_ctx {
-    char message[1024];
+    char *message; /* malloc'ed; NULL: none yet, or out of memory (lost) */
+    bool lost;
     void (*notify)(void *user, const char *message);
     void *notify_user;
 };
@@ -35,12 +38,57 @@ fp8_ctx *fp8_ctx_create(void)
 
 void fp8_ctx_free(fp8_ctx *ctx)
 {
+    if (ctx)
+        free(ctx->message);
     free(ctx);
 }
 
 const char *fp8_ctx_message(const fp8_ctx *ctx)
 {
-    return ctx ? ctx->message : "";
+    return !ctx ? "" : ctx->message ? ctx->message : ctx->lost ? "out of memory for a message" : "";
+}
+
+/* Keeps the first and last `keep` bytes of s[0, n) with "..." between, cut
+ * on UTF-8 character bounds; returns the new length. */
+static size_t elide(char *s, size_t n, size_t keep)
+{
+    size_t head = keep, tail = n - keep;
+    while (head && (s[head] & 0xC0) == 0x80)
+        head--;
+    while (tail < n && (s[tail] & 0xC0) == 0x80)
+        tail++;
+    memcpy(s + head, "...", 3);
+    memmove(s + head + 3, s + tail, n - tail);
+    return head + 3 + n - tail;
+}
+
+/* The message, malloc'ed (NULL when out of memory).  A message of names as
+ * long as a header allows stays readable and keeps its reason: past
+ * MESSAGE_MAX bytes each word (a run without spaces, a name as a rule
+ * quotes it) over WORD_MAX bytes loses its middle, then, if still too long,
+ * the message does. */
+enum { MESSAGE_MAX = 8192, WORD_MAX = 512 };
+static char *format(const char *fmt, va_list ap)
+{
+    char *s;
+    if (vasprintf(&s, fmt, ap) < 0)
+        return NULL;
+    size_t n = strlen(s);
+    if (n <= MESSAGE_MAX)
+        return s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t w = strcspn(s + i, " ");
+        memmove(s + o, s + i, w);
+        o += w > WORD_MAX ? elide(s + o, w, WORD_MAX / 2 - 2) : w;
+        i += w;
+        if (i < n)
+            s[o++] = s[i++];
+    }
+    if (o > MESSAGE_MAX)
+        o = elide(s, o, MESSAGE_MAX / 2 - 2);
+    s[o] = 0;
+    return s;
 }
 
 void fp8_ctx_set_notify(fp8_ctx *ctx, void (*notify)(void *user, const char *message),
@@ -54,12 +102,12 @@ void fp8_notify(fp8_ctx *ctx, const char *fmt, ...)
 {
     if (!ctx || !ctx->notify)
         return;
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char *msg = format(fmt, ap);
     va_end(ap);
-    ctx->notify(ctx->notify_user, msg);
+    ctx->notify(ctx->notify_user, msg ? msg : "out of memory for a message");
+    free(msg);
 }
 
 fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)
@@ -67,8 +115,11 @@ fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)
     if (ctx) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(ctx->message, sizeof ctx->message, fmt, ap);
+        char *msg = format(fmt, ap); /* the old message may be an argument */
         va_end(ap);
+        free(ctx->message);
+        ctx->message = msg;
+        ctx->lost = !msg;
     }
     return status;
 }

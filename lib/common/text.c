@@ -74,10 +74,23 @@ void fp8_shape_text(int rank, const uint64_t *shape, char *buf, size_t cap)
 size_t fp8_name_find(const char *key, size_t n, const char *(*name)(const void *arg, size_t i),
                      const void *arg)
 {
+    return fp8_name_find_with(key, strlen(key), "", n, name, arg);
+}
+
+/* strcmp(s, key's first keep bytes then suffix); key holds no NUL in them */
+static int cmp_with(const char *s, const char *key, size_t keep, const char *suffix)
+{
+    int d = strncmp(s, key, keep);
+    return d ? d : strcmp(s + keep, suffix);
+}
+
+size_t fp8_name_find_with(const char *key, size_t keep, const char *suffix, size_t n,
+                          const char *(*name)(const void *arg, size_t i), const void *arg)
+{
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(name(arg, mid), key);
+        int d = cmp_with(name(arg, mid), key, keep, suffix);
         if (!d)
             return mid;
         if (d < 0)
@@ -104,6 +117,17 @@ bool fp8_has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+char *fp8_name_with(const char *name, size_t keep, const char *suffix)
+{
+    size_t m = strlen(suffix);
+    char *s = malloc(keep + m + 1);
+    if (s) {
+        memcpy(s, name, keep);
+        memcpy(s + keep, suffix, m + 1);
+    }
+    return s;
 }
 
 char *fp8_path_join(const char *dir, const char *name)

@@ -486,6 +486,13 @@ const fp8_tensor_info *fp8_checkpoint_find(const fp8_checkpoint *ck, const char 
     return fp8_checkpoint_tensor(ck, fp8_name_find(name, ck->ntensors, entry_name, ck), shard);
 }
 
+const fp8_tensor_info *ck_find_with(const fp8_checkpoint *ck, const char *name, size_t keep,
+                                    const char *suffix, size_t *shard)
+{
+    return fp8_checkpoint_tensor(
+        ck, fp8_name_find_with(name, keep, suffix, ck->ntensors, entry_name, ck), shard);
+}
+
 size_t ck_lane(const fp8_checkpoint *ck, size_t shard, const fp8_tensor_info *t, uint64_t at,
                size_t base, uint64_t *offset)
 {

@@ -13,6 +13,10 @@
 
 /* The path the checkpoint was opened with. */
 const char *ck_path(const fp8_checkpoint *ck);
+/* fp8_checkpoint_find of name's first `keep` bytes then suffix (a scale
+ * from its weight's name), with no buffer for the name. */
+const fp8_tensor_info *ck_find_with(const fp8_checkpoint *ck, const char *name, size_t keep,
+                                    const char *suffix, size_t *shard);
 /* The fp8_jobs lane of a job reading tensor `t` of shard `shard` from byte
  * `at` of its data: lane `base + shard` when the shard is compressed (a
  * stream, read forward), else FP8_NO_LANE; *offset is where the read starts

@@ -510,6 +510,9 @@ static fp8_status check_output(fp8_ctx *ctx, fp8_output *o, const char *input, c
         return st;
     if (o->exists && !force)
         return fp8_fail(ctx, FP8_ERR_EXISTS, "%s: already exists (--force replaces it)", output);
+    if (o->exists && S_ISLNK(sb.st_mode)) /* a file output's: check_replaceable took it */
+        fp8_notify(ctx, "%s: is a symbolic link: --force replaces the link by the output file "
+                   "and leaves the file it points to as it was", output);
     return FP8_OK;
 }
 
@@ -652,8 +655,15 @@ static void prune(const fp8_output *o)
         const char *e = de->d_name;
         bool keep = !strcmp(e, ".") || !strcmp(e, "..") || !strcmp(e, FP8_RECORDS) ||
                     !strcmp(e, OWNER);
-        for (size_t s = 0; s < n && !keep; s++)
+        for (size_t s = 0; s < n && !keep; s++) {
             keep = !o->todo[s] && !strcmp(e, o->work.names[s]);
+            /* a shard a stopped run kept half written (SHARD.partial's first line) */
+            char *text = o->todo[s] ? fp8_partial_read(o->records, o->work.names[s]) : NULL;
+            size_t m = strlen(e);
+            keep = keep || (text && !strncmp(text, "file ", 5) && !strncmp(text + 5, e, m) &&
+                            text[5 + m] == '\n');
+            free(text);
+        }
         char *path = keep ? NULL : fp8_path_join(o->tmp, e);
         if (path)
             ck_remove_tree(path);
@@ -743,11 +753,14 @@ fp8_status fp8_output_open(fp8_ctx *ctx, fp8_output *o, const char *input, const
     } else {
         if (work && work->run.resume && is_dir)
             adopt(ctx, o, prefix);
+        if (work && work->run.resume && !o->tmp) /* said, not silent */
+            fp8_notify(ctx, "%s: --resume: no stopped run of this OUTPUT to resume on this "
+                       "host: converting from the beginning", o->path);
         clean_stale(ctx, o, prefix);
         if (!o->tmp)
             st = make_tmp(ctx, o, prefix);
         bool same;
-        if (!st && !o->records && work && is_dir && durable &&
+        if (!st && !o->records && work && is_dir && durable && !work->unresumable &&
             !(st = fp8_records_dir(ctx, o->tmp, &o->records)))
             st = fp8_options_check(ctx, o->records, work->options, true, false, o->path, &same);
     }
@@ -760,17 +773,32 @@ fp8_status fp8_output_shard_done(fp8_ctx *ctx, fp8_output *o, size_t s)
                                                   o->durable)
                                : FP8_OK;
     o->finished += o->records && !st;
+    if (!st)
+        fp8_partial_remove(o->records, o->work.names[s]);
     return st;
 }
 
 void fp8_output_interrupted(fp8_ctx *ctx, fp8_output *o)
 {
-    if (!o->records || o->staged || o->committed || !o->finished || !o->tmp)
-        return; /* nothing finished, or --part/--finish: .NAME.parts stays anyway */
+    if (o->staged || o->committed || !o->tmp)
+        return; /* --part/--finish: .NAME.parts stays anyway */
+    if (!o->records || (!o->finished && !o->partial_shards)) {
+        fp8_notify(ctx, "%s: stopped; nothing is kept: %s, so a next run starts from the "
+                   "beginning", o->path,
+                   !o->is_dir      ? "a single-file output is kept only whole"
+                   : o->work.unresumable ? "convert has no --resume"
+                   : !o->records   ? "a --no-sync run records no shard"
+                                   : "no output shard was finished and no tensor written whole");
+        return;
+    }
     o->keep = true;
-    fp8_notify(ctx, "%s: stopped; the %zu of %zu shards it finished are kept in %s: run the "
+    char partial[128] = "";
+    if (o->partial_shards)
+        snprintf(partial, sizeof partial, " and the %zu tensors it wrote whole of the %zu in "
+                 "progress", o->partial_items, o->partial_shards);
+    fp8_notify(ctx, "%s: stopped; the %zu of %zu shards it finished%s are kept in %s: run the "
                "same command with --resume to finish (a run without --resume removes them)",
-               o->path, o->finished, fp8_checkpoint_shard_count(o->work.ck), o->tmp);
+               o->path, o->finished, fp8_checkpoint_shard_count(o->work.ck), partial, o->tmp);
 }
 
 bool fp8_output_publishes(const fp8_output *o) { return !o->work.run.parts; }

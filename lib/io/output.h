@@ -28,6 +28,7 @@ typedef struct {
     char *const *names;       /* the output shard names, by input shard */
     const char *options;      /* what the bytes depend on, one "--option value" line each */
     fp8_run_options run;      /* --part I/N, --finish, --resume */
+    bool unresumable;         /* a command without --resume (convert): a stop keeps nothing */
 } fp8_output_work;
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
     bool recheck;    /* --resume on an existing OUTPUT: built again, then compared */
     bool complete;   /* ... and found the same: OUTPUT left as it was */
     size_t finished; /* shards recorded as finished (kept or written by this run) */
+    size_t partial_shards, partial_items; /* stopped: shards kept half written, their items */
     bool keep;       /* interrupted: tmp stays for --resume */
     int lock;        /* --finish: .NAME.parts, locked while this run finishes it */
     bool locked;     /* lock is open */

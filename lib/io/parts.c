@@ -186,6 +186,36 @@ void fp8_record_remove(const char *records, const char *name)
     }
 }
 
+fp8_status fp8_partial_write(fp8_ctx *ctx, const char *records, const char *name,
+                             const char *text, bool durable)
+{
+    char *rec;
+    if (asprintf(&rec, "%s/%s.partial", records, name) < 0)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    fp8_status st = write_text(ctx, rec, text, durable);
+    free(rec);
+    return st;
+}
+
+char *fp8_partial_read(const char *records, const char *name)
+{
+    char *rec, *text = NULL;
+    if (records && asprintf(&rec, "%s/%s.partial", records, name) >= 0) {
+        text = read_text(rec);
+        free(rec);
+    }
+    return text;
+}
+
+void fp8_partial_remove(const char *records, const char *name)
+{
+    char *rec;
+    if (records && asprintf(&rec, "%s/%s.partial", records, name) >= 0) {
+        unlink(rec);
+        free(rec);
+    }
+}
+
 /* ---------------------------------------------------------------- options */
 
 /* The line of `text` starting at *at, without its newline; *at moves past it. */
@@ -234,10 +264,12 @@ static void split_line(const char *line, size_t len, char *opt, size_t cap, cons
 }
 
 /* A fingerprint line's value as a person reads it: a shard's size and
- * modification time (UTC), not "SIZE SECONDS.NANOSECONDS". */
+ * modification time (UTC), not "SIZE SECONDS.NANOSECONDS HASH"; `fine`:
+ * the nanoseconds and the content sample's hash, for two lines that read
+ * the same without them. */
 static void describe(const char *opt, const char *v, int vlen, bool fine, char *buf, size_t cap)
 {
-    char name[256];
+    char name[256], hash[33] = "";
     unsigned long long size;
     long long sec;
     long nsec;
@@ -245,12 +277,13 @@ static void describe(const char *opt, const char *v, int vlen, bool fine, char *
     char when[32] = "";
     snprintf(buf, cap, "%.*s", vlen, v);
     if (strcmp(opt, "--input-shard") == 0 &&
-        sscanf(buf, "%255s %llu %lld.%ld", name, &size, &sec, &nsec) == 4) {
+        sscanf(buf, "%255s %llu %lld.%ld %32s", name, &size, &sec, &nsec, hash) >= 4) {
         time_t t = (time_t)sec;
         if (gmtime_r(&t, &tm))
             strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-        if (fine) /* the nanoseconds only where the seconds are the same */
-            snprintf(buf, cap, "%s of %llu bytes modified %s.%09ld UTC", name, size, when, nsec);
+        if (fine)
+            snprintf(buf, cap, "%s of %llu bytes modified %s.%09ld UTC, content sample %.16s",
+                     name, size, when, nsec, *hash ? hash : "unrecorded");
         else
             snprintf(buf, cap, "%s of %llu bytes modified %s UTC", name, size, when);
     } else if (strcmp(opt, "--input-config") == 0) {
@@ -331,6 +364,74 @@ fp8_status fp8_options_check(fp8_ctx *ctx, const char *records, const char *mine
     return st;
 }
 
+/* What identifies input shard s beside its size and mtime, which
+ * `touch -r`, `rsync -t` and `cp -p` restore: the XXH3-128 of its content
+ * sampled -- its header (names, dtypes, shapes, offsets), the first
+ * SAMPLE_HEAD bytes of each tensor's data, and SAMPLES pages of 4 KiB
+ * spread evenly over the file (all of a file of up to SAMPLES pages).
+ * Content, not ctime or inode, so that copies of INPUT on the hosts of a
+ * --part run agree and a chmod or a restore from backup is no change; an
+ * edit is seen when it touches the header, any tensor's first bytes, or
+ * any run of size/SAMPLES bytes.  Compressed shards are sampled as stored. */
+enum { SAMPLES = 1024, PAGE = 4096, SAMPLE_HEAD = 256 };
+static fp8_status sample_hash(fp8_ctx *ctx, const fp8_checkpoint *ck, size_t s, struct stat *sb,
+                              char hex[33])
+{
+    const fp8_file *f = fp8_checkpoint_shard(ck, s);
+    const char *path = fp8_file_path(f);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    XXH3_state_t *h = XXH3_createState();
+    unsigned char *buf = malloc(PAGE);
+    fp8_status st = FP8_OK;
+    if (fd < 0 || fstat(fd, sb) != 0)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    else if (!h || !buf)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    uint64_t size = st ? 0 : (uint64_t)sb->st_size;
+    bool raw = !st && !fp8_file_is_compressed(f);
+    uint64_t data = raw ? 8 + fp8_file_header_size(f) : 0;
+    if (!st)
+        XXH3_128bits_reset(h);
+    /* a span: [at, at + n) of the file, as much of it as there is */
+    for (uint64_t k = 0, at = 0, n = 0; !st; k++) {
+        if (k == 0) /* the header, read whole */
+            at = 0, n = data;
+        else if (k <= SAMPLES) /* the evenly spread pages */
+            at = size <= (uint64_t)SAMPLES * PAGE ? (k - 1) * PAGE : (k - 1) * (size / SAMPLES),
+            n = PAGE;
+        else if (raw && k - SAMPLES - 1 < fp8_checkpoint_tensor_count(ck)) { /* tensor heads */
+            size_t ts;
+            const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, k - SAMPLES - 1, &ts);
+            at = data + t->begin;
+            n = ts == s ? (t->end - t->begin < SAMPLE_HEAD ? t->end - t->begin : SAMPLE_HEAD) : 0;
+        } else
+            break;
+        for (uint64_t o = 0; !st && o < n && at + o < size;) {
+            size_t want = n - o < PAGE ? (size_t)(n - o) : PAGE;
+            ssize_t got = pread(fd, buf, want, (off_t)(at + o));
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0)
+                st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+            else if (!got)
+                break;
+            else
+                XXH3_128bits_update(h, buf, (size_t)got), o += (uint64_t)got;
+        }
+    }
+    if (!st) {
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+        for (int i = 0; i < 16; i++)
+            snprintf(hex + 2 * i, 3, "%02x", c.digest[i]);
+    }
+    XXH3_freeState(h);
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
 fp8_status fp8_options_common(fp8_ctx *ctx, const fp8_checkpoint *ck, unsigned parts, fp8_text *t)
 {
     if (parts) {
@@ -339,13 +440,13 @@ fp8_status fp8_options_common(fp8_ctx *ctx, const fp8_checkpoint *ck, unsigned p
         fp8_text_str(t, line);
     }
     for (size_t s = 0; s < fp8_checkpoint_shard_count(ck); s++) {
-        const char *path = fp8_file_path(fp8_checkpoint_shard(ck, s));
         struct stat sb;
-        if (stat(path, &sb) != 0)
-            return fp8_fail(ctx, FP8_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        char line[128];
-        snprintf(line, sizeof line, " %llu %lld.%09ld\n", (unsigned long long)sb.st_size,
-                 (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+        char hex[33], line[128];
+        fp8_status st = sample_hash(ctx, ck, s, &sb, hex);
+        if (st)
+            return st;
+        snprintf(line, sizeof line, " %llu %lld.%09ld %s\n", (unsigned long long)sb.st_size,
+                 (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec, hex);
         fp8_text_str(t, "--input-shard ");
         fp8_text_str(t, fp8_checkpoint_shard_name(ck, s));
         fp8_text_str(t, line);

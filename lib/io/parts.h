@@ -31,6 +31,14 @@ fp8_record_state fp8_record_check(fp8_ctx *ctx, const char *records, const char 
                                   const char *name);
 void fp8_record_remove(const char *records, const char *name);
 
+/* A shard a stopped run left half written (SHARD.partial): `text` as the
+ * run writes it (parts.c says nothing of its lines), read back whole
+ * (NULL: none), removed once the shard is finished. */
+fp8_status fp8_partial_write(fp8_ctx *ctx, const char *records, const char *name,
+                             const char *text, bool durable);
+char *fp8_partial_read(const char *records, const char *name);
+void fp8_partial_remove(const char *records, const char *name);
+
 /* Compares `mine` (the options, one "--option value" line each) with those
  * recorded in `records`, recording them first when none are and `create`.
  * With `what` (the OUTPUT, for the message), a difference fails with
@@ -43,8 +51,9 @@ fp8_status fp8_options_check(fp8_ctx *ctx, const char *records, const char *mine
 unsigned fp8_options_parts(const char *records);
 
 /* Appends what every command's options share: the part count (none when
- * 0), and the input's identity: each shard's name, size and modification
- * time, and a hash of config.json. */
+ * 0), and the input's identity: each shard's name, size, modification time
+ * and a hash of a sample of its content (parts.c, sample_hash), and a hash
+ * of config.json. */
 fp8_status fp8_options_common(fp8_ctx *ctx, const fp8_checkpoint *ck, unsigned parts, fp8_text *t);
 
 #endif

@@ -86,15 +86,38 @@ invalid:
     return false;
 }
 
-/* Writes `s` for a message: printable ASCII and UTF-8 as is, other bytes as \xNN. */
+static size_t esc_len(unsigned char c) { return c < 0x20 || c == 0x7F ? 4 : 1; }
+
+/* Writes `s` for a message: printable ASCII and UTF-8 as is, other bytes as
+ * \xNN; a name longer than the buffer keeps its start and its end, "..."
+ * between, cut on UTF-8 character bounds. */
 static const char *printable(const char *s, char *buf, size_t cap)
 {
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < cap; p++) {
-        if (*p < 0x20 || *p == 0x7F)
-            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", *p);
-        else
-            buf[o++] = (char)*p;
+    const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
+    const unsigned char *head = end, *tail = end; /* the part left out: [head, tail) */
+    size_t total = 0, room = (cap - 4) / 2, h = 0, t = 0, o = 0;
+    for (const unsigned char *q = p; q < end; q++)
+        total += esc_len(*q);
+    if (total >= cap) {
+        for (head = p; head < end && h + esc_len(*head) <= room; head++)
+            h += esc_len(*head);
+        while (head > p && (*head & 0xC0) == 0x80)
+            head--;
+        for (tail = end; tail > head && t + esc_len(tail[-1]) <= room; tail--)
+            t += esc_len(tail[-1]);
+        while (tail < end && (*tail & 0xC0) == 0x80)
+            tail++;
+    }
+    for (const unsigned char *q = p; q < end; q++) {
+        if (q == head && tail > head) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            q = tail - 1;
+        } else if (esc_len(*q) == 4) {
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", *q);
+        } else {
+            buf[o++] = (char)*q;
+        }
     }
     buf[o] = '\0';
     return buf;
@@ -207,7 +230,21 @@ static fp8_status lex(lexer *lx, const char *s, size_t n)
                     /* A NUL would silently cut the C string short. */
                     if (v == 0)
                         return lex_fail(lx, i - 1, "escaped NUL (\\u0000) inside a string");
-                    i += 4;
+                    /* a UTF-16 surrogate is half a character: a high one
+                     * needs a low one next; serde_json, which the
+                     * safetensors library reads headers with, refuses
+                     * either alone ("lone leading surrogate") */
+                    int lo = v >= 0xD800 && v < 0xDC00 && i + 10 < n && s[i + 5] == '\\' &&
+                                     s[i + 6] == 'u'
+                                 ? hexval(s[i + 7]) << 12 | hexval(s[i + 8]) << 8 |
+                                       hexval(s[i + 9]) << 4 | hexval(s[i + 10])
+                                 : -1;
+                    if ((v >= 0xD800 && v < 0xDC00 && !(lo >= 0xDC00 && lo < 0xE000)) ||
+                        (v >= 0xDC00 && v < 0xE000))
+                        return lex_fail(lx, i - 1,
+                                        "a lone UTF-16 surrogate escape (\\ud800 to \\udfff "
+                                        "without its pair), half a character, inside a string");
+                    i += v >= 0xD800 && v < 0xDC00 ? 10 : 4;
                 } else if (!strchr("\"\\/bfnrt", s[i])) {
                     return lex_fail(lx, i - 1, "invalid escape sequence");
                 }
@@ -354,13 +391,17 @@ static fp8_status tensor_fail(fp8_ctx *ctx, const char *path, const char *name, 
 static fp8_status tensor_fail(fp8_ctx *ctx, const char *path, const char *name, const char *fmt,
                               ...)
 {
-    char what[640], shown[256];
+    char *what, shown[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    int n = vasprintf(&what, fmt, ap);
     va_end(ap);
-    return fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %s", path,
-                    printable(name, shown, sizeof shown), what);
+    fp8_status st = fp8_fail(ctx, n < 0 ? FP8_ERR_NOMEM : FP8_ERR_BAD_INPUT, "%s: tensor '%s': %s",
+                             path, printable(name, shown, sizeof shown),
+                             n < 0 ? "out of memory" : what);
+    if (n >= 0)
+        free(what);
+    return st;
 }
 
 static int cmp_offsets(const void *a, const void *b)

@@ -27,4 +27,5 @@ fp8_status st_json_parse_exact(fp8_ctx *ctx, const char *path, const char *text,
  * them (zio_cache_policy): its tensors are all read. */
 void st_file_drop_cache(fp8_file *f);
 
+
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "io/safetensors.h"
+#include "io/st_writer.h"
 #include "io/zio.h"
 
 typedef struct {
@@ -262,6 +263,41 @@ fp8_status fp8_writer_begin(fp8_ctx *ctx, fp8_writer *w)
         (st = zio_writer_flush(ctx, w->out)))
         return st;
     w->begun = true;
+    return FP8_OK;
+}
+
+fp8_status st_writer_keep(fp8_ctx *ctx, fp8_writer *w, const char **file)
+{
+    if (!w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: nothing written to keep", w->path);
+    return zio_writer_keep(ctx, w->out, file);
+}
+
+fp8_status st_writer_resume(fp8_ctx *ctx, fp8_writer *w, const char *file, uint64_t written)
+{
+    fp8_status st;
+    if (w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: header already written", w->path);
+    if ((st = layout(ctx, w)) || (st = zio_writer_reopen(ctx, w->path, file, &w->out)))
+        return st;
+    zio_writer_set_durable(w->out, !w->volatile_ok);
+    /* the same header, byte for byte: then every offset is the same too */
+    size_t n = 8 + w->header_len;
+    unsigned char *have = malloc(n);
+    FILE *f = have ? fopen(file, "rb") : NULL;
+    bool same = f && fread(have, 1, n, f) == n && !memcmp(have + 8, w->header, w->header_len);
+    for (int i = 0; same && i < 8; i++)
+        same = have[i] == (unsigned char)((uint64_t)w->header_len >> (8 * i));
+    if (f)
+        fclose(f);
+    free(have);
+    if (!same) {
+        zio_writer_free(w->out);
+        w->out = NULL;
+        return fp8_fail(ctx, FP8_ERR_IO, "%s: not the header this run writes", file);
+    }
+    w->begun = true;
+    w->written = written;
     return FP8_OK;
 }
 

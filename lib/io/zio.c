@@ -762,6 +762,42 @@ void zio_sync_dir(const char *dir)
     }
 }
 
+fp8_status zio_writer_keep(fp8_ctx *ctx, zio_writer *w, const char **tmp)
+{
+    fp8_status st = w->cctx ? fp8_fail(ctx, FP8_ERR_IO, "%s: a compressed stream is kept only "
+                                       "whole", w->path)
+                            : flush_buf(ctx, w);
+    if (!st && w->durable && fsync(w->fd) != 0)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot sync: %s", w->tmp, strerror(errno));
+    w->committed = !st; /* not removed by zio_writer_free */
+    *tmp = w->tmp;
+    return st;
+}
+
+fp8_status zio_writer_reopen(fp8_ctx *ctx, const char *path, const char *existing,
+                             zio_writer **out)
+{
+    zio_writer *w = calloc(1, sizeof *w);
+    *out = NULL;
+    if (!w || !(w->path = fp8_strdup(path)) || !(w->tmp = fp8_strdup(existing)) ||
+        !(w->buf = malloc(ZIO_BUF))) {
+        zio_writer_free(w);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+    }
+    w->durable = true;
+    w->committed = true; /* until opened: a failure leaves the file as it was */
+    w->fd = fp8_has_suffix(path, ".zst") ? -1 : open(existing, O_RDWR | O_CLOEXEC);
+    if (w->fd < 0) {
+        fp8_status st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot open: %s", existing,
+                                 fp8_has_suffix(path, ".zst") ? "compressed" : strerror(errno));
+        zio_writer_free(w);
+        return st;
+    }
+    w->committed = false;
+    *out = w;
+    return FP8_OK;
+}
+
 void zio_writer_free(zio_writer *w)
 {
     if (!w)

@@ -48,8 +48,15 @@ fp8_status zio_writer_pwrite(fp8_ctx *ctx, zio_writer *w, uint64_t offset, const
 fp8_status zio_writer_commit(fp8_ctx *ctx, zio_writer *w);
 /* fsyncs directory `dir` (a rename into it durable), failing silently. */
 void zio_sync_dir(const char *dir);
-/* Removes the temporary file unless committed. */
+/* Removes the temporary file unless committed or kept. */
 void zio_writer_free(zio_writer *w);
+/* A stopped run's half-written file: flushed (and fsynced when durable),
+ * left under its temporary name (*tmp) when freed. */
+fp8_status zio_writer_keep(fp8_ctx *ctx, zio_writer *w, const char **tmp);
+/* Writes on into `existing`, a file zio_writer_keep kept (not compressed);
+ * commit renames it onto `path`. */
+fp8_status zio_writer_reopen(fp8_ctx *ctx, const char *path, const char *existing,
+                             zio_writer **out);
 
 /* The page cache policy of the process (fp8_cache; AUTO decided by the
  * input's bytes): when dropping, every plain-file read lets go of the pages

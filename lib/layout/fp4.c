@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/text.h"
+#include "io/checkpoint.h"
 #include "layout/fp4.h"
 
 /* The schemes' rows (types.h): E2M1 codes, MXFP4 one E8M0 scale per
@@ -325,14 +326,6 @@ const fp4_layout *fp4_layout_of_model(const char *model_type)
     return NULL;
 }
 
-static char *replace_suffix(const char *name, size_t stem, const char *suffix)
-{
-    char *s = malloc(stem + strlen(suffix) + 1);
-    if (s)
-        sprintf(s, "%.*s%s", (int)stem, name, suffix);
-    return s;
-}
-
 /* Whether a scale of dtype `d` is what layout `l` stores (2), names its
  * scale element (1: F8_E8M0 for an E8M0 layout, F8_E4M3 for E4M3), or
  * neither (0). */
@@ -361,7 +354,7 @@ const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, f
             continue;
         stem = strlen(name) - strlen(l->weight_suffix);
         int fit = 0;
-        char *sname = ck ? replace_suffix(name, stem, l->scale_suffix) : NULL;
+        char *sname = ck ? fp8_name_with(name, stem, l->scale_suffix) : NULL;
         const fp8_tensor_info *s = sname ? fp8_checkpoint_find(ck, sname, NULL) : NULL;
         if (s)
             fit = scale_fit(l, s->dtype);
@@ -372,8 +365,8 @@ const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, f
     if (!best)
         return NULL;
     stem = strlen(name) - strlen(best->weight_suffix);
-    *scale_name = replace_suffix(name, stem, best->scale_suffix);
-    *out_name = replace_suffix(name, stem, best->out_suffix);
+    *scale_name = fp8_name_with(name, stem, best->scale_suffix);
+    *out_name = fp8_name_with(name, stem, best->out_suffix);
     if (!*scale_name || !*out_name) {
         free(*scale_name);
         free(*out_name);
@@ -455,15 +448,15 @@ static fp8_status find_second(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_
                               const char *file, const char *verb, fp4_weight *w)
 {
     const fp4_layout *l = w->l;
-    char name[1024];
-    snprintf(name, sizeof name, "%.*s%s", (int)(strlen(t->name) - strlen(l->weight_suffix)),
-             t->name, l->global_suffix);
-    const fp8_tensor_info *g = fp8_checkpoint_find(ck, name, &w->second_shard);
+    int stem = (int)(strlen(t->name) - strlen(l->weight_suffix));
+    const fp8_tensor_info *g = ck_find_with(ck, t->name, (size_t)stem, l->global_suffix,
+                                            &w->second_shard);
     if (!g)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                         "%s: tensor '%s' is packed %s with scale '%s' but has no second-level "
-                        "scale '%s'; its values cannot be %s (%s)",
-                        file, t->name, l->name, w->scale->name, name, verb, l->source);
+                        "scale '%.*s%s'; its values cannot be %s (%s)", file, t->name, l->name,
+                        w->scale->name, stem, t->name, l->global_suffix, verb, l->source);
+    const char *name = g->name;
     file = fp8_checkpoint_shard_name(ck, w->second_shard);
     if (g->dtype != FP8_DTYPE_F32 || g->elements != 1)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -500,14 +493,15 @@ static fp8_status find_shape(fp8_ctx *ctx, const fp8_checkpoint *ck, const fp8_t
                              const char *file, const char *verb, fp4_weight *w)
 {
     const fp4_layout *l = w->l;
-    char name[1024];
-    snprintf(name, sizeof name, "%.*s%s", (int)(strlen(t->name) - strlen(l->weight_suffix)),
-             t->name, l->shape_suffix);
-    const fp8_tensor_info *g = fp8_checkpoint_find(ck, name, &w->shape_shard);
+    int stem = (int)(strlen(t->name) - strlen(l->weight_suffix));
+    const fp8_tensor_info *g = ck_find_with(ck, t->name, (size_t)stem, l->shape_suffix,
+                                            &w->shape_shard);
     if (!g)
         return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                        "%s: tensor '%s' is packed %s but has no '%s'; its values cannot be %s "
-                        "(%s)", file, t->name, l->name, name, verb, l->source);
+                        "%s: tensor '%s' is packed %s but has no '%.*s%s'; its values cannot be "
+                        "%s (%s)", file, t->name, l->name, stem, t->name, l->shape_suffix, verb,
+                        l->source);
+    const char *name = g->name;
     file = fp8_checkpoint_shard_name(ck, w->shape_shard);
     unsigned char b[16];
     uint64_t v[2] = { 0, 0 };
@@ -608,7 +602,7 @@ bool fp4_is_group_scale(const fp8_checkpoint *ck, const char *name)
         const fp4_layout *l = &layouts[i];
         if (!fp8_has_suffix(name, l->scale_suffix))
             continue;
-        char *w = replace_suffix(name, strlen(name) - strlen(l->scale_suffix), l->weight_suffix);
+        char *w = fp8_name_with(name, strlen(name) - strlen(l->scale_suffix), l->weight_suffix);
         const fp8_tensor_info *t = w ? fp8_checkpoint_find(ck, w, NULL) : NULL;
         free(w);
         if (t && t->dtype == l->weight_dtype && t->rank == l->weight_rank &&

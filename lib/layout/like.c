@@ -636,9 +636,7 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
     }
     if (strpbrk(module, "*?"))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, true));
-    char weight[1024];
-    snprintf(weight, sizeof weight, "%s.weight", module);
-    if (fp8_checkpoint_find(ck, weight, NULL))
+    if (ck_find_with(ck, module, strlen(module), ".weight", NULL))
         return push(ctx, &l->ignore, &l->nignore, regex_of(module, false));
     const char *found = NULL, *ref = unprefixed(module, strlen(module));
     size_t matches = 0;
@@ -667,11 +665,10 @@ static fp8_status keep_module(fp8_ctx *ctx, fp8_like *l, const fp8_checkpoint *c
     }
     char *msg = NULL;
     if (matches == 1) {
-        snprintf(weight, sizeof weight, "%.*s", (int)(strlen(found) - 7), found);
         free(*as);
-        if (!(*as = fp8_strdup(weight)))
+        if (!(*as = fp8_name_with(found, strlen(found) - 7, "")))
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        return push(ctx, &l->ignore, &l->nignore, regex_of(weight, false));
+        return push(ctx, &l->ignore, &l->nignore, regex_of(*as, false));
     }
     if (asprintf(&msg, "--like: the reference keeps module '%s' unquantized; %s has %s", module,
                  input, matches ? "several modules of that name: none is kept for it"
@@ -702,11 +699,10 @@ static bool scale_dtype_of_ref(const fp8_checkpoint *rck, const fmt_spec *spec, 
     size_t n = rck && spec ? fp8_checkpoint_tensor_count(rck) : 0;
     for (size_t i = 0; i < n; i++) {
         const fp8_tensor_info *w = fp8_checkpoint_tensor(rck, i, NULL);
-        char name[1024];
         if (!fp8_dtype_holds_codes(w->dtype))
             continue;
-        snprintf(name, sizeof name, "%s%s", w->name, spec->scale_suffix);
-        const fp8_tensor_info *s = fp8_checkpoint_find(rck, name, NULL);
+        const fp8_tensor_info *s = ck_find_with(rck, w->name, strlen(w->name), spec->scale_suffix,
+                                                NULL);
         if (!s || (s->dtype != FP8_DTYPE_F32 && s->dtype != FP8_DTYPE_BF16 &&
                    s->dtype != FP8_DTYPE_F16))
             continue;
@@ -813,17 +809,19 @@ static fp8_status refuse_static(fp8_ctx *ctx, const char *ref, const fp8_checkpo
 {
     size_t n;
     const char *first = first_of(rck, is_activation_scale, &n);
-    char tensor[1100];
-    if (first)
-        snprintf(tensor, sizeof tensor, "'%s' (and %zu more) is calibrated", first, n - 1);
-    else
-        snprintf(tensor, sizeof tensor, "%s",
-                 rck ? "its config says so, with no input_scale" : "its config says so");
-    return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                    "--like %s: its activations are static: %s (%s); fp8conv has no calibration "
-                    "data and writes dynamic activations only: quantize without --like, with "
-                    "--format hf-fp8 or --format compressed-tensors (dynamic activations)",
-                    ref, tensor, why);
+    return first ? fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "--like %s: its activations are static: '%s' (and %zu more) is "
+                            "calibrated (%s); fp8conv has no calibration data and writes dynamic "
+                            "activations only: quantize without --like, with --format hf-fp8 or "
+                            "--format compressed-tensors (dynamic activations)",
+                            ref, first, n - 1, why)
+                 : fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "--like %s: its activations are static: %s (%s); fp8conv has no "
+                            "calibration data and writes dynamic activations only: quantize "
+                            "without --like, with --format hf-fp8 or --format compressed-tensors "
+                            "(dynamic activations)",
+                            ref, rck ? "its config says so, with no input_scale"
+                                     : "its config says so", why);
 }
 
 /* A warning for REF's calibrated KV cache: scales and a declared scheme the
@@ -842,17 +840,17 @@ static fp8_status note_kv_cache(fp8_ctx *ctx, fp8_like *l, const char *ref,
                                              : NULL;
     size_t n;
     const char *first = first_of(rck, is_kv_scale, &n);
-    char scales[1100] = "", *msg;
+    char count[48] = "", *msg;
     if (!key && !first)
         return FP8_OK;
     if (first)
-        snprintf(scales, sizeof scales, "%zu scale%s: '%s'%s%s", n, n == 1 ? "" : "s", first,
-                 n > 1 ? ", ..." : "", key ? "; " : "");
+        snprintf(count, sizeof count, "%zu scale%s: '", n, n == 1 ? "" : "s");
     if (asprintf(&msg,
-                 "--like %s: not reproduced: its calibrated KV cache (%s%s%s): fp8conv has no "
-                 "calibration data, so the output declares no KV-cache scheme (vLLM runs an FP8 "
-                 "KV cache, where one is asked for, at scale 1.0)",
-                 ref, scales, key ? "quantization_config." : "", key ? key : "") < 0)
+                 "--like %s: not reproduced: its calibrated KV cache (%s%s%s%s%s%s): fp8conv has "
+                 "no calibration data, so the output declares no KV-cache scheme (vLLM runs an "
+                 "FP8 KV cache, where one is asked for, at scale 1.0)",
+                 ref, count, first ? first : "", !first ? "" : n > 1 ? "', ..." : "'",
+                 first && key ? "; " : "", key ? "quantization_config." : "", key ? key : "") < 0)
         msg = NULL;
     return push(ctx, &l->notes, &l->nnotes, msg);
 }

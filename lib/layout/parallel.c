@@ -52,11 +52,14 @@ static uint64_t cfg_u64(const cJSON *config, const char *key, uint64_t dflt)
 typedef struct {
     const cJSON *config;
     bool bad;
+    const char *bad_key; /* the first key read that is not such a number */
 } cfg_reader;
 
 static uint64_t get(cfg_reader *c, const char *key, uint64_t dflt)
 {
     uint64_t x = cfg_u64(c->config, key, dflt);
+    if (x == CFG_BAD && !c->bad)
+        c->bad_key = key;
     c->bad |= x == CFG_BAD;
     return x == CFG_BAD ? 0 : x;
 }
@@ -73,13 +76,14 @@ const cJSON *par_text_config(const cJSON *config)
     return config;
 }
 
-bool par_model_from_config(const cJSON *config, par_model *m)
+static bool model_read(const cJSON *config, par_model *m, cfg_reader *r)
 {
     config = par_text_config(config);
-    cfg_reader c = { config, false };
+    cfg_reader c = { config, false, NULL };
     memset(m, 0, sizeof *m);
     m->hidden = get(&c, "hidden_size", 0);
     m->heads = get(&c, "num_attention_heads", 0);
+    *r = c;
     if (!m->hidden || !m->heads || c.bad)
         return false;
     m->kv_heads = get(&c, "num_key_value_heads", m->heads);
@@ -108,7 +112,34 @@ bool par_model_from_config(const cJSON *config, par_model *m)
         m->dense_mlp = m->inter > 0;
     }
     /* num_key_value_heads 0 stays: par_check reports it at every TP */
+    *r = c;
     return !c.bad;
+}
+
+bool par_model_from_config(const cJSON *config, par_model *m)
+{
+    cfg_reader c;
+    return model_read(config, m, &c);
+}
+
+const char *par_config_bad_key(const cJSON *config, const char **text)
+{
+    par_model m;
+    cfg_reader c;
+    model_read(config, &m, &c);
+    const cJSON *item = c.bad_key ? cJSON_GetObjectItemCaseSensitive(c.config, c.bad_key) : NULL;
+    *text = item && item->valuestring ? item->valuestring : "not a number";
+    return c.bad_key;
+}
+
+fp8_status par_config_check(fp8_ctx *ctx, const char *dir, const cJSON *config)
+{
+    const char *text, *key = config ? par_config_bad_key(config, &text) : NULL;
+    return key ? fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                          "%s/config.json: %s is %s, not a whole number up to 2^31: loaders "
+                          "size the model with it and divide by it",
+                          dir, key, text)
+               : FP8_OK;
 }
 
 typedef struct {

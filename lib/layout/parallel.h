@@ -29,6 +29,13 @@ const cJSON *par_text_config(const cJSON *config);
  * num_attention_heads, or one of the numbers read is not a whole number up
  * to 2^31. */
 bool par_model_from_config(const cJSON *config, par_model *m);
+/* The first of those numbers present that is not a whole number up to 2^31
+ * (1e999, 1.5, -1, a string), NULL when none; *text gets its value as
+ * written. */
+const char *par_config_bad_key(const cJSON *config, const char **text);
+/* FP8_ERR_BAD_INPUT naming that number when there is one (quantize and
+ * convert write no model whose sizes a loader cannot read). */
+fp8_status par_config_check(fp8_ctx *ctx, const char *dir, const cJSON *config);
 /* The number of layers that would not load at TP=tp (EP=ep when > 1), each
  * described to `report` (may be NULL). */
 int par_check(const par_model *m, const par_quant *q, int tp, int ep,

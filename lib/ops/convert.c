@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "layout/formats.h"
 #include "layout/kvscale.h"
+#include "layout/parallel.h"
 #include "common/types.h"
 #include "compute/quant_cpu.h"
 #include "ops/convert_cast.h"
@@ -742,6 +743,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     }
     if (!st && fp8_checkpoint_is_directory(c->ck))
         st = fmt_config_read(ctx, input, &config, NULL); /* ModelOpt's side file too */
+    if (!st)
+        st = par_config_check(ctx, input, config);
     if (!st)
         st = resolve_target(ctx, c, config, &ue8m0);
     if (!st)

@@ -278,7 +278,6 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': an F8_E4M3 tensor of rank %d (2 or 3 expected)",
                             file, it->t->name, it->t->rank);
-        char name[1024];
         size_t si = 0, found = 0;
         /* DeepSeek-V4 names a weight's scale by its module, X.weight's
          * X.scale (fp8conv-formats(5), 2026 LAYOUTS; vLLM models/deepseek_v4) */
@@ -288,16 +287,15 @@ static fp8_status decide(fp8_ctx *ctx, dq_plan *p)
         for (int k = 0; k < 3; k++) {
             if (k == 2 && !module)
                 continue;
-            snprintf(name, sizeof name, "%.*s%s", (int)(k == 2 ? len - 7 : len), it->t->name,
-                     suffixes[k]);
             size_t shard;
-            const fp8_tensor_info *s = fp8_checkpoint_find(ck, name, &shard);
+            const fp8_tensor_info *s =
+                ck_find_with(ck, it->t->name, k == 2 ? len - 7 : len, suffixes[k], &shard);
             if (!s)
                 continue;
             found++;
             it->scale = s;
             it->scale_shard = shard;
-            si = item_index(p, name);
+            si = item_index(p, s->name);
         }
         if (found != 1)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -667,10 +665,9 @@ static fp8_status do_dequant(dq_run *r, fp8_worker *w, const dq_job *j)
                                   it->scheme->elem };
             bool bad = true;
             if ((st = fp8_gpu_dequantize(w->ctx, w->gpu, &g, &bad))) {
-                char why[1024];
-                snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
                 st = fp8_fail(w->ctx, st, "%s: tensor '%s': %s",
-                              fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name, why);
+                              fp8_checkpoint_shard_name(p->ck, it->shard), it->t->name,
+                              fp8_ctx_message(w->ctx));
                 break;
             }
             done = !bad;

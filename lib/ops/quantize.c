@@ -210,13 +210,12 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     /* any scale name beside the one written: a loader would find two */
     static const char *const suffixes[] = { "_scale_inv", "_scale" };
     for (int k = 0; k < 2 && !p->source; k++) {
-        char other[1024];
-        snprintf(other, sizeof other, "%s%s", t->name, suffixes[k]);
-        if (fp8_checkpoint_find(p->ck, other, NULL))
+        const fp8_tensor_info *s = ck_find_with(p->ck, t->name, strlen(t->name), suffixes[k], NULL);
+        if (s)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': the input already has '%s', a scale's name: "
                             "beside the scale fp8conv writes ('%s'), a loader would find two",
-                            it->shard, t->name, other, it->scale_name);
+                            it->shard, t->name, s->name, it->scale_name);
     }
     /* a block that spans the gate and up halves of a fused weight cannot be
      * split by a loader: vLLM shards gate_up_proj into its two halves
@@ -390,9 +389,7 @@ static uint64_t parts_of(const fp8_checkpoint *ck, const cJSON *config, const fp
     uint64_t hidden = fmt_config_hidden(config);
     if (!hidden)
         return 0;
-    char bias[1024];
-    snprintf(bias, sizeof bias, "%s_bias", t->name);
-    if (fp8_checkpoint_find(ck, bias, NULL)) /* gpt-oss */
+    if (ck_find_with(ck, t->name, strlen(t->name), "_bias", NULL)) /* gpt-oss */
         return 0;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(config, "text_config");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(text ? text : config, "model_type");
@@ -449,10 +446,8 @@ quant_part *quant_part_find(const fp8_checkpoint *ck, const cJSON *config, const
         digits--;
     if (!dot || digits == dot || digits - name < 9 || strncmp(digits - 9, ".experts.", 9))
         return NULL;
-    char fused[1024];
-    snprintf(fused, sizeof fused, "%.*s%s", (int)(digits - name), name,
-             proj == 2 ? "down_proj" : "gate_up_proj");
-    const fp8_tensor_info *t = fp8_checkpoint_find(ck, fused, shard);
+    const fp8_tensor_info *t = ck_find_with(ck, name, (size_t)(digits - name),
+                                            proj == 2 ? "down_proj" : "gate_up_proj", shard);
     bool in_out;
     uint64_t n = t ? parts_of(ck, config, t, &in_out) : 0;
     uint64_t x = strtoull(digits, NULL, 10), k = proj == 2 ? x : 2 * x + (uint64_t)proj;
@@ -823,6 +818,7 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
         (!source && (st = check_not_quantized(ctx, p))) ||
         (st = ck_output_names(ctx, p->ck, &p->out_shards)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
+        (st = par_config_check(ctx, input, p->config)) ||
         (p->experts = fmt_config_experts(p->config), false) ||
         (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
         (st = check_patterns(ctx, p)) || (st = check_loadable(ctx, p)) ||

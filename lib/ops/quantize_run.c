@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ops/quantize_run.h"
 #include "io/checkpoint.h"
 #include "io/output.h"
 #include "io/parts.h"
 #include "io/safetensors.h"
+#include "io/st_writer.h"
 #include "io/zio.h"
 #include "layout/formats.h"
 #include "common/types.h"
@@ -116,6 +118,8 @@ typedef struct {
     size_t max_src, max_q, max_scales; /* buffer sizes a worker needs */
     uint64_t *done;         /* bytes of work finished, over the whole run (atomic) */
     uint64_t chunk;         /* the most input a job takes */
+    uint32_t *left;         /* by item: its last pass's jobs not yet done (atomic) */
+    unsigned char *fin;     /* by item: written whole, or kept from a stopped run */
 } shard_run;
 
 /* A job's view of its thread: the shard's run, the thread's context,
@@ -305,10 +309,8 @@ static fp8_status nonfinite_at(worker *w, const job *j, const char *name, uint64
 /* A GPU failure, with the file and tensor it was working on. */
 static fp8_status gpu_error(worker *w, const job *j, fp8_status st)
 {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", fp8_ctx_message(w->ctx));
     return fp8_fail(w->ctx, st, "%s: tensor '%s': %s", fp8_file_path(w->r->in),
-                    w->r->plan->items[j->item].tensor->name, why);
+                    w->r->plan->items[j->item].tensor->name, fp8_ctx_message(w->ctx));
 }
 
 /* Band b of the job, source x (its rows at row0, its columns at col0 of the
@@ -548,7 +550,12 @@ static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
     const job *jb;
     shard_run *r = slot_run(arg, j, &jb);
     worker w = { r, fw->ctx, fw->buf[0], fw->buf[1], fw->buf[2], fw->gpu, fw };
-    return do_job(&w, jb);
+    fp8_status st = do_job(&w, jb);
+    /* an item whose last job is done is whole: what a stop keeps */
+    if (!st && jb->kind != JOB_AMAX &&
+        __atomic_sub_fetch(&r->left[jb->item], 1, __ATOMIC_ACQ_REL) == 0)
+        __atomic_store_n(&r->fin[jb->item], 1, __ATOMIC_RELEASE);
+    return st;
 }
 
 /* A compressed shard is one lane, read in file order. */
@@ -668,6 +675,124 @@ static size_t shard_items(const fp8_quant_plan *p, size_t s, bool quantized, siz
             items[n++] = i;
     qsort_r(items, n, sizeof *items, cmp_item_offset, (void *)p);
     return n;
+}
+
+/* shard_items less those a stopped run wrote whole (r->fin). */
+static size_t todo_items(const shard_run *r, size_t s, bool quantized, size_t *items)
+{
+    size_t n = shard_items(r->plan, s, quantized, items), m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (!r->fin[items[k]])
+            items[m++] = items[k];
+    return m;
+}
+
+/* ---------------------------------------------------------------- a shard kept half written */
+
+/* SHARD.partial (parts.h): the file a stopped run left, as its identity
+ * (size, modification time, inode: nothing has touched it since), and the
+ * items it had written whole, by their index in the plan (the same for the
+ * same options and input, which --resume checked). */
+static fp8_status keep_partial(fp8_quant_plan *p, fp8_output *out, size_t s, shard_run *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n; i++)
+        n += p->entries[i].shard == s && r->fin[i];
+    if (!n)
+        return FP8_OK; /* nothing whole: removed with the writer */
+    fp8_ctx *ctx = fp8_ctx_create(); /* the stop's message stays the run's */
+    const char *file;
+    struct stat sb;
+    fp8_text t = { 0 };
+    fp8_status st = !ctx ? FP8_ERR_NOMEM : st_writer_keep(ctx, r->out, &file);
+    if (!st && stat(file, &sb) != 0)
+        st = FP8_ERR_IO;
+    if (!st) {
+        char line[160];
+        fp8_text_str(&t, "file ");
+        fp8_text_str(&t, fp8_basename(file));
+        snprintf(line, sizeof line, "\nsize %llu\nmtime %lld.%09ld\nino %llu\nitems",
+                 (unsigned long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
+                 sb.st_mtim.tv_nsec, (unsigned long long)sb.st_ino);
+        fp8_text_str(&t, line);
+        for (size_t i = 0; i < p->n; i++)
+            if (p->entries[i].shard == s && r->fin[i]) {
+                fp8_text_str(&t, " ");
+                fp8_text_u64(&t, i);
+            }
+        fp8_text_str(&t, "\n");
+        st = t.oom ? FP8_ERR_NOMEM
+                   : fp8_partial_write(ctx, out->records, p->out_shards[s], t.p, !p->opts.no_sync);
+    }
+    if (!st) {
+        out->partial_shards++;
+        out->partial_items += n;
+    }
+    free(t.p);
+    fp8_ctx_free(ctx);
+    return st;
+}
+
+/* --resume: writes on into the file a stopped run kept of shard s, its
+ * items written whole marked in r->fin, when its record and identity hold;
+ * *resumed false (and the file removed) otherwise. */
+static fp8_status resume_partial(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out, size_t s,
+                                 shard_run *r, bool *resumed)
+{
+    char *text = fp8_partial_read(out->records, p->out_shards[s]), *path = NULL;
+    const char *nl = text && !strncmp(text, "file ", 5) ? strchr(text, '\n') : NULL;
+    unsigned long long size, ino;
+    long long sec;
+    long nsec;
+    int at = 0;
+    struct stat sb;
+    size_t n = 0;
+    fp8_ctx *quiet = NULL;
+    *resumed = false;
+    if (!nl || !(path = malloc((size_t)(nl - text) + 1)))
+        goto out;
+    memcpy(path, text + 5, (size_t)(nl - text) - 5);
+    path[nl - text - 5] = 0;
+    char *full = fp8_path_join(out->tmp, path);
+    free(path);
+    path = full;
+    if (!path || memchr(text + 5, '/', (size_t)(nl - text) - 5) ||
+        sscanf(nl, "\nsize %llu\nmtime %lld.%ld\nino %llu\nitems%n", &size, &sec, &nsec, &ino,
+               &at) != 4 || !at || stat(path, &sb) != 0 || (unsigned long long)sb.st_size != size ||
+        sb.st_mtim.tv_sec != sec || sb.st_mtim.tv_nsec != nsec || (unsigned long long)sb.st_ino != ino)
+        goto out;
+    uint64_t written = 0, fsize;
+    quiet = fp8_ctx_create();
+    bool laid = quiet && !fp8_writer_size(quiet, r->out, &fsize); /* fp8_writer_find's names */
+    for (const char *q = nl + at; laid && *q == ' ';) {
+        char *end;
+        unsigned long long i = strtoull(q + 1, &end, 10);
+        if (end == q + 1 || i >= p->n || p->entries[i].shard != s)
+            goto out;
+        q = end;
+        const fp8_quant_item *it = &p->items[i];
+        const fp8_tensor_info *c = fp8_writer_find(r->out, it->quantize ? code_name(it)
+                                                                        : it->tensor->name);
+        const fp8_tensor_info *sc = it->quantize ? fp8_writer_find(r->out, it->scale_name) : NULL;
+        written += (c ? fp8_tensor_nbytes(c) : 0) + (sc ? fp8_tensor_nbytes(sc) : 0);
+        n += !r->fin[i];
+        r->fin[i] = 1;
+    }
+    *resumed = laid && !st_writer_resume(quiet, r->out, path, written);
+out:
+    fp8_ctx_free(quiet);
+    if (!*resumed) {
+        memset(r->fin, 0, p->n);
+        if (path)
+            unlink(path);
+    } else {
+        fp8_notify(ctx, "%s: kept %zu tensors of %s that the stopped run wrote; writing the rest",
+                   out->path, n, p->out_shards[s]);
+    }
+    fp8_partial_remove(out->records, p->out_shards[s]);
+    free(path);
+    free(text);
+    return FP8_OK;
 }
 
 /* ---------------------------------------------------------------- NVFP4's second level */
@@ -803,21 +928,27 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
     for (size_t k = 0; k < n && !st; k++) {
         r[k] = (shard_run){ .plan = p, .in = fp8_checkpoint_shard(p->ck, shards[k]), .done = done,
                             .chunk = chunk,
-                            .scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r[k].scale_at) };
+                            .scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r[k].scale_at),
+                            .left = fp8_xcalloc(p->n ? p->n : 1, sizeof *r[k].left),
+                            .fin = fp8_xcalloc(p->n ? p->n : 1, 1) };
         char *path = fp8_output_file(out, p->out_shards[shards[k]]);
-        if (!path || !r[k].scale_at)
+        bool resumed = false;
+        if (!path || !r[k].scale_at || !r[k].left || !r[k].fin)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
         else if (!(st = fp8_writer_create(ctx, path, &r[k].out)) &&
                  !(st = declare_shard(ctx, p, shards[k], r[k].out))) {
             fp8_writer_set_durable(r[k].out, !p->opts.no_sync);
-            if (!(st = fp8_writer_begin(ctx, r[k].out)))
+            st = resume_partial(ctx, p, out, shards[k], &r[k], &resumed);
+            if (!st && !resumed)
+                st = fp8_writer_begin(ctx, r[k].out);
+            if (!st)
                 st = write_globals(ctx, p, shards[k], r[k].out);
         }
         free(path);
     }
     if (!st && fp8_scheme_get(p->opts.scheme)->fixed) { /* pass 1: amax of each matrix */
         for (size_t k = 0; k < n && !st; k++) {
-            ni = shard_items(p, shards[k], true, items);
+            ni = todo_items(&r[k], shards[k], true, items);
             for (size_t i = 0; i < ni && !st; i++)
                 st = plan_jobs(ctx, &r[k], items[i], JOB_AMAX);
             if (!st && !(r[k].amax = fp8_xcalloc(r[k].njobs ? r[k].njobs : 1, sizeof *r[k].amax)))
@@ -826,18 +957,28 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
         if (!st)
             st = run_jobs(ctx, &g);
         for (size_t k = 0; k < n && !st; k++) {
-            ni = shard_items(p, shards[k], true, items);
+            ni = todo_items(&r[k], shards[k], true, items);
             st = finish_tensor_scales(ctx, &r[k], items, ni);
             r[k].njobs = 0;
         }
     }
     for (size_t k = 0; k < n && !st; k++) {
-        ni = shard_items(p, shards[k], false, items);
+        ni = todo_items(&r[k], shards[k], false, items);
         for (size_t i = 0; i < ni && !st; i++)
             st = plan_jobs(ctx, &r[k], items[i], p->items[items[i]].quantize ? JOB_QUANTIZE : JOB_COPY);
+        for (size_t j = 0; j < r[k].njobs; j++)
+            r[k].left[r[k].jobs[j].item]++;
+        for (size_t i = 0; i < ni; i++) /* no bytes: whole already */
+            r[k].fin[items[i]] = !r[k].left[items[i]];
     }
     if (!st)
         st = run_jobs(ctx, &g);
+    /* stopped (Ctrl-C, SIGTERM): each shard in progress is kept with the
+     * items it wrote whole, for --resume, where a whole run records */
+    bool stopped = st && p->opts.cancel && *p->opts.cancel && out->records && !out->staged;
+    for (size_t k = 0; k < n && stopped; k++)
+        if (r[k].out && fp8_writer_tensor(r[k].out, 0))
+            keep_partial(p, out, shards[k], &r[k]);
     for (size_t k = 0; k < n && !st; k++)
         if (!(st = fp8_writer_commit(ctx, r[k].out)))
             st = fp8_output_shard_done(ctx, out, shards[k]);
@@ -849,6 +990,8 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
         free(r[k].amax);
         free(r[k].tensor_scale);
         free(r[k].scale_at);
+        free(r[k].left);
+        free(r[k].fin);
     }
     free(g.slots);
     free(items);
@@ -1007,7 +1150,7 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
         st = options_text(ctx, p, &options);
     zio_cache_policy(p->opts.run.cache, p->input_bytes);
     fp8_output_work work = { .ck = p->ck, .names = p->out_shards, .options = options.p,
-                             .run = p->opts.run };
+                             .run = p->opts.run, .unresumable = p->source != NULL };
     if (!st)
         st = fp8_output_open(ctx, &out, p->input, output, is_dir, p->opts.force,
                              !p->opts.no_sync, &work);

@@ -47,9 +47,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     if (v->config_dir && (st = fmt_config_read(ctx, v->config_dir, &config, &side_declared))) {
         if (st != FP8_ERR_BAD_INPUT) /* a config.json no loader parses is a finding */
             return st;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", fp8_ctx_message(ctx));
-        if ((st = verify_add(ctx, v, FP8_SEV_ERROR, "config-json", "%s", msg)))
+        if ((st = verify_add(ctx, v, FP8_SEV_ERROR, "config-json", "%s", fp8_ctx_message(ctx))))
             return st;
     }
     fmt_declaration d;
@@ -155,13 +153,15 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
                  v->path);
     v->has_model = par_model_from_config(config, &v->model);
     const cJSON *text = par_text_config(config);
+    const char *bad_text, *bad = par_config_bad_key(config, &bad_text);
     if (!st && !v->has_model && cJSON_GetObjectItemCaseSensitive(text, "hidden_size") &&
         cJSON_GetObjectItemCaseSensitive(text, "num_attention_heads"))
         st = verify_add(ctx, v, FP8_SEV_ERROR, "config-numbers",
                  "config.json: the model's sizes (hidden_size, num_attention_heads, "
                  "num_key_value_heads, head_dim, intermediate sizes, expert counts) must be "
                  "whole numbers up to 2^31, and num_attention_heads positive: loaders divide by "
-                 "them");
+                 "them%s%s%s%s%s", bad ? " (" : "", bad ? bad : "", bad ? " is " : "",
+                 bad ? bad_text : "", bad ? ")" : "");
     v->f32_model = dq_judged_dtype(config, v->ck) == FP8_DTYPE_F32;
     v->f16_model = fmt_config_dtype(config) && strcmp(fmt_config_dtype(config), "float16") == 0;
     cJSON_Delete(config);

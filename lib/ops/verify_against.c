@@ -216,10 +216,10 @@ static fp8_status collect_one(fp8_ctx *ctx, against *f, const fp8_tensor_info *t
     /* NVFP4's second level, INT4's shape: found or not */
     const char *side[] = { l->global_suffix, l->shape_suffix };
     for (int k = 0; k < 2 && !st; k++) {
-        char name[1024];
-        snprintf(name, sizeof name, "%.*s%s",
-                 (int)(strlen(t->name) - strlen(l->weight_suffix)), t->name, side[k] ? side[k] : "");
-        const fp8_tensor_info *g = side[k] ? fp8_checkpoint_find(v->ck, name, NULL) : NULL;
+        const fp8_tensor_info *g =
+            side[k] ? ck_find_with(v->ck, t->name, strlen(t->name) - strlen(l->weight_suffix),
+                                   side[k], NULL)
+                    : NULL;
         if (g)
             st = own(ctx, &f->ck_owned, &f->nck, ckcap, g->name);
     }
@@ -911,11 +911,9 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
     it->rows = x->rank >= 2 ? x->shape[x->rank - 2] : 1;
     it->cols = x->rank >= 1 ? x->shape[x->rank - 1] : 1;
     if (t && v->spec) {
-        char other[1024];
         const char *suffix = v->spec->scale_suffix;
         it->s = verify_find_scale(v, t, &it->sshard, &suffix);
-        snprintf(other, sizeof other, "%s%s", t->name,
-                 strcmp(suffix, "_scale") == 0 ? "_scale_inv" : "_scale");
+        const char *other = strcmp(suffix, "_scale") == 0 ? "_scale_inv" : "_scale";
         const fp8_tensor_info *s = it->s;
         int rank;
         uint64_t shape[3];
@@ -926,7 +924,7 @@ static void against_item(against *a, ag_item *it, bool bound, size_t item)
         bool same_blocks = !fp8_scheme_has_block(v->scheme) ||
                            (fp8_checkpoint_is_directory(v->ck) && !v->assumed) ||
                            (v->block_rows == 128 && v->block_cols == 128);
-        if (bound && s && !fp8_checkpoint_find(v->ck, other, NULL) && same_blocks &&
+        if (bound && s && !ck_find_with(v->ck, t->name, strlen(t->name), other, NULL) && same_blocks &&
             (mx ? s->dtype == FP8_DTYPE_U8 || s->dtype == fp8_elem_get(sch->scale_elem[0])->dtype
                 : fp8_dtype_is_float(s->dtype))) {
             fmt_scale_shape(v->spec, t->rank, t->shape, v->block_rows, v->block_cols, &rank, shape);

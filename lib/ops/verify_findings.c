@@ -76,9 +76,7 @@ const fp8_tensor_info *verify_find_scale(const fp8_verify *v, const fp8_tensor_i
 {
     const char *const names[] = { v->spec->scale_suffix, v->spec->alt_scale_suffix };
     for (int k = 0; k < 2 && names[k]; k++) {
-        char name[1024];
-        snprintf(name, sizeof name, "%s%s", t->name, names[k]);
-        const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, shard);
+        const fp8_tensor_info *s = ck_find_with(v->ck, t->name, strlen(t->name), names[k], shard);
         if (s) {
             if (suffix)
                 *suffix = names[k];

@@ -34,7 +34,7 @@ static unsigned ignored(const fp8_verify *v, const char *module)
 static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t, size_t shard)
 {
     const char *file = fp8_checkpoint_shard_name(v->ck, shard);
-    char name[1024], other[1024], want[96], got[96];
+    char want[96], got[96];
     if (t->rank != 2 && t->rank != 3)
         return verify_add(ctx, v, FP8_SEV_ERROR, "fp8-rank",
                    "%s: %s: an F8_E4M3 tensor of rank %d (loaders take 2-D weights and 3-D "
@@ -55,38 +55,42 @@ static fp8_status check_weight(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_inf
     uint64_t shape[3];
     bool float_dtype;
     verify_expected_scale(v, t, &suffix, &rank, shape, &float_dtype);
-    snprintf(name, sizeof name, "%s%s", t->name, suffix);
-    snprintf(other, sizeof other, "%s%s", t->name,
-             strcmp(suffix, "_scale") == 0 ? "_scale_inv" : "_scale");
+    /* the scale's name is t->name's first `keep` bytes then `suffix`, the
+     * other spelling t->name then `alt`: built nowhere (names run to the
+     * header's limit) */
+    size_t keep = strlen(t->name);
+    const char *alt = strcmp(suffix, "_scale") == 0 ? "_scale_inv" : "_scale";
     /* DeepSeek-V4 names X.weight's scale X.scale, F8_E8M0 (fp4.h's row) */
     bool module_scale = v->family && v->family->trunk_scale_suffix &&
                         fp8_has_suffix(t->name, ".weight");
     if (module_scale) {
-        snprintf(name, sizeof name, "%.*s%s", (int)strlen(t->name) - 7, t->name,
-                 v->family->trunk_scale_suffix);
+        keep -= 7;
+        suffix = v->family->trunk_scale_suffix;
         float_dtype = false;
     }
     size_t sshard;
     const char *found = NULL;
-    const fp8_tensor_info *s = module_scale ? fp8_checkpoint_find(v->ck, name, &sshard)
+    const fp8_tensor_info *s = module_scale ? ck_find_with(v->ck, t->name, keep, suffix, &sshard)
                                             : verify_find_scale(v, t, &sshard, &found);
     if (module_scale)
         found = suffix;
-    const fp8_tensor_info *o = fp8_checkpoint_find(v->ck, other, NULL);
+    const fp8_tensor_info *o = ck_find_with(v->ck, t->name, strlen(t->name), alt, NULL);
     if (s && found != suffix) { /* the layout's other name: then the first is the other */
-        o = fp8_checkpoint_find(v->ck, name, NULL);
-        snprintf(name, sizeof name, "%s%s", t->name, found);
+        o = ck_find_with(v->ck, t->name, keep, suffix, NULL);
+        suffix = found;
     }
+    int n = (int)keep;
     if (!s && o)
         return verify_add(ctx, v, FP8_SEV_ERROR, "scale-name",
-                   "%s: %s: its scale is named '%s', but a %s loader looks for '%s'", file,
-                   t->name, other, v->format_name, name);
+                   "%s: %s: its scale is named '%s%s', but a %s loader looks for '%.*s%s'", file,
+                   t->name, t->name, alt, v->format_name, n, t->name, suffix);
     if (!s)
         return verify_add(ctx, v, FP8_SEV_ERROR, "missing-scale",
-                   "%s: %s: no scale '%s'; the loader cannot dequantize it", file, t->name, name);
+                   "%s: %s: no scale '%.*s%s'; the loader cannot dequantize it", file, t->name,
+                   n, t->name, suffix);
     if (o)
-        return verify_add(ctx, v, FP8_SEV_ERROR, "scale-name", "%s: %s: has both '%s' and '%s'", file,
-                   t->name, name, other);
+        return verify_add(ctx, v, FP8_SEV_ERROR, "scale-name", "%s: %s: has both '%s' and '%s%s'",
+                   file, t->name, s->name, t->name, alt);
     const char *sfile = fp8_checkpoint_shard_name(v->ck, sshard);
     /* vLLM's DeepseekV4Model.load_weights views every float8_e8m0fnu expert
      * weight_scale as uint8, the packed experts' parameter, whatever the
@@ -218,10 +222,8 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
         (rows % v->block_rows || t->shape[t->rank - 1] % v->block_cols) && !lr->partial++)
         lr->first_partial = t->name;
     if (v->spec->needs_input_scale) {
-        char name[1024];
-        snprintf(name, sizeof name, "%.*s.input_scale",
-                 (int)(strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
-        if (!fp8_checkpoint_find(v->ck, name, NULL) && !lr->no_input_scale++)
+        size_t stem = strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0);
+        if (!ck_find_with(v->ck, t->name, stem, ".input_scale", NULL) && !lr->no_input_scale++)
             lr->first_no_input_scale = t->name;
     }
     return st;
@@ -332,17 +334,15 @@ static fp8_status check_shape(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info
 static fp8_status check_global(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
                                const fp8_tensor_info *t, const char *file)
 {
-    char name[1024];
     size_t shard;
     float g;
-    snprintf(name, sizeof name, "%.*s%s", (int)(strlen(t->name) - strlen(l->weight_suffix)),
-             t->name, l->global_suffix);
-    const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, &shard);
+    int stem = (int)(strlen(t->name) - strlen(l->weight_suffix));
+    const fp8_tensor_info *s = ck_find_with(v->ck, t->name, (size_t)stem, l->global_suffix, &shard);
     if (!s)
         return verify_add(ctx, v, FP8_SEV_ERROR, "missing-scale",
-                          "%s: %s: packed %s, but no second-level scale '%s'; the loader cannot "
-                          "dequantize it (%s)",
-                          file, t->name, l->name, name, l->source);
+                          "%s: %s: packed %s, but no second-level scale '%.*s%s'; the loader "
+                          "cannot dequantize it (%s)",
+                          file, t->name, l->name, stem, t->name, l->global_suffix, l->source);
     const char *sfile = fp8_checkpoint_shard_name(v->ck, shard);
     if (s->dtype != FP8_DTYPE_F32)
         return verify_add(ctx, v, FP8_SEV_ERROR, "scale-dtype",
@@ -377,27 +377,34 @@ static fp8_status read_global(fp8_ctx *ctx, fp8_verify *v, const char *name, flo
 static fp8_status check_fused_global(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
                                      const fp8_tensor_info *t, const char *file)
 {
-    char stem[1024], mine[1024], first[1024];
+    char *stem = fp8_name_with(t->name, strlen(t->name) - strlen(l->weight_suffix), ""),
+         *mine = NULL, *first = NULL;
     size_t f, base;
     float a, b;
-    snprintf(stem, sizeof stem, "%.*s", (int)(strlen(t->name) - strlen(l->weight_suffix)),
-             t->name);
-    if (!fp4_fused_part(stem, &f, &base) || !strcmp(stem + base, fp4_fused_parts[f][0]))
-        return FP8_OK; /* no part, or the first */
-    snprintf(mine, sizeof mine, "%s%s", stem, l->global_suffix);
-    snprintf(first, sizeof first, "%.*s%s%s", (int)base, stem, fp4_fused_parts[f][0],
-             l->global_suffix);
-    fp8_status st = read_global(ctx, v, mine, &a);
+    fp8_status st = FP8_OK;
+    if (stem && (!fp4_fused_part(stem, &f, &base) || !strcmp(stem + base, fp4_fused_parts[f][0])))
+        goto out; /* no part, or the first */
+    if (!stem || asprintf(&mine, "%s%s", stem, l->global_suffix) < 0 ||
+        asprintf(&first, "%.*s%s%s", (int)base, stem, fp4_fused_parts[f][0], l->global_suffix) < 0) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", file);
+        goto out;
+    }
+    st = read_global(ctx, v, mine, &a);
     if (st || (st = read_global(ctx, v, first, &b)) || a != a || b != b || !memcmp(&a, &b, 4))
-        return st;
-    return verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), "fused-global-scale",
-                          "%s: %s: second-level scale %s is %.9g, but %s is %.9g: vLLM "
-                          "loads %s with %s as one layer with one such scale (the "
-                          "largest; an MoE expert's gate's), so it computes other values "
-                          "than this checkpoint's for one of them; llm-compressor and "
-                          "ModelOpt give the parts one, from their largest amax",
-                          file, t->name, mine, (double)a, first, (double)b, stem + base,
-                          fp4_fused_parts[f][0]);
+        goto out;
+    st = verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), "fused-global-scale",
+                        "%s: %s: second-level scale %s is %.9g, but %s is %.9g: vLLM "
+                        "loads %s with %s as one layer with one such scale (the "
+                        "largest; an MoE expert's gate's), so it computes other values "
+                        "than this checkpoint's for one of them; llm-compressor and "
+                        "ModelOpt give the parts one, from their largest amax",
+                        file, t->name, mine, (double)a, first, (double)b, stem + base,
+                        fp4_fused_parts[f][0]);
+out:
+    free(stem);
+    free(mine);
+    free(first);
+    return st;
 }
 
 static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
@@ -478,12 +485,10 @@ static fp8_status check_one(fp8_ctx *ctx, fp8_verify *v, const fp4_layout *l,
  * dtype and shape are verify_rules.c's check_weight's to judge. */
 static fp8_status check_module_scale(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t)
 {
-    char name[1024];
     size_t shard;
     uint64_t at;
-    snprintf(name, sizeof name, "%.*s%s", (int)strlen(t->name) - 7, t->name,
-             v->family->trunk_scale_suffix);
-    const fp8_tensor_info *s = fp8_checkpoint_find(v->ck, name, &shard);
+    const fp8_tensor_info *s = ck_find_with(v->ck, t->name, strlen(t->name) - 7,
+                                            v->family->trunk_scale_suffix, &shard);
     if (!s || s->dtype != v->family->scale_dtype) /* its experts' E8M0 */
         return FP8_OK;
     fp8_status st = find_nan(ctx, v, s, shard, v->family->scheme->scale_elem[0], &at);
@@ -686,8 +691,10 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
             st = check_weight(ctx, v, t, shard);
             if (!st)
                 st = check_loader_rules(ctx, v, t, file, &lr);
-            char module[1024];
-            snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0)), t->name);
+            char *module = fp8_name_with(
+                t->name, strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0), "");
+            if (!st && !module)
+                st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
             unsigned by = st ? 0 : ignored(v, module);
             if (by == FP8_LOADERS_ALL)
                 st = verify_add(ctx, v, FP8_SEV_ERROR, "ignored-but-quantized",
@@ -700,6 +707,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
                          "'%s' as transformers matches them (a regex from the start of the "
                          "name, or the name's end): transformers will read it as unquantized",
                          file, t->name, module);
+            free(module);
             continue;
         }
         /* a scale needs its FP8 weight */
@@ -709,15 +717,16 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
                                  ? "_scale"
                                  : NULL;
         if (suffix) {
-            char base[1024];
-            snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - strlen(suffix)), t->name);
-            const fp8_tensor_info *w = fp8_checkpoint_find(ck, base, NULL);
+            int base = (int)(strlen(t->name) - strlen(suffix));
+            const fp8_tensor_info *w = ck_find_with(ck, t->name, (size_t)base, "", NULL);
             /* a bare X_scale with no tensor X and no weight in its name is a
              * model's own parameter (CLIP's logit_scale), not a quantization scale */
-            bool parameter = !w && !strcmp(suffix, "_scale") && !fp8_has_suffix(base, "weight");
+            bool parameter = !w && !strcmp(suffix, "_scale") &&
+                             !(base >= 6 && !memcmp(t->name + base - 6, "weight", 6));
             if (!parameter && (!w || !fp8_dtype_holds_codes(w->dtype)))
                 st = verify_add(ctx, v, FP8_SEV_ERROR, "orphan-scale",
-                         "%s: %s: a scale without an F8_E4M3 weight '%s'", file, t->name, base);
+                         "%s: %s: a scale without an F8_E4M3 weight '%.*s'", file, t->name, base,
+                         t->name);
             continue;
         }
         /* an unquantized Linear-like weight the config does not declare */
@@ -731,12 +740,14 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
         if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
             (fp8_dtype_is_float(t->dtype) || t->dtype == FP8_DTYPE_F64) &&
             fp8_has_suffix(t->name, ".weight") && !(keep && !strcmp(keep, "embedding"))) {
-            char module[1024];
-            snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
-            if (!ignored(v, module))
+            char *module = fp8_name_with(t->name, strlen(t->name) - 7, "");
+            if (!module)
+                st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            else if (!ignored(v, module))
                 st = verify_add(ctx, v, FP8_SEV_WARNING, "not-in-ignore-list",
                          "%s: %s stays %s but '%s' is not in the config's ignore list", file,
                          t->name, fp8_dtype_name(t->dtype), module);
+            free(module);
         }
     }
     if (!st && v->fp8_weights && v->format == FP8_FORMAT_DEFAULT)

@@ -350,9 +350,9 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
          * parameter (DeepSeek-V4's F32 hc_attn_scale: vLLM models/deepseek_v4;
          * CLIP's logit_scale), as the structure pass's orphan rule has it */
         if (scale && !fp8_has_suffix(t->name, "_scale_inv")) {
-            char base[1024];
-            snprintf(base, sizeof base, "%.*s", (int)strlen(t->name) - 6, t->name);
-            if (!fp8_checkpoint_find(v->ck, base, NULL) && !fp8_has_suffix(base, "weight"))
+            size_t base = strlen(t->name) - 6;
+            if (!ck_find_with(v->ck, t->name, base, "", NULL) &&
+                !(base >= 6 && !memcmp(t->name + base - 6, "weight", 6)))
                 scale = false;
         }
         if (fp8_dtype_holds_codes(t->dtype) ||

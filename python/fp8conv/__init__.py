@@ -100,8 +100,8 @@ class BadInputError(Error):
 
 class IOSystemError(Error):
     """Exit status 4: an I/O or system error: a path that cannot be read or
-    written, a full disk, out of memory, interrupted, an input cut short
-    during the run."""
+    written, a full disk, out of memory, an input cut short during the run.
+    A run stopped by signal N exits 128 + N: a plain ``Error``."""
 
 
 class DeviceError(Error):
