@@ -89,6 +89,11 @@ fp8_ctx *cli_ctx_create(void);
 /* A u64 as an exact JSON number (cJSON numbers are doubles), and a shape. */
 cJSON *cli_json_u64(uint64_t v);
 cJSON *cli_json_shape(int rank, const uint64_t *shape);
+/* Quality numbers (fp8_quality): ", rel error R, cosine C, SNR S dB" on
+ * stdout, and an object {rel_error, cosine, snr_db, elements} (null for a
+ * number that is not finite); nothing, and NULL, when nothing was compared. */
+void cli_print_quality(const fp8_quality *q);
+cJSON *cli_json_quality(const fp8_quality *q);
 /* SIGINT and SIGTERM set the flag returned (the library then stops cleanly,
  * removing what it wrote). */
 const volatile sig_atomic_t *cli_catch_signals(void);

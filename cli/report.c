@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -29,6 +30,34 @@ cJSON *cli_json_shape(int rank, const uint64_t *shape)
     for (int d = 0; d < rank; d++)
         cJSON_AddItemToArray(a, cli_json_u64(shape[d]));
     return a;
+}
+
+void cli_print_quality(const fp8_quality *q)
+{
+    fp8_quality_numbers r = fp8_quality_of(q);
+    if (q->elements)
+        cli_printf(", rel error %.4g, cosine %.6f, SNR %.2f dB", r.rel_error, r.cosine, r.snr_db);
+}
+
+static void add_finite(cJSON *o, const char *key, double x)
+{
+    if (isfinite(x))
+        cJSON_AddNumberToObject(o, key, x);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+cJSON *cli_json_quality(const fp8_quality *q)
+{
+    if (!q->elements)
+        return NULL;
+    fp8_quality_numbers r = fp8_quality_of(q);
+    cJSON *o = cJSON_CreateObject();
+    add_finite(o, "rel_error", r.rel_error);
+    add_finite(o, "cosine", r.cosine);
+    add_finite(o, "snr_db", r.snr_db);
+    cJSON_AddItemToObject(o, "elements", cli_json_u64(q->elements));
+    return o;
 }
 
 double cli_now(void)

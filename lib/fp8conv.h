@@ -687,6 +687,31 @@ typedef struct {
 fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_hash_options *opts,
                                     fp8_hash_hex *hashes, fp8_hash_hex digest);
 
+/*
+ * Quality numbers of values b against reference values a (diff: B against
+ * A; verify --against: the checkpoint's dequantized weights against the
+ * source), from three sums kept in doubles: sum a^2, sum b^2 and
+ * sum (a - b)^2.  Each span of a tensor (a band of a fixed number of
+ * elements, or of whole rows, fixed by the tensor's shape alone) sums its
+ * element i into lane i % 8, the lanes are added in order at its end, and
+ * the spans in their order: the sums are the same for any thread count and
+ * any CPU.  Sums of several tensors (a model's) add theirs in name order.
+ */
+typedef struct {
+    double ref_sq, out_sq, err_sq;
+    uint64_t elements; /* 0: nothing compared, no numbers */
+} fp8_quality;
+
+typedef struct {
+    double rel_error; /* ||a - b|| / ||a|| (Frobenius norms); NaN when ||a|| is 0 */
+    double cosine;    /* <a, b> / (||a|| ||b||); NaN when either norm is 0 */
+    double snr_db;    /* 10 log10(sum a^2 / sum (a - b)^2); +inf when a = b */
+} fp8_quality_numbers;
+
+/* Adds the sums of `from` to `into`; the numbers of the sums. */
+void fp8_quality_add(fp8_quality *into, const fp8_quality *from);
+fp8_quality_numbers fp8_quality_of(const fp8_quality *q);
+
 typedef enum {
     FP8_DIFF_SAME,     /* identical */
     FP8_DIFF_ONLY_A,   /* in A only */
@@ -710,6 +735,9 @@ typedef struct {
                                    * elements whose values have the same sign */
     uint64_t sign_changes;        /* float elements of opposite signs (neither a zero): their
                                    * distance across zero is left out of max_ulp */
+    /* the tensors compared element by element of dtype F32, BF16, F16,
+     * F8_E4M3 or F8_E5M2, or by dequantized value: A as the reference */
+    fp8_quality quality;
 } fp8_diff_entry;
 
 typedef struct {
@@ -746,6 +774,8 @@ size_t fp8_diff_count(const fp8_diff *d);
 const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t index);
 /* The digests of A (side 0) and B (side 1). */
 const char *fp8_diff_digest(const fp8_diff *d, int side);
+/* The quality sums of the model: its entries', in order. */
+fp8_quality fp8_diff_quality(const fp8_diff *d);
 
 /* ---------------------------------------------------------------- verify */
 
