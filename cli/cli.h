@@ -146,6 +146,13 @@ int cli_run_take(int code, const char *value, fp8_run_options *run);
 int cli_run_check(const fp8_run_options *run);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
+/* --json failures (fp8conv(1), JSON OUTPUT): cli_json_failures notes
+ * whether the command line has --json; cli_json_failure(rc), called once
+ * with the command's exit code, prints one JSON object on stdout for an
+ * exit code from 2 on (exit_code, rule, file, tensor, message of the last
+ * error said) unless the command printed its own document; returns rc. */
+void cli_json_failures(int argc, char **argv);
+int cli_json_failure(int rc);
 
 /* The output layout options quantize and convert share, as the first codes
  * of their option enums, and which of them were given. */

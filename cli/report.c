@@ -17,6 +17,17 @@
 
 #include "cli.h"
 
+/* The failure --json reports (cli_json_failure): the last error said, and
+ * the library's status, file and tensor when it came from cli_fail. */
+static struct {
+    bool json, done;
+    const char *command;
+    char *message;
+    fp8_status status;
+    bool has_status;
+    char *file, *tensor;
+} failure;
+
 cJSON *cli_json_u64(uint64_t v)
 {
     char num[24];
@@ -418,6 +429,7 @@ static bool json_tree_utf8(cJSON *item)
 
 int cli_print_json(cJSON *root)
 {
+    failure.done = true; /* the command's own document: no second one */
     char *text = root && json_tree_utf8(root) ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!text) {
@@ -445,6 +457,7 @@ fp8_ctx *cli_ctx_create(void)
     return ctx;
 }
 
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
@@ -455,9 +468,52 @@ void cli_error(const char *fmt, ...)
     fputs("fp8conv: ", stderr);
     if (n >= 0) {
         fputs(cli_esc(text), stderr);
-        free(text);
+        if (strncmp(text, "warning: ", 9) != 0) {
+            free(failure.message);
+            failure.message = text;
+            failure.has_status = false;
+        } else {
+            free(text);
+        }
     }
     fputc('\n', stderr);
+}
+
+void cli_json_failures(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        failure.json |= strcmp(argv[i], "--json") == 0;
+    failure.command = argc > 1 ? argv[1] : NULL;
+}
+
+static void add_text(cJSON *o, const char *key, const char *s)
+{
+    if (s && *s)
+        cJSON_AddStringToObject(o, key, s);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+int cli_json_failure(int rc)
+{
+    if (failure.done || !failure.json || rc < EXIT_USAGE) {
+        failure.done = true;
+        return rc;
+    }
+    failure.done = true;
+    static const char *const rules[] = { [EXIT_USAGE] = "usage", [EXIT_BAD_INPUT] = "bad_input",
+                                         [EXIT_IO] = "io", [EXIT_DEVICE] = "device" };
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "error_version", 1);
+    add_text(o, "command", failure.command);
+    cJSON_AddNumberToObject(o, "exit_code", rc);
+    add_text(o, "rule", failure.has_status ? fp8_status_rule(failure.status)
+                        : rc <= EXIT_DEVICE ? rules[rc] : NULL);
+    add_text(o, "file", failure.has_status ? failure.file : NULL);
+    add_text(o, "tensor", failure.has_status ? failure.tensor : NULL);
+    add_text(o, "message", failure.message);
+    cli_print_json(o);
+    return rc;
 }
 
 static int exit_code(fp8_status st)
@@ -478,5 +534,11 @@ int cli_fail(fp8_ctx *ctx, fp8_status st)
 {
     const char *msg = fp8_ctx_message(ctx);
     cli_error("%s", *msg ? msg : fp8_status_str(st));
+    free(failure.file);
+    free(failure.tensor);
+    failure.file = strdup(fp8_ctx_file(ctx));
+    failure.tensor = strdup(fp8_ctx_tensor(ctx));
+    failure.status = st;
+    failure.has_status = true;
     return exit_code(st);
 }

@@ -55,6 +55,14 @@ void fp8_ctx_free(fp8_ctx *ctx);
 /* The message of the last failure ("" when none).  It names the file and the
  * tensor; the CLI prefixes it with "fp8conv: ". */
 const char *fp8_ctx_message(const fp8_ctx *ctx);
+/* The file and the tensor that message names ("" when none): its leading
+ * "FILE: " (a file name without spaces) and its "tensor 'NAME'", the form
+ * of lib/'s messages.  fp8conv --json puts them in its failure object. */
+const char *fp8_ctx_file(const fp8_ctx *ctx);
+const char *fp8_ctx_tensor(const fp8_ctx *ctx);
+/* A status as an identifier ("bad_input", "io", "usage"...): the "rule" of
+ * fp8conv --json's failure object. */
+const char *fp8_status_rule(fp8_status status);
 /* Where the library says something the user should know that is not a
  * failure (a stale temporary directory it removed); the CLI prints it as a
  * note.  Without one, such messages are dropped. */

@@ -10,6 +10,7 @@
 
 struct fp8_ctx {
     char message[1024];
+    char file[512], tensor[512]; /* what the message names: fp8_ctx_file, fp8_ctx_tensor */
     void (*notify)(void *user, const char *message);
     void *notify_user;
 };
@@ -62,6 +63,28 @@ void fp8_notify(fp8_ctx *ctx, const char *fmt, ...)
     ctx->notify(ctx->notify_user, msg);
 }
 
+/* The text of s from `from` up to the first `end` (none: "") into out. */
+static void part_of(const char *from, const char *end, char *out, size_t size)
+{
+    const char *to = from ? strstr(from, end) : NULL;
+    size_t n = to ? (size_t)(to - from) : 0;
+    n = n < size ? n : size - 1;
+    memcpy(out, from, n);
+    out[n] = '\0';
+}
+
+/* The file and the tensor a message names, in the form every message of
+ * lib/ takes: "FILE: tensor 'NAME': what" (FILE without a space). */
+static void name_parts(fp8_ctx *ctx)
+{
+    const char *m = ctx->message, *colon = strstr(m, ": ");
+    part_of(m, ": ", ctx->file, sizeof ctx->file);
+    if (!colon || memchr(m, ' ', (size_t)(colon - m)))
+        ctx->file[0] = '\0';
+    const char *t = strstr(m, "tensor '");
+    part_of(t ? t + 8 : NULL, "'", ctx->tensor, sizeof ctx->tensor);
+}
+
 fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)
 {
     if (ctx) {
@@ -69,8 +92,26 @@ fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(ctx->message, sizeof ctx->message, fmt, ap);
         va_end(ap);
+        name_parts(ctx);
     }
     return status;
+}
+
+const char *fp8_ctx_file(const fp8_ctx *ctx) { return ctx ? ctx->file : ""; }
+const char *fp8_ctx_tensor(const fp8_ctx *ctx) { return ctx ? ctx->tensor : ""; }
+
+const char *fp8_status_rule(fp8_status status)
+{
+    switch (status) {
+    case FP8_OK: return "ok";
+    case FP8_ERR_USAGE: return "usage";
+    case FP8_ERR_BAD_INPUT: return "bad_input";
+    case FP8_ERR_IO: return "io";
+    case FP8_ERR_NOMEM: return "out_of_memory";
+    case FP8_ERR_DEVICE: return "device";
+    case FP8_ERR_EXISTS: return "output_exists";
+    }
+    return "unknown";
 }
 
 const char *fp8_basename(const char *path)

@@ -144,32 +144,55 @@ static inline __attribute__((always_inline)) lanes lanes_of(fp8_dtype dt, const 
     return (lanes){ count, ulp, crossings, key };
 }
 
-/* The quality sums of a block (diff_ref.c's lane_add, DIFF_LANES lanes
- * side by side, which the compiler vectorizes: each lane adds in element
- * order, so any vector width gives the same sums).  The block starts at a
- * multiple of DIFF_LANES elements of its span. */
+/* The quality sums of fp32 values (diff_ref.c's lane_add): the DIFF_LANES
+ * lanes are one vector of doubles (GCC's vector extension, one AVX-512
+ * register, two AVX2 or four SSE2 ones: each lane adds in element order
+ * whatever the width, so every CPU gets the same sums).  The values start
+ * at a multiple of DIFF_LANES elements of their span. */
+typedef float lanes_f __attribute__((vector_size(DIFF_LANES * 4)));
+typedef double lanes_d __attribute__((vector_size(DIFF_LANES * 8)));
+
+static inline __attribute__((always_inline)) void sums_f32(const float *a, const float *b,
+                                                           size_t n, diff_lanes *out)
+{
+    lanes_d ra, rb, re;
+    memcpy(&ra, out->ref_sq, sizeof ra);
+    memcpy(&rb, out->out_sq, sizeof rb);
+    memcpy(&re, out->err_sq, sizeof re);
+    size_t i = 0;
+    for (; i + DIFF_LANES <= n; i += DIFF_LANES) {
+        lanes_f fa, fb;
+        memcpy(&fa, a + i, sizeof fa);
+        memcpy(&fb, b + i, sizeof fb);
+        lanes_d x = __builtin_convertvector(fa, lanes_d), y = __builtin_convertvector(fb, lanes_d);
+        lanes_d d = x - y;
+        ra += x * x;
+        rb += y * y;
+        re += d * d;
+    }
+    memcpy(out->ref_sq, &ra, sizeof ra);
+    memcpy(out->out_sq, &rb, sizeof rb);
+    memcpy(out->err_sq, &re, sizeof re);
+    for (int k = 0; i + k < n; k++) { /* the span's last elements */
+        double x = a[i + k], y = b[i + k], d = x - y;
+        out->ref_sq[k] += x * x;
+        out->out_sq[k] += y * y;
+        out->err_sq[k] += d * d;
+    }
+}
+
+/* The same for a block of codes of dt (at most BLOCK_BYTES elements),
+ * decoded first. */
 static inline __attribute__((always_inline)) void sums_of(fp8_dtype dt, const void *a,
                                                           const void *b, size_t n,
                                                           diff_lanes *out)
 {
-    diff_lanes l = *out;
-    size_t i = 0;
-    for (; i + DIFF_LANES <= n; i += DIFF_LANES)
-        for (int k = 0; k < DIFF_LANES; k++) {
-            double x = value_of(dt, code_at(dt, a, i + k)), y = value_of(dt, code_at(dt, b, i + k));
-            double d = x - y;
-            l.ref_sq[k] += x * x;
-            l.out_sq[k] += y * y;
-            l.err_sq[k] += d * d;
-        }
-    for (int k = 0; i + k < n; k++) {
-        double x = value_of(dt, code_at(dt, a, i + k)), y = value_of(dt, code_at(dt, b, i + k));
-        double d = x - y;
-        l.ref_sq[k] += x * x;
-        l.out_sq[k] += y * y;
-        l.err_sq[k] += d * d;
+    float fa[BLOCK_BYTES], fb[BLOCK_BYTES];
+    for (size_t i = 0; i < n; i++) {
+        fa[i] = value_of(dt, code_at(dt, a, i));
+        fb[i] = value_of(dt, code_at(dt, b, i));
     }
-    *out = l;
+    sums_f32(fa, fb, n, out);
 }
 
 FP8_CLONES static lanes lanes_bf16(const void *a, const void *b, size_t n)
@@ -207,9 +230,14 @@ FP8_CLONES static void sums_f16(const void *a, const void *b, size_t n, diff_lan
     sums_of(FP8_DTYPE_F16, a, b, n, l);
 }
 
-FP8_CLONES static void sums_f32(const void *a, const void *b, size_t n, diff_lanes *l)
+FP8_CLONES static void sums_f32_codes(const void *a, const void *b, size_t n, diff_lanes *l)
 {
-    sums_of(FP8_DTYPE_F32, a, b, n, l);
+    sums_f32(a, b, n, l);
+}
+
+FP8_CLONES static void sums_values(const float *a, const float *b, size_t n, diff_lanes *l)
+{
+    sums_f32(a, b, n, l);
 }
 
 FP8_CLONES static void sums_e4m3(const void *a, const void *b, size_t n, diff_lanes *l)
@@ -230,7 +258,7 @@ static const struct {
 } kernels[] = {
     { FP8_DTYPE_BF16, lanes_bf16, sums_bf16 },
     { FP8_DTYPE_F16, lanes_f16, sums_f16 },
-    { FP8_DTYPE_F32, lanes_f32, sums_f32 },
+    { FP8_DTYPE_F32, lanes_f32, sums_f32_codes },
     { FP8_DTYPE_F8_E4M3, lanes_e4m3, sums_e4m3 },
     { FP8_DTYPE_F8_E5M2, lanes_e5m2, sums_e5m2 },
 };
@@ -331,7 +359,7 @@ void diff_values(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint6
     diff_lanes sums = { { 0 }, { 0 }, { 0 } };
     for (uint64_t i = 0; i < n; i += per) {
         size_t k = n - i < per ? (size_t)(n - i) : per;
-        sums_f32(a + i, b + i, k, &sums);
+        sums_values(a + i, b + i, k, &sums);
         if (memcmp(a + i, b + i, k * sizeof *a) == 0)
             continue;
         if (dt == FP8_DTYPE_F16) {
