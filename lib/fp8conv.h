@@ -889,17 +889,27 @@ size_t fp8_verify_fp4_weights(const fp8_verify *v);
 /* E4M3 codes at +-448 (counted when values are scanned).  Reported, not a
  * warning: without the source a clipped value looks like a group's largest. */
 uint64_t fp8_verify_saturated(const fp8_verify *v);
-/* Per FP8 weight (values scanned, in name order): codes at +-448, and scale
+/* Packed weights' codes at their element's largest magnitude (E2M1 +-6,
+ * INT4 7 and -8), counted when values are scanned. */
+uint64_t fp8_verify_saturated_packed(const fp8_verify *v);
+/* Per FP8 or packed weight (values scanned, in name order): codes at +-448
+ * (a packed weight's: at its element's largest magnitude), and scale
  * groups of the declared scheme whose codes are all zero, of `groups`. */
 typedef struct {
     const char *name;
     uint64_t saturated, zero_groups, groups;
+    /* --against: the weight's dequantized values against the source's (SRC
+     * the reference; elements 0 when not compared) */
+    fp8_quality quality;
 } fp8_verify_stats;
 size_t fp8_verify_stats_count(const fp8_verify *v);
 const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t index);
 /* Whether `loader` would load the checkpoint and compute with the weights it
  * means: no finding stops it. */
 bool fp8_verify_loads(const fp8_verify *v, fp8_loader loader);
+/* --against: the quality sums over every weight compared (each matrix's
+ * rows a span, fixed bands of rows merged in order), in name order. */
+fp8_quality fp8_verify_quality(const fp8_verify *v);
 /* The TP sizes from 1 to 64 at which the checkpoint loads (bit t-1 for TP=t),
  * with the options' EP; 0 when config.json lacks the model's dimensions. */
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v);

@@ -395,3 +395,11 @@ void diff_to_f32(fp8_dtype dt, const void *x, uint64_t n, float *y)
     else
         memmove(y, x, n * sizeof *y);
 }
+
+void diff_quality_values(const float *a, const float *b, uint64_t n, fp8_quality *q)
+{
+    diff_lanes sums = { { 0 }, { 0 }, { 0 } };
+    for (uint64_t i = 0; i < n; i += BLOCK_BYTES) /* a multiple of DIFF_LANES */
+        sums_values(a + i, b + i, n - i < BLOCK_BYTES ? (size_t)(n - i) : BLOCK_BYTES, &sums);
+    diff_lanes_end(&sums, n, q);
+}

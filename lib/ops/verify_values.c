@@ -10,6 +10,7 @@
 
 #include "ops/verify_passes.h"
 #include "io/checkpoint.h"
+#include "layout/fp4.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 
@@ -20,8 +21,46 @@ typedef struct {
     size_t *weights; /* checkpoint indexes of the FP8 weights and scales to scan */
     size_t n;
     fp8_finding *found; /* one slot per job: at most one finding each */
-    fp8_verify_stats *stats; /* one slot per job: FP8 weights fill theirs */
+    fp8_verify_stats *stats; /* one slot per job: FP8 and packed weights fill theirs */
+    fp4_weight *layout; /* one slot per job: a packed weight's layout (l NULL: none) */
 } value_scan;
+
+/* A packed weight's codes (fp4.h's layouts, two a byte): codes at the
+ * element's largest magnitude (E2M1 +-6, INT4 7 and -8) and its groups of
+ * `run` codes that are all zeros, read a chunk at a time. */
+static fp8_status scan_packed(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t,
+                              fp8_file *f, const fp4_weight *pw, unsigned char *buf,
+                              fp8_verify_stats *out)
+{
+    const fp8_elem_traits *e = fp8_elem_get(pw->l->scheme->elem);
+    bool top[16], zero[16];
+    for (unsigned c = 0; c < 16; c++) {
+        float x = e->decode((uint8_t)c);
+        top[c] = x == e->max_finite || x == -e->max_finite ||
+                 (e->most_negative != 0 && x == e->most_negative);
+        zero[c] = x == 0;
+    }
+    uint64_t nbytes = fp8_tensor_nbytes(t), run = pw->run ? pw->run : 1, at = 0;
+    bool all_zero = true;
+    *out = (fp8_verify_stats){ t->name, 0, 0, nbytes * 2 / run, { 0, 0, 0, 0 } };
+    for (uint64_t off = 0; off < nbytes; off += v->chunk) {
+        size_t len = nbytes - off < v->chunk ? (size_t)(nbytes - off) : v->chunk;
+        fp8_status st = fp8_file_read(ctx, f, t, off, buf, len);
+        if (st)
+            return st;
+        for (size_t i = 0; i < 2 * len; i++, at++) {
+            unsigned c = buf[i / 2] >> (4 * (i & 1)) & 0xF;
+            out->saturated += top[c];
+            all_zero &= zero[c];
+            if ((at + 1) % run == 0) {
+                out->zero_groups += all_zero;
+                all_zero = true;
+            }
+        }
+    }
+    __atomic_add_fetch(&v->saturated_packed, out->saturated, __ATOMIC_RELAXED);
+    return FP8_OK;
+}
 
 /* The E4M3 codes of weight t, read a band of whole rows at a time so that
  * every scale group is a contiguous span of a row: NaN codes (the first
@@ -117,6 +156,8 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     size_t shard;
     const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, sc->weights[j], &shard);
     fp8_file *f = fp8_checkpoint_shard(v->ck, shard);
+    if (sc->layout[j].l)
+        return scan_packed(w->ctx, v, t, f, &sc->layout[j], w->buf[0], &sc->stats[j]);
     const char *file = fp8_checkpoint_shard_name(v->ck, shard);
     uint64_t nbytes = fp8_tensor_nbytes(t), saturated = 0, first_nan = UINT64_MAX;
     unsigned esize = fp8_dtype_bits(t->dtype) / 8;
@@ -225,7 +266,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         uint64_t zero = 0;
         for (uint64_t g = 0; seen && g < ngroups; g++)
             zero += !seen[g];
-        sc->stats[j] = (fp8_verify_stats){ t->name, saturated, zero, ngroups };
+        sc->stats[j] = (fp8_verify_stats){ t->name, saturated, zero, ngroups, { 0, 0, 0, 0 } };
     }
     free(seen);
     return FP8_OK;
@@ -241,13 +282,30 @@ static void scan_describe(void *arg, size_t j, fp8_job_info *info)
     info->lane = ck_lane(sc->v->ck, shard, t, 0, 0, &info->offset);
 }
 
+static int cmp_stats(const void *x, const void *y)
+{
+    return strcmp(((const fp8_verify_stats *)x)->name, ((const fp8_verify_stats *)y)->name);
+}
+
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
 {
     value_scan sc = { .v = v };
     size_t nt = fp8_checkpoint_tensor_count(v->ck);
     sc.weights = fp8_xcalloc(nt + 1, sizeof *sc.weights);
-    for (size_t i = 0; sc.weights && i < nt; i++) {
-        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
+    sc.layout = fp8_xcalloc(nt + 1, sizeof *sc.layout);
+    for (size_t i = 0; sc.weights && sc.layout && i < nt; i++) {
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
+        /* a packed weight (one that falls short is verify_rules.c's finding) */
+        fp8_ctx *wctx = fp8_ctx_create();
+        fp4_weight pw = { 0 };
+        if (wctx && !fp4_weight_find(wctx, v->ck, t, shard, "checked", &pw) && pw.l) {
+            sc.layout[sc.n] = pw;
+            sc.weights[sc.n++] = i;
+            fp8_ctx_free(wctx);
+            continue;
+        }
+        fp8_ctx_free(wctx);
         bool scale = fp8_has_suffix(t->name, "_scale_inv") || fp8_has_suffix(t->name, "_scale");
         if (fp4_is_group_scale(v->ck, t->name)) /* NVFP4's E4M3 scales: verify_rules.c */
             continue;
@@ -267,7 +325,7 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     sc.found = fp8_xcalloc(sc.n + 1, sizeof *sc.found);
     sc.stats = fp8_xcalloc(sc.n + 1, sizeof *sc.stats);
     v->stats = fp8_xcalloc(sc.n + 1, sizeof *v->stats);
-    fp8_status st = sc.weights && sc.found && sc.stats && v->stats ? FP8_OK
+    fp8_status st = sc.weights && sc.layout && sc.found && sc.stats && v->stats ? FP8_OK
                                                        : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st) {
         fp8_jobs spec = { .njobs = sc.n, .bufsize = { v->chunk }, .threads = threads,
@@ -289,6 +347,11 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     for (size_t j = 0; !st && sc.stats && j < sc.n; j++)
         if (sc.stats[j].name)
             v->stats[v->nstats++] = sc.stats[j];
+    if (v->nstats) /* a packed weight's name may sort before its tensor's */
+        qsort(v->stats, v->nstats, sizeof *v->stats, cmp_stats);
+    for (size_t j = 0; sc.layout && j < sc.n; j++)
+        fp4_weight_free(&sc.layout[j]);
+    free(sc.layout);
     free(sc.stats);
     free(sc.found);
     free(sc.weights);
