@@ -88,6 +88,7 @@ typedef struct {
     size_t nmatrices;
     bool impossible;       /* quantize refuses a source value or scale: nothing to compare */
     fp8_quality *job_quality; /* by job: the quality sums of its rows, each row a span */
+    float e4m3[256];          /* each E4M3 code's value (quality_row) */
     pthread_mutex_t lock;
 } against;
 
@@ -496,14 +497,14 @@ static void bound_add(against *a, ag_item *it, fp8_dtype dt, const void *x, cons
 
 /* Adds the quality sums of one row (a span, fp8_quality) of n source
  * elements of dt at x against their dequantized values: y, or E4M3 codes q
- * times scales s.  buf holds 2n floats. */
-static void quality_row(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
-                        const float *s, uint64_t n, float *buf, fp8_quality *sum)
+ * (their values: lut) times scales s.  buf holds 2n floats. */
+static void quality_row(fp8_dtype dt, const void *x, const uint8_t *q, const float *lut,
+                        const float *y, const float *s, uint64_t n, float *buf, fp8_quality *sum)
 {
     diff_to_f32(dt, x, n, buf);
     if (q) {
         for (uint64_t i = 0; i < n; i++)
-            buf[n + i] = fp8_e4m3_to_f32(q[i]) * s[i];
+            buf[n + i] = lut[q[i]] * s[i];
         y = buf + n;
     }
     diff_quality_values(buf, y, n, sum);
@@ -549,7 +550,8 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                     se[c0 + c] = sg;
             }
         bound_add(a, it, it->x->dtype, src + r * N * xs, codes + r * N, NULL, se, N, at + r * N);
-        quality_row(it->x->dtype, src + r * N * xs, codes + r * N, NULL, se, N, qbuf, quality);
+        quality_row(it->x->dtype, src + r * N * xs, codes + r * N, a->e4m3, NULL, se, N, qbuf,
+                    quality);
     }
     return FP8_OK;
 }
@@ -568,8 +570,8 @@ static fp8_status bound_dq(against *a, fp8_worker *w, ag_item *it, uint64_t x, u
         bound_add(a, it, it->x->dtype, src, NULL, y, sc, n, at);
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t r = 0; !st && r < nrows; r++)
-        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, y + r * it->cols, NULL, it->cols,
-                    qbuf, quality);
+        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, NULL, y + r * it->cols, NULL,
+                    it->cols, qbuf, quality);
     free(y);
     free(sc);
     return st;
@@ -710,23 +712,29 @@ static void packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
     const fp8_elem_traits *ce = fp8_elem_get(it->rule.scheme->elem),
                           *se = fp8_elem_get(it->rule.scheme->scale_elem[0]);
     bool e2m1 = fp8_scheme_has_group_bound(it->rule.scheme);
+    float value[16];
+    for (unsigned c = 0; e2m1 && c < 16; c++)
+        value[c] = ce->decode((uint8_t)c);
     uint64_t sb = fp8_dtype_bits(it->s->dtype) / 8, bad_at;
     for (uint64_t r = 0; run && r < nrows; r++) {
         float *y = qbuf + it->cols;
         double d = 0;
-        for (uint64_t c = 0, i = r * it->cols; e2m1 && c < it->cols; c++, i++) {
-            if (c == 0 || i % run == 0) {
-                uint8_t sc = scales[i / run];
-                d = se->is_nan(sc) ? 0.0 / 0.0 : fp8_group_divisor(&it->rule, sc);
+        for (uint64_t c0 = 0, i = r * it->cols; e2m1 && c0 < it->cols; c0 += run, i += run) {
+            uint8_t sc = scales[i / run]; /* a row is whole groups, of an even run */
+            d = se->is_nan(sc) ? 0.0 / 0.0 : fp8_group_divisor(&it->rule, sc);
+            for (uint64_t k = 0; k < run; k += 2) {
+                uint8_t b = codes[(i + k) / 2];
+                y[c0 + k] = (float)(value[b & 0xF] * d);
+                y[c0 + k + 1] = (float)(value[b >> 4] * d);
             }
-            y[c] = (float)(ce->decode(codes[i / 2] >> (4 * (i & 1)) & 0xF) * d);
         }
         if (!e2m1 && fp8_int4_dequant_row(codes + r * it->cols / 2, scales + r * it->cols / run * sb,
                                           it->s->dtype, it->cols, run, FP8_DTYPE_F32, y,
                                           &bad_at) == FP8_INT4_DEQ_BAD_SCALE)
             for (uint64_t c = 0; c < it->cols; c++)
                 y[c] = 0.0f / 0.0f;
-        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, y, NULL, it->cols, qbuf, quality);
+        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, NULL, y, NULL, it->cols, qbuf,
+                    quality);
     }
     for (uint64_t g = 0; it->bound && g < n / run; g++) {
         fp8_group_bound r;
@@ -1193,6 +1201,8 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
      * FP8 loops below leave alone; a packed tensor SRC holds as it is
      * (gpt-oss _blocks kept by quantize) is a kept tensor here */
     against a = { .v = v, .src = src, .src_path = src_path };
+    for (unsigned c = 0; c < 256; c++)
+        a.e4m3[c] = fp8_e4m3_to_f32((uint8_t)c);
     if ((st = packed_open(ctx, &a))) {
         packed_free(&a);
         fp8_checkpoint_close(src);

@@ -40,23 +40,31 @@ static fp8_status scan_packed(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info
                  (e->most_negative != 0 && x == e->most_negative);
         zero[c] = x == 0;
     }
-    uint64_t nbytes = fp8_tensor_nbytes(t), run = pw->run ? pw->run : 1, at = 0;
-    bool all_zero = true;
-    *out = (fp8_verify_stats){ t->name, 0, 0, nbytes * 2 / run, { 0, 0, 0, 0 } };
+    uint8_t tops[256], zeros[256]; /* by byte: its two codes' */
+    for (unsigned b = 0; b < 256; b++) {
+        tops[b] = (uint8_t)(top[b & 0xF] + top[b >> 4]);
+        zeros[b] = zero[b & 0xF] & zero[b >> 4];
+    }
+    uint64_t nbytes = fp8_tensor_nbytes(t), run = pw->run ? pw->run : 2;
+    uint64_t per = run / 2 ? run / 2 : 1, left = per; /* bytes of a group; of this one */
+    unsigned all_zero = 1;
+    *out = (fp8_verify_stats){ t->name, 0, 0, nbytes / per, { 0, 0, 0, 0 } };
     for (uint64_t off = 0; off < nbytes; off += v->chunk) {
         size_t len = nbytes - off < v->chunk ? (size_t)(nbytes - off) : v->chunk;
         fp8_status st = fp8_file_read(ctx, f, t, off, buf, len);
         if (st)
             return st;
-        for (size_t i = 0; i < 2 * len; i++, at++) {
-            unsigned c = buf[i / 2] >> (4 * (i & 1)) & 0xF;
-            out->saturated += top[c];
-            all_zero &= zero[c];
-            if ((at + 1) % run == 0) {
+        uint64_t sat = 0;
+        for (size_t i = 0; i < len; i++) {
+            sat += tops[buf[i]];
+            all_zero &= zeros[buf[i]];
+            if (--left == 0) {
                 out->zero_groups += all_zero;
-                all_zero = true;
+                all_zero = 1;
+                left = per;
             }
         }
+        out->saturated += sat;
     }
     __atomic_add_fetch(&v->saturated_packed, out->saturated, __ATOMIC_RELAXED);
     return FP8_OK;
