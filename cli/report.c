@@ -483,7 +483,7 @@ void cli_json_failures(int argc, char **argv)
 {
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         failure.json |= strcmp(argv[i], "--json") == 0;
-    failure.command = argc > 1 ? argv[1] : NULL;
+    failure.command = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL; /* not an option */
 }
 
 static void add_text(cJSON *o, const char *key, const char *s)

@@ -480,6 +480,7 @@ START_TEST(test_json_failure_is_one_object_for_every_command_and_exit_code)
     expect_json_failure("verify --json /nonexistent/m", 4, "verify", "io", "/nonexistent/m", NULL);
     /* before the command's options are read: an unknown command, --json after it */
     expect_json_failure("bogus --json", 2, "bogus", "usage", NULL, NULL);
+    expect_json_failure("--json --bogus", 2, NULL, "usage", NULL, NULL);
     /* a device the build lacks (exit 5 without CUDA) */
     ck_assert(asprintf(&args, "quantize --json --device cuda testdata/llama-tiny %s/gpu", dir) > 0);
     char *out;
