@@ -1654,6 +1654,34 @@ START_TEST(test_against_quality_numbers_equal_numpy_for_fp8_and_fp4)
 }
 END_TEST
 
+START_TEST(test_int4_weights_are_in_the_json_with_their_quality)
+{
+    char *dir = tu_tmpdir(), *cmd, *out;
+    ck_assert(asprintf(&cmd, "quantize -q --scheme int4 --group 32 testdata/llama-tiny %s/i4", dir) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
+    free(cmd);
+    ck_assert(asprintf(&cmd, "verify --json --against testdata/llama-tiny %s/i4", dir) > 0);
+    ck_assert_int_eq(tu_run(cmd, &out, NULL), 0);
+    cJSON *j = cJSON_Parse(out), *t;
+    ck_assert_msg(j, "%s", out);
+    int n = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors")) {
+        ck_assert_msg(cJSON_GetObjectItem(t, "groups")->valuedouble > 0, "%s", out);
+        const cJSON *q = cJSON_GetObjectItem(t, "quality");
+        ck_assert_msg(cJSON_IsObject(q) && cJSON_GetObjectItem(q, "cosine")->valuedouble > 0.98,
+                      "%s", out);
+        n++;
+    }
+    ck_assert_int_eq(n, 14);
+    ck_assert(cJSON_GetObjectItem(j, "saturated_packed_codes")->valuedouble > 0);
+    cJSON_Delete(j);
+    free(out);
+    free(cmd);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("verify");
@@ -1696,6 +1724,7 @@ int main(void)
     tcase_add_test(tc, test_mxfp8_row_not_whole_runs);
     tcase_add_test(tc, test_int4_against_its_source);
     tcase_add_test(tc, test_against_quality_numbers_equal_numpy_for_fp8_and_fp4);
+    tcase_add_test(tc, test_int4_weights_are_in_the_json_with_their_quality);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
