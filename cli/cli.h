@@ -89,6 +89,11 @@ fp8_ctx *cli_ctx_create(void);
 /* A u64 as an exact JSON number (cJSON numbers are doubles), and a shape. */
 cJSON *cli_json_u64(uint64_t v);
 cJSON *cli_json_shape(int rank, const uint64_t *shape);
+/* Quality numbers (fp8_quality): ", rel error R, cosine C, SNR S dB" on
+ * stdout, and an object {rel_error, cosine, snr_db, elements} (null for a
+ * number that is not finite); nothing, and NULL, when nothing was compared. */
+void cli_print_quality(const fp8_quality *q);
+cJSON *cli_json_quality(const fp8_quality *q);
 /* SIGINT and SIGTERM set the flag returned (the library then stops cleanly,
  * removing what it wrote). */
 const volatile sig_atomic_t *cli_catch_signals(void);
@@ -141,6 +146,13 @@ int cli_run_take(int code, const char *value, fp8_run_options *run);
 int cli_run_check(const fp8_run_options *run);
 /* The exit code for a library status, printing the context's message. */
 int cli_fail(fp8_ctx *ctx, fp8_status st);
+/* --json failures (fp8conv(1), JSON OUTPUT): cli_json_failures notes
+ * whether the command line has --json; cli_json_failure(rc), called once
+ * with the command's exit code, prints one JSON object on stdout for an
+ * exit code from 2 on (exit_code, rule, file, tensor, message of the last
+ * error said) unless the command printed its own document; returns rc. */
+void cli_json_failures(int argc, char **argv);
+int cli_json_failure(int rc);
 
 /* The output layout options quantize and convert share, as the first codes
  * of their option enums, and which of them were given. */

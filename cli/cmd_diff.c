@@ -72,11 +72,18 @@ static void print_text(const fp8_diff *d)
                            fp8_dtype_name(e->dequantized ? e->compared : e->a->dtype));
             if (e->sign_changes) /* not in the ulp figure */
                 cli_printf(", %" PRIu64 " of opposite sign", e->sign_changes);
+            cli_print_quality(&e->quality);
             cli_printf("\n");
             break;
         }
     }
     cli_printf("A: digest %s\nB: digest %s\n", fp8_diff_digest(d, 0), fp8_diff_digest(d, 1));
+    fp8_quality q = fp8_diff_quality(d);
+    if (q.elements) {
+        cli_printf("quality: %" PRIu64 " elements compared by value", q.elements);
+        cli_print_quality(&q);
+        cli_printf("\n");
+    }
     if (different)
         cli_printf("different: %zu of %zu tensors\n", different, fp8_diff_count(d));
     else
@@ -94,6 +101,11 @@ static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequ
     cJSON_AddStringToObject(root, "digest_a", fp8_diff_digest(d, 0));
     cJSON_AddStringToObject(root, "digest_b", fp8_diff_digest(d, 1));
     cJSON_AddNumberToObject(root, "tensors", (double)fp8_diff_count(d));
+    fp8_quality q = fp8_diff_quality(d);
+    if (q.elements)
+        cJSON_AddItemToObject(root, "quality", cli_json_quality(&q));
+    else
+        cJSON_AddNullToObject(root, "quality");
     cJSON *diffs = cJSON_AddArrayToObject(root, "differences");
     for (size_t i = 0; i < fp8_diff_count(d); i++) {
         const fp8_diff_entry *e = fp8_diff_entry_at(d, i);
@@ -131,6 +143,8 @@ static int print_json(const fp8_diff *d, const char *a, const char *b, bool dequ
             }
             if (e->sign_changes)
                 cJSON_AddItemToObject(o, "sign_changes", cli_json_u64(e->sign_changes));
+            if (e->quality.elements)
+                cJSON_AddItemToObject(o, "quality", cli_json_quality(&e->quality));
         }
         cJSON_AddItemToArray(diffs, o);
     }

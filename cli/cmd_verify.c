@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <inttypes.h>
+
 #include "cli.h"
 
 #define VERIFY_JSON_VERSION 1
@@ -144,6 +146,8 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         cJSON_AddNumberToObject(root, "fp8_weights", (double)fp8_verify_fp8_weights(v));
         cJSON_AddNumberToObject(root, "fp4_weights", (double)fp8_verify_fp4_weights(v));
         cJSON_AddItemToObject(root, "saturated_codes", cli_json_u64(fp8_verify_saturated(v)));
+        cJSON_AddItemToObject(root, "saturated_packed_codes",
+                              cli_json_u64(fp8_verify_saturated_packed(v)));
         cJSON_AddBoolToObject(root, "values_scanned", a.opts.values);
         cJSON_AddBoolToObject(root, "tp_dimensions_found", fp8_verify_tp_known(v));
         cJSON *sizes = cJSON_AddArrayToObject(root, "tp_sizes_that_load");
@@ -162,6 +166,11 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         } else {
             cJSON_AddNullToObject(root, "requantized");
         }
+        fp8_quality q = fp8_verify_quality(v);
+        if (q.elements)
+            cJSON_AddItemToObject(root, "quality", cli_json_quality(&q));
+        else
+            cJSON_AddNullToObject(root, "quality");
         cJSON_AddNumberToObject(root, "errors", (double)errors);
         cJSON_AddNumberToObject(root, "warnings", (double)warnings);
         cJSON_AddNumberToObject(root, "notes", (double)notes);
@@ -174,6 +183,8 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
             cJSON_AddItemToObject(o, "saturated_codes", cli_json_u64(t->saturated));
             cJSON_AddItemToObject(o, "zero_groups", cli_json_u64(t->zero_groups));
             cJSON_AddItemToObject(o, "groups", cli_json_u64(t->groups));
+            if (t->quality.elements)
+                cJSON_AddItemToObject(o, "quality", cli_json_quality(&t->quality));
             cJSON_AddItemToArray(tensors, o);
         }
         cJSON *loaders = cJSON_AddArrayToObject(root, "loaders");
@@ -247,10 +258,15 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
                 zero += fp8_verify_stats_at(v, i)->zero_groups;
                 groups += fp8_verify_stats_at(v, i)->groups;
             }
-            cli_printf("codes at +-448: %llu; all-zero scale groups: %llu of %llu (per tensor: "
-                   "--json)\n",
-                   (unsigned long long)fp8_verify_saturated(v), (unsigned long long)zero,
-                   (unsigned long long)groups);
+            /* each kind of weight's own largest codes: FP8's, packed ones' (E2M1, INT4) */
+            if (fp8_verify_fp8_weights(v) || !fp8_verify_fp4_weights(v))
+                cli_printf("codes at +-448: %llu%s", (unsigned long long)fp8_verify_saturated(v),
+                           fp8_verify_fp4_weights(v) ? ", " : "");
+            if (fp8_verify_fp4_weights(v))
+                cli_printf("packed codes at their largest magnitude (E2M1 +-6, INT4 7 and -8): "
+                           "%llu", (unsigned long long)fp8_verify_saturated_packed(v));
+            cli_printf("; all-zero scale groups: %llu of %llu (per tensor: --json)\n",
+                       (unsigned long long)zero, (unsigned long long)groups);
         }
         if (a.opts.against && reproduced < 0)
             cli_printf("re-quantizing %s: not possible with the declared scheme\n",
@@ -267,6 +283,26 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
             cli_printf("re-quantizing %s reproduces %ld of %ld %s byte for byte%s%s\n",
                        cli_esc(a.opts.against), reproduced, requantized, kinds,
                        miss ? "; first that differs: " : "", miss ? cli_esc(miss) : "");
+        }
+        fp8_quality q = fp8_verify_quality(v);
+        if (q.elements) {
+            /* the model's numbers, and the weight furthest from SRC (per tensor: --json) */
+            const fp8_verify_stats *worst = NULL;
+            for (size_t i = 0; i < fp8_verify_stats_count(v); i++) {
+                const fp8_verify_stats *t = fp8_verify_stats_at(v, i);
+                if (t->quality.elements &&
+                    (!worst || !(fp8_quality_of(&t->quality).snr_db >=
+                                 fp8_quality_of(&worst->quality).snr_db)))
+                    worst = t;
+            }
+            cli_printf("quality against %s: %" PRIu64 " elements", cli_esc(a.opts.against),
+                       q.elements);
+            cli_print_quality(&q);
+            if (worst) {
+                cli_printf("; lowest SNR: %s", cli_esc(worst->name));
+                cli_print_quality(&worst->quality);
+            }
+            cli_printf("\n");
         }
         if (!a.opts.values)
             cli_printf("values not scanned (--no-values)\n");

@@ -233,9 +233,8 @@ static int completion(const char *shell)
     return EXIT_OK;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
-    hold_std_fds();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -285,5 +284,12 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     cli_common common = { .device = FP8_DEVICE_AUTO, .progress = PROGRESS_AUTO };
-    return finish_stdout(cmd->run(argc - 1, argv + 1, &common));
+    return finish_stdout(cli_json_failure(cmd->run(argc - 1, argv + 1, &common)));
+}
+
+int main(int argc, char **argv)
+{
+    hold_std_fds();
+    cli_json_failures(argc, argv);
+    return cli_json_failure(run(argc, argv));
 }

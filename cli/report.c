@@ -12,9 +12,21 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "cli.h"
+
+/* The failure --json reports (cli_json_failure): the last error said, and
+ * the library's status, file and tensor when it came from cli_fail. */
+static struct {
+    bool json, done;
+    const char *command;
+    char *message;
+    fp8_status status;
+    bool has_status;
+    char *file, *tensor;
+} failure;
 
 cJSON *cli_json_u64(uint64_t v)
 {
@@ -29,6 +41,34 @@ cJSON *cli_json_shape(int rank, const uint64_t *shape)
     for (int d = 0; d < rank; d++)
         cJSON_AddItemToArray(a, cli_json_u64(shape[d]));
     return a;
+}
+
+void cli_print_quality(const fp8_quality *q)
+{
+    fp8_quality_numbers r = fp8_quality_of(q);
+    if (q->elements)
+        cli_printf(", rel error %.4g, cosine %.6f, SNR %.2f dB", r.rel_error, r.cosine, r.snr_db);
+}
+
+static void add_finite(cJSON *o, const char *key, double x)
+{
+    if (isfinite(x))
+        cJSON_AddNumberToObject(o, key, x);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+cJSON *cli_json_quality(const fp8_quality *q)
+{
+    if (!q->elements)
+        return NULL;
+    fp8_quality_numbers r = fp8_quality_of(q);
+    cJSON *o = cJSON_CreateObject();
+    add_finite(o, "rel_error", r.rel_error);
+    add_finite(o, "cosine", r.cosine);
+    add_finite(o, "snr_db", r.snr_db);
+    cJSON_AddItemToObject(o, "elements", cli_json_u64(q->elements));
+    return o;
 }
 
 double cli_now(void)
@@ -388,6 +428,7 @@ static bool json_tree_utf8(cJSON *item)
 
 int cli_print_json(cJSON *root)
 {
+    failure.done = true; /* the command's own document: no second one */
     char *text = root && json_tree_utf8(root) ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!text) {
@@ -415,6 +456,7 @@ fp8_ctx *cli_ctx_create(void)
     return ctx;
 }
 
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
@@ -425,9 +467,53 @@ void cli_error(const char *fmt, ...)
     fputs("fp8conv: ", stderr);
     if (n >= 0) {
         fputs(cli_esc(text), stderr);
-        free(text);
+        if (strncmp(text, "warning: ", 9) != 0) {
+            free(failure.message);
+            failure.message = text;
+            failure.has_status = false;
+        } else {
+            free(text);
+        }
     }
     fputc('\n', stderr);
+}
+
+void cli_json_failures(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        failure.json |= strcmp(argv[i], "--json") == 0;
+    failure.command = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL; /* not an option */
+}
+
+static void add_text(cJSON *o, const char *key, const char *s)
+{
+    if (s && *s)
+        cJSON_AddStringToObject(o, key, s);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+int cli_json_failure(int rc)
+{
+    if (failure.done || !failure.json || rc < EXIT_USAGE) {
+        failure.done = true;
+        return rc;
+    }
+    failure.done = true;
+    static const char *const rules[] = { [EXIT_USAGE] = "usage", [EXIT_BAD_INPUT] = "bad_input",
+                                         [EXIT_IO] = "io", [EXIT_DEVICE] = "device" };
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "error_version", 1);
+    add_text(o, "command", failure.command);
+    cJSON_AddNumberToObject(o, "exit_code", rc);
+    add_text(o, "rule", rc > 128                ? "interrupted"
+                        : failure.has_status ? fp8_status_rule(failure.status)
+                        : rc <= EXIT_DEVICE ? rules[rc] : NULL);
+    add_text(o, "file", failure.has_status ? failure.file : NULL);
+    add_text(o, "tensor", failure.has_status ? failure.tensor : NULL);
+    add_text(o, "message", failure.message);
+    cli_print_json(o);
+    return rc;
 }
 
 static int exit_code(fp8_status st)
@@ -448,6 +534,12 @@ int cli_fail(fp8_ctx *ctx, fp8_status st)
 {
     const char *msg = fp8_ctx_message(ctx);
     cli_error("%s", *msg ? msg : fp8_status_str(st));
+    free(failure.file);
+    free(failure.tensor);
+    failure.file = strdup(fp8_ctx_file(ctx));
+    failure.tensor = strdup(fp8_ctx_tensor(ctx));
+    failure.status = st;
+    failure.has_status = true;
     /* stopped by a signal: 128 + its number, as a shell reports a command
      * the signal killed (130 Ctrl-C, 143 SIGTERM), so that a script or a
      * scheduler tells a stop from a failure */

@@ -55,6 +55,14 @@ void fp8_ctx_free(fp8_ctx *ctx);
 /* The message of the last failure ("" when none).  It names the file and the
  * tensor; the CLI prefixes it with "fp8conv: ". */
 const char *fp8_ctx_message(const fp8_ctx *ctx);
+/* The file and the tensor that message names ("" when none): its leading
+ * "FILE: " (a file name without spaces) and its "tensor 'NAME'", the form
+ * of lib/'s messages.  fp8conv --json puts them in its failure object. */
+const char *fp8_ctx_file(const fp8_ctx *ctx);
+const char *fp8_ctx_tensor(const fp8_ctx *ctx);
+/* A status as an identifier ("bad_input", "io", "usage"...): the "rule" of
+ * fp8conv --json's failure object. */
+const char *fp8_status_rule(fp8_status status);
 /* Where the library says something the user should know that is not a
  * failure (a stale temporary directory it removed); the CLI prints it as a
  * note.  Without one, such messages are dropped. */
@@ -692,6 +700,31 @@ typedef struct {
 fp8_status fp8_checkpoint_hash_with(fp8_ctx *ctx, fp8_checkpoint *ck, const fp8_hash_options *opts,
                                     fp8_hash_hex *hashes, fp8_hash_hex digest);
 
+/*
+ * Quality numbers of values b against reference values a (diff: B against
+ * A; verify --against: the checkpoint's dequantized weights against the
+ * source), from three sums kept in doubles: sum a^2, sum b^2 and
+ * sum (a - b)^2.  Each span of a tensor (a band of a fixed number of
+ * elements, or of whole rows, fixed by the tensor's shape alone) sums its
+ * element i into lane i % 8, the lanes are added in order at its end, and
+ * the spans in their order: the sums are the same for any thread count and
+ * any CPU.  Sums of several tensors (a model's) add theirs in name order.
+ */
+typedef struct {
+    double ref_sq, out_sq, err_sq;
+    uint64_t elements; /* 0: nothing compared, no numbers */
+} fp8_quality;
+
+typedef struct {
+    double rel_error; /* ||a - b|| / ||a|| (Frobenius norms); NaN when ||a|| is 0 */
+    double cosine;    /* <a, b> / (||a|| ||b||); NaN when either norm is 0 */
+    double snr_db;    /* 10 log10(sum a^2 / sum (a - b)^2); +inf when a = b */
+} fp8_quality_numbers;
+
+/* Adds the sums of `from` to `into`; the numbers of the sums. */
+void fp8_quality_add(fp8_quality *into, const fp8_quality *from);
+fp8_quality_numbers fp8_quality_of(const fp8_quality *q);
+
 typedef enum {
     FP8_DIFF_SAME,     /* identical */
     FP8_DIFF_ONLY_A,   /* in A only */
@@ -715,6 +748,9 @@ typedef struct {
                                    * elements whose values have the same sign */
     uint64_t sign_changes;        /* float elements of opposite signs (neither a zero): their
                                    * distance across zero is left out of max_ulp */
+    /* the tensors compared element by element of dtype F32, BF16, F16,
+     * F8_E4M3 or F8_E5M2, or by dequantized value: A as the reference */
+    fp8_quality quality;
 } fp8_diff_entry;
 
 typedef struct {
@@ -751,6 +787,8 @@ size_t fp8_diff_count(const fp8_diff *d);
 const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t index);
 /* The digests of A (side 0) and B (side 1). */
 const char *fp8_diff_digest(const fp8_diff *d, int side);
+/* The quality sums of the model: its entries', in order. */
+fp8_quality fp8_diff_quality(const fp8_diff *d);
 
 /* ---------------------------------------------------------------- verify */
 
@@ -856,17 +894,27 @@ size_t fp8_verify_fp4_weights(const fp8_verify *v);
 /* E4M3 codes at +-448 (counted when values are scanned).  Reported, not a
  * warning: without the source a clipped value looks like a group's largest. */
 uint64_t fp8_verify_saturated(const fp8_verify *v);
-/* Per FP8 weight (values scanned, in name order): codes at +-448, and scale
+/* Packed weights' codes at their element's largest magnitude (E2M1 +-6,
+ * INT4 7 and -8), counted when values are scanned. */
+uint64_t fp8_verify_saturated_packed(const fp8_verify *v);
+/* Per FP8 or packed weight (values scanned, in name order): codes at +-448
+ * (a packed weight's: at its element's largest magnitude), and scale
  * groups of the declared scheme whose codes are all zero, of `groups`. */
 typedef struct {
     const char *name;
     uint64_t saturated, zero_groups, groups;
+    /* --against: the weight's dequantized values against the source's (SRC
+     * the reference; elements 0 when not compared) */
+    fp8_quality quality;
 } fp8_verify_stats;
 size_t fp8_verify_stats_count(const fp8_verify *v);
 const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t index);
 /* Whether `loader` would load the checkpoint and compute with the weights it
  * means: no finding stops it. */
 bool fp8_verify_loads(const fp8_verify *v, fp8_loader loader);
+/* --against: the quality sums over every weight compared (each matrix's
+ * rows a span, fixed bands of rows merged in order), in name order. */
+fp8_quality fp8_verify_quality(const fp8_verify *v);
 /* The TP sizes from 1 to 64 at which the checkpoint loads (bit t-1 for TP=t),
  * with the options' EP; 0 when config.json lacks the model's dimensions. */
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v);

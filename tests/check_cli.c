@@ -506,6 +506,95 @@ START_TEST(test_help_exit_codes_are_the_commands)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- --json failures */
+
+/* fp8conv ARGS (--json among them) fails with `rc`: stdout is one JSON
+ * object whose exit_code, rule, file and tensor are these (NULL: null) and
+ * whose message is the text on stderr. */
+static void expect_json_failure(const char *args, int rc, const char *command, const char *rule,
+                                const char *file, const char *tensor)
+{
+    char *out, *err;
+    ck_assert_msg(tu_run(args, &out, &err) == rc, "%s: want exit %d; %s", args, rc, err);
+    cJSON *j = cJSON_Parse(out);
+    ck_assert_msg(cJSON_IsObject(j), "%s: stdout is not one JSON object: %s", args, out);
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "error_version")->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "exit_code")->valueint, rc);
+    const char *keys[] = { "command", "rule", "file", "tensor" };
+    const char *want[] = { command, rule, file, tensor };
+    for (int k = 0; k < 4; k++) {
+        const cJSON *v = cJSON_GetObjectItem(j, keys[k]);
+        if (want[k])
+            ck_assert_msg(cJSON_IsString(v) && strcmp(v->valuestring, want[k]) == 0,
+                          "%s: %s is not '%s': %s", args, keys[k], want[k], out);
+        else
+            ck_assert_msg(cJSON_IsNull(v), "%s: %s is not null: %s", args, keys[k], out);
+    }
+    const char *msg = cJSON_GetObjectItem(j, "message")->valuestring;
+    char *line;
+    ck_assert(asprintf(&line, "fp8conv: %s\n", msg) > 0);
+    ck_assert_msg(strstr(err, line), "%s: message '%s' is not what stderr says: %s", args, msg, err);
+    free(line);
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+}
+
+START_TEST(test_json_failure_is_one_object_for_every_command_and_exit_code)
+{
+    char *dir = tu_tmpdir(), *args;
+    const char *bad = "testdata/malformed/dtype_wrong_case.safetensors";
+    /* the commands with INPUT OUTPUT, then those with one or two operands */
+    const char *two[] = { "quantize", "convert", "dequantize-for-export" };
+    for (int c = 0; c < 3; c++) {
+        ck_assert(asprintf(&args, "%s --json --bogus model %s/out", two[c], dir) > 0);
+        expect_json_failure(args, 2, two[c], "usage", NULL, NULL);
+        free(args);
+        ck_assert(asprintf(&args, "%s --json %s %s/out", two[c], bad, dir) > 0);
+        expect_json_failure(args, 3, two[c], "bad_input", bad, "a");
+        free(args);
+        ck_assert(asprintf(&args, "%s --json /nonexistent/m %s/out", two[c], dir) > 0);
+        expect_json_failure(args, 4, two[c], "io", "/nonexistent/m", NULL);
+        free(args);
+    }
+    expect_json_failure("inspect --bogus --json x", 2, "inspect", "usage", NULL, NULL);
+    expect_json_failure("inspect --json testdata/malformed/dtype_wrong_case.safetensors", 3,
+                        "inspect", "bad_input", bad, "a");
+    expect_json_failure("inspect --json /nonexistent/m", 4, "inspect", "io", "/nonexistent/m", NULL);
+    expect_json_failure("diff --json testdata/llama-tiny", 2, "diff", "usage", NULL, NULL);
+    expect_json_failure("diff --json testdata/llama-tiny testdata/malformed/dtype_wrong_case.safetensors",
+                        3, "diff", "bad_input", bad, "a");
+    expect_json_failure("diff --json testdata/llama-tiny /nonexistent/m", 4, "diff", "io",
+                        "/nonexistent/m", NULL);
+    expect_json_failure("verify --json --tp 0 testdata/verify/clean-block-hf-fp8", 2, "verify",
+                        "usage", NULL, NULL);
+    expect_json_failure("verify --json --against testdata/malformed/dtype_wrong_case.safetensors "
+                        "testdata/verify/clean-block-hf-fp8", 3, "verify", "bad_input", bad, "a");
+    expect_json_failure("verify --json /nonexistent/m", 4, "verify", "io", "/nonexistent/m", NULL);
+    /* before the command's options are read: an unknown command, --json after it */
+    expect_json_failure("bogus --json", 2, "bogus", "usage", NULL, NULL);
+    expect_json_failure("--json --bogus", 2, NULL, "usage", NULL, NULL);
+    /* a device the build lacks (exit 5 without CUDA) */
+    ck_assert(asprintf(&args, "quantize --json --device cuda testdata/llama-tiny %s/gpu", dir) > 0);
+    char *out;
+    if (tu_run(args, &out, NULL) == 5)
+        expect_json_failure(args, 5, "quantize", "device", NULL, NULL);
+    free(out);
+    free(args);
+    /* without --json: nothing on stdout */
+    ck_assert_int_eq(tu_run("inspect /nonexistent/m", &out, NULL), 4);
+    ck_assert_str_eq(out, "");
+    free(out);
+    /* a verdict (exit 1) is the report, not a failure */
+    ck_assert_int_eq(tu_run("diff --json testdata/quality/a.safetensors testdata/quality/b.safetensors",
+                            &out, NULL), 1);
+    ck_assert_msg(strstr(out, "\"diff_version\"") && !strstr(out, "error_version"), "%s", out);
+    free(out);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cli");
@@ -530,6 +619,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_mistyped_option_and_hub_id_are_explained);
     tcase_add_test(tc, test_build_lines_are_short_unless_v1);
     tcase_add_test(tc, test_help_exit_codes_are_the_commands);
+    tcase_add_test(tc, test_json_failure_is_one_object_for_every_command_and_exit_code);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -227,9 +227,9 @@ START_TEST(test_sigint_leaves_nothing)
     ck_assert(asprintf(&fp8, "%s/fp8", dir) > 0);
     ck_assert(asprintf(&args, "quantize -q --no-sync '%s' '%s'", model, fp8) > 0);
     ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
-    const char *argv[] = { "dequantize-for-export", "-q", "-j", "1", "--dtype", "f32", fp8, NULL,
-                           NULL };
-    expect_interrupt_leaves_nothing(dir, argv, 7, SIGINT);
+    const char *argv[] = { "dequantize-for-export", "-q", "--json", "-j", "1", "--dtype", "f32",
+                           fp8, NULL, NULL };
+    expect_interrupt_leaves_nothing(dir, argv, 8, SIGINT);
     free(args);
     free(fp8);
     free(model);

@@ -328,6 +328,18 @@ static void expect_same_stats(const diff_stats *want, const diff_stats *got, con
                   "%s: max_abs %.17g, want %.17g", what, got->max_abs, want->max_abs);
 }
 
+/* The same quality sums, bit for bit (a NaN as any NaN). */
+static void expect_same_quality(const fp8_quality *want, const fp8_quality *got, const char *what)
+{
+    const double w[3] = { want->ref_sq, want->out_sq, want->err_sq };
+    const double g[3] = { got->ref_sq, got->out_sq, got->err_sq };
+    ck_assert_msg(want->elements == got->elements, "%s: quality over %llu elements, want %llu",
+                  what, (unsigned long long)got->elements, (unsigned long long)want->elements);
+    for (int k = 0; k < 3; k++)
+        ck_assert_msg(memcmp(&w[k], &g[k], sizeof w[k]) == 0 || (isnan(w[k]) && isnan(g[k])),
+                      "%s: quality sum %d %.17g, want %.17g", what, k, g[k], w[k]);
+}
+
 /* The fast path over n elements of dt (whole, from another base index, and
  * cut in two at several places, the halves merged in either order) gives
  * the reference's statistics; returns them. */
@@ -340,6 +352,10 @@ static diff_stats expect_fast_bytes(fp8_dtype dt, const void *a, const void *b, 
     diff_bytes_ref(dt, a, b, n, 0, &ref);
     diff_bytes(dt, a, b, n, 0, &fast);
     expect_same_stats(&ref, &fast, what);
+    fp8_quality q = { 0, 0, 0, 0 };
+    if (diff_has_quality(dt))
+        diff_quality_bytes_ref(dt, a, b, n, &q);
+    expect_same_quality(&q, &fast.quality, what);
     diff_stats far = DIFF_STATS_INIT;
     diff_bytes(dt, a, b, n, 1000003, &far);
     far.first_index -= far.differing ? 1000003 : 0;
@@ -491,7 +507,7 @@ static void expect_pair_x(fp8_dtype dt, uint64_t ca, uint64_t cb, uint64_t diffe
     unsigned size = diff_element_size(dt);
     put_code(a, size, 0, ca);
     put_code(b, size, 0, cb);
-    diff_stats want = { differing, 0, max_abs, max_ulp, sign_changes };
+    diff_stats want = { differing, 0, max_abs, max_ulp, sign_changes, { 0, 0, 0, 0 } };
     diff_stats ref = DIFF_STATS_INIT, fast = DIFF_STATS_INIT;
     diff_bytes_ref(dt, a, b, 1, 0, &ref);
     diff_bytes(dt, a, b, 1, 0, &fast);
@@ -599,6 +615,17 @@ START_TEST(test_fast_values_equal_reference)
     diff_values(FP8_DTYPE_F32, a, b, n, 0, &fast);
     expect_same_stats(&ref, &fast, "values");
     ck_assert(ref.differing > 0);
+    fp8_quality q = { 0, 0, 0, 0 };
+    diff_quality_values_ref(a, b, n, &q);
+    expect_same_quality(&q, &fast.quality, "values");
+    /* the numbers only (no infinity or NaN in the sums), from an odd element on */
+    uint64_t from = ns * ns + 3;
+    diff_stats finite = DIFF_STATS_INIT;
+    diff_values(FP8_DTYPE_F32, a + from, b + from, n - from, 0, &finite);
+    fp8_quality qf = { 0, 0, 0, 0 };
+    diff_quality_values_ref(a + from, b + from, n - from, &qf);
+    ck_assert(isfinite(qf.err_sq) && qf.err_sq > 0);
+    expect_same_quality(&qf, &finite.quality, "finite values");
     for (uint64_t j = 0; j < ns * ns; j++) { /* each special pair alone (see expect_each_pair) */
         float ra[67], rb[67];
         for (int k = 0; k < 67; k++)
@@ -618,7 +645,7 @@ START_TEST(test_fast_values_equal_reference)
     ck_assert_int_eq(none.differing, 0);
     /* NaN against a number: counted, ULPs, no |a - b| */
     float na[2] = { 1.0f, fp8_f32_from_bits(0x7FC00000) }, nb[2] = { 1.0f, 1.0f };
-    diff_stats want = { 1, 1, 0.0 / 0.0, 0x7FC00000 - 0x3F800000, 0 }, got = DIFF_STATS_INIT;
+    diff_stats want = { 1, 1, 0.0 / 0.0, 0x7FC00000 - 0x3F800000, 0, { 0, 0, 0, 0 } }, got = DIFF_STATS_INIT;
     diff_values(FP8_DTYPE_F32, na, nb, 2, 0, &got);
     expect_same_stats(&want, &got, "NaN against 1");
     free(a);
@@ -1164,6 +1191,9 @@ START_TEST(test_fast_values_in_bf16_and_f16_equal_reference)
         diff_values_ref(dts[t], a, b, n, 0, &ref);
         diff_values(dts[t], a, b, n, 0, &fast);
         expect_same_stats(&ref, &fast, dts[t] == FP8_DTYPE_BF16 ? "bf16 values" : "f16 values");
+        fp8_quality q = { 0, 0, 0, 0 };
+        diff_quality_values_ref(a, b, n, &q);
+        expect_same_quality(&q, &fast.quality, "bf16 or f16 values");
         ck_assert(ref.differing > 0);
         /* the ulps of the codes themselves */
         diff_bytes_ref(dts[t], ca, cb, n, 0, &codes);
@@ -1173,6 +1203,52 @@ START_TEST(test_fast_values_in_bf16_and_f16_equal_reference)
         free(a);
         free(b);
     }
+}
+END_TEST
+
+/* Each number within 1e-9 of numpy's (testdata/gen_quality.py, float64). */
+static void expect_numbers(const cJSON *got, const cJSON *want, const char *what)
+{
+    static const char *const keys[] = { "rel_error", "cosine", "snr_db", "elements" };
+    ck_assert_msg(got && cJSON_IsObject(got), "%s: no quality", what);
+    for (int k = 0; k < 4; k++) {
+        double g = cJSON_GetObjectItem(got, keys[k])->valuedouble;
+        double w = cJSON_GetObjectItem(want, keys[k])->valuedouble;
+        ck_assert_msg(fabs(g - w) <= 1e-9 * fabs(w), "%s: %s %.17g, numpy %.17g", what, keys[k],
+                      g, w);
+    }
+}
+
+START_TEST(test_quality_numbers_equal_numpy)
+{
+    char *text = tu_slurp("testdata/quality/expected.json", NULL);
+    cJSON *want = cJSON_Parse(text);
+    ck_assert(want);
+    int rc;
+    cJSON *j = diff_json("testdata/quality/a.safetensors", "testdata/quality/b.safetensors", "",
+                         &rc);
+    ck_assert_int_eq(rc, 1);
+    expect_numbers(cJSON_GetObjectItem(j, "quality"), cJSON_GetObjectItem(want, "model"), "model");
+    const cJSON *x, *tensors = cJSON_GetObjectItem(want, "tensors");
+    int n = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "differences")) {
+        const char *name = cJSON_GetObjectItem(x, "name")->valuestring;
+        expect_numbers(cJSON_GetObjectItem(x, "quality"), cJSON_GetObjectItem(tensors, name), name);
+        n++;
+    }
+    ck_assert_int_eq(n, cJSON_GetArraySize(tensors)); /* w_same: equal bytes, no numbers */
+    cJSON_Delete(j);
+    cJSON_Delete(want);
+    free(text);
+    /* the text report: each tensor's and the model's */
+    char *out;
+    ck_assert_int_eq(tu_run("diff testdata/quality/a.safetensors testdata/quality/b.safetensors",
+                            &out, NULL), 1);
+    ck_assert_msg(strstr(out, "w_f32: 1031 of 1031 elements, first at 0, max |a - b| "), "%s", out);
+    ck_assert_msg(strstr(out, "rel error 0.04868, cosine 0.998815, SNR 26.25 dB\n"), "%s", out);
+    ck_assert_msg(strstr(out, "quality: 6375 elements compared by value, rel error 0.05576, "
+                              "cosine 0.998447, SNR 25.07 dB\n"), "%s", out);
+    free(out);
 }
 END_TEST
 
@@ -1205,6 +1281,7 @@ int main(void)
     tcase_add_test(tc, test_dequant_compares_the_old_bias_mxfp4_the_export_refuses);
     tcase_add_test(tc, test_dequant_transposed_fp4_in_bands_is_the_same_for_any_thread_count);
     tcase_add_test(tc, test_fast_values_in_bf16_and_f16_equal_reference);
+    tcase_add_test(tc, test_quality_numbers_equal_numpy);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

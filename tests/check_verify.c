@@ -1575,6 +1575,113 @@ START_TEST(test_modelopt_side_file_declares_the_layout)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- quality numbers */
+
+/* Each number within 1e-9 of numpy's (testdata/gen_quality.py). */
+static void expect_quality(const cJSON *got, const cJSON *want, const char *what)
+{
+    static const char *const keys[] = { "rel_error", "cosine", "snr_db", "elements" };
+    ck_assert_msg(cJSON_IsObject(got), "%s: no quality", what);
+    for (int k = 0; k < 4; k++) {
+        double g = cJSON_GetObjectItem(got, keys[k])->valuedouble;
+        double w = cJSON_GetObjectItem(want, keys[k])->valuedouble;
+        ck_assert_msg(fabs(g - w) <= 1e-9 * fabs(w), "%s: %s %.17g, numpy %.17g", what, keys[k],
+                      g, w);
+    }
+}
+
+START_TEST(test_against_quality_numbers_equal_numpy_for_fp8_and_fp4)
+{
+    char *text = tu_slurp("testdata/quality/verify_expected.json", NULL);
+    cJSON *expected = cJSON_Parse(text), *recipe;
+    ck_assert(expected);
+    char *dir = tu_tmpdir();
+    cJSON_ArrayForEach(recipe, expected) {
+        char *cmd, *out, *again;
+        ck_assert(asprintf(&cmd, "%s testdata/llama-tiny %s/%s",
+                           cJSON_GetObjectItem(recipe, "command")->valuestring, dir,
+                           recipe->string) > 0);
+        ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
+        free(cmd);
+        ck_assert(asprintf(&cmd, "verify --json -j 1 --against testdata/llama-tiny %s/%s", dir,
+                           recipe->string) > 0);
+        tu_run(cmd, &out, NULL);
+        cJSON *j = cJSON_Parse(out);
+        ck_assert_msg(j, "%s", out);
+        expect_quality(cJSON_GetObjectItem(j, "quality"), cJSON_GetObjectItem(recipe, "model"),
+                       recipe->string);
+        /* every weight, FP8 or packed, in "tensors" with its numbers */
+        const cJSON *want = cJSON_GetObjectItem(recipe, "tensors"), *t;
+        int n = 0;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors")) {
+            const char *name = cJSON_GetObjectItem(t, "name")->valuestring;
+            ck_assert_msg(cJSON_GetObjectItem(t, "groups")->valuedouble > 0, "%s", name);
+            expect_quality(cJSON_GetObjectItem(t, "quality"), cJSON_GetObjectItem(want, name), name);
+            n++;
+        }
+        ck_assert_int_eq(n, cJSON_GetArraySize(want));
+        /* the same numbers, to the last digit, for another thread count */
+        cmd[strlen("verify --json -j ")] = '3';
+        tu_run(cmd, &again, NULL);
+        cJSON *k = cJSON_Parse(again);
+        char *q1 = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "quality"));
+        char *q3 = cJSON_PrintUnformatted(cJSON_GetObjectItem(k, "quality"));
+        ck_assert_str_eq(q1, q3);
+        free(q1);
+        free(q3);
+        cJSON_Delete(k);
+        cJSON_Delete(j);
+        free(again);
+        free(out);
+        free(cmd);
+        /* the text: the model's numbers, and the counts of the format's own codes */
+        ck_assert(asprintf(&cmd, "verify --against testdata/llama-tiny %s/%s", dir,
+                           recipe->string) > 0);
+        tu_run(cmd, &out, NULL);
+        ck_assert_msg(strstr(out, "quality against testdata/llama-tiny: 823296 elements, rel error "),
+                      "%s", out);
+        bool fp4 = strcmp(recipe->string, "mxfp4") == 0;
+        ck_assert_msg(!strstr(out, "codes at +-448") == fp4, "%s", out);
+        ck_assert_msg(!strstr(out, "packed codes at their largest magnitude") == !fp4, "%s", out);
+        ck_assert_msg(!strstr(out, "of 0 (per tensor"), "%s", out);
+        free(out);
+        free(cmd);
+    }
+    tu_rmrf(dir);
+    free(dir);
+    cJSON_Delete(expected);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_int4_weights_are_in_the_json_with_their_quality)
+{
+    char *dir = tu_tmpdir(), *cmd, *out;
+    ck_assert(asprintf(&cmd, "quantize -q --scheme int4 --group 32 testdata/llama-tiny %s/i4", dir) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
+    free(cmd);
+    ck_assert(asprintf(&cmd, "verify --json --against testdata/llama-tiny %s/i4", dir) > 0);
+    ck_assert_int_eq(tu_run(cmd, &out, NULL), 0);
+    cJSON *j = cJSON_Parse(out), *t;
+    ck_assert_msg(j, "%s", out);
+    int n = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors")) {
+        ck_assert_msg(cJSON_GetObjectItem(t, "groups")->valuedouble > 0, "%s", out);
+        const cJSON *q = cJSON_GetObjectItem(t, "quality");
+        ck_assert_msg(cJSON_IsObject(q) && cJSON_GetObjectItem(q, "cosine")->valuedouble > 0.98,
+                      "%s", out);
+        n++;
+    }
+    ck_assert_int_eq(n, 14);
+    ck_assert(cJSON_GetObjectItem(j, "saturated_packed_codes")->valuedouble > 0);
+    cJSON_Delete(j);
+    free(out);
+    free(cmd);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("verify");
@@ -1616,6 +1723,8 @@ int main(void)
     tcase_add_test(tc, test_modelopt_side_file_declares_the_layout);
     tcase_add_test(tc, test_mxfp8_row_not_whole_runs);
     tcase_add_test(tc, test_int4_against_its_source);
+    tcase_add_test(tc, test_against_quality_numbers_equal_numpy_for_fp8_and_fp4);
+    tcase_add_test(tc, test_int4_weights_are_in_the_json_with_their_quality);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -190,13 +190,15 @@ static inline int count_cases(const char *path)
 
 /* Runs fp8conv ARGV... DIR/out (argv[out_at] is set to it), sends `sig` once
  * the temporary directory exists, and expects exit 128 + sig and nothing
- * left. */
+ * left; with --json in ARGV, stdout is the failure object of rule
+ * "interrupted". */
 static inline void expect_interrupt_leaves_nothing(const char *dir, const char **argv,
                                                    int out_at, int sig)
 {
-    char *out, *errfile;
+    char *out, *errfile, *outfile;
     ck_assert(asprintf(&out, "%s/out", dir) > 0);
     ck_assert(asprintf(&errfile, "%s.err", dir) > 0);
+    ck_assert(asprintf(&outfile, "%s.stdout", dir) > 0);
     argv[out_at] = out;
     pid_t pid = fork();
     ck_assert(pid >= 0);
@@ -204,7 +206,7 @@ static inline void expect_interrupt_leaves_nothing(const char *dir, const char *
         const char *args[16] = { "fp8conv" };
         for (int i = 0; argv[i] && i < 14; i++)
             args[i + 1] = argv[i];
-        if (!freopen(errfile, "w", stderr))
+        if (!freopen(errfile, "w", stderr) || !freopen(outfile, "w", stdout))
             _exit(126);
         execv(FP8CONV_BIN, (char *const *)args);
         _exit(127);
@@ -225,8 +227,17 @@ static inline void expect_interrupt_leaves_nothing(const char *dir, const char *
     char *err = tu_slurp(errfile, NULL);
     ck_assert_msg(strstr(err, "stopped; nothing is kept"), "%s", err);
     free(err);
+    bool json = false;
+    for (int i = 0; argv[i]; i++)
+        json |= strcmp(argv[i], "--json") == 0;
+    char *report = tu_slurp(outfile, NULL);
+    ck_assert_msg(!json || (strstr(report, "\"error_version\"") && strstr(report, "\"interrupted\"")),
+                  "%s", report);
+    free(report);
     unlink(errfile);
+    unlink(outfile);
     free(errfile);
+    free(outfile);
     free(out);
 }
 

@@ -13,6 +13,7 @@
 struct fp8_ctx {
     char *message; /* malloc'ed; NULL: none yet, or out of memory (lost) */
     bool lost;
+    char *file, *tensor; /* what the message names (malloc'ed): fp8_ctx_file, fp8_ctx_tensor */
     void (*notify)(void *user, const char *message);
     void *notify_user;
 };
@@ -38,8 +39,11 @@ fp8_ctx *fp8_ctx_create(void)
 
 void fp8_ctx_free(fp8_ctx *ctx)
 {
-    if (ctx)
+    if (ctx) {
         free(ctx->message);
+        free(ctx->file);
+        free(ctx->tensor);
+    }
     free(ctx);
 }
 
@@ -110,6 +114,25 @@ void fp8_notify(fp8_ctx *ctx, const char *fmt, ...)
     free(msg);
 }
 
+/* A copy of the text from `from` up to the first `end` (none: NULL). */
+static char *part_of(const char *from, const char *end)
+{
+    const char *to = from ? strstr(from, end) : NULL;
+    return to ? strndup(from, (size_t)(to - from)) : NULL;
+}
+
+/* The file and the tensor a message names, in the form every message of
+ * lib/ takes: "FILE: tensor 'NAME': what" (FILE without a space). */
+static void name_parts(fp8_ctx *ctx)
+{
+    const char *m = ctx->message ? ctx->message : "", *colon = strstr(m, ": ");
+    const char *t = strstr(m, "tensor '");
+    free(ctx->file);
+    free(ctx->tensor);
+    ctx->file = colon && !memchr(m, ' ', (size_t)(colon - m)) ? part_of(m, ": ") : NULL;
+    ctx->tensor = part_of(t ? t + 8 : NULL, "'");
+}
+
 fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)
 {
     if (ctx) {
@@ -120,8 +143,26 @@ fp8_status fp8_fail(fp8_ctx *ctx, fp8_status status, const char *fmt, ...)
         free(ctx->message);
         ctx->message = msg;
         ctx->lost = !msg;
+        name_parts(ctx);
     }
     return status;
+}
+
+const char *fp8_ctx_file(const fp8_ctx *ctx) { return ctx && ctx->file ? ctx->file : ""; }
+const char *fp8_ctx_tensor(const fp8_ctx *ctx) { return ctx && ctx->tensor ? ctx->tensor : ""; }
+
+const char *fp8_status_rule(fp8_status status)
+{
+    switch (status) {
+    case FP8_OK: return "ok";
+    case FP8_ERR_USAGE: return "usage";
+    case FP8_ERR_BAD_INPUT: return "bad_input";
+    case FP8_ERR_IO: return "io";
+    case FP8_ERR_NOMEM: return "out_of_memory";
+    case FP8_ERR_DEVICE: return "device";
+    case FP8_ERR_EXISTS: return "output_exists";
+    }
+    return "unknown";
 }
 
 const char *fp8_basename(const char *path)

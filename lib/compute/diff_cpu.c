@@ -11,6 +11,9 @@
  *   - the first differing element is looked for only in the first block
  *     that has one.
  * |a - b| is still one double subtraction per element, as in the reference.
+ * The quality sums (fp8_quality) go over every block of the span, equal ones
+ * too, in DIFF_LANES lanes carried from block to block (BLOCK_BYTES holds a
+ * multiple of DIFF_LANES elements of every dtype), as diff_ref.c's.
  */
 #include <math.h>
 #include <string.h>
@@ -141,6 +144,57 @@ static inline __attribute__((always_inline)) lanes lanes_of(fp8_dtype dt, const 
     return (lanes){ count, ulp, crossings, key };
 }
 
+/* The quality sums of fp32 values (diff_ref.c's lane_add): the DIFF_LANES
+ * lanes are one vector of doubles (GCC's vector extension, one AVX-512
+ * register, two AVX2 or four SSE2 ones: each lane adds in element order
+ * whatever the width, so every CPU gets the same sums).  The values start
+ * at a multiple of DIFF_LANES elements of their span. */
+typedef float lanes_f __attribute__((vector_size(DIFF_LANES * 4)));
+typedef double lanes_d __attribute__((vector_size(DIFF_LANES * 8)));
+
+static inline __attribute__((always_inline)) void sums_f32(const float *a, const float *b,
+                                                           size_t n, diff_lanes *out)
+{
+    lanes_d ra, rb, re;
+    memcpy(&ra, out->ref_sq, sizeof ra);
+    memcpy(&rb, out->out_sq, sizeof rb);
+    memcpy(&re, out->err_sq, sizeof re);
+    size_t i = 0;
+    for (; i + DIFF_LANES <= n; i += DIFF_LANES) {
+        lanes_f fa, fb;
+        memcpy(&fa, a + i, sizeof fa);
+        memcpy(&fb, b + i, sizeof fb);
+        lanes_d x = __builtin_convertvector(fa, lanes_d), y = __builtin_convertvector(fb, lanes_d);
+        lanes_d d = x - y;
+        ra += x * x;
+        rb += y * y;
+        re += d * d;
+    }
+    memcpy(out->ref_sq, &ra, sizeof ra);
+    memcpy(out->out_sq, &rb, sizeof rb);
+    memcpy(out->err_sq, &re, sizeof re);
+    for (int k = 0; i + k < n; k++) { /* the span's last elements */
+        double x = a[i + k], y = b[i + k], d = x - y;
+        out->ref_sq[k] += x * x;
+        out->out_sq[k] += y * y;
+        out->err_sq[k] += d * d;
+    }
+}
+
+/* The same for a block of codes of dt (at most BLOCK_BYTES elements),
+ * decoded first. */
+static inline __attribute__((always_inline)) void sums_of(fp8_dtype dt, const void *a,
+                                                          const void *b, size_t n,
+                                                          diff_lanes *out)
+{
+    float fa[BLOCK_BYTES], fb[BLOCK_BYTES];
+    for (size_t i = 0; i < n; i++) {
+        fa[i] = value_of(dt, code_at(dt, a, i));
+        fb[i] = value_of(dt, code_at(dt, b, i));
+    }
+    sums_f32(fa, fb, n, out);
+}
+
 FP8_CLONES static lanes lanes_bf16(const void *a, const void *b, size_t n)
 {
     return lanes_of(FP8_DTYPE_BF16, a, b, n);
@@ -165,6 +219,49 @@ FP8_CLONES static lanes lanes_e5m2(const void *a, const void *b, size_t n)
 {
     return lanes_of(FP8_DTYPE_F8_E5M2, a, b, n);
 }
+
+FP8_CLONES static void sums_bf16(const void *a, const void *b, size_t n, diff_lanes *l)
+{
+    sums_of(FP8_DTYPE_BF16, a, b, n, l);
+}
+
+FP8_CLONES static void sums_f16(const void *a, const void *b, size_t n, diff_lanes *l)
+{
+    sums_of(FP8_DTYPE_F16, a, b, n, l);
+}
+
+FP8_CLONES static void sums_f32_codes(const void *a, const void *b, size_t n, diff_lanes *l)
+{
+    sums_f32(a, b, n, l);
+}
+
+FP8_CLONES static void sums_values(const float *a, const float *b, size_t n, diff_lanes *l)
+{
+    sums_f32(a, b, n, l);
+}
+
+FP8_CLONES static void sums_e4m3(const void *a, const void *b, size_t n, diff_lanes *l)
+{
+    sums_of(FP8_DTYPE_F8_E4M3, a, b, n, l);
+}
+
+FP8_CLONES static void sums_e5m2(const void *a, const void *b, size_t n, diff_lanes *l)
+{
+    sums_of(FP8_DTYPE_F8_E5M2, a, b, n, l);
+}
+
+/* The fast dtypes' kernels: statistics and quality sums. */
+static const struct {
+    fp8_dtype dt;
+    lanes (*lanes)(const void *, const void *, size_t);
+    void (*sums)(const void *, const void *, size_t, diff_lanes *);
+} kernels[] = {
+    { FP8_DTYPE_BF16, lanes_bf16, sums_bf16 },
+    { FP8_DTYPE_F16, lanes_f16, sums_f16 },
+    { FP8_DTYPE_F32, lanes_f32, sums_f32_codes },
+    { FP8_DTYPE_F8_E4M3, lanes_e4m3, sums_e4m3 },
+    { FP8_DTYPE_F8_E5M2, lanes_e5m2, sums_e5m2 },
+};
 
 /* fp32 values: equal when ==, or both NaN. */
 static inline bool values_differ(float x, float y)
@@ -200,7 +297,7 @@ static void fold(diff_stats *s, const lanes *l, uint64_t at, const void *a, cons
     if (!l->count)
         return;
     diff_stats block = { l->count, at, l->key ? f64_from_bits(l->key - 1) : 0.0 / 0.0, l->ulp,
-                         l->crossings };
+                         l->crossings, { 0, 0, 0, 0 } };
     if (s->differing == 0 || s->first_index > at) /* else s's first comes before */
         block.first_index += first(a, b, n, size);
     diff_stats_merge(s, &block);
@@ -225,28 +322,30 @@ static size_t first_value(const void *a, const void *b, size_t n, unsigned size)
 void diff_bytes(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t base,
                 diff_stats *s)
 {
-    lanes (*kernel)(const void *, const void *, size_t) =
-        dt == FP8_DTYPE_BF16      ? lanes_bf16
-        : dt == FP8_DTYPE_F16     ? lanes_f16
-        : dt == FP8_DTYPE_F32     ? lanes_f32
-        : dt == FP8_DTYPE_F8_E4M3 ? lanes_e4m3
-        : dt == FP8_DTYPE_F8_E5M2 ? lanes_e5m2
-                                  : NULL;
+    size_t kind = 0;
+    while (kind < sizeof kernels / sizeof *kernels && kernels[kind].dt != dt)
+        kind++;
+    bool fast = kind < sizeof kernels / sizeof *kernels;
     unsigned size = diff_element_size(dt);
     size_t per = BLOCK_BYTES / size ? BLOCK_BYTES / size : 1;
     const unsigned char *pa = a, *pb = b;
+    diff_lanes sums = { { 0 }, { 0 }, { 0 } };
     for (uint64_t i = 0; i < n; i += per) {
         size_t k = n - i < per ? (size_t)(n - i) : per;
         const unsigned char *xa = pa + i * size, *xb = pb + i * size;
+        if (fast) /* every block: the span's sums, equal blocks too */
+            kernels[kind].sums(xa, xb, k, &sums);
         if (memcmp(xa, xb, k * size) == 0)
             continue;
-        if (!kernel) { /* the rare dtypes: the reference, on differing blocks only */
+        if (!fast) { /* the rare dtypes: the reference, on differing blocks only */
             diff_bytes_ref(dt, xa, xb, k, base + i, s);
             continue;
         }
-        lanes l = kernel(xa, xb, k);
+        lanes l = kernels[kind].lanes(xa, xb, k);
         fold(s, &l, base + i, xa, xb, k, first_bytes, size);
     }
+    if (fast)
+        diff_lanes_end(&sums, n, &s->quality);
 }
 
 /* BF16 values held as fp32 have their low 16 bits zero: their distance in
@@ -257,8 +356,10 @@ void diff_values(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint6
                  diff_stats *s)
 {
     size_t per = BLOCK_BYTES / sizeof *a;
+    diff_lanes sums = { { 0 }, { 0 }, { 0 } };
     for (uint64_t i = 0; i < n; i += per) {
         size_t k = n - i < per ? (size_t)(n - i) : per;
+        sums_values(a + i, b + i, k, &sums);
         if (memcmp(a + i, b + i, k * sizeof *a) == 0)
             continue;
         if (dt == FP8_DTYPE_F16) {
@@ -270,6 +371,7 @@ void diff_values(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint6
             l.ulp >>= 16;
         fold(s, &l, base + i, a + i, b + i, k, first_value, sizeof *a);
     }
+    diff_lanes_end(&sums, n, &s->quality);
 }
 
 FP8_CLONES static void bf16_to_f32(const uint16_t *x, size_t n, float *y)
@@ -292,4 +394,12 @@ void diff_to_f32(fp8_dtype dt, const void *x, uint64_t n, float *y)
         f16_to_f32(x, n, y);
     else
         memmove(y, x, n * sizeof *y);
+}
+
+void diff_quality_values(const float *a, const float *b, uint64_t n, fp8_quality *q)
+{
+    diff_lanes sums = { { 0 }, { 0 }, { 0 } };
+    for (uint64_t i = 0; i < n; i += BLOCK_BYTES) /* a multiple of DIFF_LANES */
+        sums_values(a + i, b + i, n - i < BLOCK_BYTES ? (size_t)(n - i) : BLOCK_BYTES, &sums);
+    diff_lanes_end(&sums, n, q);
 }

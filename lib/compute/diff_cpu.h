@@ -15,5 +15,7 @@ void diff_bytes(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t
 void diff_values(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint64_t base,
                  diff_stats *s);
 void diff_to_f32(fp8_dtype dt, const void *x, uint64_t n, float *y);
+/* diff_quality_values_ref's sums, fast (verify --against: a row a span). */
+void diff_quality_values(const float *a, const float *b, uint64_t n, fp8_quality *q);
 
 #endif

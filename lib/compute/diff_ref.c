@@ -134,6 +134,7 @@ void diff_to_f32_ref(fp8_dtype dt, const void *x, uint64_t n, float *y)
 
 void diff_stats_merge(diff_stats *into, const diff_stats *from)
 {
+    fp8_quality_add(&into->quality, &from->quality);
     if (!from->differing)
         return;
     if (!into->differing || from->first_index < into->first_index)
@@ -144,4 +145,78 @@ void diff_stats_merge(diff_stats *into, const diff_stats *from)
         into->max_abs = d;
     into->max_ulp = from->max_ulp > into->max_ulp ? from->max_ulp : into->max_ulp;
     into->sign_changes += from->sign_changes;
+}
+
+/* ---- quality sums (fp8_quality) */
+
+bool diff_has_quality(fp8_dtype dt)
+{
+    return dt == FP8_DTYPE_F32 || dt == FP8_DTYPE_BF16 || dt == FP8_DTYPE_F16 ||
+           dt == FP8_DTYPE_F8_E4M3 || dt == FP8_DTYPE_F8_E5M2;
+}
+
+/* Element i of a span into its lane: a and b are floats, so their squares
+ * are exact in doubles; (a - b)^2 rounds twice, as in the fast path (no FMA:
+ * the Makefile's -ffp-contract=off). */
+static void lane_add(diff_lanes *l, uint64_t i, double a, double b)
+{
+    double d = a - b;
+    l->ref_sq[i % DIFF_LANES] += a * a;
+    l->out_sq[i % DIFF_LANES] += b * b;
+    l->err_sq[i % DIFF_LANES] += d * d;
+}
+
+void diff_lanes_end(const diff_lanes *l, uint64_t n, fp8_quality *q)
+{
+    fp8_quality s = { 0, 0, 0, n };
+    for (int k = 0; k < DIFF_LANES; k++) {
+        s.ref_sq += l->ref_sq[k];
+        s.out_sq += l->out_sq[k];
+        s.err_sq += l->err_sq[k];
+    }
+    fp8_quality_add(q, &s);
+}
+
+void diff_quality_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n,
+                            fp8_quality *q)
+{
+    unsigned size = diff_element_size(dt);
+    diff_lanes l = { { 0 }, { 0 }, { 0 } };
+    for (uint64_t i = 0; i < n; i++) {
+        double va, vb;
+        int64_t oa, ob;
+        element(dt, (const unsigned char *)a + i * size, &va, &oa);
+        element(dt, (const unsigned char *)b + i * size, &vb, &ob);
+        lane_add(&l, i, va, vb);
+    }
+    diff_lanes_end(&l, n, q);
+}
+
+void diff_quality_values_ref(const float *a, const float *b, uint64_t n, fp8_quality *q)
+{
+    diff_lanes l = { { 0 }, { 0 }, { 0 } };
+    for (uint64_t i = 0; i < n; i++)
+        lane_add(&l, i, a[i], b[i]);
+    diff_lanes_end(&l, n, q);
+}
+
+void fp8_quality_add(fp8_quality *into, const fp8_quality *from)
+{
+    into->ref_sq += from->ref_sq;
+    into->out_sq += from->out_sq;
+    into->err_sq += from->err_sq;
+    into->elements += from->elements;
+}
+
+fp8_quality_numbers fp8_quality_of(const fp8_quality *q)
+{
+    fp8_quality_numbers r = { 0.0 / 0.0, 0.0 / 0.0, 0.0 / 0.0 };
+    if (!q->elements)
+        return r;
+    if (q->ref_sq > 0)
+        r.rel_error = sqrt(q->err_sq / q->ref_sq);
+    if (q->ref_sq > 0 && q->out_sq > 0) /* <a, b> = (|a|^2 + |b|^2 - |a - b|^2) / 2 */
+        r.cosine = (q->ref_sq + q->out_sq - q->err_sq) / (2 * sqrt(q->ref_sq) * sqrt(q->out_sq));
+    r.snr_db = q->err_sq > 0 ? 10 * log10(q->ref_sq / q->err_sq) : 1.0 / 0.0;
+    return r;
 }

@@ -18,19 +18,41 @@ typedef struct {
     double max_abs;                  /* over differing numeric elements; NaN: none */
     uint64_t max_ulp;                /* over those whose values have the same sign */
     uint64_t sign_changes;           /* floats of opposite sign, neither zero: no ulp */
+    fp8_quality quality;             /* the span's sums (fp8_quality), A's the reference */
 } diff_stats;
 
-#define DIFF_STATS_INIT { 0, 0, 0.0 / 0.0, 0, 0 }
+#define DIFF_STATS_INIT { 0, 0, 0.0 / 0.0, 0, 0, { 0, 0, 0, 0 } }
+
+/* The lanes of a span's quality sums: element i of the span in lane i % 8. */
+#define DIFF_LANES 8
+typedef struct {
+    double ref_sq[DIFF_LANES], out_sq[DIFF_LANES], err_sq[DIFF_LANES];
+} diff_lanes;
+
+/* Adds the lanes, in order, to q's sums, and n elements to its count. */
+void diff_lanes_end(const diff_lanes *l, uint64_t n, fp8_quality *q);
+
+/* Whether diff sums the quality of tensors of dtype dt compared by bytes. */
+bool diff_has_quality(fp8_dtype dt);
+
+/* The quality sums of a span, added to q: by bytes (dt with
+ * diff_has_quality), or of fp32 values. */
+void diff_quality_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n,
+                            fp8_quality *q);
+void diff_quality_values_ref(const float *a, const float *b, uint64_t n, fp8_quality *q);
 
 /* Bytes per compared element: sub-byte and complex dtypes compare by byte. */
 unsigned diff_element_size(fp8_dtype dt);
 
 /* Folds the statistics of a span into those of the spans before or after
- * it: the result does not depend on the order of the merges. */
+ * it: the result does not depend on the order of the merges, but for the
+ * quality sums, which add in it (merge spans in their order). */
 void diff_stats_merge(diff_stats *into, const diff_stats *from);
 
 /* Elements `base`.. of a tensor, n of them, stored in `dt` on both sides
- * (diff_element_size(dt) bytes each): elements whose bytes differ count. */
+ * (diff_element_size(dt) bytes each): elements whose bytes differ count.
+ * The _ref functions leave the quality sums to diff_quality_*_ref; the fast
+ * ones (diff_cpu.h) sum them too, over the span, in the same pass. */
 void diff_bytes_ref(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t base,
                     diff_stats *s);
 

@@ -26,14 +26,17 @@
  * is sequential over a tensor's bytes: one job per tensor); the second
  * compares, element by element, the pairs of one dtype and shape whose
  * hashes differ, and the pairs compared by dequantized value, in bands of
- * a few MiB, so that a large tensor keeps every thread busy.  Each band has
+ * a MiB, so that a large tensor keeps every thread busy.  Each band has
  * its own statistics, merged in band order: the report is the same for any
  * thread count.  Each run reads every file it needs once, a compressed one
  * in file order (lanes).
  */
 
-#define BAND_BYTES(d) ((d)->chunk / 2)     /* bytes of a band on each side */
-#define BAND_VALUES(d) (BAND_BYTES(d) / 4)  /* fp32 values of a band (whole rows) */
+/* Bytes of a band on each side, and fp32 values of one (whole rows): fixed,
+ * not the thread count's (fp8_jobs_chunk), for the quality sums add band by
+ * band (fp8_quality). */
+#define BAND_BYTES ((uint64_t)FP8_CHUNK_BYTES / 4)
+#define BAND_VALUES (BAND_BYTES / 4)
 
 typedef struct {
     size_t entry;
@@ -160,7 +163,7 @@ static fp8_status compare_band(fp8_ctx *ctx, fp8_diff *d, fp8_worker *w, diff_ba
         }
         return st;
     }
-    if (b->n > BAND_VALUES(d)) { /* one row longer than a band: a buffer of its own */
+    if (b->n > BAND_VALUES) { /* one row longer than a band: a buffer of its own */
         own = malloc(3 * b->n * 4);
         if (!own)
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -213,7 +216,7 @@ static fp8_status plan_bands(fp8_ctx *ctx, fp8_diff *d)
         if (e->dequantized) {
             const fp8_tensor_info *t = e->a;
             uint64_t cols = t->rank ? t->shape[t->rank - 1] : 1;
-            uint64_t rows = cols ? BAND_VALUES(d) / cols : 0;
+            uint64_t rows = cols ? BAND_VALUES / cols : 0;
             e->elements = t->elements;
             step = (rows ? rows : 1) * cols;
         } else {
@@ -223,7 +226,7 @@ static fp8_status plan_bands(fp8_ctx *ctx, fp8_diff *d)
                 e->kind = FP8_DIFF_SAME;
                 continue;
             }
-            step = BAND_BYTES(d) / size;
+            step = BAND_BYTES / size;
         }
         for (uint64_t first = 0; step && first < e->elements; first += step) {
             if (!fp8_grow(&d->bands, d->nbands, &cap, sizeof *d->bands))
@@ -237,13 +240,15 @@ static fp8_status plan_bands(fp8_ctx *ctx, fp8_diff *d)
     return FP8_OK;
 }
 
-/* Each entry's statistics: its bands' (any order of merges gives the same). */
+/* Each entry's statistics: its bands', in order (the quality sums add in it). */
 static void merge_bands(fp8_diff *d)
 {
     for (size_t j = 0; j < d->nbands; j++) {
         fp8_diff_entry *e = &d->e[d->bands[j].entry];
-        diff_stats s = { e->differing, e->first_index, e->max_abs, e->max_ulp, e->sign_changes };
+        diff_stats s = { e->differing, e->first_index, e->max_abs, e->max_ulp, e->sign_changes,
+                         e->quality };
         diff_stats_merge(&s, &d->bands[j].stats);
+        e->quality = s.quality;
         e->sign_changes = s.sign_changes;
         e->differing = s.differing;
         e->first_index = s.first_index;
@@ -413,7 +418,7 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         if (!(st = fp8_jobs_run(ctx, &hash)) && !(st = plan_bands(ctx, d))) {
             fp8_jobs bands = hash;
             bands.njobs = d->nbands;
-            bands.bufsize[0] = bands.bufsize[1] = bands.bufsize[2] = BAND_BYTES(d);
+            bands.bufsize[0] = bands.bufsize[1] = bands.bufsize[2] = BAND_BYTES;
             bands.run = band_one;
             bands.describe = band_describe;
             st = fp8_jobs_run(ctx, &bands);
@@ -461,3 +466,11 @@ const fp8_diff_entry *fp8_diff_entry_at(const fp8_diff *d, size_t i)
     return i < d->n ? &d->e[i] : NULL;
 }
 const char *fp8_diff_digest(const fp8_diff *d, int side) { return d->digest[side ? 1 : 0]; }
+
+fp8_quality fp8_diff_quality(const fp8_diff *d)
+{
+    fp8_quality q = { 0, 0, 0, 0 };
+    for (size_t i = 0; i < d->n; i++)
+        fp8_quality_add(&q, &d->e[i].quality);
+    return q;
+}

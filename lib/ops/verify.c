@@ -319,6 +319,7 @@ const char *fp8_verify_format(const fp8_verify *v)
 size_t fp8_verify_fp8_weights(const fp8_verify *v) { return v->fp8_weights; }
 size_t fp8_verify_fp4_weights(const fp8_verify *v) { return v->fp4_weights; }
 uint64_t fp8_verify_saturated(const fp8_verify *v) { return v->saturated; }
+uint64_t fp8_verify_saturated_packed(const fp8_verify *v) { return v->saturated_packed; }
 uint64_t fp8_verify_tp_sizes(const fp8_verify *v) { return v->tp_ok; }
 bool fp8_verify_tp_known(const fp8_verify *v)
 {
@@ -332,6 +333,7 @@ long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **
 }
 long fp8_verify_requantized_fp4(const fp8_verify *v) { return v->requantized_fp4; }
 size_t fp8_verify_stats_count(const fp8_verify *v) { return v->nstats; }
+fp8_quality fp8_verify_quality(const fp8_verify *v) { return v->quality; }
 const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t i)
 {
     return i < v->nstats ? &v->stats[i] : NULL;

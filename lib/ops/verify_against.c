@@ -15,6 +15,8 @@
 
 #include "ops/verify_passes.h"
 #include "io/safetensors.h"
+#include "compute/diff_cpu.h"
+#include "compute/int4_ref.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
@@ -51,6 +53,7 @@ typedef struct {
     double first_x, first_y, first_d, first_m, first_s;
     unsigned first_code;
     bool differs[2]; /* re-quantized with the plan's scales; with floor-rounded MX scales */
+    fp8_quality quality; /* its jobs' (against.job_quality), in job order */
 } ag_item;
 
 #define FP4_PLANS 4 /* packed schemes one checkpoint may hold */
@@ -84,6 +87,8 @@ typedef struct {
     uint32_t *scale_bits;
     size_t nmatrices;
     bool impossible;       /* quantize refuses a source value or scale: nothing to compare */
+    fp8_quality *job_quality; /* by job: the quality sums of its rows, each row a span */
+    float e4m3[256];          /* each E4M3 code's value (quality_row) */
     pthread_mutex_t lock;
 } against;
 
@@ -430,7 +435,9 @@ static fp8_status packed_plans(fp8_ctx *ctx, against *f, int threads,
  * flags), so the report is the same for any number of threads.
  */
 
-#define BAND_ELEMS(v) ((v)->chunk / 4) /* elements in a job's band, about */
+/* Elements in a job's band, about: fixed, not the thread count's
+ * (fp8_jobs_chunk), for the quality sums add band by band (fp8_quality). */
+#define BAND_ELEMS(v) ((uint64_t)FP8_CHUNK_BYTES / 16)
 
 static uint64_t src_at(const ag_item *it, uint64_t x, uint64_t row0)
 {
@@ -488,13 +495,28 @@ static void bound_add(against *a, ag_item *it, fp8_dtype dt, const void *x, cons
 }
 
 
+/* Adds the quality sums of one row (a span, fp8_quality) of n source
+ * elements of dt at x against their dequantized values: y, or E4M3 codes q
+ * (their values: lut) times scales s.  buf holds 2n floats. */
+static void quality_row(fp8_dtype dt, const void *x, const uint8_t *q, const float *lut,
+                        const float *y, const float *s, uint64_t n, float *buf, fp8_quality *sum)
+{
+    diff_to_f32(dt, x, n, buf);
+    if (q) {
+        for (uint64_t i = 0; i < n; i++)
+            buf[n + i] = lut[q[i]] * s[i];
+        y = buf + n;
+    }
+    diff_quality_values(buf, y, n, sum);
+}
+
 /* The bound of a band whose codes and stored scales are read here, failing
  * as dequantize fails on them (and as dq_weights_read did for verify): a
  * scale that is not finite and positive, then a NaN code. */
 static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, uint64_t row0,
                             uint64_t nrows, const unsigned char *src, const uint8_t *codes,
                             const unsigned char *raw, uint64_t sfirst, uint64_t scount,
-                            float *sf, float *se)
+                            float *sf, float *se, float *qbuf, fp8_quality *quality)
 {
     const fp8_verify *v = a->v;
     uint64_t N = it->cols, n = nrows * N, at = src_at(it, x, row0);
@@ -528,6 +550,8 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                     se[c0 + c] = sg;
             }
         bound_add(a, it, it->x->dtype, src + r * N * xs, codes + r * N, NULL, se, N, at + r * N);
+        quality_row(it->x->dtype, src + r * N * xs, codes + r * N, a->e4m3, NULL, se, N, qbuf,
+                    quality);
     }
     return FP8_OK;
 }
@@ -535,7 +559,8 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
 /* The bound of a band as dequantize reads it, for a weight whose scale is
  * not of the declared layout. */
 static fp8_status bound_dq(against *a, fp8_worker *w, ag_item *it, uint64_t x, uint64_t row0,
-                           uint64_t nrows, const unsigned char *src)
+                           uint64_t nrows, const unsigned char *src, float *qbuf,
+                           fp8_quality *quality)
 {
     uint64_t n = nrows * it->cols, at = src_at(it, x, row0);
     float *y = malloc(n * 4 + 4), *sc = malloc(n * 4 + 4);
@@ -543,6 +568,10 @@ static fp8_status bound_dq(against *a, fp8_worker *w, ag_item *it, uint64_t x, u
                             : fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
         bound_add(a, it, it->x->dtype, src, NULL, y, sc, n, at);
+    unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
+    for (uint64_t r = 0; !st && r < nrows; r++)
+        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, NULL, y + r * it->cols, NULL,
+                    it->cols, qbuf, quality);
     free(y);
     free(sc);
     return st;
@@ -674,10 +703,39 @@ static void group_add(against *a, ag_item *it, const fp8_group_bound *r, const v
  * packed weight, read as against_one reads every band. */
 static void packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
                         const unsigned char *src, const uint8_t *codes, const uint8_t *scales,
-                        uint8_t *q, uint8_t *sq)
+                        uint8_t *q, uint8_t *sq, float *qbuf, fp8_quality *quality)
 {
     uint32_t run = it->w.run;
     uint64_t n = nrows * it->cols, at = row0 * it->cols, xs = fp8_dtype_bits(it->x->dtype) / 8;
+    /* each row's values: an E2M1 code times its group's divisor (a NaN
+     * scale: NaN); INT4's as its dequantizer reads them */
+    const fp8_elem_traits *ce = fp8_elem_get(it->rule.scheme->elem),
+                          *se = fp8_elem_get(it->rule.scheme->scale_elem[0]);
+    bool e2m1 = fp8_scheme_has_group_bound(it->rule.scheme);
+    float value[16];
+    for (unsigned c = 0; e2m1 && c < 16; c++)
+        value[c] = ce->decode((uint8_t)c);
+    uint64_t sb = fp8_dtype_bits(it->s->dtype) / 8, bad_at;
+    for (uint64_t r = 0; run && r < nrows; r++) {
+        float *y = qbuf + it->cols;
+        double d = 0;
+        for (uint64_t c0 = 0, i = r * it->cols; e2m1 && c0 < it->cols; c0 += run, i += run) {
+            uint8_t sc = scales[i / run]; /* a row is whole groups, of an even run */
+            d = se->is_nan(sc) ? 0.0 / 0.0 : fp8_group_divisor(&it->rule, sc);
+            for (uint64_t k = 0; k < run; k += 2) {
+                uint8_t b = codes[(i + k) / 2];
+                y[c0 + k] = (float)(value[b & 0xF] * d);
+                y[c0 + k + 1] = (float)(value[b >> 4] * d);
+            }
+        }
+        if (!e2m1 && fp8_int4_dequant_row(codes + r * it->cols / 2, scales + r * it->cols / run * sb,
+                                          it->s->dtype, it->cols, run, FP8_DTYPE_F32, y,
+                                          &bad_at) == FP8_INT4_DEQ_BAD_SCALE)
+            for (uint64_t c = 0; c < it->cols; c++)
+                y[c] = 0.0f / 0.0f;
+        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, NULL, y, NULL, it->cols, qbuf,
+                    quality);
+    }
     for (uint64_t g = 0; it->bound && g < n / run; g++) {
         fp8_group_bound r;
         const unsigned char *x = src + g * run * xs;
@@ -798,13 +856,19 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
         st = fp8_file_read(w->ctx, fp8_checkpoint_shard(a->src, it->xshard), it->x, at * xs, src,
                            n * xs);
     fp8_worker_end_turn(w);
+    float *qbuf = st ? NULL : malloc(8 * it->cols + 8); /* quality_row's */
+    if (!st && !qbuf)
+        st = fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st && it->w.l) {
-        packed_band(a, it, row0, nrows, src, codes, raw, q, scales);
+        packed_band(a, it, row0, nrows, src, codes, raw, q, scales, qbuf, &a->job_quality[j]);
+        free(qbuf);
         return FP8_OK;
     }
     if (!st && it->bound && !a->floor_pass)
-        st = it->own ? bound_own(a, w, it, x, row0, nrows, src, codes, raw, sfirst, scount, sf, se)
-                     : bound_dq(a, w, it, x, row0, nrows, src);
+        st = it->own ? bound_own(a, w, it, x, row0, nrows, src, codes, raw, sfirst, scount, sf, se,
+                                 qbuf, &a->job_quality[j])
+                     : bound_dq(a, w, it, x, row0, nrows, src, qbuf, &a->job_quality[j]);
+    free(qbuf);
     if (!st && requant)
         requantize_band(a, it, x, row0, nrows, src, codes, raw, sfirst, q, scales);
     return st;
@@ -1084,6 +1148,45 @@ static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against 
     return FP8_OK;
 }
 
+static int cmp_stats(const void *x, const void *y)
+{
+    return strcmp(((const fp8_verify_stats *)x)->name, ((const fp8_verify_stats *)y)->name);
+}
+
+static int cmp_items(const void *x, const void *y)
+{
+    return strcmp((*(const ag_item *const *)x)->name, (*(const ag_item *const *)y)->name);
+}
+
+/* Each item's quality sums: its jobs', in order; the model's: the items',
+ * in name order; each FP8 weight's go to its statistics (fp8_verify_stats,
+ * in name order), where it has them. */
+static void against_quality(fp8_verify *v, against *a)
+{
+    const ag_item **order = fp8_xcalloc(a->n + 1, sizeof *order);
+    size_t n = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        ag_item *it = &a->items[i];
+        uint64_t jobs = it->band ? it->experts * fp8_ceil_div(it->rows, it->band) : 0;
+        for (uint64_t k = 0; k < jobs && it->first_job + k < a->njobs; k++)
+            fp8_quality_add(&it->quality, &a->job_quality[it->first_job + k]);
+        if (it->quality.elements && it->name && order)
+            order[n++] = it;
+    }
+    if (n)
+        qsort(order, n, sizeof *order, cmp_items);
+    for (size_t k = 0; k < n; k++) {
+        fp8_quality_add(&v->quality, &order[k]->quality);
+        fp8_verify_stats key = { .name = order[k]->name };
+        fp8_verify_stats *s = v->nstats ? bsearch(&key, v->stats, v->nstats, sizeof *v->stats,
+                                                  cmp_stats)
+                                        : NULL;
+        if (s)
+            s->quality = order[k]->quality;
+    }
+    free(order);
+}
+
 fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
                                 const volatile sig_atomic_t *cancel)
 {
@@ -1096,6 +1199,8 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
      * FP8 loops below leave alone; a packed tensor SRC holds as it is
      * (gpt-oss _blocks kept by quantize) is a kept tensor here */
     against a = { .v = v, .src = src, .src_path = src_path };
+    for (unsigned c = 0; c < 256; c++)
+        a.e4m3[c] = fp8_e4m3_to_f32((uint8_t)c);
     if ((st = packed_open(ctx, &a))) {
         packed_free(&a);
         fp8_checkpoint_close(src);
@@ -1160,8 +1265,12 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         if (!st)
             against_tensor_scales(&a);
     }
+    if (!st && !(a.job_quality = fp8_xcalloc(a.njobs + 1, sizeof *a.job_quality)))
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
         st = against_run(ctx, &a, threads, cancel, src_path);
+    if (!st)
+        against_quality(v, &a);
     for (size_t i = 0; i < a.n && !st; i++) {
         const ag_item *it = &a.items[i];
         if (it->w.l) {
@@ -1201,6 +1310,7 @@ out:
     free(a.amax);
     free(a.scale);
     free(a.scale_bits);
+    free(a.job_quality);
     pthread_mutex_destroy(&a.lock);
     fp8_quant_plan_free(a.plan);
     packed_free(&a);

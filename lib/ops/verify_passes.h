@@ -56,6 +56,7 @@ struct fp8_verify {
     fp8_dtype family_scale_dtype; /* its FP8 scales' (fp4_family_scale_dtype) */
     bool family_fp8_experts;      /* its experts are FP8, not packed */
     uint64_t saturated; /* codes at +-448 (atomic while scanning) */
+    uint64_t saturated_packed; /* packed codes at their element's largest magnitude (atomic) */
     bool has_model;     /* config.json has the dims parallelism splits */
     bool f32_model;     /* config.json's torch_dtype (or dtype) is float32 */
     bool f16_model;     /* ... is float16 (else bfloat16, when not float32) */
@@ -69,6 +70,7 @@ struct fp8_verify {
     char *first_unreproduced;
     fp8_verify_stats *stats; /* per FP8 weight, when values were scanned */
     size_t nstats;
+    fp8_quality quality; /* --against: over the weights compared (fp8_verify_quality) */
 };
 
 #define SERVING FP8_LOADERS_SERVING

@@ -10,6 +10,7 @@
 
 #include "ops/verify_passes.h"
 #include "io/checkpoint.h"
+#include "layout/fp4.h"
 #include "compute/quant_cpu.h"
 #include "ops/dequantize.h"
 #include "layout/kvscale.h"
@@ -19,11 +20,56 @@
 typedef struct {
     fp8_verify *v;
     size_t *weights; /* checkpoint indexes of the FP8 weights and scales to scan */
-    const fp4_layout **layout; /* each one's packed layout (fp4_layout_match), or NULL */
     size_t n;
     fp8_finding *found; /* one slot per job: at most one finding each */
-    fp8_verify_stats *stats; /* one slot per job: FP8 weights fill theirs */
+    fp8_verify_stats *stats; /* one slot per job: FP8 and packed weights fill theirs */
+    fp4_weight *layout; /* one slot per job: a packed weight's layout (l NULL: none) */
 } value_scan;
+
+/* A packed weight's codes (fp4.h's layouts, two a byte): codes at the
+ * element's largest magnitude (E2M1 +-6, INT4 7 and -8) and its groups of
+ * `run` codes that are all zeros, read a chunk at a time. */
+static fp8_status scan_packed(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t,
+                              fp8_file *f, const fp4_weight *pw, unsigned char *buf,
+                              fp8_verify_stats *out)
+{
+    const fp8_elem_traits *e = fp8_elem_get(pw->l->scheme->elem);
+    bool top[16], zero[16];
+    for (unsigned c = 0; c < 16; c++) {
+        float x = e->decode((uint8_t)c);
+        top[c] = x == e->max_finite || x == -e->max_finite ||
+                 (e->most_negative != 0 && x == e->most_negative);
+        zero[c] = x == 0;
+    }
+    uint8_t tops[256], zeros[256]; /* by byte: its two codes' */
+    for (unsigned b = 0; b < 256; b++) {
+        tops[b] = (uint8_t)(top[b & 0xF] + top[b >> 4]);
+        zeros[b] = zero[b & 0xF] & zero[b >> 4];
+    }
+    uint64_t nbytes = fp8_tensor_nbytes(t), run = pw->run ? pw->run : 2;
+    uint64_t per = run / 2 ? run / 2 : 1, left = per; /* bytes of a group; of this one */
+    unsigned all_zero = 1;
+    *out = (fp8_verify_stats){ t->name, 0, 0, nbytes / per, { 0, 0, 0, 0 } };
+    for (uint64_t off = 0; off < nbytes; off += v->chunk) {
+        size_t len = nbytes - off < v->chunk ? (size_t)(nbytes - off) : v->chunk;
+        fp8_status st = fp8_file_read(ctx, f, t, off, buf, len);
+        if (st)
+            return st;
+        uint64_t sat = 0;
+        for (size_t i = 0; i < len; i++) {
+            sat += tops[buf[i]];
+            all_zero &= zeros[buf[i]];
+            if (--left == 0) {
+                out->zero_groups += all_zero;
+                all_zero = 1;
+                left = per;
+            }
+        }
+        out->saturated += sat;
+    }
+    __atomic_add_fetch(&v->saturated_packed, out->saturated, __ATOMIC_RELAXED);
+    return FP8_OK;
+}
 
 /* The E4M3 codes of weight t, read a band of whole rows at a time so that
  * every scale group is a contiguous span of a row: NaN codes (the first
@@ -186,6 +232,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
     size_t shard;
     const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, sc->weights[j], &shard);
     fp8_file *f = fp8_checkpoint_shard(v->ck, shard);
+    const fp4_weight *pw = &sc->layout[j]; /* a packed weight's, or l NULL */
     const char *file = fp8_checkpoint_shard_name(v->ck, shard);
     uint64_t nbytes = fp8_tensor_nbytes(t), saturated = 0, first_nan = UINT64_MAX;
     unsigned esize = fp8_dtype_bits(t->dtype) / 8;
@@ -196,7 +243,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         narrow |= v->spec->model_dtype_scales[l] && fp8_has_suffix(t->name, "weight_scale") ? BIT(l) : 0;
     /* all-zero scale groups of a weight of the declared scheme: a byte per
      * group, set when a nonzero code is seen; (x, r, c) walk the elements */
-    bool groups = fp8_dtype_holds_codes(t->dtype) && v->format != FP8_FORMAT_DEFAULT &&
+    bool groups = !pw->l && fp8_dtype_holds_codes(t->dtype) && v->format != FP8_FORMAT_DEFAULT &&
                   (t->rank == 2 || t->rank == 3) && t->elements;
     uint64_t ngroups = 0;
     unsigned char *seen = NULL;
@@ -215,20 +262,13 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             return fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     }
     uint64_t overflow = UINT64_MAX;
-    if (sc->layout[j]) {
-        fp4_weight pw;
-        fp8_ctx *quiet = fp8_ctx_create(); /* a packed weight that falls short: check_one's */
-        fp8_status st = quiet ? FP8_OK : fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
-        if (!st && !fp4_weight_find(quiet, v->ck, t, shard, "checked", &pw) && pw.l) {
-            st = find_packed_overflow(w->ctx, v, t, f, &pw, w->buf[0], &overflow);
-            fp4_weight_free(&pw);
-        }
-        fp8_ctx_free(quiet);
-        if (st)
+    if (pw->l) { /* a packed weight's codes; one that falls short is check_one's */
+        fp8_status st = find_packed_overflow(w->ctx, v, t, f, pw, w->buf[0], &overflow);
+        if (st || (st = scan_packed(w->ctx, v, t, f, pw, w->buf[0], &sc->stats[j])))
             return st;
         nbytes = 0;
     }
-    if (fp8_dtype_holds_codes(t->dtype)) {
+    if (!pw->l && fp8_dtype_holds_codes(t->dtype)) {
         fp8_status st = scan_codes(w->ctx, v, t, f, w->buf[0], seen, &first_nan, &saturated);
         if (!st && seen)
             st = find_overflow(w->ctx, v, t, seen, ngroups, &overflow);
@@ -307,7 +347,7 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         uint64_t zero = 0;
         for (uint64_t g = 0; seen && g < ngroups; g++)
             zero += !seen[g];
-        sc->stats[j] = (fp8_verify_stats){ t->name, saturated, zero, ngroups };
+        sc->stats[j] = (fp8_verify_stats){ t->name, saturated, zero, ngroups, { 0, 0, 0, 0 } };
     }
     free(seen);
     return FP8_OK;
@@ -323,6 +363,11 @@ static void scan_describe(void *arg, size_t j, fp8_job_info *info)
     info->lane = ck_lane(sc->v->ck, shard, t, 0, 0, &info->offset);
 }
 
+static int cmp_stats(const void *x, const void *y)
+{
+    return strcmp(((const fp8_verify_stats *)x)->name, ((const fp8_verify_stats *)y)->name);
+}
+
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
 {
     value_scan sc = { .v = v };
@@ -330,16 +375,18 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     sc.weights = fp8_xcalloc(nt + 1, sizeof *sc.weights);
     sc.layout = fp8_xcalloc(nt + 1, sizeof *sc.layout);
     for (size_t i = 0; sc.weights && sc.layout && i < nt; i++) {
-        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, NULL);
-        char *sname = NULL, *out_name = NULL;
-        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &out_name);
-        free(sname);
-        free(out_name);
-        if (l) {
-            sc.layout[sc.n] = l;
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
+        /* a packed weight (one that falls short is verify_rules.c's finding) */
+        fp8_ctx *wctx = fp8_ctx_create();
+        fp4_weight pw = { 0 };
+        if (wctx && !fp4_weight_find(wctx, v->ck, t, shard, "checked", &pw) && pw.l) {
+            sc.layout[sc.n] = pw;
             sc.weights[sc.n++] = i;
+            fp8_ctx_free(wctx);
             continue;
         }
+        fp8_ctx_free(wctx);
         bool scale = fp8_has_suffix(t->name, "_scale_inv") || fp8_has_suffix(t->name, "_scale");
         long layer;
         if (kv_naming_of(t->name, &layer)) /* KV-cache scales: verify_kv.c's kv_scale_judge */
@@ -384,9 +431,13 @@ fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads)
     for (size_t j = 0; !st && sc.stats && j < sc.n; j++)
         if (sc.stats[j].name)
             v->stats[v->nstats++] = sc.stats[j];
+    if (v->nstats) /* a packed weight's name may sort before its tensor's */
+        qsort(v->stats, v->nstats, sizeof *v->stats, cmp_stats);
+    for (size_t j = 0; sc.layout && j < sc.n; j++)
+        fp4_weight_free(&sc.layout[j]);
+    free(sc.layout);
     free(sc.stats);
     free(sc.found);
     free(sc.weights);
-    free(sc.layout);
     return st;
 }
