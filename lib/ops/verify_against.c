@@ -88,7 +88,6 @@ typedef struct {
     size_t nmatrices;
     bool impossible;       /* quantize refuses a source value or scale: nothing to compare */
     fp8_quality *job_quality; /* by job: the quality sums of its rows, each row a span */
-    float e4m3[256];          /* each E4M3 code's value (quality_row) */
     pthread_mutex_t lock;
 } against;
 
@@ -496,17 +495,12 @@ static void bound_add(against *a, ag_item *it, fp8_dtype dt, const void *x, cons
 
 
 /* Adds the quality sums of one row (a span, fp8_quality) of n source
- * elements of dt at x against their dequantized values: y, or E4M3 codes q
- * (their values: lut) times scales s.  buf holds 2n floats. */
-static void quality_row(fp8_dtype dt, const void *x, const uint8_t *q, const float *lut,
-                        const float *y, const float *s, uint64_t n, float *buf, fp8_quality *sum)
+ * elements of dt at x against their dequantized values y.  buf holds n
+ * floats. */
+static void quality_row(fp8_dtype dt, const void *x, const float *y, uint64_t n, float *buf,
+                        fp8_quality *sum)
 {
     diff_to_f32(dt, x, n, buf);
-    if (q) {
-        for (uint64_t i = 0; i < n; i++)
-            buf[n + i] = lut[q[i]] * s[i];
-        y = buf + n;
-    }
     diff_quality_values(buf, y, n, sum);
 }
 
@@ -549,9 +543,13 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                 for (uint64_t c = 0; c < width; c++)
                     se[c0 + c] = sg;
             }
-        bound_add(a, it, it->x->dtype, src + r * N * xs, codes + r * N, NULL, se, N, at + r * N);
-        quality_row(it->x->dtype, src + r * N * xs, codes + r * N, a->e4m3, NULL, se, N, qbuf,
-                    quality);
+        /* decoded once: the bound and the quality sums read the same floats */
+        float *xf = qbuf, *yf = qbuf + N;
+        diff_to_f32(it->x->dtype, src + r * N * xs, N, xf);
+        for (uint64_t c0 = 0, g = k0; c0 < N; c0 += gcols, g++)
+            fp8_dequant_span(codes + r * N + c0, N - c0 < gcols ? N - c0 : gcols, sf[g], yf + c0);
+        bound_add(a, it, FP8_DTYPE_F32, xf, NULL, yf, se, N, at + r * N);
+        diff_quality_values(xf, yf, N, quality);
     }
     return FP8_OK;
 }
@@ -570,8 +568,7 @@ static fp8_status bound_dq(against *a, fp8_worker *w, ag_item *it, uint64_t x, u
         bound_add(a, it, it->x->dtype, src, NULL, y, sc, n, at);
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t r = 0; !st && r < nrows; r++)
-        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, NULL, y + r * it->cols, NULL,
-                    it->cols, qbuf, quality);
+        quality_row(it->x->dtype, src + r * it->cols * xs, y + r * it->cols, it->cols, qbuf, quality);
     free(y);
     free(sc);
     return st;
@@ -733,8 +730,7 @@ static void packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
                                           &bad_at) == FP8_INT4_DEQ_BAD_SCALE)
             for (uint64_t c = 0; c < it->cols; c++)
                 y[c] = 0.0f / 0.0f;
-        quality_row(it->x->dtype, src + r * it->cols * xs, NULL, NULL, y, NULL, it->cols, qbuf,
-                    quality);
+        quality_row(it->x->dtype, src + r * it->cols * xs, y, it->cols, qbuf, quality);
     }
     for (uint64_t g = 0; it->bound && g < n / run; g++) {
         fp8_group_bound r;
@@ -1199,8 +1195,6 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
      * FP8 loops below leave alone; a packed tensor SRC holds as it is
      * (gpt-oss _blocks kept by quantize) is a kept tensor here */
     against a = { .v = v, .src = src, .src_path = src_path };
-    for (unsigned c = 0; c < 256; c++)
-        a.e4m3[c] = fp8_e4m3_to_f32((uint8_t)c);
     if ((st = packed_open(ctx, &a))) {
         packed_free(&a);
         fp8_checkpoint_close(src);
