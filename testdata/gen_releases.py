@@ -155,6 +155,8 @@ CT_BLOCK = {"group": "block", "scale": "weight_scale", "dtype": "BF16"}
 MO_TENSOR = {"group": "tensor", "scale": "weight_scale", "dtype": "F32", "input": "input_scale"}
 # Mistral's FP8 (Ministral-3, Devstral-2): per-tensor F32 "weight_scale_inv" [] plus a static
 # "activation_scale" [] (SPEC §10; vLLM models/mistral3.py maps them to weight_scale / input_scale).
+# fbgemm FP8 (Llama-3.1-405B-Instruct-FP8): F32 "weight_scale" [out, 1] (see fam_fbgemm_fp8).
+FBGEMM_CHANNEL = {"group": "channel", "scale": "weight_scale", "dtype": "F32"}
 MISTRAL_TENSOR = {"group": "tensor", "scale": "weight_scale_inv", "dtype": "F32",
                   "input": "activation_scale"}
 
@@ -645,6 +647,57 @@ def fam_llama4_maverick(r):
     return c, {}, ["--tp", "8"]
 
 
+# Llama-3.1-405B-Instruct-FP8 (meta-llama), quant_method fbgemm_fp8. What the sources say:
+# - vLLM quantization/fbgemm_fp8.py FBGEMMFp8Config.from_config takes "modules_to_not_convert"
+#   and "activation_scale_ub" (get_from_keys: both required); get_quant_method gives every
+#   LinearBase not skipped by is_layer_skipped(prefix, modules_to_not_convert) the FP8 method,
+#   whose create_weights registers "weight" F8_E4M3 [out, in] and "weight_scale" F32 [out, 1]
+#   (ChannelQuantScaleParameter, output_dim 0: split with the rows under TP); activations are
+#   quantized per row at run time, bounded by activation_scale_ub (no input scale tensor).
+# - transformers integrations/fbgemm_fp8.py FbgemmFp8Linear: "weight_scale" F32 [out, 1], the
+#   bound a non-persistent buffer (not in the checkpoint); quantizers/quantizer_fbgemm_fp8.py
+#   needs fbgemm-gpu on a CUDA GPU of capability 9.0.
+# - a config with activation_scale_ub 1200.0 beside quant_method fbgemm_fp8 (a test of another
+#   project quotes the pair); the value is kept.
+# NOT established from a source read here: which modules the release lists in
+# modules_to_not_convert (this copy lists layer 0's MLP, every attention projection and lm_head,
+# as the Llama 3 paper's FP8 section describes: FFN layers only, first and last layer kept;
+# recalled), and the checkpoint's scale dtype (F32 as both loaders' parameters). Served at TP 8:
+# hidden 80, 8 heads of 10, 2 KV heads, intermediate 48 (the corpus stays under 6 MB).
+def fam_fbgemm_fp8(r):
+    skip = ["model.layers.%d.self_attn.%s" % (L, m) for L in range(2)
+            for m in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    skip += ["model.layers.0.mlp.%s" % m for m in ("gate_proj", "up_proj", "down_proj")]
+    c = llama_config({"activation_scale_ub": 1200.0, "modules_to_not_convert": skip + ["lm_head"],
+                      "quant_method": "fbgemm_fp8"}, hidden=80, inter=48)
+    c.update(num_hidden_layers=2, head_dim=10)   # 8 heads of 10, as llama4-maverick-fp8
+    hs, hd = c["hidden_size"], c["head_dim"]
+    r.bf16("model.embed_tokens.weight", (V, hs))
+    for layer, q in ((0, None), (1, FBGEMM_CHANNEL)):
+        p = "model.layers.%d." % layer
+        norms(r, p, hs)
+        llama_attn(r, p, LHEADS, LKV, hd, hs, None)
+        mlp(r, p + "mlp.", hs, c["intermediate_size"], q)
+    r.norm("model.norm.weight", hs)
+    r.bf16("lm_head.weight", (V, hs))
+    return c, {}, ["--tp", "8"]
+
+
+# planted defects of the FP8 families (each a valid copy with one thing broken; EXPECT.json
+# "defect": the finding verify must give), written with gen_fp4.DEFECTS
+def defect_fbgemm_no_scale(r):
+    # a weight_scale lost: vLLM's FBGEMMFp8LinearMethod leaves the parameter at its fill
+    # (torch.finfo(float32).min) and computes garbage; verify names the weight (missing-scale)
+    c, side, serve = fam_fbgemm_fp8(r)
+    del r.tensors[gen_fp4.tensor_index(r, "model.layers.1.mlp.up_proj.weight_scale")]
+    return c, side, serve, {"rule": "missing-scale", "tensor": "model.layers.1.mlp.up_proj.weight"}
+
+
+DEFECTS_FP8 = [
+    ("defect-fbgemm-no-scale", defect_fbgemm_no_scale),
+]
+
+
 FAMILIES = [
     ("deepseek-v3", fam_deepseek_v3),
     ("deepseek-v3.1", fam_deepseek_v31),
@@ -660,6 +713,7 @@ FAMILIES = [
     ("minimax-m2", fam_minimax_m2),
     ("mistral-fp8", fam_mistral_fp8),
     ("llama4-maverick-fp8", fam_llama4_maverick),
+    ("fbgemm-fp8", fam_fbgemm_fp8),
 ]
 
 
@@ -734,7 +788,7 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "releases")
     gen_fp4.self_test()
-    for family, build in FAMILIES + gen_fp4.FAMILIES_FP4 + gen_fp4.DEFECTS:
+    for family, build in FAMILIES + gen_fp4.FAMILIES_FP4 + gen_fp4.DEFECTS + DEFECTS_FP8:
         write_release(outdir, family, build)
 
 

@@ -87,6 +87,8 @@ OWN = {
     "redhat-fp8-block": ("compressed-tensors", "block"),
     "glm-4.5-fp8": ("hf-fp8", "block"),
     "modelopt-fp8": ("modelopt", "tensor"), "modelopt-fp8-old": ("modelopt", "tensor"),
+    # read, not written (fp8conv-formats(5), fbgemm FP8): converted one way
+    "fbgemm-fp8": ("fbgemm-fp8", "channel"),
 }
 # the 2026 FP4 families (issue 25): family -> its layout, in words
 FP4 = {
@@ -105,7 +107,9 @@ DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp
           # nvfp4-modelopt's tensors under nvfp4-ct's config: [format-mismatch]
           "defect-nvfp4-format-mismatch",
           # k_proj's NVFP4 global scale not q/k/v's shared one: [fused-global-scale]
-          "defect-nvfp4-fused-global"}
+          "defect-nvfp4-fused-global",
+          # fbgemm-fp8 with one weight_scale lost: [missing-scale] on its weight
+          "defect-fbgemm-no-scale"}
 TWIN = ("nvfp4-modelopt", "nvfp4-ct")
 
 # The (scheme, format) pairs fp8conv writes (fp8conv-formats(5); `convert` names them when asked
@@ -134,6 +138,10 @@ DESIGNED = {
     },
     "modelopt-fp8": {
         "like": (3, STATIC, "ModelOpt FP8 static input_scale: --like refuses (issue 24 item 7)"),
+    },
+    "fbgemm-fp8": {
+        "like": (3, "is not written", "fbgemm_fp8 is read, not written: --like refuses and "
+                 "names compressed-tensors channel (issue 44)"),
     },
     "modelopt-fp8-old": {
         "like": (3, STATIC, "ModelOpt FP8 (hf_quant_config.json only), static input_scale: "
@@ -234,7 +242,7 @@ def check_export(fp8conv, rel, expect, out):
 
 def scale_mismatch(directory, scheme):
     """The first FP8 weight whose scale shape does not fit `scheme` (tensor: [] or [1]; channel:
-    [out, 1]; block: [ceil(out/128), ceil(in/128)]), or None."""
+    [out, 1], or [out] as ModelOpt writes it; block: [ceil(out/128), ceil(in/128)]), or None."""
     tensors = st_tensors(directory)
     for name, (dtype, shape, _) in sorted(tensors.items()):
         if dtype != "F8_E4M3" or not name.endswith(".weight"):
@@ -243,7 +251,7 @@ def scale_mismatch(directory, scheme):
         if scale is None:
             return "%s has no weight_scale or weight_scale_inv" % name
         out, inp = shape[-2], shape[-1]
-        fits = {"tensor": scale[1] in ([], [1]), "channel": scale[1] == [out, 1],
+        fits = {"tensor": scale[1] in ([], [1]), "channel": scale[1] in ([out, 1], [out]),
                 "block": scale[1] == [-(-out // 128), -(-inp // 128)]}
         if not fits[scheme]:
             return "%s: scale shape %s is not %s scaling" % (name, scale[1], scheme)
@@ -485,6 +493,14 @@ REAL_DIMS = {
         "docs/vllm_deploy_guide_cn.md: --tensor-parallel-size 4, and 8 only with "
         "--enable_expert_parallel (EP 8); TP 8 without EP is checked as a layout that must not "
         "load"),
+    "fbgemm-fp8": ("meta-llama/Llama-3.1-405B-Instruct-FP8", {
+        # Llama-3.1-405B: four independent model tables quote the same numbers (hidden 16384,
+        # intermediate 53248, 128 heads, 8 KV heads, head_dim 128; find_string query
+        # "intermediate_size": 53248); per-row scales: no block constraint
+        "hidden_size": 16384, "intermediate_size": 53248, "num_attention_heads": 128,
+        "num_key_value_heads": 8, "head_dim": 128},
+        NODE + ((16, 1),), "dims: Llama-3.1-405B as four model tables quote it; layouts: one node "
+        "and two"),
     "mistral-fp8": ("mistralai/Ministral-3-3B-Instruct-2512", {
         # Ministral-3-3B text_config as a benchmark's MODEL_CONFIG_SIGNATURES pins it; head_dim
         # not quoted there (removed: per-tensor scales make it irrelevant to loading)
