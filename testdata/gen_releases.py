@@ -45,7 +45,7 @@ E4M3 = ml_dtypes.float8_e4m3fn
 F32 = np.float32
 NP = {"BF16": BF16, "F16": np.float16, "F32": np.float32}
 BINDING = {"F8_E4M3": "float8_e4m3fn", "F32": "float32", "BF16": "bfloat16", "F16": "float16",
-           "U8": "uint8", "I8": "int8", "F8_E8M0": "float8_e8m0fnu"}
+           "U8": "uint8", "I8": "int8", "F8_E8M0": "float8_e8m0fnu", "I32": "int32", "I64": "int64"}
 H = 136      # hidden size: 128 + 8, a partial second block
 V = 32       # vocabulary (the corpus stays under 4 MB)
 SHARD_BYTES = 160 * 1024   # shard size, so that the bigger copies have two shards and an index
@@ -115,9 +115,33 @@ class Release:
         value = (codes.astype(F32) * full.astype(F32)).astype(F32).astype(BF16)
         self.sha[name] = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
 
+    def int4(self, name, out, inp, group):
+        """A symmetric INT4 weight as compressed-tensors pack-quantized writes it (fp8conv-formats(5),
+        INT4 WEIGHT ONLY, from compressors/pack_quantized/helpers.py pack_to_int32): weight_packed
+        I32 [out, inp/8], code q + 8 in bits 4(k mod 8) of word k/8; weight_scale in the weight's
+        dtype (BF16) [out, inp/group], amax / 7.5 of the group (quantization/utils/helpers.py
+        calculate_qparams: max(|min|, |max|) / ((q_max - q_min) / 2)); weight_shape I64 [2]."""
+        w = (self.rng(name).standard_normal((out, inp)) * 0.02).astype(F32).astype(BF16).astype(F32)
+        g = w.reshape(out, inp // group, group)
+        s = (np.abs(g).max(axis=2) / F32(7.5)).astype(F32).astype(BF16)
+        full = np.repeat(s.astype(F32), group, axis=1)
+        q = np.clip(np.rint(w / full), -8, 7).astype(np.int64)
+        nib = (q + 8).reshape(out, inp // 8, 8)
+        packed = np.zeros((out, inp // 8), np.uint32)
+        for k in range(8):
+            packed |= (nib[:, :, k].astype(np.uint32) << np.uint32(4 * k))
+        base = name[: -len(".weight")]
+        self.add(base + ".weight_packed", "I32", packed.view(np.int32), exported=False)
+        self.add(base + ".weight_scale", "BF16", s, exported=False)
+        self.add(base + ".weight_shape", "I64", np.array([out, inp], np.int64), exported=False)
+        self.export.append(name)
+        gen_fp4.expect(self, name, q.astype(np.float64) * full.astype(np.float64))
+
     def linear(self, name, out, inp, q):
         if q is None:
             self.bf16(name, (out, inp))
+        elif q.get("int4"):
+            self.int4(name, out, inp, q["int4"])
         else:
             self.fp8(name, out, inp, q)
 
@@ -269,7 +293,7 @@ def mla_attn(r, p, c, q):
     r.linear(p + "self_attn.o_proj.weight", c["hidden_size"], heads * c["v_head_dim"], q)
 
 
-def deepseek_moe(r, p, c, q):
+def deepseek_moe(r, p, c, q, experts_q="same"):
     """DeepSeek-V3 MoE: router mlp.gate.weight BF16 and mlp.gate.e_score_correction_bias F32 (vllm
     deepseek_v2.py DeepseekV2MoE: the gate is a ReplicatedLinear with quant_config None), routed
     experts mlp.experts.E.{gate,up,down}_proj, shared experts mlp.shared_experts.*."""
@@ -277,7 +301,7 @@ def deepseek_moe(r, p, c, q):
     r.bf16(p + "mlp.gate.weight", (c["n_routed_experts"], hs))
     r.f32(p + "mlp.gate.e_score_correction_bias", (c["n_routed_experts"],))
     for e in range(c["n_routed_experts"]):
-        mlp(r, p + "mlp.experts.%d." % e, hs, mi, q)
+        mlp(r, p + "mlp.experts.%d." % e, hs, mi, q if experts_q == "same" else experts_q)
     mlp(r, p + "mlp.shared_experts.", hs, mi * c["n_shared_experts"], q)
 
 
@@ -314,7 +338,7 @@ def deepseek_config(model_type="deepseek_v3", layers=1, mtp=1, qc=None):
     }
 
 
-def deepseek_body(r, c, q):
+def deepseek_body(r, c, q, experts_q="same"):
     r.bf16("model.embed_tokens.weight", (V, c["hidden_size"]))
     n = c["num_hidden_layers"]
     for i in range(n + c["num_nextn_predict_layers"]):
@@ -324,7 +348,7 @@ def deepseek_body(r, c, q):
         if i < c["first_k_dense_replace"]:
             mlp(r, p + "mlp.", c["hidden_size"], c["intermediate_size"], q)
         else:
-            deepseek_moe(r, p, c, q)
+            deepseek_moe(r, p, c, q, experts_q)
         if i >= n:   # the MTP layer: index num_hidden_layers (61 in DeepSeek-V3)
             mtp_extras(r, p, c["hidden_size"])
     r.norm("model.norm.weight", c["hidden_size"])
@@ -350,6 +374,23 @@ def fam_kimi_k2(r):
     # (vllm registry maps it onto deepseek_v2.py; config_kimi_k2 keys as DeepSeek-V3's)
     c = deepseek_config(model_type="kimi_k2", layers=2, mtp=0, qc=dict(HF_FP8))
     deepseek_body(r, c, BLOCK_F32)
+    return c, {}, ["--tp", "1", "--ep", "2"]
+
+
+# Kimi-K2-Thinking (moonshotai): Kimi-K2's model (fam_kimi_k2) with only the routed experts INT4,
+# compressed-tensors pack-quantized, symmetric, group 32; attention, shared experts, the dense layer
+# and lm_head BF16 by its ignore list. The quantization_config is testdata/int4/kimi-k2-thinking's
+# (fp8conv-formats(5), INT4 WEIGHT ONLY, gives its sources); vLLM loads the experts with
+# compressed_tensors_moe.py CompressedTensorsWNA16MoEMethod. Hidden 64 and expert width 32 (every
+# K a multiple of the group 32, as Kimi's 7168 and 2048 are), MLA ranks 32.
+def fam_kimi_k2_thinking(r):
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "int4", "kimi-k2-thinking", "config.json"), encoding="utf-8") as f:
+        qc = json.load(f)["quantization_config"]
+    c = deepseek_config(model_type="kimi_k2", layers=2, mtp=0, qc=qc)
+    c.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, q_lora_rank=32,
+             kv_lora_rank=32)
+    deepseek_body(r, c, None, {"int4": 32})
     return c, {}, ["--tp", "1", "--ep", "2"]
 
 
@@ -693,8 +734,18 @@ def defect_fbgemm_no_scale(r):
     return c, side, serve, {"rule": "missing-scale", "tensor": "model.layers.1.mlp.up_proj.weight"}
 
 
+def defect_int4_no_scale(r):
+    # kimi-k2-thinking with one expert's INT4 weight_scale lost: vLLM's WNA16 MoE method leaves
+    # that expert's scales unset; verify names the packed weight (missing-scale)
+    c, side, serve = fam_kimi_k2_thinking(r)
+    del r.tensors[gen_fp4.tensor_index(r, "model.layers.1.mlp.experts.1.up_proj.weight_scale")]
+    return c, side, serve, {"rule": "missing-scale",
+                            "tensor": "model.layers.1.mlp.experts.1.up_proj.weight_packed"}
+
+
 DEFECTS_FP8 = [
     ("defect-fbgemm-no-scale", defect_fbgemm_no_scale),
+    ("defect-kimi-int4-no-scale", defect_int4_no_scale),
 ]
 
 
@@ -714,6 +765,7 @@ FAMILIES = [
     ("mistral-fp8", fam_mistral_fp8),
     ("llama4-maverick-fp8", fam_llama4_maverick),
     ("fbgemm-fp8", fam_fbgemm_fp8),
+    ("kimi-k2-thinking", fam_kimi_k2_thinking),
 ]
 
 

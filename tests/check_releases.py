@@ -33,6 +33,9 @@ inspect-json, verify, verify-strict and
                    verifies clean, equals the input under
                    `diff --dequant` and exports the same bytes
 
+The INT4 copy of issue 44 (kimi-k2-thinking: compressed-tensors pack-quantized experts) is checked as
+the FP4 ones, and `like` too (LIKE_4BIT).
+
 and the planted-defect copies (DEFECT below: one broken thing each) inspect, inspect-json and
 
     defect         `verify` exits 1 with exactly one error, of EXPECT.json's rule, naming its tensor
@@ -99,7 +102,12 @@ FP4 = {
     "nvfp4-modelopt-amax": "as nvfp4-modelopt, weight_scale_2 = amax / 2688 (not a power of two)",
     "nvfp4-ct-amax": "as nvfp4-ct, weight_global_scale = 2688 / amax in bf16 (not a power of two)",
     "mxfp4-ct": "MXFP4 mxfp4-pack-quantized: weight_packed, U8 E8M0 weight_scale (bias 127)",
+    # issue 44: not FP4, but a packed 4-bit layout checked the same way
+    "kimi-k2-thinking": "INT4 pack-quantized routed experts: weight_packed I32, BF16 weight_scale "
+                        "[N, K/32], weight_shape I64; the rest BF16 by the ignore list",
 }
+# the 4-bit families whose layout quantize --like writes: `like` as for the FP8 families
+LIKE_4BIT = {"kimi-k2-thinking"}
 # the planted-defect copies: each is a valid FP4 copy with one thing broken (EXPECT.json "defect")
 DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp4-scale-shape",
           # compressed-tensors 0.13.0's MXFP4 scales, bias 125 (version 0.13.0): [scale-bias]
@@ -109,7 +117,9 @@ DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp
           # k_proj's NVFP4 global scale not q/k/v's shared one: [fused-global-scale]
           "defect-nvfp4-fused-global",
           # fbgemm-fp8 with one weight_scale lost: [missing-scale] on its weight
-          "defect-fbgemm-no-scale"}
+          "defect-fbgemm-no-scale",
+          # kimi-k2-thinking with one expert's INT4 weight_scale lost: [missing-scale]
+          "defect-kimi-int4-no-scale"}
 TWIN = ("nvfp4-modelopt", "nvfp4-ct")
 
 # The (scheme, format) pairs fp8conv writes (fp8conv-formats(5); `convert` names them when asked
@@ -352,6 +362,8 @@ def fp4_checks(fp8conv, family, rel, tmp):
         ]
     if family in CASTS:
         todo.append(("cast", lambda: check_cast(fp8conv, rel, CASTS[family], tmp)))
+    if family in LIKE_4BIT:
+        todo.append(("like", lambda: check_like(fp8conv, rel, os.path.join(tmp, "export"), tmp)))
     if family == TWIN[1]:
         twin = os.path.join(os.path.dirname(rel), TWIN[0])
         todo.append(("twin", lambda: step(fp8conv, "diff --dequant " + TWIN[0], "diff", "-q",

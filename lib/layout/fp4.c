@@ -175,6 +175,9 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .name = "compressed-tensors int4", .weight_suffix = ".weight_packed",
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_I32,
         .scale_dtype = FP8_DTYPE_BF16, .weight_rank = 2, .scheme = &int4,
+        /* an I32 weight_packed is pack-quantized whatever else is there: one
+         * whose scale is lost is missing-scale, not a plain tensor (issue 44) */
+        .by_name = true,
         .source = "compressed-tensors compressors/pack_quantized/base.py, helpers.py",
         .decl_method = "compressed-tensors", .decl_key = "format",
         .decl_value = "pack-quantized", .decl_exclusive = true,

@@ -712,13 +712,22 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
          * replace_with_fp8_linear replaces nn.Linear; llm-compressor and
          * ModelOpt target Linear modules), so the releases' ignore lists never
          * name embed_tokens, and need not */
+        /* nor is a DeepSeek-style router, the module holding
+         * e_score_correction_bias (DeepSeek-V3, Kimi-K2, GLM-4.5): transformers'
+         * DeepseekV3TopkRouter is an nn.Module with a weight Parameter, no
+         * nn.Linear a "Linear" target names, and vLLM's deepseek_v2.py builds
+         * the gate with quant_config None; Kimi-K2-Thinking's ignore list does
+         * not name it */
         const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts);
         if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
             (fp8_dtype_is_float(t->dtype) || t->dtype == FP8_DTYPE_F64) &&
             fp8_has_suffix(t->name, ".weight") && !(keep && !strcmp(keep, "embedding"))) {
-            char module[1024];
+            char module[1024], bias[1100];
             snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
-            if (!ignored(v, module))
+            snprintf(bias, sizeof bias, "%s.e_score_correction_bias", module);
+            bool topk_router = keep && !strcmp(keep, "MoE router") &&
+                               fp8_checkpoint_find(ck, bias, NULL);
+            if (!topk_router && !ignored(v, module))
                 st = verify_add(ctx, v, FP8_SEV_WARNING, "not-in-ignore-list",
                          "%s: %s stays %s but '%s' is not in the config's ignore list", file,
                          t->name, fp8_dtype_name(t->dtype), module);
