@@ -724,6 +724,37 @@ def fam_fbgemm_fp8(r):
     return c, {}, ["--tp", "8"]
 
 
+# Mistral's native format (consolidated.safetensors + params.json), as vLLM reads it with
+# --load-format mistral: models/llama.py MistralForCausalLM.mistral_mapping renames layers.L.attention.wq
+# / wk / wv / wo, feed_forward.w1 / w2 / w3, attention_norm, ffn_norm, tok_embeddings, output, norm, and
+# qscale_weight -> weight_scale, qscale_act -> input_scale; transformers_utils/configs/mistral.py
+# _remap_mistral_quantization_args reads params.json "quantization": qformat_weight "fp8_e4m3" and
+# qscheme_act "TENSOR" (static) or "NO_SCALES" (dynamic) as quant_method fp8, per tensor. params.json
+# keys dim, n_layers, head_dim, hidden_dim, n_heads, n_kv_heads, norm_eps, vocab_size, rope_theta
+# (the same file's config mapping). NOT established: the scales' dtype and shape (F32 [] here, as the
+# HF-format mistral-fp8). fp8conv refuses the format (fp8conv-formats(5), Mistral native format).
+def fam_mistral_native(r):
+    params = {"dim": LH, "head_dim": LHD, "hidden_dim": LINTER, "n_heads": LHEADS,
+              "n_kv_heads": LKV, "n_layers": 1, "norm_eps": 1e-05, "rope_theta": 1000000.0,
+              "vocab_size": V, "quantization": {"qformat_weight": "fp8_e4m3", "qscheme_act": "TENSOR"}}
+    q = {"group": "tensor", "scale": "qscale_weight", "dtype": "F32"}
+    r.bf16("tok_embeddings.weight", (V, LH))
+    p = "layers.0."
+    r.norm(p + "attention_norm.weight", LH)
+    for nm, out, inp in (("wq", LHEADS * LHD, LH), ("wk", LKV * LHD, LH), ("wv", LKV * LHD, LH),
+                         ("wo", LH, LHEADS * LHD)):
+        r.fp8(p + "attention.%s.weight" % nm, out, inp, q)
+        r.static_scale(p + "attention.%s.qscale_act" % nm, ())
+    r.norm(p + "ffn_norm.weight", LH)
+    for nm, out, inp in (("w1", LINTER, LH), ("w3", LINTER, LH), ("w2", LH, LINTER)):
+        r.fp8(p + "feed_forward.%s.weight" % nm, out, inp, q)
+        r.static_scale(p + "feed_forward.%s.qscale_act" % nm, ())
+    r.norm("norm.weight", LH)
+    r.bf16("output.weight", (V, LH))
+    r.single_name = "consolidated.safetensors"
+    return None, {"params.json": params}, ["--tp", "8"]
+
+
 # planted defects of the FP8 families (each a valid copy with one thing broken; EXPECT.json
 # "defect": the finding verify must give), written with gen_fp4.DEFECTS
 def defect_fbgemm_no_scale(r):
@@ -766,6 +797,7 @@ FAMILIES = [
     ("llama4-maverick-fp8", fam_llama4_maverick),
     ("fbgemm-fp8", fam_fbgemm_fp8),
     ("kimi-k2-thinking", fam_kimi_k2_thinking),
+    ("mistral-native-fp8", fam_mistral_native),
 ]
 
 
@@ -812,7 +844,7 @@ def write_release(outdir, family, build):
     if cur:
         shards.append(cur)
     if len(shards) == 1:
-        write_shard(os.path.join(d, "model.safetensors"), shards[0])
+        write_shard(os.path.join(d, getattr(r, "single_name", "model.safetensors")), shards[0])
     else:
         wmap = {}
         for i, items in enumerate(shards):
@@ -822,7 +854,8 @@ def write_release(outdir, family, build):
         total = sum(t[2].nbytes for t in r.tensors)
         write_json(os.path.join(d, "model.safetensors.index.json"),
                    {"metadata": {"total_size": total}, "weight_map": dict(sorted(wmap.items()))})
-    write_json(os.path.join(d, "config.json"), config)
+    if config is not None:   # Mistral's native format has params.json instead
+        write_json(os.path.join(d, "config.json"), config)
     for fn, obj in side.items():
         write_json(os.path.join(d, fn), obj)
     expect = {"export_tensors": sorted(r.export), "export_bf16_sha256": dict(sorted(r.sha.items())),

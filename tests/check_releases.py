@@ -36,6 +36,10 @@ inspect-json, verify, verify-strict and
 The INT4 copy of issue 44 (kimi-k2-thinking: compressed-tensors pack-quantized experts) is checked as
 the FP4 ones, and `like` too (LIKE_4BIT).
 
+A layout fp8conv refuses by design (REFUSED: Mistral's native format) gets one check per command:
+inspect, inspect-json, verify (exit 1, that one error), export, convert-compressed-tensors, like
+(quantize --like it) and twin (diff --dequant of it), each refusing with one message (exit 3).
+
 and the planted-defect copies (DEFECT below: one broken thing each) inspect, inspect-json and
 
     defect         `verify` exits 1 with exactly one error, of EXPECT.json's rule, naming its tensor
@@ -121,6 +125,10 @@ DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp
           # kimi-k2-thinking with one expert's INT4 weight_scale lost: [missing-scale]
           "defect-kimi-int4-no-scale"}
 TWIN = ("nvfp4-modelopt", "nvfp4-ct")
+# layouts fp8conv refuses, by design (issue 44): family -> the phrase every command's one message
+# holds. Each command is a check: verify exits 1 with that one error, every other command exits 3
+# with it (inspect, inspect --json, export, convert, quantize --like it, verify --like it, diff)
+REFUSED = {"mistral-native-fp8": "Mistral's native format"}
 
 # The (scheme, format) pairs fp8conv writes (fp8conv-formats(5); `convert` names them when asked
 # for another). A family is converted to each other format its scheme pairs with, and back to its
@@ -368,6 +376,35 @@ def fp4_checks(fp8conv, family, rel, tmp):
         twin = os.path.join(os.path.dirname(rel), TWIN[0])
         todo.append(("twin", lambda: step(fp8conv, "diff --dequant " + TWIN[0], "diff", "-q",
                                           "--dequant", twin, rel)))
+    for name, fn in todo:
+        try:
+            fn()
+            checks[(family, name)] = (0, "")
+        except Failed as e:
+            checks[(family, name)] = (e.outcome, e.detail)
+
+
+def refused_checks(fp8conv, family, rel, tmp):
+    """Every command refuses the layout with one message holding REFUSED[family]."""
+    phrase, sample = REFUSED[family], "testdata/llama-tiny"
+    def refused(want_rc, *args):
+        rc, out, err = run([fp8conv] + list(args))
+        lines = [ln for ln in (out + err).splitlines() if phrase in ln]
+        errors = [ln for ln in (out + err).splitlines() if ln.startswith("error [")]
+        if rc != want_rc or len(lines) != 1 or (want_rc == 1 and len(errors) != 1):
+            raise Failed(rc if rc != want_rc else "values", "%s: exit %s, %d lines with '%s': %s"
+                         % (args[0], rc, len(lines), phrase, last_line(err or out)))
+    todo = [
+        ("inspect", lambda: refused(3, "inspect", rel)),
+        ("inspect-json", lambda: refused(3, "inspect", "--json", rel)),
+        ("verify", lambda: refused(1, "verify", rel)),
+        ("export", lambda: refused(3, "dequantize-for-export", rel, os.path.join(tmp, "e"))),
+        ("convert-compressed-tensors", lambda: refused(3, "convert", "--format",
+                                                       "compressed-tensors", rel,
+                                                       os.path.join(tmp, "c"))),
+        ("like", lambda: refused(3, "quantize", "--like", rel, sample, os.path.join(tmp, "l"))),
+        ("twin", lambda: refused(3, "diff", "--dequant", rel, rel)),
+    ]
     for name, fn in todo:
         try:
             fn()
@@ -699,7 +736,7 @@ def main():
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     root = "testdata/releases"
     families = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
-    unknown = sorted(set(families) ^ (set(OWN) | set(FP4) | DEFECT))
+    unknown = sorted(set(families) ^ (set(OWN) | set(FP4) | DEFECT | set(REFUSED)))
     passed = failed = known = designed = 0
     if unknown:
         print("check-releases: FAIL: families not in the driver's table, or missing: " + ", ".join(unknown))
@@ -711,12 +748,13 @@ def main():
     else:
         passed += 1
     for family in families:
-        if family not in OWN and family not in FP4 and family not in DEFECT:
+        if family not in OWN and family not in FP4 and family not in DEFECT and \
+                family not in REFUSED:
             continue
         tmp = tempfile.mkdtemp(prefix="check_releases.")
         try:
-            (family_checks if family in OWN else fp4_checks)(fp8conv, family,
-                                                              os.path.join(root, family), tmp)
+            (family_checks if family in OWN else refused_checks if family in REFUSED
+             else fp4_checks)(fp8conv, family, os.path.join(root, family), tmp)
             for row in sorted(r for r in REAL_DIMS if r.split("+")[0] == family):
                 tp_real_checks(fp8conv, row, os.path.join(root, family), tmp)
         finally:
