@@ -394,6 +394,37 @@ def fam_kimi_k2_thinking(r):
     return c, {}, ["--tp", "1", "--ep", "2"]
 
 
+# DeepSeek-V3.2-Exp: DeepSeek-V3 with a sparse-attention indexer per layer,
+# self_attn.indexer.{wq_b, wk, k_norm, weights_proj}. vLLM models/deepseek_v2.py Indexer builds wq_b
+# and wk with the model's quant_config (ReplicatedLinear), k_norm a LayerNorm (weight and bias) and
+# weights_proj a ReplicatedLinear with quant_config None; SGLang layers/attention/nsa/nsa_indexer.py
+# the same ("weight_proj is not quantized"). Config keys index_n_heads, index_head_dim, index_topk
+# (the same Indexer reads them), architectures DeepseekV32ForCausalLM, model_type deepseek_v32.
+# NOT established from the release's files: k_norm's dtype (BF16 here) and the wq_b/wk scales
+# (F32 128x128 as the rest of the model). One dense layer, no MoE or MTP layer (the corpus stays
+# under 6 MB: deepseek-v3 covers those); index_n_heads 2, index_head_dim 128.
+def fam_deepseek_v32_exp(r):
+    c = deepseek_config(model_type="deepseek_v32", layers=1, mtp=0, qc=dict(HF_FP8))
+    c.update(architectures=["DeepseekV32ForCausalLM"], index_head_dim=128, index_n_heads=2,
+             index_topk=16)
+    hs = c["hidden_size"]
+    r.bf16("model.embed_tokens.weight", (V, hs))
+    p = "model.layers.0."
+    norms(r, p, hs)
+    mla_attn(r, p, c, BLOCK_F32)
+    ip = p + "self_attn.indexer."
+    r.linear(ip + "wq_b.weight", c["index_n_heads"] * c["index_head_dim"], c["q_lora_rank"],
+             BLOCK_F32)
+    r.linear(ip + "wk.weight", c["index_head_dim"], hs, BLOCK_F32)
+    r.norm(ip + "k_norm.weight", c["index_head_dim"])
+    r.bf16(ip + "k_norm.bias", (c["index_head_dim"],))
+    r.bf16(ip + "weights_proj.weight", (c["index_n_heads"], hs))
+    mlp(r, p + "mlp.", hs, c["intermediate_size"], BLOCK_F32)
+    r.norm("model.norm.weight", hs)
+    r.bf16("lm_head.weight", (V, hs))
+    return c, {}, ["--tp", "1"]
+
+
 def qwen3_config(arch, mt, heads, kv, hd, inter, tie, qc, **extra):
     c = {"architectures": [arch], "attention_bias": False, "attention_dropout": 0.0,
          "bos_token_id": 0, "eos_token_id": 1, "head_dim": hd, "hidden_act": "silu",
@@ -784,6 +815,7 @@ FAMILIES = [
     ("deepseek-v3", fam_deepseek_v3),
     ("deepseek-v3.1", fam_deepseek_v31),
     ("kimi-k2", fam_kimi_k2),
+    ("deepseek-v3.2-exp", fam_deepseek_v32_exp),
     ("qwen3-fp8", fam_qwen3),
     ("qwen3-4b-instruct-2507-fp8", fam_qwen3_4b_2507),
     ("qwen3-moe-fp8", fam_qwen3_moe),

@@ -87,6 +87,7 @@ CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "ex
 OWN = {
     "deepseek-v3": ("hf-fp8", "block"), "deepseek-v3.1": ("hf-fp8", "block"),
     "kimi-k2": ("hf-fp8", "block"), "qwen3-fp8": ("hf-fp8", "block"),
+    "deepseek-v3.2-exp": ("hf-fp8", "block"),
     "qwen3-4b-instruct-2507-fp8": ("hf-fp8", "block"), "qwen3-moe-fp8": ("hf-fp8", "block"),
     "minimax-m2": ("hf-fp8", "block"), "mistral-fp8": ("hf-fp8", "tensor"),
     "redhat-fp8-dynamic": ("compressed-tensors", "channel"),

@@ -564,6 +564,12 @@ const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, 
         return "MTP projection (eh_proj)";
     if (mtp_head(name))
         return "MTP output head (shared_head.head)";
+    /* DeepSeek-V3.2's sparse-attention indexer: vLLM models/deepseek_v2.py
+     * Indexer and SGLang layers/attention/nsa/nsa_indexer.py build
+     * weights_proj with no quantization config (wq_b and wk with the
+     * model's); DeepSeek-V3.2-Exp keeps it BF16 */
+    if (fp8_has_suffix(name, ".indexer.weights_proj.weight"))
+        return INDEXER_WEIGHTS_PROJ;
     if (any_component(name, norm_component))
         return "normalization";
     /* Mixtral and Phi-MoE call it block_sparse_moe.gate; a router by any

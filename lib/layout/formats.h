@@ -195,6 +195,8 @@ const char *fmt_config_dtype(const cJSON *config);
  * weight whose output dimension equals it is a router, whatever the family
  * calls it. */
 const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts);
+/* fmt_default_keep's answer for DeepSeek-V3.2's indexer weights_proj */
+#define INDEXER_WEIGHTS_PROJ "indexer weights_proj (DeepSeek-V3.2)"
 
 /* Whether `name` is a fused gate/up weight ([2I, H], or [E, 2I, H] for
  * experts): gate_up_proj, w13, ... whose halves a loader splits. */

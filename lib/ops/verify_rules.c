@@ -175,6 +175,15 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
                      "(shared_head.head): vLLM builds it unquantized (a ParallelLMHead) and "
                      "fails on its scale with a KeyError; the releases keep it in bf16",
                      file, t->name);
+    /* an FP8 indexer weights_proj: vLLM and SGLang build it unquantized
+     * (fmt_default_keep), so its codes load as bf16 values with no scale */
+    if (!st && keep && strcmp(keep, INDEXER_WEIGHTS_PROJ) == 0)
+        st = verify_add_for(ctx, v, SERVING, "indexer-quantized",
+                     "%s: %s is F8_E4M3, but it is DeepSeek-V3.2's indexer weights_proj: vLLM "
+                     "(models/deepseek_v2.py Indexer) and SGLang (nsa_indexer.py) build it with "
+                     "no quantization, so its codes would be read as values without their "
+                     "scale; the release keeps it in bf16",
+                     file, t->name);
     /* fused experts stored [E, in, out] (fmt_experts_in_out): vLLM's
      * Llama4Model.load_moe_expert_weights (models/llama4.py) splits gate_up_proj
      * and its scale with chunk(2, dim=-1) and transposes both with
