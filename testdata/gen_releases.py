@@ -786,6 +786,35 @@ def fam_mistral_native(r):
     return None, {"params.json": params}, ["--tp", "8"]
 
 
+# ModelOpt MIXED_PRECISION (vLLM quantization/modelopt.py ModelOptMixedPrecisionConfig: quant_algo
+# MIXED_PRECISION, the per-layer algorithm in quantized_layers, config.json's quantization_config
+# preferred over hf_quant_config.json; SGLang modelopt_quant.py ModelOptMixedPrecisionConfig). Here
+# attention FP8 per tensor (weight_scale + input_scale F32 [], as ModelOpt FP8), the MLP NVFP4 (as
+# nvfp4-modelopt), an FP8 KV cache (k_proj.k_scale / v_proj.v_scale). NOT established from a
+# release: the exact key set of each quantized_layers entry beyond quant_algo (group_size for NVFP4
+# taken from ModelOpt's NVFP4 declaration) and the flat shape of config.json's declaration.
+def fam_modelopt_mixed(r):
+    layers = {}
+    def linear(r, m, out, inp):
+        if ".mlp." in m:
+            gen_fp4.nvfp4_linear(r, m, out, inp, False)
+            layers[m] = {"group_size": 16, "quant_algo": "NVFP4"}
+        else:
+            r.fp8(m + ".weight", out, inp, MO_TENSOR)
+            r.static_scale(m + ".input_scale", ())
+            layers[m] = {"quant_algo": "FP8"}
+    gen_fp4.fp4_llama(r, linear)
+    p = "model.layers.0.self_attn."
+    r.static_scale(p + "k_proj.k_scale", ())
+    r.static_scale(p + "v_proj.v_scale", ())
+    body = {"exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8",
+            "quant_algo": "MIXED_PRECISION", "quantized_layers": dict(sorted(layers.items()))}
+    qc = dict(body, producer=gen_fp4.MO_PRODUCER, quant_method="modelopt")
+    qc["ignore"] = qc.pop("exclude_modules")   # the flat form's name for it (see modelopt_quant)
+    return gen_fp4.fp4_llama_config(qc), {"hf_quant_config.json": {
+        "producer": gen_fp4.MO_PRODUCER, "quantization": body}}, ["--tp", "1"]
+
+
 # planted defects of the FP8 families (each a valid copy with one thing broken; EXPECT.json
 # "defect": the finding verify must give), written with gen_fp4.DEFECTS
 def defect_fbgemm_no_scale(r):
@@ -830,6 +859,7 @@ FAMILIES = [
     ("fbgemm-fp8", fam_fbgemm_fp8),
     ("kimi-k2-thinking", fam_kimi_k2_thinking),
     ("mistral-native-fp8", fam_mistral_native),
+    ("modelopt-mixed", fam_modelopt_mixed),
 ]
 
 

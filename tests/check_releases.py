@@ -81,7 +81,7 @@ CORPUS_LIMIT = 6000000  # the corpus stays under 6 MB: bytes of every file under
 FORMATS = ["hf-fp8", "compressed-tensors", "modelopt"]
 CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "export",
           "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like", "twin",
-          "defect"]
+          "defect", "defect-missing-layer", "defect-wrong-algo"]
 
 # family -> its own layout (format, scheme), as fp8conv names them
 OWN = {
@@ -113,6 +113,38 @@ FP4 = {
 }
 # the 4-bit families whose layout quantize --like writes: `like` as for the FP8 families
 LIKE_4BIT = {"kimi-k2-thinking"}
+FP4["modelopt-mixed"] = ("ModelOpt MIXED_PRECISION: attention FP8 per tensor, MLP NVFP4, "
+                         "quantized_layers per layer, FP8 KV cache")
+
+
+def drop_layer(qc, module):
+    del qc["quantized_layers"][module]
+
+
+def set_algo(qc, module, algo):
+    qc["quantized_layers"][module] = {"quant_algo": algo}
+
+
+# config defects planted at run time in a scratch copy (a whole copy each would cost the corpus
+# its size): family -> [(check, edit of quantization_config, rule, tensor)]; `defect` as above
+CONFIG_DEFECTS = {"modelopt-mixed": [
+    ("defect-missing-layer", lambda qc: drop_layer(qc, "model.layers.0.self_attn.o_proj"),
+     "quantized-layers", "model.layers.0.self_attn.o_proj.weight"),
+    ("defect-wrong-algo", lambda qc: set_algo(qc, "model.layers.0.mlp.down_proj", "FP8"),
+     "quantized-layers", "model.layers.0.mlp.down_proj.weight"),
+]}
+
+
+def config_defect(fp8conv, rel, tmp, name, edit, rule, tensor):
+    d = os.path.join(tmp, name)
+    shutil.copytree(rel, d)
+    path = os.path.join(d, "config.json")
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    edit(cfg["quantization_config"])
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+    check_defect(fp8conv, d, {"rule": rule, "tensor": tensor})
 # the planted-defect copies: each is a valid FP4 copy with one thing broken (EXPECT.json "defect")
 DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp4-scale-shape",
           # compressed-tensors 0.13.0's MXFP4 scales, bias 125 (version 0.13.0): [scale-bias]
@@ -371,6 +403,8 @@ def fp4_checks(fp8conv, family, rel, tmp):
         ]
     if family in CASTS:
         todo.append(("cast", lambda: check_cast(fp8conv, rel, CASTS[family], tmp)))
+    for name, edit, rule, tensor in CONFIG_DEFECTS.get(family, []):
+        todo.append((name, lambda a=(name, edit, rule, tensor): config_defect(fp8conv, rel, tmp, *a)))
     if family in LIKE_4BIT:
         todo.append(("like", lambda: check_like(fp8conv, rel, os.path.join(tmp, "export"), tmp)))
     if family == TWIN[1]:

@@ -360,6 +360,17 @@ static bool block_pair(const cJSON *b, uint32_t *rows, uint32_t *cols)
     return true;
 }
 
+bool fmt_modelopt_algo_scheme(const char *algo, fp8_scheme *scheme)
+{
+    for (size_t i = 0; algo && i < NROWS; i++)
+        if ((table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0) ||
+            (table[i].modelopt_algo_acts && strcasecmp(table[i].modelopt_algo_acts, algo) == 0)) {
+            *scheme = table[i].scheme;
+            return true;
+        }
+    return false;
+}
+
 void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
 {
     memset(d, 0, sizeof *d);
@@ -411,12 +422,8 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
             d->bad_key = "block_structure";
     } else if (strcmp(method, "modelopt") == 0) {
         d->format = FP8_FORMAT_MODELOPT;
-        const char *algo = str_of(q, "quant_algo");
         d->scheme = FP8_SCHEME_TENSOR;
-        for (size_t i = 0; algo && i < NROWS; i++)
-            if ((table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0) ||
-                (table[i].modelopt_algo_acts && strcasecmp(table[i].modelopt_algo_acts, algo) == 0))
-                d->scheme = table[i].scheme;
+        fmt_modelopt_algo_scheme(str_of(q, "quant_algo"), &d->scheme);
     } else if (strcmp(method, "fbgemm_fp8") == 0) {
         /* vLLM fbgemm_fp8.py FBGEMMFp8Config: per-row scales, nothing else to choose */
         d->format = FP8_FORMAT_FBGEMM_FP8;

@@ -195,6 +195,9 @@ const char *fmt_config_dtype(const cJSON *config);
  * weight whose output dimension equals it is a router, whatever the family
  * calls it. */
 const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts);
+/* The scheme of ModelOpt's quant_algo ALGO (a row's modelopt_algo or
+ * modelopt_algo_acts); false, *scheme untouched, for none. */
+bool fmt_modelopt_algo_scheme(const char *algo, fp8_scheme *scheme);
 /* fmt_default_keep's answer for DeepSeek-V3.2's indexer weights_proj */
 #define INDEXER_WEIGHTS_PROJ "indexer weights_proj (DeepSeek-V3.2)"
 

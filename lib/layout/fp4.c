@@ -705,6 +705,16 @@ static bool holds(const cJSON *obj, const char *key, const char *value)
     return cJSON_IsString(x) && strstr(x->valuestring, value);
 }
 
+const cJSON *fp4_quantized_layers(const cJSON *config)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(q, "quantized_layers");
+    if (!m) /* hf_quant_config.json's, nested (fmt_config_read) */
+        m = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(q, "quantization"),
+                                             "quantized_layers");
+    return cJSON_IsObject(m) ? m : NULL;
+}
+
 bool fp4_layout_declared(const fp4_layout *l, const cJSON *config)
 {
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config"), *g;
@@ -716,6 +726,11 @@ bool fp4_layout_declared(const fp4_layout *l, const cJSON *config)
     /* compressed-tensors' mixed-precision checkpoints name a format per
      * config group (config_groups.*.format) */
     cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(q, "config_groups"))
+        if (holds(g, l->decl_key, l->decl_value))
+            return true;
+    /* and ModelOpt's quant_algo MIXED_PRECISION one per layer (vLLM
+     * quantization/modelopt.py ModelOptMixedPrecisionConfig) */
+    cJSON_ArrayForEach(g, fp4_quantized_layers(config))
         if (holds(g, l->decl_key, l->decl_value))
             return true;
     return false;

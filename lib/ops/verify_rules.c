@@ -591,6 +591,49 @@ static fp8_status check_declaration(fp8_ctx *ctx, fp8_verify *v, const cJSON *co
     return st;
 }
 
+/* ModelOpt MIXED_PRECISION (fp8conv-formats(5), ModelOpt mixed precision):
+ * vLLM's ModelOptMixedPrecisionConfig gives a layer the method its
+ * quantized_layers entry names, and none to a layer without one; so every
+ * quantized weight not an expert (expert entries may be templates) needs an
+ * entry whose quant_algo is of its element (FP8, NVFP4). */
+static fp8_status check_quantized_layers(fp8_ctx *ctx, fp8_verify *v, const cJSON *config)
+{
+    const cJSON *layers = fp4_quantized_layers(config);
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; layers && i < fp8_checkpoint_tensor_count(v->ck) && !st; i++) {
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
+        char *sname = NULL, *oname = NULL, module[1024];
+        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
+        bool packed = l && sname && fp8_checkpoint_find(v->ck, sname, NULL);
+        const char *suffix = packed ? l->weight_suffix : ".weight";
+        fp8_elem have = packed ? l->scheme->elem : fp8_scheme_get(v->scheme)->elem;
+        free(sname);
+        free(oname);
+        if (!(packed || (fp8_dtype_holds_codes(t->dtype) && fp8_has_suffix(t->name, ".weight"))) ||
+            fmt_is_expert(t->name))
+            continue;
+        snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - strlen(suffix)), t->name);
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(layers, module);
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "quant_algo");
+        fp8_scheme s;
+        if (!cJSON_IsString(a))
+            st = verify_add_for(ctx, v, SERVING, "quantized-layers",
+                                "%s: %s: quantized, but quantization_config.quantized_layers "
+                                "has no entry for '%s': vLLM's ModelOptMixedPrecisionConfig "
+                                "builds that layer unquantized",
+                                fp8_checkpoint_shard_name(v->ck, shard), t->name, module);
+        else if (!fmt_modelopt_algo_scheme(a->valuestring, &s) ||
+                 fp8_scheme_get(s)->elem != have)
+            st = verify_add_for(ctx, v, SERVING, "quantized-layers",
+                                "%s: %s: %s, but quantized_layers declares '%s' %s: the "
+                                "loaders build that layer for the declared algorithm",
+                                fp8_checkpoint_shard_name(v->ck, shard), t->name,
+                                packed ? l->name : "F8_E4M3", module, a->valuestring);
+    }
+    return st;
+}
+
 /* The packed-FP4 weights: each has its scale, named, typed and shaped as its
  * layout's loaders read it, with no E8M0 NaN byte (fp4.h; fp8conv-formats(5),
  * 2026 LAYOUTS); the declaration, bias and loaders of each layout present. */
@@ -635,6 +678,8 @@ static fp8_status check_packed(fp8_ctx *ctx, fp8_verify *v)
     }
     if (!st)
         st = check_declaration(ctx, v, config, first, first_shard, count);
+    if (!st)
+        st = check_quantized_layers(ctx, v, config);
     for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++)
         if (!(st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i],
                               count[i])))
