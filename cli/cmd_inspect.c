@@ -175,7 +175,7 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
                tot->hashes ? wfile : 0, cli_esc(fp8_checkpoint_shard_name(ck, s)),
                tot->hashes ? "  " : "", tot->hashes ? tot->hashes[i] : "");
     }
-    /* packed FP4 weights: what they unpack to (dequantize-for-export's names and shapes) */
+    /* packed 4-bit weights: what they unpack to (dequantize-for-export's names and shapes) */
     for (size_t i = 0, k = 0; i < n; i++) {
         const fp8_tensor_info *t = fp8_checkpoint_tensor(ck, i, NULL);
         int lrank;
@@ -185,7 +185,7 @@ static int print_text(const fp8_checkpoint *ck, const dtype_totals *tot)
         if (!layout)
             continue;
         if (!k++)
-            cli_printf("\npacked FP4 weights (logical shapes):\n");
+            cli_printf("\npacked 4-bit weights (logical shapes):\n");
         fp8_shape_text(lrank, lshape, shape, sizeof shape);
         cli_printf("%s  %s -> %s %s\n", cli_esc(t->name), layout, lname ? cli_esc(lname) : "?",
                    shape);

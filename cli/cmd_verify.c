@@ -228,7 +228,7 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         }
         cli_printf("%s: %zu FP8 weights", cli_esc(argv[1]), fp8_verify_fp8_weights(v));
         if (fp8_verify_fp4_weights(v))
-            cli_printf(", %zu packed FP4 weights", fp8_verify_fp4_weights(v));
+            cli_printf(", %zu packed 4-bit weights", fp8_verify_fp4_weights(v));
         cli_printf("; declared: %s\n", cli_esc(fp8_verify_format(v)));
         if (!fp8_verify_tp_known(v) && fp8_verify_fp8_weights(v)) {
             cli_printf("loads at TP: not computed (%s)\n",
@@ -276,9 +276,9 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
             if (!fp4)
                 snprintf(kinds, sizeof kinds, "FP8 weights");
             else if (fp4 == requantized)
-                snprintf(kinds, sizeof kinds, "packed FP4 weights");
+                snprintf(kinds, sizeof kinds, "packed 4-bit weights");
             else
-                snprintf(kinds, sizeof kinds, "weights (%ld FP8, %ld packed FP4)",
+                snprintf(kinds, sizeof kinds, "weights (%ld FP8, %ld packed 4-bit)",
                          requantized - fp4, fp4);
             cli_printf("re-quantizing %s reproduces %ld of %ld %s byte for byte%s%s\n",
                        cli_esc(a.opts.against), reproduced, requantized, kinds,

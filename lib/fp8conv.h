@@ -307,6 +307,8 @@ typedef enum {
     FP8_FORMAT_HF_FP8,             /* quant_method "fp8": DeepSeek-V3, transformers, vLLM, SGLang */
     FP8_FORMAT_COMPRESSED_TENSORS, /* llm-compressor's compressed-tensors */
     FP8_FORMAT_MODELOPT,           /* NVIDIA ModelOpt unified HF checkpoint */
+    FP8_FORMAT_FBGEMM_FP8,         /* quant_method "fbgemm_fp8" (Llama-3.1-405B-Instruct-FP8):
+                                    * read, not written */
 } fp8_format;
 
 typedef enum { FP8_MX_RCEIL, FP8_MX_FLOOR } fp8_mx_rounding;

@@ -45,7 +45,7 @@ E4M3 = ml_dtypes.float8_e4m3fn
 F32 = np.float32
 NP = {"BF16": BF16, "F16": np.float16, "F32": np.float32}
 BINDING = {"F8_E4M3": "float8_e4m3fn", "F32": "float32", "BF16": "bfloat16", "F16": "float16",
-           "U8": "uint8", "I8": "int8", "F8_E8M0": "float8_e8m0fnu"}
+           "U8": "uint8", "I8": "int8", "F8_E8M0": "float8_e8m0fnu", "I32": "int32", "I64": "int64"}
 H = 136      # hidden size: 128 + 8, a partial second block
 V = 32       # vocabulary (the corpus stays under 4 MB)
 SHARD_BYTES = 160 * 1024   # shard size, so that the bigger copies have two shards and an index
@@ -115,9 +115,33 @@ class Release:
         value = (codes.astype(F32) * full.astype(F32)).astype(F32).astype(BF16)
         self.sha[name] = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
 
+    def int4(self, name, out, inp, group):
+        """A symmetric INT4 weight as compressed-tensors pack-quantized writes it (fp8conv-formats(5),
+        INT4 WEIGHT ONLY, from compressors/pack_quantized/helpers.py pack_to_int32): weight_packed
+        I32 [out, inp/8], code q + 8 in bits 4(k mod 8) of word k/8; weight_scale in the weight's
+        dtype (BF16) [out, inp/group], amax / 7.5 of the group (quantization/utils/helpers.py
+        calculate_qparams: max(|min|, |max|) / ((q_max - q_min) / 2)); weight_shape I64 [2]."""
+        w = (self.rng(name).standard_normal((out, inp)) * 0.02).astype(F32).astype(BF16).astype(F32)
+        g = w.reshape(out, inp // group, group)
+        s = (np.abs(g).max(axis=2) / F32(7.5)).astype(F32).astype(BF16)
+        full = np.repeat(s.astype(F32), group, axis=1)
+        q = np.clip(np.rint(w / full), -8, 7).astype(np.int64)
+        nib = (q + 8).reshape(out, inp // 8, 8)
+        packed = np.zeros((out, inp // 8), np.uint32)
+        for k in range(8):
+            packed |= (nib[:, :, k].astype(np.uint32) << np.uint32(4 * k))
+        base = name[: -len(".weight")]
+        self.add(base + ".weight_packed", "I32", packed.view(np.int32), exported=False)
+        self.add(base + ".weight_scale", "BF16", s, exported=False)
+        self.add(base + ".weight_shape", "I64", np.array([out, inp], np.int64), exported=False)
+        self.export.append(name)
+        gen_fp4.expect(self, name, q.astype(np.float64) * full.astype(np.float64))
+
     def linear(self, name, out, inp, q):
         if q is None:
             self.bf16(name, (out, inp))
+        elif q.get("int4"):
+            self.int4(name, out, inp, q["int4"])
         else:
             self.fp8(name, out, inp, q)
 
@@ -155,6 +179,8 @@ CT_BLOCK = {"group": "block", "scale": "weight_scale", "dtype": "BF16"}
 MO_TENSOR = {"group": "tensor", "scale": "weight_scale", "dtype": "F32", "input": "input_scale"}
 # Mistral's FP8 (Ministral-3, Devstral-2): per-tensor F32 "weight_scale_inv" [] plus a static
 # "activation_scale" [] (SPEC §10; vLLM models/mistral3.py maps them to weight_scale / input_scale).
+# fbgemm FP8 (Llama-3.1-405B-Instruct-FP8): F32 "weight_scale" [out, 1] (see fam_fbgemm_fp8).
+FBGEMM_CHANNEL = {"group": "channel", "scale": "weight_scale", "dtype": "F32"}
 MISTRAL_TENSOR = {"group": "tensor", "scale": "weight_scale_inv", "dtype": "F32",
                   "input": "activation_scale"}
 
@@ -267,7 +293,7 @@ def mla_attn(r, p, c, q):
     r.linear(p + "self_attn.o_proj.weight", c["hidden_size"], heads * c["v_head_dim"], q)
 
 
-def deepseek_moe(r, p, c, q):
+def deepseek_moe(r, p, c, q, experts_q="same"):
     """DeepSeek-V3 MoE: router mlp.gate.weight BF16 and mlp.gate.e_score_correction_bias F32 (vllm
     deepseek_v2.py DeepseekV2MoE: the gate is a ReplicatedLinear with quant_config None), routed
     experts mlp.experts.E.{gate,up,down}_proj, shared experts mlp.shared_experts.*."""
@@ -275,7 +301,7 @@ def deepseek_moe(r, p, c, q):
     r.bf16(p + "mlp.gate.weight", (c["n_routed_experts"], hs))
     r.f32(p + "mlp.gate.e_score_correction_bias", (c["n_routed_experts"],))
     for e in range(c["n_routed_experts"]):
-        mlp(r, p + "mlp.experts.%d." % e, hs, mi, q)
+        mlp(r, p + "mlp.experts.%d." % e, hs, mi, q if experts_q == "same" else experts_q)
     mlp(r, p + "mlp.shared_experts.", hs, mi * c["n_shared_experts"], q)
 
 
@@ -312,7 +338,7 @@ def deepseek_config(model_type="deepseek_v3", layers=1, mtp=1, qc=None):
     }
 
 
-def deepseek_body(r, c, q):
+def deepseek_body(r, c, q, experts_q="same"):
     r.bf16("model.embed_tokens.weight", (V, c["hidden_size"]))
     n = c["num_hidden_layers"]
     for i in range(n + c["num_nextn_predict_layers"]):
@@ -322,7 +348,7 @@ def deepseek_body(r, c, q):
         if i < c["first_k_dense_replace"]:
             mlp(r, p + "mlp.", c["hidden_size"], c["intermediate_size"], q)
         else:
-            deepseek_moe(r, p, c, q)
+            deepseek_moe(r, p, c, q, experts_q)
         if i >= n:   # the MTP layer: index num_hidden_layers (61 in DeepSeek-V3)
             mtp_extras(r, p, c["hidden_size"])
     r.norm("model.norm.weight", c["hidden_size"])
@@ -349,6 +375,54 @@ def fam_kimi_k2(r):
     c = deepseek_config(model_type="kimi_k2", layers=2, mtp=0, qc=dict(HF_FP8))
     deepseek_body(r, c, BLOCK_F32)
     return c, {}, ["--tp", "1", "--ep", "2"]
+
+
+# Kimi-K2-Thinking (moonshotai): Kimi-K2's model (fam_kimi_k2) with only the routed experts INT4,
+# compressed-tensors pack-quantized, symmetric, group 32; attention, shared experts, the dense layer
+# and lm_head BF16 by its ignore list. The quantization_config is testdata/int4/kimi-k2-thinking's
+# (fp8conv-formats(5), INT4 WEIGHT ONLY, gives its sources); vLLM loads the experts with
+# compressed_tensors_moe.py CompressedTensorsWNA16MoEMethod. Hidden 64 and expert width 32 (every
+# K a multiple of the group 32, as Kimi's 7168 and 2048 are), MLA ranks 32.
+def fam_kimi_k2_thinking(r):
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "int4", "kimi-k2-thinking", "config.json"), encoding="utf-8") as f:
+        qc = json.load(f)["quantization_config"]
+    c = deepseek_config(model_type="kimi_k2", layers=2, mtp=0, qc=qc)
+    c.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, q_lora_rank=32,
+             kv_lora_rank=32)
+    deepseek_body(r, c, None, {"int4": 32})
+    return c, {}, ["--tp", "1", "--ep", "2"]
+
+
+# DeepSeek-V3.2-Exp: DeepSeek-V3 with a sparse-attention indexer per layer,
+# self_attn.indexer.{wq_b, wk, k_norm, weights_proj}. vLLM models/deepseek_v2.py Indexer builds wq_b
+# and wk with the model's quant_config (ReplicatedLinear), k_norm a LayerNorm (weight and bias) and
+# weights_proj a ReplicatedLinear with quant_config None; SGLang layers/attention/nsa/nsa_indexer.py
+# the same ("weight_proj is not quantized"). Config keys index_n_heads, index_head_dim, index_topk
+# (the same Indexer reads them), architectures DeepseekV32ForCausalLM, model_type deepseek_v32.
+# NOT established from the release's files: k_norm's dtype (BF16 here) and the wq_b/wk scales
+# (F32 128x128 as the rest of the model). One dense layer, no MoE or MTP layer (the corpus stays
+# under 6 MB: deepseek-v3 covers those); index_n_heads 2, index_head_dim 128.
+def fam_deepseek_v32_exp(r):
+    c = deepseek_config(model_type="deepseek_v32", layers=1, mtp=0, qc=dict(HF_FP8))
+    c.update(architectures=["DeepseekV32ForCausalLM"], index_head_dim=128, index_n_heads=2,
+             index_topk=16)
+    hs = c["hidden_size"]
+    r.bf16("model.embed_tokens.weight", (V, hs))
+    p = "model.layers.0."
+    norms(r, p, hs)
+    mla_attn(r, p, c, BLOCK_F32)
+    ip = p + "self_attn.indexer."
+    r.linear(ip + "wq_b.weight", c["index_n_heads"] * c["index_head_dim"], c["q_lora_rank"],
+             BLOCK_F32)
+    r.linear(ip + "wk.weight", c["index_head_dim"], hs, BLOCK_F32)
+    r.norm(ip + "k_norm.weight", c["index_head_dim"])
+    r.bf16(ip + "k_norm.bias", (c["index_head_dim"],))
+    r.bf16(ip + "weights_proj.weight", (c["index_n_heads"], hs))
+    mlp(r, p + "mlp.", hs, c["intermediate_size"], BLOCK_F32)
+    r.norm("model.norm.weight", hs)
+    r.bf16("lm_head.weight", (V, hs))
+    return c, {}, ["--tp", "1"]
 
 
 def qwen3_config(arch, mt, heads, kv, hd, inter, tie, qc, **extra):
@@ -645,10 +719,132 @@ def fam_llama4_maverick(r):
     return c, {}, ["--tp", "8"]
 
 
+# Llama-3.1-405B-Instruct-FP8 (meta-llama), quant_method fbgemm_fp8. What the sources say:
+# - vLLM quantization/fbgemm_fp8.py FBGEMMFp8Config.from_config takes "modules_to_not_convert"
+#   and "activation_scale_ub" (get_from_keys: both required); get_quant_method gives every
+#   LinearBase not skipped by is_layer_skipped(prefix, modules_to_not_convert) the FP8 method,
+#   whose create_weights registers "weight" F8_E4M3 [out, in] and "weight_scale" F32 [out, 1]
+#   (ChannelQuantScaleParameter, output_dim 0: split with the rows under TP); activations are
+#   quantized per row at run time, bounded by activation_scale_ub (no input scale tensor).
+# - transformers integrations/fbgemm_fp8.py FbgemmFp8Linear: "weight_scale" F32 [out, 1], the
+#   bound a non-persistent buffer (not in the checkpoint); quantizers/quantizer_fbgemm_fp8.py
+#   needs fbgemm-gpu on a CUDA GPU of capability 9.0.
+# - a config with activation_scale_ub 1200.0 beside quant_method fbgemm_fp8 (a test of another
+#   project quotes the pair); the value is kept.
+# NOT established from a source read here: which modules the release lists in
+# modules_to_not_convert (this copy lists layer 0's MLP, every attention projection and lm_head,
+# as the Llama 3 paper's FP8 section describes: FFN layers only, first and last layer kept;
+# recalled), and the checkpoint's scale dtype (F32 as both loaders' parameters). Served at TP 8:
+# hidden 80, 8 heads of 10, 2 KV heads, intermediate 48 (the corpus stays under 6 MB).
+def fam_fbgemm_fp8(r):
+    skip = ["model.layers.%d.self_attn.%s" % (L, m) for L in range(2)
+            for m in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    skip += ["model.layers.0.mlp.%s" % m for m in ("gate_proj", "up_proj", "down_proj")]
+    c = llama_config({"activation_scale_ub": 1200.0, "modules_to_not_convert": skip + ["lm_head"],
+                      "quant_method": "fbgemm_fp8"}, hidden=80, inter=48)
+    c.update(num_hidden_layers=2, head_dim=10)   # 8 heads of 10, as llama4-maverick-fp8
+    hs, hd = c["hidden_size"], c["head_dim"]
+    r.bf16("model.embed_tokens.weight", (V, hs))
+    for layer, q in ((0, None), (1, FBGEMM_CHANNEL)):
+        p = "model.layers.%d." % layer
+        norms(r, p, hs)
+        llama_attn(r, p, LHEADS, LKV, hd, hs, None)
+        mlp(r, p + "mlp.", hs, c["intermediate_size"], q)
+    r.norm("model.norm.weight", hs)
+    r.bf16("lm_head.weight", (V, hs))
+    return c, {}, ["--tp", "8"]
+
+
+# Mistral's native format (consolidated.safetensors + params.json), as vLLM reads it with
+# --load-format mistral: models/llama.py MistralForCausalLM.mistral_mapping renames layers.L.attention.wq
+# / wk / wv / wo, feed_forward.w1 / w2 / w3, attention_norm, ffn_norm, tok_embeddings, output, norm, and
+# qscale_weight -> weight_scale, qscale_act -> input_scale; transformers_utils/configs/mistral.py
+# _remap_mistral_quantization_args reads params.json "quantization": qformat_weight "fp8_e4m3" and
+# qscheme_act "TENSOR" (static) or "NO_SCALES" (dynamic) as quant_method fp8, per tensor. params.json
+# keys dim, n_layers, head_dim, hidden_dim, n_heads, n_kv_heads, norm_eps, vocab_size, rope_theta
+# (the same file's config mapping). NOT established: the scales' dtype and shape (F32 [] here, as the
+# HF-format mistral-fp8). fp8conv refuses the format (fp8conv-formats(5), Mistral native format).
+def fam_mistral_native(r):
+    params = {"dim": LH, "head_dim": LHD, "hidden_dim": LINTER, "n_heads": LHEADS,
+              "n_kv_heads": LKV, "n_layers": 1, "norm_eps": 1e-05, "rope_theta": 1000000.0,
+              "vocab_size": V, "quantization": {"qformat_weight": "fp8_e4m3", "qscheme_act": "TENSOR"}}
+    q = {"group": "tensor", "scale": "qscale_weight", "dtype": "F32"}
+    r.bf16("tok_embeddings.weight", (V, LH))
+    p = "layers.0."
+    r.norm(p + "attention_norm.weight", LH)
+    for nm, out, inp in (("wq", LHEADS * LHD, LH), ("wk", LKV * LHD, LH), ("wv", LKV * LHD, LH),
+                         ("wo", LH, LHEADS * LHD)):
+        r.fp8(p + "attention.%s.weight" % nm, out, inp, q)
+        r.static_scale(p + "attention.%s.qscale_act" % nm, ())
+    r.norm(p + "ffn_norm.weight", LH)
+    for nm, out, inp in (("w1", LINTER, LH), ("w3", LINTER, LH), ("w2", LH, LINTER)):
+        r.fp8(p + "feed_forward.%s.weight" % nm, out, inp, q)
+        r.static_scale(p + "feed_forward.%s.qscale_act" % nm, ())
+    r.norm("norm.weight", LH)
+    r.bf16("output.weight", (V, LH))
+    r.single_name = "consolidated.safetensors"
+    return None, {"params.json": params}, ["--tp", "8"]
+
+
+# ModelOpt MIXED_PRECISION (vLLM quantization/modelopt.py ModelOptMixedPrecisionConfig: quant_algo
+# MIXED_PRECISION, the per-layer algorithm in quantized_layers, config.json's quantization_config
+# preferred over hf_quant_config.json; SGLang modelopt_quant.py ModelOptMixedPrecisionConfig). Here
+# attention FP8 per tensor (weight_scale + input_scale F32 [], as ModelOpt FP8), the MLP NVFP4 (as
+# nvfp4-modelopt), an FP8 KV cache (k_proj.k_scale / v_proj.v_scale). NOT established from a
+# release: the exact key set of each quantized_layers entry beyond quant_algo (group_size for NVFP4
+# taken from ModelOpt's NVFP4 declaration) and the flat shape of config.json's declaration.
+def fam_modelopt_mixed(r):
+    layers = {}
+    def linear(r, m, out, inp):
+        if ".mlp." in m:
+            gen_fp4.nvfp4_linear(r, m, out, inp, False)
+            layers[m] = {"group_size": 16, "quant_algo": "NVFP4"}
+        else:
+            r.fp8(m + ".weight", out, inp, MO_TENSOR)
+            r.static_scale(m + ".input_scale", ())
+            layers[m] = {"quant_algo": "FP8"}
+    gen_fp4.fp4_llama(r, linear)
+    p = "model.layers.0.self_attn."
+    r.static_scale(p + "k_proj.k_scale", ())
+    r.static_scale(p + "v_proj.v_scale", ())
+    body = {"exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8",
+            "quant_algo": "MIXED_PRECISION", "quantized_layers": dict(sorted(layers.items()))}
+    qc = dict(body, producer=gen_fp4.MO_PRODUCER, quant_method="modelopt")
+    qc["ignore"] = qc.pop("exclude_modules")   # the flat form's name for it (see modelopt_quant)
+    return gen_fp4.fp4_llama_config(qc), {"hf_quant_config.json": {
+        "producer": gen_fp4.MO_PRODUCER, "quantization": body}}, ["--tp", "1"]
+
+
+# planted defects of the FP8 families (each a valid copy with one thing broken; EXPECT.json
+# "defect": the finding verify must give), written with gen_fp4.DEFECTS
+def defect_fbgemm_no_scale(r):
+    # a weight_scale lost: vLLM's FBGEMMFp8LinearMethod leaves the parameter at its fill
+    # (torch.finfo(float32).min) and computes garbage; verify names the weight (missing-scale)
+    c, side, serve = fam_fbgemm_fp8(r)
+    del r.tensors[gen_fp4.tensor_index(r, "model.layers.1.mlp.up_proj.weight_scale")]
+    return c, side, serve, {"rule": "missing-scale", "tensor": "model.layers.1.mlp.up_proj.weight"}
+
+
+def defect_int4_no_scale(r):
+    # kimi-k2-thinking with one expert's INT4 weight_scale lost: vLLM's WNA16 MoE method leaves
+    # that expert's scales unset; verify names the packed weight (missing-scale)
+    c, side, serve = fam_kimi_k2_thinking(r)
+    del r.tensors[gen_fp4.tensor_index(r, "model.layers.1.mlp.experts.1.up_proj.weight_scale")]
+    return c, side, serve, {"rule": "missing-scale",
+                            "tensor": "model.layers.1.mlp.experts.1.up_proj.weight_packed"}
+
+
+DEFECTS_FP8 = [
+    ("defect-fbgemm-no-scale", defect_fbgemm_no_scale),
+    ("defect-kimi-int4-no-scale", defect_int4_no_scale),
+]
+
+
 FAMILIES = [
     ("deepseek-v3", fam_deepseek_v3),
     ("deepseek-v3.1", fam_deepseek_v31),
     ("kimi-k2", fam_kimi_k2),
+    ("deepseek-v3.2-exp", fam_deepseek_v32_exp),
     ("qwen3-fp8", fam_qwen3),
     ("qwen3-4b-instruct-2507-fp8", fam_qwen3_4b_2507),
     ("qwen3-moe-fp8", fam_qwen3_moe),
@@ -660,6 +856,10 @@ FAMILIES = [
     ("minimax-m2", fam_minimax_m2),
     ("mistral-fp8", fam_mistral_fp8),
     ("llama4-maverick-fp8", fam_llama4_maverick),
+    ("fbgemm-fp8", fam_fbgemm_fp8),
+    ("kimi-k2-thinking", fam_kimi_k2_thinking),
+    ("mistral-native-fp8", fam_mistral_native),
+    ("modelopt-mixed", fam_modelopt_mixed),
 ]
 
 
@@ -706,7 +906,7 @@ def write_release(outdir, family, build):
     if cur:
         shards.append(cur)
     if len(shards) == 1:
-        write_shard(os.path.join(d, "model.safetensors"), shards[0])
+        write_shard(os.path.join(d, getattr(r, "single_name", "model.safetensors")), shards[0])
     else:
         wmap = {}
         for i, items in enumerate(shards):
@@ -716,7 +916,8 @@ def write_release(outdir, family, build):
         total = sum(t[2].nbytes for t in r.tensors)
         write_json(os.path.join(d, "model.safetensors.index.json"),
                    {"metadata": {"total_size": total}, "weight_map": dict(sorted(wmap.items()))})
-    write_json(os.path.join(d, "config.json"), config)
+    if config is not None:   # Mistral's native format has params.json instead
+        write_json(os.path.join(d, "config.json"), config)
     for fn, obj in side.items():
         write_json(os.path.join(d, fn), obj)
     expect = {"export_tensors": sorted(r.export), "export_bf16_sha256": dict(sorted(r.sha.items())),
@@ -734,7 +935,7 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "releases")
     gen_fp4.self_test()
-    for family, build in FAMILIES + gen_fp4.FAMILIES_FP4 + gen_fp4.DEFECTS:
+    for family, build in FAMILIES + gen_fp4.FAMILIES_FP4 + gen_fp4.DEFECTS + DEFECTS_FP8:
         write_release(outdir, family, build)
 
 

@@ -100,6 +100,24 @@ START_TEST(test_config_with_bad_json_is_bad_input)
 }
 END_TEST
 
+/* Mistral's native format (params.json, no config.json) is refused when
+ * opened, naming the format; with a config.json beside it the directory is
+ * an HF-format checkpoint and opens (issue 44). */
+START_TEST(test_mistral_native_is_refused_by_name)
+{
+    char *dir = tu_tmpdir(), path[512];
+    snprintf(path, sizeof path, "cp testdata/deepseek-moe-tiny/model.safetensors %s/", dir);
+    ck_assert_int_eq(system(path), 0);
+    snprintf(path, sizeof path, "%s/params.json", dir);
+    tu_spit(path, "{\"dim\": 64}", 11);
+    open_ck(dir, FP8_ERR_BAD_INPUT, "this is Mistral's native format");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tu_spit(path, "{}", 2);
+    fp8_checkpoint_close(open_ck(dir, FP8_OK, NULL));
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* fuzz_dir found it: an index whose weight_map is empty names no shard, and
  * opening sorted the NULL list of shard names (qsort(NULL, 0): UBSan). */
 START_TEST(test_index_mapping_no_tensor_opens_empty)
@@ -325,6 +343,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_resharded_copy_has_same_tensors);
     tcase_add_test(tc, test_malformed_directories);
     tcase_add_test(tc, test_config_with_bad_json_is_bad_input);
+    tcase_add_test(tc, test_mistral_native_is_refused_by_name);
     tcase_add_test(tc, test_index_mapping_no_tensor_opens_empty);
     tcase_add_test(tc, test_device_resolution_never_fails_for_cpu_or_auto);
     tcase_add_test(tc, test_zstd_shard_read_once_in_file_order);

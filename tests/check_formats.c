@@ -130,6 +130,10 @@ START_TEST(test_declarations_read_back)
           FP8_SCHEME_MXFP8, 128, 128 },
         { "{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 0]}", FP8_FORMAT_HF_FP8,
           FP8_SCHEME_BLOCK, 0, 0 },
+        /* Llama-3.1-405B-Instruct-FP8 (issue 44): per-row scales */
+        { "{\"quant_method\": \"fbgemm_fp8\", \"activation_scale_ub\": 1200.0, "
+          "\"modules_to_not_convert\": [\"lm_head\"]}",
+          FP8_FORMAT_FBGEMM_FP8, FP8_SCHEME_CHANNEL, 128, 128 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *text;
@@ -144,6 +148,20 @@ START_TEST(test_declarations_read_back)
         cJSON_Delete(c);
         free(text);
     }
+}
+END_TEST
+
+/* fbgemm FP8 is read, not written, and its modules_to_not_convert is
+ * matched as transformers' should_convert_module reads it (issue 44). */
+START_TEST(test_fbgemm_read_only_loose_ignore)
+{
+    ck_assert(!fp8_format_supports(FP8_FORMAT_FBGEMM_FP8, FP8_SCHEME_CHANNEL));
+    ck_assert_str_eq(fp8_format_name(FP8_FORMAT_FBGEMM_FP8), "fbgemm-fp8");
+    ck_assert_int_eq(fmt_ignore_match(FP8_FORMAT_FBGEMM_FP8, "o_proj", "model.layers.1.self_attn.o_proj"),
+                     FMT_IGNORES_LOOSE);
+    ck_assert_int_eq(fmt_ignore_match(FP8_FORMAT_COMPRESSED_TENSORS, "o_proj",
+                                      "model.layers.1.self_attn.o_proj"),
+                     FMT_IGNORES_NONE);
 }
 END_TEST
 
@@ -318,6 +336,7 @@ int main(void)
     tcase_add_test(tc, test_fused_gate_up_names);
     tcase_add_test(tc, test_expert_count_of_each_config_key);
     tcase_add_test(tc, test_declarations_read_back);
+    tcase_add_test(tc, test_fbgemm_read_only_loose_ignore);
     tcase_add_test(tc, test_scale_shapes_of_the_table);
     tcase_add_test(tc, test_ignore_set_is_the_entries_matched_one_by_one);
     tcase_add_test(tc, test_ignore_patterns_match_as_documented);

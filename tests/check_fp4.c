@@ -952,7 +952,7 @@ START_TEST(test_verify_says_per_loader_whether_fp4_loads)
     char *dir = tu_tmpdir(), *model = write_ct_mxfp4(dir, "ct", w, sc, FP8_DTYPE_U8, "0.14.0");
     char *out = NULL;
     int rc = run_verify(model, &out);
-    ck_assert_msg(rc == 0 && strstr(out, "1 packed FP4 weights") &&
+    ck_assert_msg(rc == 0 && strstr(out, "1 packed 4-bit weights") &&
                       strstr(out, "loads in: vllm yes (required), sglang yes (required), "
                                   "transformers yes"),
                   "exit %d: %s", rc, out);

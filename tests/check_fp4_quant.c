@@ -593,7 +593,7 @@ START_TEST(test_nvfp4_modelopt_is_the_reference_with_its_global_inverted)
     char *text;
     ck_assert(asprintf(&cmd, "verify --against %s '%s'", TINY, mo) > 0);
     rc = tu_run(cmd, &text, NULL);
-    ck_assert_msg(rc == 0 && strstr(text, "reproduces 14 of 14 packed FP4 weights"), "exit %d: %s",
+    ck_assert_msg(rc == 0 && strstr(text, "reproduces 14 of 14 packed 4-bit weights"), "exit %d: %s",
                   rc, text);
     free(text);
     free(cmd);
@@ -984,7 +984,7 @@ static char *copy_of(const char *dir, const char *from, const char *sub)
 
 /* fp8conv's own NVFP4 and MXFP4 outputs of a bf16 model and of an f32 one
  * (the f32 export of an FP8 copy of it) re-quantize to the same bytes, with
- * no finding; the text report says packed FP4 weights. */
+ * no finding; the text report says packed 4-bit weights. */
 START_TEST(test_against_reproduces_fp4_outputs)
 {
     char *dir = tu_tmpdir(), *err = NULL;
@@ -1007,7 +1007,7 @@ START_TEST(test_against_reproduces_fp4_outputs)
         char *args, *text;
         ck_assert(asprintf(&args, "verify --strict --against '%s' '%s'", src, out) > 0);
         ck_assert_int_eq(tu_run(args, &text, NULL), 0);
-        ck_assert_msg(strstr(text, "reproduces 14 of 14 packed FP4 weights byte for byte\n"),
+        ck_assert_msg(strstr(text, "reproduces 14 of 14 packed 4-bit weights byte for byte\n"),
                       "%s", text);
         free(text);
         free(args);

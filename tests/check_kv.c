@@ -300,6 +300,22 @@ START_TEST(test_kv_scale_dropped_per_loader_and_model_type)
     ck_assert(!finding(j, "kv-scale-dropped"));
     cJSON_Delete(j);
     free(m);
+    /* DeepSeek MLA (issue 44): vLLM has no self_attn.attn to load them into */
+    static const kv_tensor mla[] = {
+        { "model.layers.0.self_attn.k_scale", 1, 1, 0.25f },
+        { "model.layers.0.self_attn.v_scale", 1, 1, 0.25f },
+        { "model.layers.1.self_attn.k_scale", 1, 1, 0.25f },
+        { "model.layers.1.self_attn.v_scale", 1, 1, 0.25f },
+    };
+    m = fp8_model(dir, "mla", "deepseek_v3", mla, 4);
+    set_kv_scheme(m, STATIC_KV);
+    j = run_json("verify --json '%s'", m, &rc);
+    msg = finding(j, "kv-scale-dropped");
+    ck_assert_msg(msg && strstr(msg, "vLLM drops") && strstr(msg, "MLA attention") &&
+                  strstr(msg, "model.layers.0.self_attn.k_scale"), "%s",
+                  msg ? msg : "no kv-scale-dropped");
+    cJSON_Delete(j);
+    free(m);
     m = fp8_model(dir, "trt", "llama", trt, 2);
     set_kv_scheme(m, STATIC_KV);
     j = run_json("verify --json '%s'", m, &rc);

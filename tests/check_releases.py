@@ -33,6 +33,13 @@ inspect-json, verify, verify-strict and
                    verifies clean, equals the input under
                    `diff --dequant` and exports the same bytes
 
+The INT4 copy of issue 44 (kimi-k2-thinking: compressed-tensors pack-quantized experts) is checked as
+the FP4 ones, and `like` too (LIKE_4BIT).
+
+A layout fp8conv refuses by design (REFUSED: Mistral's native format) gets one check per command:
+inspect, inspect-json, verify (exit 1, that one error), export, convert-compressed-tensors, like
+(quantize --like it) and twin (diff --dequant of it), each refusing with one message (exit 3).
+
 and the planted-defect copies (DEFECT below: one broken thing each) inspect, inspect-json and
 
     defect         `verify` exits 1 with exactly one error, of EXPECT.json's rule, naming its tensor
@@ -74,12 +81,13 @@ CORPUS_LIMIT = 6000000  # the corpus stays under 6 MB: bytes of every file under
 FORMATS = ["hf-fp8", "compressed-tensors", "modelopt"]
 CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "export",
           "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like", "twin",
-          "defect"]
+          "defect", "defect-missing-layer", "defect-wrong-algo"]
 
 # family -> its own layout (format, scheme), as fp8conv names them
 OWN = {
     "deepseek-v3": ("hf-fp8", "block"), "deepseek-v3.1": ("hf-fp8", "block"),
     "kimi-k2": ("hf-fp8", "block"), "qwen3-fp8": ("hf-fp8", "block"),
+    "deepseek-v3.2-exp": ("hf-fp8", "block"),
     "qwen3-4b-instruct-2507-fp8": ("hf-fp8", "block"), "qwen3-moe-fp8": ("hf-fp8", "block"),
     "minimax-m2": ("hf-fp8", "block"), "mistral-fp8": ("hf-fp8", "tensor"),
     "redhat-fp8-dynamic": ("compressed-tensors", "channel"),
@@ -87,6 +95,8 @@ OWN = {
     "redhat-fp8-block": ("compressed-tensors", "block"),
     "glm-4.5-fp8": ("hf-fp8", "block"),
     "modelopt-fp8": ("modelopt", "tensor"), "modelopt-fp8-old": ("modelopt", "tensor"),
+    # read, not written (fp8conv-formats(5), fbgemm FP8): converted one way
+    "fbgemm-fp8": ("fbgemm-fp8", "channel"),
 }
 # the 2026 FP4 families (issue 25): family -> its layout, in words
 FP4 = {
@@ -97,7 +107,44 @@ FP4 = {
     "nvfp4-modelopt-amax": "as nvfp4-modelopt, weight_scale_2 = amax / 2688 (not a power of two)",
     "nvfp4-ct-amax": "as nvfp4-ct, weight_global_scale = 2688 / amax in bf16 (not a power of two)",
     "mxfp4-ct": "MXFP4 mxfp4-pack-quantized: weight_packed, U8 E8M0 weight_scale (bias 127)",
+    # issue 44: not FP4, but a packed 4-bit layout checked the same way
+    "kimi-k2-thinking": "INT4 pack-quantized routed experts: weight_packed I32, BF16 weight_scale "
+                        "[N, K/32], weight_shape I64; the rest BF16 by the ignore list",
 }
+# the 4-bit families whose layout quantize --like writes: `like` as for the FP8 families
+LIKE_4BIT = {"kimi-k2-thinking"}
+FP4["modelopt-mixed"] = ("ModelOpt MIXED_PRECISION: attention FP8 per tensor, MLP NVFP4, "
+                         "quantized_layers per layer, FP8 KV cache")
+
+
+def drop_layer(qc, module):
+    del qc["quantized_layers"][module]
+
+
+def set_algo(qc, module, algo):
+    qc["quantized_layers"][module] = {"quant_algo": algo}
+
+
+# config defects planted at run time in a scratch copy (a whole copy each would cost the corpus
+# its size): family -> [(check, edit of quantization_config, rule, tensor)]; `defect` as above
+CONFIG_DEFECTS = {"modelopt-mixed": [
+    ("defect-missing-layer", lambda qc: drop_layer(qc, "model.layers.0.self_attn.o_proj"),
+     "quantized-layers", "model.layers.0.self_attn.o_proj.weight"),
+    ("defect-wrong-algo", lambda qc: set_algo(qc, "model.layers.0.mlp.down_proj", "FP8"),
+     "quantized-layers", "model.layers.0.mlp.down_proj.weight"),
+]}
+
+
+def config_defect(fp8conv, rel, tmp, name, edit, rule, tensor):
+    d = os.path.join(tmp, name)
+    shutil.copytree(rel, d)
+    path = os.path.join(d, "config.json")
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    edit(cfg["quantization_config"])
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+    check_defect(fp8conv, d, {"rule": rule, "tensor": tensor})
 # the planted-defect copies: each is a valid FP4 copy with one thing broken (EXPECT.json "defect")
 DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp4-scale-shape",
           # compressed-tensors 0.13.0's MXFP4 scales, bias 125 (version 0.13.0): [scale-bias]
@@ -105,8 +152,16 @@ DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp
           # nvfp4-modelopt's tensors under nvfp4-ct's config: [format-mismatch]
           "defect-nvfp4-format-mismatch",
           # k_proj's NVFP4 global scale not q/k/v's shared one: [fused-global-scale]
-          "defect-nvfp4-fused-global"}
+          "defect-nvfp4-fused-global",
+          # fbgemm-fp8 with one weight_scale lost: [missing-scale] on its weight
+          "defect-fbgemm-no-scale",
+          # kimi-k2-thinking with one expert's INT4 weight_scale lost: [missing-scale]
+          "defect-kimi-int4-no-scale"}
 TWIN = ("nvfp4-modelopt", "nvfp4-ct")
+# layouts fp8conv refuses, by design (issue 44): family -> the phrase every command's one message
+# holds. Each command is a check: verify exits 1 with that one error, every other command exits 3
+# with it (inspect, inspect --json, export, convert, quantize --like it, verify --like it, diff)
+REFUSED = {"mistral-native-fp8": "Mistral's native format"}
 
 # The (scheme, format) pairs fp8conv writes (fp8conv-formats(5); `convert` names them when asked
 # for another). A family is converted to each other format its scheme pairs with, and back to its
@@ -134,6 +189,10 @@ DESIGNED = {
     },
     "modelopt-fp8": {
         "like": (3, STATIC, "ModelOpt FP8 static input_scale: --like refuses (issue 24 item 7)"),
+    },
+    "fbgemm-fp8": {
+        "like": (3, "is not written", "fbgemm_fp8 is read, not written: --like refuses and "
+                 "names compressed-tensors channel (issue 44)"),
     },
     "modelopt-fp8-old": {
         "like": (3, STATIC, "ModelOpt FP8 (hf_quant_config.json only), static input_scale: "
@@ -234,7 +293,7 @@ def check_export(fp8conv, rel, expect, out):
 
 def scale_mismatch(directory, scheme):
     """The first FP8 weight whose scale shape does not fit `scheme` (tensor: [] or [1]; channel:
-    [out, 1]; block: [ceil(out/128), ceil(in/128)]), or None."""
+    [out, 1], or [out] as ModelOpt writes it; block: [ceil(out/128), ceil(in/128)]), or None."""
     tensors = st_tensors(directory)
     for name, (dtype, shape, _) in sorted(tensors.items()):
         if dtype != "F8_E4M3" or not name.endswith(".weight"):
@@ -243,7 +302,7 @@ def scale_mismatch(directory, scheme):
         if scale is None:
             return "%s has no weight_scale or weight_scale_inv" % name
         out, inp = shape[-2], shape[-1]
-        fits = {"tensor": scale[1] in ([], [1]), "channel": scale[1] == [out, 1],
+        fits = {"tensor": scale[1] in ([], [1]), "channel": scale[1] in ([out, 1], [out]),
                 "block": scale[1] == [-(-out // 128), -(-inp // 128)]}
         if not fits[scheme]:
             return "%s: scale shape %s is not %s scaling" % (name, scale[1], scheme)
@@ -344,10 +403,48 @@ def fp4_checks(fp8conv, family, rel, tmp):
         ]
     if family in CASTS:
         todo.append(("cast", lambda: check_cast(fp8conv, rel, CASTS[family], tmp)))
+    for name, edit, rule, tensor in CONFIG_DEFECTS.get(family, []):
+        todo.append((name, lambda a=(name, edit, rule, tensor): config_defect(fp8conv, rel, tmp, *a)))
+    if family in LIKE_4BIT:
+        todo.append(("like", lambda: check_like(fp8conv, rel, os.path.join(tmp, "export"), tmp)))
     if family == TWIN[1]:
         twin = os.path.join(os.path.dirname(rel), TWIN[0])
         todo.append(("twin", lambda: step(fp8conv, "diff --dequant " + TWIN[0], "diff", "-q",
                                           "--dequant", twin, rel)))
+    for name, fn in todo:
+        try:
+            fn()
+            checks[(family, name)] = (0, "")
+        except Failed as e:
+            checks[(family, name)] = (e.outcome, e.detail)
+
+
+def refused_checks(fp8conv, family, rel, tmp):
+    """Every command refuses the layout with one message holding REFUSED[family]."""
+    phrase, sample = REFUSED[family], "testdata/llama-tiny"
+    def refused(want_rc, *args):
+        rc, out, err = run([fp8conv] + list(args))
+        if "--json" in args: # the report, or the failure object, on stdout; text on stderr
+            failure = json.loads(out) if rc > 1 else {}
+            if rc > 1 and (failure.get("exit_code") != rc or phrase not in failure["message"]):
+                raise Failed("values", "%s --json: %s" % (args[0], out[-300:]))
+            out = ""
+        lines = [ln for ln in (out + err).splitlines() if phrase in ln]
+        errors = [ln for ln in (out + err).splitlines() if ln.startswith("error [")]
+        if rc != want_rc or len(lines) != 1 or (want_rc == 1 and len(errors) != 1):
+            raise Failed(rc if rc != want_rc else "values", "%s: exit %s, %d lines with '%s': %s"
+                         % (args[0], rc, len(lines), phrase, last_line(err or out)))
+    todo = [
+        ("inspect", lambda: refused(3, "inspect", rel)),
+        ("inspect-json", lambda: refused(3, "inspect", "--json", rel)),
+        ("verify", lambda: refused(1, "verify", rel)),
+        ("export", lambda: refused(3, "dequantize-for-export", rel, os.path.join(tmp, "e"))),
+        ("convert-compressed-tensors", lambda: refused(3, "convert", "--format",
+                                                       "compressed-tensors", rel,
+                                                       os.path.join(tmp, "c"))),
+        ("like", lambda: refused(3, "quantize", "--like", rel, sample, os.path.join(tmp, "l"))),
+        ("twin", lambda: refused(3, "diff", "--dequant", rel, rel)),
+    ]
     for name, fn in todo:
         try:
             fn()
@@ -485,6 +582,14 @@ REAL_DIMS = {
         "docs/vllm_deploy_guide_cn.md: --tensor-parallel-size 4, and 8 only with "
         "--enable_expert_parallel (EP 8); TP 8 without EP is checked as a layout that must not "
         "load"),
+    "fbgemm-fp8": ("meta-llama/Llama-3.1-405B-Instruct-FP8", {
+        # Llama-3.1-405B: four independent model tables quote the same numbers (hidden 16384,
+        # intermediate 53248, 128 heads, 8 KV heads, head_dim 128; find_string query
+        # "intermediate_size": 53248); per-row scales: no block constraint
+        "hidden_size": 16384, "intermediate_size": 53248, "num_attention_heads": 128,
+        "num_key_value_heads": 8, "head_dim": 128},
+        NODE + ((16, 1),), "dims: Llama-3.1-405B as four model tables quote it; layouts: one node "
+        "and two"),
     "mistral-fp8": ("mistralai/Ministral-3-3B-Instruct-2512", {
         # Ministral-3-3B text_config as a benchmark's MODEL_CONFIG_SIGNATURES pins it; head_dim
         # not quoted there (removed: per-tensor scales make it irrelevant to loading)
@@ -671,7 +776,7 @@ def main():
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     root = "testdata/releases"
     families = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
-    unknown = sorted(set(families) ^ (set(OWN) | set(FP4) | DEFECT))
+    unknown = sorted(set(families) ^ (set(OWN) | set(FP4) | DEFECT | set(REFUSED)))
     passed = failed = known = designed = 0
     if unknown:
         print("check-releases: FAIL: families not in the driver's table, or missing: " + ", ".join(unknown))
@@ -683,12 +788,13 @@ def main():
     else:
         passed += 1
     for family in families:
-        if family not in OWN and family not in FP4 and family not in DEFECT:
+        if family not in OWN and family not in FP4 and family not in DEFECT and \
+                family not in REFUSED:
             continue
         tmp = tempfile.mkdtemp(prefix="check_releases.")
         try:
-            (family_checks if family in OWN else fp4_checks)(fp8conv, family,
-                                                              os.path.join(root, family), tmp)
+            (family_checks if family in OWN else refused_checks if family in REFUSED
+             else fp4_checks)(fp8conv, family, os.path.join(root, family), tmp)
             for row in sorted(r for r in REAL_DIMS if r.split("+")[0] == family):
                 tp_real_checks(fp8conv, row, os.path.join(root, family), tmp)
         finally:

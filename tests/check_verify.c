@@ -607,6 +607,40 @@ START_TEST(test_mtp_shared_head_stays_bf16_or_fails_verify)
 }
 END_TEST
 
+/* DeepSeek-V3.2's indexer weights_proj: quantize keeps it bf16, as vLLM and
+ * SGLang build it; one quantized anyway (--no-default-ignore) is an error
+ * naming it, and verify --strict fails (issue 44). */
+START_TEST(test_indexer_weights_proj_stays_bf16_or_fails_verify)
+{
+    char *dir = tu_tmpdir(), *bf, *out, *all;
+    int rc;
+    ck_assert(asprintf(&bf, "%s/bf16", dir) > 0 && asprintf(&out, "%s/q", dir) > 0 &&
+              asprintf(&all, "%s/all", dir) > 0);
+    ck_assert_int_eq(tu_run_fmt(NULL, "dequantize-for-export -q "
+                                      "testdata/releases/deepseek-v3.2-exp '%s'", bf), 0);
+    char *w = quantize_warnings("", bf, out, &rc);
+    ck_assert_msg(rc == 0, "quantize: %s", w);
+    free(w);
+    cJSON *j = verify_json(out, "--strict --no-values", &rc);
+    ck_assert_msg(rc == 0 && !verify_finding(j, "indexer-quantized"), "verify --strict: %d", rc);
+    cJSON_Delete(j);
+    w = quantize_warnings("--no-default-ignore", bf, all, &rc);
+    ck_assert_int_eq(rc, 0);
+    free(w);
+    j = verify_json(all, "--no-values", &rc);
+    const cJSON *f = verify_finding(j, "indexer-quantized");
+    ck_assert_msg(rc == 1 && f &&
+                  !strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "error") &&
+                  strstr(cJSON_GetObjectItem(f, "message")->valuestring,
+                         "model.layers.0.self_attn.indexer.weights_proj.weight"), "exit %d", rc);
+    cJSON_Delete(j);
+    free(bf);
+    free(out);
+    free(all);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* Replaces the ignore list of the checkpoint at `out` (format `format`) by the
  * JSON array `list`: config.json's, and for modelopt hf_quant_config.json's
  * exclude_modules too. */
@@ -1707,6 +1741,7 @@ int main(void)
     tcase_add_test(tc, test_against_finds_saturation_from_floor_scales);
     tcase_add_test(tc, test_mixtral_router_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_mtp_shared_head_stays_bf16_or_fails_verify);
+    tcase_add_test(tc, test_indexer_weights_proj_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_llama4_experts_in_out_quantize_square_blocks_only);
     tcase_add_test(tc, test_unlisted_embedding_is_no_finding);
     tcase_add_test(tc, test_modelopt_exclusions_read_where_the_loaders_read_them);

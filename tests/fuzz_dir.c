@@ -1223,7 +1223,8 @@ static void run_quantize(fp8_ctx *ctx, const decoded *d, const char *in, bool fi
          * router: quantize warns; the MTP head): verify's errors on those are
          * the point, not a broken output.  Found by a local fuzz run. */
         if (o.no_default_ignore &&
-            (!strcmp(f->rule, "router-quantized") || !strcmp(f->rule, "mtp-head-quantized")))
+            (!strcmp(f->rule, "router-quantized") || !strcmp(f->rule, "mtp-head-quantized") ||
+             !strcmp(f->rule, "indexer-quantized")))
             continue;
         /* The model sizes are the input config's, copied: not quantize's doing. */
         if (!strcmp(f->rule, "config-numbers"))

@@ -299,6 +299,32 @@ static fp8_status read_config(fp8_ctx *ctx, fp8_checkpoint *ck)
     return st;
 }
 
+/* Mistral's native format (params.json beside consolidated.safetensors, no
+ * config.json: fp8conv-formats(5), Mistral native format) is not read: its
+ * own names (layers.L.attention.wq, qscale_weight, qscale_act) and its
+ * declaration in params.json are what vLLM's --load-format mistral maps
+ * (models/llama.py MistralForCausalLM.mistral_mapping,
+ * transformers_utils/configs/mistral.py); one message for every command
+ * rather than a missing config.json or scale further on. */
+static fp8_status refuse_mistral_native(fp8_ctx *ctx, const fp8_checkpoint *ck)
+{
+    char *ppath = fp8_path_join(ck->path, "params.json");
+    struct stat sb;
+    fp8_status st = FP8_OK;
+    if (!ppath)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", ck->path);
+    if (!ck->has_config && stat(ppath, &sb) == 0)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: params.json and no config.json: this is Mistral's native format "
+                      "(consolidated.safetensors, qscale_weight/qscale_act), which fp8conv does "
+                      "not read: use the release's Hugging Face format files (config.json and "
+                      "model*.safetensors, in the same repository for most Mistral releases) or "
+                      "convert it with transformers' convert_mistral_weights_to_hf.py",
+                      ck->path);
+    free(ppath);
+    return st;
+}
+
 fp8_status fp8_checkpoint_config_check(fp8_ctx *ctx, const fp8_checkpoint *ck)
 {
     cJSON *config = NULL;
@@ -403,7 +429,8 @@ fp8_status fp8_checkpoint_open(fp8_ctx *ctx, const char *path, fp8_checkpoint **
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
             goto out;
         }
-        if ((st = read_config(ctx, ck)) || (st = read_json(ctx, ipath, &index)))
+        if ((st = read_config(ctx, ck)) || (st = refuse_mistral_native(ctx, ck)) ||
+            (st = read_json(ctx, ipath, &index)))
             goto out;
         ck->has_index = index != NULL;
         st = index ? index_shards(ctx, ck, ipath, index) : dir_shards(ctx, ck);

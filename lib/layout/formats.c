@@ -36,6 +36,17 @@ static const char HF_FP8_TENSOR_TRANSFORMERS[] =
 static const char NO_MODELOPT_TRANSFORMERS[] =
     "it has no quantizer for quant_method modelopt and loads the quantized codes as plain "
     "weights";
+/* fbgemm FP8 is read (verify, export, convert from it), not written: its
+ * codes and per-row scales are compressed-tensors' channel layout, which
+ * every loader reads too. */
+static const char FBGEMM_READ_ONLY[] =
+    "fp8conv reads quant_method fbgemm_fp8 and does not write it: use --format "
+    "compressed-tensors --scheme channel, the same codes and per-row scales";
+/* vLLM quantization/fbgemm_fp8.py FBGEMMFp8Config.get_quant_method gives a
+ * method to LinearBase layers only: a FusedMoE layer is built unquantized. */
+static const char FBGEMM_MOE[] =
+    "its fbgemm_fp8 config quantizes linear layers only (FBGEMMFp8Config.get_quant_method) and "
+    "builds MoE experts unquantized";
 /* transformers 5.19 on a CPU: FineGrainedFP8 dequantizes at load
  * (integrations/finegrained_fp8.py, Fp8Dequantize) with full blocks only:
  * "Weight shape (320, 352) not divisible by scale grid (3, 3)", or, where the
@@ -150,12 +161,21 @@ static const fmt_spec table[] = {
       .modelopt_algo_acts = "NVFP4", .packed = true, .fp4_layout = FP4_LAYOUT_NVFP4_MODELOPT,
       .experts_apart = true,
       .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
+    /* Meta's fbgemm FP8 (Llama-3.1-405B-Instruct-FP8), as
+     * fp8conv-formats(5), fbgemm FP8 describes it: vLLM
+     * quantization/fbgemm_fp8.py FBGEMMFp8LinearMethod and transformers integrations/fbgemm_fp8.py FbgemmFp8Linear hold
+     * weight_scale F32 [out, 1]; activations per row at run time, bounded by
+     * activation_scale_ub, no input scale tensor. */
+    { .format = FP8_FORMAT_FBGEMM_FP8, .scheme = FP8_SCHEME_CHANNEL, .scale_suffix = "_scale",
+      .scale_dtype = FMT_SCALE_F32, .keepdim = true, .refused = FBGEMM_READ_ONLY,
+      .no_experts = { [VLLM] = FBGEMM_MOE } },
 };
 
 #define NROWS (sizeof table / sizeof *table)
 
 /* In fp8_format's order from FP8_FORMAT_HF_FP8 on: the one list of names. */
-const char *const fp8_format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", NULL };
+const char *const fp8_format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", "fbgemm-fp8",
+                                         NULL };
 #define NFORMATS (sizeof fp8_format_names / sizeof *fp8_format_names - 1)
 
 /* Per format, where its list of modules left unquantized sits: a key of
@@ -164,10 +184,14 @@ const char *const fp8_format_names[] = { "hf-fp8", "compressed-tensors", "modelo
  * read there (fmt_ignore_read). */
 static const struct {
     const char *config_key, *side_file, *side_key;
+    /* transformers' should_convert_module reads the list (fmt_ignore_match) */
+    bool hf_loose;
 } ignore_keys[] = {
-    [FP8_FORMAT_HF_FP8] = { "modules_to_not_convert", NULL, NULL },
-    [FP8_FORMAT_COMPRESSED_TENSORS] = { "ignore", NULL, NULL },
-    [FP8_FORMAT_MODELOPT] = { "ignore", HF_QUANT_CONFIG, "exclude_modules" },
+    [FP8_FORMAT_HF_FP8] = { "modules_to_not_convert", NULL, NULL, true },
+    [FP8_FORMAT_COMPRESSED_TENSORS] = { "ignore", NULL, NULL, false },
+    [FP8_FORMAT_MODELOPT] = { "ignore", HF_QUANT_CONFIG, "exclude_modules", false },
+    /* vLLM fbgemm_fp8.py from_config; transformers quantizer_fbgemm_fp8.py */
+    [FP8_FORMAT_FBGEMM_FP8] = { "modules_to_not_convert", NULL, NULL, true },
 };
 #define KNOWN_FORMAT(f) ((unsigned)(f) < sizeof ignore_keys / sizeof *ignore_keys && ignore_keys[f].config_key)
 
@@ -336,6 +360,17 @@ static bool block_pair(const cJSON *b, uint32_t *rows, uint32_t *cols)
     return true;
 }
 
+bool fmt_modelopt_algo_scheme(const char *algo, fp8_scheme *scheme)
+{
+    for (size_t i = 0; algo && i < NROWS; i++)
+        if ((table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0) ||
+            (table[i].modelopt_algo_acts && strcasecmp(table[i].modelopt_algo_acts, algo) == 0)) {
+            *scheme = table[i].scheme;
+            return true;
+        }
+    return false;
+}
+
 void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
 {
     memset(d, 0, sizeof *d);
@@ -387,12 +422,12 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
             d->bad_key = "block_structure";
     } else if (strcmp(method, "modelopt") == 0) {
         d->format = FP8_FORMAT_MODELOPT;
-        const char *algo = str_of(q, "quant_algo");
         d->scheme = FP8_SCHEME_TENSOR;
-        for (size_t i = 0; algo && i < NROWS; i++)
-            if ((table[i].modelopt_algo && strcasecmp(table[i].modelopt_algo, algo) == 0) ||
-                (table[i].modelopt_algo_acts && strcasecmp(table[i].modelopt_algo_acts, algo) == 0))
-                d->scheme = table[i].scheme;
+        fmt_modelopt_algo_scheme(str_of(q, "quant_algo"), &d->scheme);
+    } else if (strcmp(method, "fbgemm_fp8") == 0) {
+        /* vLLM fbgemm_fp8.py FBGEMMFp8Config: per-row scales, nothing else to choose */
+        d->format = FP8_FORMAT_FBGEMM_FP8;
+        d->scheme = FP8_SCHEME_CHANNEL;
     } else {
         d->unknown_method = method;
     }
@@ -549,6 +584,12 @@ const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, 
         return "MTP projection (eh_proj)";
     if (mtp_head(name))
         return "MTP output head (shared_head.head)";
+    /* DeepSeek-V3.2's sparse-attention indexer: vLLM models/deepseek_v2.py
+     * Indexer and SGLang layers/attention/nsa/nsa_indexer.py build
+     * weights_proj with no quantization config (wq_b and wk with the
+     * model's); DeepSeek-V3.2-Exp keeps it BF16 */
+    if (fp8_has_suffix(name, ".indexer.weights_proj.weight"))
+        return INDEXER_WEIGHTS_PROJ;
     if (any_component(name, norm_component))
         return "normalization";
     /* Mixtral and Phi-MoE call it block_sparse_moe.gate; a router by any
@@ -980,7 +1021,7 @@ static bool match_from_start(const char *re, const char *s)
  *    quantization/compressed_tensors/utils.py, should_ignore_layer ->
  *    check_equal_or_regex_match: the name equal, or "re:" with re.match), so
  *    a bare "gate" names no layer there;
- *  - hf-fp8 (modules_to_not_convert), transformers only: should_convert_module
+ *  - hf-fp8 and fbgemm-fp8 (modules_to_not_convert), transformers only: should_convert_module
  *    (transformers quantizers/quantizers_utils.py) skips a module when the
  *    entry, as a regex, matches from the start of its name, or when the name
  *    ends with it ("gate" names model.layers.0.mlp.gate, and
@@ -999,7 +1040,7 @@ fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *m
         return FMT_IGNORES_ALL;
     if (format == FP8_FORMAT_MODELOPT && ne && strstr(module, entry))
         return FMT_IGNORES_ALL;
-    if (format == FP8_FORMAT_HF_FP8 && ne &&
+    if (KNOWN_FORMAT(format) && ignore_keys[format].hf_loose && ne &&
         ((ne <= nm && memcmp(module + nm - ne, entry, ne) == 0) || match_from_start(entry, module)))
         return FMT_IGNORES_LOOSE;
     return FMT_IGNORES_NONE;

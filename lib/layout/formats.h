@@ -242,6 +242,11 @@ typedef struct {
 int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n);
 bool fmt_pattern_match(const fmt_pattern *p, const char *tensor);
 void fmt_pattern_free(fmt_pattern *p);
+/* The scheme of ModelOpt's quant_algo ALGO (a row's modelopt_algo or
+ * modelopt_algo_acts); false, *scheme untouched, for none. */
+bool fmt_modelopt_algo_scheme(const char *algo, fp8_scheme *scheme);
+/* fmt_default_keep's answer for DeepSeek-V3.2's indexer weights_proj */
+#define INDEXER_WEIGHTS_PROJ "indexer weights_proj (DeepSeek-V3.2)"
 
 /* Whether `name` is a fused gate/up weight ([2I, H], or [E, 2I, H] for
  * experts): gate_up_proj, w13, ... whose halves a loader splits. */

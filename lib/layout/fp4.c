@@ -176,6 +176,9 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .name = "compressed-tensors int4", .weight_suffix = ".weight_packed",
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_I32,
         .scale_dtype = FP8_DTYPE_BF16, .weight_rank = 2, .scheme = &int4,
+        /* an I32 weight_packed is pack-quantized whatever else is there: one
+         * whose scale is lost is missing-scale, not a plain tensor (issue 44) */
+        .by_name = true,
         .source = "compressed-tensors compressors/pack_quantized/base.py, helpers.py",
         .decl_method = "compressed-tensors", .decl_key = "format",
         .decl_value = "pack-quantized", .decl_exclusive = true,
@@ -696,6 +699,16 @@ static bool holds(const cJSON *obj, const char *key, const char *value)
     return cJSON_IsString(x) && strstr(x->valuestring, value);
 }
 
+const cJSON *fp4_quantized_layers(const cJSON *config)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(q, "quantized_layers");
+    if (!m) /* hf_quant_config.json's, nested (fmt_config_read) */
+        m = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(q, "quantization"),
+                                             "quantized_layers");
+    return cJSON_IsObject(m) ? m : NULL;
+}
+
 bool fp4_layout_declared(const fp4_layout *l, const cJSON *config)
 {
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config"), *g;
@@ -707,6 +720,11 @@ bool fp4_layout_declared(const fp4_layout *l, const cJSON *config)
     /* compressed-tensors' mixed-precision checkpoints name a format per
      * config group (config_groups.*.format) */
     cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(q, "config_groups"))
+        if (holds(g, l->decl_key, l->decl_value))
+            return true;
+    /* and ModelOpt's quant_algo MIXED_PRECISION one per layer (vLLM
+     * quantization/modelopt.py ModelOptMixedPrecisionConfig) */
+    cJSON_ArrayForEach(g, fp4_quantized_layers(config))
         if (holds(g, l->decl_key, l->decl_value))
             return true;
     return false;

@@ -159,6 +159,10 @@ bool fp4_layout_bias_refused(const fp4_layout *l, const cJSON *config, char *why
 
 /* Whether config.json `config` (may be NULL) declares layout `l` (its decl_
  * fields). */
+/* ModelOpt MIXED_PRECISION's per-layer declaration: quantization_config's
+ * quantized_layers (or hf_quant_config.json's, nested under "quantization"),
+ * module -> {"quant_algo": ...}; NULL when there is none. */
+const cJSON *fp4_quantized_layers(const cJSON *config);
 bool fp4_layout_declared(const fp4_layout *l, const cJSON *config);
 
 /* A packed weight resolved against its checkpoint (fp4_weight_find). */

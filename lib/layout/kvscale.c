@@ -84,6 +84,15 @@ static const struct {
     { FP8_LOADER_VLLM, { "qwen3_5", "qwen3_5_moe" }, { "*" },
       "vLLM's models/qwen3_5.py load_weights does not call maybe_remap_kv_scale_name "
       "(vllm issue #54623)" },
+    /* DeepSeek MLA (issue 44): the generic .k_scale branch maps
+     * self_attn.k_scale to self_attn.attn.k_scale, a module MLA attention
+     * (models/deepseek_v2.py) does not have, so the remapped name is no
+     * parameter and maybe_remap_kv_scale_name logs and skips it */
+    { FP8_LOADER_VLLM, { "deepseek_v3", "deepseek_v32", "kimi_k2", "deepseek_v2" },
+      { "llm-compressor", "kv-scale" },
+      "vLLM's maybe_remap_kv_scale_name (model_loader/weight_utils.py) maps them to "
+      "self_attn.attn.k_scale / v_scale, which its MLA attention (models/deepseek_v2.py) does not "
+      "have, and skips them with a log line that the kv_scale is not loaded" },
     /* SGLang's hand-written loaders of these three lose three namings */
     { FP8_LOADER_SGLANG, { "qwen3_moe", "qwen2", "mixtral" }, { "fused-qkv", "modelopt", "kv-scale" },
       "SGLang's Qwen3MoeForCausalLM, Qwen2ForCausalLM and MixtralForCausalLM load_weights "

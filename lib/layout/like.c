@@ -888,6 +888,10 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
                                           : "no quantization_config");
     else if (act)
         st = refuse_static(ctx, ref, rck, act);
+    else if (fmt_spec_find(d->format, d->scheme) && fmt_spec_find(d->format, d->scheme)->refused)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "--like %s: its layout (%s, scheme %s) is not "
+                      "written: %s", ref, fp8_format_name(d->format), fp8_scheme_name(d->scheme),
+                      fmt_spec_find(d->format, d->scheme)->refused);
     else if (run_row_differs(config, d)) {
         const fp8_scheme_traits *t = fp8_scheme_get(d->scheme);
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,

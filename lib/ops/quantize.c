@@ -262,7 +262,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
 static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     fp8_quant_options *o = &p->opts;
-    if (!fp8_scheme_get(o->scheme) || (unsigned)o->format > FP8_FORMAT_MODELOPT)
+    if (!fp8_scheme_get(o->scheme) || (unsigned)o->format > FP8_FORMAT_FBGEMM_FP8)
         return fp8_fail(ctx, FP8_ERR_USAGE, "unknown scheme or format");
     p->format = o->format == FP8_FORMAT_DEFAULT ? fp8_format_default(o->scheme) : o->format;
     p->spec = fmt_spec_find(p->format, o->scheme);

@@ -126,7 +126,7 @@ static int cmp_item(const void *name, const void *item)
 static bool requantizable(const fp4_layout *l)
 {
     fp8_scheme sch = (fp8_scheme)(l->scheme - fp8_scheme_table);
-    for (int f = 0; f <= FP8_FORMAT_MODELOPT; f++)
+    for (int f = 0; f <= FP8_FORMAT_FBGEMM_FP8; f++)
         if (fmt_code_layout(fmt_spec_find((fp8_format)f, sch)) == l)
             return true;
     return false;
@@ -928,7 +928,8 @@ static fp8_status against_plan(fp8_ctx *ctx, const fp8_verify *v, const char *sr
                                fp8_quant_plan **plan)
 {
     static const fp8_format formats[] = { FP8_FORMAT_DEFAULT, FP8_FORMAT_HF_FP8,
-                                          FP8_FORMAT_COMPRESSED_TENSORS, FP8_FORMAT_MODELOPT };
+                                          FP8_FORMAT_COMPRESSED_TENSORS, FP8_FORMAT_MODELOPT,
+                                          FP8_FORMAT_FBGEMM_FP8 };
     fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
     o.scheme = v->scheme;
     o.format = formats[v->format];

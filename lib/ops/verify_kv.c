@@ -189,7 +189,7 @@ fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v)
             if (why)
                 st = verify_add(ctx, v, FP8_SEV_WARNING, "kv-scale-dropped",
                                 "%s: %s (%zu %s scale%s, model_type %s): %s drops them: %s; "
-                                "its FP8 KV cache runs at scale 1.0, silently",
+                                "its FP8 KV cache runs at scale 1.0",
                                 seen[j].file, seen[j].first, seen[j].count,
                                 seen[j].naming->convention, seen[j].count == 1 ? "" : "s",
                                 mt ? mt : "(none)", loader_name[l], why);

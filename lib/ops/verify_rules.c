@@ -187,6 +187,15 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
                      "(shared_head.head): vLLM builds it unquantized (a ParallelLMHead) and "
                      "fails on its scale with a KeyError; the releases keep it in bf16",
                      file, t->name);
+    /* an FP8 indexer weights_proj: vLLM and SGLang build it unquantized
+     * (fmt_default_keep), so its codes load as bf16 values with no scale */
+    if (!st && keep && strcmp(keep, INDEXER_WEIGHTS_PROJ) == 0)
+        st = verify_add_for(ctx, v, SERVING, "indexer-quantized",
+                     "%s: %s is F8_E4M3, but it is DeepSeek-V3.2's indexer weights_proj: vLLM "
+                     "(models/deepseek_v2.py Indexer) and SGLang (nsa_indexer.py) build it with "
+                     "no quantization, so its codes would be read as values without their "
+                     "scale; the release keeps it in bf16",
+                     file, t->name);
     /* fused experts stored [E, in, out] (fmt_experts_in_out): vLLM's
      * Llama4Model.load_moe_expert_weights (models/llama4.py) splits gate_up_proj
      * and its scale with chunk(2, dim=-1) and transposes both with
@@ -602,6 +611,52 @@ static fp8_status check_declaration(fp8_ctx *ctx, fp8_verify *v, const cJSON *co
     return st;
 }
 
+/* ModelOpt MIXED_PRECISION (fp8conv-formats(5), ModelOpt mixed precision):
+ * vLLM's ModelOptMixedPrecisionConfig gives a layer the method its
+ * quantized_layers entry names, and none to a layer without one; so every
+ * quantized weight not an expert (expert entries may be templates) needs an
+ * entry whose quant_algo is of its element (FP8, NVFP4). */
+static fp8_status check_quantized_layers(fp8_ctx *ctx, fp8_verify *v, const cJSON *config)
+{
+    const cJSON *layers = fp4_quantized_layers(config);
+    fp8_status st = FP8_OK;
+    for (size_t i = 0; layers && i < fp8_checkpoint_tensor_count(v->ck) && !st; i++) {
+        size_t shard;
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(v->ck, i, &shard);
+        char *sname = NULL, *oname = NULL;
+        const fp4_layout *l = fp4_layout_match(v->ck, t->name, t->dtype, t->rank, &sname, &oname);
+        bool packed = l && sname && fp8_checkpoint_find(v->ck, sname, NULL);
+        const char *suffix = packed ? l->weight_suffix : ".weight";
+        fp8_elem have = packed ? l->scheme->elem : fp8_scheme_get(v->scheme)->elem;
+        free(sname);
+        free(oname);
+        if (!(packed || (fp8_dtype_holds_codes(t->dtype) && fp8_has_suffix(t->name, ".weight"))) ||
+            fmt_is_expert(t->name))
+            continue;
+        char *module = fp8_name_with(t->name, strlen(t->name) - strlen(suffix), "");
+        if (!module)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(layers, module);
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "quant_algo");
+        fp8_scheme s;
+        if (!cJSON_IsString(a))
+            st = verify_add_for(ctx, v, SERVING, "quantized-layers",
+                                "%s: %s: quantized, but quantization_config.quantized_layers "
+                                "has no entry for '%s': vLLM's ModelOptMixedPrecisionConfig "
+                                "builds that layer unquantized",
+                                fp8_checkpoint_shard_name(v->ck, shard), t->name, module);
+        else if (!fmt_modelopt_algo_scheme(a->valuestring, &s) ||
+                 fp8_scheme_get(s)->elem != have)
+            st = verify_add_for(ctx, v, SERVING, "quantized-layers",
+                                "%s: %s: %s, but quantized_layers declares '%s' %s: the "
+                                "loaders build that layer for the declared algorithm",
+                                fp8_checkpoint_shard_name(v->ck, shard), t->name,
+                                packed ? l->name : "F8_E4M3", module, a->valuestring);
+        free(module);
+    }
+    return st;
+}
+
 /* The packed-FP4 weights: each has its scale, named, typed and shaped as its
  * layout's loaders read it, with no E8M0 NaN byte (fp4.h; fp8conv-formats(5),
  * 2026 LAYOUTS); the declaration, bias and loaders of each layout present. */
@@ -646,6 +701,8 @@ static fp8_status check_packed(fp8_ctx *ctx, fp8_verify *v)
     }
     if (!st)
         st = check_declaration(ctx, v, config, first, first_shard, count);
+    if (!st)
+        st = check_quantized_layers(ctx, v, config);
     for (int i = 0; i < FP4_LAYOUT_COUNT && !st; i++)
         if (!(st = check_bias(ctx, v, config, fp4_layout_get(i), first[i], first_shard[i],
                               count[i])))
@@ -736,14 +793,23 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
          * replace_with_fp8_linear replaces nn.Linear; llm-compressor and
          * ModelOpt target Linear modules), so the releases' ignore lists never
          * name embed_tokens, and need not */
+        /* nor is a DeepSeek-style router, the module holding
+         * e_score_correction_bias (DeepSeek-V3, Kimi-K2, GLM-4.5): transformers'
+         * DeepseekV3TopkRouter is an nn.Module with a weight Parameter, no
+         * nn.Linear a "Linear" target names, and vLLM's deepseek_v2.py builds
+         * the gate with quant_config None; Kimi-K2-Thinking's ignore list does
+         * not name it */
         const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts);
         if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
             (fp8_dtype_is_float(t->dtype) || t->dtype == FP8_DTYPE_F64) &&
             fp8_has_suffix(t->name, ".weight") && !(keep && !strcmp(keep, "embedding"))) {
             char *module = fp8_name_with(t->name, strlen(t->name) - 7, "");
+            bool topk_router = keep && !strcmp(keep, "MoE router") &&
+                               ck_find_with(ck, t->name, strlen(t->name) - 7,
+                                            ".e_score_correction_bias", NULL);
             if (!module)
                 st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-            else if (!ignored(v, module))
+            else if (!topk_router && !ignored(v, module))
                 st = verify_add(ctx, v, FP8_SEV_WARNING, "not-in-ignore-list",
                          "%s: %s stays %s but '%s' is not in the config's ignore list", file,
                          t->name, fp8_dtype_name(t->dtype), module);
