@@ -426,7 +426,8 @@ static void compare_ignore(differ *d, fp8_format format, const char *key, char *
         }
         if ((d->st = fmt_ignore_set_create(d->ctx, format, lists[k], ns[k], &sets[k])))
             goto out;
-        memcpy(sorted[k], lists[k], ns[k] * sizeof *sorted[k]);
+        if (ns[k]) /* an empty list may be NULL */
+            memcpy(sorted[k], lists[k], ns[k] * sizeof *sorted[k]);
         qsort(sorted[k], ns[k], sizeof *sorted[k], cmp_str);
     }
     for (size_t i = 0; i < nmodules; i++) {
