@@ -701,25 +701,28 @@ START_TEST(test_vision_towers_stay_bf16)
     static const char *const towers[] = {
         "model.visual.blocks.0.attn.qkv.weight", "multi_modal_projector.linear_1.weight",
         "vision_model.model.layers.0.mlp.fc1.weight", "vision_tower.encoder.layers.0.fc1.weight",
-        "model.mm_projector.0.weight",
+        "model.mm_projector.0.weight", "vision_encoder.transformer.layers.0.attention.wq.weight",
+        "vision_language_adapter.w_in.weight", "patch_merger.merging_layer.weight",
+        "pre_mm_projector_norm.weight",
     };
-    t_spec ts[6];
-    for (size_t i = 0; i < 5; i++)
+    enum { NT = sizeof towers / sizeof *towers };
+    t_spec ts[NT + 1];
+    for (size_t i = 0; i < NT; i++)
         ts[i] = (t_spec){ towers[i], FP8_DTYPE_BF16, 2, { 64, 64 }, w };
-    ts[5] = (t_spec){ "language_model.model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
-                      { 64, 64 }, w };
+    ts[NT] = (t_spec){ "language_model.model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
+                       { 64, 64 }, w };
     char *dir = tu_tmpdir(), *out, *err, *args;
-    char *in = write_ck(dir, "in", ts, 6, "{\"model_type\": \"llama4\"}");
+    char *in = write_ck(dir, "in", ts, NT + 1, "{\"model_type\": \"llama4\"}");
     ck_assert(asprintf(&args, "quantize --dry-run --block 32x32 %s %s/out", in, dir) > 0);
     ck_assert_int_eq(tu_run(args, &out, &err), 0);
     free(args);
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < NT; i++) {
         char want[256];
         snprintf(want, sizeof want, "keep      %s BF16 [64, 64]: vision tower or multimodal projector\n",
                  towers[i]);
         ck_assert_msg(strstr(out, want), "%s", out);
     }
-    ck_assert_msg(strstr(out, "tensors: 1 quantized, 5 kept"), "%s", out);
+    ck_assert_msg(strstr(out, "tensors: 1 quantized, 9 kept"), "%s", out);
     free(out);
     free(err);
     /* quantized all the same: what vLLM and SGLang would not load */

@@ -559,11 +559,15 @@ static bool norm_component(const char *p, size_t n)
  * ignore "re:multi_modal_projector.*", "re:vision_tower.*";
  * multimodal_vision/mllama_example.py: "re:vision_model.*";
  * qwen_2_5_vl_example.py: "re:visual.*", "re:model.visual.*") and so do
- * the FP8 VLM releases; mm_projector is LLaVA-NeXT's original name. */
+ * the FP8 VLM releases; mm_projector is LLaVA-NeXT's original name.
+ * Mistral's own names (Pixtral, Mistral-Small-3.x): vLLM's pixtral.py builds
+ * vision_encoder, patch_merger, pre_mm_projector_norm and
+ * vision_language_adapter from plain nn.Linear/RMSNorm, no quant_config. */
 static bool tower_component(const char *p, size_t n)
 {
     return IS("visual") || IS("vision_tower") || IS("vision_model") ||
-           IS("multi_modal_projector") || IS("mm_projector");
+           IS("multi_modal_projector") || IS("mm_projector") || IS("vision_encoder") ||
+           IS("vision_language_adapter") || IS("patch_merger") || IS("pre_mm_projector_norm");
 }
 /* gate (Qwen, DeepSeek, OLMoE, GLM), router (GPT-OSS, Llama-4, DBRX, Jamba, Granite) */
 static bool router_component(const char *p, size_t n)
