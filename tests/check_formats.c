@@ -14,7 +14,7 @@
 static const char *keep(const char *name, uint64_t rows, uint64_t cols, uint64_t experts)
 {
     uint64_t shape[2] = { rows, cols };
-    return fmt_default_keep(name, 2, shape, experts);
+    return fmt_default_keep(name, 2, shape, experts, NULL);
 }
 
 static bool is_router(const char *name, uint64_t rows, uint64_t experts)

@@ -690,6 +690,59 @@ START_TEST(test_ignore_takes_llm_compressor_forms)
 END_TEST
 
 
+/* issue 45: verify's tower-quantized per model_type (fmt_tower_unquantized):
+ * a tower the loaders build with the checkpoint's quant config loads
+ * quantized (Qwen2.5-VL's visual, Mllama's vision_model: no finding); one
+ * vLLM builds unquantized is a finding (InternVL's mlp1, LLaVA-NeXT-Video's
+ * projector), and quantize keeps it bf16 by default for that model_type. */
+START_TEST(test_tower_rows_per_model_type)
+{
+    static uint16_t w[64 * 64];
+    for (size_t i = 0; i < 64 * 64; i++)
+        w[i] = (uint16_t)(0x3c00 + (i % 512));
+    static const struct {
+        const char *model_type, *tower;
+        bool finding;
+    } rows[] = {
+        { "qwen2_5_vl", "visual.blocks.0.attn.qkv.weight", false },
+        { "mllama", "vision_model.transformer.layers.0.mlp.fc1.weight", false },
+        { "internvl_chat", "mlp1.1.weight", true },
+        { "llava_next_video", "multi_modal_projector.linear_1.weight", true },
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        t_spec ts[2] = {
+            { rows[r].tower, FP8_DTYPE_BF16, 2, { 64, 64 }, w },
+            { "language_model.model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2, { 64, 64 }, w },
+        };
+        char *dir = tu_tmpdir(), *out, *err, *args, config[96], want[256];
+        snprintf(config, sizeof config, "{\"model_type\": \"%s\"}", rows[r].model_type);
+        char *in = write_ck(dir, "in", ts, 2, config);
+        ck_assert(asprintf(&args, "quantize --dry-run --block 32x32 %s %s/out", in, dir) > 0);
+        ck_assert_int_eq(tu_run(args, &out, &err), 0);
+        free(args);
+        snprintf(want, sizeof want, "keep      %s BF16 [64, 64]: vision tower or multimodal projector\n",
+                 rows[r].tower);
+        ck_assert_msg(strstr(out, want), "%s: %s", rows[r].model_type, out);
+        free(out);
+        free(err);
+        ck_assert(asprintf(&args, "quantize -q --no-default-ignore --block 32x32 %s %s/all", in, dir) > 0);
+        ck_assert_int_eq(tu_run(args, NULL, NULL), 0);
+        free(args);
+        ck_assert(asprintf(&args, "verify --no-values --json %s/all", dir) > 0);
+        tu_run(args, &out, &err);
+        free(args);
+        snprintf(want, sizeof want, "%s is F8_E4M3, but it is in the vision tower or projector of a %s model, which vLLM",
+                 rows[r].tower, rows[r].model_type);
+        ck_assert_msg(!strstr(out, want) == !rows[r].finding, "%s: %s", rows[r].model_type, out);
+        ck_assert_msg(!strstr(out, "tower-quantized") == !rows[r].finding, "%s: %s", rows[r].model_type, out);
+        free(out);
+        free(err);
+        free(in);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
 /* issue 45: a multimodal model's vision tower and projector stay bf16 by
  * default, each named in the plan; verify says where a loader builds the
  * tower unquantized (Llama-4: vLLM's vision model, SGLang's projector). */
@@ -701,25 +754,28 @@ START_TEST(test_vision_towers_stay_bf16)
     static const char *const towers[] = {
         "model.visual.blocks.0.attn.qkv.weight", "multi_modal_projector.linear_1.weight",
         "vision_model.model.layers.0.mlp.fc1.weight", "vision_tower.encoder.layers.0.fc1.weight",
-        "model.mm_projector.0.weight",
+        "model.mm_projector.0.weight", "vision_encoder.transformer.layers.0.attention.wq.weight",
+        "vision_language_adapter.w_in.weight", "patch_merger.merging_layer.weight",
+        "pre_mm_projector_norm.weight",
     };
-    t_spec ts[6];
-    for (size_t i = 0; i < 5; i++)
+    enum { NT = sizeof towers / sizeof *towers };
+    t_spec ts[NT + 1];
+    for (size_t i = 0; i < NT; i++)
         ts[i] = (t_spec){ towers[i], FP8_DTYPE_BF16, 2, { 64, 64 }, w };
-    ts[5] = (t_spec){ "language_model.model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
-                      { 64, 64 }, w };
+    ts[NT] = (t_spec){ "language_model.model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2,
+                       { 64, 64 }, w };
     char *dir = tu_tmpdir(), *out, *err, *args;
-    char *in = write_ck(dir, "in", ts, 6, "{\"model_type\": \"llama4\"}");
+    char *in = write_ck(dir, "in", ts, NT + 1, "{\"model_type\": \"llama4\"}");
     ck_assert(asprintf(&args, "quantize --dry-run --block 32x32 %s %s/out", in, dir) > 0);
     ck_assert_int_eq(tu_run(args, &out, &err), 0);
     free(args);
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < NT; i++) {
         char want[256];
         snprintf(want, sizeof want, "keep      %s BF16 [64, 64]: vision tower or multimodal projector\n",
                  towers[i]);
         ck_assert_msg(strstr(out, want), "%s", out);
     }
-    ck_assert_msg(strstr(out, "tensors: 1 quantized, 5 kept"), "%s", out);
+    ck_assert_msg(strstr(out, "tensors: 1 quantized, 9 kept"), "%s", out);
     free(out);
     free(err);
     /* quantized all the same: what vLLM and SGLang would not load */
@@ -1178,6 +1234,7 @@ int main(void)
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
     tcase_add_test(tc, test_ignore_takes_llm_compressor_forms);
     tcase_add_test(tc, test_vision_towers_stay_bf16);
+    tcase_add_test(tc, test_tower_rows_per_model_type);
     tcase_add_test(tc, test_sigint_leaves_nothing);
     tcase_add_test(tc, test_sigterm_leaves_nothing);
     tcase_add_test(tc, test_sighup_leaves_nothing);

@@ -499,6 +499,8 @@ uint64_t fmt_config_hidden(const cJSON *config)
     return h ? h : u64_of(cJSON_GetObjectItemCaseSensitive(config, "text_config"), "hidden_size");
 }
 
+const char *fmt_config_model_type(const cJSON *config) { return str_of(config, "model_type"); }
+
 const char *fmt_config_dtype(const cJSON *config)
 {
     const char *d = str_of(config, "torch_dtype");
@@ -559,11 +561,15 @@ static bool norm_component(const char *p, size_t n)
  * ignore "re:multi_modal_projector.*", "re:vision_tower.*";
  * multimodal_vision/mllama_example.py: "re:vision_model.*";
  * qwen_2_5_vl_example.py: "re:visual.*", "re:model.visual.*") and so do
- * the FP8 VLM releases; mm_projector is LLaVA-NeXT's original name. */
+ * the FP8 VLM releases; mm_projector is LLaVA-NeXT's original name.
+ * Mistral's own names (Pixtral, Mistral-Small-3.x): vLLM's pixtral.py builds
+ * vision_encoder, patch_merger, pre_mm_projector_norm and
+ * vision_language_adapter from plain nn.Linear/RMSNorm, no quant_config. */
 static bool tower_component(const char *p, size_t n)
 {
     return IS("visual") || IS("vision_tower") || IS("vision_model") ||
-           IS("multi_modal_projector") || IS("mm_projector");
+           IS("multi_modal_projector") || IS("mm_projector") || IS("vision_encoder") ||
+           IS("vision_language_adapter") || IS("patch_merger") || IS("pre_mm_projector_norm");
 }
 /* gate (Qwen, DeepSeek, OLMoE, GLM), router (GPT-OSS, Llama-4, DBRX, Jamba, Granite) */
 static bool router_component(const char *p, size_t n)
@@ -572,9 +578,10 @@ static bool router_component(const char *p, size_t n)
 }
 #undef IS
 
-const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts)
+const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts,
+                             const char *model_type)
 {
-    if (any_component(name, tower_component))
+    if (any_component(name, tower_component) || fmt_tower_unquantized(model_type, name))
         return FMT_KEEP_TOWER;
     if (any_component(name, embedding_component))
         return "embedding";
@@ -669,17 +676,32 @@ bool fmt_pattern_match(const fmt_pattern *p, const char *tensor)
 }
 
 /* Towers the loaders build without a quantization config, whatever the
- * checkpoint's declares, so an FP8 weight there does not load: vLLM's
- * Llama-4 vision model (model_executor/models/mllama4.py,
- * Llama4ForConditionalGeneration.__init__: Llama4VisionModel(...,
- * quant_config=None)); SGLang's Llama-4 projector (srt/models/mllama4.py:
- * Llama4MultiModalProjector(config), no quant_config). */
+ * checkpoint's declares, so an FP8 weight there does not load (no parameter
+ * for its scale, or its codes read as values). One row per model_type and
+ * tower component, each from the loader's model file. The towers of the
+ * other common VLMs take the checkpoint's quant config in vLLM, so a
+ * quantized one loads: qwen2_vl, qwen2_5_vl, qwen3_vl (visual:
+ * Qwen*VisionTransformer(..., quant_config)), llava (llava.py:
+ * init_vision_tower_for_llava(config, quant_config),
+ * LlavaMultiModalProjector(quant_config=)), mistral3 (mistral3.py, both),
+ * idefics3 (idefics3.py Idefics3Model: vision_model and connector), mllama
+ * (mllama.py: MllamaVisionModel(config, quant_config),
+ * multi_modal_projector a ColumnParallelLinear with it), phi4mm (phi4mm.py:
+ * Phi4MMImageEncoder(config, quant_config)). */
 static const struct {
     const char *model_type, *component;
     unsigned loaders;
 } unquantized_towers[] = {
+    /* vLLM models/mllama4.py Llama4ForConditionalGeneration: Llama4VisionModel(..., quant_config=None) */
     { "llama4", "vision_model", 1u << FP8_LOADER_VLLM },
+    /* SGLang srt/models/mllama4.py: Llama4MultiModalProjector(config), no quant_config */
     { "llama4", "multi_modal_projector", 1u << FP8_LOADER_SGLANG },
+    /* vLLM models/gemma3_mm.py and SGLang srt/models/gemma3_mm.py: Gemma3MultiModalProjector(config), a plain nn.Parameter */
+    { "gemma3", "multi_modal_projector", 1u << FP8_LOADER_VLLM | 1u << FP8_LOADER_SGLANG },
+    /* vLLM models/internvl.py InternVLChatModel._init_mlp1(config): nn.Sequential of nn.Linear */
+    { "internvl_chat", "mlp1", 1u << FP8_LOADER_VLLM },
+    /* vLLM models/llava_next_video.py: LlavaNextMultiModalProjector(...), no quant_config */
+    { "llava_next_video", "multi_modal_projector", 1u << FP8_LOADER_VLLM },
 };
 
 unsigned fmt_tower_unquantized(const char *model_type, const char *name)

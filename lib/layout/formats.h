@@ -206,6 +206,8 @@ bool fmt_experts_in_out(const char *name, int rank, const uint64_t *shape, uint6
 /* The dtype the config says the model computes in (torch_dtype, or
  * transformers 5's dtype): 1 "float32", 0 another, -1 none declared. */
 int fmt_config_is_f32(const cJSON *config);
+/* The config's model_type; NULL when none. */
+const char *fmt_config_model_type(const cJSON *config);
 /* The dtype the config declares (torch_dtype, or dtype); NULL when none. */
 const char *fmt_config_dtype(const cJSON *config);
 
@@ -214,8 +216,10 @@ const char *fmt_config_dtype(const cJSON *config);
  * router, MTP projection); NULL when no rule keeps it.
  * `experts` is the config's expert count (0: none): a 2-D gate or router
  * weight whose output dimension equals it is a router, whatever the family
- * calls it. */
-const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts);
+ * calls it. `model_type` (the config's, NULL: none) adds the towers
+ * fmt_tower_unquantized names for it. */
+const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts,
+                             const char *model_type);
 #define FMT_KEEP_TOWER "vision tower or multimodal projector"
 /* The loaders (FP8_LOADER_* bits) that build the tower holding `name`
  * unquantized for `model_type` (its config's), whatever the config declares. */

@@ -45,13 +45,13 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
         return "named as a scale, not a weight";
     if (t->dtype == FP8_DTYPE_F64) { /* a weight the loaders must be told is not FP8 */
         *warn = p->opts.no_default_ignore ||
-                !fmt_default_keep(t->name, t->rank, t->shape, p->experts);
+                !fmt_default_keep(t->name, t->rank, t->shape, p->experts, p->model_type);
         return "f64 is not quantized (cast it to f32 to quantize it); it goes in the ignore list";
     }
     if (!fp8_dtype_is_float(t->dtype))
         return "not bf16, f16 or f32";
     if (!p->opts.no_default_ignore &&
-        (rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts)))
+        (rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts, p->model_type)))
         return rule;
     for (size_t i = 0; i < p->npatterns; i++)
         if (fmt_pattern_match(&p->patterns[i], t->name))
@@ -239,7 +239,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
          quant_plan_warn(ctx, p, msg)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     /* only --no-default-ignore gets here with a router */
-    const char *rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts);
+    const char *rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts, p->model_type);
     if (rule && strcmp(rule, "MoE router") == 0 &&
         (asprintf(&msg, "%s: tensor '%s' is an MoE router and is quantized "
                   "(--no-default-ignore): transformers runs it on the raw FP8 codes and vLLM "
@@ -820,6 +820,7 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
         (st = par_config_check(ctx, input, p->config)) ||
         (p->experts = fmt_config_experts(p->config), false) ||
+        (p->model_type = fmt_config_model_type(p->config), false) ||
         (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
         (st = check_patterns(ctx, p)) || (st = check_loadable(ctx, p)) ||
         (st = check_lone_block(ctx, p))) {

@@ -142,6 +142,7 @@ struct fp8_quant_plan {
     fp8_checkpoint *ck;
     cJSON *config;         /* config.json, NULL when none */
     uint64_t experts;      /* the config's expert count (routers have as many rows) */
+    const char *model_type; /* the config's (in config), NULL when none */
     uint64_t hidden;       /* the config's hidden size, 0 when none */
     char **warnings;       /* about the whole output (loadability) */
     size_t nwarnings;

@@ -157,7 +157,7 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
     fp8_status st = FP8_OK;
     if (t->rank < 2 || t->rank > 3) /* fp8-rank said it; the rules below need rows */
         return FP8_OK;
-    const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts);
+    const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts, v->model_type);
     if (keep && strcmp(keep, "MoE router") == 0)
         st = verify_add(ctx, v, FP8_SEV_ERROR, "router-quantized",
                  "%s: %s is F8_E4M3, but it is an MoE router (its %llu rows are the %llu "
@@ -799,7 +799,7 @@ fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v)
          * nn.Linear a "Linear" target names, and vLLM's deepseek_v2.py builds
          * the gate with quant_config None; Kimi-K2-Thinking's ignore list does
          * not name it */
-        const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts);
+        const char *keep = fmt_default_keep(t->name, t->rank, t->shape, v->experts, v->model_type);
         if (v->format != FP8_FORMAT_DEFAULT && v->has_ignore_list && t->rank == 2 &&
             (fp8_dtype_is_float(t->dtype) || t->dtype == FP8_DTYPE_F64) &&
             fp8_has_suffix(t->name, ".weight") && !(keep && !strcmp(keep, "embedding"))) {
