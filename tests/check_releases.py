@@ -44,6 +44,10 @@ and the planted-defect copies (DEFECT below: one broken thing each) inspect, ins
 
     defect         `verify` exits 1 with exactly one error, of EXPECT.json's rule, naming its tensor
 
+and, planted at run time in a scratch copy (CONFIG_DEFECTS, TENSOR_DEFECTS), defect-missing-layer,
+defect-wrong-algo (modelopt-mixed) and defect-no-scale (nvfp4-ct, mxfp4-ct: up_proj's weight_scale
+dropped; verify as `defect`, and dequantize-for-export exits 3 naming the weight, writing nothing)
+
 and, once for the corpus, that its files stay under 6 MB. The FP8 families with a REAL_DIMS row
 (the release's real config numbers, each row citing its source) also get
 
@@ -81,7 +85,7 @@ CORPUS_LIMIT = 6000000  # the corpus stays under 6 MB: bytes of every file under
 FORMATS = ["hf-fp8", "compressed-tensors", "modelopt"]
 CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "export",
           "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like", "twin",
-          "defect", "defect-missing-layer", "defect-wrong-algo"]
+          "defect", "defect-missing-layer", "defect-wrong-algo", "defect-no-scale"]
 
 # family -> its own layout (format, scheme), as fp8conv names them
 OWN = {
@@ -145,6 +149,48 @@ def config_defect(fp8conv, rel, tmp, name, edit, rule, tensor):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(cfg, f)
     check_defect(fp8conv, d, {"rule": rule, "tensor": tensor})
+# tensor defects planted at run time the same way: family -> [(check, tensor dropped, rule, tensor
+# named)]. A compressed-tensors FP4 weight_packed (U8) whose scale is lost is packed all the same:
+# verify names it [missing-scale] and dequantize-for-export refuses it (exit 3, writing nothing)
+# instead of passing it as a plain uint8 tensor (issue 44, as for INT4)
+UP = "model.layers.0.mlp.up_proj."
+TENSOR_DEFECTS = {fam: [("defect-no-scale", UP + "weight_scale", "missing-scale",
+                         UP + "weight_packed")] for fam in ("nvfp4-ct", "mxfp4-ct")}
+
+
+def drop_tensor(directory, drop):
+    """Rewrite directory/model.safetensors without tensor drop."""
+    path = os.path.join(directory, "model.safetensors")
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out, body = {}, b""
+    if "__metadata__" in header:
+        out["__metadata__"] = header.pop("__metadata__")
+    for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        if name != drop:
+            a, b = e["data_offsets"]
+            out[name] = dict(e, data_offsets=[len(body), len(body) + b - a])
+            body += data[a:b]
+    h = json.dumps(out).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + body)
+
+
+def tensor_defect(fp8conv, rel, tmp, name, drop, rule, tensor):
+    d = os.path.join(tmp, name)
+    shutil.copytree(rel, d)
+    drop_tensor(d, drop)
+    check_defect(fp8conv, d, {"rule": rule, "tensor": tensor})
+    out = os.path.join(tmp, name + "-export")
+    rc, _, err = run([fp8conv, "dequantize-for-export", "-q", d, out])
+    if rc != 3 or tensor not in err or os.path.exists(out):
+        raise Failed(rc if rc else "values", "export exit %s (3 wanted, naming %s, writing "
+                     "nothing): %s" % (rc, tensor, last_line(err)))
+
+
 # the planted-defect copies: each is a valid FP4 copy with one thing broken (EXPECT.json "defect")
 DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp4-scale-shape",
           # compressed-tensors 0.13.0's MXFP4 scales, bias 125 (version 0.13.0): [scale-bias]
@@ -405,6 +451,8 @@ def fp4_checks(fp8conv, family, rel, tmp):
         todo.append(("cast", lambda: check_cast(fp8conv, rel, CASTS[family], tmp)))
     for name, edit, rule, tensor in CONFIG_DEFECTS.get(family, []):
         todo.append((name, lambda a=(name, edit, rule, tensor): config_defect(fp8conv, rel, tmp, *a)))
+    for name, drop, rule, tensor in TENSOR_DEFECTS.get(family, []):
+        todo.append((name, lambda a=(name, drop, rule, tensor): tensor_defect(fp8conv, rel, tmp, *a)))
     if family in LIKE_4BIT:
         todo.append(("like", lambda: check_like(fp8conv, rel, os.path.join(tmp, "export"), tmp)))
     if family == TWIN[1]:
