@@ -44,6 +44,10 @@ and the planted-defect copies (DEFECT below: one broken thing each) inspect, ins
 
     defect         `verify` exits 1 with exactly one error, of EXPECT.json's rule, naming its tensor
 
+and, planted at run time in a scratch copy (CONFIG_DEFECTS, TENSOR_DEFECTS), defect-missing-layer,
+defect-wrong-algo (modelopt-mixed) and defect-no-scale (nvfp4-ct, mxfp4-ct: up_proj's weight_scale
+dropped; verify as `defect`, and dequantize-for-export exits 3 naming the weight, writing nothing)
+
 and, once for the corpus, that its files stay under 6 MB. The FP8 families with a REAL_DIMS row
 (the release's real config numbers, each row citing its source) also get
 
@@ -81,7 +85,7 @@ CORPUS_LIMIT = 6000000  # the corpus stays under 6 MB: bytes of every file under
 FORMATS = ["hf-fp8", "compressed-tensors", "modelopt"]
 CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "export",
           "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like", "twin",
-          "defect", "defect-missing-layer", "defect-wrong-algo"]
+          "defect", "defect-missing-layer", "defect-wrong-algo", "defect-no-scale"]
 
 # family -> its own layout (format, scheme), as fp8conv names them
 OWN = {
@@ -145,6 +149,135 @@ def config_defect(fp8conv, rel, tmp, name, edit, rule, tensor):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(cfg, f)
     check_defect(fp8conv, d, {"rule": rule, "tensor": tensor})
+# tensor defects planted at run time the same way: family -> [(check, tensor dropped, rule, tensor
+# named)]. A compressed-tensors FP4 weight_packed (U8) whose scale is lost is packed all the same:
+# verify names it [missing-scale] and dequantize-for-export refuses it (exit 3, writing nothing)
+# instead of passing it as a plain uint8 tensor (issue 44, as for INT4)
+UP = "model.layers.0.mlp.up_proj."
+TENSOR_DEFECTS = {fam: [("defect-no-scale", UP + "weight_scale", "missing-scale",
+                         UP + "weight_packed")] for fam in ("nvfp4-ct", "mxfp4-ct")}
+
+
+def drop_tensor(directory, drop):
+    """Rewrite directory/model.safetensors without tensor drop."""
+    path = os.path.join(directory, "model.safetensors")
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out, body = {}, b""
+    if "__metadata__" in header:
+        out["__metadata__"] = header.pop("__metadata__")
+    for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        if name != drop:
+            a, b = e["data_offsets"]
+            out[name] = dict(e, data_offsets=[len(body), len(body) + b - a])
+            body += data[a:b]
+    h = json.dumps(out).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + body)
+
+
+def tensor_defect(fp8conv, rel, tmp, name, drop, rule, tensor):
+    d = os.path.join(tmp, name)
+    shutil.copytree(rel, d)
+    drop_tensor(d, drop)
+    check_defect(fp8conv, d, {"rule": rule, "tensor": tensor})
+    out = os.path.join(tmp, name + "-export")
+    rc, _, err = run([fp8conv, "dequantize-for-export", "-q", d, out])
+    if rc != 3 or tensor not in err or os.path.exists(out):
+        raise Failed(rc if rc else "values", "export exit %s (3 wanted, naming %s, writing "
+                     "nothing): %s" % (rc, tensor, last_line(err)))
+
+
+# Granite-4.0-H (hybrid Mamba2 + attention + MoE), planted at run time as a bf16 model (no FP8
+# copy fits the corpus): its routed experts are fused 3-D tensors named .weight,
+# block_sparse_moe.input_linear [E, 2I, H] and output_linear [E, H, I]; vLLM
+# models/granitemoehybrid.py load_weights splits them and their channel weight_scale [E, N, 1] per
+# expert (chunk(2, dim=0)); mamba.conv1d.weight is 3-D too and is not an expert. Checks: quantize
+# --scheme channel makes the experts FP8 with [E, N, 1] scales and keeps conv1d; quantize --like
+# that does the same; convert --format modelopt refuses it (exit 3, naming an expert, writing
+# nothing), as vLLM's ModelOptFp8MoEMethod takes per-tensor expert scales only.
+GRANITE = "granite-4.0-h (planted)"
+
+
+def granite_bf16(d, h=64, inter=32, experts=4, vocab=32):
+    shapes = {"model.embed_tokens.weight": [vocab, h], "lm_head.weight": [vocab, h],
+              "model.norm.weight": [h]}
+    for layer in (0, 1):
+        p = "model.layers.%d." % layer
+        shapes.update({p + "input_layernorm.weight": [h], p + "post_attention_layernorm.weight": [h],
+                       p + "block_sparse_moe.router.layer.weight": [experts, h],
+                       p + "block_sparse_moe.input_linear.weight": [experts, 2 * inter, h],
+                       p + "block_sparse_moe.output_linear.weight": [experts, h, inter],
+                       p + "shared_mlp.input_linear.weight": [2 * inter, h],
+                       p + "shared_mlp.output_linear.weight": [h, inter]})
+        if layer == 0:
+            shapes.update({p + "mamba.in_proj.weight": [2 * h + 36, h],
+                           p + "mamba.out_proj.weight": [h, 2 * h],
+                           p + "mamba.conv1d.weight": [2 * h + 32, 1, 4], p + "mamba.A_log": [4]})
+        else:
+            shapes.update({p + "self_attn.%s.weight" % n: [o, h] for n, o in
+                           (("q_proj", h), ("k_proj", 32), ("v_proj", 32), ("o_proj", h))})
+    header, body = {}, b""
+    for i, (name, shape) in enumerate(sorted(shapes.items())):
+        n = 1
+        for x in shape:
+            n *= x
+        # bf16 values in (-0.06, 0.06), deterministic: sign, exponent 0x3b..0x3d, a mantissa
+        data = b"".join(struct.pack("<H", ((k * 7 + i) % 2) << 15 | (0x3b + (k + i) % 3) << 7 |
+                                    (k * 37 + i) % 128) for k in range(n))
+        header[name] = {"dtype": "BF16", "shape": shape,
+                        "data_offsets": [len(body), len(body) + len(data)]}
+        body += data
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    os.makedirs(d)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + body)
+    with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+        json.dump({"architectures": ["GraniteMoeHybridForCausalLM"], "model_type":
+                   "granitemoehybrid", "hidden_size": h, "intermediate_size": inter,
+                   "num_local_experts": experts, "num_experts_per_tok": 2, "num_hidden_layers": 2,
+                   "layer_types": ["mamba", "attention"], "vocab_size": vocab}, f)
+
+
+def granite_fp8_experts(d):
+    t = st_tensors(d)
+    for layer in (0, 1):
+        for n, rows in (("input_linear", 64), ("output_linear", 64)):
+            w = "model.layers.%d.block_sparse_moe.%s.weight" % (layer, n)
+            if t[w][0] != "F8_E4M3" or t.get(w + "_scale", (0, 0))[1] != [4, rows, 1]:
+                raise Failed("values", "%s is %s, scale %s: FP8 with [E, N, 1] scales wanted"
+                             % (w, t[w][0], t.get(w + "_scale", (0, "none"))[1]))
+    if t["model.layers.0.mamba.conv1d.weight"][0] != "BF16":
+        raise Failed("values", "mamba.conv1d.weight was quantized")
+
+
+def granite_checks(fp8conv, tmp):
+    bf, ct, like, mo = (os.path.join(tmp, n) for n in ("bf16", "ct", "like", "mo"))
+    granite_bf16(bf)
+    todo = [("quantize", lambda: (step(fp8conv, "quantize", "quantize", "-q", "--scheme",
+                                       "channel", "--format", "compressed-tensors", bf, ct),
+                                  granite_fp8_experts(ct))),
+            ("like", lambda: (step(fp8conv, "quantize --like", "quantize", "-q", "--like", ct, bf,
+                                   like), granite_fp8_experts(like),
+                              step(fp8conv, "verify --like", "verify", "--like", ct, like)))]
+    def modelopt():
+        rc, _, err = run([fp8conv, "convert", "-q", "--format", "modelopt", ct, mo])
+        if rc != 3 or "block_sparse_moe.input_linear.weight" not in err or os.path.exists(mo):
+            raise Failed(rc if rc else "values", "convert --format modelopt exit %s (3 wanted, "
+                         "naming the experts, writing nothing): %s" % (rc, last_line(err)))
+    todo.append(("convert-modelopt", modelopt))
+    for name, fn in todo:
+        try:
+            fn()
+            checks[(GRANITE, name)] = (0, "")
+        except Failed as e:
+            checks[(GRANITE, name)] = (e.outcome, e.detail)
+
+
 # the planted-defect copies: each is a valid FP4 copy with one thing broken (EXPECT.json "defect")
 DEFECT = {"defect-deepseek-v4-nan-e8m0", "defect-nvfp4-no-scale-2", "defect-nvfp4-scale-shape",
           # compressed-tensors 0.13.0's MXFP4 scales, bias 125 (version 0.13.0): [scale-bias]
@@ -405,6 +538,8 @@ def fp4_checks(fp8conv, family, rel, tmp):
         todo.append(("cast", lambda: check_cast(fp8conv, rel, CASTS[family], tmp)))
     for name, edit, rule, tensor in CONFIG_DEFECTS.get(family, []):
         todo.append((name, lambda a=(name, edit, rule, tensor): config_defect(fp8conv, rel, tmp, *a)))
+    for name, drop, rule, tensor in TENSOR_DEFECTS.get(family, []):
+        todo.append((name, lambda a=(name, drop, rule, tensor): tensor_defect(fp8conv, rel, tmp, *a)))
     if family in LIKE_4BIT:
         todo.append(("like", lambda: check_like(fp8conv, rel, os.path.join(tmp, "export"), tmp)))
     if family == TWIN[1]:
@@ -799,6 +934,11 @@ def main():
                 tp_real_checks(fp8conv, row, os.path.join(root, family), tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix="check_releases.")
+    try:
+        granite_checks(fp8conv, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     record = "--record" in os.environ.get("CHECK_RELEASES", "")
     matrix = {}
     for (family, name), (outcome, detail) in sorted(checks.items()):

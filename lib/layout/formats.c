@@ -718,7 +718,20 @@ unsigned fmt_tower_unquantized(const char *model_type, const char *name)
     return loaders;
 }
 
-bool fmt_is_expert(const char *name) { return strstr(name, ".experts.") != NULL; }
+/* MoE expert weights by name: X.experts.* and Granite's fused experts,
+ * block_sparse_moe.input_linear [E, 2I, H] and output_linear [E, H, I] with
+ * their channel scales [E, N, 1] (vLLM models/granitemoehybrid.py
+ * load_weights, which splits both per expert with chunk(2, dim=0)) */
+static const char *const expert_names[] = { ".experts.", ".block_sparse_moe.input_linear.",
+                                            ".block_sparse_moe.output_linear." };
+
+bool fmt_is_expert(const char *name)
+{
+    for (size_t i = 0; i < sizeof expert_names / sizeof *expert_names; i++)
+        if (strstr(name, expert_names[i]))
+            return true;
+    return false;
+}
 
 /* Llama-4 and gpt-oss store their fused experts [E, in, out]: transformers'
  * Llama4TextExperts and GptOssExperts hold gate_up_proj [E, H, 2I] and

@@ -119,6 +119,9 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .global_suffix = ".weight_global_scale", .global_divides = true,
         .input_suffix = ".input_global_scale",
         .global_rank = 1,
+        /* a U8 weight_packed is compressed-tensors' packed FP4 whatever else is
+         * there: one whose scale is lost is missing-scale (issue 44) */
+        .by_name = true,
         .source = "compressed-tensors compressors/nvfp4/helpers.py, lifecycle/forward_helpers.py",
         /* compressed-tensors config/base.py CompressionFormat.nvfp4_pack_quantized */
         .decl_method = "compressed-tensors", .decl_key = "format",
@@ -154,6 +157,7 @@ static const fp4_layout layouts[FP4_LAYOUT_COUNT] = {
         .name = "compressed-tensors mxfp4", .weight_suffix = ".weight_packed",
         .scale_suffix = ".weight_scale", .out_suffix = ".weight", .weight_dtype = FP8_DTYPE_U8,
         .scale_dtype = FP8_DTYPE_U8, .weight_rank = 2, .scheme = &mxfp4,
+        .by_name = true, /* as compressed-tensors nvfp4's */
         .source = "compressed-tensors compressors/mxfp4/base.py, compressors/mx_utils.py",
         .old_bias = &ct_mxfp4_bias,
         /* compressed-tensors config/base.py CompressionFormat.mxfp4_pack_quantized */
@@ -361,6 +365,8 @@ const fp4_layout *fp4_layout_match(const fp8_checkpoint *ck, const char *name, f
         const fp8_tensor_info *s = sname ? fp8_checkpoint_find(ck, sname, NULL) : NULL;
         if (s)
             fit = scale_fit(l, s->dtype);
+        else if (ck && l->global_suffix) /* no scale: NVFP4 when its second level is there */
+            fit = ck_find_with(ck, name, stem, l->global_suffix, NULL) ? 1 : -1;
         free(sname);
         if (fit > best_fit)
             best = l, best_fit = fit;

@@ -34,7 +34,7 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
     const char *rule;
     *warn = false;
     bool matrix = t->rank == 2 && fp8_has_suffix(t->name, ".weight");
-    bool experts = t->rank == 3 && strstr(t->name, ".experts.");
+    bool experts = t->rank == 3 && fmt_is_expert(t->name);
     if (!matrix && !experts)
         return "not a 2-D .weight or 3-D experts tensor";
     /* a fused experts tensor has no .weight suffix, so its name must not be
