@@ -270,6 +270,15 @@ def granite_checks(fp8conv, tmp):
             raise Failed(rc if rc else "values", "convert --format modelopt exit %s (3 wanted, "
                          "naming the experts, writing nothing): %s" % (rc, last_line(err)))
     todo.append(("convert-modelopt", modelopt))
+    def hf_fp8():  # the default format names the scale weight_scale_inv: experts kept, said
+        out = os.path.join(tmp, "hf")
+        rc, _, err = run([fp8conv, "quantize", bf, out])
+        t = st_tensors(out) if rc == 0 else {}
+        w = "model.layers.0.block_sparse_moe.input_linear.weight"
+        if rc != 0 or t[w][0] != "BF16" or "granitemoehybrid.py" not in err:
+            raise Failed(rc if rc else "values", "quantize (hf-fp8): exit %s, %s %s: kept bf16 "
+                         "with a warning wanted: %s" % (rc, w, t.get(w, ("none",))[0], last_line(err)))
+    todo.append(("hf-fp8-kept", hf_fp8))
     for name, fn in todo:
         try:
             fn()

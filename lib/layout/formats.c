@@ -721,16 +721,32 @@ unsigned fmt_tower_unquantized(const char *model_type, const char *name)
 /* MoE expert weights by name: X.experts.* and Granite's fused experts,
  * block_sparse_moe.input_linear [E, 2I, H] and output_linear [E, H, I] with
  * their channel scales [E, N, 1] (vLLM models/granitemoehybrid.py
- * load_weights, which splits both per expert with chunk(2, dim=0)) */
-static const char *const expert_names[] = { ".experts.", ".block_sparse_moe.input_linear.",
-                                            ".block_sparse_moe.output_linear." };
+ * load_weights, which splits both per expert with chunk(2, dim=0), and
+ * routes .weight and .weight_scale only: scale_suffix) */
+static const struct {
+    const char *piece, *scale_suffix; /* NULL: any */
+} expert_names[] = {
+    { ".experts.", NULL },
+    { ".block_sparse_moe.input_linear.", "_scale" },
+    { ".block_sparse_moe.output_linear.", "_scale" },
+};
+
+const char *fmt_expert_scale_suffix(const char *name, bool *expert)
+{
+    *expert = false;
+    for (size_t i = 0; i < sizeof expert_names / sizeof *expert_names; i++)
+        if (strstr(name, expert_names[i].piece)) {
+            *expert = true;
+            return expert_names[i].scale_suffix;
+        }
+    return NULL;
+}
 
 bool fmt_is_expert(const char *name)
 {
-    for (size_t i = 0; i < sizeof expert_names / sizeof *expert_names; i++)
-        if (strstr(name, expert_names[i]))
-            return true;
-    return false;
+    bool expert;
+    fmt_expert_scale_suffix(name, &expert);
+    return expert;
 }
 
 /* Llama-4 and gpt-oss store their fused experts [E, in, out]: transformers'

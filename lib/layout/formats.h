@@ -256,6 +256,9 @@ bool fmt_modelopt_algo_scheme(const char *algo, fp8_scheme *scheme);
  * experts): gate_up_proj, w13, ... whose halves a loader splits. */
 bool fmt_is_fused_gate_up(const char *name);
 /* Whether `name` is an MoE expert weight (3-D, or one expert's 2-D). */
+/* The weight-scale suffix (quantize's scale_suffix) the loaders read for
+ * the experts tensor `name`, NULL for any; *expert: whether it is one. */
+const char *fmt_expert_scale_suffix(const char *name, bool *expert);
 bool fmt_is_expert(const char *name);
 
 #endif

@@ -60,6 +60,17 @@ static const char *keep_reason(const fp8_quant_plan *p, const fp8_tensor_info *t
                        : *owned;
     if (t->elements == 0)
         return "empty";
+    bool expert;
+    const char *read = experts ? fmt_expert_scale_suffix(t->name, &expert) : NULL;
+    if (read && p->spec && strcmp(read, p->spec->scale_suffix)) {
+        *warn = true;
+        return asprintf(owned, "fused experts whose loader reads only their weight%s scale "
+                        "(vLLM's granitemoehybrid.py): --format %s names it weight%s, so they "
+                        "stay unquantized (use --format compressed-tensors)",
+                        read, fp8_format_name(p->format), p->spec->scale_suffix) < 0
+                   ? (*owned = NULL, "fused experts whose loader reads another scale name")
+                   : *owned;
+    }
     /* fused experts stored [E, in, out]: vLLM transposes the weight and its
      * scale when it loads them (fmt_experts_in_out), so only square blocks
      * land on the groups its kernels use; a row or column scale would run
