@@ -568,7 +568,7 @@ static void record_finished(shard_run *r, size_t item)
     if (pthread_mutex_trylock(&r->rec_mu) != 0)
         return;
     long long ns = (now.tv_sec - r->rec_at.tv_sec) * 1000000000LL + now.tv_nsec - r->rec_at.tv_nsec;
-    if (r->rec && (pend >= RECORD_BYTES || ns >= RECORD_NS)) {
+    if (__atomic_load_n(&r->rec, __ATOMIC_RELAXED) && (pend >= RECORD_BYTES || ns >= RECORD_NS)) {
         __atomic_store_n(&r->rec_pend, 0, __ATOMIC_RELAXED);
         record_partial(r, false);
         r->rec_at = now;
@@ -587,7 +587,7 @@ static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
         __atomic_sub_fetch(&r->left[jb->item], 1, __ATOMIC_ACQ_REL) == 0)
     {
         __atomic_store_n(&r->fin[jb->item], 1, __ATOMIC_RELEASE);
-        if (r->rec)
+        if (__atomic_load_n(&r->rec, __ATOMIC_RELAXED))
             record_finished(r, jb->item);
     }
     return st;
@@ -765,8 +765,8 @@ static void record_partial(shard_run *r, bool stop)
         r->rec->partial_shards++;
         r->rec->partial_items += n;
     }
-    if (st)
-        r->rec = NULL; /* no more records for this shard */
+    if (st) /* no more records for this shard */
+        __atomic_store_n(&r->rec, NULL, __ATOMIC_RELAXED);
     free(items.p);
     free(t.p);
     fp8_ctx_free(ctx);
@@ -825,7 +825,8 @@ out:
         fp8_notify(ctx, "%s: kept %zu tensors of %s that the stopped run wrote; writing the rest",
                    out->path, n, p->out_shards[s]);
     }
-    fp8_partial_remove(out->records, p->out_shards[s]);
+    if (!*resumed) /* else it holds until the next record: a kill -9 keeps it */
+        fp8_partial_remove(out->records, p->out_shards[s]);
     free(path);
     free(text);
     return FP8_OK;
