@@ -1064,12 +1064,12 @@ START_TEST(test_sigterm_keeps_finished_shards_for_resume)
 }
 END_TEST
 
-/* issue 45.5: a run stopped inside its only shard keeps the tensors it
- * wrote whole; --resume writes the rest, byte for byte a run never stopped */
-START_TEST(test_sigterm_inside_a_shard_keeps_whole_tensors)
+/* issue 45.5: DIR/m, one shard of T bf16 [ROWS, COLS] matrices (128 MiB),
+ * and DIR/ref, its quantize run never stopped; the model's path */
+enum { T = 32, ROWS = 512, COLS = 4096 };
+static char *stop_model(const char *dir)
 {
-    enum { T = 32, ROWS = 512, COLS = 4096 };
-    char *dir = tu_tmpdir(), *model, *path, *cmd, *err;
+    char *model, *path, *cmd;
     ck_assert(asprintf(&model, "%s/m", dir) > 0);
     ck_assert(mkdir(model, 0755) == 0);
     ck_assert(asprintf(&path, "%s/model.safetensors", model) > 0);
@@ -1100,6 +1100,14 @@ START_TEST(test_sigterm_inside_a_shard_keeps_whole_tensors)
     ck_assert(asprintf(&cmd, "quantize -q -j 1 %s %s/ref", model, dir) > 0);
     ck_assert_int_eq(tu_run(cmd, NULL, NULL), 0);
     free(cmd);
+    return model;
+}
+
+/* issue 45.5: a run stopped inside its only shard keeps the tensors it
+ * wrote whole; --resume writes the rest, byte for byte a run never stopped */
+START_TEST(test_sigterm_inside_a_shard_keeps_whole_tensors)
+{
+    char *dir = tu_tmpdir(), *model = stop_model(dir), *cmd, *err;
     char *out, *errfile, *pattern;
     ck_assert(asprintf(&out, "%s/out", dir) > 0);
     ck_assert(asprintf(&errfile, "%s/err", dir) > 0);
@@ -1145,6 +1153,56 @@ START_TEST(test_sigterm_inside_a_shard_keeps_whole_tensors)
     free(cmd);
     free(pattern);
     free(errfile);
+    free(out);
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* issue 45.5: a run killed (kill -9, as a power loss) inside its only
+ * shard keeps the tensors its last record names (SHARD.partial, written as
+ * tensors finish); --resume writes the rest, byte for byte a clean run */
+START_TEST(test_sigkill_inside_a_shard_keeps_recorded_tensors)
+{
+    char *dir = tu_tmpdir(), *model = stop_model(dir), *cmd, *err, *out, *pattern, *rec = NULL;
+    ck_assert(asprintf(&out, "%s/out", dir) > 0);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        execl(FP8CONV_BIN, "fp8conv", "quantize", "-q", "-j", "1", model, out, (char *)NULL);
+        _exit(127);
+    }
+    /* killed as soon as a record names tensors written whole */
+    ck_assert(asprintf(&pattern, "%s/.out.tmp-*/.fp8conv-parts/model.safetensors.partial", dir) > 0);
+    glob_t g = { 0 };
+    for (int i = 0; i < 2000000 && !rec; i++) {
+        if (glob(pattern, 0, NULL, &g) == 0)
+            ck_assert((rec = strdup(g.gl_pathv[0])));
+        globfree(&g);
+        if (!rec)
+            usleep(10);
+    }
+    kill(pid, SIGKILL);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(rec && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
+    char *text = tu_slurp(rec, NULL);
+    const char *items = text ? strstr(text, "\nitems ") : NULL;
+    ck_assert_msg(items && items[7] >= '0' && items[7] <= '9', "%s", text ? text : "(no record)");
+    free(text);
+    ck_assert(asprintf(&cmd, "quantize -q -j 2 --resume %s %s", model, out) > 0);
+    ck_assert_int_eq(tu_run(cmd, NULL, &err), 0);
+    ck_assert_msg(strstr(err, "resuming the run") &&
+                      strstr(err, "tensors of model.safetensors that the stopped run wrote"),
+                  "%s", err);
+    free(err);
+    free(cmd);
+    ck_assert(asprintf(&cmd, "diff -r %s/ref %s", dir, out) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    ck_assert_int_eq(count_entries(dir, ".out."), 0);
+    free(cmd);
+    free(rec);
+    free(pattern);
     free(out);
     free(model);
     tu_tmpdir_free(dir);
@@ -1241,6 +1299,7 @@ int main(void)
     tcase_add_test(tc, test_sigpipe_leaves_nothing);
     tcase_add_test(tc, test_sigterm_keeps_finished_shards_for_resume);
     tcase_add_test(tc, test_sigterm_inside_a_shard_keeps_whole_tensors);
+    tcase_add_test(tc, test_sigkill_inside_a_shard_keeps_recorded_tensors);
     tcase_add_test(tc, test_stopped_convert_keeps_nothing_and_says_why);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -273,6 +273,13 @@ fp8_status st_writer_keep(fp8_ctx *ctx, fp8_writer *w, const char **file)
     return zio_writer_keep(ctx, w->out, file);
 }
 
+fp8_status st_writer_sync(fp8_ctx *ctx, fp8_writer *w, const char **file)
+{
+    if (!w->begun)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: nothing written to sync", w->path);
+    return zio_writer_sync(ctx, w->out, file);
+}
+
 fp8_status st_writer_resume(fp8_ctx *ctx, fp8_writer *w, const char *file, uint64_t written)
 {
     fp8_status st;

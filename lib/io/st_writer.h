@@ -12,6 +12,9 @@
  * of fp8_writer_begin, writes on into such a file once its header is the
  * one this writer lays out, `written` of its data bytes counted as done. */
 fp8_status st_writer_keep(fp8_ctx *ctx, fp8_writer *w, const char **file);
+/* st_writer_sync: what the writer wrote so far durable (its tensors' bytes
+ * written by fp8_writer_pwrite), the writer going on; *file as above. */
+fp8_status st_writer_sync(fp8_ctx *ctx, fp8_writer *w, const char **file);
 fp8_status st_writer_resume(fp8_ctx *ctx, fp8_writer *w, const char *file, uint64_t written);
 
 #endif

@@ -774,6 +774,17 @@ fp8_status zio_writer_keep(fp8_ctx *ctx, zio_writer *w, const char **tmp)
     return st;
 }
 
+fp8_status zio_writer_sync(fp8_ctx *ctx, zio_writer *w, const char **tmp)
+{
+    fp8_status st = w->cctx ? fp8_fail(ctx, FP8_ERR_IO, "%s: a compressed stream is kept only "
+                                       "whole", w->path)
+                            : FP8_OK;
+    if (!st && fdatasync(w->fd) != 0)
+        st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot sync: %s", w->tmp, strerror(errno));
+    *tmp = w->tmp;
+    return st;
+}
+
 fp8_status zio_writer_reopen(fp8_ctx *ctx, const char *path, const char *existing,
                              zio_writer **out)
 {

@@ -53,6 +53,9 @@ void zio_writer_free(zio_writer *w);
 /* A stopped run's half-written file: flushed (and fsynced when durable),
  * left under its temporary name (*tmp) when freed. */
 fp8_status zio_writer_keep(fp8_ctx *ctx, zio_writer *w, const char **tmp);
+/* Makes what pwrite wrote so far durable (fdatasync; not compressed),
+ * the writer going on; *tmp its temporary name. */
+fp8_status zio_writer_sync(fp8_ctx *ctx, zio_writer *w, const char **tmp);
 /* Writes on into `existing`, a file zio_writer_keep kept (not compressed);
  * commit renames it onto `path`. */
 fp8_status zio_writer_reopen(fp8_ctx *ctx, const char *path, const char *existing,

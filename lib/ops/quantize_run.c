@@ -10,6 +10,7 @@
  * is the same for any number of threads, and memory is a few jobs' worth.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,11 @@ typedef struct {
     uint64_t chunk;         /* the most input a job takes */
     uint32_t *left;         /* by item: its last pass's jobs not yet done (atomic) */
     unsigned char *fin;     /* by item: written whole, or kept from a stopped run */
+    fp8_output *rec;        /* where SHARD.partial goes as items finish (NULL: nowhere) */
+    size_t shard;
+    pthread_mutex_t rec_mu; /* one record at a time; a busy one is skipped */
+    uint64_t rec_pend;      /* input bytes of items finished since the last record */
+    struct timespec rec_at; /* when the last record was written */
 } shard_run;
 
 /* A job's view of its thread: the shard's run, the thread's context,
@@ -545,6 +551,31 @@ static shard_run *slot_run(const shard_group *g, size_t j, const job **jb)
     return r;
 }
 
+static void record_partial(shard_run *r, bool stop);
+
+/* SHARD.partial is rewritten as items finish, at most once per
+ * RECORD_BYTES of their input or RECORD_NS, whichever comes first: what
+ * a kill -9 or a power loss leaves is then the file and its record. */
+enum { RECORD_BYTES = 64 << 20 };
+#define RECORD_NS 1000000000LL
+
+static void record_finished(shard_run *r, size_t item)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t pend = __atomic_add_fetch(&r->rec_pend, fp8_tensor_nbytes(r->plan->items[item].tensor),
+                                       __ATOMIC_RELAXED);
+    if (pthread_mutex_trylock(&r->rec_mu) != 0)
+        return;
+    long long ns = (now.tv_sec - r->rec_at.tv_sec) * 1000000000LL + now.tv_nsec - r->rec_at.tv_nsec;
+    if (__atomic_load_n(&r->rec, __ATOMIC_RELAXED) && (pend >= RECORD_BYTES || ns >= RECORD_NS)) {
+        __atomic_store_n(&r->rec_pend, 0, __ATOMIC_RELAXED);
+        record_partial(r, false);
+        r->rec_at = now;
+    }
+    pthread_mutex_unlock(&r->rec_mu);
+}
+
 static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
 {
     const job *jb;
@@ -554,7 +585,11 @@ static fp8_status run_one(void *arg, fp8_worker *fw, size_t j)
     /* an item whose last job is done is whole: what a stop keeps */
     if (!st && jb->kind != JOB_AMAX &&
         __atomic_sub_fetch(&r->left[jb->item], 1, __ATOMIC_ACQ_REL) == 0)
+    {
         __atomic_store_n(&r->fin[jb->item], 1, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&r->rec, __ATOMIC_RELAXED))
+            record_finished(r, jb->item);
+    }
     return st;
 }
 
@@ -689,48 +724,52 @@ static size_t todo_items(const shard_run *r, size_t s, bool quantized, size_t *i
 
 /* ---------------------------------------------------------------- a shard kept half written */
 
-/* SHARD.partial (parts.h): the file a stopped run left, as its identity
- * (size, modification time, inode: nothing has touched it since), and the
- * items it had written whole, by their index in the plan (the same for the
- * same options and input, which --resume checked). */
-static fp8_status keep_partial(fp8_quant_plan *p, fp8_output *out, size_t s, shard_run *r)
+/* SHARD.partial (parts.h): the file a run left half written, as its inode
+ * (the header, checked at --resume, fixes every offset), and the items it
+ * had written whole, by their index in the plan (the same for the same
+ * options and input, which --resume checked).  The items are read before
+ * the file is synced: one that finishes meanwhile waits for the next
+ * record.  `stop`: the run is over, the file is kept for --resume; else it
+ * goes on (record_finished).  A failure leaves the last record. */
+static void record_partial(shard_run *r, bool stop)
 {
+    fp8_quant_plan *p = r->plan;
     size_t n = 0;
+    fp8_text items = { 0 }, t = { 0 };
     for (size_t i = 0; i < p->n; i++)
-        n += p->entries[i].shard == s && r->fin[i];
-    if (!n)
-        return FP8_OK; /* nothing whole: removed with the writer */
-    fp8_ctx *ctx = fp8_ctx_create(); /* the stop's message stays the run's */
+        if (p->entries[i].shard == r->shard && __atomic_load_n(&r->fin[i], __ATOMIC_ACQUIRE)) {
+            fp8_text_str(&items, " ");
+            fp8_text_u64(&items, i);
+            n++;
+        }
+    fp8_ctx *ctx = n ? fp8_ctx_create() : NULL; /* the stop's message stays the run's */
     const char *file;
     struct stat sb;
-    fp8_text t = { 0 };
-    fp8_status st = !ctx ? FP8_ERR_NOMEM : st_writer_keep(ctx, r->out, &file);
+    fp8_status st = !ctx || items.oom ? FP8_ERR_NOMEM
+                    : stop            ? st_writer_keep(ctx, r->out, &file)
+                                      : st_writer_sync(ctx, r->out, &file);
     if (!st && stat(file, &sb) != 0)
         st = FP8_ERR_IO;
     if (!st) {
-        char line[160];
+        char line[64];
         fp8_text_str(&t, "file ");
         fp8_text_str(&t, fp8_basename(file));
-        snprintf(line, sizeof line, "\nsize %llu\nmtime %lld.%09ld\nino %llu\nitems",
-                 (unsigned long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
-                 sb.st_mtim.tv_nsec, (unsigned long long)sb.st_ino);
+        snprintf(line, sizeof line, "\nino %llu\nitems", (unsigned long long)sb.st_ino);
         fp8_text_str(&t, line);
-        for (size_t i = 0; i < p->n; i++)
-            if (p->entries[i].shard == s && r->fin[i]) {
-                fp8_text_str(&t, " ");
-                fp8_text_u64(&t, i);
-            }
+        fp8_text_str(&t, items.p);
         fp8_text_str(&t, "\n");
         st = t.oom ? FP8_ERR_NOMEM
-                   : fp8_partial_write(ctx, out->records, p->out_shards[s], t.p, !p->opts.no_sync);
+                   : fp8_partial_write(ctx, r->rec->records, p->out_shards[r->shard], t.p, true);
     }
-    if (!st) {
-        out->partial_shards++;
-        out->partial_items += n;
+    if (!st && stop) {
+        r->rec->partial_shards++;
+        r->rec->partial_items += n;
     }
+    if (st) /* no more records for this shard */
+        __atomic_store_n(&r->rec, NULL, __ATOMIC_RELAXED);
+    free(items.p);
     free(t.p);
     fp8_ctx_free(ctx);
-    return st;
 }
 
 /* --resume: writes on into the file a stopped run kept of shard s, its
@@ -741,9 +780,7 @@ static fp8_status resume_partial(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *ou
 {
     char *text = fp8_partial_read(out->records, p->out_shards[s]), *path = NULL;
     const char *nl = text && !strncmp(text, "file ", 5) ? strchr(text, '\n') : NULL;
-    unsigned long long size, ino;
-    long long sec;
-    long nsec;
+    unsigned long long ino;
     int at = 0;
     struct stat sb;
     size_t n = 0;
@@ -757,9 +794,8 @@ static fp8_status resume_partial(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *ou
     free(path);
     path = full;
     if (!path || memchr(text + 5, '/', (size_t)(nl - text) - 5) ||
-        sscanf(nl, "\nsize %llu\nmtime %lld.%ld\nino %llu\nitems%n", &size, &sec, &nsec, &ino,
-               &at) != 4 || !at || stat(path, &sb) != 0 || (unsigned long long)sb.st_size != size ||
-        sb.st_mtim.tv_sec != sec || sb.st_mtim.tv_nsec != nsec || (unsigned long long)sb.st_ino != ino)
+        sscanf(nl, "\nino %llu\nitems%n", &ino, &at) != 1 || !at || stat(path, &sb) != 0 ||
+        (unsigned long long)sb.st_ino != ino)
         goto out;
     uint64_t written = 0, fsize;
     quiet = fp8_ctx_create();
@@ -789,7 +825,8 @@ out:
         fp8_notify(ctx, "%s: kept %zu tensors of %s that the stopped run wrote; writing the rest",
                    out->path, n, p->out_shards[s]);
     }
-    fp8_partial_remove(out->records, p->out_shards[s]);
+    if (!*resumed) /* else it holds until the next record: a kill -9 keeps it */
+        fp8_partial_remove(out->records, p->out_shards[s]);
     free(path);
     free(text);
     return FP8_OK;
@@ -930,7 +967,8 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
                             .chunk = chunk,
                             .scale_at = fp8_xcalloc(p->n ? p->n : 1, sizeof *r[k].scale_at),
                             .left = fp8_xcalloc(p->n ? p->n : 1, sizeof *r[k].left),
-                            .fin = fp8_xcalloc(p->n ? p->n : 1, 1) };
+                            .fin = fp8_xcalloc(p->n ? p->n : 1, 1), .shard = shards[k],
+                            .rec_mu = PTHREAD_MUTEX_INITIALIZER };
         char *path = fp8_output_file(out, p->out_shards[shards[k]]);
         bool resumed = false;
         if (!path || !r[k].scale_at || !r[k].left || !r[k].fin)
@@ -941,6 +979,10 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
             st = resume_partial(ctx, p, out, shards[k], &r[k], &resumed);
             if (!st && !resumed)
                 st = fp8_writer_begin(ctx, r[k].out);
+            /* recorded as items finish where a stop is kept (below) */
+            if (out->records && !out->staged && !p->opts.no_sync)
+                r[k].rec = out;
+            clock_gettime(CLOCK_MONOTONIC, &r[k].rec_at);
             if (!st)
                 st = write_globals(ctx, p, shards[k], r[k].out);
         }
@@ -977,11 +1019,15 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
      * items it wrote whole, for --resume, where a whole run records */
     bool stopped = st && p->opts.cancel && *p->opts.cancel && out->records && !out->staged;
     for (size_t k = 0; k < n && stopped; k++)
-        if (r[k].out && fp8_writer_tensor(r[k].out, 0))
-            keep_partial(p, out, shards[k], &r[k]);
+        if (r[k].out && fp8_writer_tensor(r[k].out, 0)) {
+            r[k].rec = out;
+            record_partial(&r[k], true);
+        }
     for (size_t k = 0; k < n && !st; k++)
         if (!(st = fp8_writer_commit(ctx, r[k].out)))
             st = fp8_output_shard_done(ctx, out, shards[k]);
+    for (size_t k = 0; k < n && !stopped; k++) /* finished, or its file removed below */
+        fp8_partial_remove(out->records, p->out_shards[shards[k]]);
     for (size_t k = 0; k < n && !st; k++)
         st_file_drop_cache(r[k].in);
     for (size_t k = 0; k < n; k++) {
