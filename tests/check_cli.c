@@ -26,6 +26,8 @@ static const struct {
     { "header_control_char_in_string.safetensors", "raw control character inside a string" },
     { "header_nul_escape_in_name.safetensors", "escaped NUL" },
     { "header_lone_surrogate_escape.safetensors", "a lone UTF-16 surrogate escape" },
+    /* a high surrogate, then an escape that is not hex (fuzz_header, 2026-11-29: UB) */
+    { "header_surrogate_then_bad_escape.safetensors", "a lone UTF-16 surrogate escape" },
     { "header_bad_whitespace.safetensors", "control character outside a string" },
     { "header_number_leading_zero.safetensors", "malformed number" },
     { "header_number_plus_sign.safetensors", "not strict JSON" },

@@ -236,9 +236,10 @@ static fp8_status lex(lexer *lx, const char *s, size_t n)
                      * either alone ("lone leading surrogate") */
                     int lo = v >= 0xD800 && v < 0xDC00 && i + 10 < n && s[i + 5] == '\\' &&
                                      s[i + 6] == 'u'
-                                 ? hexval(s[i + 7]) << 12 | hexval(s[i + 8]) << 8 |
-                                       hexval(s[i + 9]) << 4 | hexval(s[i + 10])
-                                 : -1;
+                                 ? 0
+                                 : -1; /* the next escape's value; -1: none, or not hex */
+                    for (int k = 7; lo >= 0 && k <= 10; k++)
+                        lo = hexval(s[i + k]) < 0 ? -1 : lo << 4 | hexval(s[i + k]);
                     if ((v >= 0xD800 && v < 0xDC00 && !(lo >= 0xDC00 && lo < 0xE000)) ||
                         (v >= 0xDC00 && v < 0xE000))
                         return lex_fail(lx, i - 1,
