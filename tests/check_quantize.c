@@ -690,6 +690,53 @@ START_TEST(test_ignore_takes_llm_compressor_forms)
 END_TEST
 
 
+/* issue 45: a bare --ignore entry equal to a module's whole name names
+ * that module only, as compressed-tensors' equality test does: the router
+ * model.layers.0.mlp.gate, not model.layers.0.mlp.gate_proj; one that is no
+ * module's name stays a regex searched in the tensor's name. */
+START_TEST(test_ignore_bare_module_name_is_exact)
+{
+    static uint16_t w[64 * 64];
+    for (size_t i = 0; i < 64 * 64; i++)
+        w[i] = (uint16_t)(0x3c00 + (i % 512));
+    t_spec ts[3] = {
+        { "model.layers.0.mlp.gate.weight", FP8_DTYPE_BF16, 2, { 64, 64 }, w },
+        { "model.layers.0.mlp.gate_proj.weight", FP8_DTYPE_BF16, 2, { 64, 64 }, w },
+        { "model.layers.0.mlp.down_proj.weight", FP8_DTYPE_BF16, 2, { 64, 64 }, w },
+    };
+    char *dir = tu_tmpdir(), *out, *err, *args;
+    char *in = write_ck(dir, "in", ts, 3, "{\"model_type\": \"llama\"}");
+    static const struct {
+        const char *pattern;
+        bool gate, gate_proj, down_proj; /* kept */
+    } rows[] = {
+        { "model.layers.0.mlp.gate", true, false, false },   /* a module: exact */
+        { "model.layers.0.mlp.gate_proj", false, true, false },
+        { "mlp.gate", true, true, false },                   /* no module: searched */
+        { "re:model.layers.0.mlp.gate", true, true, false }, /* re.match from the start */
+        { "re:model.layers.0.mlp.gate$", true, false, false },
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        ck_assert(asprintf(&args, "quantize --dry-run --block 32x32 --no-default-ignore "
+                                  "--ignore '%s' %s %s/out", rows[r].pattern, in, dir) > 0);
+        ck_assert_int_eq(tu_run(args, &out, &err), 0);
+        bool kept[3] = { rows[r].gate, rows[r].gate_proj, rows[r].down_proj };
+        for (size_t k = 0; k < 3; k++) {
+            char line[160];
+            snprintf(line, sizeof line, "keep      %s BF16 [64, 64]: matches --ignore", ts[k].name);
+            ck_assert_msg(!strstr(out, line) == !kept[k], "%s, %s:\n%s", rows[r].pattern,
+                          ts[k].name, out);
+        }
+        free(args);
+        free(out);
+        free(err);
+    }
+    free(in);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+
 /* issue 45: verify's tower-quantized per model_type (fmt_tower_unquantized):
  * a tower the loaders build with the checkpoint's quant config loads
  * quantized (Qwen2.5-VL's visual, Mllama's vision_model: no finding); one
@@ -1291,6 +1338,7 @@ int main(void)
     tcase_add_loop_test(tc, test_usage_errors_exit_2_and_write_nothing, 0,
                         (int)(sizeof usage_cases / sizeof usage_cases[0]));
     tcase_add_test(tc, test_ignore_takes_llm_compressor_forms);
+    tcase_add_test(tc, test_ignore_bare_module_name_is_exact);
     tcase_add_test(tc, test_vision_towers_stay_bf16);
     tcase_add_test(tc, test_tower_rows_per_model_type);
     tcase_add_test(tc, test_sigint_leaves_nothing);

@@ -636,7 +636,7 @@ int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n
     }
     int rc = regcomp(&p->re, re ? re : body, REG_EXTENDED | REG_NOSUB);
     free(re);
-    p->literal = NULL;
+    p->literal = p->module = NULL;
     size_t len = strlen(body);
     if (!rc && !p->on_module && len >= 2 && body[0] == '^' && body[len - 1] == '$' &&
         (p->literal = malloc(len))) { /* a whole name, each special character escaped */
@@ -663,12 +663,32 @@ void fmt_pattern_free(fmt_pattern *p)
 {
     regfree(&p->re);
     free(p->literal);
+    free(p->module);
+}
+
+/* The length of `tensor`'s module name: up to its last dot. */
+static size_t module_len(const char *tensor)
+{
+    const char *dot = strrchr(tensor, '.');
+    return dot ? (size_t)(dot - tensor) : strlen(tensor);
+}
+
+int fmt_pattern_module(fmt_pattern *p, const char *pattern, const char *tensor)
+{
+    size_t n = module_len(tensor);
+    if (p->on_module || p->literal || p->module || strlen(pattern) != n ||
+        strncmp(pattern, tensor, n))
+        return 0;
+    return (p->module = fp8_strdup(pattern)) ? 1 : -1;
 }
 
 bool fmt_pattern_match(const fmt_pattern *p, const char *tensor)
 {
     if (p->literal)
         return strcmp(tensor, p->literal) == 0;
+    if (p->module)
+        return module_len(tensor) == strlen(p->module) &&
+               strncmp(tensor, p->module, strlen(p->module)) == 0;
     /* the module's name without a copy: glibc's REG_STARTEND bounds the subject */
     const char *dot = p->on_module ? strrchr(tensor, '.') : NULL;
     regmatch_t m = { 0, (regoff_t)(dot ? (size_t)(dot - tensor) : strlen(tensor)) };

@@ -231,20 +231,25 @@ unsigned fmt_tower_unquantized(const char *model_type, const char *name);
  * start only; any other entry equal to the module's name).  Here "re:"
  * takes a POSIX extended regex matched from the start of the module's name
  * (the tensor's name up to its last '.': model.x.q_proj owns
- * model.x.q_proj.weight); any other pattern is a POSIX extended regex
- * searched anywhere in the tensor's name, as before, so a module's whole
- * name keeps that module (and whatever else has it in its name).  A
- * back-reference is refused: glibc's matcher can take minutes on a long name
- * with one. */
+ * model.x.q_proj.weight); a pattern equal to the whole name of one of the
+ * input's modules names that module only (fmt_pattern_module, as
+ * compressed-tensors' equality test: model.layers.0.mlp.gate is the router,
+ * not gate_proj); any other pattern is a POSIX extended regex searched
+ * anywhere in the tensor's name.  A back-reference is refused: glibc's
+ * matcher can take minutes on a long name with one. */
 typedef struct {
     regex_t re;
     bool on_module; /* "re:": matched from the module name's start */
     char *literal;  /* ^NAME$ with NAME's special characters escaped (--like's
                        explicit names): compared, not matched; else NULL */
+    char *module;   /* a module's whole name: its tensors only; else NULL */
 } fmt_pattern;
 /* 0, or nonzero with why it does not compile in why[n] */
 int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n);
 bool fmt_pattern_match(const fmt_pattern *p, const char *tensor);
+/* Reads a pattern that is not "re:" and equals the module of `tensor` as
+ * that module's name (p->module): 1; 0 when it is not one; -1 out of memory. */
+int fmt_pattern_module(fmt_pattern *p, const char *pattern, const char *tensor);
 void fmt_pattern_free(fmt_pattern *p);
 /* The scheme of ModelOpt's quant_algo ALGO (a row's modelopt_algo or
  * modelopt_algo_acts); false, *scheme untouched, for none. */

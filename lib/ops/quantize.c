@@ -692,6 +692,23 @@ static fp8_status decide(fp8_ctx *ctx, fp8_quant_plan *p)
     return p->nparts ? sort_items(ctx, p) : FP8_OK;
 }
 
+/* An --ignore pattern equal to a module's whole name names that module
+ * only, as compressed-tensors compares a bare entry with module names. */
+static fp8_status module_patterns(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    size_t count = fp8_checkpoint_tensor_count(p->ck);
+    for (size_t i = 0; i + p->opts.nignore_like < p->npatterns; i++)
+        for (size_t k = 0; k < count; k++) {
+            int rc = fmt_pattern_module(&p->patterns[i], p->opts.ignore[i],
+                                        fp8_checkpoint_tensor(p->ck, k, NULL)->name);
+            if (rc < 0)
+                return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+            if (rc)
+                break;
+        }
+    return FP8_OK;
+}
+
 /* Each ignore pattern names a tensor of INPUT, or is said not to: a
  * misspelt one would leave its layers quantized without a word.  (--like's
  * explicit names are INPUT's modules already, found by fp8_like_open; its
@@ -832,7 +849,8 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
         (st = par_config_check(ctx, input, p->config)) ||
         (p->experts = fmt_config_experts(p->config), false) ||
         (p->model_type = fmt_config_model_type(p->config), false) ||
-        (p->hidden = fmt_config_hidden(p->config), false) || (st = decide(ctx, p)) ||
+        (p->hidden = fmt_config_hidden(p->config), false) || (st = module_patterns(ctx, p)) ||
+        (st = decide(ctx, p)) ||
         (st = check_patterns(ctx, p)) || (st = check_loadable(ctx, p)) ||
         (st = check_lone_block(ctx, p))) {
         fp8_quant_plan_free(p);
