@@ -1172,6 +1172,26 @@ START_TEST(test_fast_bound_counts_what_the_reference_counts)
                 seen[0] += ref[0];
                 seen[1] += ref[1];
             }
+            /* over codes with the quality sums (verify --against): the same
+             * counts, and the sums of the reference over the decoded values */
+            uint64_t fast[2] = { 0, 0 }, ref[2] = { 0, 0 };
+            diff_lanes lanes = { { 0 }, { 0 }, { 0 } };
+            fp8_quality got = { 0 }, want = { 0 };
+            float xf[N];
+            for (int i = 0; i < n; i++)
+                xf[i] = dt == FP8_DTYPE_F32 ? x[i]
+                        : dt == FP8_DTYPE_BF16 ? fp8_bf16_to_f32(h[i]) : fp8_f16_to_f32(h[i]);
+            fp8_bound_sums_span(dt, src, q, s, (uint64_t)n, fast, &lanes);
+            diff_lanes_end(&lanes, (uint64_t)n, &got);
+            fp8_bound_span_ref(dt, src, q, y, s, (uint64_t)n, ref);
+            diff_quality_values_ref(xf, y, (uint64_t)n, &want);
+            ck_assert(fast[0] == ref[0] && fast[1] == ref[1]);
+            double g[3] = { got.ref_sq, got.out_sq, got.err_sq };
+            double e[3] = { want.ref_sq, want.out_sq, want.err_sq };
+            for (int k = 0; k < 3; k++)
+                ck_assert_msg(g[k] == e[k] || (isnan(g[k]) && isnan(e[k])),
+                              "dtype %d, n %d: sum %d %a vs %a", (int)dt, n, k, g[k], e[k]);
+            ck_assert_uint_eq(got.elements, want.elements);
         }
     }
     ck_assert(seen[0] > 0 && seen[1] > 0); /* both counts were exercised */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "compute/diff_cpu.h"
+#include "compute/lanes.h"
 #include "compute/quant_cpu.h"
 
 /* Bytes of a block: memcmp skips equal ones, the lanes sum one at a time. */
@@ -144,43 +145,6 @@ static inline __attribute__((always_inline)) lanes lanes_of(fp8_dtype dt, const 
     return (lanes){ count, ulp, crossings, key };
 }
 
-/* The quality sums of fp32 values (diff_ref.c's lane_add): the DIFF_LANES
- * lanes are one vector of doubles (GCC's vector extension, one AVX-512
- * register, two AVX2 or four SSE2 ones: each lane adds in element order
- * whatever the width, so every CPU gets the same sums).  The values start
- * at a multiple of DIFF_LANES elements of their span. */
-typedef float lanes_f __attribute__((vector_size(DIFF_LANES * 4)));
-typedef double lanes_d __attribute__((vector_size(DIFF_LANES * 8)));
-
-static inline __attribute__((always_inline)) void sums_f32(const float *a, const float *b,
-                                                           size_t n, diff_lanes *out)
-{
-    lanes_d ra, rb, re;
-    memcpy(&ra, out->ref_sq, sizeof ra);
-    memcpy(&rb, out->out_sq, sizeof rb);
-    memcpy(&re, out->err_sq, sizeof re);
-    size_t i = 0;
-    for (; i + DIFF_LANES <= n; i += DIFF_LANES) {
-        lanes_f fa, fb;
-        memcpy(&fa, a + i, sizeof fa);
-        memcpy(&fb, b + i, sizeof fb);
-        lanes_d x = __builtin_convertvector(fa, lanes_d), y = __builtin_convertvector(fb, lanes_d);
-        lanes_d d = x - y;
-        ra += x * x;
-        rb += y * y;
-        re += d * d;
-    }
-    memcpy(out->ref_sq, &ra, sizeof ra);
-    memcpy(out->out_sq, &rb, sizeof rb);
-    memcpy(out->err_sq, &re, sizeof re);
-    for (int k = 0; i + k < n; k++) { /* the span's last elements */
-        double x = a[i + k], y = b[i + k], d = x - y;
-        out->ref_sq[k] += x * x;
-        out->out_sq[k] += y * y;
-        out->err_sq[k] += d * d;
-    }
-}
-
 /* The same for a block of codes of dt (at most BLOCK_BYTES elements),
  * decoded first. */
 static inline __attribute__((always_inline)) void sums_of(fp8_dtype dt, const void *a,
@@ -192,7 +156,7 @@ static inline __attribute__((always_inline)) void sums_of(fp8_dtype dt, const vo
         fa[i] = value_of(dt, code_at(dt, a, i));
         fb[i] = value_of(dt, code_at(dt, b, i));
     }
-    sums_f32(fa, fb, n, out);
+    lanes_sums_f32(fa, fb, n, out);
 }
 
 FP8_CLONES static lanes lanes_bf16(const void *a, const void *b, size_t n)
@@ -232,12 +196,12 @@ FP8_CLONES static void sums_f16(const void *a, const void *b, size_t n, diff_lan
 
 FP8_CLONES static void sums_f32_codes(const void *a, const void *b, size_t n, diff_lanes *l)
 {
-    sums_f32(a, b, n, l);
+    lanes_sums_f32(a, b, n, l);
 }
 
 FP8_CLONES static void sums_values(const float *a, const float *b, size_t n, diff_lanes *l)
 {
-    sums_f32(a, b, n, l);
+    lanes_sums_f32(a, b, n, l);
 }
 
 FP8_CLONES static void sums_e4m3(const void *a, const void *b, size_t n, diff_lanes *l)

@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "compute/quant_cpu.h"
+#include "compute/lanes.h"
 #include "compute/fp4_cpu.h"
 #include "compute/int4_ref.h"
 #include "common/types.h"
@@ -533,37 +534,48 @@ bool fp8_dequant_cols(const fp8_dequant_spec *d, const uint8_t *codes, uint64_t 
 
 FP8_CLONES static void code_stats(const uint8_t *q, uint64_t n, fp8_code_stats *st)
 {
-    unsigned any = 0, nan = 0;
+    uint8_t any = 0, nan = 0, most = 0;
     uint64_t sat = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned m = q[i] & 0x7F;
-        any |= m;
-        nan |= m == 0x7F;
-        sat += m == 0x7E;
+    for (uint64_t i = 0; i < n; i += 1u << 30) {
+        uint32_t k = n - i < 1u << 30 ? (uint32_t)(n - i) : 1u << 30, count = 0;
+        for (uint32_t j = 0; j < k; j++) { /* one loop, one reduction each (verify calls it per group) */
+            uint8_t m = q[i + j] & 0x7F, is_nan = (uint8_t)-(m == 0x7F);
+            any |= m;
+            nan |= is_nan;
+            count += m == 0x7E;
+            m &= (uint8_t)~is_nan;
+            most = m > most ? m : most;
+        }
+        sat += count;
     }
     st->nonzero = any != 0;
     st->nan = nan != 0;
     st->saturated = sat;
+    st->most = most;
 }
 
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st) { code_stats(q, n, st); }
 
 /* ---------------------------------------------------------------- verify's scans */
 
-/* The largest code magnitude of a span, NaN codes aside (branch-free, so
- * that it vectorizes). */
-FP8_CLONES static unsigned char largest_code(const uint8_t *p, uint64_t n)
+
+/* Spans of 256 tested branch-free (vectorized), the one that has a NaN
+ * code searched. */
+FP8_CLONES static uint64_t nan_code_at(const uint8_t *q, uint64_t n)
 {
-    uint8_t most = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint8_t m = p[i] & 0x7F;
-        m &= (uint8_t)-(m != 0x7F);
-        most = m > most ? m : most;
+    for (uint64_t i = 0; i < n; i += 256) {
+        unsigned m = n - i < 256 ? (unsigned)(n - i) : 256;
+        uint8_t nan = 0;
+        for (unsigned k = 0; k < m; k++)
+            nan |= (uint8_t)-((q[i + k] & 0x7F) == 0x7F);
+        for (unsigned k = 0; nan && k < m; k++)
+            if ((q[i + k] & 0x7F) == 0x7F)
+                return i + k;
     }
-    return most;
+    return n;
 }
 
-unsigned char fp8_largest_code(const uint8_t *p, uint64_t n) { return largest_code(p, n); }
+uint64_t fp8_nan_code_at(const uint8_t *q, uint64_t n) { return nan_code_at(q, n); }
 
 /* An 8 x 8 block of 2-byte elements transposed in three rounds of
  * interleaving: pairs of elements, of words, of double words (SSE2's
@@ -655,17 +667,21 @@ static inline __attribute__((always_inline)) float e4m3_value(uint8_t b)
 static inline __attribute__((always_inline)) void bound_loop(fp8_dtype dt, const void *x,
                                                              const uint8_t *q, const float *y,
                                                              const float *s, uint64_t n,
-                                                             uint64_t counts[2])
+                                                             uint64_t counts[2], diff_lanes *sums)
 {
     uint32_t c = 0, b = 0; /* n < 2^32: a band */
     for (uint64_t i = 0; i < n; i += 256) {
         unsigned m = n - i < 256 ? (unsigned)(n - i) : 256, any = 0;
         uint8_t unsure[256];
+        float xf[256], yf[256];
         for (unsigned k = 0; k < m; k++) {
-            unsure[k] = (uint8_t)bound_unsure(fp8_load_f32(dt, x, i + k),
-                                              BOUND_Y(q, y, s, i + k), s[i + k]);
+            xf[k] = fp8_load_f32(dt, x, i + k);
+            yf[k] = BOUND_Y(q, y, s, i + k);
+            unsure[k] = (uint8_t)bound_unsure(xf[k], yf[k], s[i + k]);
             any |= unsure[k];
         }
+        if (sums) /* lanes in element order: the spans start at multiples of 256 */
+            lanes_sums_f32(xf, yf, m, sums);
         for (unsigned k = 0; any && k < m; k++) {
             if (!unsure[k])
                 continue;
@@ -682,17 +698,39 @@ FP8_CLONES static void bound_span(fp8_dtype dt, const void *x, const uint8_t *q,
                                   const float *s, uint64_t n, uint64_t counts[2])
 {
     if (q && dt == FP8_DTYPE_BF16)
-        bound_loop(FP8_DTYPE_BF16, x, q, NULL, s, n, counts);
+        bound_loop(FP8_DTYPE_BF16, x, q, NULL, s, n, counts, NULL);
     else if (q && dt == FP8_DTYPE_F16)
-        bound_loop(FP8_DTYPE_F16, x, q, NULL, s, n, counts);
+        bound_loop(FP8_DTYPE_F16, x, q, NULL, s, n, counts, NULL);
     else if (q)
-        bound_loop(FP8_DTYPE_F32, x, q, NULL, s, n, counts);
+        bound_loop(FP8_DTYPE_F32, x, q, NULL, s, n, counts, NULL);
     else if (dt == FP8_DTYPE_BF16)
-        bound_loop(FP8_DTYPE_BF16, x, NULL, y, s, n, counts);
+        bound_loop(FP8_DTYPE_BF16, x, NULL, y, s, n, counts, NULL);
     else if (dt == FP8_DTYPE_F16)
-        bound_loop(FP8_DTYPE_F16, x, NULL, y, s, n, counts);
+        bound_loop(FP8_DTYPE_F16, x, NULL, y, s, n, counts, NULL);
     else
-        bound_loop(FP8_DTYPE_F32, x, NULL, y, s, n, counts);
+        bound_loop(FP8_DTYPE_F32, x, NULL, y, s, n, counts, NULL);
+}
+
+/* The same over codes, with the quality sums of the values decoded (a
+ * second pass over them cost verify --against a fifth of its time). */
+FP8_CLONES static void bound_sums_span(fp8_dtype dt, const void *x, const uint8_t *q,
+                                       const float *s, uint64_t n, uint64_t counts[2],
+                                       diff_lanes *sums)
+{
+    if (!q || !sums) /* never: known here, so that BOUND_Y's test goes */
+        return;
+    if (dt == FP8_DTYPE_BF16)
+        bound_loop(FP8_DTYPE_BF16, x, q, NULL, s, n, counts, sums);
+    else if (dt == FP8_DTYPE_F16)
+        bound_loop(FP8_DTYPE_F16, x, q, NULL, s, n, counts, sums);
+    else
+        bound_loop(FP8_DTYPE_F32, x, q, NULL, s, n, counts, sums);
+}
+
+void fp8_bound_sums_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *s,
+                         uint64_t n, uint64_t counts[2], diff_lanes *sums)
+{
+    bound_sums_span(dt, x, q, s, n, counts, sums);
 }
 
 void fp8_bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,

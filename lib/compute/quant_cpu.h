@@ -6,6 +6,7 @@
 #ifndef FP8_QUANT_CPU_H
 #define FP8_QUANT_CPU_H
 
+#include "compute/diff_ref.h"
 #include "compute/quant_ref.h"
 
 /* Per-element loops are compiled for plain x86-64, AVX2 and AVX-512 and the
@@ -69,15 +70,16 @@ bool fp8_dequant_cols(const fp8_dequant_spec *d, const uint8_t *codes, uint64_t 
 void fp8_dequant_span(const uint8_t *q, uint64_t n, float s, float *y);
 
 /* What verify wants to know of a span of E4M3 codes: whether any is
- * nonzero (ignoring the sign), any is NaN, and how many are +-448. */
+ * nonzero (ignoring the sign), any is NaN, how many are +-448, and the
+ * largest magnitude, NaN codes aside. */
 typedef struct {
     bool nonzero, nan;
     uint64_t saturated;
+    unsigned char most;
 } fp8_code_stats;
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
-/* The largest code magnitude of a span, NaN codes aside (verify's scan of
- * each scale group). */
-unsigned char fp8_largest_code(const uint8_t *p, uint64_t n);
+/* The index of a span's first E4M3 NaN code (0x7F, 0xFF), or n. */
+uint64_t fp8_nan_code_at(const uint8_t *q, uint64_t n);
 
 /* dst[k * dst_stride + c] = src[c * src_stride + k] for k < n and c < m,
  * elements of `size` bytes (2 or 4), strides in elements: a transposed
@@ -90,6 +92,11 @@ void fp8_transpose(unsigned size, const void *src, uint64_t src_stride, uint64_t
  * unsure of as the reference does. */
 void fp8_bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *y,
                     const float *s, uint64_t n, uint64_t counts[2]);
+
+/* fp8_bound_span over codes q, adding the quality sums of the source and
+ * the decoded values (diff_ref.c's lanes; x's span starts a lane cycle). */
+void fp8_bound_sums_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *s,
+                         uint64_t n, uint64_t counts[2], diff_lanes *sums);
 
 /* quant_cpu.c's branch-free fp32 -> E4M3, exposed for its exhaustive test. */
 uint8_t fp8_e4m3_fast(float x);

@@ -469,10 +469,17 @@ static void scale_span(const fp8_verify *v, const ag_item *it, uint64_t x, uint6
  * (flat index `at` + i) is found again, element by element, when it may be
  * the item's first. */
 static void bound_add(against *a, ag_item *it, fp8_dtype dt, const void *x, const uint8_t *q,
-                      const float *y, const float *s, uint64_t n, uint64_t at)
+                      const float *y, const float *s, uint64_t n, uint64_t at,
+                      fp8_quality *quality)
 {
     uint64_t counts[2] = { 0, 0 };
-    fp8_bound_span(dt, x, q, y, s, n, counts);
+    if (quality) { /* over codes: the quality sums in the same pass */
+        diff_lanes sums = { { 0 }, { 0 }, { 0 } };
+        fp8_bound_sums_span(dt, x, q, s, n, counts, &sums);
+        diff_lanes_end(&sums, n, quality);
+    } else {
+        fp8_bound_span(dt, x, q, y, s, n, counts);
+    }
     if (counts[0])
         __atomic_add_fetch(&it->clipped, counts[0], __ATOMIC_RELAXED);
     if (!counts[1])
@@ -510,7 +517,7 @@ static void quality_row(fp8_dtype dt, const void *x, const float *y, uint64_t n,
 static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, uint64_t row0,
                             uint64_t nrows, const unsigned char *src, const uint8_t *codes,
                             const unsigned char *raw, uint64_t sfirst, uint64_t scount,
-                            float *sf, float *se, float *qbuf, fp8_quality *quality)
+                            float *sf, float *se, fp8_quality *quality)
 {
     const fp8_verify *v = a->v;
     uint64_t N = it->cols, n = nrows * N, at = src_at(it, x, row0);
@@ -523,15 +530,13 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                             "%s: tensor '%s': element %llu is not a finite positive scale",
                             fp8_checkpoint_shard_name(v->ck, it->sshard), it->s->name,
                             (unsigned long long)(sfirst + k));
-    fp8_code_stats cs;
-    fp8_code_stats_span(codes, n, &cs);
-    for (uint64_t k = 0; cs.nan && k < n; k++)
-        if ((codes[k] & 0x7F) == 0x7F)
-            return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
-                            "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
-                            "can be exported",
-                            fp8_checkpoint_shard_name(v->ck, it->shard), it->t->name,
-                            (unsigned long long)(at + k), (unsigned)codes[k]);
+    uint64_t k = fp8_nan_code_at(codes, n);
+    if (k < n)
+        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT,
+                        "%s: tensor '%s': element %llu is the E4M3 NaN code 0x%02x; no value "
+                        "can be exported",
+                        fp8_checkpoint_shard_name(v->ck, it->shard), it->t->name,
+                        (unsigned long long)(at + k), (unsigned)codes[k]);
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t r = 0; r < nrows; r++) {
         /* each element's scale: rows of one row of groups share them */
@@ -543,13 +548,9 @@ static fp8_status bound_own(against *a, fp8_worker *w, ag_item *it, uint64_t x, 
                 for (uint64_t c = 0; c < width; c++)
                     se[c0 + c] = sg;
             }
-        /* decoded once: the bound and the quality sums read the same floats */
-        float *xf = qbuf, *yf = qbuf + N;
-        diff_to_f32(it->x->dtype, src + r * N * xs, N, xf);
-        for (uint64_t c0 = 0, g = k0; c0 < N; c0 += gcols, g++)
-            fp8_dequant_span(codes + r * N + c0, N - c0 < gcols ? N - c0 : gcols, sf[g], yf + c0);
-        bound_add(a, it, FP8_DTYPE_F32, xf, NULL, yf, se, N, at + r * N);
-        diff_quality_values(xf, yf, N, quality);
+        /* decoded once, in one pass: the bound and the quality sums */
+        bound_add(a, it, it->x->dtype, src + r * N * xs, codes + r * N, NULL, se, N, at + r * N,
+                  quality);
     }
     return FP8_OK;
 }
@@ -565,7 +566,7 @@ static fp8_status bound_dq(against *a, fp8_worker *w, ag_item *it, uint64_t x, u
     fp8_status st = y && sc ? dq_weights_read(w->ctx, a->w, it->name, at, n, FP8_DTYPE_F32, y, sc)
                             : fp8_fail(w->ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
-        bound_add(a, it, it->x->dtype, src, NULL, y, sc, n, at);
+        bound_add(a, it, it->x->dtype, src, NULL, y, sc, n, at, NULL);
     unsigned xs = fp8_dtype_bits(it->x->dtype) / 8;
     for (uint64_t r = 0; !st && r < nrows; r++)
         quality_row(it->x->dtype, src + r * it->cols * xs, y + r * it->cols, it->cols, qbuf, quality);
@@ -862,7 +863,7 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     }
     if (!st && it->bound && !a->floor_pass)
         st = it->own ? bound_own(a, w, it, x, row0, nrows, src, codes, raw, sfirst, scount, sf, se,
-                                 qbuf, &a->job_quality[j])
+                                 &a->job_quality[j])
                      : bound_dq(a, w, it, x, row0, nrows, src, qbuf, &a->job_quality[j]);
     free(qbuf);
     if (!st && requant)
