@@ -48,6 +48,7 @@ SHARED = {
     "common/fp8_math.h": "header-only: the conversions, shared with the CUDA kernels",
     "common/fp4_math.h": "header-only: FP4 quantization's rules, shared with the CUDA kernels",
     "compute/codec.h": "header-only: what the element codecs share (the band, the dequantize spec, load and store)",
+    "compute/lanes.h": "header-only: the quality sums' loop, inlined in diff_cpu.c's and quant_cpu.c's clones",
     "ops/verify_passes.h": "what verify's files share (verify*.c declare their passes here), below them all",
 }
 # The files that may name an element type or a scheme: the rows themselves,
