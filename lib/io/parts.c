@@ -95,6 +95,15 @@ fp8_status fp8_records_dir(fp8_ctx *ctx, const char *dir, char **records)
     return FP8_OK;
 }
 
+/* h's XXH3-128 as 32 hex digits, in canonical (big-endian) order. */
+static void digest_hex(XXH3_state_t *h, char hex[33])
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", c.digest[i]);
+}
+
 /* XXH3-128 of the file's bytes, as 32 hex digits; its size. */
 static fp8_status hash_file(fp8_ctx *ctx, const char *path, char hex[33], uint64_t *size)
 {
@@ -121,12 +130,8 @@ static fp8_status hash_file(fp8_ctx *ctx, const char *path, char hex[33], uint64
     }
     if (!st && zio_drops_cache())
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    if (!st) {
-        XXH128_canonical_t c;
-        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
-        for (int i = 0; i < 16; i++)
-            snprintf(hex + 2 * i, 3, "%02x", c.digest[i]);
-    }
+    if (!st)
+        digest_hex(h, hex);
     XXH3_freeState(h);
     free(buf);
     if (fd >= 0)
@@ -419,12 +424,8 @@ static fp8_status sample_hash(fp8_ctx *ctx, const fp8_checkpoint *ck, size_t s, 
                 XXH3_128bits_update(h, buf, (size_t)got), o += (uint64_t)got;
         }
     }
-    if (!st) {
-        XXH128_canonical_t c;
-        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
-        for (int i = 0; i < 16; i++)
-            snprintf(hex + 2 * i, 3, "%02x", c.digest[i]);
-    }
+    if (!st)
+        digest_hex(h, hex);
     XXH3_freeState(h);
     free(buf);
     if (fd >= 0)
