@@ -580,9 +580,9 @@ bench: $(BUILD)/fp8conv $(BENCH_BIN)
 	BUILD=$(BUILD) bash bench/run.sh
 
 # A refactor's commands, an older build against this one, interleaved
-# (bench/ab.sh): make bench-ab OLD=path/to/old/fp8conv
+# (bench/ab.sh): make bench-ab OLD=path/to/old/fp8conv [ONLY=regex of rows]
 bench-ab: $(BUILD)/fp8conv $(BENCH_BIN)
-	BUILD=$(BUILD) OLD=$(OLD) bash bench/ab.sh
+	BUILD=$(BUILD) OLD=$(OLD) ONLY='$(ONLY)' bash bench/ab.sh
 
 # A refactor changed no output byte (tests/same_bytes.sh): a few thousand
 # commands on small inputs, run by an older build and by this one, their exit

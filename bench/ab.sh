@@ -8,6 +8,8 @@
 # repetition of the table, not in one row.  Bytes are not compared here
 # (tests/same_bytes.sh does that).
 #
+# ONLY='verify --against|diff' runs only the rows whose name it matches.
+#
 # Inputs (generated once, as make bench keeps them): the 1 GB bf16 model,
 # the fused experts in both orientations (0.5 GB), the FP4 models of
 # bench/make_fp4_model (about 1 GB of bf16 once exported).
@@ -35,10 +37,14 @@ best_pair() {
     echo "$fo $fn $ff"
 }
 
-# ab NAME ARGS...: fp8conv ARGS with each binary ($work/out is the output)
+# ab NAME ARGS...: fp8conv ARGS with each binary ($work/out is the output);
+# with ONLY (an extended regex), only the rows whose NAME it matches
 ab() {
     local name=$1 o n f
     shift
+    if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then
+        return 0
+    fi
     read -r o n f < <(best_pair "$OLD $*" "$NEW $*")
     out '%-52s %7.3f %7.3f  %5s  %5s %5s\n' "$name" "$o" "$n" "$(ratio "$n" "$o")" \
         "$(ratio "$o" "$f")" "$(ratio "$n" "$f")"

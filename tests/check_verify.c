@@ -1198,6 +1198,63 @@ START_TEST(test_fast_bound_counts_what_the_reference_counts)
 }
 END_TEST
 
+/* verify's packed code statistics (fp8_nibble_stats, vectorized) count
+ * what decoding each nibble counts: codes at +-max_finite or most_negative,
+ * and whole groups of `per` bytes of zero codes (E2M1's -0 included), for
+ * E2M1 and INT4, group sizes of a byte to 64, runs of zeros planted. */
+START_TEST(test_nibble_stats_count_what_decoding_counts)
+{
+    static const fp8_scheme schemes[] = { FP8_SCHEME_NVFP4, FP8_SCHEME_INT4 };
+    enum { N = 4096 };
+    static uint8_t p[N];
+    uint64_t state = 0x2545F4914F6CDD1Dull;
+    for (size_t k = 0; k < sizeof schemes / sizeof *schemes; k++) {
+        const fp8_elem_traits *e = fp8_elem_get(fp8_scheme_get(schemes[k])->elem);
+        fp8_nibble_rule r;
+        fp8_nibble_rule_init(&r, e);
+        uint8_t zc[16];
+        unsigned nz = 0;
+        for (unsigned c = 0; c < 16; c++)
+            if (e->decode((uint8_t)c) == 0)
+                zc[nz++] = (uint8_t)c; /* E2M1: 0 and -0 (8); INT4: 8, its 0 */
+        ck_assert(nz > 0);
+        for (int round = 0; round < 40; round++) {
+            for (size_t i = 0; i < N; i++) {
+                uint32_t x = next_random(&state);
+                /* odd rounds: runs of zero codes in a third of the 64-byte spans */
+                p[i] = round % 2 && (i / 64) % 3 == 0
+                           ? (uint8_t)(zc[x % nz] | zc[(x >> 8) % nz] << 4)
+                           : (uint8_t)x;
+            }
+            static const uint64_t pers[] = { 1, 8, 16, 64 };
+            for (size_t q = 0; q < 4; q++) {
+                uint64_t per = pers[q], n = N - (uint64_t)round * 3, top = 0, zeros = 0;
+                fp8_nibble_stats(&r, p, n, per, &top, &zeros);
+                uint64_t want_top = 0, want_zeros = 0;
+                for (uint64_t g = 0; g + per <= n; g += per) {
+                    bool all = true;
+                    for (uint64_t i = g; i < g + per; i++)
+                        all &= e->decode(p[i] & 15) == 0 && e->decode(p[i] >> 4) == 0;
+                    want_zeros += all;
+                }
+                for (uint64_t i = 0; i < n; i++)
+                    for (int h = 0; h < 2; h++) {
+                        float v = e->decode(h ? p[i] >> 4 : p[i] & 15);
+                        want_top += v == e->max_finite || v == -e->max_finite ||
+                                    (e->most_negative != 0 && v == e->most_negative);
+                    }
+                ck_assert_msg(top == want_top && zeros == want_zeros,
+                              "scheme %d, per %llu: top %llu vs %llu, zero groups %llu vs %llu",
+                              (int)schemes[k], (unsigned long long)per, (unsigned long long)top,
+                              (unsigned long long)want_top, (unsigned long long)zeros,
+                              (unsigned long long)want_zeros);
+                ck_assert(round % 2 == 0 || per > 16 || want_zeros > 0); /* planted ones seen */
+            }
+        }
+    }
+}
+END_TEST
+
 /* Sets the first `count` bytes (all, for SIZE_MAX) of tensor `name` in the
  * shard file at `path` to `byte`, in place. */
 static void overwrite_tensor(const char *path, const char *name, int byte, size_t count)
@@ -1753,6 +1810,7 @@ int main(void)
     tcase_add_test(tc, test_fp8_tensor_of_rank_1_is_an_error);
     tcase_add_test(tc, test_zero_blocks_are_counted_per_tensor);
     tcase_add_test(tc, test_fast_bound_counts_what_the_reference_counts);
+    tcase_add_test(tc, test_nibble_stats_count_what_decoding_counts);
     tcase_add_test(tc, test_against_the_source_is_clean_and_reproduced);
     tcase_add_test(tc, test_against_a_changed_source_finds_the_tensor);
     tcase_add_loop_test(tc, test_against_report_is_the_same_for_any_thread_count, 0, 2);

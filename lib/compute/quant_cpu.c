@@ -559,6 +559,68 @@ void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st) { cod
 /* ---------------------------------------------------------------- verify's scans */
 
 
+void fp8_nibble_rule_init(fp8_nibble_rule *r, const fp8_elem_traits *e)
+{
+    bool zero[16];
+    unsigned ntop = 0, zbits = 0;
+    r->top[0] = r->top[1] = r->top[2] = 0xFF;
+    for (unsigned c = 0; c < 16; c++) {
+        float x = e->decode((uint8_t)c);
+        if ((x == e->max_finite || x == -e->max_finite ||
+             (e->most_negative != 0 && x == e->most_negative)) && ntop < 3)
+            r->top[ntop++] = (uint8_t)c;
+        zero[c] = x == 0;
+        zbits |= zero[c] ? c : 0;
+    }
+    unsigned mask = 0xF & ~zbits;
+    r->by_word = true;
+    for (unsigned b = 0; b < 256; b++) {
+        r->zero[b] = zero[b & 0xF] & zero[b >> 4];
+        r->by_word &= r->zero[b] == ((b & (mask | mask << 4)) == 0);
+    }
+    r->zero_word = 0;
+    for (int k = 0; k < 16; k++)
+        r->zero_word |= (uint64_t)mask << (4 * k);
+}
+
+/* Branch-free byte loops, vectorized: the top codes compared (counted in
+ * 32 bits a span), a group's 8-byte words ANDed with the nonzero bits. */
+FP8_CLONES static void nibble_stats(const fp8_nibble_rule *r, const uint8_t *p, uint64_t n,
+                                    uint64_t per, uint64_t *top, uint64_t *zero_groups)
+{
+    uint8_t t0 = r->top[0], t1 = r->top[1], t2 = r->top[2];
+    for (uint64_t i = 0; i < n; i += 1u << 16) {
+        uint32_t m = n - i < 1u << 16 ? (uint32_t)(n - i) : 1u << 16, count = 0;
+        for (uint32_t k = 0; k < m; k++) {
+            uint8_t lo = p[i + k] & 15, hi = p[i + k] >> 4;
+            count += (uint32_t)((lo == t0) + (lo == t1) + (lo == t2) + (hi == t0) + (hi == t1) +
+                                (hi == t2));
+        }
+        *top += count;
+    }
+    uint64_t zeros = 0;
+    for (uint64_t g = 0; g + per <= n; g += per) {
+        uint64_t any = 0;
+        if (r->by_word && per % 8 == 0)
+            for (uint64_t k = 0; k < per; k += 8) {
+                uint64_t w;
+                memcpy(&w, p + g + k, 8);
+                any |= w & r->zero_word;
+            }
+        else
+            for (uint64_t k = 0; k < per; k++)
+                any |= !r->zero[p[g + k]];
+        zeros += any == 0;
+    }
+    *zero_groups += zeros;
+}
+
+void fp8_nibble_stats(const fp8_nibble_rule *r, const uint8_t *p, uint64_t n, uint64_t per,
+                      uint64_t *top, uint64_t *zero_groups)
+{
+    nibble_stats(r, p, n, per, top, zero_groups);
+}
+
 /* Spans of 256 tested branch-free (vectorized), the one that has a NaN
  * code searched. */
 FP8_CLONES static uint64_t nan_code_at(const uint8_t *q, uint64_t n)

@@ -78,6 +78,22 @@ typedef struct {
     unsigned char most;
 } fp8_code_stats;
 void fp8_code_stats_span(const uint8_t *q, uint64_t n, fp8_code_stats *st);
+/* What verify counts in packed codes of two a byte (E2M1, INT4), from the
+ * element's row: its top codes (+-max_finite and most_negative: E2M1 +-6,
+ * INT4 7, -7 and -8), and the nibble bits no zero code has (E2M1 0x7, its
+ * -0 being 8; INT4 0xF). */
+typedef struct {
+    uint8_t top[3];     /* 0xFF: none */
+    uint64_t zero_word; /* those bits, in each nibble of a 64-bit word */
+    bool by_word;       /* the bits tell every code (they do for E2M1 and INT4) */
+    uint8_t zero[256];  /* else: a byte whose two codes are zeros */
+} fp8_nibble_rule;
+void fp8_nibble_rule_init(fp8_nibble_rule *r, const fp8_elem_traits *e);
+/* Adds to *top the codes of p[0, n) at the top and to *zero_groups its
+ * groups of `per` bytes (whole ones) that hold only zeros. */
+void fp8_nibble_stats(const fp8_nibble_rule *r, const uint8_t *p, uint64_t n, uint64_t per,
+                      uint64_t *top, uint64_t *zero_groups);
+
 /* The index of a span's first E4M3 NaN code (0x7F, 0xFF), or n. */
 uint64_t fp8_nan_code_at(const uint8_t *q, uint64_t n);
 

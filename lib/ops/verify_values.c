@@ -28,44 +28,24 @@ typedef struct {
 
 /* A packed weight's codes (fp4.h's layouts, two a byte): codes at the
  * element's largest magnitude (E2M1 +-6, INT4 7 and -8) and its groups of
- * `run` codes that are all zeros, read a chunk at a time. */
+ * `run` codes that are all zeros (fp8_nibble_stats), read whole groups a
+ * chunk at a time. */
 static fp8_status scan_packed(fp8_ctx *ctx, fp8_verify *v, const fp8_tensor_info *t,
                               fp8_file *f, const fp4_weight *pw, unsigned char *buf,
                               fp8_verify_stats *out)
 {
-    const fp8_elem_traits *e = fp8_elem_get(pw->l->scheme->elem);
-    bool top[16], zero[16];
-    for (unsigned c = 0; c < 16; c++) {
-        float x = e->decode((uint8_t)c);
-        top[c] = x == e->max_finite || x == -e->max_finite ||
-                 (e->most_negative != 0 && x == e->most_negative);
-        zero[c] = x == 0;
-    }
-    uint8_t tops[256], zeros[256]; /* by byte: its two codes' */
-    for (unsigned b = 0; b < 256; b++) {
-        tops[b] = (uint8_t)(top[b & 0xF] + top[b >> 4]);
-        zeros[b] = zero[b & 0xF] & zero[b >> 4];
-    }
+    fp8_nibble_rule rule;
+    fp8_nibble_rule_init(&rule, fp8_elem_get(pw->l->scheme->elem));
     uint64_t nbytes = fp8_tensor_nbytes(t), run = pw->run ? pw->run : 2;
-    uint64_t per = run / 2 ? run / 2 : 1, left = per; /* bytes of a group; of this one */
-    unsigned all_zero = 1;
+    uint64_t per = run / 2 ? run / 2 : 1; /* bytes of a group */
+    uint64_t chunk = v->chunk > per ? v->chunk / per * per : per;
     *out = (fp8_verify_stats){ t->name, 0, 0, nbytes / per, { 0, 0, 0, 0 } };
-    for (uint64_t off = 0; off < nbytes; off += v->chunk) {
-        size_t len = nbytes - off < v->chunk ? (size_t)(nbytes - off) : v->chunk;
+    for (uint64_t off = 0; off < nbytes; off += chunk) {
+        size_t len = nbytes - off < chunk ? (size_t)(nbytes - off) : chunk;
         fp8_status st = fp8_file_read(ctx, f, t, off, buf, len);
         if (st)
             return st;
-        uint64_t sat = 0;
-        for (size_t i = 0; i < len; i++) {
-            sat += tops[buf[i]];
-            all_zero &= zeros[buf[i]];
-            if (--left == 0) {
-                out->zero_groups += all_zero;
-                all_zero = 1;
-                left = per;
-            }
-        }
-        out->saturated += sat;
+        fp8_nibble_stats(&rule, buf, len, per, &out->saturated, &out->zero_groups);
     }
     __atomic_add_fetch(&v->saturated_packed, out->saturated, __ATOMIC_RELAXED);
     return FP8_OK;
@@ -277,6 +257,13 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
         }
         nbytes = 0; /* done: the loop below is for scales */
     }
+    /* a one-byte scale (E8M0, an NVFP4 group's E4M3) is a scale or not by
+     * its byte alone: a table, not a decode per group */
+    bool bad_byte[256];
+    for (unsigned b = 0; esize == 1 && b < 256; b++) {
+        float s;
+        bad_byte[b] = !dq_scale_value(t->dtype, &(uint8_t){ (uint8_t)b }, 0, &s);
+    }
     for (uint64_t off = 0; off < nbytes; off += v->chunk) {
         size_t len = nbytes - off < v->chunk ? (size_t)(nbytes - off) : v->chunk;
         fp8_status st = fp8_file_read(w->ctx, f, t, off, w->buf[0], len);
@@ -285,7 +272,10 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             return st;
         }
         const unsigned char *p = w->buf[0];
-        for (size_t i = 0; i < len; i += esize) {
+        for (size_t i = 0; esize == 1 && bad == UINT64_MAX && i < len; i++)
+            if (bad_byte[p[i]])
+                bad = off + i;
+        for (size_t i = 0; esize > 1 && i < len; i += esize) {
             uint64_t idx = (off + i) / esize;
             float s;
             if (!dq_scale_value(t->dtype, p + i, 0, &s) && bad == UINT64_MAX)
@@ -298,8 +288,10 @@ static fp8_status scan_one(void *arg, fp8_worker *w, size_t j)
             bool pow2 = exp ? frac == 0 : (frac & (frac - 1)) == 0;
             if (v->ue8m0_claim && t->dtype == FP8_DTYPE_F32 && !pow2 && not_pow2 == UINT64_MAX)
                 not_pow2 = idx;
+            if (!narrow || not_held != UINT64_MAX)
+                continue;
             float held = v->f16_model ? fp8_f16_to_f32(fp8_f32_to_f16(s)) : fp8_bf16_to_f32(fp8_f32_to_bf16(s));
-            if (narrow && held != s && not_held == UINT64_MAX)
+            if (held != s)
                 not_held = idx;
         }
     }
