@@ -476,7 +476,7 @@ def check_tensor_torch(x_np, np):
     except ImportError:
         print("not run  the tensor API on torch tensors: torch is not installed in this venv")
         return
-    t = torch.from_numpy(x_np.view(np.uint16).copy()).view(torch.bfloat16)
+    t = torch.from_numpy(x_np.view(np.int16).copy()).view(torch.bfloat16)
     for opts in ({}, {"scheme": "mxfp8"}, {"scheme": "nvfp4"}):
         qt, qn = fp8conv.quantize_tensor(t, **opts), fp8conv.quantize_tensor(x_np, **opts)
         same = all((a is None and b is None) or
@@ -488,7 +488,7 @@ def check_tensor_torch(x_np, np):
         y = fp8conv.dequantize_tensor(qt)
         check("torch CPU %s: dequantize_tensor gives a torch bf16 tensor of numpy's bytes"
               % (opts or "block"), isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16 and
-              y.view(torch.uint16).numpy().tobytes() == fp8conv.dequantize_tensor(qn).tobytes())
+              y.view(torch.int16).numpy().tobytes() == fp8conv.dequantize_tensor(qn).tobytes())
     if torch.cuda.is_available():
         try:
             fp8conv.quantize_tensor(t.cuda())
