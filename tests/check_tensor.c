@@ -167,6 +167,9 @@ START_TEST(test_block_and_channel_odd_shape_are_the_runs_bytes)
     same_as_run(FP8_SCHEME_BLOCK, FP8_FORMAT_HF_FP8, 128, 128, FP8_DTYPE_BF16, 2, shape);
     same_as_run(FP8_SCHEME_CHANNEL, FP8_FORMAT_COMPRESSED_TENSORS, 128, 128, FP8_DTYPE_F32, 2,
                 shape);
+    /* block rows of more than a job's input (4 MiB): cut by columns */
+    uint64_t wide[2] = { 260, 20000 };
+    same_as_run(FP8_SCHEME_BLOCK, FP8_FORMAT_HF_FP8, 128, 128, FP8_DTYPE_BF16, 2, wide);
 }
 END_TEST
 

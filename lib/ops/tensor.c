@@ -115,7 +115,8 @@ typedef struct {
     const unsigned char *x;  /* quantize: the source; dequantize: the codes */
     uint8_t *codes;
     unsigned char *scales;
-    uint64_t band, bands;    /* rows a job, jobs a matrix */
+    uint64_t band, bands;    /* rows a job, bands a matrix */
+    uint64_t width, pieces;  /* columns a job, jobs a band (blocks: a wide band cut) */
     float *amax;             /* the amax pass: by job (NULL: the quantize pass) */
     const float *tscale;     /* per-tensor scheme: by expert */
     const fp8_dequant_spec *d; /* dequantize */
@@ -134,51 +135,84 @@ static fp8_status nonfinite(fp8_ctx *ctx, const tq_run *r, uint64_t flat, float 
                     v != v ? "NaN" : v > 0 ? "+infinity" : "-infinity");
 }
 
-static fp8_status quantize_job(void *arg, fp8_worker *w, size_t j)
+/* Job j: rows [row0, row0 + n) of matrix x, columns [c0, c0 + w) (all of
+ * them, or a piece of a wide block row: gathered into the worker's buffer
+ * and its codes put in place after, so that the band stays in the core's
+ * cache between the quantizer's passes, as the run's jobs do). */
+static fp8_status quantize_job(void *arg, fp8_worker *fw, size_t j)
 {
     const tq_run *r = arg;
     const plan_entry *e = r->e;
-    uint64_t x = j / r->bands, row0 = j % r->bands * r->band;
+    unsigned sz = fp8_dtype_bits(r->dt) / 8;
+    uint64_t x = j / (r->bands * r->pieces), row0 = j / r->pieces % r->bands * r->band;
+    uint64_t c0 = j % r->pieces * r->width, w = e->cols - c0 < r->width ? e->cols - c0 : r->width;
     uint64_t n = e->rows - row0 < r->band ? e->rows - row0 : r->band, where = 0;
-    uint64_t flat = (x * e->rows + row0) * e->cols;
-    const unsigned char *src = r->x + flat * (fp8_dtype_bits(r->dt) / 8);
-    if (r->amax) {
+    uint64_t flat = (x * e->rows + row0) * e->cols + c0;
+    bool piece = w != e->cols;
+    const unsigned char *src = r->x + flat * sz;
+    if (r->amax) { /* whole rows: no piece */
         if (fp8_amax(r->dt, src, n * e->cols, &r->amax[j], &where) == FP8_BAND_OK)
             return FP8_OK;
-        return nonfinite(w->ctx, r, flat + where, fp8_load_f32(r->dt, src, where));
+        return nonfinite(fw->ctx, r, flat + where, fp8_load_f32(r->dt, src, where));
     }
     fp8_band b;
     uint64_t first;
-    fp8_quant_plan_band(r->p, 0, x, row0, n, 0, e->cols, &b, &first);
+    fp8_quant_plan_band(r->p, 0, x, row0, n, c0, w, &b, &first);
     if (b.fixed)
         b.scale = r->tscale[x];
-    fp8_band_result res = fp8_band_quantize(&b, src, r->codes + fp8_band_code_bytes(&b, flat),
-                                            r->scales + first * fp8_band_scale_size(&b), &where);
-    if (res == FP8_BAND_NONFINITE)
-        return nonfinite(w->ctx, r, flat + where, fp8_load_f32(r->dt, src, where));
+    uint8_t *q = r->codes + fp8_band_code_bytes(&b, flat);
+    if (piece) {
+        for (uint64_t k = 0; k < n; k++)
+            memcpy(fw->buf[0] + k * w * sz, src + k * e->cols * sz, w * sz);
+        src = fw->buf[0];
+        q = fw->buf[1];
+    }
+    fp8_band_result res = fp8_band_quantize(&b, src, q, r->scales + first * fp8_band_scale_size(&b),
+                                            &where);
+    if (res == FP8_BAND_NONFINITE) {
+        flat += where / w * e->cols + where % w;
+        return nonfinite(fw->ctx, r, flat, fp8_load_f32(r->dt, src, where));
+    }
     if (res != FP8_BAND_OK)
-        return fp8_fail(w->ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': the group at element %llu: %s",
-                        QUANT_MEMORY, r->p->items[0].tensor->name,
-                        (unsigned long long)(flat + where), fp8_band_no_scale_why(&b));
+        return fp8_fail(fw->ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': the group at element %llu: "
+                        "%s", QUANT_MEMORY, r->p->items[0].tensor->name,
+                        (unsigned long long)(flat + where / w * e->cols + where % w),
+                        fp8_band_no_scale_why(&b));
+    uint64_t cb = fp8_band_code_bytes(&b, w), rb = fp8_band_code_bytes(&b, e->cols);
+    for (uint64_t k = 0; piece && k < n; k++)
+        memcpy(r->codes + fp8_band_code_bytes(&b, flat) + k * rb, q + k * cb, cb);
     return FP8_OK;
 }
 
 static fp8_status run_jobs(fp8_ctx *ctx, tq_run *r, int threads,
                            fp8_status (*run)(void *, fp8_worker *, size_t))
 {
-    fp8_jobs spec = { .njobs = r->e->experts * r->bands, .threads = threads,
-                      .device = FP8_DEVICE_CPU, .run = run, .arg = r, .what = QUANT_MEMORY };
+    uint64_t piece = r->pieces > 1 ? r->band * r->width : 0;
+    fp8_jobs spec = { .njobs = r->e->experts * r->bands * r->pieces, .threads = threads,
+                      .device = FP8_DEVICE_CPU, .run = run, .arg = r, .what = QUANT_MEMORY,
+                      .bufsize = { piece * (fp8_dtype_bits(r->dt) / 8),
+                                   fp8_scheme_code_bytes(r->p->opts.scheme, piece) } };
     return spec.njobs ? fp8_jobs_run(ctx, &spec) : FP8_OK;
 }
 
-/* Rows a job: the plan's block rows where it has blocks, else about a
- * chunk of input, as the run cuts a tensor. */
-static uint64_t band_rows(const fp8_quant_plan *p, const plan_entry *e, unsigned size)
+/* The jobs of r: bands of the plan's block rows where it has blocks, cut
+ * by columns into pieces of about a chunk of input when wider (as the run
+ * cuts a tensor), else bands of about a chunk. */
+static void cut(tq_run *r, unsigned size)
 {
-    if (fp8_scheme_has_block(p->opts.scheme))
-        return p->opts.block_rows;
+    const fp8_quant_plan *p = r->p;
+    const plan_entry *e = r->e;
     uint64_t row = e->cols * size, chunk = fp8_jobs_chunk(p->opts.threads, FP8_DEVICE_CPU);
-    return row && chunk / row ? chunk / row : 1;
+    r->band = row && chunk / row ? chunk / row : 1;
+    r->width = e->cols;
+    if (fp8_scheme_has_block(p->opts.scheme)) {
+        uint64_t tile = (uint64_t)p->opts.block_rows * p->opts.block_cols * size;
+        r->band = p->opts.block_rows;
+        if (r->band * row > chunk)
+            r->width = (chunk / tile ? chunk / tile : 1) * p->opts.block_cols;
+    }
+    r->bands = (e->rows + r->band - 1) / r->band;
+    r->pieces = e->cols ? (e->cols + r->width - 1) / r->width : 1;
 }
 
 /* The amax pass (per-tensor scheme, NVFP4): each expert's largest
@@ -189,7 +223,7 @@ static fp8_status amax_pass(fp8_ctx *ctx, tq_run *r, float *amax)
     float *jobs = fp8_xcalloc(njobs ? njobs : 1, sizeof *jobs);
     if (!jobs)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    r->amax = jobs;
+    r->amax = jobs; /* no blocks: r's jobs are whole rows */
     fp8_status st = run_jobs(ctx, r, r->p->opts.threads, quantize_job);
     for (size_t j = 0; j < njobs && !st; j++)
         amax[j / r->bands] = jobs[j] > amax[j / r->bands] ? jobs[j] : amax[j / r->bands];
@@ -212,8 +246,7 @@ fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8
     const fp8_quant_item *it = &p->items[0];
     tq_run r = { .p = p, .e = e, .dt = dtype, .x = x, .codes = out[FP8_PART_CODES],
                  .scales = out[FP8_PART_SCALE] };
-    r.band = band_rows(p, e, fp8_dtype_bits(dtype) / 8);
-    r.bands = (e->rows + r.band - 1) / r.band;
+    cut(&r, fp8_dtype_bits(dtype) / 8);
     if (!x || !r.codes || !r.scales || (it->global_name && !out[FP8_PART_SCALE2])) {
         st = fp8_fail(ctx, FP8_ERR_USAGE, "fp8_tensor_quantize: a NULL buffer");
         goto out;
@@ -341,8 +374,9 @@ fp8_status fp8_tensor_dequantize(fp8_ctx *ctx, const fp8_tensor_options *opts, f
             }
         r.scales = decoded;
     }
-    r.band = band_rows(p, e, 2);
-    r.bands = (e->rows + r.band - 1) / r.band;
+    cut(&r, 2);
+    r.width = e->cols; /* whole rows */
+    r.pieces = 1;
     st = run_jobs(ctx, &r, p->opts.threads, dequantize_job);
 out:
     if (inited)

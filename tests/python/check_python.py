@@ -344,6 +344,7 @@ def tensor_cases(lib):
     every format the format table has for it (and the pairs it refuses),
     shapes that are not multiples of a block."""
     schemes = [("block", (300, 200), {}), ("block", (300, 200), {"block": (32, 32)}),
+               ("block", (260, 20000), {}),  # block rows wider than a job: cut by columns
                ("block", (300, 200), {"block": "32x32", "scale_fmt": "ue8m0"}),
                ("channel", (301, 200), {}), ("tensor", (301, 200), {}),
                ("mxfp8", (301, 96), {}), ("mxfp8", (301, 96), {"mx_rounding": "floor"}),
