@@ -576,7 +576,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libfp8conv.a $(STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $< $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(LDLIBS_ALL) -o $@
 
-bench: $(BUILD)/fp8conv $(BENCH_BIN)
+bench: $(BUILD)/fp8conv $(BENCH_BIN) $(PIC)/$(SO_FILE)
 	BUILD=$(BUILD) bash bench/run.sh
 
 # A refactor's commands, an older build against this one, interleaved

@@ -9,7 +9,8 @@
 # sections: export, and convert's DeepSeek-V4 cast; written between the
 # "make bench fp4" markers), ONLY=cast (only that cast, between the "make
 # bench cast" markers), ONLY=fp4q (only quantize to packed FP4, between the
-# "make bench fp4q" markers; fused MoE experts too).  The models are
+# "make bench fp4q" markers; fused MoE experts too), ONLY=tensor (only the
+# Python tensor API's section, between the "make bench tensor" markers).  The models are
 # generated once into BUILD/bench-model-{1,4,8}g (bench/make_model.c: 1.0,
 # 4.1 and 8.4 GB of bf16 tensors: 2, 9 and 19 layers) and
 # BUILD/bench-experts-{in-out,out-in} (0.5 GB) and kept.
@@ -180,6 +181,27 @@ fp4q_section() {
     out '%-48s same bytes for -j 1 and the default (diff -r)\n' "  nvfp4, experts in-out"
     rm -rf "$work/out" "$work/q"
 }
+# ---------------------------------------------------------------- the tensor API (issue 46)
+# fp8conv.quantize_tensor on a 1 GiB bf16 tensor against a numpy copy of
+# the same bytes, peak RSS, eager torch where importable
+# (bench/tensor_bench.py): the package from python/ on BUILD's libfp8conv.so,
+# run by TENSOR_PY (default make check-python's venv, which has numpy and
+# ml_dtypes).
+tensor_section() {
+    out '\n== quantize_tensor (Python, in memory), against a numpy copy of the same bytes\n'
+    local py=${TENSOR_PY:-$BUILD/venv-check-python/bin/python} so
+    so=$(ls "$BUILD"/pic/libfp8conv.so.*.*.* 2>/dev/null | head -1)
+    if ! "$py" -c 'import numpy, ml_dtypes' 2>/dev/null || [ -z "$so" ]; then
+        out 'not run: needs %s with numpy and ml_dtypes (make check-python) and %s/pic/libfp8conv.so\n' "$py" "$BUILD"
+        return 0
+    fi
+    FP8CONV_LIBRARY=$so PYTHONPATH=python "$py" bench/tensor_bench.py "$REPS" | tee -a "$report"
+}
+if [ "${ONLY:-}" = tensor ]; then
+    tensor_section
+    write_results "make bench tensor"
+    exit 0
+fi
 if [ "${ONLY:-}" = fp4q ]; then
     fp4q_section
     write_results "make bench fp4q"
@@ -287,5 +309,6 @@ row "inspect --hash FP8" "cat FP8" "$t_cat8" - "$BIN" inspect --hash --progress 
 
 fp4_section
 fp4q_section
+tensor_section
 
 write_results "make bench"

@@ -498,6 +498,76 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *plan, const char *ou
 /* Where the last run's math ran: CPU or CUDA (AUTO before a run). */
 fp8_device fp8_quant_plan_device(const fp8_quant_plan *plan);
 
+/* ---------------------------------------------------------------- tensors in memory */
+
+/*
+ * One tensor held in memory, quantized into exactly the bytes `fp8conv
+ * quantize` stores for it under the same options (fp8_tensor_options):
+ * the same plan of the
+ * tensor (quantize's scale layout, dtypes and shapes) and the same band
+ * quantizer, by opts->threads threads (0: one per online CPU; the bytes do
+ * not depend on it), on the CPU.  The tensor is BF16, F16 or F32, C order,
+ * a matrix [rows, cols] or stacked experts [experts, rows, cols] (the FP8
+ * schemes; the FP4 schemes and INT4 take matrices).  No ignore rule
+ * applies: a tensor the scheme cannot write (an mxfp8 row not a multiple
+ * of 32) is FP8_ERR_BAD_INPUT with the reason, as is a NaN or infinity.
+ * NVFP4's second level comes from this tensor's amax alone (quantize gives
+ * the tensors of a fused layer the largest of theirs).  INT4's unpacked
+ * shape tensor (weight_shape, I64 [rows, cols]) is the caller's to write.
+ * The Python package's quantize_tensor calls these.
+ */
+enum { FP8_PART_CODES, FP8_PART_SCALE, FP8_PART_SCALE2, FP8_PART_COUNT };
+
+/* fp8_quant_options' slots that apply to one tensor, the same values. */
+typedef struct {
+    fp8_scheme scheme;
+    fp8_format format;
+    uint32_t block_rows, block_cols; /* block; block_cols is INT4's --group too */
+    bool scale_ue8m0;
+    fp8_mx_rounding mx_rounding;
+    int threads;                     /* 0: one per online CPU */
+} fp8_tensor_options;
+
+#define FP8_TENSOR_OPTIONS_INIT                                                             \
+    { .scheme = FP8_SCHEME_BLOCK, .format = FP8_FORMAT_DEFAULT, .block_rows = 128,        \
+      .block_cols = 128, .mx_rounding = FP8_MX_RCEIL }
+
+/* One tensor of the quantized form, as the checkpoint holds it. */
+typedef struct {
+    /* its name after the module's ("weight", "weight_scale_inv",
+     * "weight_packed", "weight_global_scale", "weight_scale_2"); "" when the
+     * scheme has no such part (only NVFP4 has SCALE2) */
+    char name[40];
+    fp8_dtype dtype;
+    int rank; /* 0: a scalar (ModelOpt's weight_scale_2) */
+    uint64_t shape[3];
+    uint64_t nbytes;
+} fp8_tensor_part;
+
+typedef struct {
+    fp8_format format; /* resolved, never DEFAULT */
+    fp8_tensor_part part[FP8_PART_COUNT];
+} fp8_tensor_layout;
+
+/* The parts a tensor of `dtype` and shape [rank] quantizes into; fails as
+ * fp8_tensor_quantize would on its options and shape. */
+fp8_status fp8_tensor_layout_get(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8_dtype dtype,
+                                 int rank, const uint64_t *shape, fp8_tensor_layout *out);
+/* Quantizes x (dtype, shape) into the caller's buffers out[part], each of
+ * the layout's nbytes (SCALE2: NULL when the scheme has none).  On failure
+ * their contents are undefined. */
+fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8_dtype dtype,
+                               int rank, const uint64_t *shape, const void *x,
+                               void *const out[FP8_PART_COUNT]);
+/* The other way, as dequantize-for-export writes the weight: the parts in[]
+ * of a tensor of `dtype` and shape quantized under opts, y = q * s in fp32
+ * rounded to nearest even into y (BF16, F16 or F32, rows * cols elements a
+ * matrix).  A NaN code, a scale that is not finite and positive, or a value
+ * that overflows `out` is FP8_ERR_BAD_INPUT. */
+fp8_status fp8_tensor_dequantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8_dtype dtype,
+                                 int rank, const uint64_t *shape,
+                                 const void *const in[FP8_PART_COUNT], fp8_dtype out, void *y);
+
 /* ---------------------------------------------------------------- dequantize */
 
 /*

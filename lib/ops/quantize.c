@@ -177,7 +177,8 @@ static fp8_status packed_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item 
                     it->scale_shape);
     const char *names[] = { it->packed_name, it->scale_name, it->global_name, it->shape_name };
     for (int k = 0; k < 4; k++)
-        if (names[k] && strcmp(names[k], t->name) && fp8_checkpoint_find(p->ck, names[k], NULL))
+        if (names[k] && strcmp(names[k], t->name) && p->ck &&
+            fp8_checkpoint_find(p->ck, names[k], NULL))
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "%s: tensor '%s': the input already has '%s', a name the output "
                             "gives its quantized form",
@@ -220,7 +221,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
     it->scale_name = e->owned_scale_name;
     /* any scale name beside the one written: a loader would find two */
     static const char *const suffixes[] = { "_scale_inv", "_scale" };
-    for (int k = 0; k < 2 && !p->source; k++) {
+    for (int k = 0; k < 2 && !p->source && p->ck; k++) {
         const fp8_tensor_info *s = ck_find_with(p->ck, t->name, strlen(t->name), suffixes[k], NULL);
         if (s)
             return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -872,6 +873,49 @@ fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_qua
                                   fp8_quant_plan **out)
 {
     return plan_create(ctx, input, opts, NULL, wanted, user, out);
+}
+
+fp8_status quant_plan_create_tensor(fp8_ctx *ctx, const fp8_quant_options *opts,
+                                    const fp8_tensor_info *t, fp8_quant_plan **out)
+{
+    fp8_quant_plan *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p || !(p->input = fp8_strdup(QUANT_MEMORY)) ||
+        !(p->items = fp8_xcalloc(1, sizeof *p->items)) ||
+        !(p->entries = fp8_xcalloc(1, sizeof *p->entries))) {
+        fp8_quant_plan_free(p);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    p->opts = *opts;
+    /* one tensor, asked for: no ignore rule, built-in or given, applies */
+    p->opts.ignore = NULL;
+    p->opts.nignore = p->opts.nignore_like = 0;
+    p->opts.no_default_ignore = true;
+    p->opts.scale_dtype_set = false;
+    p->n = 1;
+    fp8_quant_item *it = &p->items[0];
+    plan_entry *e = &p->entries[0];
+    it->tensor = t;
+    it->shard = p->input;
+    bool warn;
+    char shape[96];
+    fp8_shape_text(t->rank, t->shape, shape, sizeof shape);
+    fp8_status st = check_options(ctx, p);
+    if (!st && (it->reason = keep_reason(p, t, &warn, &e->owned_reason)))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s' of shape %s is not quantized "
+                      "by --scheme %s: %s", p->input, t->name, shape,
+                      fp8_scheme_name(opts->scheme), it->reason);
+    if (!st) {
+        it->quantize = true;
+        p->nquantized = 1;
+        st = scale_layout(ctx, p, it, e);
+    }
+    if (st) {
+        fp8_quant_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return FP8_OK;
 }
 
 void fp8_quant_plan_free(fp8_quant_plan *p)

@@ -64,6 +64,17 @@ fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_qua
                                   fp8_quant_plan **out);
 
 /*
+ * The plan of one tensor in memory, t (its data is not read): the item
+ * quantize would make of it in a checkpoint named QUANT_MEMORY, under opts
+ * (no ignore rule applies), for fp8_tensor_quantize (tensor.c).  A tensor
+ * the scheme cannot write (an mxfp8 row not a multiple of 32, an empty
+ * one, fused FP4 experts) is FP8_ERR_BAD_INPUT with the reason.
+ */
+#define QUANT_MEMORY "memory"
+fp8_status quant_plan_create_tensor(fp8_ctx *ctx, const fp8_quant_options *opts,
+                                    const fp8_tensor_info *t, fp8_quant_plan **out);
+
+/*
  * One expert's weight of fused 3-D experts, written apart under an FP4
  * scheme (quantize.c: which tensors, and why): a 2-D tensor read from the
  * fused one.  verify --against finds the same weights in SRC.

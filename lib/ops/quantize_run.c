@@ -924,6 +924,13 @@ fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p)
     return fp8_scheme_has_second_level(p->opts.scheme) ? global_pass(ctx, p, &done) : FP8_OK;
 }
 
+uint32_t quant_plan_global_bits(const fp8_quant_plan *p, size_t i)
+{
+    float g = p->entries[i].global;
+    bool divides = fp4_layout_get((fp4_layout_id)p->spec->fp4_layout)->global_divides;
+    return fp8_f32_bits(divides ? g : 1.0f / g);
+}
+
 /* NVFP4: shard s's second-level scales, one F32 each: the global scale, a
  * divisor (compressed-tensors), or its nearest fp32 reciprocal, a factor
  * (ModelOpt's weight_scale_2; fp8conv-formats(5), FP4 QUANTIZATION).
@@ -931,7 +938,6 @@ fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p)
 static fp8_status write_globals(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s, fp8_writer *w)
 {
     fp8_status st = FP8_OK;
-    bool divides = fp4_layout_get((fp4_layout_id)p->spec->fp4_layout)->global_divides;
     for (size_t i = 0; i < p->n && !st; i++) {
         const fp8_quant_item *it = &p->items[i];
         if (p->entries[i].shard != s || !it->quantize)
@@ -944,8 +950,7 @@ static fp8_status write_globals(fp8_ctx *ctx, const fp8_quant_plan *p, size_t s,
         }
         if (st || !it->global_name)
             continue;
-        float g = p->entries[i].global;
-        uint32_t bits = fp8_f32_bits(divides ? g : 1.0f / g);
+        uint32_t bits = quant_plan_global_bits(p, i);
         unsigned char b[4] = { (unsigned char)bits, (unsigned char)(bits >> 8),
                                (unsigned char)(bits >> 16), (unsigned char)(bits >> 24) };
         st = fp8_writer_pwrite(ctx, w, fp8_writer_find(w, it->global_name), 0, b, 4);

@@ -15,4 +15,9 @@
  * or infinity in a quantized tensor is FP8_ERR_BAD_INPUT. */
 fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p);
 
+/* Item i's second level (its entry's global) as its F32 tensor stores it:
+ * the global scale, a divisor (compressed-tensors), or its nearest fp32
+ * reciprocal, a factor (ModelOpt's weight_scale_2). */
+uint32_t quant_plan_global_bits(const fp8_quant_plan *p, size_t i);
+
 #endif

@@ -1,4 +1,5 @@
-"""fp8conv's file commands as Python functions.
+"""fp8conv's file commands as Python functions, and one tensor in memory
+quantized as the file commands store it.
 
 Each function runs the fp8conv binary bundled with this package (the same
 program as the ``fp8conv`` command, fp8conv(1)) with ``--json`` and returns
@@ -28,6 +29,23 @@ Nothing is written to standard output or error: progress goes to the
 ``"quantize:  31% 578 MiB of 1.75 GiB, ..."``, then the closing line), and
 fp8conv's warnings and notes to the ``fp8conv`` logger (WARNING and INFO),
 which has no handler of its own.
+
+The tensor API quantizes one tensor held in memory, through the bundled
+libfp8conv (ctypes, which releases the GIL during each call: no
+subprocess, no file), into exactly the bytes ``fp8conv quantize`` writes for
+it under the same options::
+
+    q = fp8conv.quantize_tensor(w, scheme="block", block=(128, 128))
+    q.codes, q.scale, q.names    # float8_e4m3fn, float32; ("weight", "weight_scale_inv", None)
+    w2 = fp8conv.dequantize_tensor(q, dtype="bf16")   # dequantize-for-export's bytes
+
+``w`` is a numpy array (bfloat16 from ml_dtypes, float16, float32) or a torch
+CPU tensor; the result is of the same kind (numpy with ml_dtypes dtypes:
+float8_e4m3fn, float8_e8m0fnu; packed FP4 as uint8, INT4 as int32 words).
+Zero copy: a contiguous input is read in place and the outputs are arrays
+the package allocates and libfp8conv fills.  A torch CUDA tensor raises
+``DeviceError`` (the CUDA path is not in this version), ``profile=`` other
+than None raises ``UsageError`` (engine profiles are issue 47).
 """
 import json
 import logging
@@ -41,13 +59,16 @@ __all__ = [
     "DeviceError",
     "Error",
     "IOSystemError",
+    "QuantizedTensor",
     "UsageError",
     "binary_path",
     "convert",
     "dequantize_for_export",
+    "dequantize_tensor",
     "diff",
     "inspect",
     "quantize",
+    "quantize_tensor",
     "verify",
 ]
 
@@ -323,3 +344,6 @@ def diff(a: PathArg, b: PathArg, *, progress: Optional[ProgressCallback] = None,
     raised; ``Error`` is raised when diff cannot run.
     """
     return _run("diff", [a, b], options, progress)
+
+
+from ._tensor import QuantizedTensor, dequantize_tensor, quantize_tensor  # noqa: E402

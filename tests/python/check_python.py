@@ -313,16 +313,206 @@ def check_readme_setup(args, top):
         check("README.md's set-up line runs: %s" % line, r.returncode == 0, r.stdout + r.stderr)
 
 
+# ---------------------------------------------------------------- the tensor API
+
+def st_write(path, tensors):
+    """A .safetensors file of (name, dtype name, shape, bytes), as the format lays it out."""
+    header, data = {}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + data)
+
+
+def st_read(path):
+    """name -> (dtype name, shape, bytes) of a .safetensors file."""
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], tuple(v["shape"]), raw[8 + n + v["data_offsets"][0]:
+                                                   8 + n + v["data_offsets"][1]])
+            for k, v in header.items()}
+
+
+def tensor_cases(lib):
+    """(label, rank-2 or -3 shape, API options, CLI args): every scheme in
+    every format the format table has for it (and the pairs it refuses),
+    shapes that are not multiples of a block."""
+    schemes = [("block", (300, 200), {}), ("block", (300, 200), {"block": (32, 32)}),
+               ("block", (260, 20000), {}),  # block rows wider than a job: cut by columns
+               ("block", (300, 200), {"block": "32x32", "scale_fmt": "ue8m0"}),
+               ("channel", (301, 200), {}), ("tensor", (301, 200), {}),
+               ("mxfp8", (301, 96), {}), ("mxfp8", (301, 96), {"mx_rounding": "floor"}),
+               ("nvfp4", (301, 96), {}), ("mxfp4", (301, 96), {}),
+               ("mxfp4", (301, 96), {"mx_rounding": "floor"}),
+               ("int4", (301, 256), {}), ("int4", (301, 96), {"group": 32})]
+    for scheme, shape, opts in schemes:
+        for fmt in ["hf-fp8", "compressed-tensors", "modelopt"]:
+            yield scheme, shape, dict(opts, scheme=scheme, format=fmt)
+    # stacked experts under the FP8 schemes (the FP4 ones take matrices)
+    for scheme in ("block", "channel", "tensor", "mxfp8"):
+        yield scheme, (3, 130, 96), {"scheme": scheme, "format": "compressed-tensors"}
+        yield scheme, (3, 130, 96), {"scheme": scheme, "format": "hf-fp8"}
+
+
+def cli_args(opts):
+    args = []
+    for k, v in opts.items():
+        if k == "block" and not isinstance(v, str):
+            v = "%dx%d" % tuple(v)
+        args.append("--%s=%s" % (k.replace("_", "-"), v))
+    return args
+
+
+def check_tensor(args, top):
+    try:
+        import numpy as np
+        import ml_dtypes
+    except ImportError as e:
+        check("the tensor API's test needs numpy and ml_dtypes in the venv (tests/python/run.sh "
+              "installs them)", False, e)
+        return
+    rng = np.random.default_rng(46)
+    box = os.path.join(top, "tensor")
+    passed_pairs = []
+    for n, (scheme, shape, opts) in enumerate(tensor_cases(None)):
+        label = "quantize_tensor %s %s" % (" ".join(cli_args(opts)), "x".join(map(str, shape)))
+        name = ("model.layers.0.mlp.experts.down_proj" if len(shape) == 3
+                else "model.layers.0.mlp.down_proj.weight")
+        x = (rng.standard_normal(shape) * rng.uniform(0.01, 4)).astype(ml_dtypes.bfloat16)
+        src, dst, deq = (os.path.join(box, "%d-%s" % (n, d)) for d in ("in", "out", "deq"))
+        os.makedirs(src)
+        st_write(os.path.join(src, "model.safetensors"), [(name, "BF16", shape, x.tobytes())])
+        with open(os.path.join(src, "config.json"), "w") as f:
+            json.dump({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, f)
+        r = subprocess.run([args.cli, "quantize", "-q"] + cli_args(opts) + [src, dst],
+                           capture_output=True, text=True)
+        try:
+            q = fp8conv.quantize_tensor(x, **opts)
+            err = None
+        except fp8conv.Error as e:
+            q, err = None, e
+        if r.returncode != 0:
+            check("%s: refused as the CLI refuses it (exit %d)" % (label, r.returncode),
+                  err is not None and err.exit_code == r.returncode,
+                  "CLI: %s; API: %r" % (r.stderr.strip(), err))
+            continue
+        if err is not None:
+            check(label, False, "the CLI quantized it, the API raised %r" % err)
+            continue
+        # names follow the module's; stacked experts' "weight" is the fused tensor's own name
+        stem, last = name[:name.rindex(".") + 1], name[name.rindex(".") + 1:]
+        out = st_read(os.path.join(dst, "model.safetensors"))
+        parts = [(k, t) for k, t in zip(q.names, (q.codes, q.scale, q.scale2)) if k]
+        bad = []
+        for k, t in parts:
+            dtype, oshape, raw = out.get(stem + k.replace("weight", last, 1), (None, None, None))
+            if raw != t.tobytes() or oshape != t.shape:
+                bad.append("%s: CLI %s %s, API %s %s, bytes %s" % (
+                    k, dtype, oshape, t.dtype, t.shape, "same" if raw == t.tobytes() else "differ"))
+        check("%s: %s byte-identical to the CLI's" % (label, ", ".join(k for k, _ in parts)),
+              not bad and len(parts) >= 2, bad)
+        for dt in ("bf16", "f32"):
+            r = subprocess.run([args.cli, "dequantize-for-export", "-q", "--force", "--dtype=" + dt,
+                                dst, deq], capture_output=True, text=True)
+            y = fp8conv.dequantize_tensor(q, dtype=dt)
+            got = st_read(os.path.join(deq, "model.safetensors")).get(name) if not r.returncode \
+                else None
+            check("%s: dequantize_tensor(dtype=%s) = dequantize-for-export's %s" % (label, dt, name),
+                  got is not None and got[2] == y.tobytes() and got[1] == y.shape,
+                  r.stderr if r.returncode else (got[:2] if got else None, y.shape))
+        passed_pairs.append("%s/%s" % (scheme, q.format))
+        if n == 0:
+            for threads in (1, 3):
+                q2 = fp8conv.quantize_tensor(x, threads=threads, **opts)
+                check("%s: the same bytes with threads=%d" % (label, threads),
+                      q2.codes.tobytes() == q.codes.tobytes()
+                      and q2.scale.tobytes() == q.scale.tobytes())
+    print("         byte-checked against the CLI: %s" % " ".join(sorted(set(passed_pairs))))
+    # bad input: each the Error subclass of the CLI's exit status for it
+    m = np.ones((64, 64), dtype=ml_dtypes.bfloat16)
+    for label, fn, exc in [
+        ("a rank-1 tensor", lambda: fp8conv.quantize_tensor(m[0]), fp8conv.UsageError),
+        ("an int32 tensor", lambda: fp8conv.quantize_tensor(m.astype(np.int32)),
+         fp8conv.UsageError),
+        ("an unknown scheme", lambda: fp8conv.quantize_tensor(m, scheme="fp6"),
+         fp8conv.UsageError),
+        ("block= with scheme channel", lambda: fp8conv.quantize_tensor(
+            m, scheme="channel", block=(32, 32)), fp8conv.UsageError),
+        ("profile='vllm' (issue 47)", lambda: fp8conv.quantize_tensor(m, profile="vllm"),
+         fp8conv.UsageError),
+        ("mxfp8 with 48 columns", lambda: fp8conv.quantize_tensor(m[:, :48], scheme="mxfp8"),
+         fp8conv.BadInputError),
+        ("nvfp4 on f16 (its reference overflows f16)", lambda: fp8conv.quantize_tensor(
+            m.astype(np.float16), scheme="nvfp4"), fp8conv.BadInputError),
+        ("a NaN", lambda: fp8conv.quantize_tensor(
+            np.where(np.arange(64 * 64).reshape(64, 64) == 77, np.nan, 1).astype(
+                ml_dtypes.bfloat16)), fp8conv.BadInputError),
+        ("a bad dtype= for dequantize_tensor", lambda: fp8conv.dequantize_tensor(
+            fp8conv.quantize_tensor(m), dtype="f64"), fp8conv.UsageError),
+    ]:
+        try:
+            fn()
+            got = None
+        except Exception as e:  # noqa: BLE001 - the class is what is checked
+            got = e
+        check("quantize_tensor refuses %s: %s" % (label, type(got).__name__),
+              isinstance(got, exc) and str(got), repr(got))
+    # a non-contiguous input is copied first: the same bytes as its copy
+    big = (rng.standard_normal((128, 512))).astype(ml_dtypes.bfloat16)
+    a, b = fp8conv.quantize_tensor(big[:, ::2]), fp8conv.quantize_tensor(big[:, ::2].copy())
+    check("a non-contiguous input is quantized as its contiguous copy",
+          a.codes.tobytes() == b.codes.tobytes() and a.scale.tobytes() == b.scale.tobytes())
+    check_tensor_torch(x_np=big, np=np)
+
+
+def check_tensor_torch(x_np, np):
+    try:
+        import torch
+    except ImportError:
+        print("not run  the tensor API on torch tensors: torch is not installed in this venv")
+        return
+    t = torch.from_numpy(x_np.view(np.int16).copy()).view(torch.bfloat16)
+    for opts in ({}, {"scheme": "mxfp8"}, {"scheme": "nvfp4"}):
+        qt, qn = fp8conv.quantize_tensor(t, **opts), fp8conv.quantize_tensor(x_np, **opts)
+        same = all((a is None and b is None) or
+                   (a.contiguous().view(torch.uint8).numpy().tobytes() == b.tobytes()
+                    and tuple(a.shape) == b.shape)
+                   for a, b in zip((qt.codes, qt.scale, qt.scale2), (qn.codes, qn.scale, qn.scale2)))
+        check("torch CPU %s: torch tensors, numpy's bytes" % (opts or "block"),
+              same and isinstance(qt.codes, torch.Tensor))
+        y = fp8conv.dequantize_tensor(qt)
+        check("torch CPU %s: dequantize_tensor gives a torch bf16 tensor of numpy's bytes"
+              % (opts or "block"), isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16 and
+              y.view(torch.int16).numpy().tobytes() == fp8conv.dequantize_tensor(qn).tobytes())
+    if torch.cuda.is_available():
+        try:
+            fp8conv.quantize_tensor(t.cuda())
+            got = None
+        except fp8conv.Error as e:
+            got = e
+        check("a CUDA tensor: DeviceError", isinstance(got, fp8conv.DeviceError), repr(got))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
     ap.add_argument("--venv", required=True)
     ap.add_argument("--wheel", required=True)
     ap.add_argument("--auditwheel", required=True)
+    ap.add_argument("--tensor-only", action="store_true", help="only the tensor API's checks")
     args = ap.parse_args()
     args.cli = os.path.abspath(args.cli)
     top = tempfile.mkdtemp(prefix="fp8conv-python-")
     try:
+        check_tensor(args, top)
+        if args.tensor_only:
+            return finish()
         check_install(args)
         api_dir = check_api(args, top)
         check_errors(args, api_dir)
@@ -331,6 +521,10 @@ def main():
         check_readme_setup(args, top)
     finally:
         shutil.rmtree(top, ignore_errors=True)
+    return finish()
+
+
+def finish():
     failed = results.count(False)
     print("check-python end to end: %d passed, %d failed" % (len(results) - failed, failed))
     return 1 if failed else 0

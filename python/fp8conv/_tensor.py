@@ -1,0 +1,386 @@
+"""The tensor API: one tensor in memory quantized through libfp8conv
+(fp8conv.h, "tensors in memory"), with the bytes ``fp8conv quantize`` writes.
+
+Loaded with ctypes from the libfp8conv.so bundled with the package
+(``FP8CONV_LIBRARY`` names another).  ctypes releases the GIL for the
+length of each call, so other Python threads run while a tensor is
+quantized.  numpy and ml_dtypes are needed for numpy inputs, torch for torch
+ones; neither is a requirement of the package.
+"""
+import ctypes
+import os
+import threading
+from typing import Any, Optional, Sequence, Tuple, Union
+
+__all__ = ["QuantizedTensor", "quantize_tensor", "dequantize_tensor"]
+
+_PARTS = 3  # FP8_PART_CODES, FP8_PART_SCALE, FP8_PART_SCALE2
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("scheme", ctypes.c_int), ("format", ctypes.c_int),
+                ("block_rows", ctypes.c_uint32), ("block_cols", ctypes.c_uint32),
+                ("scale_ue8m0", ctypes.c_bool), ("mx_rounding", ctypes.c_int),
+                ("threads", ctypes.c_int)]
+
+
+class _Part(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 40), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_uint64 * 3), ("nbytes", ctypes.c_uint64)]
+
+
+class _Layout(ctypes.Structure):
+    _fields_ = [("format", ctypes.c_int), ("part", _Part * _PARTS)]
+
+
+_lock = threading.Lock()
+_lib: Any = None
+# FP8_SCHEME_TAKES_*: the options a scheme takes beyond scheme=
+_TAKES_BLOCK, _TAKES_SCALE_FMT, _TAKES_MX_ROUNDING, _TAKES_GROUP = 1, 2, 4, 8
+
+
+def library_path() -> str:
+    """The libfp8conv.so the tensor API loads: ``FP8CONV_LIBRARY``, else the
+    package's own."""
+    return os.environ.get("FP8CONV_LIBRARY") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "_lib", "libfp8conv.so")
+
+
+def _load() -> Any:
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        lib = ctypes.CDLL(library_path())
+        c = ctypes
+        lib.fp8_ctx_create.restype = c.c_void_p
+        lib.fp8_ctx_free.argtypes = [c.c_void_p]
+        lib.fp8_ctx_message.restype = c.c_char_p
+        lib.fp8_ctx_message.argtypes = [c.c_void_p]
+        lib.fp8_dtype_name.restype = c.c_char_p
+        lib.fp8_dtype_name.argtypes = [c.c_int]
+        lib.fp8_scheme_name.restype = c.c_char_p
+        lib.fp8_scheme_name.argtypes = [c.c_int]
+        lib.fp8_format_name.restype = c.c_char_p
+        lib.fp8_format_name.argtypes = [c.c_int]
+        lib.fp8_scheme_options.restype = c.c_uint
+        lib.fp8_scheme_options.argtypes = [c.c_int]
+        shape = c.POINTER(c.c_uint64)
+        lib.fp8_tensor_layout_get.argtypes = [c.c_void_p, c.POINTER(_Options), c.c_int, c.c_int,
+                                              shape, c.POINTER(_Layout)]
+        lib.fp8_tensor_quantize.argtypes = [c.c_void_p, c.POINTER(_Options), c.c_int, c.c_int,
+                                            shape, c.c_void_p, c.c_void_p * _PARTS]
+        lib.fp8_tensor_dequantize.argtypes = [c.c_void_p, c.POINTER(_Options), c.c_int, c.c_int,
+                                              shape, c.c_void_p * _PARTS, c.c_int, c.c_void_p]
+        for f in ("fp8_tensor_layout_get", "fp8_tensor_quantize", "fp8_tensor_dequantize"):
+            getattr(lib, f).restype = c.c_int
+        lib.dtypes = {}
+        for i in range(64):
+            name = lib.fp8_dtype_name(i)
+            if name is None:
+                break
+            lib.dtypes[name.decode()] = i
+        lib.schemes = {}
+        for i in range(64):
+            name = lib.fp8_scheme_name(i).decode()
+            if name == "?":
+                break
+            lib.schemes[name] = i
+        lib.formats = {}
+        for i in range(1, 64):
+            name = lib.fp8_format_name(i).decode()
+            if name == "?":
+                break
+            lib.formats[name] = i
+        _lib = lib
+        return lib
+
+
+def _errors() -> Any:
+    from . import BadInputError, DeviceError, Error, IOSystemError, UsageError
+    # fp8_status -> the exception of the exit status the CLI gives it
+    return Error, {1: UsageError, 2: BadInputError, 3: IOSystemError, 4: IOSystemError,
+                   5: DeviceError, 6: UsageError}
+
+
+def _raise(status: int, message: str) -> None:
+    base, by_status = _errors()
+    exc = by_status.get(status, base)
+    raise exc(message, {1: 2, 2: 3, 3: 4, 4: 4, 5: 5, 6: 2}.get(status, 1))
+
+
+def _usage(message: str) -> None:
+    _raise(1, message)
+
+
+def _call(fn: Any, *args: Any) -> None:
+    lib = _load()
+    ctx = lib.fp8_ctx_create()
+    if not ctx:
+        raise MemoryError("fp8conv: out of memory")
+    try:
+        status = fn(ctx, *args)
+        if status:
+            _raise(status, lib.fp8_ctx_message(ctx).decode("utf-8", "replace"))
+    finally:
+        lib.fp8_ctx_free(ctx)
+
+
+# safetensors dtype names <-> the array libraries' dtypes
+_NUMPY = {"BF16": ("ml_dtypes", "bfloat16"), "F16": ("numpy", "float16"),
+          "F32": ("numpy", "float32"), "F64": ("numpy", "float64"),
+          "F8_E4M3": ("ml_dtypes", "float8_e4m3fn"), "F8_E8M0": ("ml_dtypes", "float8_e8m0fnu"),
+          "U8": ("numpy", "uint8"), "I8": ("numpy", "int8"), "I16": ("numpy", "int16"),
+          "I32": ("numpy", "int32"), "I64": ("numpy", "int64"), "BOOL": ("numpy", "bool_")}
+_TORCH = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
+          "F8_E4M3": "float8_e4m3fn", "F8_E8M0": "float8_e8m0fnu", "U8": "uint8",
+          "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "BOOL": "bool"}
+
+
+def _numpy_dtype(name: str) -> Any:
+    module, attr = _NUMPY[name]
+    return getattr(__import__(module), attr)
+
+
+def _torch_dtype(torch: Any, name: str) -> Any:
+    dt = getattr(torch, _TORCH[name], None)
+    if dt is None:
+        _raise(1, "torch %s has no dtype for %s" % (torch.__version__, name))
+    return dt
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+class _Array:
+    """An input's kind, dtype name, shape and contiguous storage."""
+
+    def __init__(self, x: Any) -> None:
+        if _is_torch(x):
+            import torch
+            self.torch = torch
+            if x.device.type != "cpu":
+                from . import DeviceError
+                raise DeviceError(
+                    "a tensor on %s: quantizing on the GPU needs fp8conv built with CUDA "
+                    "(WHEEL_HAVE_CUDA=1) and its CUDA path, which this version's tensor API "
+                    "does not have yet; move the tensor to the CPU (x.cpu())" % x.device, 5)
+            names = {v: k for k, v in _TORCH.items()}
+            self.dtype = names.get(str(x.dtype).replace("torch.", ""))
+            self.data = x.contiguous()  # a copy only when x is not contiguous
+            self.ptr = self.data.data_ptr()
+            self.shape = tuple(int(d) for d in x.shape)
+            return
+        self.torch = None
+        try:
+            import numpy
+        except ImportError:
+            raise TypeError("fp8conv: quantize_tensor takes a numpy array (numpy and ml_dtypes "
+                            "not installed) or a torch tensor, not %s" % type(x).__name__)
+        if not isinstance(x, numpy.ndarray):
+            raise TypeError("fp8conv: quantize_tensor takes a numpy array or a torch tensor, "
+                            "not %s" % type(x).__name__)
+        self.dtype = None
+        for name in _NUMPY:
+            try:
+                if x.dtype == _numpy_dtype(name):
+                    self.dtype = name
+                    break
+            except (ImportError, AttributeError):
+                continue
+        self.data = numpy.ascontiguousarray(x)  # a copy only when x is not C-contiguous
+        self.ptr = self.data.__array_interface__["data"][0]
+        self.shape = tuple(int(d) for d in x.shape)
+
+    def empty(self, part: _Part) -> Any:
+        name = _lib_dtype_name(part.dtype)
+        shape = tuple(part.shape[k] for k in range(part.rank))
+        if self.torch is not None:
+            return self.torch.empty(shape, dtype=_torch_dtype(self.torch, name))
+        import numpy
+        return numpy.empty(shape, dtype=_numpy_dtype(name))
+
+
+def _lib_dtype_name(i: int) -> str:
+    return _load().fp8_dtype_name(i).decode()
+
+
+def _ptr(a: Any) -> int:
+    return a.data_ptr() if hasattr(a, "data_ptr") else a.__array_interface__["data"][0]
+
+
+class QuantizedTensor:
+    """A tensor quantized as ``fp8conv quantize`` stores it: ``codes`` (the
+    weight: E4M3 codes, or FP4/INT4 codes packed as the format packs them),
+    ``scale`` (its scales), ``scale2`` (NVFP4's second-level scale, else
+    None), each with the dtype and shape the checkpoint gives it, in the
+    input's kind (numpy with ml_dtypes dtypes, or torch).  ``names`` are the
+    names the format stores them under after the module's name, e.g.
+    ``("weight", "weight_scale_inv", None)``; ``scheme`` and ``format`` are
+    the command-line spellings (the format resolved)."""
+
+    __slots__ = ("codes", "scale", "scale2", "scheme", "format", "names", "shape", "dtype",
+                 "_options")
+
+    def __init__(self, codes: Any, scale: Any, scale2: Any, scheme: str, format: str,
+                 names: Tuple[str, str, Optional[str]], shape: Tuple[int, ...], dtype: str,
+                 options: Any) -> None:
+        self.codes, self.scale, self.scale2 = codes, scale, scale2
+        self.scheme, self.format, self.names = scheme, format, names
+        self.shape, self.dtype = shape, dtype  # the source's shape and dtype ("BF16")
+        self._options = options
+
+    def __repr__(self) -> str:
+        return "QuantizedTensor(scheme=%r, format=%r, shape=%r, names=%r)" % (
+            self.scheme, self.format, self.shape, self.names)
+
+
+def _options(scheme: str, block: Union[str, Sequence[int], None], format: Optional[str],
+             scale_fmt: Optional[str], mx_rounding: Optional[str], group: Optional[int],
+             threads: Optional[int], profile: Optional[str]) -> _Options:
+    lib = _load()
+    if profile not in (None, "fp8conv"):
+        _usage("profile=%r: engine profiles are not in this version (issue 47); only "
+               "profile=None or \"fp8conv\", fp8conv's own rules" % (profile,))
+    if scheme not in lib.schemes:
+        _usage("scheme=%r: not one of %s" % (scheme, ", ".join(lib.schemes)))
+    o = _Options(scheme=lib.schemes[scheme], format=0, block_rows=128, block_cols=128,
+                 scale_ue8m0=False, mx_rounding=0, threads=int(threads or 0))
+    takes = lib.fp8_scheme_options(o.scheme)
+    if format is not None:
+        if format not in lib.formats:
+            _usage("format=%r: not one of %s" % (format, ", ".join(lib.formats)))
+        o.format = lib.formats[format]
+    if block is not None:
+        if not takes & _TAKES_BLOCK:
+            _usage("block= applies to scheme=\"block\" only")
+        if isinstance(block, str):
+            parts = block.lower().split("x")
+        else:
+            parts = list(block)
+        try:
+            o.block_rows, o.block_cols = (int(v) for v in parts)
+        except (TypeError, ValueError):
+            _usage("block=%r: two sizes, (rows, cols) or \"RxC\"" % (block,))
+    if scale_fmt is not None:
+        if not takes & _TAKES_SCALE_FMT:
+            _usage("scale_fmt= applies to scheme=\"block\" only")
+        if scale_fmt not in ("float", "ue8m0"):
+            _usage("scale_fmt=%r: \"float\" or \"ue8m0\"" % (scale_fmt,))
+        o.scale_ue8m0 = scale_fmt == "ue8m0"
+    if mx_rounding is not None:
+        if not takes & _TAKES_MX_ROUNDING:
+            _usage("mx_rounding= applies to the MX schemes only (mxfp8, mxfp4)")
+        if mx_rounding not in ("rceil", "floor"):
+            _usage("mx_rounding=%r: \"rceil\" or \"floor\"" % (mx_rounding,))
+        o.mx_rounding = 1 if mx_rounding == "floor" else 0
+    if group is not None:
+        if not takes & _TAKES_GROUP:
+            _usage("group= applies to scheme=\"int4\" only")
+        o.block_cols = int(group)
+    if o.threads < 0:
+        _usage("threads=%d: 0 or more (0 or None: one per CPU)" % o.threads)
+    return o
+
+
+def _layout(o: _Options, dtype: int, shape: Tuple[int, ...]) -> _Layout:
+    lib = _load()
+    dims = (ctypes.c_uint64 * max(len(shape), 1))(*shape)
+    lay = _Layout()
+    _call(lib.fp8_tensor_layout_get, ctypes.byref(o), dtype, len(shape), dims, ctypes.byref(lay))
+    return lay
+
+
+def quantize_tensor(x: Any, scheme: str = "block",
+                    block: Union[str, Sequence[int], None] = None,
+                    format: Optional[str] = None, scale_fmt: Optional[str] = None,
+                    mx_rounding: Optional[str] = None, group: Optional[int] = None,
+                    threads: Optional[int] = None,
+                    profile: Optional[str] = None) -> QuantizedTensor:
+    """Quantize one tensor in memory into the bytes ``fp8conv quantize``
+    writes for it under the same options: the same plan and quantizer, in
+    libfp8conv, on the CPU, by ``threads`` threads (None: one per CPU; the
+    bytes do not depend on it).  The GIL is released during the call.
+
+    ``x``: a numpy array (bfloat16 from ml_dtypes, float16, float32) or a
+    torch CPU tensor, a matrix [rows, cols] or, for the FP8 schemes, stacked
+    experts [experts, rows, cols]; read in place when contiguous (else a
+    contiguous copy is made first).  Options as ``fp8conv quantize``'s:
+    ``scheme`` (block, channel, tensor, mxfp8, nvfp4, mxfp4, int4),
+    ``block`` (``(128, 128)`` by default, or ``"32x32"``), ``format``
+    (hf-fp8, compressed-tensors, modelopt; None: the scheme's default),
+    ``scale_fmt`` ("ue8m0"), ``mx_rounding`` ("rceil", "floor"), ``group``
+    (int4: 128 or 32).  ``profile``: None (fp8conv's rules); engine profiles
+    are not in this version.
+
+    NVFP4's second level comes from this tensor alone (quantize gives a
+    fused layer's tensors, q/k/v or gate/up, the largest of their amaxes);
+    INT4's ``weight_shape`` tensor is the caller's to write.
+
+    Returns a ``QuantizedTensor``.  A bad option or shape raises
+    ``UsageError``, a tensor the scheme cannot write or a NaN/infinity
+    ``BadInputError``, a CUDA tensor ``DeviceError`` (no CUDA path yet).
+    """
+    lib = _load()
+    o = _options(scheme, block, format, scale_fmt, mx_rounding, group, threads, profile)
+    a = _Array(x)
+    if a.dtype is None:
+        _usage("a tensor of %s: quantize takes bf16, f16 or f32" % (x.dtype,))
+    dtype = lib.dtypes[a.dtype]
+    lay = _layout(o, dtype, a.shape)
+    outs = [a.empty(lay.part[k]) if lay.part[k].name else None for k in range(_PARTS)]
+    ptrs = (ctypes.c_void_p * _PARTS)(*[_ptr(t) if t is not None else None for t in outs])
+    dims = (ctypes.c_uint64 * len(a.shape))(*a.shape)
+    _call(lib.fp8_tensor_quantize, ctypes.byref(o), dtype, len(a.shape), dims,
+          ctypes.c_void_p(a.ptr), ptrs)
+    names = tuple(lay.part[k].name.decode() or None for k in range(_PARTS))
+    return QuantizedTensor(outs[0], outs[1], outs[2], scheme,
+                           lib.fp8_format_name(lay.format).decode(), names, a.shape, a.dtype, o)
+
+
+def dequantize_tensor(q: QuantizedTensor, dtype: str = "bf16",
+                      threads: Optional[int] = None) -> Any:
+    """A ``QuantizedTensor`` back to values, the bytes ``fp8conv
+    dequantize-for-export --dtype DTYPE`` writes for the weight: y = q * s in
+    fp32, rounded to nearest even into ``dtype`` ("bf16", "f16", "f32"), in
+    the kind of ``q.codes`` (numpy or torch), of the source's shape.  The GIL
+    is released during the call.  A NaN code, a bad scale or an f16 overflow
+    raises ``BadInputError``."""
+    lib = _load()
+    if not isinstance(q, QuantizedTensor):
+        raise TypeError("fp8conv: dequantize_tensor takes a QuantizedTensor, not %s"
+                        % type(q).__name__)
+    out = {"bf16": "BF16", "f16": "F16", "f32": "F32"}.get(dtype)
+    if out is None:
+        _usage("dtype=%r: \"bf16\", \"f16\" or \"f32\"" % (dtype,))
+    o = _Options.from_buffer_copy(q._options)
+    if threads is not None:
+        o.threads = int(threads)
+    parts = [q.codes, q.scale, q.scale2]
+    lay = _layout(o, lib.dtypes[q.dtype], q.shape)
+    for k, t in enumerate(parts):
+        if lay.part[k].name and (t is None or _nbytes(t) != lay.part[k].nbytes
+                                 or not _contiguous(t)):
+            _usage("dequantize_tensor: q.%s is not the contiguous %d bytes its layout has"
+                   % (("codes", "scale", "scale2")[k], lay.part[k].nbytes))
+    kind = _Array.__new__(_Array)
+    kind.torch = None
+    if _is_torch(q.codes):
+        import torch
+        kind.torch = torch
+    y = kind.empty(_Part(dtype=lib.dtypes[out], rank=len(q.shape),
+                         shape=(ctypes.c_uint64 * 3)(*q.shape)))
+    ptrs = (ctypes.c_void_p * _PARTS)(*[_ptr(t) if t is not None else None for t in parts])
+    dims = (ctypes.c_uint64 * len(q.shape))(*q.shape)
+    _call(lib.fp8_tensor_dequantize, ctypes.byref(o), lib.dtypes[q.dtype], len(q.shape), dims,
+          ptrs, lib.dtypes[out], ctypes.c_void_p(_ptr(y)))
+    return y
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size() if hasattr(t, "element_size") else t.nbytes
+
+
+def _contiguous(t: Any) -> bool:
+    return t.is_contiguous() if hasattr(t, "is_contiguous") else t.flags["C_CONTIGUOUS"]
