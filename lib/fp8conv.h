@@ -385,6 +385,10 @@ typedef struct {
      * ndeclared_ignore is 0 and REF has none (declare_no_list). */
     bool scale_dtype_set;
     fp8_dtype scale_dtype;
+    /* --like: REF names every weight scale with the other name its format's
+     * loaders take (Mistral's per-tensor hf-fp8 weight_scale_inv:
+     * fp8conv-formats(5), RELEASE FAMILIES); the output's scales are named so */
+    bool scale_alt_name;
     bool declare_ignore, declare_no_list;
     const char *const *declared_ignore;
     size_t ndeclared_ignore;
@@ -671,8 +675,15 @@ typedef struct fp8_like fp8_like;
 
 fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_like **out);
 void fp8_like_free(fp8_like *like);
-/* Sets scheme, format, block_rows, block_cols and scale_ue8m0. */
+/* Sets scheme, format, block_rows, block_cols, scale_ue8m0, the scales' dtype
+ * and name, and the ignore list the output declares. */
 void fp8_like_apply(const fp8_like *like, fp8_quant_options *o);
+/* The naming convention of REF's KV-cache scales (fp8_convert_options'
+ * kv_names), when they all have one; NULL when REF has none or several. */
+const char *fp8_like_kv_names(const fp8_like *like);
+/* REF and INPUT have the same FP8 weights (by name): convert --like then
+ * declares REF's ignore list, which keeps what INPUT keeps. */
+bool fp8_like_same_weights(const fp8_like *like);
 size_t fp8_like_ignore_count(const fp8_like *like);
 const char *fp8_like_ignore(const fp8_like *like, size_t index); /* a POSIX extended regex */
 /* What could not be copied, one sentence each (REF modules INPUT lacks, an

@@ -18,6 +18,13 @@ EXPECT.json), every check below is run and counted once:
                    round trip's scale_fmt and weight_block_size, and every value (`diff --dequant`
                    of the release and the result exits 0)
     like           `quantize --like REL` of the export, then `verify --like REL` of that, exit 0
+    like-trip      `convert --like BASE` of BASE converted to another format (the first convert-F
+                   target) gives back BASE: every safetensors file byte-identical (tensor names, the
+                   scales' names, dtypes and shapes included: Mistral's per-tensor weight_scale_inv,
+                   Qwen3's BF16 and F16 scales, a ue8m0 declaration, ModelOpt's KV-cache scale
+                   names), and `verify --like BASE` of it exits 0. BASE is the release, or where
+                   `convert --like` refuses the release (LIKE_BASE: static activations, a layout
+                   read and not written) the release as `convert` writes it in its own format
 
 The 2026 FP4 layouts of issue 25 (FP4 below: DeepSeek-V4, gpt-oss, NVFP4 as ModelOpt and as
 compressed-tensors write it, compressed-tensors MXFP4; made by testdata/gen_fp4.py) get inspect,
@@ -84,7 +91,8 @@ TIMEOUT = 120          # seconds for one fp8conv run on a copy of a few hundred 
 CORPUS_LIMIT = 6000000  # the corpus stays under 6 MB: bytes of every file under testdata/releases
 FORMATS = ["hf-fp8", "compressed-tensors", "modelopt"]
 CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "export",
-          "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like", "twin",
+          "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like",
+          "like-trip", "twin",
           "defect", "defect-missing-layer", "defect-wrong-algo", "defect-no-scale"]
 
 # family -> its own layout (format, scheme), as fp8conv names them
@@ -480,6 +488,43 @@ def check_convert(fp8conv, rel, own, scheme, fmt, tmp):
     step(fp8conv, "diff --dequant", "diff", "-q", "--dequant", rel, b)
 
 
+# like-trip: the families whose release `convert --like` refuses as a reference (exit 3), and why;
+# their BASE is the release as `convert` writes it (format given where its own is not written)
+LIKE_BASE = {
+    "mistral-fp8": ("hf-fp8", "static activation_scale: convert drops it (fp8conv-formats(5), "
+                    "RELEASE FAMILIES), --like refuses a static reference; the scales keep "
+                    "weight_scale_inv"),
+    "modelopt-fp8": ("hf-fp8", "static input_scale (quant_algo FP8), and ModelOpt per-tensor is "
+                     "not written: its KV-cache scales keep ModelOpt's k_proj.k_scale names"),
+    "modelopt-fp8-old": ("hf-fp8", "as modelopt-fp8"),
+    "fbgemm-fp8": ("compressed-tensors", "fbgemm_fp8 is read, not written"),
+}
+
+
+def check_like_trip(fp8conv, family, rel, own, scheme, tmp):
+    base = rel
+    if family in LIKE_BASE:
+        base = os.path.join(tmp, "trip-base")
+        step(fp8conv, "convert", "convert", "-q", "--format", LIKE_BASE[family][0], rel, base)
+        own = LIKE_BASE[family][0]
+    other = [f for f in FORMATS if f != own and (scheme, f) in WRITES and
+             (family, f) not in NOT_WRITTEN][0]
+    mid, back = os.path.join(tmp, "trip-" + other), os.path.join(tmp, "trip-back")
+    step(fp8conv, "convert --format " + other, "convert", "-q", "--format", other, base, mid)
+    step(fp8conv, "convert --like", "convert", "-q", "--like", base, mid, back)
+    for fn in sorted(f for f in os.listdir(base) if f.endswith(".safetensors")):
+        with open(os.path.join(base, fn), "rb") as a:
+            want = a.read()
+        path = os.path.join(back, fn)
+        got = open(path, "rb").read() if os.path.exists(path) else None
+        if got != want:
+            tb, tg = st_tensors(base), st_tensors(back) if got is not None else {}
+            names = sorted(n for n in set(tb) | set(tg) if tb.get(n) != tg.get(n))
+            raise Failed("values", "convert --like: %s differs from the base's (%s)"
+                         % (fn, ", ".join(names[:3]) or "same tensors, other bytes"))
+    step(fp8conv, "verify --like", "verify", "--like", base, back)
+
+
 def check_like(fp8conv, rel, export, tmp):
     if not os.path.isdir(export):
         raise Failed("export", "no bf16 export to quantize (the export check failed)")
@@ -618,6 +663,10 @@ def family_checks(fp8conv, family, rel, tmp):
             todo.append(("convert-" + fmt,
                          lambda fmt=fmt: check_convert(fp8conv, rel, own, scheme, fmt, tmp)))
     todo.append(("like", lambda: check_like(fp8conv, rel, export, tmp)))
+    if [f for f in FORMATS if f != LIKE_BASE.get(family, (own,))[0] and (scheme, f) in WRITES
+            and (family, f) not in NOT_WRITTEN]:
+        todo.append(("like-trip",
+                     lambda: check_like_trip(fp8conv, family, rel, own, scheme, tmp)))
     for name, fn in todo:
         try:
             fn()
@@ -985,7 +1034,7 @@ def main():
     print()
     width = max(len(f) for f in families)
     short = ["insp", "json", "vrfy", "strict", "tp", "export", "->hf", "->ct", "->mo", "like",
-             "twin", "defect"]
+             "trip", "twin", "defect"]
     print("%-*s  %s" % (width, "release", " ".join("%-6s" % s for s in short)))
     for family in families:
         row = matrix.get(family, {})

@@ -282,6 +282,11 @@ fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source)
                                                 : FP8_DTYPE_F32;
 }
 
+const char *fmt_scale_suffix_of(const fmt_spec *f, const fp8_quant_options *o)
+{
+    return o->scale_alt_name && f->alt_scale_suffix ? f->alt_scale_suffix : f->scale_suffix;
+}
+
 void fmt_scale_shape(const fmt_spec *f, int wrank, const uint64_t *wshape, uint32_t R, uint32_t C,
                      int *rank, uint64_t shape[3])
 {

@@ -164,6 +164,9 @@ const char *fmt_loader_title(fp8_loader l);
  * block scheme of R x C: its dtype (given the weight's source float dtype),
  * rank and shape. */
 fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source);
+/* The weight-scale suffix written: the row's alt_scale_suffix where the
+ * options ask for it (--like, scale_alt_name) and the row has one. */
+const char *fmt_scale_suffix_of(const fmt_spec *f, const fp8_quant_options *o);
 void fmt_scale_shape(const fmt_spec *f, int wrank, const uint64_t *wshape, uint32_t R, uint32_t C,
                      int *rank, uint64_t shape[3]);
 
