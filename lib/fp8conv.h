@@ -389,6 +389,11 @@ typedef struct {
      * loaders take (Mistral's per-tensor hf-fp8 weight_scale_inv:
      * fp8conv-formats(5), RELEASE FAMILIES); the output's scales are named so */
     bool scale_alt_name;
+    /* --like: compressed-tensors' config_groups targets of REF's one group
+     * (Granite-4's "Linear" and "GraniteMoeHybridParallelExpertsLinear");
+     * 0: "Linear" */
+    const char *const *ct_targets;
+    size_t nct_targets;
     bool declare_ignore, declare_no_list;
     const char *const *declared_ignore;
     size_t ndeclared_ignore;

@@ -262,6 +262,9 @@ bool fmt_is_fused_gate_up(const char *name);
 /* The weight-scale suffix (quantize's scale_suffix) the loaders read for
  * the experts tensor `name`, NULL for any; *expert: whether it is one. */
 const char *fmt_expert_scale_suffix(const char *name, bool *expert);
+/* Why loader l cannot load an FP8 expert weight of this name (its expert
+ * row's rule: Granite's fused experts in transformers); NULL when it can. */
+const char *fmt_expert_no_load(const char *name, fp8_loader l);
 bool fmt_is_expert(const char *name);
 
 #endif

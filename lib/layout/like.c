@@ -545,6 +545,9 @@ struct fp8_like {
     fp8_dtype scale_dtype;
     /* every scale of the reference has its layout's alt_scale_suffix */
     bool scale_alt_name;
+    /* compressed-tensors: the targets of its one config group */
+    char **targets;
+    size_t ntargets;
     /* the reference and INPUT have the same FP8 weights, by name */
     bool same_weights;
     /* the naming convention of the reference's KV-cache scales, when they
@@ -738,6 +741,26 @@ static bool scale_alt_of_ref(const fp8_checkpoint *rck, const fmt_spec *spec)
         found = true;
     }
     return found;
+}
+
+/* The targets of REF's compressed-tensors config group, when it has one
+ * group and each target is a string. */
+static fp8_status ct_targets_of_ref(fp8_ctx *ctx, fp8_like *l, const cJSON *config)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArraySize(groups) == 1 ? groups->child : NULL, "targets"), *e;
+    fp8_status st = FP8_OK;
+    if (!cJSON_IsArray(t))
+        return FP8_OK;
+    cJSON_ArrayForEach(e, t)
+        if (!cJSON_IsString(e))
+            return FP8_OK;
+    cJSON_ArrayForEach(e, t)
+        if (!st)
+            st = push(ctx, &l->targets, &l->ntargets, fp8_strdup(e->valuestring));
+    return st;
 }
 
 /* The number of FP8 weights of a that b holds as FP8 weights too (by name). */
@@ -987,6 +1010,8 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
     if (!st) {
         l->scale_alt_name = scale_alt_of_ref(rck, spec);
         l->kv_names = kv_names_of_ref(rck);
+        if (d->format == FP8_FORMAT_COMPRESSED_TENSORS)
+            st = ct_targets_of_ref(ctx, l, config);
         size_t nref, ninput;
         l->same_weights = fp8_weights_in(rck, ck, &nref) == nref && nref &&
                           fp8_weights_in(ck, rck, &ninput) == ninput;
@@ -1016,6 +1041,7 @@ void fp8_like_free(fp8_like *l)
     fp8_strings_free(l->ignore, l->nignore);
     fp8_strings_free(l->notes, l->nnotes);
     fp8_strings_free(l->declared, l->ndeclared);
+    fp8_strings_free(l->targets, l->ntargets);
     free(l->stems);
     free(l);
 }
@@ -1034,6 +1060,8 @@ void fp8_like_apply(const fp8_like *l, fp8_quant_options *o)
     o->scale_dtype_set = l->scale_set;
     o->scale_dtype = l->scale_dtype;
     o->scale_alt_name = l->scale_alt_name;
+    o->ct_targets = (const char *const *)l->targets;
+    o->nct_targets = l->ntargets;
     /* the reference's list, not every module kept: an embedding or a norm
      * that fp8conv keeps is no entry of a release's list (DeepSeek-V3 has
      * none at all) */
