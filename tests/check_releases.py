@@ -24,7 +24,8 @@ EXPECT.json), every check below is run and counted once:
                    Qwen3's BF16 and F16 scales, a ue8m0 declaration, ModelOpt's KV-cache scale
                    names), and `verify --like BASE` of it exits 0. BASE is the release, or where
                    `convert --like` refuses the release (LIKE_BASE: static activations, a layout
-                   read and not written) the release as `convert` writes it in its own format
+                   read and not written) the release as `convert` writes it in its own format;
+                   then `quantize --like BASE` of the release's export passes `verify --like BASE`
 
 The 2026 FP4 layouts of issue 25 (FP4 below: DeepSeek-V4, gpt-oss, NVFP4 as ModelOpt and as
 compressed-tensors write it, compressed-tensors MXFP4; made by testdata/gen_fp4.py) get inspect,
@@ -54,6 +55,10 @@ and the planted-defect copies (DEFECT below: one broken thing each) inspect, ins
 and, planted at run time in a scratch copy (CONFIG_DEFECTS, TENSOR_DEFECTS), defect-missing-layer,
 defect-wrong-algo (modelopt-mixed) and defect-no-scale (nvfp4-ct, mxfp4-ct: up_proj's weight_scale
 dropped; verify as `defect`, and dequantize-for-export exits 3 naming the weight, writing nothing)
+
+and Granite-4.0-H, planted at run time (granite_checks: a bf16 model quantized; granite_release_checks:
+an FP8 copy in llm-compressor's documented layout, `release-*`: verify, --strict, a bit-exact export,
+quantize --like + verify --like, convert --format modelopt refused, the transformers note)
 
 and, once for the corpus, that its files stay under 6 MB. The FP8 families with a REAL_DIMS row
 (the release's real config numbers, each row citing its source) also get
@@ -661,6 +666,11 @@ def check_like_trip(fp8conv, family, rel, own, scheme, tmp):
             raise Failed("values", "convert --like: %s differs from the base's (%s)"
                          % (fn, ", ".join(names[:3]) or "same tensors, other bytes"))
     step(fp8conv, "verify --like", "verify", "--like", base, back)
+    if base != rel:  # and quantize --like BASE of the release's export (the like check's) names so
+        out = os.path.join(tmp, "trip-quantized")
+        step(fp8conv, "quantize --like", "quantize", "-q", "--like", base,
+             os.path.join(tmp, "export"), out)
+        step(fp8conv, "verify --like", "verify", "--like", base, out)
 
 
 def check_like(fp8conv, rel, export, tmp):
