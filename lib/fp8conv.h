@@ -664,7 +664,10 @@ void fp8_convert_get_report(const fp8_convert *c, fp8_convert_report *r);
  * The layout of a reference FP8 checkpoint REF (its directory, or its
  * config.json), as the options that reproduce it: quantize and convert
  * --like.  Copied from REF's quantization_config: the scheme, the format,
- * the block size, the ue8m0 claim; its activations must be dynamic, the
+ * the block size, the ue8m0 claim, compressed-tensors' config group
+ * targets; from its tensors: the scales' dtype and name (the format row's
+ * other name where every scale has it), the KV-cache scale naming
+ * (fp8_like_kv_names); its activations must be dynamic, the
  * only ones fp8conv writes (FP8_ERR_BAD_INPUT otherwise: static ones are
  * calibrated; or when REF declares no layout fp8conv reads, its config
  * read with ModelOpt's hf_quant_config.json as vLLM reads it).  REF's
