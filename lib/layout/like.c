@@ -895,8 +895,10 @@ static fp8_status refuse_static(fp8_ctx *ctx, const char *ref, const fp8_checkpo
                             "--like %s: its activations are static: '%s' (and %zu more) is "
                             "calibrated (%s); fp8conv has no calibration data and writes dynamic "
                             "activations only: quantize without --like, with --format hf-fp8 or "
-                            "--format compressed-tensors (dynamic activations)",
-                            ref, first, n - 1, why)
+                            "--format compressed-tensors (dynamic activations), or --like what "
+                            "'fp8conv convert %s DIR' writes (its scale names kept, "
+                            "dynamic activations)",
+                            ref, first, n - 1, why, ref)
                  : fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "--like %s: its activations are static: %s (%s); fp8conv has no "
                             "calibration data and writes dynamic activations only: quantize "
