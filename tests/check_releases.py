@@ -374,6 +374,39 @@ def granite_release(d, h=64, inter=32, shared=32, experts=4, vocab=32):
     return sorted(bf16) + sorted(fp8), sha
 
 
+# vLLM's partition rules for Granite-4.0-H, written here from vLLM's source: models/granitemoehybrid.py
+# GraniteMoeHybridAttention (heads % TP; KV heads % TP, or TP % KV heads when fewer),
+# layers/mamba/mamba2/mamba_mixer2.py MambaMixer2.__init__ (mamba_n_heads % TP; mamba_n_groups % TP
+# or 1), models/granitemoeshared.py GraniteMoeSharedMLP (merged column-parallel input_linear and
+# row-parallel output_linear of shared_intermediate_size), GraniteMoeMoE's FusedMoE (the experts'
+# intermediate_size split by TP). Channel scales: no block constraint.
+def granite_tp_loads(cfg):
+    def ok(tp):
+        kv = cfg["num_key_value_heads"]
+        return (cfg["num_attention_heads"] % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0)
+                and cfg["mamba_n_heads"] % tp == 0
+                and (cfg["mamba_n_groups"] == 1 or cfg["mamba_n_groups"] % tp == 0)
+                and cfg["shared_intermediate_size"] % tp == 0 and cfg["intermediate_size"] % tp == 0)
+    return [tp for tp in range(1, 65) if ok(tp)]
+
+
+def granite_tp_check(fp8conv, rel, tmp):
+    """verify --tp on the copy and on variants of its config, against granite_tp_loads()."""
+    for key, value in ((None, None), ("mamba_n_heads", 6), ("mamba_n_groups", 2),
+                       ("shared_intermediate_size", 6), ("num_key_value_heads", 4)):
+        d = os.path.join(tmp, "rel-tp-%s" % key)
+        shutil.copytree(rel, d)
+        path = os.path.join(d, "config.json")
+        cfg = json.load(open(path, encoding="utf-8"))
+        if key:
+            cfg[key] = value
+            json.dump(cfg, open(path, "w", encoding="utf-8"))
+        got, _ = verify_tp(fp8conv, d, 1, 1)
+        if got != granite_tp_loads(cfg):
+            raise Failed("values", "verify --tp: %s=%s: TP sizes %s, vLLM's rules give %s"
+                         % (key, value, got, granite_tp_loads(cfg)))
+
+
 def granite_release_checks(fp8conv, tmp):
     rel, export = os.path.join(tmp, "rel"), os.path.join(tmp, "rel-export")
     names, sha = granite_release(rel)
@@ -398,6 +431,7 @@ def granite_release_checks(fp8conv, tmp):
                                                      "--strict", rel)),
                      ("release-export", lambda: check_export(fp8conv, rel, expect, export)),
                      ("release-like", like), ("release-modelopt", modelopt),
+                     ("release-tp", lambda: granite_tp_check(fp8conv, rel, tmp)),
                      ("release-transformers", transformers_note)):
         try:
             fn()
