@@ -187,11 +187,15 @@ static int cmd_convert(int argc, char **argv, cli_common *common)
     fp8_status st = FP8_OK;
     fp8_like *like = NULL;
     if (args.like && !(st = cli_like_open(ctx, args.like, in, common, &o->target, &like))) {
-        o->scheme_set = o->block_set = o->scale_fmt_set = true;
-        /* the set of FP8 weights and the scales stay the input's: its own
-         * ignore list, not the reference's (which could name an FP8 weight) */
-        o->target.declare_ignore = false;
-        o->target.scale_dtype_set = false;
+        o->scheme_set = o->scale_fmt_set = true;
+        /* a block size only where REF's scheme has one (per-tensor Mistral) */
+        o->block_set = fp8_scheme_options(o->target.scheme) & FP8_SCHEME_TAKES_BLOCK;
+        /* the set of FP8 weights stays the input's: the reference's ignore
+         * list only where it has the same FP8 weights (else it could name
+         * one); its scale dtype where a scale's values are exact in it */
+        o->target.declare_ignore = fp8_like_same_weights(like);
+        if (!o->kv_names) /* --kv-names wins */
+            o->kv_names = fp8_like_kv_names(like);
     }
     if (!st)
         st = fp8_convert_create(ctx, in, o, &c);
@@ -239,7 +243,8 @@ const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8
   "                             MX scale exponent rounding (default rceil)\n"
   "      --exact                fail rather than re-quantize a weight from its values\n"
   "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
-  "                             config.json): scheme, format, block, scale_fmt\n"
+  "                             config.json): scheme, format, block, scale_fmt, its\n"
+  "                             scale and KV-cache scale names, scale dtype\n"
   "      --kv-names modelopt|llm-compressor|fused-qkv|ct-output\n"
   "                             name the KV-cache scales so (default: the target\n"
   "                             format's naming when the format changes)\n"

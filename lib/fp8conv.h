@@ -385,6 +385,15 @@ typedef struct {
      * ndeclared_ignore is 0 and REF has none (declare_no_list). */
     bool scale_dtype_set;
     fp8_dtype scale_dtype;
+    /* --like: REF names every weight scale with the other name its format's
+     * loaders take (Mistral's per-tensor hf-fp8 weight_scale_inv:
+     * fp8conv-formats(5), RELEASE FAMILIES); the output's scales are named so */
+    bool scale_alt_name;
+    /* --like: compressed-tensors' config_groups targets of REF's one group
+     * (Granite-4's "Linear" and "GraniteMoeHybridParallelExpertsLinear");
+     * 0: "Linear" */
+    const char *const *ct_targets;
+    size_t nct_targets;
     bool declare_ignore, declare_no_list;
     const char *const *declared_ignore;
     size_t ndeclared_ignore;
@@ -725,7 +734,10 @@ void fp8_convert_get_report(const fp8_convert *c, fp8_convert_report *r);
  * The layout of a reference FP8 checkpoint REF (its directory, or its
  * config.json), as the options that reproduce it: quantize and convert
  * --like.  Copied from REF's quantization_config: the scheme, the format,
- * the block size, the ue8m0 claim; its activations must be dynamic, the
+ * the block size, the ue8m0 claim, compressed-tensors' config group
+ * targets; from its tensors: the scales' dtype and name (the format row's
+ * other name where every scale has it), the KV-cache scale naming
+ * (fp8_like_kv_names); its activations must be dynamic, the
  * only ones fp8conv writes (FP8_ERR_BAD_INPUT otherwise: static ones are
  * calibrated; or when REF declares no layout fp8conv reads, its config
  * read with ModelOpt's hf_quant_config.json as vLLM reads it).  REF's
@@ -741,8 +753,15 @@ typedef struct fp8_like fp8_like;
 
 fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_like **out);
 void fp8_like_free(fp8_like *like);
-/* Sets scheme, format, block_rows, block_cols and scale_ue8m0. */
+/* Sets scheme, format, block_rows, block_cols, scale_ue8m0, the scales' dtype
+ * and name, and the ignore list the output declares. */
 void fp8_like_apply(const fp8_like *like, fp8_quant_options *o);
+/* The naming convention of REF's KV-cache scales (fp8_convert_options'
+ * kv_names), when they all have one; NULL when REF has none or several. */
+const char *fp8_like_kv_names(const fp8_like *like);
+/* REF and INPUT have the same FP8 weights (by name): convert --like then
+ * declares REF's ignore list, which keeps what INPUT keeps. */
+bool fp8_like_same_weights(const fp8_like *like);
 size_t fp8_like_ignore_count(const fp8_like *like);
 const char *fp8_like_ignore(const fp8_like *like, size_t index); /* a POSIX extended regex */
 /* What could not be copied, one sentence each (REF modules INPUT lacks, an

@@ -18,6 +18,14 @@ EXPECT.json), every check below is run and counted once:
                    round trip's scale_fmt and weight_block_size, and every value (`diff --dequant`
                    of the release and the result exits 0)
     like           `quantize --like REL` of the export, then `verify --like REL` of that, exit 0
+    like-trip      `convert --like BASE` of BASE converted to another format (the first convert-F
+                   target) gives back BASE: every safetensors file byte-identical (tensor names, the
+                   scales' names, dtypes and shapes included: Mistral's per-tensor weight_scale_inv,
+                   Qwen3's BF16 and F16 scales, a ue8m0 declaration, ModelOpt's KV-cache scale
+                   names), and `verify --like BASE` of it exits 0. BASE is the release, or where
+                   `convert --like` refuses the release (LIKE_BASE: static activations, a layout
+                   read and not written) the release as `convert` writes it in its own format;
+                   then `quantize --like BASE` of the release's export passes `verify --like BASE`
 
 The 2026 FP4 layouts of issue 25 (FP4 below: DeepSeek-V4, gpt-oss, NVFP4 as ModelOpt and as
 compressed-tensors write it, compressed-tensors MXFP4; made by testdata/gen_fp4.py) get inspect,
@@ -47,6 +55,10 @@ and the planted-defect copies (DEFECT below: one broken thing each) inspect, ins
 and, planted at run time in a scratch copy (CONFIG_DEFECTS, TENSOR_DEFECTS), defect-missing-layer,
 defect-wrong-algo (modelopt-mixed) and defect-no-scale (nvfp4-ct, mxfp4-ct: up_proj's weight_scale
 dropped; verify as `defect`, and dequantize-for-export exits 3 naming the weight, writing nothing)
+
+and Granite-4.0-H, planted at run time (granite_checks: a bf16 model quantized; granite_release_checks:
+an FP8 copy in llm-compressor's documented layout, `release-*`: verify, --strict, a bit-exact export,
+quantize --like + verify --like, convert --format modelopt refused, the transformers note)
 
 and, once for the corpus, that its files stay under 6 MB. The FP8 families with a REAL_DIMS row
 (the release's real config numbers, each row citing its source) also get
@@ -84,7 +96,8 @@ TIMEOUT = 120          # seconds for one fp8conv run on a copy of a few hundred 
 CORPUS_LIMIT = 6000000  # the corpus stays under 6 MB: bytes of every file under testdata/releases
 FORMATS = ["hf-fp8", "compressed-tensors", "modelopt"]
 CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "export",
-          "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like", "twin",
+          "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like",
+          "like-trip", "twin",
           "defect", "defect-missing-layer", "defect-wrong-algo", "defect-no-scale"]
 
 # family -> its own layout (format, scheme), as fp8conv names them
@@ -253,6 +266,178 @@ def granite_fp8_experts(d):
                              % (w, t[w][0], t.get(w + "_scale", (0, "none"))[1]))
     if t["model.layers.0.mamba.conv1d.weight"][0] != "BF16":
         raise Failed("values", "mamba.conv1d.weight was quantized")
+
+
+# Granite-4.0-H FP8 as its release is documented, planted at run time (the corpus is at its size
+# limit): compressed-tensors FP8_DYNAMIC from llm-compressor's Granite-4 flow (vllm-project/
+# llm-compressor examples/quantization_w8a8_fp8/granite4_example.py and README_granite4.md:
+# targets Linear and GraniteMoeHybridParallelExpertsLinear, ignore lm_head and
+# re:.*block_sparse_moe.router; src/llmcompressor/modeling/granite4.py to_3d_expert: the fused
+# experts saved [E, out, in] with weight_scale [E, out, 1]); per-channel weight scales in the
+# model's dtype (BF16), per-token dynamic activations. The Mamba layer's shapes are transformers'
+# GraniteMoeHybrid Mamba layer (in_proj out = d_inner + conv_dim + n_heads, conv_dim = d_inner +
+# 2 * n_groups * d_state; conv1d a Conv1d, not Linear: BF16). Not read: the released
+# ibm-granite/granite-4.0-h-*-FP8 files themselves (their config.json, whether the saved ignore list
+# is the recipe's two entries or expanded to module names, the real dimensions: no tp-real row).
+def e4m3_value(b):
+    sign = -1.0 if b & 0x80 else 1.0
+    e, m = (b >> 3) & 0xF, b & 7
+    return sign * (m / 8.0 * 2.0 ** -6 if e == 0 else (1 + m / 8.0) * 2.0 ** (e - 7))
+
+
+def bf16_value(h):
+    return struct.unpack("<f", struct.pack("<I", h << 16))[0]
+
+
+def bf16_round(x):  # round to nearest even; x is exact in binary64 here (a 4-bit times an 8-bit)
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+
+
+def granite_release(d, h=64, inter=32, shared=32, experts=4, vocab=32):
+    """Write the copy; return (export tensors, {FP8 weight: sha256 of its bf16 export})."""
+    d_inner, d_head, groups, d_state = 2 * h, 16, 1, 16
+    n_heads, conv_dim = d_inner // d_head, d_inner + 2 * groups * d_state
+    fp8 = {}   # FP8 weights: name -> shape
+    bf16 = {"model.embed_tokens.weight": [vocab, h], "lm_head.weight": [vocab, h],
+            "model.norm.weight": [h]}
+    for layer, kind in ((0, "mamba"), (1, "attention")):
+        p = "model.layers.%d." % layer
+        bf16.update({p + "input_layernorm.weight": [h], p + "post_attention_layernorm.weight": [h],
+                     p + "block_sparse_moe.router.layer.weight": [experts, h]})
+        fp8.update({p + "block_sparse_moe.input_linear.weight": [experts, 2 * inter, h],
+                    p + "block_sparse_moe.output_linear.weight": [experts, h, inter],
+                    p + "shared_mlp.input_linear.weight": [2 * shared, h],
+                    p + "shared_mlp.output_linear.weight": [h, shared]})
+        if kind == "mamba":
+            fp8.update({p + "mamba.in_proj.weight": [d_inner + conv_dim + n_heads, h],
+                        p + "mamba.out_proj.weight": [h, d_inner]})
+            bf16.update({p + "mamba.conv1d.weight": [conv_dim, 1, 4], p + "mamba.conv1d.bias":
+                         [conv_dim], p + "mamba.A_log": [n_heads], p + "mamba.D": [n_heads],
+                         p + "mamba.dt_bias": [n_heads], p + "mamba.norm.weight": [d_inner]})
+        else:
+            fp8.update({p + "self_attn.%s.weight" % n: [o, h] for n, o in
+                        (("q_proj", h), ("k_proj", h // 2), ("v_proj", h // 2))})
+            fp8[p + "self_attn.o_proj.weight"] = [h, h]
+    tensors, sha = {}, {}
+    for i, name in enumerate(sorted(fp8)):
+        shape = fp8[name]
+        rows, cols = shape[-2], shape[-1]
+        lead = shape[0] if len(shape) == 3 else 1
+        codes = bytes(((k * 37 + i) % 0x7E) | (0x80 if (k * 7 + i) % 2 else 0)
+                      for k in range(lead * rows * cols))
+        scales = [0x3B80 + (r * 5 + i) % 64 for r in range(lead * rows)]  # BF16 ~ 0.004
+        tensors[name] = ("F8_E4M3", shape, codes)
+        tensors[name + "_scale"] = ("BF16", shape[:-1] + [1],
+                                    b"".join(struct.pack("<H", v) for v in scales))
+        out = b"".join(struct.pack("<H", bf16_round(e4m3_value(codes[k]) * bf16_value(scales[k // cols])))
+                       for k in range(len(codes)))
+        sha[name] = hashlib.sha256(out).hexdigest()
+    for i, (name, shape) in enumerate(sorted(bf16.items())):
+        n = 1
+        for x in shape:
+            n *= x
+        tensors[name] = ("BF16", shape, b"".join(
+            struct.pack("<H", ((k * 7 + i) % 2) << 15 | (0x3B + (k + i) % 3) << 7 | (k * 37 + i) % 128)
+            for k in range(n)))
+    header, body = {"__metadata__": {"format": "pt"}}, b""  # as transformers' save_pretrained
+    for name in sorted(tensors):
+        dtype, shape, data = tensors[name]
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(body), len(body) + len(data)]}
+        body += data
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    os.makedirs(d)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + body)
+    args = lambda dynamic, strategy: {"num_bits": 8, "type": "float", "symmetric": True,
+                                      "dynamic": dynamic, "strategy": strategy}
+    with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+        json.dump({"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+                   "hidden_size": h, "intermediate_size": inter, "shared_intermediate_size": shared,
+                   "num_local_experts": experts, "num_experts_per_tok": 2,
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+                   "layer_types": ["mamba", "attention"], "mamba_expand": 2,
+                   "mamba_n_heads": n_heads, "mamba_d_head": d_head, "mamba_n_groups": groups,
+                   "mamba_d_state": d_state, "mamba_d_conv": 4, "vocab_size": vocab,
+                   "torch_dtype": "bfloat16",
+                   "quantization_config": {
+                       "quant_method": "compressed-tensors", "format": "float-quantized",
+                       "quantization_status": "compressed",
+                       "config_groups": {"group_0": {
+                           "targets": ["Linear", "GraniteMoeHybridParallelExpertsLinear"],
+                           "weights": args(False, "channel"),
+                           "input_activations": args(True, "token")}},
+                       "ignore": ["lm_head", "re:.*block_sparse_moe.router"],
+                       "kv_cache_scheme": None}}, f)
+    return sorted(bf16) + sorted(fp8), sha
+
+
+# vLLM's partition rules for Granite-4.0-H, written here from vLLM's source: models/granitemoehybrid.py
+# GraniteMoeHybridAttention (heads % TP; KV heads % TP, or TP % KV heads when fewer),
+# layers/mamba/mamba2/mamba_mixer2.py MambaMixer2.__init__ (mamba_n_heads % TP; mamba_n_groups % TP
+# or 1), models/granitemoeshared.py GraniteMoeSharedMLP (merged column-parallel input_linear and
+# row-parallel output_linear of shared_intermediate_size), GraniteMoeMoE's FusedMoE (the experts'
+# intermediate_size split by TP). Channel scales: no block constraint.
+def granite_tp_loads(cfg):
+    def ok(tp):
+        kv = cfg["num_key_value_heads"]
+        return (cfg["num_attention_heads"] % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0)
+                and cfg["mamba_n_heads"] % tp == 0
+                and (cfg["mamba_n_groups"] == 1 or cfg["mamba_n_groups"] % tp == 0)
+                and cfg["shared_intermediate_size"] % tp == 0 and cfg["intermediate_size"] % tp == 0)
+    return [tp for tp in range(1, 65) if ok(tp)]
+
+
+def granite_tp_check(fp8conv, rel, tmp):
+    """verify --tp on the copy and on variants of its config, against granite_tp_loads()."""
+    for key, value in ((None, None), ("mamba_n_heads", 6), ("mamba_n_groups", 2),
+                       ("shared_intermediate_size", 6), ("num_key_value_heads", 4)):
+        d = os.path.join(tmp, "rel-tp-%s" % key)
+        shutil.copytree(rel, d)
+        path = os.path.join(d, "config.json")
+        cfg = json.load(open(path, encoding="utf-8"))
+        if key:
+            cfg[key] = value
+            json.dump(cfg, open(path, "w", encoding="utf-8"))
+        got, _ = verify_tp(fp8conv, d, 1, 1)
+        if got != granite_tp_loads(cfg):
+            raise Failed("values", "verify --tp: %s=%s: TP sizes %s, vLLM's rules give %s"
+                         % (key, value, got, granite_tp_loads(cfg)))
+
+
+def granite_release_checks(fp8conv, tmp):
+    rel, export = os.path.join(tmp, "rel"), os.path.join(tmp, "rel-export")
+    names, sha = granite_release(rel)
+    expect = {"export_tensors": names, "export_bf16_sha256": sha}
+    def modelopt():
+        out = os.path.join(tmp, "rel-mo")
+        rc, _, err = run([fp8conv, "convert", "-q", "--format", "modelopt", rel, out])
+        if rc != 3 or "block_sparse_moe.input_linear.weight" not in err or os.path.exists(out):
+            raise Failed(rc if rc else "values", "convert --format modelopt exit %s (3 wanted, "
+                         "naming the experts, writing nothing): %s" % (rc, last_line(err)))
+    def like():
+        os.makedirs(os.path.join(tmp, "rel-like"))
+        check_like(fp8conv, rel, export, os.path.join(tmp, "rel-like"))
+        granite_fp8_experts(os.path.join(tmp, "rel-like", "like"))
+    def transformers_note():  # llm-compressor README_granite4.md: hf fails on the experts' scale
+        rc, out, err = run([fp8conv, "verify", rel])
+        if rc != 0 or "transformers no" not in out or "README_granite4.md" not in out + err:
+            raise Failed(rc if rc else "values", "verify: transformers' Granite experts rule not "
+                         "said: " + last_line(out))
+    for name, fn in (("release-verify", lambda: step(fp8conv, "verify", "verify", rel)),
+                     ("release-strict", lambda: step(fp8conv, "verify --strict", "verify",
+                                                     "--strict", rel)),
+                     ("release-export", lambda: check_export(fp8conv, rel, expect, export)),
+                     ("release-like", like), ("release-modelopt", modelopt),
+                     ("release-tp", lambda: granite_tp_check(fp8conv, rel, tmp)),
+                     ("release-transformers", transformers_note)):
+        try:
+            fn()
+            checks[(GRANITE, name)] = (0, "")
+        except Failed as e:
+            checks[(GRANITE, name)] = (e.outcome, e.detail)
 
 
 def granite_checks(fp8conv, tmp):
@@ -480,6 +665,53 @@ def check_convert(fp8conv, rel, own, scheme, fmt, tmp):
     step(fp8conv, "diff --dequant", "diff", "-q", "--dequant", rel, b)
 
 
+# like-trip: the families whose release `convert --like` refuses as a reference (exit 3), and why;
+# their BASE is the release as `convert` writes it (format given where its own is not written)
+LIKE_BASE = {
+    "mistral-fp8": ("hf-fp8", "static activation_scale: convert drops it (fp8conv-formats(5), "
+                    "RELEASE FAMILIES), --like refuses a static reference; the scales keep "
+                    "weight_scale_inv"),
+    "modelopt-fp8": ("hf-fp8", "static input_scale (quant_algo FP8), and ModelOpt per-tensor is "
+                     "not written: its KV-cache scales keep ModelOpt's k_proj.k_scale names"),
+    "modelopt-fp8-old": ("hf-fp8", "as modelopt-fp8"),
+    "fbgemm-fp8": ("compressed-tensors", "fbgemm_fp8 is read, not written"),
+}
+
+
+def check_like_trip(fp8conv, family, rel, own, scheme, tmp):
+    base = rel
+    if family in LIKE_BASE:
+        base = os.path.join(tmp, "trip-base")
+        step(fp8conv, "convert", "convert", "-q", "--format", LIKE_BASE[family][0], rel, base)
+        own = LIKE_BASE[family][0]
+    other = [f for f in FORMATS if f != own and (scheme, f) in WRITES and
+             (family, f) not in NOT_WRITTEN][0]
+    mid, back = os.path.join(tmp, "trip-" + other), os.path.join(tmp, "trip-back")
+    step(fp8conv, "convert --format " + other, "convert", "-q", "--format", other, base, mid)
+    if base != rel and LIKE_BASE[family][0] == "hf-fp8":  # static: refused, naming the way
+        rc, _, err = run([fp8conv, "convert", "-q", "--like", rel, mid, back])
+        if rc != 3 or "--like what 'fp8conv convert " not in err or os.path.exists(back):
+            raise Failed(rc if rc else "values", "convert --like the release: exit %s (3 wanted, "
+                         "naming --like what convert writes): %s" % (rc, last_line(err)))
+    step(fp8conv, "convert --like", "convert", "-q", "--like", base, mid, back)
+    for fn in sorted(f for f in os.listdir(base) if f.endswith(".safetensors")):
+        with open(os.path.join(base, fn), "rb") as a:
+            want = a.read()
+        path = os.path.join(back, fn)
+        got = open(path, "rb").read() if os.path.exists(path) else None
+        if got != want:
+            tb, tg = st_tensors(base), st_tensors(back) if got is not None else {}
+            names = sorted(n for n in set(tb) | set(tg) if tb.get(n) != tg.get(n))
+            raise Failed("values", "convert --like: %s differs from the base's (%s)"
+                         % (fn, ", ".join(names[:3]) or "same tensors, other bytes"))
+    step(fp8conv, "verify --like", "verify", "--like", base, back)
+    if base != rel:  # and quantize --like BASE of the release's export (the like check's) names so
+        out = os.path.join(tmp, "trip-quantized")
+        step(fp8conv, "quantize --like", "quantize", "-q", "--like", base,
+             os.path.join(tmp, "export"), out)
+        step(fp8conv, "verify --like", "verify", "--like", base, out)
+
+
 def check_like(fp8conv, rel, export, tmp):
     if not os.path.isdir(export):
         raise Failed("export", "no bf16 export to quantize (the export check failed)")
@@ -618,6 +850,10 @@ def family_checks(fp8conv, family, rel, tmp):
             todo.append(("convert-" + fmt,
                          lambda fmt=fmt: check_convert(fp8conv, rel, own, scheme, fmt, tmp)))
     todo.append(("like", lambda: check_like(fp8conv, rel, export, tmp)))
+    if [f for f in FORMATS if f != LIKE_BASE.get(family, (own,))[0] and (scheme, f) in WRITES
+            and (family, f) not in NOT_WRITTEN]:
+        todo.append(("like-trip",
+                     lambda: check_like_trip(fp8conv, family, rel, own, scheme, tmp)))
     for name, fn in todo:
         try:
             fn()
@@ -946,6 +1182,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="check_releases.")
     try:
         granite_checks(fp8conv, tmp)
+        granite_release_checks(fp8conv, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     record = "--record" in os.environ.get("CHECK_RELEASES", "")
@@ -985,7 +1222,7 @@ def main():
     print()
     width = max(len(f) for f in families)
     short = ["insp", "json", "vrfy", "strict", "tp", "export", "->hf", "->ct", "->mo", "like",
-             "twin", "defect"]
+             "trip", "twin", "defect"]
     print("%-*s  %s" % (width, "release", " ".join("%-6s" % s for s in short)))
     for family in families:
         row = matrix.get(family, {})

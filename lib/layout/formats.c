@@ -282,6 +282,11 @@ fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source)
                                                 : FP8_DTYPE_F32;
 }
 
+const char *fmt_scale_suffix_of(const fmt_spec *f, const fp8_quant_options *o)
+{
+    return o->scale_alt_name && f->alt_scale_suffix ? f->alt_scale_suffix : f->scale_suffix;
+}
+
 void fmt_scale_shape(const fmt_spec *f, int wrank, const uint64_t *wshape, uint32_t R, uint32_t C,
                      int *rank, uint64_t shape[3])
 {
@@ -743,13 +748,31 @@ unsigned fmt_tower_unquantized(const char *model_type, const char *name)
  * their channel scales [E, N, 1] (vLLM models/granitemoehybrid.py
  * load_weights, which splits both per expert with chunk(2, dim=0), and
  * routes .weight and .weight_scale only: scale_suffix) */
+/* transformers' GraniteMoeHybridParallelExperts holds a 3-D parameter, no
+ * nn.Linear: llm-compressor's Granite-4 FP8 guide
+ * (examples/quantization_w8a8_fp8/README_granite4.md) says loading such a
+ * checkpoint with hf fails with an error about the weight_scale */
+static const char HF_GRANITE_EXPERTS[] =
+    "its GraniteMoeHybridParallelExperts is no Linear module and has no place for the fused "
+    "experts' weight_scale (llm-compressor examples/quantization_w8a8_fp8/README_granite4.md: "
+    "loading with hf fails \"related to the weight_scale\"); vLLM >= 0.10.1.1 loads it";
+
 static const struct {
     const char *piece, *scale_suffix; /* NULL: any */
+    const char *no_load[FP8_LOADER_COUNT]; /* the loader cannot load such an FP8 expert: why */
 } expert_names[] = {
-    { ".experts.", NULL },
-    { ".block_sparse_moe.input_linear.", "_scale" },
-    { ".block_sparse_moe.output_linear.", "_scale" },
+    { ".experts.", NULL, { NULL } },
+    { ".block_sparse_moe.input_linear.", "_scale", { [HF] = HF_GRANITE_EXPERTS } },
+    { ".block_sparse_moe.output_linear.", "_scale", { [HF] = HF_GRANITE_EXPERTS } },
 };
+
+const char *fmt_expert_no_load(const char *name, fp8_loader l)
+{
+    for (size_t i = 0; i < sizeof expert_names / sizeof *expert_names; i++)
+        if (strstr(name, expert_names[i].piece))
+            return expert_names[i].no_load[l];
+    return NULL;
+}
 
 const char *fmt_expert_scale_suffix(const char *name, bool *expert)
 {
@@ -890,7 +913,10 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
         const char *linear = "Linear";
         if (spec->ct_format) /* llm-compressor names it in the group too */
             cJSON_AddStringToObject(group, "format", spec->ct_format);
-        cJSON_AddItemToObject(group, "targets", cJSON_CreateStringArray(&linear, 1));
+        cJSON_AddItemToObject(group, "targets",
+                              o->nct_targets ? cJSON_CreateStringArray(o->ct_targets,
+                                                                       (int)o->nct_targets)
+                                             : cJSON_CreateStringArray(&linear, 1));
         cJSON_AddItemToObject(group, "weights", ct_args(spec, o, true));
         cJSON_AddItemToObject(group, "input_activations", ct_args(spec, o, false));
         cJSON_AddItemToObject(q, ignore_keys[spec->format].config_key, ignored);

@@ -164,6 +164,9 @@ const char *fmt_loader_title(fp8_loader l);
  * block scheme of R x C: its dtype (given the weight's source float dtype),
  * rank and shape. */
 fp8_dtype fmt_scale_dtype_of(const fmt_spec *f, fp8_dtype source);
+/* The weight-scale suffix written: the row's alt_scale_suffix where the
+ * options ask for it (--like, scale_alt_name) and the row has one. */
+const char *fmt_scale_suffix_of(const fmt_spec *f, const fp8_quant_options *o);
 void fmt_scale_shape(const fmt_spec *f, int wrank, const uint64_t *wshape, uint32_t R, uint32_t C,
                      int *rank, uint64_t shape[3]);
 
@@ -264,6 +267,9 @@ bool fmt_is_fused_gate_up(const char *name);
 /* The weight-scale suffix (quantize's scale_suffix) the loaders read for
  * the experts tensor `name`, NULL for any; *expert: whether it is one. */
 const char *fmt_expert_scale_suffix(const char *name, bool *expert);
+/* Why loader l cannot load an FP8 expert weight of this name (its expert
+ * row's rule: Granite's fused experts in transformers); NULL when it can. */
+const char *fmt_expert_no_load(const char *name, fp8_loader l);
 bool fmt_is_expert(const char *name);
 
 #endif

@@ -543,6 +543,16 @@ struct fp8_like {
      * they all have one */
     bool scale_set;
     fp8_dtype scale_dtype;
+    /* every scale of the reference has its layout's alt_scale_suffix */
+    bool scale_alt_name;
+    /* compressed-tensors: the targets of its one config group */
+    char **targets;
+    size_t ntargets;
+    /* the reference and INPUT have the same FP8 weights, by name */
+    bool same_weights;
+    /* the naming convention of the reference's KV-cache scales, when they
+     * all have one with k and v names (kvscale.c's rows); else NULL */
+    const char *kv_names;
     /* INPUT's X.weight names in the order of X without its model prefix
      * (unprefixed), made when a reference module is not INPUT's own */
     const char **stems;
@@ -715,6 +725,77 @@ static bool scale_dtype_of_ref(const fp8_checkpoint *rck, const fmt_spec *spec, 
     return found;
 }
 
+/* Whether REF names every FP8 weight's scale with its layout's other name
+ * (the row's alt_scale_suffix): false when it has no FP8 weight, or one
+ * scale named with the row's own suffix or none. */
+static bool scale_alt_of_ref(const fp8_checkpoint *rck, const fmt_spec *spec)
+{
+    bool found = false;
+    size_t n = rck && spec && spec->alt_scale_suffix ? fp8_checkpoint_tensor_count(rck) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const fp8_tensor_info *w = fp8_checkpoint_tensor(rck, i, NULL);
+        if (!fp8_dtype_holds_codes(w->dtype))
+            continue;
+        if (!ck_find_with(rck, w->name, strlen(w->name), spec->alt_scale_suffix, NULL))
+            return false;
+        found = true;
+    }
+    return found;
+}
+
+/* The targets of REF's compressed-tensors config group, when it has one
+ * group and each target is a string. */
+static fp8_status ct_targets_of_ref(fp8_ctx *ctx, fp8_like *l, const cJSON *config)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArraySize(groups) == 1 ? groups->child : NULL, "targets"), *e;
+    fp8_status st = FP8_OK;
+    if (!cJSON_IsArray(t))
+        return FP8_OK;
+    cJSON_ArrayForEach(e, t)
+        if (!cJSON_IsString(e))
+            return FP8_OK;
+    cJSON_ArrayForEach(e, t)
+        if (!st)
+            st = push(ctx, &l->targets, &l->ntargets, fp8_strdup(e->valuestring));
+    return st;
+}
+
+/* The number of FP8 weights of a that b holds as FP8 weights too (by name). */
+static size_t fp8_weights_in(const fp8_checkpoint *a, const fp8_checkpoint *b, size_t *all)
+{
+    size_t n = 0, in = 0;
+    for (size_t i = 0; a && i < fp8_checkpoint_tensor_count(a); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(a, i, NULL), *u;
+        if (!fp8_dtype_holds_codes(t->dtype))
+            continue;
+        n++;
+        in += b && (u = fp8_checkpoint_find(b, t->name, NULL)) && fp8_dtype_holds_codes(u->dtype);
+    }
+    *all = n;
+    return in;
+}
+
+/* The one naming convention of REF's KV-cache scales (a kvscale.c row's,
+ * with both a k and a v name), NULL when it has none or several. */
+static const char *kv_names_of_ref(const fp8_checkpoint *rck)
+{
+    const char *conv = NULL;
+    size_t n = rck ? fp8_checkpoint_tensor_count(rck) : 0;
+    for (size_t i = 0; i < n; i++) {
+        long layer;
+        const kv_naming *k = kv_naming_of(fp8_checkpoint_tensor(rck, i, NULL)->name, &layer);
+        if (!k)
+            continue;
+        if (conv && strcmp(conv, k->convention))
+            return NULL;
+        conv = k->convention;
+    }
+    return conv && kv_naming_for(conv, KV_ROLE_K) && kv_naming_for(conv, KV_ROLE_V) ? conv : NULL;
+}
+
 /* Why REF's activations are static (calibrated input scales), as its
  * loaders read the declaration; NULL when they are dynamic.  fp8conv writes
  * dynamic activations only: with static ones the release's loaders compute
@@ -814,8 +895,10 @@ static fp8_status refuse_static(fp8_ctx *ctx, const char *ref, const fp8_checkpo
                             "--like %s: its activations are static: '%s' (and %zu more) is "
                             "calibrated (%s); fp8conv has no calibration data and writes dynamic "
                             "activations only: quantize without --like, with --format hf-fp8 or "
-                            "--format compressed-tensors (dynamic activations)",
-                            ref, first, n - 1, why)
+                            "--format compressed-tensors (dynamic activations), or --like what "
+                            "'fp8conv convert %s DIR' writes (its scale names kept, "
+                            "dynamic activations)",
+                            ref, first, n - 1, why, ref)
                  : fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                             "--like %s: its activations are static: %s (%s); fp8conv has no "
                             "calibration data and writes dynamic activations only: quantize "
@@ -926,6 +1009,15 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
     l->listed = listed;
     if (!st && spec && spec->scale_dtype != FMT_SCALE_U8 && !d->ue8m0)
         l->scale_set = scale_dtype_of_ref(rck, spec, &l->scale_dtype);
+    if (!st) {
+        l->scale_alt_name = scale_alt_of_ref(rck, spec);
+        l->kv_names = kv_names_of_ref(rck);
+        if (d->format == FP8_FORMAT_COMPRESSED_TENSORS)
+            st = ct_targets_of_ref(ctx, l, config);
+        size_t nref, ninput;
+        l->same_weights = fp8_weights_in(rck, ck, &nref) == nref && nref &&
+                          fp8_weights_in(ck, rck, &ninput) == ninput;
+    }
     for (size_t i = 0; i < nignore; i++) {
         if (!st)
             st = map_module(ctx, l, ck, ignore[i], input, ref);
@@ -951,6 +1043,7 @@ void fp8_like_free(fp8_like *l)
     fp8_strings_free(l->ignore, l->nignore);
     fp8_strings_free(l->notes, l->nnotes);
     fp8_strings_free(l->declared, l->ndeclared);
+    fp8_strings_free(l->targets, l->ntargets);
     free(l->stems);
     free(l);
 }
@@ -968,6 +1061,9 @@ void fp8_like_apply(const fp8_like *l, fp8_quant_options *o)
         o->block_cols = l->decl.group; /* a run along a row, as --group carries it */
     o->scale_dtype_set = l->scale_set;
     o->scale_dtype = l->scale_dtype;
+    o->scale_alt_name = l->scale_alt_name;
+    o->ct_targets = (const char *const *)l->targets;
+    o->nct_targets = l->ntargets;
     /* the reference's list, not every module kept: an embedding or a norm
      * that fp8conv keeps is no entry of a release's list (DeepSeek-V3 has
      * none at all) */
@@ -977,6 +1073,8 @@ void fp8_like_apply(const fp8_like *l, fp8_quant_options *o)
     o->ndeclared_ignore = l->ndeclared;
 }
 
+const char *fp8_like_kv_names(const fp8_like *l) { return l->kv_names; }
+bool fp8_like_same_weights(const fp8_like *l) { return l->same_weights; }
 size_t fp8_like_ignore_count(const fp8_like *l) { return l->nignore; }
 const char *fp8_like_ignore(const fp8_like *l, size_t i) { return i < l->nignore ? l->ignore[i] : NULL; }
 size_t fp8_like_note_count(const fp8_like *l) { return l->nnotes; }

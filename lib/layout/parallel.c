@@ -102,8 +102,11 @@ static bool model_read(const cJSON *config, par_model *m, cfg_reader *r)
                      get(&c, "num_experts", get(&c, "num_local_experts", 0)));
     if (m->experts) {
         m->moe_inter = get(&c, "moe_intermediate_size", m->inter);
+        /* Granite's shared_mlp: vLLM and SGLang GraniteMoeSharedMLP, a merged
+         * column-parallel input_linear and a row-parallel output_linear */
         m->shared_inter = m->moe_inter * get(&c, "n_shared_experts", 0) +
-                          get(&c, "shared_expert_intermediate_size", 0);
+                          get(&c, "shared_expert_intermediate_size", 0) +
+                          get(&c, "shared_intermediate_size", 0);
         /* dense MLP layers beside the MoE ones: DeepSeek's first_k_dense_replace,
          * Qwen's mlp_only_layers; Mixtral has none */
         const cJSON *only = cJSON_GetObjectItemCaseSensitive(config, "mlp_only_layers");
@@ -111,6 +114,9 @@ static bool model_read(const cJSON *config, par_model *m, cfg_reader *r)
     } else {
         m->dense_mlp = m->inter > 0;
     }
+    /* Mamba2 layers (Granite-4.0-H's mamba_n_heads, mamba_n_groups) */
+    m->mamba_heads = get(&c, "mamba_n_heads", 0);
+    m->mamba_groups = get(&c, "mamba_n_groups", 1);
     /* num_key_value_heads 0 stays: par_check reports it at every TP */
     *r = c;
     return !c.bad;
@@ -266,6 +272,15 @@ int par_check(const par_model *m, const par_quant *q, int tp, int ep,
         check_split(&c, "self_attn.o_proj (row-parallel)", m->heads * m->head_dim, t, false,
                     PART_SINGLE);
     }
+    /* vLLM layers/mamba/mamba2/mamba_mixer2.py MambaMixer2.__init__: "Tensor
+     * parallel world size must divide num heads", and n_groups divisible by
+     * TP or 1 (a single group is replicated to every head shard) */
+    if (m->mamba_heads && m->mamba_heads % t)
+        fail(&c, "mamba: mamba_n_heads %llu is not divisible by TP=%d",
+             (unsigned long long)m->mamba_heads, tp);
+    if (m->mamba_heads && m->mamba_groups != 1 && m->mamba_groups % t)
+        fail(&c, "mamba: mamba_n_groups %llu is neither 1 nor divisible by TP=%d",
+             (unsigned long long)m->mamba_groups, tp);
     if (m->dense_mlp) {
         check_split(&c, "mlp.gate_proj/up_proj (column-parallel)", m->inter, t, true, PART_GATE_UP);
         check_split(&c, "mlp.down_proj (row-parallel)", m->inter, t, false, PART_SINGLE);

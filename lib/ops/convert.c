@@ -43,6 +43,7 @@ typedef struct {
     virtual_tensor values, out_scale, codes; /* codes: the exact path's, read through checks */
     bool pow2;      /* every input scale an F32 power of two (a UE8M0 scale's value) */
     bool e8m0;      /* ... each within E8M0's 2^-127 .. 2^127: an MX scale byte holds it */
+    bool fits_bf16, fits_f16; /* every input scale's value exact in that dtype */
     /* MX input to ue8m0 blocks by shifting (plan_shift): each block's
      * exponent byte, the largest of its groups', blocks in the output
      * scale's order */
@@ -135,8 +136,12 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
     if (fp8_scheme_get(o->scheme)->pow2_scales && !mx_input && !w->e8m0)
         return "MX scales are powers of two: only an MX input's scales, or F32 ones that are "
                "powers of two (ue8m0), are copied";
-    if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input)
-        return "ue8m0 scales are powers of two: the input's scales are not declared so";
+    /* undeclared F32 powers of two in E8M0's range (compressed-tensors holds
+     * no ue8m0 claim) are ue8m0 scales as they are: copied */
+    if (fp8_scheme_has_block(o->scheme) && o->scale_ue8m0 && !mx_input && !ue8m0_input &&
+        !w->e8m0)
+        return "ue8m0 scales are powers of two: the input's are not all F32 powers of two "
+               "in E8M0's range";
     if (!nests(w->gr, w->src_rows, w->rows) || !nests(w->gc, w->src_cols, w->cols)) {
         snprintf(buf, cap, "a %llux%llu group of the output does not lie inside one %llux%llu "
                  "group of the input",
@@ -306,7 +311,8 @@ static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *
     uint64_t gr = w->gr, gc = w->gc, m = w->rows, n = w->cols, trows = w->trows, tcols = w->tcols;
     uint64_t GR = clamp(w->src_rows, m), GC = clamp(w->src_cols, n);
     uint64_t srows = fp8_ceil_div(m, GR), scols = fp8_ceil_div(n, GC);
-    unsigned isz = fp8_dtype_bits(w->scale->dtype) / 8, osz = w->out_scale.info.dtype == FP8_DTYPE_U8 ? 1 : 4;
+    fp8_dtype odt = w->out_scale.info.dtype;
+    unsigned isz = fp8_dtype_bits(w->scale->dtype) / 8, osz = fp8_dtype_bits(odt) / 8;
     if (w->shift) { /* each block's 2^(B - 127): 2^-127 at least, an fp32 subnormal, exact */
         for (uint64_t k = k0; k < k1; k++) {
             float f = fp8_pow2((int)w->tiles[k] - 127);
@@ -337,7 +343,10 @@ static fp8_status read_scales(fp8_ctx *ctx, const fp8_convert *c, const weight *
                           (unsigned long long)src[k - k0]);
         else if (osz == 1) /* an MX byte: the input's, or the exponent of its F32 power of two */
             out[(k - k0)] = isz == 1 ? in[src[k - k0] - lo] : (unsigned char)(ilogbf(s) + 127);
-        else
+        else if (osz == 2) { /* --like's BF16 or F16, each value exact in it (plan_weight) */
+            uint16_t h = odt == FP8_DTYPE_BF16 ? fp8_f32_to_bf16(s) : fp8_f32_to_f16(s);
+            memcpy(out + 2 * (k - k0), &h, 2);
+        } else
             memcpy(out + 4 * (k - k0), &s, 4);
     }
     free(in);
@@ -359,7 +368,7 @@ static fp8_status source_read(void *user, fp8_ctx *ctx, const fp8_tensor_info *t
         return read_values(ctx, c, w, offset / 4, (offset + len) / 4, buf);
     if (v == &w->codes)
         return read_codes(ctx, c, w, offset, buf, len);
-    unsigned osz = t->dtype == FP8_DTYPE_U8 ? 1 : 4;
+    unsigned osz = fp8_dtype_bits(t->dtype) / 8;
     return read_scales(ctx, c, w, offset / osz, (offset + len) / osz, buf);
 }
 
@@ -483,15 +492,19 @@ static fp8_status find_pow2(fp8_ctx *ctx, fp8_convert *c, weight *w)
     unsigned char *raw = malloc(step * sz);
     fp8_status st = raw ? FP8_OK : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     w->pow2 = w->scale->dtype == FP8_DTYPE_F32;
-    for (uint64_t k0 = 0; !st && w->pow2 && k0 < w->scale->elements;
+    w->fits_bf16 = w->fits_f16 = c->opts.target.scale_dtype_set; /* only --like asks */
+    for (uint64_t k0 = 0; !st && (w->pow2 || w->fits_bf16 || w->fits_f16) &&
+                          k0 < w->scale->elements;
          k0 += step) {
         uint64_t n = w->scale->elements - k0 < step ? w->scale->elements - k0 : step;
         st = fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, w->scale_shard), w->scale, k0 * sz,
                            raw, n * sz);
-        for (uint64_t k = 0; !st && w->pow2 && k < n; k++) {
+        for (uint64_t k = 0; !st && k < n; k++) {
             float s;
             int e = 0;
             bool ok = dq_scale_value(w->scale->dtype, raw, k, &s);
+            w->fits_bf16 &= ok && fp8_bf16_to_f32(fp8_f32_to_bf16(s)) == s;
+            w->fits_f16 &= ok && fp8_f16_to_f32(fp8_f32_to_f16(s)) == s;
             w->pow2 &= ok && s > 0 && isfinite(s) && frexpf(s, &e) == 0.5f;
             w->e8m0 = w->pow2 && (k0 + k == 0 || w->e8m0) && e - 1 >= -127 && e - 1 <= 127;
         }
@@ -568,20 +581,26 @@ static fp8_status plan_weight(fp8_ctx *ctx, fp8_convert *c, size_t i, bool ue8m0
     /* a release's own name for a per-tensor scale ([] or [1]), where the
      * target's loaders take it too, is kept: a round trip renames nothing
      * (Mistral's per-tensor weight_scale_inv:
-     * fp8conv-formats(5), RELEASE FAMILIES).  A block scale's _scale_inv is
-     * the block layout's own name, not that: a block to per-tensor convert
-     * writes the per-tensor name. */
+     * fp8conv-formats(5), RELEASE FAMILIES), and so is a --like reference's
+     * (scale_alt_name).  A block scale's _scale_inv is the block layout's own
+     * name, not that: a block to per-tensor convert writes the per-tensor name. */
     const char *alt = c->spec->alt_scale_suffix;
     size_t tn = strlen(t->name);
     bool keep_alt = alt && w->scale->rank <= 1 && w->scale->elements == 1 &&
                     strncmp(w->scale->name, t->name, tn) == 0 &&
                     strcmp(w->scale->name + tn, alt) == 0;
-    if (asprintf(&w->scale_name, "%s%s", t->name, keep_alt ? alt : c->spec->scale_suffix) < 0) {
+    const char *suffix = keep_alt ? alt : fmt_scale_suffix_of(c->spec, &c->opts.target);
+    if (asprintf(&w->scale_name, "%s%s", t->name, suffix) < 0) {
         w->scale_name = NULL;
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
     v->info.name = w->scale_name;
     v->info.dtype = fmt_scale_dtype_of(c->spec, FP8_DTYPE_F32);
+    /* --like's scale dtype (Qwen3-*-FP8's BF16) where every value is exact in it */
+    if (o->scale_dtype_set && !w->shift && v->info.dtype == FP8_DTYPE_F32 &&
+        ((o->scale_dtype == FP8_DTYPE_BF16 && w->fits_bf16) ||
+         (o->scale_dtype == FP8_DTYPE_F16 && w->fits_f16)))
+        v->info.dtype = o->scale_dtype;
     fmt_scale_shape(c->spec, t->rank, t->shape, c->opts.target.block_rows,
                     c->opts.target.block_cols, &v->info.rank, v->shape);
     if (keep_alt && v->info.rank == 0 && w->scale->elements == 1 && w->scale->rank == 1) {

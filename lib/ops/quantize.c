@@ -214,7 +214,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
         e->kind = FP8_SCALE_UE8M0_F32;
     if (fp8_scheme_get(o->scheme)->pow2_scales) /* MX: E8M0 bytes */
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
-    if (asprintf(&e->owned_scale_name, "%s%s", t->name, p->spec->scale_suffix) < 0) {
+    if (asprintf(&e->owned_scale_name, "%s%s", t->name, fmt_scale_suffix_of(p->spec, o)) < 0) {
         e->owned_scale_name = NULL;
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }

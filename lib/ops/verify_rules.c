@@ -146,6 +146,9 @@ typedef struct {
     size_t experts, no_input_scale, partial;
     size_t alt_named, named; /* scales under the layout's alt_scale_suffix, and under its own */
     const char *first_expert, *first_no_input_scale, *first_partial;
+    /* FP8 experts a loader's expert row rules out (fmt_expert_no_load): the first, and why */
+    size_t blocked[FP8_LOADER_COUNT];
+    const char *first_blocked[FP8_LOADER_COUNT], *blocked_why[FP8_LOADER_COUNT];
 } loader_tally;
 
 /* The rules a real loader applies to one FP8 weight beyond its scale:
@@ -227,6 +230,13 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
         if (!lr->experts++)
             lr->first_expert = t->name;
     }
+    for (int l = 0; l < FP8_LOADER_COUNT; l++) {
+        const char *why = fmt_expert_no_load(t->name, (fp8_loader)l);
+        if (why && !lr->blocked[l]++) {
+            lr->first_blocked[l] = t->name;
+            lr->blocked_why[l] = why;
+        }
+    }
     if (fp8_scheme_has_block(v->scheme) &&
         (rows % v->block_rows || t->shape[t->rank - 1] % v->block_cols) && !lr->partial++)
         lr->first_partial = t->name;
@@ -254,6 +264,10 @@ static fp8_status check_loader_totals(fp8_ctx *ctx, fp8_verify *v, const loader_
             st = verify_add_for(ctx, v, BIT(l), "loader-experts", "%s: %zu FP8 expert weights (%s, ...): "
                          "%s: %s", v->path, lr->experts, lr->first_expert,
                          fmt_loader_title((fp8_loader)l), v->spec->no_experts[l]);
+        if (!st && lr->blocked[l] && !v->spec->no_experts[l])
+            st = verify_add_for(ctx, v, BIT(l), "loader-experts", "%s: %zu FP8 expert weights (%s, ...): "
+                         "%s: %s", v->path, lr->blocked[l], lr->first_blocked[l],
+                         fmt_loader_title((fp8_loader)l), lr->blocked_why[l]);
         if (!st && lr->partial && v->spec->whole_blocks[l])
             st = verify_add_for(ctx, v, BIT(l), "partial-blocks",
                          "%s: %zu FP8 weights (%s, ...) are not whole %ux%u blocks: %s: %s",
