@@ -938,6 +938,7 @@ static fp8_status against_plan(fp8_ctx *ctx, const fp8_verify *v, const char *sr
     o.block_cols = v->block_cols;
     o.scale_ue8m0 = v->ue8m0_claim;
     o.mx_rounding = FP8_MX_RCEIL; /* the default; floor is tried too */
+    o.profile = v->opts->profile;
     /* every FP8 weight of the checkpoint is re-quantized, whatever the
      * default keep rules say (a norm quantized with --no-default-ignore:
      * fuzz_dir, 2026-11-24); the plan is only looked up for those */
@@ -1097,7 +1098,7 @@ static void against_tensor_scales(against *a)
             fp8_band b;
             uint64_t first;
             fp8_quant_plan_band(a->plan, it->item, x, 0, 1, 0, it->cols, &b, &first);
-            a->scale[it->at + x] = fp8_scale_make(b.kind, a->amax[it->at + x],
+            a->scale[it->at + x] = fp8_numerics_scale(&b.num, b.kind, a->amax[it->at + x],
                                                   &a->scale_bits[it->at + x]);
             if (a->scale[it->at + x] == 0) /* no scale serves: see fp8_scale_make */
                 a->impossible = true;
@@ -1248,6 +1249,13 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     /* a declared FP4 scheme's plan is the FP4 pass's, by layout */
     bool fp8_plan = can_dequantize && v->format != FP8_FORMAT_DEFAULT &&
                     fp8_elem_get(fp8_scheme_get(v->scheme)->elem)->per_byte == 1;
+    char defined[64];
+    if (!st && v->format != FP8_FORMAT_DEFAULT &&
+        !fp8_profile_defines(v->opts->profile, v->scheme, defined, sizeof defined))
+        st = fp8_fail(ctx, FP8_ERR_USAGE,
+                      "%s: --profile %s does not define the %s scheme it declares (it defines: %s)",
+                      v->path, fp8_profile_name(v->opts->profile), fp8_scheme_name(v->scheme),
+                      defined);
     if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, &a.plan);
     if (!st)
