@@ -263,26 +263,29 @@ unsigned fp8_dtype_bits(fp8_dtype dtype)
 #define SCHEME_BIT(s) (1u << FP8_SCHEME_##s)
 static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
     [FP8_PROFILE_FP8CONV] = { .schemes = ~0u }, /* s = amax / 448, x / s: every scheme */
-    /* vllm-project/vllm vllm/utils/deep_gemm.py per_block_cast_to_fp8 (2025-26 main, the
-     * float path, use_ue8m0 off): amax.clamp(1e-4); sf = amax / 448.0; x * (1.0 / sf) */
+    /* vllm-project/vllm vllm/utils/deep_gemm.py per_block_cast_to_fp8 (779d1fc, taken from
+     * DeepGEMM dd6ed14 deep_gemm/utils/math.py), use_ue8m0 off: amax.clamp(1e-4);
+     * sf = amax / 448.0; (x * (1.0 / sf)).to(e4m3), as eager torch on CUDA computes it;
+     * vLLM wraps it in torch.compile (Inductor's Triton division: not read, a GPU check) */
     [FP8_PROFILE_VLLM] = { { FP8_RULE_MUL_RECIP, 1, 1e-4f, 0 }, SCHEME_BIT(BLOCK) },
     [FP8_PROFILE_DEEPGEMM] = { { 0 }, 0 },
     [FP8_PROFILE_SGLANG] = { { 0 }, 0 },
-    /* PrimeIntellect-ai/prime-rl quantize_to_fp8_blockwise (trainer weight sync and
-     * tools/convert_bf16_to_fp8.py, 2026): (amax / 448).clamp(min=1e-12); x.float() / s */
+    /* PrimeIntellect-ai/prime-rl src/prime_rl/trainer/models/fp8.py quantize_to_fp8_blockwise
+     * (2026; fp8_block_quantize, conversions/fp8_blockwise.py and tools/convert_bf16_to_fp8.py
+     * call it): (amax / 448).clamp(min=1e-12); (x.float() / s).clamp(+-448).to(e4m3) */
     [FP8_PROFILE_PRIME_RL] = { { FP8_RULE_MUL_RECIP, 0, 0, 1e-12f }, SCHEME_BIT(BLOCK) },
-    /* THUDM/slime slime/backends/megatron_utils/kernels/fp8_kernel.py
-     * _blockwise_cast_to_fp8_triton (Triton; eps 1e-10 from blockwise_cast_to_fp8_triton):
+    /* THUDM/slime slime/utils/fp8_kernel.py _blockwise_cast_to_fp8_triton (fe5eb23; formerly
+     * slime/backends/megatron_utils/kernels/fp8_kernel.py), eps 1e-10, force_pow_2_scale off:
      * max(amax, eps) / 448; s_inv = 1.0 / s; x * s_inv (miles and verl carry the same kernel) */
     [FP8_PROFILE_SLIME] = { { FP8_RULE_DIV, 1, 1e-10f, 0 }, SCHEME_BIT(BLOCK) },
     /* NVIDIA/TransformerEngine common/recipe/recipe_common.cuh compute_scale_from_amax
      * (__fdiv_rn(448, amax), FLT_MAX for infinity, 1 for amax 0; epsilon 0) and
-     * common/transpose/quantize_transpose_square_blockwise.cu (2.x): x * scale, stored
-     * 1.0f / scale: Float8BlockScaling's 128x128 weight blocks with FP32 scales */
+     * common/transpose/quantize_transpose_square_blockwise.cu (a3f9714): x * scale, stored
+     * 1.0f / scale: Float8BlockScaling's 128x128 weight tiles with FP32 scales */
     [FP8_PROFILE_TE] = { { FP8_RULE_INV_DIV, 0, 0, 0 }, SCHEME_BIT(BLOCK) },
-    /* huggingface/transformers Fp8Quantize.convert (finegrained FP8, v5 loading ops):
-     * 448.0 / amax (1 for amax 0); x * scale; stored 1.0 / scale; block_size None: the
-     * whole matrix */
+    /* huggingface/transformers Fp8Quantize.convert (finegrained FP8, v5 weight loading ops):
+     * 448.0 / amax (1 for amax 0); (x * scale).clamp(+-448).to(e4m3); stored 1.0 / scale;
+     * without weight_block_size: the whole matrix */
     [FP8_PROFILE_TRANSFORMERS] = { { FP8_RULE_INV_RECIP, 0, 0, 0 },
                                    SCHEME_BIT(BLOCK) | SCHEME_BIT(TENSOR) },
     [FP8_PROFILE_LLM_COMPRESSOR] = { { 0 }, 0 },
