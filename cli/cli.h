@@ -162,8 +162,9 @@ typedef struct {
     bool scheme, format, block, scale_fmt, mx, group, profile;
 } cli_layout_given;
 /* --profile's --help lines (quantize, convert, verify). */
+#define CLI_PROFILE_NAMES "fp8conv|vllm|deepgemm|sglang|prime-rl|slime|te|transformers|llm-compressor"
 #define CLI_PROFILE_HELP                                                                       \
-    "      --profile fp8conv|vllm|deepgemm|sglang|prime-rl|slime|te|transformers|llm-compressor\n" \
+    "      --profile " CLI_PROFILE_NAMES "\n"                                                 \
     "                             the engine whose quantizer's bytes to write (default\n"    \
     "                             fp8conv; fp8conv-formats(5), PROFILES)\n"
 /* Takes one of them into *o: -1 when taken, EXIT_USAGE (said) for a bad value. */

@@ -904,6 +904,9 @@ typedef struct {
     void *progress_user;
     /* --against: re-quantize with this engine's arithmetic (fp8_quant_options) */
     fp8_profile profile;
+    /* --against: re-quantize once more with every other profile that defines
+     * the declared FP8 scheme, and say which reproduce it (fp8_verify_profiles) */
+    bool profile_auto;
 } fp8_verify_options;
 
 #define FP8_VERIFY_OPTIONS_INIT { .values = true }
@@ -958,6 +961,10 @@ bool fp8_verify_tp_known(const fp8_verify *v);
  * when it was not tried (no source, or the source cannot be quantized with
  * the declared scheme). */
 long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **first_miss);
+/* With `profile_auto`: the profiles (bit 1 << fp8_profile) whose arithmetic
+ * reproduces every re-quantized weight byte for byte, of those tried (*tried:
+ * the profiles that define the declared scheme); -1 when not tried. */
+long fp8_verify_profiles(const fp8_verify *v, unsigned *tried);
 /* Of those *requantized weights, how many are packed FP4 (NVFP4 and MXFP4
  * as quantize writes them, and their ModelOpt twin; the others are FP8);
  * -1 when not tried. */

@@ -21,7 +21,10 @@ midpoints under amax 448, huge values up to bf16's largest) are quantized by `fp
 --profile` and its codes and F32 scales compared byte for byte (0 differing bytes); a group no
 profile scale serves (transformers: amax below 448 / FLT_MAX) is refused (exit 3).  The default
 profile (no --profile, and --profile fp8conv) is checked against fp8conv's own rule too, and the
-engine profiles are checked to differ from it somewhere (each row's rule matters).
+engine profiles are checked to differ from it somewhere (each row's rule matters).  Each output is
+given to `verify --against SRC --profile auto`, which must name the profile that wrote it (alone,
+for the block scheme, where the edge tiles tell every row apart) among those it tried (every
+profile that defines the scheme).
 
 usage: check_profiles.py BUILD    (BUILD/fp8conv is the binary: make's build dir)
 Python 3 standard library only.
@@ -345,6 +348,15 @@ def main():
                             sdiff = sum(sraw[i:i + 4] != scales[i:i + 4] for i in range(0, max(len(sraw), len(scales)), 4))
                             check(dt == "F8_E4M3" and sdt == "F32" and diff == 0 and sdiff == 0,
                                   "%s: %s: %d code bytes and %d scales differ" % (what, n, diff, sdiff))
+                        # verify --against --profile auto names the profile that wrote it
+                        # (alone, for blocks: the edge tiles tell every block row apart)
+                        p = run(binary, ["verify", "--json", "--format", "hf-fp8", "--scheme", scheme,
+                                         "--against", src, "--profile", "auto", out])
+                        found = (json.loads(p.stdout or "{}").get("requantized") or {}).get("profiles") or {}
+                        tried = sorted(n for n, (_, sch) in PROFILES.items() if scheme in sch)
+                        ok = sorted(found.get("tried", [])) == tried and (
+                            found.get("reproduce") == [name] if scheme == "block" else name in found.get("reproduce", []))
+                        check(ok, "%s: verify --profile auto finds %s of %s" % (what, found.get("reproduce"), found.get("tried")))
         # each engine row differs from the default somewhere (its rule is exercised)
         vals = [bf16_value(b) for b in realistic(random.Random(1), 64, 512)]
         for name in PROFILES:
@@ -366,6 +378,17 @@ def main():
             p = run(binary, ["quantize", "-q", "--profile", name] + args + [src, out])
             check(p.returncode == 2 and says in p.stderr and not os.path.exists(out),
                   "--profile %s %s: exit %d %s" % (name, " ".join(args), p.returncode, p.stderr.strip()))
+        # verify: --profile needs --against; a profile that does not define the declared scheme
+        out = os.path.join(tmp, "tensor.safetensors")
+        run(binary, ["quantize", "-q", "--scheme", "tensor", src, out])
+        for args, code, says in ((["--profile", "vllm"], 2, "it needs --against"),
+                                 (["--profile", "auto"], 2, "it needs --against"),
+                                 (["--against", src, "--profile", "vllms"], 2, "not one of"),
+                                 (["--against", src, "--profile", "vllm"], 2,
+                                  "does not define the tensor scheme it declares (it defines: block)")):
+            p = run(binary, ["verify", "--format", "hf-fp8", "--scheme", "tensor"] + args + [out])
+            check(p.returncode == code and says in p.stderr,
+                  "verify %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
         # numpy float32 and ml_dtypes, where present, take the same steps
         amaxes = [f32(a) for a in (0.0, 1e-39, 5e-11, 1e-10, 5e-5, 0.0123, 1.0, 448.0, 3.3895313892515355e38)]
         xs = [bf16_value(bf16_bits(v)) for v in (0.0, -0.0, 1e-3, -0.05, 0.0123, 2.5, -448.0, 3e38)]
