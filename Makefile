@@ -302,8 +302,11 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 	echo "== tests/check_values.py (the value rules: verify, convert and dequantize-for-export agree on every scale class)"; \
 	python3 tests/check_values.py $(BUILD) 2>&1 | tee -a $$log; \
 	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
+	echo "== tests/check_profiles.py (quantize --profile: each engine row's bytes against its rule, transcribed in fp32)"; \
+	python3 tests/check_profiles.py $(BUILD) 2>&1 | tee -a $$log; \
+	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
 	awk '/Checks: [0-9]+, Failures/ { gsub(",", ""); n += $$3; f += $$5 + $$7 } \
-	     /^check-(gpu|docs|gpu-kit|layers|releases|values) end to end/ { for (i = 2; i < NF; i++) if ($$i == "passed,") \
+	     /^check-(gpu|docs|gpu-kit|layers|releases|values|profiles) end to end/ { for (i = 2; i < NF; i++) if ($$i == "passed,") \
 	                                         { n += $$(i-1); f += $$(i+1) } } \
 	     /: FAILED$$/ { crashed++ } \
 	     END { printf "make check: %d passed, %d failed%s\n", n - f, f + crashed, \

@@ -157,10 +157,16 @@ int cli_json_failure(int rc);
 /* The output layout options quantize and convert share, as the first codes
  * of their option enums, and which of them were given. */
 enum { CLI_OPT_SCHEME = CLI_OPT_FIRST, CLI_OPT_FORMAT, CLI_OPT_BLOCK, CLI_OPT_SCALE_FMT,
-       CLI_OPT_MX_ROUNDING, CLI_OPT_GROUP, CLI_OPT_LAYOUT_END };
+       CLI_OPT_MX_ROUNDING, CLI_OPT_GROUP, CLI_OPT_PROFILE, CLI_OPT_LAYOUT_END };
 typedef struct {
-    bool scheme, format, block, scale_fmt, mx, group;
+    bool scheme, format, block, scale_fmt, mx, group, profile;
 } cli_layout_given;
+/* --profile's --help lines (quantize, convert, verify). */
+#define CLI_PROFILE_NAMES "fp8conv|vllm|deepgemm|sglang|prime-rl|slime|te|transformers|llm-compressor"
+#define CLI_PROFILE_HELP                                                                       \
+    "      --profile " CLI_PROFILE_NAMES "\n"                                                 \
+    "                             the engine whose quantizer's bytes to write (default\n"    \
+    "                             fp8conv; fp8conv-formats(5), PROFILES)\n"
 /* Takes one of them into *o: -1 when taken, EXIT_USAGE (said) for a bad value. */
 int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_layout_given *given);
 /* --like REF for quantize and convert: REF's layout into *o (fp8_like_apply),

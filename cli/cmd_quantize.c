@@ -106,6 +106,8 @@ static int print_json(const quantize_args *a, const fp8_quant_plan *plan, const 
         cJSON_AddItemToObject(root, "block", cJSON_CreateIntArray(b, 2));
     }
     cJSON_AddStringToObject(root, "format", fp8_format_name(fp8_quant_plan_format(plan)));
+    if (a->opts.profile)
+        cJSON_AddStringToObject(root, "profile", fp8_profile_name(a->opts.profile));
     cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
     for (size_t i = 0; i < fp8_quant_plan_count(plan); i++) {
         const fp8_quant_item *it = fp8_quant_plan_item(plan, i);
@@ -211,6 +213,8 @@ static void print_summary(const quantize_args *a, const fp8_quant_plan *plan, co
                a->opts.scale_ue8m0 ? " ue8m0" : "");
     if (takes & FP8_SCHEME_TAKES_MX_ROUNDING)
         cli_printf(" %s", a->opts.mx_rounding == FP8_MX_FLOOR ? "floor" : "rceil");
+    if (a->opts.profile)
+        cli_printf(", profile %s", fp8_profile_name(a->opts.profile));
     cli_printf(", format %s\n", fp8_format_name(fp8_quant_plan_format(plan)));
     cli_printf("tensors: %zu quantized, %zu kept\n", q, n - q);
     cli_printf("not converted:");
@@ -245,6 +249,7 @@ static const struct option cli_quantize_options[] = {
     { "scale-fmt", required_argument, NULL, CLI_OPT_SCALE_FMT },
     { "mx-rounding", required_argument, NULL, CLI_OPT_MX_ROUNDING },
     { "group", required_argument, NULL, CLI_OPT_GROUP },
+    { "profile", required_argument, NULL, CLI_OPT_PROFILE },
     { "ignore", required_argument, NULL, OPT_IGNORE },
     { "no-default-ignore", no_argument, NULL, OPT_NO_DEFAULT_IGNORE },
     { "force", no_argument, NULL, OPT_FORCE },
@@ -364,6 +369,7 @@ const cli_command cli_cmd_quantize = { "quantize", "INPUT OUTPUT", "convert a bf
   "                             (hf-fp8 only; default float)\n"
   "      --mx-rounding rceil|floor\n"
   "                             MX scale exponent rounding (default rceil)\n"
+  CLI_PROFILE_HELP
   "      --ignore PATTERN       keep unquantized the tensors whose name matches PATTERN\n"
   "                             (POSIX extended, unanchored), or whose module's name\n"
   "                             matches re:REGEX from its start (llm-compressor's form);\n"

@@ -22,6 +22,7 @@ enum {
     OPT_SCHEME,
     OPT_BLOCK,
     OPT_LIKE,
+    OPT_PROFILE,
 };
 
 typedef struct {
@@ -45,6 +46,17 @@ static int take_option(int code, const char *value, void *state)
         a->opts.against = value;
     } else if (code == OPT_LIKE) {
         a->opts.like = value;
+    } else if (code == OPT_PROFILE) {
+        /* the profiles' names, then "auto": try them all */
+        static const char *names[FP8_PROFILE_COUNT + 2];
+        int choice;
+        for (int i = 0; i < FP8_PROFILE_COUNT; i++)
+            names[i] = fp8_profile_names[i];
+        names[FP8_PROFILE_COUNT] = "auto";
+        if (!cli_choice("--profile", value, names, &choice))
+            return EXIT_USAGE;
+        a->opts.profile_auto = choice == FP8_PROFILE_COUNT;
+        a->opts.profile = a->opts.profile_auto ? FP8_PROFILE_FP8CONV : (fp8_profile)choice;
     } else if (code == OPT_LOADER) {
         fp8_loader l;
         if (!fp8_loader_from_name(value, &l)) {
@@ -95,6 +107,7 @@ static const struct option cli_verify_options[] = {
     { "scheme", required_argument, NULL, OPT_SCHEME },
     { "block", required_argument, NULL, OPT_BLOCK },
     { "like", required_argument, NULL, OPT_LIKE },
+    { "profile", required_argument, NULL, OPT_PROFILE },
     { NULL, 0, NULL, 0 },
 };
 
@@ -108,6 +121,10 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
     a.opts.threads = common->threads;
     if (a.opts.against && !a.opts.values) {
         cli_error("verify: --against compares values; it cannot go with --no-values");
+        return EXIT_USAGE;
+    }
+    if ((a.opts.profile || a.opts.profile_auto) && !a.opts.against) {
+        cli_error("verify: --profile says how --against re-quantizes; it needs --against");
         return EXIT_USAGE;
     }
     if (a.opts.against)
@@ -159,6 +176,21 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
             cJSON_AddNumberToObject(r, "fp8_weights", (double)(requantized - fp4));
             cJSON_AddNumberToObject(r, "fp4_weights", (double)fp4);
             cJSON_AddNumberToObject(r, "reproduced", (double)reproduced);
+            if (a.opts.profile)
+                cJSON_AddStringToObject(r, "profile", fp8_profile_name(a.opts.profile));
+            unsigned tried;
+            long found = fp8_verify_profiles(v, &tried);
+            if (a.opts.profile_auto && found >= 0) {
+                cJSON *o = cJSON_AddObjectToObject(r, "profiles");
+                cJSON *yes = cJSON_AddArrayToObject(o, "reproduce");
+                cJSON *all = cJSON_AddArrayToObject(o, "tried");
+                for (int p = 0; p < FP8_PROFILE_COUNT; p++) {
+                    if (found >> p & 1)
+                        cJSON_AddItemToArray(yes, cJSON_CreateString(fp8_profile_name(p)));
+                    if (tried >> p & 1)
+                        cJSON_AddItemToArray(all, cJSON_CreateString(fp8_profile_name(p)));
+                }
+            }
             if (miss)
                 cJSON_AddStringToObject(r, "first_difference", miss);
             else
@@ -280,9 +312,24 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
             else
                 snprintf(kinds, sizeof kinds, "weights (%ld FP8, %ld packed 4-bit)",
                          requantized - fp4, fp4);
-            cli_printf("re-quantizing %s reproduces %ld of %ld %s byte for byte%s%s\n",
-                       cli_esc(a.opts.against), reproduced, requantized, kinds,
+            cli_printf("re-quantizing %s%s%s reproduces %ld of %ld %s byte for byte%s%s\n",
+                       cli_esc(a.opts.against), a.opts.profile ? " with profile " : "",
+                       a.opts.profile ? fp8_profile_name(a.opts.profile) : "", reproduced,
+                       requantized, kinds,
                        miss ? "; first that differs: " : "", miss ? cli_esc(miss) : "");
+            unsigned tried;
+            long found = fp8_verify_profiles(v, &tried);
+            if (a.opts.profile_auto && found >= 0) {
+                cli_printf("profiles whose bytes these are:");
+                for (int p = 0; p < FP8_PROFILE_COUNT; p++)
+                    if (found >> p & 1)
+                        cli_printf(" %s", fp8_profile_name(p));
+                cli_printf("%s (tried:", found ? "" : " none");
+                for (int p = 0; p < FP8_PROFILE_COUNT; p++)
+                    if (tried >> p & 1)
+                        cli_printf(" %s", fp8_profile_name(p));
+                cli_printf(")\n");
+            }
         }
         fp8_quality q = fp8_verify_quality(v);
         if (q.elements) {
@@ -340,7 +387,11 @@ const cli_command cli_cmd_verify = { "verify", "CHECKPOINT", "check an FP8 check
   "      --block RxC            with --format --scheme block (default 128x128)\n"
   "      --like PATH            compare the layout with a reference checkpoint (or its\n"
   "                             config.json): tensors, dtypes, scale shapes and\n"
-  "                             quantization_config; every difference is an error\n",
+  "                             quantization_config; every difference is an error\n"
+  "      --profile " CLI_PROFILE_NAMES "|auto\n"
+  "                             with --against: re-quantize SRC as that engine does\n"
+  "                             (fp8conv-formats(5), PROFILES); auto: with each profile\n"
+  "                             that defines the scheme, and say which reproduce it\n",
   "  fp8conv verify model-fp8/ || exit 1\n"
   "  fp8conv verify --no-values --tp 8 model-fp8/   # the sample (3 heads): exit 1\n"
   "  fp8conv verify --strict --json model-fp8/ | jq .findings\n",

@@ -298,6 +298,12 @@ int cli_layout_option(int code, const char *value, fp8_quant_options *o, cli_lay
         o->mx_rounding = (fp8_mx_rounding)choice;
         given->mx = true;
         break;
+    case CLI_OPT_PROFILE:
+        if (!cli_choice("--profile", value, fp8_profile_names, &choice))
+            return EXIT_USAGE;
+        o->profile = (fp8_profile)choice;
+        given->profile = true;
+        break;
     case CLI_OPT_GROUP: { /* a run along a row: carried as the block's columns */
         char *end;
         unsigned long g = strtoul(value, &end, 10);

@@ -43,6 +43,7 @@ typedef struct {
     uint64_t rows, cols, group_rows, group_cols;
     int fixed;
     float scale;
+    fp8_numerics num; /* the profile's arithmetic (fp8_numerics_scale); scale its factor */
 } fp8k_band;
 
 /*

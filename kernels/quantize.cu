@@ -2,9 +2,11 @@
  * quantize.cu - the quantize, amax, dequantize, packed-FP4 decode and FP4
  * quantize kernels.  Every number goes
  * through lib/common/fp8_math.h, the code the CPU reference uses, so the bytes are
- * the reference's: the scale is fp8_scale_make() of the group's amax, each
- * element is one IEEE fp32 division (nvcc's default -prec-div=true; the
- * Makefile adds -fmad=false and no fast math) and the same E4M3 rounding.
+ * the reference's: the scale is fp8_numerics_scale() of the group's amax
+ * (fp8_scale_make() under fp8conv's own profile), each element is one IEEE
+ * fp32 division, or one multiplication under a profile that multiplies
+ * (nvcc's default -prec-div=true; the Makefile adds -fmad=false and no fast
+ * math), and the same E4M3 rounding.
  *
  * A group (a block, a row, 32 elements) is handled by a team of threads: a
  * warp for groups up to 32 columns wide, else 128 or 256 threads.  The team
@@ -173,7 +175,7 @@ __global__ void __launch_bounds__(CTA)
         float s = b.scale;
         if (!b.fixed) {
             uint32_t stored = 0;
-            s = fp8_scale_make(b.kind, T::f32(m), &stored);
+            s = fp8_numerics_scale(&b.num, b.kind, T::f32(m), &stored);
             if (s == 0) {
                 if (lane == 0)
                     atomicOr(bad, FP8K_BAD_SCALE);
@@ -182,6 +184,8 @@ __global__ void __launch_bounds__(CTA)
             if (lane == 0)
                 fp8_scale_store(scales, fp8_scale_size(b.kind), g, stored);
         }
+        /* the profile's element operation: x / s, or x * s (fp8_numerics_mul) */
+        const bool mul = fp8_numerics_mul(&b.num);
         bool nonfinite = false; /* only a fixed scale skipped the amax */
         if (VEC)
             for (uint32_t u = lane; u < units; u += TEAM) {
@@ -191,7 +195,8 @@ __global__ void __launch_bounds__(CTA)
                 for (int k = 0; k < 4; k++) {
                     uint32_t lo = v.w[k] & 0xFFFF, hi = v.w[k] >> 16;
                     nonfinite |= (lo & T::mag) >= T::inf || (hi & T::mag) >= T::inf;
-                    uint32_t pair = e4m3_pair(T::f32(lo) / s, T::f32(hi) / s);
+                    uint32_t pair = mul ? e4m3_pair(T::f32(lo) * s, T::f32(hi) * s)
+                                        : e4m3_pair(T::f32(lo) / s, T::f32(hi) / s);
                     o.w[k / 2] = k % 2 ? o.w[k / 2] | pair << 16 : pair;
                 }
                 *(vec8_out *)(q + at) = o;
@@ -201,7 +206,7 @@ __global__ void __launch_bounds__(CTA)
                 for (uint64_t c = c0 + lane; c < c1; c += TEAM) {
                     uint32_t v = src[r * b.cols + c];
                     nonfinite |= (v & T::mag) >= T::inf;
-                    q[r * b.cols + c] = (uint8_t)e4m3_pair(T::f32(v) / s, 0.0f);
+                    q[r * b.cols + c] = (uint8_t)e4m3_pair(mul ? T::f32(v) * s : T::f32(v) / s, 0.0f);
                 }
         if (nonfinite)
             atomicOr(bad, FP8K_BAD_NONFINITE);

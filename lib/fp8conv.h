@@ -313,6 +313,29 @@ typedef enum {
 
 typedef enum { FP8_MX_RCEIL, FP8_MX_FLOOR } fp8_mx_rounding;
 
+/* Whose quantizer's bytes to write (fp8conv-formats(5), PROFILES): an
+ * engine's or trainer's own scale and element arithmetic.  FP8CONV, the
+ * default, is fp8conv's own rule; each other profile defines some schemes
+ * (fp8_profile_defines) and stores F32 scales. */
+typedef enum {
+    FP8_PROFILE_FP8CONV,
+    FP8_PROFILE_VLLM,
+    FP8_PROFILE_DEEPGEMM,
+    FP8_PROFILE_SGLANG,
+    FP8_PROFILE_PRIME_RL,
+    FP8_PROFILE_SLIME,
+    FP8_PROFILE_TE,
+    FP8_PROFILE_TRANSFORMERS,
+    FP8_PROFILE_LLM_COMPRESSOR,
+    FP8_PROFILE_COUNT
+} fp8_profile;
+/* "fp8conv", "vllm", ... in fp8_profile's order, NULL-terminated. */
+extern const char *const fp8_profile_names[];
+const char *fp8_profile_name(fp8_profile profile);
+/* Whether the profile defines the scheme; `defined` (when not NULL) gets
+ * the names of those it does, "block, tensor" ("none" for none). */
+bool fp8_profile_defines(fp8_profile profile, fp8_scheme scheme, char *defined, size_t cap);
+
 /* "block", "hf-fp8", ... (the command-line spellings). */
 const char *fp8_scheme_name(fp8_scheme scheme);
 const char *fp8_format_name(fp8_format format);
@@ -415,6 +438,9 @@ typedef struct {
      * them (compressed-tensors kv_cache_scheme, ModelOpt kv_cache_quant_algo
      * FP8; fp8conv-formats(5), KV CACHE SCALES).  Set by convert. */
     bool kv_cache_fp8;
+    /* The engine whose arithmetic the codes and scales follow (a scheme
+     * the profile does not define: FP8_ERR_USAGE naming those it does). */
+    fp8_profile profile;
 } fp8_quant_options;
 
 #define FP8_QUANT_OPTIONS_INIT                                                              \
@@ -965,6 +991,11 @@ typedef struct {
      * --against's bounds and re-quantization) begins; may be NULL. */
     void (*progress)(void *user, uint64_t done, uint64_t total, const char *tensor);
     void *progress_user;
+    /* --against: re-quantize with this engine's arithmetic (fp8_quant_options) */
+    fp8_profile profile;
+    /* --against: re-quantize once more with every other profile that defines
+     * the declared FP8 scheme, and say which reproduce it (fp8_verify_profiles) */
+    bool profile_auto;
 } fp8_verify_options;
 
 #define FP8_VERIFY_OPTIONS_INIT { .values = true }
@@ -1019,6 +1050,10 @@ bool fp8_verify_tp_known(const fp8_verify *v);
  * when it was not tried (no source, or the source cannot be quantized with
  * the declared scheme). */
 long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **first_miss);
+/* With `profile_auto`: the profiles (bit 1 << fp8_profile) whose arithmetic
+ * reproduces every re-quantized weight byte for byte, of those tried (*tried:
+ * the profiles that define the declared scheme); -1 when not tried. */
+long fp8_verify_profiles(const fp8_verify *v, unsigned *tried);
 /* Of those *requantized weights, how many are packed FP4 (NVFP4 and MXFP4
  * as quantize writes them, and their ModelOpt twin; the others are FP8);
  * -1 when not tried. */

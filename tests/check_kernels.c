@@ -26,7 +26,7 @@ static fp8k_type ktype(fp8_dtype d)
 static bool emu_quantize(const fp8_band *b, const void *x, uint8_t *q, void *scales)
 {
     fp8k_band kb = { ktype(b->src), b->kind, b->rows, b->cols, b->group_rows, b->group_cols,
-                     b->fixed, b->scale };
+                     b->fixed, b->scale, b->num };
     unsigned bad = 0;
     ck_assert_int_eq(fp8k_emu_quantize(&kb, x, q, scales, &bad, NULL), 0);
     return bad != 0;

@@ -194,6 +194,49 @@ START_TEST(test_fast_band_equals_reference)
 }
 END_TEST
 
+/* Every engine profile's arithmetic (fp8_numerics): the fast path's codes
+ * and scales are the reference's, on random rows and the classes the
+ * profiles differ on (fill_profile_rows: zero, tiny and huge groups, E4M3
+ * midpoints), in tiles, rows, MX-sized runs and with a fixed factor. */
+START_TEST(test_fast_band_equals_reference_under_every_profile)
+{
+    static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
+    static const uint64_t dims[][2] = { { 4, 7 }, { 129, 257 }, { 128, 96 }, { 5, 64 } };
+    for (int p = 0; p < FP8_PROFILE_COUNT; p++)
+        for (size_t d = 0; d < 3; d++)
+            for (size_t s = 0; s < 4; s++)
+                for (int g = 0; g < 4; g++) {
+                    fp8_band b = { .src = dts[d], .kind = FP8_SCALE_F32, .rows = dims[s][0],
+                                   .cols = dims[s][1], .scale = 0.37f,
+                                   .num = fp8_profile_get((fp8_profile)p)->num };
+                    uint64_t gc[] = { 128, 32, b.cols, 7 };
+                    b.group_rows = g == 0 ? b.rows : 1;
+                    b.group_cols = gc[g];
+                    b.fixed = g == 3;
+                    uint64_t n = b.rows * b.cols, w1 = 0, w2 = 0;
+                    void *x = malloc(n * 4);
+                    uint8_t *q1 = malloc(n), *q2 = malloc(n);
+                    uint8_t *s1 = calloc(n, 4), *s2 = calloc(n, 4);
+                    fill_profile_rows(b.src, x, b.rows, b.cols);
+                    int r1 = fp8_band_quantize_ref(&b, x, q1, s1, &w1);
+                    int r2 = fp8_band_quantize(&b, x, q2, s2, &w2);
+                    ck_assert_int_eq(r1, r2);
+                    if (r1 == FP8_BAND_OK) {
+                        ck_assert_msg(memcmp(q1, q2, n) == 0, "codes differ: profile %s dtype %zu",
+                                      fp8_profile_name((fp8_profile)p), d);
+                        ck_assert(memcmp(s1, s2, n * 4) == 0);
+                    } else {
+                        ck_assert_uint_eq(w1, w2);
+                    }
+                    free(x);
+                    free(q1);
+                    free(q2);
+                    free(s1);
+                    free(s2);
+                }
+}
+END_TEST
+
 /* fp8_transpose against the element-by-element definition, for 2- and
  * 4-byte elements, sizes around the 8 x 8 blocks and padded strides; what
  * lies outside the m x n result is left alone. */
@@ -870,6 +913,13 @@ static const struct {
     { "--ignore 're:(q)\\1'", "a back-reference" },
     { "--strict --ignore re:model.layers.9", "matches no tensor" },
     { "--bogus", "unknown option" },
+    { "--profile vllm --scheme channel", "--profile vllm does not define --scheme channel "
+                                         "(it defines: block)" },
+    { "--profile deepgemm", "(it defines: none)" },
+    { "--profile transformers --scheme tensor --format compressed-tensors",
+      "computes F32 scales" },
+    { "--profile te --scale-fmt ue8m0", "--scale-fmt ue8m0 is fp8conv's" },
+    { "--profile vllms", "not one of" },
 };
 
 /* sentence-transformers keeps modules in subfolders (1_Pooling/, 2_Dense/
@@ -1313,6 +1363,7 @@ int main(void)
 
     tc = tcase_create("engine");
     tcase_add_test(tc, test_fast_band_equals_reference);
+    tcase_add_test(tc, test_fast_band_equals_reference_under_every_profile);
     tcase_add_test(tc, test_transpose_equals_definition);
     tcase_add_test(tc, test_nonfinite_found_at_first_index);
     tcase_add_test(tc, test_scale_rules_of_spec);

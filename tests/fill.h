@@ -44,6 +44,31 @@ static inline void fill(fp8_dtype dt, void *x, uint64_t n)
     }
 }
 
+/* Rows of the classes engine profiles differ on (fp8_numerics): fill()'s
+ * random rows, then row 0 all zero, row 1 tiny (below each profile's amax
+ * floor: f32 and bf16 about 2^-118, f16 2^-24), row 2 huge (2^127, f16
+ * 2^15), and row 3 an E4M3 midpoint pattern under amax 448 (so that a
+ * scale near 1 decides the ties). */
+static inline void fill_profile_rows(fp8_dtype dt, void *x, uint64_t rows, uint64_t cols)
+{
+    fill(dt, x, rows * cols);
+    for (uint64_t r = 0; r < rows && r < 4; r++)
+        for (uint64_t c = 0; c < cols; c++) {
+            float v = r == 0   ? 0
+                      : r == 1 ? (dt == FP8_DTYPE_F16 ? 0x1p-24f : 0x1p-118f) * (1 + c % 5)
+                      : r == 2 ? (dt == FP8_DTYPE_F16 ? 0x1p15f : 0x1p127f) * (c % 2 ? -1.5f : 1)
+                      : c == 0 ? 448.0f
+                               : fp8_e4m3_to_f32((uint8_t)(c % 126)) +
+                                     (fp8_e4m3_to_f32((uint8_t)(c % 126 + 1)) -
+                                      fp8_e4m3_to_f32((uint8_t)(c % 126))) / 2;
+            if (dt == FP8_DTYPE_F32)
+                ((float *)x)[r * cols + c] = v;
+            else
+                ((uint16_t *)x)[r * cols + c] =
+                    dt == FP8_DTYPE_BF16 ? fp8_f32_to_bf16(v) : fp8_f32_to_f16(v);
+        }
+}
+
 /* FP4 quantize's input classes (tests/check_fp4_quant.c, kernel_cases.h):
  * n elements of class k (as fp32 in f):
  * 0 random magnitudes over many binades, 1 exact threshold ties under a

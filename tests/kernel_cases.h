@@ -109,6 +109,37 @@ static inline void kc_random_bands(const kc_engine *e)
     free(x);
 }
 
+/* Every profile's arithmetic (fp8_numerics, common/types.h's rows): the
+ * kernel's codes and scales are the reference's on random rows and the
+ * classes the profiles differ on (fill_profile_rows), in block rows, rows
+ * and with a fixed factor; what the reference refuses is flagged. */
+static inline void kc_profiles(const kc_engine *e)
+{
+    static const uint64_t dims[][2] = { { 4, 7 }, { 129, 257 }, { 128, 128 }, { 4, 4096 } };
+    static const uint64_t gr[] = { 0, 1, 1 }, gc[] = { 128, 0, 0 };
+    void *x = malloc(129 * 257 * 4);
+    for (int p = 0; p < FP8_PROFILE_COUNT; p++)
+        for (size_t d = 0; d < 3; d++)
+            for (size_t k = 0; k < (e->quick ? 2 : 4); k++)
+                for (int shape = 0; shape < 3; shape++) {
+                    fp8_band b = { .src = kc_dtypes[d], .kind = FP8_SCALE_F32,
+                                   .rows = dims[k][0], .cols = dims[k][1], .scale = 0.37f,
+                                   .num = fp8_profile_get((fp8_profile)p)->num };
+                    b.group_rows = gr[shape] ? gr[shape] : b.rows;
+                    b.group_cols = gc[shape] ? gc[shape] : b.cols;
+                    b.fixed = shape == 2;
+                    fill_profile_rows(b.src, x, b.rows, b.cols);
+                    char what[160];
+                    snprintf(what, sizeof what, "profile %s, %s, %llux%llu, groups %llux%llu%s",
+                             fp8_profile_name((fp8_profile)p), fp8_dtype_name(b.src),
+                             (unsigned long long)b.rows, (unsigned long long)b.cols,
+                             (unsigned long long)b.group_rows, (unsigned long long)b.group_cols,
+                             b.fixed ? " fixed" : "");
+                    kc_expect_band(e, &b, x, what);
+                }
+    free(x);
+}
+
 /* E4M3 midpoints: with amax 448 an F32 scale is exactly 1, so each value is
  * quantized as is, and halfway values must round to the even code. */
 static inline void kc_targeted(const kc_engine *e)
@@ -498,6 +529,9 @@ END_TEST
 START_TEST(test_fp4_quantize_equals_reference) { kc_fp4_quantize(kc_under_test); }
 END_TEST
 
+START_TEST(test_every_profile_equals_reference) { kc_profiles(kc_under_test); }
+END_TEST
+
 /* Adds every case above, run by `e`, to tc. */
 static inline void kc_add_tests(TCase *tc, const kc_engine *e)
 {
@@ -509,6 +543,7 @@ static inline void kc_add_tests(TCase *tc, const kc_engine *e)
     tcase_add_test(tc, test_dequant_equals_cpu);
     tcase_add_test(tc, test_fp4_decode_equals_reference);
     tcase_add_test(tc, test_fp4_quantize_equals_reference);
+    tcase_add_test(tc, test_every_profile_equals_reference);
 }
 
 #endif

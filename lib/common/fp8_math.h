@@ -280,4 +280,84 @@ FP8_HD float fp8_scale_make(fp8_scale_kind kind, float amax, uint32_t *stored)
     return s;
 }
 
+
+/* ------------------------------------ engine numerics (fp8conv-formats(5), PROFILES) */
+
+/* How a group's scale comes from its amax a (after the floor), in fp32 as
+ * a GPU computes it: s is what is stored and what elements are divided by;
+ * the inverted rules compute k, multiply elements by it and store fl(1/k). */
+typedef enum {
+    FP8_RULE_DIV,       /* s = a / 448 (fp8conv: fp8_scale_make, every scale kind) */
+    FP8_RULE_MUL_RECIP, /* s = a * fl(1/448): `amax / 448.0` on a CUDA tensor */
+    FP8_RULE_INV_DIV,   /* k = 448 / a; FLT_MAX where that is infinite */
+    FP8_RULE_INV_RECIP, /* k = fl(fl(1/a) * 448): torch's `448.0 / tensor` */
+} fp8_scale_rule;
+
+/* A profile's numbers (common/types.h holds the rows): all zero is
+ * fp8conv's own rule, today's bytes. */
+typedef struct {
+    uint8_t rule;      /* fp8_scale_rule */
+    uint8_t recip;     /* DIV, MUL_RECIP: elements times fl(1/s), not divided by s */
+    float amax_floor;  /* a = max(amax, amax_floor) first */
+    float scale_floor; /* DIV, MUL_RECIP: s = max(s, scale_floor) after */
+} fp8_numerics;
+
+/* Whether n is fp8conv's own arithmetic (all zero), which takes every scale kind. */
+FP8_HD bool fp8_numerics_own(const fp8_numerics *n)
+{
+    return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0;
+}
+
+/* Whether elements are multiplied by the factor fp8_numerics_scale returns
+ * (else divided by it). */
+FP8_HD bool fp8_numerics_mul(const fp8_numerics *n)
+{
+    return n->recip || n->rule >= FP8_RULE_INV_DIV;
+}
+
+/* An element's code under factor d (fp8_numerics_scale's). */
+FP8_HD uint8_t fp8_numerics_code(const fp8_numerics *n, float x, float d)
+{
+    return fp8_f32_to_e4m3(fp8_numerics_mul(n) ? x * d : x / d);
+}
+
+/*
+ * The scale of a group of largest magnitude amax (finite, >= 0) under n:
+ * *stored gets its bits (kind F32, the only kind a profile other than
+ * fp8conv's stores), and the return value is the factor elements are
+ * divided by or multiplied with (fp8_numerics_mul).  An all-zero group
+ * that no floor lifts gets scale 1.  Returns 0 where none serves: as
+ * fp8_scale_make, and where the profile's own scale or factor is no finite
+ * positive fp32 (an amax below 2^-128 under an inverted rule, a tiny s
+ * under fl(1/s)).
+ */
+FP8_HD float fp8_numerics_scale(const fp8_numerics *n, fp8_scale_kind kind, float amax,
+                                uint32_t *stored)
+{
+    if (fp8_numerics_own(n))
+        return fp8_scale_make(kind, amax, stored);
+    const float inf = fp8_f32_from_bits(0x7F800000), flt_max = 0x1.fffffep127f;
+    float a = amax > n->amax_floor ? amax : n->amax_floor, s, d;
+    if (n->rule >= FP8_RULE_INV_DIV) {
+        d = a == 0 ? 1.0f : n->rule == FP8_RULE_INV_DIV ? FP8_E4M3_MAX / a
+                                                         : 1.0f / a * FP8_E4M3_MAX;
+        if (n->rule == FP8_RULE_INV_DIV && d == inf)
+            d = flt_max;
+        s = 1.0f / d;
+    } else {
+        s = n->rule == FP8_RULE_DIV ? a / FP8_E4M3_MAX : a * (1.0f / FP8_E4M3_MAX);
+        s = s > n->scale_floor ? s : n->scale_floor;
+        s = a == 0 && s == 0 ? 1.0f : s;
+        d = n->recip ? 1.0f / s : s;
+    }
+    if (!(s > 0 && d > 0 && s < inf && d < inf))
+        return 0;
+    /* as fp8_scale_make: the largest element must read back finite */
+    uint8_t top = fp8_numerics_code(n, amax, d);
+    if (amax >= 0x1p126f && fp8_e4m3_to_f32(top) * s > flt_max)
+        return 0;
+    *stored = fp8_f32_bits(s);
+    return d;
+}
+
 #endif

@@ -5,6 +5,7 @@
 #include "common/types.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/fp8_math.h"
@@ -247,4 +248,77 @@ bool fp8_dtype_is_float8(fp8_dtype dtype)
 unsigned fp8_dtype_bits(fp8_dtype dtype)
 {
     return (unsigned)dtype < FP8_DTYPE_COUNT ? dtype_table[dtype].bits : 0;
+}
+
+/* ------------------------------------------------------------------ profiles
+ * Each row transcribes an engine's own code, read from its source (cited
+ * file, function and the version read), with GPU semantics: on a CUDA
+ * tensor torch computes `t / c` (a Python number c) as t * fl(1/c), and
+ * `c / t` as fl(1/t) * c (Tensor.__rdiv__: reciprocal, then multiply);
+ * tensor / tensor and the CUDA C++ kernels' `/` (no fast math) are IEEE
+ * divisions.  Triton's fp32 `/` is approximate on GPUs (div.full.f32): the
+ * Triton rows transcribe it as the IEEE division, which a GPU check (not
+ * run here) must confirm.  A row without schemes is not established from
+ * source yet (fp8conv-formats(5), PROFILES, says what is missing). */
+#define SCHEME_BIT(s) (1u << FP8_SCHEME_##s)
+static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
+    [FP8_PROFILE_FP8CONV] = { .schemes = ~0u }, /* s = amax / 448, x / s: every scheme */
+    /* vllm-project/vllm vllm/utils/deep_gemm.py per_block_cast_to_fp8 (779d1fc, taken from
+     * DeepGEMM dd6ed14 deep_gemm/utils/math.py), use_ue8m0 off: amax.clamp(1e-4);
+     * sf = amax / 448.0; (x * (1.0 / sf)).to(e4m3), as eager torch on CUDA computes it;
+     * vLLM wraps it in torch.compile (Inductor's Triton division: not read, a GPU check) */
+    [FP8_PROFILE_VLLM] = { { FP8_RULE_MUL_RECIP, 1, 1e-4f, 0 }, SCHEME_BIT(BLOCK) },
+    [FP8_PROFILE_DEEPGEMM] = { { 0 }, 0 },
+    [FP8_PROFILE_SGLANG] = { { 0 }, 0 },
+    /* PrimeIntellect-ai/prime-rl src/prime_rl/trainer/models/fp8.py quantize_to_fp8_blockwise
+     * (2026; fp8_block_quantize, conversions/fp8_blockwise.py and tools/convert_bf16_to_fp8.py
+     * call it): (amax / 448).clamp(min=1e-12); (x.float() / s).clamp(+-448).to(e4m3) */
+    [FP8_PROFILE_PRIME_RL] = { { FP8_RULE_MUL_RECIP, 0, 0, 1e-12f }, SCHEME_BIT(BLOCK) },
+    /* THUDM/slime slime/utils/fp8_kernel.py _blockwise_cast_to_fp8_triton (fe5eb23; formerly
+     * slime/backends/megatron_utils/kernels/fp8_kernel.py), eps 1e-10, force_pow_2_scale off:
+     * max(amax, eps) / 448; s_inv = 1.0 / s; x * s_inv (miles and verl carry the same kernel) */
+    [FP8_PROFILE_SLIME] = { { FP8_RULE_DIV, 1, 1e-10f, 0 }, SCHEME_BIT(BLOCK) },
+    /* NVIDIA/TransformerEngine common/recipe/recipe_common.cuh compute_scale_from_amax
+     * (__fdiv_rn(448, amax), FLT_MAX for infinity, 1 for amax 0; epsilon 0) and
+     * common/transpose/quantize_transpose_square_blockwise.cu (a3f9714): x * scale, stored
+     * 1.0f / scale: Float8BlockScaling's 128x128 weight tiles with FP32 scales */
+    [FP8_PROFILE_TE] = { { FP8_RULE_INV_DIV, 0, 0, 0 }, SCHEME_BIT(BLOCK) },
+    /* huggingface/transformers Fp8Quantize.convert (finegrained FP8, v5 weight loading ops):
+     * 448.0 / amax (1 for amax 0); (x * scale).clamp(+-448).to(e4m3); stored 1.0 / scale;
+     * without weight_block_size: the whole matrix */
+    [FP8_PROFILE_TRANSFORMERS] = { { FP8_RULE_INV_RECIP, 0, 0, 0 },
+                                   SCHEME_BIT(BLOCK) | SCHEME_BIT(TENSOR) },
+    [FP8_PROFILE_LLM_COMPRESSOR] = { { 0 }, 0 },
+};
+
+const char *const fp8_profile_names[] = { "fp8conv", "vllm", "deepgemm", "sglang", "prime-rl",
+                                          "slime", "te", "transformers", "llm-compressor", NULL };
+_Static_assert(sizeof fp8_profile_names / sizeof *fp8_profile_names == FP8_PROFILE_COUNT + 1,
+               "a name per profile");
+
+const fp8_profile_traits *fp8_profile_get(fp8_profile p)
+{
+    return (unsigned)p < FP8_PROFILE_COUNT ? &profile_table[p] : NULL;
+}
+
+const char *fp8_profile_name(fp8_profile p)
+{
+    return (unsigned)p < FP8_PROFILE_COUNT ? fp8_profile_names[p] : "?";
+}
+
+bool fp8_profile_defines(fp8_profile p, fp8_scheme s, char *defined, size_t cap)
+{
+    const fp8_profile_traits *t = fp8_profile_get(p);
+    unsigned bits = t ? t->schemes : 0;
+    if (defined && cap) {
+        size_t n = 0;
+        defined[0] = 0;
+        for (unsigned k = 0; k < NSCHEMES; k++)
+            if (bits >> k & 1 && n < cap)
+                n += (size_t)snprintf(defined + n, cap - n, "%s%s", n ? ", " : "",
+                                      fp8_scheme_names[k]);
+        if (!n)
+            snprintf(defined, cap, "none");
+    }
+    return (unsigned)s < NSCHEMES && bits >> s & 1;
 }

@@ -205,4 +205,17 @@ static inline void fp8_geometry_span(const fp8_geometry *g, uint64_t x, uint64_t
     *count = ((row0 + nrows - 1) / g->group_rows - row0 / g->group_rows + 1) * g->col_groups;
 }
 
+
+/* ---------------------------------------------- engine profiles (fp8conv-formats(5), PROFILES)
+ * One row per engine: its scale and element arithmetic (fp8_math.h's
+ * fp8_numerics, all zero for fp8conv's own) and the schemes it defines. */
+typedef struct {
+    fp8_numerics num;
+    unsigned schemes; /* bit 1 << fp8_scheme */
+} fp8_profile_traits;
+
+/* The profile's row; NULL for a value outside fp8_profile. */
+const fp8_profile_traits *fp8_profile_get(fp8_profile p);
+
+
 #endif

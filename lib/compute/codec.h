@@ -37,6 +37,10 @@ typedef struct {
     float scale;
     fp8_scheme scheme;      /* its row; zero-initialized: block, E4M3 codes */
     float global;           /* a scheme of two scale levels: the second */
+    /* an E4M3 scheme's arithmetic (fp8_numerics_scale); zero: fp8conv's.
+     * With `fixed`, `scale` is its factor: elements are divided by it, or
+     * multiplied (fp8_numerics_mul) */
+    fp8_numerics num;
 } fp8_band;
 
 /* Bytes of n codes of the band's element type, and of one stored scale. */

@@ -184,7 +184,7 @@ fp8_status fp8_gpu_quantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_band *b, bool 
         return FP8_OK;
     }
     fp8k_band kb = { ktype(b->src), b->kind, b->rows, b->cols, b->group_rows, b->group_cols,
-                     b->fixed, b->scale };
+                     b->fixed, b->scale, b->num };
     unsigned flags = 0;
     int err = injected_fault() ? -1 : fp8k_slot_quantize(gpu->slot, &kb, &flags);
     if (err)

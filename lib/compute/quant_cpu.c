@@ -92,6 +92,20 @@ FP8_CLONES static void quantize_f32(const float *p, uint64_t n, float s, uint8_t
         q[i] = e4m3_branchless(p[i] / s);
 }
 
+/* A profile that multiplies (fp8_numerics_mul): x * d, rounded once as the
+ * engines' fp32 product is. */
+FP8_CLONES static void quantize_bf16_mul(const uint16_t *p, uint64_t n, float d, uint8_t *q)
+{
+    for (uint64_t i = 0; i < n; i++)
+        q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) * d);
+}
+
+FP8_CLONES static void quantize_f32_mul(const float *p, uint64_t n, float d, uint8_t *q)
+{
+    for (uint64_t i = 0; i < n; i++)
+        q[i] = e4m3_branchless(p[i] * d);
+}
+
 /* mxfp8 on bf16, the common case, in one call: an MX group is too short to
  * pay for a call per group. */
 FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_scale_kind kind,
@@ -117,16 +131,19 @@ FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_
     return true;
 }
 
-static void quantize_row(fp8_dtype src, const void *x, uint64_t n, float s, uint8_t *q)
+/* n elements under factor s of the band's arithmetic: divided by it, or
+ * multiplied (fp8_numerics_mul). */
+static void quantize_row(const fp8_band *b, const void *x, uint64_t n, float s, uint8_t *q)
 {
-    if (src == FP8_DTYPE_BF16) {
-        quantize_bf16(x, n, s, q);
-    } else if (src == FP8_DTYPE_F16) { /* rare in checkpoints: the exact decoder, scalar */
+    bool mul = fp8_numerics_mul(&b->num);
+    if (b->src == FP8_DTYPE_BF16) {
+        (mul ? quantize_bf16_mul : quantize_bf16)(x, n, s, q);
+    } else if (b->src == FP8_DTYPE_F16) { /* rare in checkpoints: the exact decoder, scalar */
         const uint16_t *p = x;
         for (uint64_t i = 0; i < n; i++)
-            q[i] = e4m3_branchless(fp8_f16_to_f32(p[i]) / s);
+            q[i] = fp8_numerics_code(&b->num, fp8_f16_to_f32(p[i]), s);
     } else {
-        quantize_f32(x, n, s, q);
+        (mul ? quantize_f32_mul : quantize_f32)(x, n, s, q);
     }
 }
 
@@ -198,7 +215,8 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
     unsigned ssize = fp8_scale_size(b->kind);
     uint64_t g = 0;
     if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows == 1 &&
-        b->group_cols == FP8_MX_GROUP && b->cols % FP8_MX_GROUP == 0 && ssize == 1) {
+        b->group_cols == FP8_MX_GROUP && b->cols % FP8_MX_GROUP == 0 && ssize == 1 &&
+        fp8_numerics_own(&b->num)) {
         if (quantize_mx_bf16(src, b->rows * b->cols / FP8_MX_GROUP, b->kind, q, scales))
             return FP8_BAND_OK;
         return fp8_band_quantize_ref(b, src, q, scales, where); /* says what and where */
@@ -217,13 +235,12 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
             float s = b->scale;
             if (!b->fixed) {
                 uint32_t bits = 0;
-                if ((s = fp8_scale_make(b->kind, bits_to_f32(b->src, m), &bits)) == 0)
+                if ((s = fp8_numerics_scale(&b->num, b->kind, bits_to_f32(b->src, m), &bits)) == 0)
                     return fp8_band_quantize_ref(b, src, q, scales, where);
                 fp8_scale_store(scales, ssize, g, bits);
             }
             for (uint64_t r = r0; r < r1; r++)
-                quantize_row(b->src, elem(b->src, src, r * b->cols + c0), w, s,
-                             q + r * b->cols + c0);
+                quantize_row(b, elem(b->src, src, r * b->cols + c0), w, s, q + r * b->cols + c0);
         }
     }
     return FP8_BAND_OK;

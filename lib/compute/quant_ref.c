@@ -23,6 +23,9 @@ const char *fp8_band_no_scale_why(const fp8_band *b)
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* fp4_quantize_row: MXFP4's E8M0 */
         return "its largest element rounds to a power of two beyond E8M0's (its scale would be "
                "byte 255, NaN)";
+    if (!fp8_numerics_own(&b->num))
+        return "the profile's rule gives it no finite positive fp32 scale (an amax too small "
+               "for its reciprocal), or its largest element would read back as infinity";
     return b->kind == FP8_SCALE_F16 ? "a scale above 65504 cannot be stored in F16"
                                     : "its largest element times any scale of this format would "
                                       "read back as infinity (past the fp32 range)";
@@ -66,7 +69,7 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
                 }
             if (!b->fixed) {
                 uint32_t bits = 0;
-                s = fp8_scale_make(b->kind, amax, &bits);
+                s = fp8_numerics_scale(&b->num, b->kind, amax, &bits);
                 if (s == 0) {
                     *where = r0 * b->cols + c0;
                     return FP8_BAND_SCALE_OVERFLOW;
@@ -76,7 +79,7 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
             for (uint64_t r = r0; r < r1; r++)
                 for (uint64_t c = c0; c < c1; c++)
                     q[r * b->cols + c] =
-                        fp8_f32_to_e4m3(fp8_load_f32(b->src, src, r * b->cols + c) / s);
+                        fp8_numerics_code(&b->num, fp8_load_f32(b->src, src, r * b->cols + c), s);
         }
     }
     return FP8_BAND_OK;

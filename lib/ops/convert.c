@@ -745,6 +745,12 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     cJSON *config = NULL;
     bool ue8m0 = false;
     *out = NULL;
+    /* its value counts read a fixed band's scale as the stored one */
+    if (opts->target.profile != FP8_PROFILE_FP8CONV) {
+        free(c);
+        return fp8_fail(ctx, FP8_ERR_USAGE, "convert takes fp8conv's own profile only in this "
+                        "version; quantize --profile writes an engine's bytes");
+    }
     if (!c)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->lock, NULL);

@@ -214,6 +214,11 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
         e->kind = FP8_SCALE_UE8M0_F32;
     if (fp8_scheme_get(o->scheme)->pow2_scales) /* MX: E8M0 bytes */
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
+    if (e->kind != FP8_SCALE_F32 && !fp8_numerics_own(&fp8_profile_get(o->profile)->num))
+        return fp8_fail(ctx, FP8_ERR_USAGE,
+                        "%s: tensor '%s': --profile %s computes F32 scales; --format %s stores "
+                        "this weight's as %s", it->shard, t->name, fp8_profile_name(o->profile),
+                        fp8_format_name(p->format), fp8_dtype_name(it->scale_dtype));
     if (asprintf(&e->owned_scale_name, "%s%s", t->name, fmt_scale_suffix_of(p->spec, o)) < 0) {
         e->owned_scale_name = NULL;
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -311,6 +316,16 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
     if (o->scale_ue8m0 && (!fp8_scheme_has_block(o->scheme) || p->format != FP8_FORMAT_HF_FP8))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "--scale-fmt ue8m0 applies to --scheme block with --format hf-fp8 only");
+    char defined[64];
+    if (!fp8_profile_get(o->profile))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "unknown profile");
+    if (!fp8_profile_defines(o->profile, o->scheme, defined, sizeof defined))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s does not define --scheme %s (it defines: %s)",
+                        fp8_profile_name(o->profile), fp8_scheme_name(o->scheme), defined);
+    if (o->scale_ue8m0 && !fp8_numerics_own(&fp8_profile_get(o->profile)->num))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s computes F32 scales of its own; "
+                        "--scale-fmt ue8m0 is fp8conv's power-of-two rule",
+                        fp8_profile_name(o->profile));
     p->patterns = fp8_xcalloc(o->nignore ? o->nignore : 1, sizeof *p->patterns);
     if (!p->patterns)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
@@ -988,7 +1003,8 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
     *b = (fp8_band){ .src = p->items[i].tensor->dtype, .kind = e->kind, .rows = nrows,
                      .cols = ncols, .group_rows = g.group_rows < nrows ? g.group_rows : nrows,
                      .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed,
-                     .scheme = p->opts.scheme, .global = e->global };
+                     .scheme = p->opts.scheme, .global = e->global,
+                     .num = fp8_profile_get(p->opts.profile)->num };
     if (fixed)
         b->group_rows = 1;
     *first = fixed ? 0 : fp8_geometry_index(&g, x, row0, col0);

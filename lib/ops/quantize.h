@@ -16,9 +16,10 @@
 /* The band quantize writes for rows [row0, row0 + nrows) and columns
  * [col0, col0 + ncols) of expert x of quantized item i of a plan (with block
  * scaling, rows of one block row): its source dtype, scale kind and groups,
- * and *first, the index of its first scale in the item's scale tensor.  The
- * per-tensor scheme's band is `fixed`: its scale, made from the matrix's
- * amax (fp8_scale_make with the band's kind), is the caller's to set.
+ * the profile's numerics, and *first, the index of its first scale in the
+ * item's scale tensor.  The per-tensor scheme's band is `fixed`: its scale,
+ * the factor fp8_numerics_scale makes of the matrix's amax with the band's
+ * numerics and kind, is the caller's to set.
  * verify --against re-quantizes with it, so that it compares the bytes
  * quantize would write. */
 void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t row0,

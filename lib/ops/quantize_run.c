@@ -673,9 +673,10 @@ static fp8_status finish_tensor_scales(fp8_ctx *ctx, shard_run *r, const size_t 
         unsigned char bytes[4];
         for (uint64_t x = 0; x < e->experts && !st; x++) {
             uint32_t bits = 0;
-            float s = fp8_scale_make(e->kind, amax[r->scale_at[i] + x], &bits);
+            const fp8_numerics *num = &fp8_profile_get(p->opts.profile)->num;
+            float s = fp8_numerics_scale(num, e->kind, amax[r->scale_at[i] + x], &bits);
             if (s == 0) {
-                fp8_band b = { .scheme = p->opts.scheme, .kind = e->kind };
+                fp8_band b = { .scheme = p->opts.scheme, .kind = e->kind, .num = *num };
                 st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %s",
                               fp8_file_path(r->in), p->items[i].tensor->name,
                               fp8_band_no_scale_why(&b));
@@ -1168,6 +1169,11 @@ static fp8_status options_text(fp8_ctx *ctx, const fp8_quant_plan *p, fp8_text *
              o->block_rows, o->block_cols, o->scale_ue8m0 ? "ue8m0" : "float",
              o->mx_rounding == FP8_MX_FLOOR ? "floor" : "rceil", o->no_default_ignore);
     fp8_text_str(t, line);
+    if (o->profile) { /* absent for fp8conv's own, as before profiles */
+        fp8_text_str(t, "--profile ");
+        fp8_text_str(t, fp8_profile_name(o->profile));
+        fp8_text_str(t, "\n");
+    }
     for (size_t i = 0; i < o->nignore; i++) {
         fp8_text_str(t, "--ignore ");
         fp8_text_str(t, o->ignore[i]);

@@ -262,7 +262,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
     v->path = path;
     v->opts = opts;
     v->require = opts->require ? opts->require : FP8_LOADERS_SERVING;
-    v->requantized = v->reproduced = v->requantized_fp4 = -1;
+    v->requantized = v->reproduced = v->requantized_fp4 = v->profiles = -1;
     v->chunk = fp8_jobs_chunk(opts->threads, FP8_DEVICE_CPU);
     fp8_status st = fp8_checkpoint_open(ctx, path, &v->ck);
     if (st == FP8_ERR_BAD_INPUT) { /* the container or the index is the finding */
@@ -332,6 +332,11 @@ long fp8_verify_reproduced(const fp8_verify *v, long *requantized, const char **
     return v->reproduced;
 }
 long fp8_verify_requantized_fp4(const fp8_verify *v) { return v->requantized_fp4; }
+long fp8_verify_profiles(const fp8_verify *v, unsigned *tried)
+{
+    *tried = v->profiles_tried;
+    return v->profiles;
+}
 size_t fp8_verify_stats_count(const fp8_verify *v) { return v->nstats; }
 fp8_quality fp8_verify_quality(const fp8_verify *v) { return v->quality; }
 const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t i)

@@ -80,7 +80,9 @@ typedef struct {
     bool fp4_impossible;   /* quantize refuses SRC, or a row of it, for a packed scheme */
     size_t njobs;
     bool amax_pass;        /* the per-tensor scheme's first pass */
-    bool floor_pass;       /* MX scales not reproduced rounded up: re-quantize rounded down */
+    bool floor_pass;       /* a re-quantize-only pass into differs[1]: MX scales rounded
+                            * down (they were not reproduced rounded up), or */
+    bool profile_pass;     /* with another profile's plan (--profile auto) */
     uint64_t max_band, max_src, max_scales, max_cols; /* a band's elements, source bytes, ... */
     float *amax;           /* per-tensor scheme: by matrix */
     float *scale;
@@ -597,7 +599,7 @@ static void requantize_band(against *a, ag_item *it, uint64_t x, uint64_t row0, 
             uint64_t first, k0 = r * it->cols;
             fp8_quant_plan_band(a->plan, it->item, x, row0 + r,
                                 nrows - r < step ? nrows - r : step, 0, it->cols, &b, &first);
-            if (k)
+            if (k && !a->profile_pass)
                 b.kind = FP8_SCALE_E8M0_FLOOR;
             if (b.fixed)
                 b.scale = a->scale[it->at + x];
@@ -818,7 +820,7 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
     if (a->amax_pass)
         return !it->w.l && it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
-    if (a->floor_pass && !it->compare)
+    if (a->floor_pass && (!it->compare || (a->profile_pass && it->w.l)))
         return FP8_OK;
     if (it->copy)
         return copy_one(a, w, it, row0, nrows);
@@ -926,7 +928,7 @@ static fp8_status against_run(fp8_ctx *ctx, against *a, int threads,
  * refuses it (the scheme cannot be written, SRC looks quantized): then
  * re-quantizing is "not possible". */
 static fp8_status against_plan(fp8_ctx *ctx, const fp8_verify *v, const char *src_path,
-                               fp8_quant_plan **plan)
+                               fp8_profile profile, fp8_quant_plan **plan)
 {
     static const fp8_format formats[] = { FP8_FORMAT_DEFAULT, FP8_FORMAT_HF_FP8,
                                           FP8_FORMAT_COMPRESSED_TENSORS, FP8_FORMAT_MODELOPT,
@@ -938,6 +940,7 @@ static fp8_status against_plan(fp8_ctx *ctx, const fp8_verify *v, const char *sr
     o.block_cols = v->block_cols;
     o.scale_ue8m0 = v->ue8m0_claim;
     o.mx_rounding = FP8_MX_RCEIL; /* the default; floor is tried too */
+    o.profile = profile;
     /* every FP8 weight of the checkpoint is re-quantized, whatever the
      * default keep rules say (a norm quantized with --no-default-ignore:
      * fuzz_dir, 2026-11-24); the plan is only looked up for those */
@@ -1097,12 +1100,63 @@ static void against_tensor_scales(against *a)
             fp8_band b;
             uint64_t first;
             fp8_quant_plan_band(a->plan, it->item, x, 0, 1, 0, it->cols, &b, &first);
-            a->scale[it->at + x] = fp8_scale_make(b.kind, a->amax[it->at + x],
+            a->scale[it->at + x] = fp8_numerics_scale(&b.num, b.kind, a->amax[it->at + x],
                                                   &a->scale_bits[it->at + x]);
             if (a->scale[it->at + x] == 0) /* no scale serves: see fp8_scale_make */
                 a->impossible = true;
         }
     }
+}
+
+/* --profile auto: one re-quantize-only pass with each other profile that
+ * defines the declared scheme (its own plan, its per-tensor scales from the
+ * amaxes of the first pass), each counted as the main pass is; v->profiles
+ * gets those that reproduce every weight.  The main pass's counts stay. */
+static fp8_status against_reproduced(fp8_ctx *ctx, fp8_verify *v, const against *a);
+static fp8_status against_profiles(fp8_ctx *ctx, fp8_verify *v, against *a, const char *src_path,
+                                   int threads, const volatile sig_atomic_t *cancel)
+{
+    long requantized = v->requantized, reproduced = v->reproduced, fp4 = v->requantized_fp4;
+    char *first = v->first_unreproduced;
+    fp8_quant_plan *main_plan = a->plan;
+    bool impossible = a->impossible;
+    fp8_status st = FP8_OK;
+    v->first_unreproduced = NULL;
+    v->profiles = 0;
+    for (int p = 0; p < FP8_PROFILE_COUNT && !st; p++) {
+        if (!fp8_profile_defines((fp8_profile)p, v->scheme, NULL, 0))
+            continue;
+        v->profiles_tried |= 1u << p;
+        if (p == (int)v->opts->profile) { /* the main pass */
+            v->profiles |= (long)(reproduced == requantized) << p;
+            continue;
+        }
+        fp8_quant_plan *plan = NULL;
+        if ((st = against_plan(ctx, v, src_path, (fp8_profile)p, &plan)) || !plan)
+            continue;
+        a->plan = plan;
+        a->impossible = false;
+        for (size_t i = 0; i < a->n; i++)
+            a->items[i].differs[1] = false;
+        if (fp8_scheme_get(v->scheme)->fixed)
+            against_tensor_scales(a);
+        a->floor_pass = a->profile_pass = true;
+        if (!(st = against_run(ctx, a, threads, cancel, src_path)))
+            st = against_reproduced(ctx, v, a);
+        a->floor_pass = a->profile_pass = false;
+        if (!st && v->reproduced >= 0 && v->reproduced == v->requantized)
+            v->profiles |= 1l << p;
+        free(v->first_unreproduced);
+        v->first_unreproduced = NULL;
+        a->plan = main_plan;
+        fp8_quant_plan_free(plan);
+    }
+    a->impossible = impossible;
+    v->requantized = requantized;
+    v->reproduced = reproduced;
+    v->requantized_fp4 = fp4;
+    v->first_unreproduced = first;
+    return st;
 }
 
 /* How many weights re-quantizing reproduces (FP8 with the MX scales of the
@@ -1248,8 +1302,15 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
     /* a declared FP4 scheme's plan is the FP4 pass's, by layout */
     bool fp8_plan = can_dequantize && v->format != FP8_FORMAT_DEFAULT &&
                     fp8_elem_get(fp8_scheme_get(v->scheme)->elem)->per_byte == 1;
+    char defined[64];
+    if (!st && v->format != FP8_FORMAT_DEFAULT &&
+        !fp8_profile_defines(v->opts->profile, v->scheme, defined, sizeof defined))
+        st = fp8_fail(ctx, FP8_ERR_USAGE,
+                      "%s: --profile %s does not define the %s scheme it declares (it defines: %s)",
+                      v->path, fp8_profile_name(v->opts->profile), fp8_scheme_name(v->scheme),
+                      defined);
     if (!st && fp8_plan)
-        st = against_plan(ctx, v, src_path, &a.plan);
+        st = against_plan(ctx, v, src_path, v->opts->profile, &a.plan);
     if (!st)
         st = packed_plans(ctx, &a, threads, cancel);
     if (!st)
@@ -1299,6 +1360,9 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
         if (!(st = against_run(ctx, &a, threads, cancel, src_path)))
             st = against_reproduced(ctx, v, &a);
     }
+    if (!st && a.plan && v->opts->profile_auto && v->reproduced >= 0 &&
+        !fp8_scheme_get(v->scheme)->pow2_scales)
+        st = against_profiles(ctx, v, &a, src_path, threads, cancel);
 out:
     free(bound);
     free(copy);

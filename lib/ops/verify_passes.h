@@ -66,6 +66,8 @@ struct fp8_verify {
      * same bytes (weight and scale); -1 when not tried */
     long requantized, reproduced;
     long requantized_fp4; /* of requantized, the packed FP4 weights */
+    long profiles;        /* profile_auto: those reproducing every weight; -1 not tried */
+    unsigned profiles_tried;
     uint64_t chunk;     /* bytes a job reads at a time (fp8_jobs_chunk) */
     char *first_unreproduced;
     fp8_verify_stats *stats; /* per FP8 weight, when values were scanned */

@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""Engine profiles, certified (issue 47): quantize --profile NAME against each row's rule.
+
+Each profile of fp8conv-formats(5), PROFILES, is transcribed here step by step from the engine's
+own code (the citations are the rows' in lib/common/types.c), with GPU semantics: every step one
+fp32 operation rounded to nearest (float32 numpy ops and CUDA's non-fast-math ops are IEEE-rounded),
+and torch's CUDA idioms spelled out: `t / 448.0` is t * fl(1/448) (a CPU scalar divisor becomes its
+reciprocal), `c / t` is fl(1/t) * c (Tensor.__rdiv__), a tensor divided by a tensor is a division.
+Triton's fp32 division is approximate on GPUs (div.full.f32): the slime row is transcribed with the
+IEEE division, which only a check on a GPU can confirm (a GPU-kit check, not done here).
+
+The transcriptions are written from the engines' steps, not from fp8conv's code: fp32 arithmetic is
+Python's double rounded once to fp32 (exact for one +, *, /: 53 >= 2 * 24 + 2 bits), and E4M3 is
+the nearest of its 253 finite values, ties to the even code, saturating (the engines clamp to
++-448, then cast).  With numpy and ml_dtypes importable (not needed), the same steps run again in
+numpy float32 with ml_dtypes' float8_e4m3fn cast, and must agree.
+
+For every profile and scheme it defines, bf16 weights (realistic: normal with heavy tails, whole and
+partial 128x128 blocks) and edge classes (an all-zero tile, tiles under each amax floor, E4M3
+midpoints under amax 448, huge values up to bf16's largest) are quantized by `fp8conv quantize
+--profile` and its codes and F32 scales compared byte for byte (0 differing bytes); a group no
+profile scale serves (transformers: amax below 448 / FLT_MAX) is refused (exit 3).  The default
+profile (no --profile, and --profile fp8conv) is checked against fp8conv's own rule too, and the
+engine profiles are checked to differ from it somewhere (each row's rule matters).  Each output is
+given to `verify --against SRC --profile auto`, which must name the profile that wrote it (alone,
+for the block scheme, where the edge tiles tell every row apart) among those it tried (every
+profile that defines the scheme).
+
+usage: check_profiles.py BUILD    (BUILD/fp8conv is the binary: make's build dir)
+Python 3 standard library only.
+"""
+import bisect
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+
+FLT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+INF = float("inf")
+
+
+def f32(x):
+    """x rounded to fp32 (to nearest even), overflow to infinity."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return INF if x > 0 else -INF
+
+
+def bf16_value(bits):
+    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+
+
+def bf16_bits(x):
+    """x (an fp32 value) to bf16 bits, to nearest even."""
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def e4m3_decode(c):
+    e, m = (c >> 3) & 15, c & 7
+    v = m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -v if c & 0x80 else v
+
+
+E4M3_POS = [e4m3_decode(c) for c in range(0x7F)]  # codes 0x00..0x7E, increasing
+
+
+def e4m3(x):
+    """The E4M3 code nearest x, ties to the even code, saturating at +-448 (x not NaN)."""
+    a, sign = abs(x), 0x80 if x < 0 or (x == 0 and str(x).startswith("-")) else 0
+    if a >= 448:
+        return sign | 0x7E
+    i = bisect.bisect_left(E4M3_POS, a)
+    if E4M3_POS[i] == a:
+        return sign | i
+    lo, hi = i - 1, i
+    dl, dh = a - E4M3_POS[lo], E4M3_POS[hi] - a
+    c = lo if dl < dh or (dl == dh and lo % 2 == 0) else hi
+    return sign | c
+
+
+# ---------------------------------------------------------------- the rows, transcribed
+# Each takes a group's amax (fp32, >= 0) and returns (stored scale, element -> code), or None
+# where the engine's arithmetic gives no finite scale (fp8conv refuses the group).
+
+def rule_fp8conv(a):
+    # fp8conv-formats(5), SCHEMES: s = amax / 448 (1 for zero, 2^-149 for an underflow); x / s
+    s = 1.0 if a == 0 else f32(a / 448) or 2.0 ** -149
+    return s, lambda x: e4m3(f32(x / s))
+
+
+def rule_vllm(a):
+    # per_block_cast_to_fp8: x_amax.clamp(1e-4); sf = x_amax / 448.0 (CUDA: * fl(1/448));
+    # (x_view * (1.0 / sf)).to(float8_e4m3fn)
+    a = max(a, f32(1e-4))
+    sf = f32(a * f32(1 / 448))
+    r = f32(1 / sf)
+    return sf, lambda x: e4m3(f32(x * r))
+
+
+def rule_prime_rl(a):
+    # quantize_to_fp8_blockwise: (max_abs / fp8_max).clamp(min=1e-12); (blocks.float() / scale)
+    s = max(f32(a * f32(1 / 448)), f32(1e-12))
+    return s, lambda x: e4m3(f32(x / s))
+
+
+def rule_slime(a):
+    # _blockwise_cast_to_fp8_triton: tl.maximum(amax, eps=1e-10); x_s = amax / fp8_max;
+    # s_inv = 1.0 / x_s; x * s_inv (Triton's division: IEEE here, approximate on a GPU)
+    a = max(a, f32(1e-10))
+    s = f32(a / 448)
+    r = f32(1 / s)
+    return s, lambda x: e4m3(f32(x * r))
+
+
+def rule_te(a):
+    # compute_scale_from_amax: epsilon 0; amax 0 -> 1; __fdiv_rn(448, amax), inf -> FLT_MAX;
+    # quantize_transpose_square_blockwise: x * scale, stored 1.0f / scale
+    k = 1.0 if a == 0 else f32(448 / a)
+    k = FLT_MAX if k == INF else k
+    return f32(1 / k), lambda x: e4m3(f32(x * k))
+
+
+def rule_transformers(a):
+    # Fp8Quantize.convert: safe = where(max_abs > 0, max_abs, 1); scales = 448 / safe
+    # (Tensor.__rdiv__: reciprocal, then * 448); where(max_abs > 0, scales, 1);
+    # x * scales, clamp, cast; stored 1.0 / scales
+    k = 1.0 if a == 0 else f32(f32(1 / a) * 448)
+    if k == INF:
+        return None
+    return f32(1 / k), lambda x: e4m3(f32(x * k))
+
+
+PROFILES = {  # name: (rule, schemes)
+    "fp8conv": (rule_fp8conv, ("block", "tensor")),
+    "vllm": (rule_vllm, ("block",)),
+    "prime-rl": (rule_prime_rl, ("block",)),
+    "slime": (rule_slime, ("block",)),
+    "te": (rule_te, ("block",)),
+    "transformers": (rule_transformers, ("block", "tensor")),
+}
+UNDEFINED = ("deepgemm", "sglang", "llm-compressor")  # rows without schemes in this version
+
+
+# ---------------------------------------------------------------- the same steps in numpy
+
+def numpy_agrees(name, a_values, xs):
+    """The rule's steps in numpy float32 with ml_dtypes' E4M3 cast, on amaxes and elements;
+    None when numpy or ml_dtypes is missing."""
+    try:
+        import numpy as np
+        import ml_dtypes
+    except ImportError:
+        return None
+    f = np.float32
+    bad = 0
+    for a in a_values:
+        a32 = f(a)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            if name == "vllm":
+                sf = max(a32, f(1e-4)) * (f(1) / f(448))
+                st, op = sf, lambda x: x * (f(1) / sf)
+            elif name == "prime-rl":
+                st = max(a32 * (f(1) / f(448)), f(1e-12))
+                op = lambda x: x / st
+            elif name == "slime":
+                s = max(a32, f(1e-10)) / f(448)
+                st, op = s, lambda x: x * (f(1) / s)
+            elif name == "te":
+                k = f(1) if a32 == 0 else f(448) / a32
+                k = f(FLT_MAX) if np.isinf(k) else k
+                st, op = f(1) / k, lambda x: x * k
+            elif name == "transformers":
+                k = f(1) if a32 == 0 else (f(1) / a32) * f(448)
+                if np.isinf(k):
+                    continue
+                st, op = f(1) / k, lambda x: x * k
+            else:
+                s = f(1) if a32 == 0 else a32 / f(448)
+                st, op = s, lambda x: x / s
+        mine = PROFILE_RULE[name](a)
+        if mine is None or f(mine[0]) != st:
+            bad += 1
+            continue
+        for x in xs:
+            with np.errstate(over="ignore"):
+                y = np.clip(op(f(x)), f(-448), f(448)).astype(ml_dtypes.float8_e4m3fn)
+            bad += int(y.view(np.uint8)) != mine[1](x)
+    return bad == 0
+
+
+PROFILE_RULE = {k: v[0] for k, v in PROFILES.items()}
+
+
+# ---------------------------------------------------------------- inputs
+
+def realistic(rng, rows, cols):
+    """bf16 bits of a weight: normal(0, 0.02) with a few outliers 10-50x."""
+    out = []
+    for _ in range(rows * cols):
+        v = rng.gauss(0, 0.02)
+        if rng.random() < 0.002:
+            v *= rng.uniform(10, 50)
+        out.append(bf16_bits(v))
+    return out
+
+
+def with_tiles(bits, cols, tiles):
+    """bits with tile (tr, tc) of 128 x 128 replaced by fn(rng, r, c) values."""
+    rows = len(bits) // cols
+    for (tr, tc), fn in tiles.items():
+        for r in range(tr * 128, min(rows, tr * 128 + 128)):
+            for c in range(tc * 128, min(cols, tc * 128 + 128)):
+                bits[r * cols + c] = bf16_bits(fn(r, c))
+    return bits
+
+
+def midpoint(r, c):
+    """E4M3 midpoints scaled so that the tile's amax is 448 (its (0, 0) element)."""
+    if r % 128 == 0 and c % 128 == 0:
+        return 448.0
+    k = (r * 7 + c) % 125 + 1
+    return (E4M3_POS[k] + E4M3_POS[k + 1]) / 2 * (-1 if c % 3 == 0 else 1)
+
+
+def edge_weight(rng, tiny_ok):
+    """A 384 x 640 weight (partial tiles at neither edge) with one tile of each edge class."""
+    bits = realistic(rng, 384, 640)
+    tiles = {
+        (0, 0): lambda r, c: 0.0,                                     # all zero
+        (0, 1): lambda r, c: 5e-5 * ((r + c) % 7 - 3) / 3,            # under vLLM's 1e-4
+        (0, 2): lambda r, c: 5e-11 * ((r + c) % 5 - 2) / 2,           # under slime's 1e-10
+        (0, 3): lambda r, c: 1e-10 * ((r * c) % 9 - 4) / 4,           # prime-rl: s under 1e-12
+        (1, 0): midpoint,
+        (1, 1): lambda r, c: 3.3895313892515355e38 * (1 if (r + c) % 2 else -0.75),  # bf16 max
+        (1, 2): lambda r, c: 1e30 * rng.uniform(-1, 1),
+        (2, 4): lambda r, c: 2.0 ** -120 * ((r + c) % 5),
+    }
+    if tiny_ok:  # bf16 subnormals: transformers gives them no finite scale (refused)
+        tiles[(2, 3)] = lambda r, c: 2.0 ** -133 * ((r + 2 * c) % 5)
+    return with_tiles(bits, 640, tiles)
+
+
+# ---------------------------------------------------------------- safetensors
+
+def write_st(path, tensors):
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def read_st(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in header.items()}
+
+
+# ---------------------------------------------------------------- the oracle
+
+def expected(rule, bits, rows, cols, scheme):
+    """Codes (bytes) and F32 scales (bytes) of one matrix under `rule`, or None (refused)."""
+    vals = [bf16_value(b) for b in bits]
+    br, bc = (128, 128) if scheme == "block" else (rows, cols)
+    codes = bytearray(rows * cols)
+    scales = b""
+    for r0 in range(0, rows, br):
+        for c0 in range(0, cols, bc):
+            idx = [r * cols + c for r in range(r0, min(rows, r0 + br)) for c in range(c0, min(cols, c0 + bc))]
+            a = max(abs(vals[i]) for i in idx)
+            got = rule(a)
+            if got is None:
+                return None
+            s, code = got
+            scales += struct.pack("<f", s)
+            for i in idx:
+                codes[i] = code(vals[i])
+    return bytes(codes), scales
+
+
+def run(binary, args):
+    return subprocess.run([binary] + args, capture_output=True, text=True)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    binary = os.path.join(sys.argv[1], "fp8conv")
+    rng = random.Random(47)
+    passed, failed = 0, []
+
+    def check(ok, what):
+        nonlocal passed
+        if ok:
+            passed += 1
+        else:
+            failed.append(what)
+            print("FAIL", what)
+
+    shapes = {"model.layers.0.mlp.down_proj.weight": (256, 384),   # whole blocks
+              "model.layers.0.mlp.up_proj.weight": (200, 300),     # partial blocks
+              "model.layers.0.self_attn.o_proj.weight": (384, 640)}  # the edge classes
+    with tempfile.TemporaryDirectory(prefix="check_profiles.") as tmp:
+        for tiny_ok in (True, False):
+            weights = {}
+            for name, (r, c) in shapes.items():
+                weights[name] = (r, c, edge_weight(rng, tiny_ok) if r == 384 else realistic(rng, r, c))
+            src = os.path.join(tmp, "in-%d.safetensors" % tiny_ok)
+            write_st(src, {n: ("BF16", [r, c], struct.pack("<%dH" % len(b), *b))
+                           for n, (r, c, b) in weights.items()})
+            for name, (rule, schemes) in PROFILES.items():
+                for scheme in schemes:
+                    runs = [["--profile", name]] + ([[]] if name == "fp8conv" else [])
+                    for extra in runs:
+                        out = os.path.join(tmp, "out.safetensors")
+                        if os.path.exists(out):
+                            os.remove(out)
+                        want = {n: expected(rule, b, r, c, scheme) for n, (r, c, b) in weights.items()}
+                        refused = any(w is None for w in want.values())
+                        what = "%s --scheme %s%s" % (" ".join(extra) or "(no --profile)", scheme,
+                                                     "" if tiny_ok else " (no subnormal tile)")
+                        p = run(binary, ["quantize", "-q", "--scheme", scheme] + extra + [src, out])
+                        if refused:
+                            check(p.returncode == 3 and "profile's rule" in p.stderr and not os.path.exists(out),
+                                  "%s: refused (exit 3, nothing left): exit %d %s" % (what, p.returncode, p.stderr.strip()))
+                            continue
+                        if p.returncode != 0:
+                            check(False, "%s: exit %d: %s" % (what, p.returncode, p.stderr.strip()))
+                            continue
+                        got = read_st(out)
+                        for n, (codes, scales) in want.items():
+                            dt, _, raw = got[n]
+                            # hf-fp8: block scales X_scale_inv, a per-tensor scale X_scale
+                            sdt, _, sraw = got.get(n + "_scale_inv") or got[n + "_scale"]
+                            diff = sum(x != y for x, y in zip(raw, codes)) + abs(len(raw) - len(codes))
+                            sdiff = sum(sraw[i:i + 4] != scales[i:i + 4] for i in range(0, max(len(sraw), len(scales)), 4))
+                            check(dt == "F8_E4M3" and sdt == "F32" and diff == 0 and sdiff == 0,
+                                  "%s: %s: %d code bytes and %d scales differ" % (what, n, diff, sdiff))
+                        # verify --against --profile auto names the profile that wrote it
+                        # (alone, for blocks: the edge tiles tell every block row apart)
+                        p = run(binary, ["verify", "--json", "--format", "hf-fp8", "--scheme", scheme,
+                                         "--against", src, "--profile", "auto", out])
+                        found = (json.loads(p.stdout or "{}").get("requantized") or {}).get("profiles") or {}
+                        tried = sorted(n for n, (_, sch) in PROFILES.items() if scheme in sch)
+                        ok = sorted(found.get("tried", [])) == tried and (
+                            found.get("reproduce") == [name] if scheme == "block" else name in found.get("reproduce", []))
+                        check(ok, "%s: verify --profile auto finds %s of %s" % (what, found.get("reproduce"), found.get("tried")))
+        # each engine row differs from the default somewhere (its rule is exercised)
+        vals = [bf16_value(b) for b in realistic(random.Random(1), 64, 512)]
+        for name in PROFILES:
+            if name == "fp8conv":
+                continue
+            differs = False
+            for g in range(0, len(vals), 128):
+                grp = vals[g:g + 128]
+                a = max(abs(v) for v in grp)
+                mine, ref = PROFILE_RULE[name](a), rule_fp8conv(a)
+                differs |= mine[0] != ref[0] or any(mine[1](v) != ref[1](v) for v in grp)
+            check(differs, "%s: its rule differs from fp8conv's on realistic groups" % name)
+        # a scheme a profile does not define, and the rows not established: exit 2 naming them
+        src = os.path.join(tmp, "in-1.safetensors")
+        for name, args, says in (("vllm", ["--scheme", "tensor"], "(it defines: block)"),
+                                 ("te", ["--scheme", "mxfp8"], "(it defines: block)")) + tuple(
+                                     (u, [], "(it defines: none)") for u in UNDEFINED):
+            out = os.path.join(tmp, "refused.safetensors")
+            p = run(binary, ["quantize", "-q", "--profile", name] + args + [src, out])
+            check(p.returncode == 2 and says in p.stderr and not os.path.exists(out),
+                  "--profile %s %s: exit %d %s" % (name, " ".join(args), p.returncode, p.stderr.strip()))
+        # verify: --profile needs --against; a profile that does not define the declared scheme
+        out = os.path.join(tmp, "tensor.safetensors")
+        run(binary, ["quantize", "-q", "--scheme", "tensor", src, out])
+        for args, code, says in ((["--profile", "vllm"], 2, "it needs --against"),
+                                 (["--profile", "auto"], 2, "it needs --against"),
+                                 (["--against", src, "--profile", "vllms"], 2, "not one of"),
+                                 (["--against", src, "--profile", "vllm"], 2,
+                                  "does not define the tensor scheme it declares (it defines: block)")):
+            p = run(binary, ["verify", "--format", "hf-fp8", "--scheme", "tensor"] + args + [out])
+            check(p.returncode == code and says in p.stderr,
+                  "verify %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+        # numpy float32 and ml_dtypes, where present, take the same steps
+        amaxes = [f32(a) for a in (0.0, 1e-39, 5e-11, 1e-10, 5e-5, 0.0123, 1.0, 448.0, 3.3895313892515355e38)]
+        xs = [bf16_value(bf16_bits(v)) for v in (0.0, -0.0, 1e-3, -0.05, 0.0123, 2.5, -448.0, 3e38)]
+        for name in PROFILES:
+            agree = numpy_agrees(name, amaxes, xs)
+            if agree is None:
+                print("numpy/ml_dtypes not importable: the numpy cross-check is not run (said, not a failure)")
+                break
+            check(agree, "%s: the numpy float32 / ml_dtypes steps agree" % name)
+    print("check-profiles end to end: %d passed, %d failed" % (passed, len(failed)))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
