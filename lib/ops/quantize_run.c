@@ -834,22 +834,6 @@ out:
 
 /* ---------------------------------------------------------------- NVFP4's second level */
 
-/* The fused layer (fp4.h's fp4_fused_parts) an item is part of, as a key:
- * its name with the first part's in place of its own; its own name when
- * it is no part. */
-static char *fused_key(const char *name)
-{
-    size_t stem = strlen(name) - strlen(".weight"), row, base;
-    char *s = strndup(name, stem), *key = NULL;
-    if (s && fp4_fused_part(s, &row, &base) &&
-        asprintf(&key, "%.*s%s", (int)base, s, fp4_fused_parts[row][0]) < 0)
-        key = NULL;
-    if (s && !key && !fp4_fused_part(s, &row, &base))
-        return s;
-    free(s);
-    return key;
-}
-
 typedef struct {
     char *key;
     size_t item;
@@ -898,7 +882,7 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
     }
     size_t nk = 0;
     for (size_t i = 0; i < p->n && !st; i++)
-        if (p->items[i].quantize && !(keys[nk++] = (keyed){ fused_key(p->items[i].tensor->name), i }).key)
+        if (p->items[i].quantize && !(keys[nk++] = (keyed){ quant_fused_key(p->items[i].tensor->name), i }).key)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
         qsort(keys, nk, sizeof *keys, fp8_cmp_str);

@@ -59,6 +59,7 @@ __all__ = [
     "DeviceError",
     "Error",
     "IOSystemError",
+    "QuantizedStateDict",
     "QuantizedTensor",
     "UsageError",
     "binary_path",
@@ -67,7 +68,9 @@ __all__ = [
     "dequantize_tensor",
     "diff",
     "inspect",
+    "quantization_config",
     "quantize",
+    "quantize_state_dict",
     "quantize_tensor",
     "verify",
 ]
@@ -347,3 +350,4 @@ def diff(a: PathArg, b: PathArg, *, progress: Optional[ProgressCallback] = None,
 
 
 from ._tensor import QuantizedTensor, dequantize_tensor, quantize_tensor  # noqa: E402
+from ._state import QuantizedStateDict, quantization_config, quantize_state_dict  # noqa: E402
