@@ -519,11 +519,12 @@ def st_load(path, np):
     return out
 
 
-def fused_experts_model(path, np, ml_dtypes, rng):
+def fused_experts_model(path, np, ml_dtypes, rng, in_out=False):
     """A Qwen3-MoE-like model whose experts are fused 3-D tensors [E, out, in]
-    (transformers 5's layout): FP4 schemes write them apart, one weight per
-    expert; FP8 schemes quantize them as stacked experts."""
-    h, i, e = 64, 48, 2
+    (transformers 5's layout), or a Llama-4-like one's [E, in, out] (in_out):
+    FP4 schemes write them apart, one weight per expert (in_out: each the
+    transpose of its slice); FP8 schemes quantize them as stacked experts."""
+    h, i, e = 64, 96, 2
     shapes = {"model.embed_tokens.weight": (100, h), "lm_head.weight": (100, h),
               "model.norm.weight": (h,)}
     for n in range(2):
@@ -531,8 +532,9 @@ def fused_experts_model(path, np, ml_dtypes, rng):
         shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
                        p + "self_attn.q_proj.weight": (h, h), p + "self_attn.k_proj.weight": (32, h),
                        p + "self_attn.v_proj.weight": (32, h), p + "self_attn.o_proj.weight": (h, h),
-                       p + "mlp.gate.weight": (e, h), p + "mlp.experts.gate_up_proj": (e, 2 * i, h),
-                       p + "mlp.experts.down_proj": (e, h, i)})
+                       p + "mlp.gate.weight": (e, h),
+                       p + "mlp.experts.gate_up_proj": (e, h, 2 * i) if in_out else (e, 2 * i, h),
+                       p + "mlp.experts.down_proj": (e, i, h) if in_out else (e, h, i)})
     tensors = []
     for k in sorted(shapes):
         x = (rng.standard_normal(shapes[k]) * rng.uniform(0.01, 2)).astype(ml_dtypes.bfloat16)
@@ -540,7 +542,8 @@ def fused_experts_model(path, np, ml_dtypes, rng):
     os.makedirs(path)
     st_write(os.path.join(path, "model.safetensors"), tensors)
     with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+        json.dump({"model_type": "llama4_text" if in_out else "qwen3_moe",
+                   "architectures": ["Llama4ForCausalLM" if in_out else "Qwen3MoeForCausalLM"],
                    "hidden_size": h, "moe_intermediate_size": i, "num_experts": e,
                    "num_experts_per_tok": 1, "num_hidden_layers": 2, "num_attention_heads": 4,
                    "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100}, f)
@@ -573,9 +576,10 @@ def check_state_dict(args, top):
         return
     rng = np.random.default_rng(4646)
     box = os.path.join(top, "state")
-    fused = os.path.join(box, "fused-experts")
+    fused, in_out = os.path.join(box, "fused-experts"), os.path.join(box, "fused-experts-in-out")
     fused_experts_model(fused, np, ml_dtypes, rng)
-    models = [SAMPLE, os.path.join(ROOT, "testdata", "deepseek-moe-tiny"), fused]
+    fused_experts_model(in_out, np, ml_dtypes, rng, in_out=True)
+    models = [SAMPLE, os.path.join(ROOT, "testdata", "deepseek-moe-tiny"), fused, in_out]
     checked = []
     for m, model in enumerate(models):
         sd = st_load(model, np)
@@ -626,6 +630,10 @@ def check_state_dict(args, top):
                 {k: (fp8conv._state._meta(v)) for k, v in sd.items()}, config=config, **opts)
             check("%s: quantization_config() of the names, dtypes and shapes = the CLI's" % label,
                   whole == qc, (whole, qc))
+            if model in (fused, in_out) and opts["scheme"] in ("nvfp4", "mxfp4", "int4"):
+                check("%s: fused experts written apart, one weight per expert%s" % (
+                    label, " (each the transpose of its slice)" if model == in_out else ""),
+                    "model.layers.1.mlp.experts.1.up_proj.weight_scale" in got, list(got)[:20])
             checked.append("%s/%s" % (opts["scheme"], got.format))
             shutil.rmtree(dst)
     print("         byte-checked against the CLI: %s" % " ".join(sorted(set(checked))))
