@@ -583,7 +583,8 @@ fp8_status fp8_tensor_dequantize(fp8_ctx *ctx, const fp8_tensor_options *opts, f
  * quantization_config lists the ones given), an --ignore pattern that
  * matches elsewhere (strict_ignore does not apply; the plan's warnings say
  * so), and a fused set (q/k/v, gate/up, an expert's gate/up) or a fused
- * experts tensor's bias split across calls.  The Python package's
+ * experts tensor's bias split across calls.  Such a plan is not run
+ * (fp8_quant_plan_run: FP8_ERR_USAGE).  The Python package's
  * quantize_state_dict calls these.
  */
 typedef struct {

@@ -284,6 +284,8 @@ START_TEST(test_fused_experts_written_apart_name_their_slice)
     ck_assert_uint_eq(s.row0, 96);
     ck_assert_uint_eq(s.rows, 96);
     ck_assert_str_eq(s.set, "model.layers.0.mlp.experts.1.gate_proj");
+    ck_assert_int_eq(fp8_quant_plan_run(ctx, p, "/nonexistent/out"), FP8_ERR_USAGE);
+    ck_assert_ptr_nonnull(strstr(fp8_ctx_message(ctx), "fp8_quant_plan_item_quantize"));
     fp8_quant_plan_free(p);
     /* without the config's hidden size the axes are not told apart: refused, as quantize does */
     so.config_json = NULL;

@@ -882,7 +882,8 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
     }
     size_t nk = 0;
     for (size_t i = 0; i < p->n && !st; i++)
-        if (p->items[i].quantize && !(keys[nk++] = (keyed){ quant_fused_key(p->items[i].tensor->name), i }).key)
+        if (p->items[i].quantize &&
+            !(keys[nk++] = (keyed){ quant_fused_key(p->items[i].tensor->name), i }).key)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
         qsort(keys, nk, sizeof *keys, fp8_cmp_str);
@@ -1175,6 +1176,10 @@ static fp8_status options_text(fp8_ctx *ctx, const fp8_quant_plan *p, fp8_text *
 
 fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *output)
 {
+    /* tensors in memory (fp8_quant_plan_create_memory): no file to read */
+    if (!p->ck || (fp8_checkpoint_shard_count(p->ck) && !fp8_checkpoint_shard(p->ck, 0)))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: a plan of tensors in memory is not run: its "
+                        "items are quantized by fp8_quant_plan_item_quantize", p->input);
     bool is_dir = fp8_checkpoint_is_directory(p->ck);
     uint64_t done = 0;
     fp8_output out = { 0 };
