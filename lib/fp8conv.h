@@ -603,6 +603,82 @@ fp8_status fp8_tensor_dequantize(fp8_ctx *ctx, const fp8_tensor_options *opts, f
                                  int rank, const uint64_t *shape,
                                  const void *const in[FP8_PART_COUNT], fp8_dtype out, void *y);
 
+/*
+ * A state dict in memory: quantize's own plan (fp8_quant_plan_create's
+ * rules: its ignore list and built-in keeps, fused experts written apart
+ * under the FP4 schemes, the formats' names, dtypes and shapes) made over
+ * tensors given by name, dtype and shape, beside the model's config.json
+ * text, as if they were one checkpoint file `model.safetensors` in a
+ * directory with that config.json.  Its items (fp8_quant_plan_item) are
+ * what quantize writes for those tensors; fp8_quant_plan_item_quantize
+ * then writes an item's tensors from the caller's data with the tensor
+ * API's quantizer, so that they are the bytes quantize writes.  Given one
+ * layer's tensors, the plan is quantize's for that layer, but for what it
+ * cannot see: the modules of other calls in the ignore list (its
+ * quantization_config lists the ones given), an --ignore pattern that
+ * matches elsewhere (strict_ignore does not apply; the plan's warnings say
+ * so), and a fused set (q/k/v, gate/up, an expert's gate/up) or a fused
+ * experts tensor's bias split across calls.  Such a plan is not run
+ * (fp8_quant_plan_run: FP8_ERR_USAGE).  The Python package's
+ * quantize_state_dict calls these.
+ */
+typedef struct {
+    fp8_tensor_options tensor;
+    const char *const *ignore;       /* quantize's --ignore patterns */
+    size_t nignore;
+    bool no_default_ignore;          /* --no-default-ignore */
+    const char *config_json;         /* the model's config.json text; NULL: none */
+} fp8_state_options;
+
+#define FP8_STATE_OPTIONS_INIT { .tensor = FP8_TENSOR_OPTIONS_INIT }
+
+/* The plan of the n tensors (their data offsets are not read: each is of
+ * its shape's bytes; names and shapes are copied).  Fails as
+ * fp8_quant_plan_create does on the options, the config and the tensors
+ * (a name twice, an FP8 tensor or a scale's name: already quantized). */
+fp8_status fp8_quant_plan_create_memory(fp8_ctx *ctx, const fp8_state_options *opts,
+                                        const fp8_tensor_info *tensors, size_t n,
+                                        fp8_quant_plan **out);
+
+/* Where item i's weight comes from, in a plan of any input: the input
+ * tensor (`tensor`: its name), or, for a weight of fused experts written
+ * apart (`apart`), rows [row0, row0 + rows) of expert `expert` along the
+ * fused tensor's output axis, transposed when it is stored [E, in, out]
+ * (`in_out`).  `set`: the fused layer the item is part of (q/k/v, gate/up
+ * of a module or of one expert; else the item's own name), whose items
+ * share NVFP4's second level, the largest amax of the set; valid while
+ * the plan is. */
+typedef struct {
+    const char *tensor;
+    bool apart, in_out;
+    uint64_t expert, row0, rows;
+    const char *set;
+} fp8_item_source;
+fp8_status fp8_quant_plan_item_source(fp8_ctx *ctx, const fp8_quant_plan *plan, size_t index,
+                                      fp8_item_source *out);
+
+/* The quantization_config quantize writes into config.json for the plan,
+ * as JSON text (allocated: free it); NULL when out of memory. */
+char *fp8_quant_plan_quantization_config(const fp8_quant_plan *plan);
+
+/* A quantized item's tensors: codes, scale, second level (NVFP4), unpacked
+ * shape (INT4's I64 [2]). */
+enum { FP8_ITEM_CODES, FP8_ITEM_SCALE, FP8_ITEM_SCALE2, FP8_ITEM_SHAPE, FP8_ITEM_COUNT };
+
+/* The largest magnitude of x, quantized item i's weight (C order: the
+ * item's tensor's dtype and shape; a weight written apart as its own
+ * [rows, in] matrix); a NaN or infinity is FP8_ERR_BAD_INPUT. */
+fp8_status fp8_quant_plan_item_amax(fp8_ctx *ctx, const fp8_quant_plan *plan, size_t index,
+                                    const void *x, float *amax);
+/* Quantizes x, item i's weight as fp8_quant_plan_item_amax takes it, into
+ * out[k] (the item's tensors' bytes; NULL where it has none; SHAPE may be
+ * NULL: not written), by
+ * opts.tensor.threads threads; `set_amax`: the largest of the set's
+ * amaxes, from which NVFP4's second level is made (ignored otherwise). */
+fp8_status fp8_quant_plan_item_quantize(fp8_ctx *ctx, fp8_quant_plan *plan, size_t index,
+                                        const void *x, float set_amax,
+                                        void *const out[FP8_ITEM_COUNT]);
+
 /* ---------------------------------------------------------------- dequantize */
 
 /*

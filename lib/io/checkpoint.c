@@ -19,6 +19,7 @@
 #include "io/zio.h"
 
 #define INDEX_NAME CK_INDEX_NAME
+#define CK_MAX_RANK 64 /* ck_open_tensors: the most dimensions a tensor is given */
 /* config.json and the index are small; refuse monsters.  The fuzz build makes
  * it small too: reading allocates it whole, several times per command. */
 #ifndef FP8_MAX_SIDE_JSON
@@ -41,6 +42,7 @@ struct fp8_checkpoint {
     fp8_file **shards;
     size_t ntensors;
     ck_entry *entries; /* sorted by name */
+    fp8_tensor_info *mem; /* ck_open_tensors': the tensors, their names and shapes owned */
 };
 
 /* What a path that is not a regular file is, for messages. */
@@ -105,6 +107,40 @@ static const char *duplicate_key(const cJSON *j, bool *oom)
     return dup;
 }
 
+static fp8_status json_parse(fp8_ctx *ctx, const char *path, const char *buf, size_t n,
+                             bool exact, cJSON **root)
+{
+    fp8_status st = FP8_OK;
+    *root = NULL;
+    if (exact)
+        st = st_json_parse_exact(ctx, path, buf, n, root);
+    else if (!(*root = cJSON_ParseWithLength(buf, n)))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not valid JSON", path);
+    if (!st && !cJSON_IsObject(*root))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not a JSON object", path);
+    bool oom = false;
+    const char *dup = st ? NULL : duplicate_key(*root, &oom);
+    if (oom)
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
+    else if (dup)
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                      "%s: key '%s' appears twice in one object: the loaders (Python's json) "
+                      "take the last, other readers the first; fp8conv will not guess which "
+                      "is meant",
+                      path, dup);
+    if (st) {
+        cJSON_Delete(*root);
+        *root = NULL;
+    }
+    return st;
+}
+
+fp8_status ck_json_parse(fp8_ctx *ctx, const char *path, const char *text, size_t len,
+                         cJSON **root)
+{
+    return json_parse(ctx, path, text, len, true, root);
+}
+
 /* Reads a small JSON file; *root is NULL (and FP8_OK) when the file does not
  * exist.  With `exact`, numbers keep their source text (st_json_parse_exact).
  * A key twice in one object is bad input: cJSON finds the first, Python's
@@ -129,26 +165,8 @@ static fp8_status read_json_file(fp8_ctx *ctx, const char *path, bool exact, cJS
         st = fp8_fail(ctx, FP8_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     else if (n > MAX_SIDE_JSON)
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: larger than %u bytes", path, MAX_SIDE_JSON);
-    else if (exact)
-        st = st_json_parse_exact(ctx, path, buf, n, root);
-    else if (!(*root = cJSON_ParseWithLength(buf, n)))
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not valid JSON", path);
-    if (!st && !cJSON_IsObject(*root))
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: not a JSON object", path);
-    bool oom = false;
-    const char *dup = st ? NULL : duplicate_key(*root, &oom);
-    if (oom)
-        st = fp8_fail(ctx, FP8_ERR_NOMEM, "%s: out of memory", path);
-    else if (dup)
-        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
-                      "%s: key '%s' appears twice in one object: the loaders (Python's json) "
-                      "take the last, other readers the first; fp8conv will not guess which "
-                      "is meant",
-                      path, dup);
-    if (st) {
-        cJSON_Delete(*root);
-        *root = NULL;
-    }
+    else
+        st = json_parse(ctx, path, buf, n, exact, root);
     free(buf);
     fclose(fp);
     return st;
@@ -359,6 +377,8 @@ static fp8_status check_index(fp8_ctx *ctx, fp8_checkpoint *ck, const char *ipat
     return FP8_OK;
 }
 
+static fp8_status sort_entries(fp8_ctx *ctx, fp8_checkpoint *ck);
+
 static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
 {
     fp8_status st;
@@ -393,6 +413,12 @@ static fp8_status open_shards(fp8_ctx *ctx, fp8_checkpoint *ck)
     for (size_t i = 0; i < ck->nshards; i++)
         for (size_t k = 0; k < fp8_file_tensor_count(ck->shards[i]); k++)
             ck->entries[ck->ntensors++] = (ck_entry){ fp8_file_tensor(ck->shards[i], k), i };
+    return sort_entries(ctx, ck);
+}
+
+/* The entries in name order; a name twice is bad input. */
+static fp8_status sort_entries(fp8_ctx *ctx, fp8_checkpoint *ck)
+{
     qsort(ck->entries, ck->ntensors, sizeof *ck->entries, cmp_entry);
     for (size_t i = 1; i < ck->ntensors; i++) {
         const ck_entry *a = &ck->entries[i - 1], *b = &ck->entries[i];
@@ -451,10 +477,56 @@ out:
     return st;
 }
 
+fp8_status ck_open_tensors(fp8_ctx *ctx, const char *name, const fp8_tensor_info *tensors,
+                           size_t n, fp8_checkpoint **out)
+{
+    fp8_status st = FP8_OK;
+    fp8_checkpoint *ck = calloc(1, sizeof *ck);
+    *out = NULL;
+    if (!ck || !(ck->path = fp8_strdup(name)) || add_shard_name(ctx, ck, name) ||
+        !(ck->shards = fp8_xcalloc(1, sizeof *ck->shards)) ||
+        !(ck->mem = fp8_xcalloc(n ? n : 1, sizeof *ck->mem)) ||
+        !(ck->entries = fp8_xcalloc(n ? n : 1, sizeof *ck->entries))) {
+        fp8_checkpoint_close(ck);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n && !st; i++) {
+        const fp8_tensor_info *t = &tensors[i];
+        fp8_tensor_info *m = &ck->mem[ck->ntensors++]; /* freed by close from here */
+        uint64_t *shape = fp8_xcalloc(t->rank > 0 ? (size_t)t->rank : 1, sizeof *shape);
+        *m = (fp8_tensor_info){ .name = t->name ? fp8_strdup(t->name) : NULL, .dtype = t->dtype,
+                                .rank = t->rank, .shape = shape, .elements = 1 };
+        ck->entries[i] = (ck_entry){ m, 0 };
+        if (!t->name || t->rank < 0 || t->rank > CK_MAX_RANK || !fp8_dtype_name(t->dtype))
+            st = fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor %zu ('%s'): no name, a rank of %d or "
+                          "an unknown dtype", name, i, t->name ? t->name : "", t->rank);
+        else if (!m->name || !shape)
+            st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        for (int k = 0; !st && k < t->rank; k++) {
+            shape[k] = t->shape[k];
+            m->elements = shape[k] && m->elements > UINT64_MAX / 8 / shape[k]
+                              ? UINT64_MAX / 8 : m->elements * shape[k];
+        }
+        m->end = m->elements * fp8_dtype_bits(t->dtype) / 8;
+    }
+    if (!st)
+        st = sort_entries(ctx, ck);
+    if (st)
+        fp8_checkpoint_close(ck);
+    else
+        *out = ck;
+    return st;
+}
+
 void fp8_checkpoint_close(fp8_checkpoint *ck)
 {
     if (!ck)
         return;
+    for (size_t i = 0; ck->mem && i < ck->ntensors; i++) {
+        free((char *)(uintptr_t)ck->mem[i].name);
+        free((uint64_t *)(uintptr_t)ck->mem[i].shape);
+    }
+    free(ck->mem);
     for (size_t i = 0; i < ck->nshards; i++) {
         if (ck->shards)
             fp8_file_close(ck->shards[i]);

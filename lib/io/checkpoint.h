@@ -24,12 +24,25 @@ const fp8_tensor_info *ck_find_with(const fp8_checkpoint *ck, const char *name, 
 size_t ck_lane(const fp8_checkpoint *ck, size_t shard, const fp8_tensor_info *t, uint64_t at,
                size_t base, uint64_t *offset);
 
+/* A checkpoint of tensors held in memory, not in a file (the state-dict
+ * API's, fp8_quant_plan_create_memory): one shard, `name`, that has no
+ * fp8_file (fp8_checkpoint_shard is NULL: no data is read), holding copies
+ * of the n tensors' names, dtypes and shapes (begin 0, end their bytes).  A
+ * tensor without a name, of more than 64 dimensions or an unknown dtype is
+ * FP8_ERR_USAGE, a name twice FP8_ERR_BAD_INPUT. */
+fp8_status ck_open_tensors(fp8_ctx *ctx, const char *name, const fp8_tensor_info *tensors,
+                           size_t n, fp8_checkpoint **out);
+
 /* Whether `name` is a shard file name (*.safetensors, *.safetensors.zst). */
 bool ck_is_shard_name(const char *name);
 
 /* dir/config.json parsed with every number kept as its exact text (see
  * st_json_parse_exact); *config is NULL when there is none. */
 fp8_status ck_config_read(fp8_ctx *ctx, const char *dir, cJSON **config);
+/* A config.json's text (len bytes), parsed as ck_config_read parses the
+ * file; `path` names it in messages. */
+fp8_status ck_json_parse(fp8_ctx *ctx, const char *path, const char *text, size_t len,
+                         cJSON **root);
 /* The same for another JSON object file of the directory. */
 fp8_status ck_json_read(fp8_ctx *ctx, const char *dir, const char *name, cJSON **root);
 

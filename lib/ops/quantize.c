@@ -842,6 +842,19 @@ fp8_status fp8_quant_plan_create(fp8_ctx *ctx, const char *input, const fp8_quan
     return fp8_quant_plan_create_from(ctx, input, opts, NULL, out);
 }
 
+/* The plan's decisions, once its checkpoint and config are read. */
+static fp8_status decide_all(fp8_ctx *ctx, fp8_quant_plan *p)
+{
+    fp8_status st;
+    p->experts = fmt_config_experts(p->config);
+    p->model_type = fmt_config_model_type(p->config);
+    p->hidden = fmt_config_hidden(p->config);
+    if ((st = par_config_check(ctx, p->input, p->config)) || (st = module_patterns(ctx, p)) ||
+        (st = decide(ctx, p)) || (st = check_patterns(ctx, p)))
+        return st;
+    return check_loadable(ctx, p);
+}
+
 static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_options *opts,
                               const fp8_quant_source *source,
                               bool (*wanted)(void *user, const char *name), void *user,
@@ -862,13 +875,7 @@ static fp8_status plan_create(fp8_ctx *ctx, const char *input, const fp8_quant_o
         (!source && (st = check_not_quantized(ctx, p))) ||
         (st = ck_output_names(ctx, p->ck, &p->out_shards)) ||
         (fp8_checkpoint_is_directory(p->ck) && (st = ck_config_read(ctx, input, &p->config))) ||
-        (st = par_config_check(ctx, input, p->config)) ||
-        (p->experts = fmt_config_experts(p->config), false) ||
-        (p->model_type = fmt_config_model_type(p->config), false) ||
-        (p->hidden = fmt_config_hidden(p->config), false) || (st = module_patterns(ctx, p)) ||
-        (st = decide(ctx, p)) ||
-        (st = check_patterns(ctx, p)) || (st = check_loadable(ctx, p)) ||
-        (st = check_lone_block(ctx, p))) {
+        (st = decide_all(ctx, p)) || (st = check_lone_block(ctx, p))) {
         fp8_quant_plan_free(p);
         return st;
     }
@@ -888,6 +895,92 @@ fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_qua
                                   fp8_quant_plan **out)
 {
     return plan_create(ctx, input, opts, NULL, wanted, user, out);
+}
+
+char *quant_fused_key(const char *name)
+{
+    size_t stem = strlen(name) - strlen(".weight"), row, base;
+    char *s = strndup(name, stem), *key = NULL;
+    if (s && fp4_fused_part(s, &row, &base) &&
+        asprintf(&key, "%.*s%s", (int)base, s, fp4_fused_parts[row][0]) < 0)
+        key = NULL;
+    if (s && !key && !fp4_fused_part(s, &row, &base))
+        return s;
+    free(s);
+    return key;
+}
+
+/* The options of one tensor (fp8_tensor_options) as quantize's. */
+void quant_options_of_tensor(const fp8_tensor_options *t, fp8_quant_options *o)
+{
+    *o = (fp8_quant_options)FP8_QUANT_OPTIONS_INIT;
+    o->scheme = t->scheme;
+    o->format = t->format;
+    o->block_rows = t->block_rows;
+    o->block_cols = t->block_cols;
+    o->scale_ue8m0 = t->scale_ue8m0;
+    o->mx_rounding = t->mx_rounding;
+    o->threads = t->threads;
+    o->device = FP8_DEVICE_CPU;
+}
+
+fp8_status fp8_quant_plan_create_memory(fp8_ctx *ctx, const fp8_state_options *opts,
+                                        const fp8_tensor_info *tensors, size_t n,
+                                        fp8_quant_plan **out)
+{
+    fp8_status st;
+    fp8_quant_plan *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p || !(p->input = fp8_strdup(QUANT_MEMORY))) {
+        free(p);
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    }
+    quant_options_of_tensor(&opts->tensor, &p->opts);
+    p->opts.ignore = opts->ignore; /* a layer's call: a pattern may match another's */
+    p->opts.nignore = opts->nignore;
+    p->opts.no_default_ignore = opts->no_default_ignore;
+    if (!(st = check_options(ctx, p)) && opts->config_json)
+        st = ck_json_parse(ctx, QUANT_MEMORY "/config.json", opts->config_json,
+                           strlen(opts->config_json), &p->config);
+    if (!st && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(p->config, "quantization_config")))
+        st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s/config.json: already has a "
+                      "quantization_config; quantize takes bf16, f16 or f32 models", p->input);
+    if (!st && !(st = ck_open_tensors(ctx, "model.safetensors", tensors, n, &p->ck)) &&
+        !(st = check_not_quantized(ctx, p)) &&
+        !(st = ck_output_names(ctx, p->ck, &p->out_shards)))
+        st = decide_all(ctx, p);
+    if (st) {
+        fp8_quant_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return FP8_OK;
+}
+
+fp8_status fp8_quant_plan_item_source(fp8_ctx *ctx, const fp8_quant_plan *p, size_t i,
+                                      fp8_item_source *out)
+{
+    if (i >= p->n)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "item %zu of a plan of %zu", i, p->n);
+    const quant_part *part = p->entries[i].part;
+    const fp8_tensor_info *t = part ? part->fused : p->items[i].tensor;
+    *out = (fp8_item_source){ .tensor = t->name, .apart = part != NULL,
+                              .in_out = part && part->in_out, .expert = part ? part->expert : 0,
+                              .row0 = part ? part->at : 0, .rows = part ? part->shape[0] : 0 };
+    plan_entry *e = &p->entries[i];
+    if (p->items[i].quantize && !e->owned_set &&
+        !(e->owned_set = quant_fused_key(p->items[i].tensor->name)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    out->set = p->items[i].quantize ? e->owned_set : p->items[i].tensor->name;
+    return FP8_OK;
+}
+
+char *fp8_quant_plan_quantization_config(const fp8_quant_plan *p)
+{
+    cJSON *qc = fmt_quantization_config(p->spec, &p->opts, p->ignored, p->nignored);
+    char *json = qc ? cJSON_PrintUnformatted(qc) : NULL;
+    cJSON_Delete(qc);
+    return json;
 }
 
 fp8_status quant_plan_create_tensor(fp8_ctx *ctx, const fp8_quant_options *opts,
@@ -943,6 +1036,7 @@ void fp8_quant_plan_free(fp8_quant_plan *p)
         free(p->entries[i].owned_packed_name);
         free(p->entries[i].owned_global_name);
         free(p->entries[i].owned_shape_name);
+        free(p->entries[i].owned_set);
     }
     for (size_t i = 0; i < p->nparts; i++)
         free(p->parts[i].name);

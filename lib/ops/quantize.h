@@ -75,6 +75,15 @@ fp8_status quant_plan_create_only(fp8_ctx *ctx, const char *input, const fp8_qua
 fp8_status quant_plan_create_tensor(fp8_ctx *ctx, const fp8_quant_options *opts,
                                     const fp8_tensor_info *t, fp8_quant_plan **out);
 
+/* The options of one tensor in memory as quantize's (a CPU run). */
+void quant_options_of_tensor(const fp8_tensor_options *t, fp8_quant_options *o);
+
+/* The fused layer (layout/fp4.h's fp4_fused_parts) a weight `name` is part
+ * of, as a key: its name with the first part's in place of its own (its
+ * own name, less ".weight", when it is no part); allocated, NULL when out
+ * of memory.  Quantize's items of one key share NVFP4's second level. */
+char *quant_fused_key(const char *name);
+
 /*
  * One expert's weight of fused 3-D experts, written apart under an FP4
  * scheme (quantize.c: which tensors, and why): a 2-D tensor read from the
@@ -141,6 +150,7 @@ typedef struct {
     uint64_t experts, rows, cols; /* E, M, N; E = 1 for a matrix */
     char *owned_reason, *owned_scale_name, *owned_packed_name, *owned_global_name;
     char *owned_shape_name;
+    char *owned_set;              /* its fused set's key (fp8_quant_plan_item_source) */
     float global;                 /* NVFP4: the second level, after the amax pass */
     const struct quant_part *part; /* a weight of fused experts written apart */
     bool from_source;             /* convert: the source's tensor, read through it */

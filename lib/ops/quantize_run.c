@@ -835,22 +835,6 @@ out:
 
 /* ---------------------------------------------------------------- NVFP4's second level */
 
-/* The fused layer (fp4.h's fp4_fused_parts) an item is part of, as a key:
- * its name with the first part's in place of its own; its own name when
- * it is no part. */
-static char *fused_key(const char *name)
-{
-    size_t stem = strlen(name) - strlen(".weight"), row, base;
-    char *s = strndup(name, stem), *key = NULL;
-    if (s && fp4_fused_part(s, &row, &base) &&
-        asprintf(&key, "%.*s%s", (int)base, s, fp4_fused_parts[row][0]) < 0)
-        key = NULL;
-    if (s && !key && !fp4_fused_part(s, &row, &base))
-        return s;
-    free(s);
-    return key;
-}
-
 typedef struct {
     char *key;
     size_t item;
@@ -899,7 +883,8 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
     }
     size_t nk = 0;
     for (size_t i = 0; i < p->n && !st; i++)
-        if (p->items[i].quantize && !(keys[nk++] = (keyed){ fused_key(p->items[i].tensor->name), i }).key)
+        if (p->items[i].quantize &&
+            !(keys[nk++] = (keyed){ quant_fused_key(p->items[i].tensor->name), i }).key)
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (!st)
         qsort(keys, nk, sizeof *keys, fp8_cmp_str);
@@ -1197,6 +1182,10 @@ static fp8_status options_text(fp8_ctx *ctx, const fp8_quant_plan *p, fp8_text *
 
 fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *output)
 {
+    /* tensors in memory (fp8_quant_plan_create_memory): no file to read */
+    if (!p->ck || (fp8_checkpoint_shard_count(p->ck) && !fp8_checkpoint_shard(p->ck, 0)))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: a plan of tensors in memory is not run: its "
+                        "items are quantized by fp8_quant_plan_item_quantize", p->input);
     bool is_dir = fp8_checkpoint_is_directory(p->ck);
     uint64_t done = 0;
     fp8_output out = { 0 };

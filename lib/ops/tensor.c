@@ -39,15 +39,8 @@ static fp8_status tq_open(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8_dtyp
                           const uint64_t *shape, tq *q)
 {
     memset(q, 0, sizeof *q);
-    fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
-    o.scheme = opts->scheme;
-    o.format = opts->format;
-    o.block_rows = opts->block_rows;
-    o.block_cols = opts->block_cols;
-    o.scale_ue8m0 = opts->scale_ue8m0;
-    o.mx_rounding = opts->mx_rounding;
-    o.threads = opts->threads;
-    o.device = FP8_DEVICE_CPU;
+    fp8_quant_options o;
+    quant_options_of_tensor(opts, &o);
     if (rank != 2 && rank != 3)
         return fp8_fail(ctx, FP8_ERR_USAGE, "a tensor of %d dimensions: quantize takes a matrix "
                         "[rows, cols] or stacked experts [experts, rows, cols]", rank);
@@ -110,6 +103,7 @@ fp8_status fp8_tensor_layout_get(fp8_ctx *ctx, const fp8_tensor_options *opts, f
 
 typedef struct {
     const fp8_quant_plan *p;
+    size_t i;                /* the plan's item */
     const plan_entry *e;
     fp8_dtype dt;
     const unsigned char *x;  /* quantize: the source; dequantize: the codes */
@@ -130,7 +124,7 @@ static fp8_status nonfinite(fp8_ctx *ctx, const tq_run *r, uint64_t flat, float 
     return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
                     "%s: tensor '%s': element %llu (row %llu, column %llu) is %s; only finite "
                     "values can be quantized",
-                    QUANT_MEMORY, r->p->items[0].tensor->name, (unsigned long long)flat,
+                    QUANT_MEMORY, r->p->items[r->i].tensor->name, (unsigned long long)flat,
                     (unsigned long long)row, (unsigned long long)col,
                     v != v ? "NaN" : v > 0 ? "+infinity" : "-infinity");
 }
@@ -157,7 +151,7 @@ static fp8_status quantize_job(void *arg, fp8_worker *fw, size_t j)
     }
     fp8_band b;
     uint64_t first;
-    fp8_quant_plan_band(r->p, 0, x, row0, n, c0, w, &b, &first);
+    fp8_quant_plan_band(r->p, r->i, x, row0, n, c0, w, &b, &first);
     if (b.fixed)
         b.scale = r->tscale[x];
     uint8_t *q = r->codes + fp8_band_code_bytes(&b, flat);
@@ -175,7 +169,7 @@ static fp8_status quantize_job(void *arg, fp8_worker *fw, size_t j)
     }
     if (res != FP8_BAND_OK)
         return fp8_fail(fw->ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': the group at element %llu: "
-                        "%s", QUANT_MEMORY, r->p->items[0].tensor->name,
+                        "%s", QUANT_MEMORY, r->p->items[r->i].tensor->name,
                         (unsigned long long)(flat + where / w * e->cols + where % w),
                         fp8_band_no_scale_why(&b));
     uint64_t cb = fp8_band_code_bytes(&b, w), rb = fp8_band_code_bytes(&b, e->cols);
@@ -232,26 +226,26 @@ static fp8_status amax_pass(fp8_ctx *ctx, tq_run *r, float *amax)
     return st;
 }
 
-fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8_dtype dtype,
-                               int rank, const uint64_t *shape, const void *x,
-                               void *const out[FP8_PART_COUNT])
+/* Item i of plan p, its weight x (its tensor's dtype and shape), into
+ * out[FP8_ITEM_*] (SHAPE: written when given): as the run writes it.  NVFP4's second level from
+ * *set_amax, the largest amax of its fused set (NULL: x's own). */
+static fp8_status item_quantize(fp8_ctx *ctx, fp8_quant_plan *p, size_t i, const void *x,
+                                const float *set_amax, void *const out[FP8_ITEM_COUNT])
 {
-    tq q;
     float *amax = NULL;
-    fp8_status st = tq_open(ctx, opts, dtype, rank, shape, &q);
-    if (st)
-        goto out;
-    fp8_quant_plan *p = q.p;
-    plan_entry *e = &p->entries[0];
-    const fp8_quant_item *it = &p->items[0];
-    tq_run r = { .p = p, .e = e, .dt = dtype, .x = x, .codes = out[FP8_PART_CODES],
-                 .scales = out[FP8_PART_SCALE] };
+    fp8_status st = FP8_OK;
+    plan_entry *e = &p->entries[i];
+    const fp8_quant_item *it = &p->items[i];
+    fp8_dtype dtype = it->tensor->dtype;
+    tq_run r = { .p = p, .i = i, .e = e, .dt = dtype, .x = x, .codes = out[FP8_ITEM_CODES],
+                 .scales = out[FP8_ITEM_SCALE] };
+    if (i >= p->n || !it->quantize)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "item %zu: not a quantized item of the plan", i);
     cut(&r, fp8_dtype_bits(dtype) / 8);
-    if (!x || !r.codes || !r.scales || (it->global_name && !out[FP8_PART_SCALE2])) {
-        st = fp8_fail(ctx, FP8_ERR_USAGE, "fp8_tensor_quantize: a NULL buffer");
-        goto out;
-    }
-    if (fp8_scheme_reads_twice(p->opts.scheme)) {
+    if (!x || !r.codes || !r.scales || (it->global_name && !out[FP8_ITEM_SCALE2]))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s': a NULL buffer", QUANT_MEMORY,
+                        it->tensor->name);
+    if (fp8_scheme_reads_twice(p->opts.scheme) && !(it->global_name && set_amax)) {
         if (!(amax = fp8_xcalloc(e->experts ? e->experts : 1, sizeof *amax))) {
             st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
             goto out;
@@ -260,9 +254,12 @@ fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8
             goto out;
     }
     if (it->global_name) { /* NVFP4 (a matrix): its second level, as the run writes it */
-        e->global = fp4_nvfp4_global(dtype, amax[0]);
-        fp8_scale_store(out[FP8_PART_SCALE2], 4, 0, quant_plan_global_bits(p, 0));
+        e->global = fp4_nvfp4_global(dtype, set_amax ? *set_amax : amax[0]);
+        fp8_scale_store(out[FP8_ITEM_SCALE2], 4, 0, quant_plan_global_bits(p, i));
     }
+    for (int k = 0; it->shape_name && out[FP8_ITEM_SHAPE] && k < 16; k++) /* INT4: I64 [2] */
+        ((unsigned char *)out[FP8_ITEM_SHAPE])[k] =
+            (unsigned char)(it->tensor->shape[k / 8] >> (8 * (k % 8)));
     if (fp8_scheme_get(p->opts.scheme)->fixed) { /* one scale per matrix, as the run makes it */
         for (uint64_t k = 0; k < e->experts; k++) {
             uint32_t bits = 0;
@@ -280,8 +277,49 @@ fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8
     st = run_jobs(ctx, &r, p->opts.threads, quantize_job);
 out:
     free(amax);
+    return st;
+}
+
+fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8_dtype dtype,
+                               int rank, const uint64_t *shape, const void *x,
+                               void *const out[FP8_PART_COUNT])
+{
+    tq q;
+    fp8_status st = tq_open(ctx, opts, dtype, rank, shape, &q);
+    void *const parts[FP8_ITEM_COUNT] = { out[FP8_PART_CODES], out[FP8_PART_SCALE],
+                                          out[FP8_PART_SCALE2], NULL };
+    if (!st)
+        st = item_quantize(ctx, q.p, 0, x, NULL, parts);
     fp8_quant_plan_free(q.p);
     return st;
+}
+
+/* ---------------------------------------------------------------- a state dict's items */
+
+fp8_status fp8_quant_plan_item_amax(fp8_ctx *ctx, const fp8_quant_plan *p, size_t i,
+                                    const void *x, float *amax)
+{
+    if (i >= p->n || !p->items[i].quantize || !x)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "item %zu: not a quantized item of the plan, or "
+                        "no data", i);
+    tq_run r = { .p = p, .i = i, .e = &p->entries[i], .dt = p->items[i].tensor->dtype, .x = x };
+    cut(&r, fp8_dtype_bits(r.dt) / 8);
+    r.width = r.e->cols; /* whole rows */
+    r.pieces = 1;
+    float *m = fp8_xcalloc(r.e->experts ? r.e->experts : 1, sizeof *m);
+    fp8_status st = m ? amax_pass(ctx, &r, m) : fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    *amax = 0;
+    for (uint64_t k = 0; !st && k < r.e->experts; k++)
+        *amax = m[k] > *amax ? m[k] : *amax;
+    free(m);
+    return st;
+}
+
+fp8_status fp8_quant_plan_item_quantize(fp8_ctx *ctx, fp8_quant_plan *p, size_t i,
+                                        const void *x, float set_amax,
+                                        void *const out[FP8_ITEM_COUNT])
+{
+    return item_quantize(ctx, p, i, x, &set_amax, out);
 }
 
 /* ---------------------------------------------------------------- dequantize */

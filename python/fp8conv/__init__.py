@@ -1,5 +1,5 @@
-"""fp8conv's file commands as Python functions, and one tensor in memory
-quantized as the file commands store it.
+"""fp8conv's file commands as Python functions, and one tensor or a state
+dict in memory quantized as the file commands store it.
 
 Each function runs the fp8conv binary bundled with this package (the same
 program as the ``fp8conv`` command, fp8conv(1)) with ``--json`` and returns
@@ -46,6 +46,15 @@ Zero copy: a contiguous input is read in place and the outputs are arrays
 the package allocates and libfp8conv fills.  A torch CUDA tensor raises
 ``DeviceError`` (the CUDA path is not in this version), ``profile=`` other
 than None raises ``UsageError`` (engine profiles are issue 47).
+
+The state-dict API quantizes a model's tensors in memory into exactly the
+tensors ``fp8conv quantize`` writes for that model, by quantize's own plan
+(its ignore rules and built-in keeps, fused sets, experts), whole or one
+layer at a time (a layerwise broadcast)::
+
+    fp8 = fp8conv.quantize_state_dict(layer_tensors, config="model/", scheme="nvfp4")
+    fp8.quantization_config       # what quantize writes into config.json, for these tensors
+    fp8conv.quantization_config(all_tensors, config="model/", scheme="nvfp4")  # the model's
 """
 import json
 import logging
@@ -59,6 +68,7 @@ __all__ = [
     "DeviceError",
     "Error",
     "IOSystemError",
+    "QuantizedStateDict",
     "QuantizedTensor",
     "UsageError",
     "binary_path",
@@ -67,7 +77,9 @@ __all__ = [
     "dequantize_tensor",
     "diff",
     "inspect",
+    "quantization_config",
     "quantize",
+    "quantize_state_dict",
     "quantize_tensor",
     "verify",
 ]
@@ -347,3 +359,4 @@ def diff(a: PathArg, b: PathArg, *, progress: Optional[ProgressCallback] = None,
 
 
 from ._tensor import QuantizedTensor, dequantize_tensor, quantize_tensor  # noqa: E402
+from ._state import QuantizedStateDict, quantization_config, quantize_state_dict  # noqa: E402

@@ -499,6 +499,196 @@ def check_tensor_torch(x_np, np):
         check("a CUDA tensor: DeviceError", isinstance(got, fp8conv.DeviceError), repr(got))
 
 
+# ---------------------------------------------------------------- the state-dict API
+
+def st_load(path, np):
+    """Every tensor of a checkpoint (a directory's shards, or a file) as numpy
+    arrays: with the safetensors package when the venv has it, else st_read."""
+    files = [path] if os.path.isfile(path) else sorted(
+        os.path.join(path, n) for n in os.listdir(path) if n.endswith(".safetensors"))
+    out = {}
+    for f in files:
+        try:
+            from safetensors.numpy import load_file
+            out.update(load_file(f))
+            continue
+        except ImportError:
+            pass
+        for name, (dtype, shape, raw) in st_read(f).items():
+            out[name] = np.frombuffer(raw, dtype=fp8conv._tensor._numpy_dtype(dtype)).reshape(shape)
+    return out
+
+
+def fused_experts_model(path, np, ml_dtypes, rng, in_out=False):
+    """A Qwen3-MoE-like model whose experts are fused 3-D tensors [E, out, in]
+    (transformers 5's layout), or a Llama-4-like one's [E, in, out] (in_out):
+    FP4 schemes write them apart, one weight per expert (in_out: each the
+    transpose of its slice); FP8 schemes quantize them as stacked experts."""
+    h, i, e = 64, 96, 2
+    shapes = {"model.embed_tokens.weight": (100, h), "lm_head.weight": (100, h),
+              "model.norm.weight": (h,)}
+    for n in range(2):
+        p = "model.layers.%d." % n
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "self_attn.q_proj.weight": (h, h), p + "self_attn.k_proj.weight": (32, h),
+                       p + "self_attn.v_proj.weight": (32, h), p + "self_attn.o_proj.weight": (h, h),
+                       p + "mlp.gate.weight": (e, h),
+                       p + "mlp.experts.gate_up_proj": (e, h, 2 * i) if in_out else (e, 2 * i, h),
+                       p + "mlp.experts.down_proj": (e, i, h) if in_out else (e, h, i)})
+    tensors = []
+    for k in sorted(shapes):
+        x = (rng.standard_normal(shapes[k]) * rng.uniform(0.01, 2)).astype(ml_dtypes.bfloat16)
+        tensors.append((k, "BF16", shapes[k], x.tobytes()))
+    os.makedirs(path)
+    st_write(os.path.join(path, "model.safetensors"), tensors)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({"model_type": "llama4_text" if in_out else "qwen3_moe",
+                   "architectures": ["Llama4ForCausalLM" if in_out else "Qwen3MoeForCausalLM"],
+                   "hidden_size": h, "moe_intermediate_size": i, "num_experts": e,
+                   "num_experts_per_tok": 1, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100}, f)
+
+
+def layers_of(names):
+    """The state dict's names by layer ("model.layers.N."), then the rest."""
+    groups = {}
+    for n in names:
+        m = re.match(r"(.*?\.layers\.\d+\.)", n)
+        groups.setdefault(m.group(1) if m else "", []).append(n)
+    return [groups[k] for k in sorted(groups, key=lambda k: (k == "", k))]
+
+
+def state_cases():
+    """(scheme options, models): every scheme in the formats it has."""
+    for scheme, opts in [("block", {}), ("block", {"block": (32, 32)}), ("channel", {}),
+                         ("tensor", {}), ("mxfp8", {}), ("nvfp4", {}), ("mxfp4", {}),
+                         ("int4", {"group": 32})]:
+        for fmt in ("hf-fp8", "compressed-tensors", "modelopt"):
+            yield dict(opts, scheme=scheme, format=fmt)
+
+
+def check_state_dict(args, top):
+    try:
+        import numpy as np
+        import ml_dtypes
+    except ImportError as e:
+        check("the state-dict API's test needs numpy and ml_dtypes", False, e)
+        return
+    rng = np.random.default_rng(4646)
+    box = os.path.join(top, "state")
+    fused, in_out = os.path.join(box, "fused-experts"), os.path.join(box, "fused-experts-in-out")
+    fused_experts_model(fused, np, ml_dtypes, rng)
+    fused_experts_model(in_out, np, ml_dtypes, rng, in_out=True)
+    models = [SAMPLE, os.path.join(ROOT, "testdata", "deepseek-moe-tiny"), fused, in_out]
+    checked = []
+    for m, model in enumerate(models):
+        sd = st_load(model, np)
+        config = json.load(open(os.path.join(model, "config.json")))
+        for n, opts in enumerate(state_cases()):
+            label = "quantize_state_dict %s %s" % (os.path.basename(model), " ".join(cli_args(opts)))
+            dst = os.path.join(box, "%d-%d" % (m, n))
+            r = subprocess.run([args.cli, "quantize", "-q"] + cli_args(opts) + [model, dst],
+                               capture_output=True, text=True)
+            try:
+                got, err = fp8conv.quantize_state_dict(sd, config=config, **opts), None
+            except fp8conv.Error as e:
+                got, err = None, e
+            if r.returncode != 0:
+                check("%s: refused as the CLI refuses it (exit %d)" % (label, r.returncode),
+                      err is not None and err.exit_code == r.returncode,
+                      "CLI: %s; API: %r" % (r.stderr.strip(), err))
+                continue
+            if err is not None:
+                check(label, False, "the CLI quantized it, the API raised %r" % err)
+                continue
+            want = st_load(dst, np)
+            qc = json.load(open(os.path.join(dst, "config.json")))["quantization_config"]
+            calls = [("whole", got)]
+            layer = {}
+            for names in layers_of(sd):
+                part = fp8conv.quantize_state_dict({k: sd[k] for k in names}, config=config, **opts)
+                overlap = set(layer) & set(part)
+                layer.update(part)
+                if overlap:
+                    layer["<twice>"] = sorted(overlap)
+            calls.append(("layer by layer", layer))
+            for how, out in calls:
+                bad = sorted(set(want) ^ set(out))[:4]
+                for k in sorted(set(want) & set(out)):
+                    a, b = want[k], out[k]
+                    if (fp8conv._state._meta(a) != fp8conv._state._meta(b)
+                            or a.tobytes() != b.tobytes()):
+                        bad.append("%s: CLI %s, API %s%s" % (k, fp8conv._state._meta(a),
+                                                             fp8conv._state._meta(b),
+                                                             "" if a.tobytes() == b.tobytes()
+                                                             else ", bytes differ"))
+                check("%s (%s): the CLI's %d tensors, names, dtypes, shapes and bytes"
+                      % (label, how, len(want)), not bad, bad[:6])
+            check("%s: quantization_config = the CLI's config.json's" % label,
+                  got.quantization_config == qc, (got.quantization_config, qc))
+            whole = fp8conv.quantization_config(
+                {k: (fp8conv._state._meta(v)) for k, v in sd.items()}, config=config, **opts)
+            check("%s: quantization_config() of the names, dtypes and shapes = the CLI's" % label,
+                  whole == qc, (whole, qc))
+            if model in (fused, in_out) and opts["scheme"] in ("nvfp4", "mxfp4", "int4"):
+                check("%s: fused experts written apart, one weight per expert%s" % (
+                    label, " (each the transpose of its slice)" if model == in_out else ""),
+                    "model.layers.1.mlp.experts.1.up_proj.weight_scale" in got, list(got)[:20])
+            checked.append("%s/%s" % (opts["scheme"], got.format))
+            shutil.rmtree(dst)
+    print("         byte-checked against the CLI: %s" % " ".join(sorted(set(checked))))
+    # nvfp4: the fused sets share their second level (their largest amax)
+    sd = st_load(SAMPLE, np)
+    p = "model.layers.0.self_attn."
+    loud = dict(sd)  # k_proj 64 times larger: its amax is the set's
+    loud[p + "k_proj.weight"] = (sd[p + "k_proj.weight"].astype(np.float32) * 64).astype(
+        ml_dtypes.bfloat16)
+    q = fp8conv.quantize_state_dict(loud, config=SAMPLE, scheme="nvfp4")
+    g = [q[p + k + "_proj.weight_global_scale"].tobytes() for k in "qkv"]
+    alone = [fp8conv.quantize_tensor(loud[p + k + "_proj.weight"], scheme="nvfp4").scale2.tobytes()
+             for k in "qk"]
+    check("nvfp4: q/k/v share one second level, k_proj's (the largest amax), not q_proj's own",
+          g[0] == g[1] == g[2] == alone[1] != alone[0], (g, alone))
+    # the options and inputs it refuses
+    for label, fn, exc in [
+        ("a config that is not JSON", lambda: fp8conv.quantize_state_dict(sd, config="/dev/null"),
+         fp8conv.BadInputError),
+        ("an FP8 tensor (already quantized)", lambda: fp8conv.quantize_state_dict(
+            {"x.weight": np.zeros((4, 4), dtype=ml_dtypes.float8_e4m3fn)}), fp8conv.BadInputError),
+        ("a model that has a quantization_config", lambda: fp8conv.quantize_state_dict(
+            sd, config={"quantization_config": {"quant_method": "fp8"}}), fp8conv.BadInputError),
+        ("a bad ignore pattern", lambda: fp8conv.quantize_state_dict(sd, ignore=["("]),
+         fp8conv.UsageError),
+        ("a list, not a dict", lambda: fp8conv.quantize_state_dict(
+            sd, config=[1]), TypeError),
+    ]:
+        try:
+            fn()
+            got = None
+        except Exception as e:  # noqa: BLE001 - the class is what is checked
+            got = e
+        check("quantize_state_dict refuses %s: %s" % (label, type(got).__name__),
+              isinstance(got, exc) and str(got), repr(got))
+    check_state_dict_torch(sd, np)
+
+
+def check_state_dict_torch(sd, np):
+    try:
+        import torch
+    except ImportError:
+        print("not run  the state-dict API on torch tensors: torch is not installed in this venv")
+        return
+    t = {k: torch.from_numpy(v.view(np.uint8).copy()).view(getattr(torch, fp8conv._tensor._TORCH[
+        fp8conv._state._meta(v)[0]])).reshape(v.shape) for k, v in sd.items()}
+    for opts in ({}, {"scheme": "nvfp4"}):
+        a = fp8conv.quantize_state_dict(t, config=SAMPLE, **opts)
+        b = fp8conv.quantize_state_dict(sd, config=SAMPLE, **opts)
+        check("torch CPU state dict %s: torch tensors, numpy's names and bytes" % (opts or "block"),
+              list(a) == list(b) and all(isinstance(v, torch.Tensor) for v in a.values()) and
+              all(a[k].contiguous().view(torch.uint8).numpy().tobytes() == b[k].tobytes()
+                  for k in a))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -506,11 +696,16 @@ def main():
     ap.add_argument("--wheel", required=True)
     ap.add_argument("--auditwheel", required=True)
     ap.add_argument("--tensor-only", action="store_true", help="only the tensor API's checks")
+    ap.add_argument("--state-only", action="store_true", help="only the state-dict API's checks")
     args = ap.parse_args()
     args.cli = os.path.abspath(args.cli)
     top = tempfile.mkdtemp(prefix="fp8conv-python-")
     try:
+        if args.state_only:
+            check_state_dict(args, top)
+            return finish()
         check_tensor(args, top)
+        check_state_dict(args, top)
         if args.tensor_only:
             return finish()
         check_install(args)
