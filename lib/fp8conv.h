@@ -561,6 +561,7 @@ typedef struct {
     bool scale_ue8m0;
     fp8_mx_rounding mx_rounding;
     int threads;                     /* 0: one per online CPU */
+    fp8_profile profile;             /* --profile (fp8conv-formats(5), PROFILES) */
 } fp8_tensor_options;
 
 #define FP8_TENSOR_OPTIONS_INIT                                                             \

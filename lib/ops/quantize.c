@@ -921,6 +921,7 @@ void quant_options_of_tensor(const fp8_tensor_options *t, fp8_quant_options *o)
     o->scale_ue8m0 = t->scale_ue8m0;
     o->mx_rounding = t->mx_rounding;
     o->threads = t->threads;
+    o->profile = t->profile;
     o->device = FP8_DEVICE_CPU;
 }
 

@@ -673,15 +673,10 @@ static fp8_status finish_tensor_scales(fp8_ctx *ctx, shard_run *r, const size_t 
         unsigned char bytes[4];
         for (uint64_t x = 0; x < e->experts && !st; x++) {
             uint32_t bits = 0;
-            const fp8_numerics *num = &fp8_profile_get(p->opts.profile)->num;
-            float s = fp8_numerics_scale(num, e->kind, amax[r->scale_at[i] + x], &bits);
-            if (s == 0) {
-                fp8_band b = { .scheme = p->opts.scheme, .kind = e->kind, .num = *num };
-                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %s",
-                              fp8_file_path(r->in), p->items[i].tensor->name,
-                              fp8_band_no_scale_why(&b));
+            float s = quant_plan_tensor_scale(ctx, p, i, amax[r->scale_at[i] + x],
+                                              fp8_file_path(r->in), &bits, &st);
+            if (s == 0)
                 break;
-            }
             r->tensor_scale[r->scale_at[i] + x] = s;
             for (unsigned b = 0; b < ssize; b++)
                 bytes[b] = (unsigned char)(bits >> (8 * b));
@@ -908,6 +903,20 @@ fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p)
 {
     uint64_t done = 0;
     return fp8_scheme_has_second_level(p->opts.scheme) ? global_pass(ctx, p, &done) : FP8_OK;
+}
+
+float quant_plan_tensor_scale(fp8_ctx *ctx, const fp8_quant_plan *p, size_t i, float amax,
+                              const char *where, uint32_t *bits, fp8_status *st)
+{
+    const plan_entry *e = &p->entries[i];
+    const fp8_numerics *num = &fp8_profile_get(p->opts.profile)->num;
+    float s = fp8_numerics_scale(num, e->kind, amax, bits);
+    if (s == 0) {
+        fp8_band b = { .scheme = p->opts.scheme, .kind = e->kind, .num = *num };
+        *st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %s", where,
+                       p->items[i].tensor->name, fp8_band_no_scale_why(&b));
+    }
+    return s;
 }
 
 uint32_t quant_plan_global_bits(const fp8_quant_plan *p, size_t i)

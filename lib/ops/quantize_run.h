@@ -20,4 +20,11 @@ fp8_status quant_plan_fp4_globals(fp8_ctx *ctx, fp8_quant_plan *p);
  * reciprocal, a factor (ModelOpt's weight_scale_2). */
 uint32_t quant_plan_global_bits(const fp8_quant_plan *p, size_t i);
 
+/* Item i's one scale of a matrix (the per-tensor schemes) of largest
+ * magnitude amax under the plan's profile: the factor its elements are
+ * divided by or multiplied with, its stored bits in *bits; 0, with the
+ * message naming `where` and the tensor, where no scale serves. */
+float quant_plan_tensor_scale(fp8_ctx *ctx, const fp8_quant_plan *p, size_t i, float amax,
+                              const char *where, uint32_t *bits, fp8_status *st);
+
 #endif

@@ -263,13 +263,9 @@ static fp8_status item_quantize(fp8_ctx *ctx, fp8_quant_plan *p, size_t i, const
     if (fp8_scheme_get(p->opts.scheme)->fixed) { /* one scale per matrix, as the run makes it */
         for (uint64_t k = 0; k < e->experts; k++) {
             uint32_t bits = 0;
-            amax[k] = fp8_scale_make(e->kind, amax[k], &bits);
-            if (amax[k] == 0) {
-                fp8_band b = { .scheme = p->opts.scheme, .kind = e->kind };
-                st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "%s: tensor '%s': %s", QUANT_MEMORY,
-                              it->tensor->name, fp8_band_no_scale_why(&b));
+            if ((amax[k] = quant_plan_tensor_scale(ctx, p, i, amax[k], QUANT_MEMORY, &bits,
+                                                   &st)) == 0)
                 goto out;
-            }
             fp8_scale_store(r.scales, fp8_scale_size(e->kind), k, bits);
         }
         r.tscale = amax;

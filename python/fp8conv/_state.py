@@ -246,7 +246,8 @@ def quantize_state_dict(state_dict: Mapping[str, Any], config: Any = None, schem
     quantize``'s: ``scheme``, ``block``, ``format``, ``ignore`` (its
     ``--ignore`` patterns), ``no_default_ignore``, ``scale_fmt``,
     ``mx_rounding``, ``group``; ``threads`` (None: one per CPU; the bytes do
-    not depend on it); ``profile``: None (engine profiles are issue 47).
+    not depend on it); ``profile``: an engine's rounding rule, as quantize's
+    ``--profile`` (None: fp8conv's own).
 
     One layer's tensors at a time give that layer's tensors of quantize's
     output (a layerwise broadcast), as long as the call holds each fused set

@@ -21,7 +21,7 @@ class _Options(ctypes.Structure):
     _fields_ = [("scheme", ctypes.c_int), ("format", ctypes.c_int),
                 ("block_rows", ctypes.c_uint32), ("block_cols", ctypes.c_uint32),
                 ("scale_ue8m0", ctypes.c_bool), ("mx_rounding", ctypes.c_int),
-                ("threads", ctypes.c_int)]
+                ("threads", ctypes.c_int), ("profile", ctypes.c_int)]
 
 
 class _Part(ctypes.Structure):
@@ -61,6 +61,8 @@ def _load() -> Any:
         lib.fp8_dtype_name.argtypes = [c.c_int]
         lib.fp8_scheme_name.restype = c.c_char_p
         lib.fp8_scheme_name.argtypes = [c.c_int]
+        lib.fp8_profile_name.restype = c.c_char_p
+        lib.fp8_profile_name.argtypes = [c.c_int]
         lib.fp8_format_name.restype = c.c_char_p
         lib.fp8_format_name.argtypes = [c.c_int]
         lib.fp8_scheme_options.restype = c.c_uint
@@ -86,6 +88,12 @@ def _load() -> Any:
             if name == "?":
                 break
             lib.schemes[name] = i
+        lib.profiles = {}
+        for i in range(64):
+            name = lib.fp8_profile_name(i).decode()
+            if name == "?":
+                break
+            lib.profiles[name] = i
         lib.formats = {}
         for i in range(1, 64):
             name = lib.fp8_format_name(i).decode()
@@ -240,13 +248,13 @@ def _options(scheme: str, block: Union[str, Sequence[int], None], format: Option
              scale_fmt: Optional[str], mx_rounding: Optional[str], group: Optional[int],
              threads: Optional[int], profile: Optional[str]) -> _Options:
     lib = _load()
-    if profile not in (None, "fp8conv"):
-        _usage("profile=%r: engine profiles are not in this version (issue 47); only "
-               "profile=None or \"fp8conv\", fp8conv's own rules" % (profile,))
+    if profile is not None and profile not in lib.profiles:
+        _usage("profile=%r: not one of %s" % (profile, ", ".join(lib.profiles)))
     if scheme not in lib.schemes:
         _usage("scheme=%r: not one of %s" % (scheme, ", ".join(lib.schemes)))
     o = _Options(scheme=lib.schemes[scheme], format=0, block_rows=128, block_cols=128,
-                 scale_ue8m0=False, mx_rounding=0, threads=int(threads or 0))
+                 scale_ue8m0=False, mx_rounding=0, threads=int(threads or 0),
+                 profile=lib.profiles[profile or "fp8conv"])
     takes = lib.fp8_scheme_options(o.scheme)
     if format is not None:
         if format not in lib.formats:
@@ -311,8 +319,10 @@ def quantize_tensor(x: Any, scheme: str = "block",
     ``block`` (``(128, 128)`` by default, or ``"32x32"``), ``format``
     (hf-fp8, compressed-tensors, modelopt; None: the scheme's default),
     ``scale_fmt`` ("ue8m0"), ``mx_rounding`` ("rceil", "floor"), ``group``
-    (int4: 128 or 32).  ``profile``: None (fp8conv's rules); engine profiles
-    are not in this version.
+    (int4: 128 or 32).  ``profile``: an engine's rounding rule, as
+    ``fp8conv quantize --profile`` (fp8conv-formats(5), PROFILES: "vllm",
+    "te", ...; None: fp8conv's own); a scheme the profile does not define is
+    a ``UsageError`` naming those it does.
 
     NVFP4's second level comes from this tensor alone (quantize gives a
     fused layer's tensors, q/k/v or gate/up, the largest of their amaxes);

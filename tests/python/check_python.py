@@ -358,6 +358,10 @@ def tensor_cases(lib):
     for scheme in ("block", "channel", "tensor", "mxfp8"):
         yield scheme, (3, 130, 96), {"scheme": scheme, "format": "compressed-tensors"}
         yield scheme, (3, 130, 96), {"scheme": scheme, "format": "hf-fp8"}
+    # the engine profiles (fp8conv-formats(5), PROFILES), each on the schemes it defines
+    for profile in ("vllm", "prime-rl", "slime", "te", "transformers"):
+        yield "block", (300, 200), {"scheme": "block", "format": "hf-fp8", "profile": profile}
+    yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "transformers"}
 
 
 def cli_args(opts):
@@ -426,7 +430,8 @@ def check_tensor(args, top):
             check("%s: dequantize_tensor(dtype=%s) = dequantize-for-export's %s" % (label, dt, name),
                   got is not None and got[2] == y.tobytes() and got[1] == y.shape,
                   r.stderr if r.returncode else (got[:2] if got else None, y.shape))
-        passed_pairs.append("%s/%s" % (scheme, q.format))
+        passed_pairs.append("%s/%s%s" % (scheme, q.format, "/" + opts["profile"]
+                                         if "profile" in opts else ""))
         if n == 0:
             for threads in (1, 3):
                 q2 = fp8conv.quantize_tensor(x, threads=threads, **opts)
@@ -444,7 +449,9 @@ def check_tensor(args, top):
          fp8conv.UsageError),
         ("block= with scheme channel", lambda: fp8conv.quantize_tensor(
             m, scheme="channel", block=(32, 32)), fp8conv.UsageError),
-        ("profile='vllm' (issue 47)", lambda: fp8conv.quantize_tensor(m, profile="vllm"),
+        ("profile='vllm' with a scheme vllm does not define", lambda: fp8conv.quantize_tensor(
+            m, scheme="mxfp8", profile="vllm"), fp8conv.UsageError),
+        ("an unknown profile", lambda: fp8conv.quantize_tensor(m, profile="torch"),
          fp8conv.UsageError),
         ("mxfp8 with 48 columns", lambda: fp8conv.quantize_tensor(m[:, :48], scheme="mxfp8"),
          fp8conv.BadInputError),
@@ -565,6 +572,9 @@ def state_cases():
                          ("int4", {"group": 32})]:
         for fmt in ("hf-fp8", "compressed-tensors", "modelopt"):
             yield dict(opts, scheme=scheme, format=fmt)
+    # an engine profile's bytes (fp8conv-formats(5), PROFILES), as quantize --profile writes them
+    yield {"scheme": "block", "format": "hf-fp8", "profile": "vllm"}
+    yield {"scheme": "block", "format": "hf-fp8", "profile": "te"}
 
 
 def check_state_dict(args, top):
