@@ -9,6 +9,7 @@
 #                     tests both and links a program against the library
 #   make wheel        dist/fp8conv-VERSION-py3-none-manylinux_*.whl, the Python package
 #   make check-python the wheel in a fresh venv against the CLI, then check-install
+#   make check-python-torch  the tensor and state-dict APIs on torch CPU tensors (loaders' venv)
 #   make fuzz         run the libFuzzer targets (header, then whole directories) for
 #                     FUZZ_SECONDS each (clang)
 #   make bench        every command against its floor (bench/run.sh, bench/RESULTS.md)
@@ -130,7 +131,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(STAMP),$(CONFIG))
 endif
 
-.PHONY: all install uninstall check-install libfp8conv python-files wheel-venv wheel check-python check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant check-int4 fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
+.PHONY: all install uninstall check-install libfp8conv python-files wheel-venv wheel check-python check-python-torch check test demo deps check-oracle check-loaders check-loaders-releases check-loaders-fp4 check-fp4-quant check-int4 fuzz fuzz-header fuzz-dir bench bench-peers clean sanitize-check check-gpu \
 	bench-gpu check-ptx gpu-kit
 all: $(BUILD)/fp8conv
 
@@ -457,6 +458,13 @@ wheel: deps wheel-venv
 check-python: wheel $(BUILD)/fp8conv
 	bash tests/python/run.sh $(BUILD) $(WHEEL_VENV)
 	@$(MAKE) --no-print-directory check-install
+
+# The tensor and state-dict APIs on torch CPU tensors (issue 46), in the
+# loaders' venv, which has torch: the wheel unpacked beside it
+# (tests/python/run_torch.sh). After check-loaders in .ci/run (it makes the venv).
+check-python-torch: wheel $(BUILD)/fp8conv
+	bash tests/loaders/setup.sh
+	bash tests/python/run_torch.sh $(BUILD) $(WHEEL_VENV)
 
 check-oracle: deps $(BUILD)/fp8conv $(BUILD)/tests/check_safetensors
 	bash tests/oracle/run.sh
