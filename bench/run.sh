@@ -183,7 +183,8 @@ fp4q_section() {
 }
 # ---------------------------------------------------------------- the tensor API (issue 46)
 # fp8conv.quantize_tensor on a 1 GiB bf16 tensor against a numpy copy of
-# the same bytes, peak RSS, eager torch where importable
+# the same bytes, peak RSS, eager torch where importable; quantize_state_dict
+# of the 1 GB model in memory against the CLI's quantize of it
 # (bench/tensor_bench.py): the package from python/ on BUILD's libfp8conv.so,
 # run by TENSOR_PY (default make check-python's venv, which has numpy and
 # ml_dtypes).
@@ -195,7 +196,8 @@ tensor_section() {
         out 'not run: needs %s with numpy and ml_dtypes (make check-python) and %s/pic/libfp8conv.so\n' "$py" "$BUILD"
         return 0
     fi
-    FP8CONV_LIBRARY=$so PYTHONPATH=python "$py" bench/tensor_bench.py "$REPS" | tee -a "$report"
+    FP8CONV_LIBRARY=$so PYTHONPATH=python "$py" bench/tensor_bench.py "$REPS" "$(model_of 1)" \
+        "$BIN" | tee -a "$report"
 }
 if [ "${ONLY:-}" = tensor ]; then
     tensor_section

@@ -8,8 +8,17 @@ shared machine falls on both); its peak RSS; and, where torch is
 importable, eager torch's block quantization (amax per tile, scale =
 amax / 448, x / scale cast to float8_e4m3fn) on the same cores.
 
-usage: tensor_bench.py REPS     (the package importable: make check-python's venv)
+Then quantize_state_dict over the 1 GB bench model's tensors held in memory
+(read once from MODEL) against the CLI's quantize of the same model, file
+to file from a warm page cache (--no-sync): the same plan and quantizer,
+without the files.
+
+usage: tensor_bench.py REPS [MODEL CLI]   (the package importable: make check-python's venv)
 """
+import json
+import os
+import subprocess
+import tempfile
 import resource
 import sys
 import time
@@ -60,6 +69,7 @@ def main():
         print("eager torch: not run (torch is not importable here)")
         return
     t = torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16)
+    del dst
 
     def torch_block():
         tiles = t.view(ROWS // 128, 128, COLS // 128, 128).float()
@@ -73,5 +83,42 @@ def main():
           "faster)" % (torch.get_num_threads(), tt * 1e3, tt / tq))
 
 
+def state_dict_section(reps, model, cli):
+    """quantize_state_dict of MODEL's tensors in memory against the CLI's run."""
+    sd, config = {}, json.load(open(os.path.join(model, "config.json")))
+    for name in sorted(os.listdir(model)):
+        if not name.endswith(".safetensors"):
+            continue
+        raw = open(os.path.join(model, name), "rb").read()
+        n = int.from_bytes(raw[:8], "little")
+        for k, v in json.loads(raw[8:8 + n]).items():
+            if k != "__metadata__":
+                a, b = v["data_offsets"]
+                dt = {"BF16": ml_dtypes.bfloat16, "F32": np.float32, "F16": np.float16}[v["dtype"]]
+                sd[k] = np.frombuffer(raw, dtype=dt, count=(b - a) // np.dtype(dt).itemsize,
+                                      offset=8 + n + a).reshape(v["shape"])
+    nbytes = sum(v.nbytes for v in sd.values())
+    fp8conv.quantize_state_dict(sd, config=config)  # warm
+    out = tempfile.mkdtemp(prefix="fp8conv-bench-sd-")
+    t_sd, t_cli = [], []
+    for _ in range(reps):
+        subprocess.run(["rm", "-rf", os.path.join(out, "q")], check=True)
+        t = time.perf_counter()
+        subprocess.run([cli, "quantize", "-q", "--progress", "never", "--no-sync", model,
+                        os.path.join(out, "q")], check=True)
+        t_cli.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        fp8conv.quantize_state_dict(sd, config=config)
+        t_sd.append(time.perf_counter() - t)
+    subprocess.run(["rm", "-rf", out], check=True)
+    ts, tc = min(t_sd), min(t_cli)
+    print("quantize_state_dict, %s (%.2f GB of bf16 in memory): %8.1f ms"
+          % (os.path.basename(model), nbytes / 1e9, ts * 1e3))
+    print("the CLI's quantize --no-sync of the same model:        %8.1f ms  (state dict / CLI = %.2fx)"
+          % (tc * 1e3, ts / tc))
+
+
 if __name__ == "__main__":
     main()
+    if len(sys.argv) > 3:
+        state_dict_section(int(sys.argv[1]), sys.argv[2], sys.argv[3])
