@@ -10,7 +10,8 @@
 # "make bench fp4" markers), ONLY=cast (only that cast, between the "make
 # bench cast" markers), ONLY=fp4q (only quantize to packed FP4, between the
 # "make bench fp4q" markers; fused MoE experts too), ONLY=tensor (only the
-# Python tensor API's section, between the "make bench tensor" markers).  The models are
+# Python tensor API's section, between the "make bench tensor" markers), ONLY=profile
+# (quantize --scheme block with and without --profile vllm and te).  The models are
 # generated once into BUILD/bench-model-{1,4,8}g (bench/make_model.c: 1.0,
 # 4.1 and 8.4 GB of bf16 tensors: 2, 9 and 19 layers) and
 # BUILD/bench-experts-{in-out,out-in} (0.5 GB) and kept.
@@ -220,6 +221,39 @@ if [ "${ONLY:-}" = fp4 ]; then
     exit 0
 fi
 
+# ---------------------------------------------------------------- quantize rows of the 1 GB model
+# scheme_rows TITLE SCHEME...: quantize --scheme SCHEME of the 1 GB model
+# against cp -r, and (quantize fsyncs) cp -r && sync.
+# The engine profiles (fp8conv-formats(5), PROFILES; issue 47) are rows of
+# it: --profile vllm and te, at the same floors (ONLY=profile: only block
+# and those two, between the "make bench profile" markers).
+scheme_rows() {
+    local model bytes t_cp t_cps scheme
+    model=$(model_of 1)
+    bytes=$(cat "$model"/*.safetensors | wc -c)
+    warm "$model"/*
+    out '\n== quantize, %s: %s (%d bytes of bf16 tensors)\n' "$1" "$model" "$bytes"
+    shift
+    row_header
+    floor "cp -r" cp -r "$model" "$work/out"
+    t_cp=$floor_s
+    floor "cp -r && sync" sh -c 'cp -r "$1" "$2" && sync' sh "$model" "$work/out"
+    t_cps=$floor_s
+    for scheme in "$@"; do
+        # shellcheck disable=SC2086
+        row "quantize --scheme $scheme" "cp -r && sync" "$t_cps" - \
+            "$BIN" quantize -q --progress never --scheme $scheme "$model" "$work/out"
+        # shellcheck disable=SC2086
+        row "quantize --scheme $scheme --no-sync" "cp -r" "$t_cp" - \
+            "$BIN" quantize -q --progress never --no-sync --scheme $scheme "$model" "$work/out"
+    done
+}
+if [ "${ONLY:-}" = profile ]; then
+    scheme_rows "engine profiles" "block" "block --profile vllm" "block --profile te"
+    write_results "make bench profile"
+    exit 0
+fi
+
 # ---------------------------------------------------------------- inspect
 out '\n== inspect: a header with 10,000 tensors (header-only scan)\n'
 python3 bench/make_wide.py "$work/wide.safetensors" 10000
@@ -237,23 +271,8 @@ out 'floor: cat header %8s ms   (inspect / floor = %sx)\n' "$(ms "$t_floor")" "$
 # ---------------------------------------------------------------- quantize, every scheme
 # cp -r leaves writeback to the kernel, as --no-sync does; by default
 # quantize fsyncs its output, so it is also compared with cp -r && sync.
-model=$(model_of 1)
-bytes=$(cat "$model"/*.safetensors | wc -c)
-warm "$model"/*
-out '\n== quantize, every scheme: %s (%d bytes of bf16 tensors)\n' "$model" "$bytes"
-row_header
-floor "cp -r" cp -r "$model" "$work/out"
-t_cp=$floor_s
-floor "cp -r && sync" sh -c 'cp -r "$1" "$2" && sync' sh "$model" "$work/out"
-t_cps=$floor_s
-for scheme in "block" "block --scale-fmt ue8m0" "channel" "tensor" "mxfp8"; do
-    # shellcheck disable=SC2086
-    row "quantize --scheme $scheme" "cp -r && sync" "$t_cps" - \
-        "$BIN" quantize -q --progress never --scheme $scheme "$model" "$work/out"
-    # shellcheck disable=SC2086
-    row "quantize --scheme $scheme --no-sync" "cp -r" "$t_cp" - \
-        "$BIN" quantize -q --progress never --no-sync --scheme $scheme "$model" "$work/out"
-done
+scheme_rows "every scheme" "block" "block --scale-fmt ue8m0" "channel" "tensor" "mxfp8" \
+    "block --profile vllm" "block --profile te"
 
 # ---------------------------------------------------------------- quantize, every size
 out '\n== quantize --no-sync (block) at every size, against cp -r of the same model\n'

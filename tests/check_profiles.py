@@ -135,15 +135,37 @@ def rule_transformers(a):
     return f32(1 / k), lambda x: e4m3(f32(x * k))
 
 
+def ceil_to_ue8m0(s):
+    """DeepGEMM's ceil_to_ue8m0 on fp32 s: its biased exponent, plus one for a nonzero
+    mantissa, clamped to 1..254, as the exponent of a power of two."""
+    u = struct.unpack("<I", struct.pack("<f", s))[0] & 0x7FFFFFFF
+    e = min(max((u >> 23) + ((u & 0x7FFFFF) != 0), 1), 254)
+    return struct.unpack("<f", struct.pack("<I", e << 23))[0]
+
+
+def rule_deepgemm(a):
+    # deep_gemm/utils/math.py per_block_cast_to_fp8(use_ue8m0=True) (DeepGEMM 38939a4):
+    # x_amax.clamp(1e-4); sf = x_amax / 448.0 (CUDA: * fl(1/448)); sf = ceil_to_ue8m0(sf);
+    # (x_view * (1.0 / sf)).to(float8_e4m3fn).  Near bf16's largest value the engine writes a
+    # code whose value times sf is past fp32 (256 * 2^120): fp8conv refuses such a group.
+    a = max(a, f32(1e-4))
+    sf = ceil_to_ue8m0(f32(a * f32(1 / 448)))
+    r = f32(1 / sf)
+    if e4m3_decode(e4m3(f32(a * r))) * sf > FLT_MAX:
+        return None
+    return sf, lambda x: e4m3(f32(x * r))
+
+
 PROFILES = {  # name: (rule, schemes)
     "fp8conv": (rule_fp8conv, ("block", "tensor")),
     "vllm": (rule_vllm, ("block",)),
+    "deepgemm": (rule_deepgemm, ("block",)),
     "prime-rl": (rule_prime_rl, ("block",)),
     "slime": (rule_slime, ("block",)),
     "te": (rule_te, ("block",)),
     "transformers": (rule_transformers, ("block", "tensor")),
 }
-UNDEFINED = ("deepgemm", "sglang", "llm-compressor")  # rows without schemes in this version
+UNDEFINED = ("sglang", "llm-compressor")  # rows without schemes in this version
 
 
 # ---------------------------------------------------------------- the same steps in numpy
@@ -164,6 +186,12 @@ def numpy_agrees(name, a_values, xs):
             if name == "vllm":
                 sf = max(a32, f(1e-4)) * (f(1) / f(448))
                 st, op = sf, lambda x: x * (f(1) / sf)
+            elif name == "deepgemm":
+                sf = max(a32, f(1e-4)) * (f(1) / f(448))
+                u = int(np.array([sf], np.float32).view(np.uint32)[0]) & 0x7FFFFFFF
+                e = min(max((u >> 23) + int(u & 0x7FFFFF != 0), 1), 254)
+                sf = np.array([e << 23], np.uint32).view(np.float32)[0]
+                st, op = sf, lambda x: x * (f(1) / sf)
             elif name == "prime-rl":
                 st = max(a32 * (f(1) / f(448)), f(1e-12))
                 op = lambda x: x / st
@@ -183,6 +211,8 @@ def numpy_agrees(name, a_values, xs):
                 s = f(1) if a32 == 0 else a32 / f(448)
                 st, op = s, lambda x: x / s
         mine = PROFILE_RULE[name](a)
+        if mine is None and name == "deepgemm":  # fp8conv's refusal, not the engine's
+            continue
         if mine is None or f(mine[0]) != st:
             bad += 1
             continue
@@ -227,7 +257,7 @@ def midpoint(r, c):
     return (E4M3_POS[k] + E4M3_POS[k + 1]) / 2 * (-1 if c % 3 == 0 else 1)
 
 
-def edge_weight(rng, tiny_ok):
+def edge_weight(rng, tiny_ok, huge):
     """A 384 x 640 weight (partial tiles at neither edge) with one tile of each edge class."""
     bits = realistic(rng, 384, 640)
     tiles = {
@@ -236,7 +266,7 @@ def edge_weight(rng, tiny_ok):
         (0, 2): lambda r, c: 5e-11 * ((r + c) % 5 - 2) / 2,           # under slime's 1e-10
         (0, 3): lambda r, c: 1e-10 * ((r * c) % 9 - 4) / 4,           # prime-rl: s under 1e-12
         (1, 0): midpoint,
-        (1, 1): lambda r, c: 3.3895313892515355e38 * (1 if (r + c) % 2 else -0.75),  # bf16 max
+        (1, 1): lambda r, c: huge * (1 if (r + c) % 2 else -0.75),  # bf16 max, or 3e38
         (1, 2): lambda r, c: 1e30 * rng.uniform(-1, 1),
         (2, 4): lambda r, c: 2.0 ** -120 * ((r + c) % 5),
     }
@@ -313,11 +343,13 @@ def main():
               "model.layers.0.mlp.up_proj.weight": (200, 300),     # partial blocks
               "model.layers.0.self_attn.o_proj.weight": (384, 640)}  # the edge classes
     with tempfile.TemporaryDirectory(prefix="check_profiles.") as tmp:
-        for tiny_ok in (True, False):
+        # bf16's largest value, and 3e38 (deepgemm: its 2^120 scale reads back finite)
+        for tiny_ok, huge in ((True, 3.3895313892515355e38), (False, 3.3895313892515355e38),
+                              (False, 3e38)):
             weights = {}
             for name, (r, c) in shapes.items():
-                weights[name] = (r, c, edge_weight(rng, tiny_ok) if r == 384 else realistic(rng, r, c))
-            src = os.path.join(tmp, "in-%d.safetensors" % tiny_ok)
+                weights[name] = (r, c, edge_weight(rng, tiny_ok, huge) if r == 384 else realistic(rng, r, c))
+            src = os.path.join(tmp, "in-%d-%g.safetensors" % (tiny_ok, huge))
             write_st(src, {n: ("BF16", [r, c], struct.pack("<%dH" % len(b), *b))
                            for n, (r, c, b) in weights.items()})
             for name, (rule, schemes) in PROFILES.items():
@@ -329,8 +361,8 @@ def main():
                             os.remove(out)
                         want = {n: expected(rule, b, r, c, scheme) for n, (r, c, b) in weights.items()}
                         refused = any(w is None for w in want.values())
-                        what = "%s --scheme %s%s" % (" ".join(extra) or "(no --profile)", scheme,
-                                                     "" if tiny_ok else " (no subnormal tile)")
+                        what = "%s --scheme %s%s, huge %g" % (" ".join(extra) or "(no --profile)", scheme,
+                                                              "" if tiny_ok else " (no subnormal tile)", huge)
                         p = run(binary, ["quantize", "-q", "--scheme", scheme] + extra + [src, out])
                         if refused:
                             check(p.returncode == 3 and "profile's rule" in p.stderr and not os.path.exists(out),
@@ -370,8 +402,27 @@ def main():
                 differs |= mine[0] != ref[0] or any(mine[1](v) != ref[1](v) for v in grp)
             check(differs, "%s: its rule differs from fp8conv's on realistic groups" % name)
         # a scheme a profile does not define, and the rows not established: exit 2 naming them
-        src = os.path.join(tmp, "in-1.safetensors")
+        # deepgemm is --scale-fmt ue8m0 on groups of amax 1e-4 and above (the realistic weights),
+        # not on the all-zero and tiny tiles (its 1e-4 floor: 2^-22 where fp8conv stores 1)
+        for src, same in ((os.path.join(tmp, "in-0-3e+38.safetensors"), False),
+                          (os.path.join(tmp, "real.safetensors"), True)):
+            if same:
+                bits = realistic(random.Random(5), 256, 384)
+                write_st(src, {"model.layers.0.mlp.down_proj.weight": ("BF16", [256, 384],
+                                                                       struct.pack("<%dH" % len(bits), *bits))})
+            outs = []
+            for args in (["--profile", "deepgemm"], ["--scale-fmt", "ue8m0"]):
+                outs.append(os.path.join(tmp, "ue8m0-%d.safetensors" % len(outs)))
+                p = run(binary, ["quantize", "-q"] + args + [src, outs[-1]])
+                check(p.returncode == 0, "quantize %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+            check((read_st(outs[0]) == read_st(outs[1])) == same,
+                  "--profile deepgemm and --scale-fmt ue8m0 on %s: equal %s" % (src, not same))
+            for o in outs:
+                os.remove(o)
+        src = os.path.join(tmp, "in-1-3.38953e+38.safetensors")
         for name, args, says in (("vllm", ["--scheme", "tensor"], "(it defines: block)"),
+                                 ("vllm", ["--scale-fmt", "ue8m0"], "--scale-fmt ue8m0 is fp8conv's"),
+                                 ("deepgemm", ["--format", "compressed-tensors"], "--format hf-fp8 only"),
                                  ("te", ["--scheme", "mxfp8"], "(it defines: block)")) + tuple(
                                      (u, [], "(it defines: none)") for u in UNDEFINED):
             out = os.path.join(tmp, "refused.safetensors")

@@ -915,7 +915,9 @@ static const struct {
     { "--bogus", "unknown option" },
     { "--profile vllm --scheme channel", "--profile vllm does not define --scheme channel "
                                          "(it defines: block)" },
-    { "--profile deepgemm", "(it defines: none)" },
+    { "--profile sglang", "(it defines: none)" },
+    { "--profile deepgemm --scheme channel", "(it defines: block)" },
+    { "--profile deepgemm --format compressed-tensors", "--format hf-fp8 only" },
     { "--profile transformers --scheme tensor --format compressed-tensors",
       "computes F32 scales" },
     { "--profile te --scale-fmt ue8m0", "--scale-fmt ue8m0 is fp8conv's" },

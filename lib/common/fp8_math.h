@@ -302,10 +302,17 @@ typedef struct {
     float scale_floor; /* DIV, MUL_RECIP: s = max(s, scale_floor) after */
 } fp8_numerics;
 
-/* Whether n is fp8conv's own arithmetic (all zero), which takes every scale kind. */
+/* Whether n is fp8conv's own arithmetic (all zero, no amax floor either). */
 FP8_HD bool fp8_numerics_own(const fp8_numerics *n)
 {
     return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0;
+}
+
+/* Whether n is fp8conv's rule on an amax floor (no other setting), which
+ * takes every scale kind: fp8_scale_make of max(amax, amax_floor). */
+FP8_HD bool fp8_numerics_any_kind(const fp8_numerics *n)
+{
+    return n->rule == FP8_RULE_DIV && !n->recip && n->scale_floor == 0;
 }
 
 /* Whether elements are multiplied by the factor fp8_numerics_scale returns
@@ -323,8 +330,7 @@ FP8_HD uint8_t fp8_numerics_code(const fp8_numerics *n, float x, float d)
 
 /*
  * The scale of a group of largest magnitude amax (finite, >= 0) under n:
- * *stored gets its bits (kind F32, the only kind a profile other than
- * fp8conv's stores), and the return value is the factor elements are
+ * *stored gets its bits (kind F32 unless fp8_numerics_any_kind), and the return value is the factor elements are
  * divided by or multiplied with (fp8_numerics_mul).  An all-zero group
  * that no floor lifts gets scale 1.  Returns 0 where none serves: as
  * fp8_scale_make, and where the profile's own scale or factor is no finite
@@ -334,8 +340,8 @@ FP8_HD uint8_t fp8_numerics_code(const fp8_numerics *n, float x, float d)
 FP8_HD float fp8_numerics_scale(const fp8_numerics *n, fp8_scale_kind kind, float amax,
                                 uint32_t *stored)
 {
-    if (fp8_numerics_own(n))
-        return fp8_scale_make(kind, amax, stored);
+    if (fp8_numerics_any_kind(n))
+        return fp8_scale_make(kind, amax > n->amax_floor ? amax : n->amax_floor, stored);
     const float inf = fp8_f32_from_bits(0x7F800000), flt_max = 0x1.fffffep127f;
     float a = amax > n->amax_floor ? amax : n->amax_floor, s, d;
     if (n->rule >= FP8_RULE_INV_DIV) {

@@ -268,7 +268,10 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
      * sf = amax / 448.0; (x * (1.0 / sf)).to(e4m3), as eager torch on CUDA computes it;
      * vLLM wraps it in torch.compile (Inductor's Triton division: not read, a GPU check) */
     [FP8_PROFILE_VLLM] = { { FP8_RULE_MUL_RECIP, 1, 1e-4f, 0 }, SCHEME_BIT(BLOCK) },
-    [FP8_PROFILE_DEEPGEMM] = { { 0 }, 0 },
+    /* deepseek-ai/DeepGEMM deep_gemm/utils/math.py per_block_cast_to_fp8 with use_ue8m0
+     * (38939a4): amax.clamp(1e-4); sf = amax / 448.0; ceil_to_ue8m0 (exponent bits plus one
+     * for a nonzero mantissa); x * (1.0 / sf): --scale-fmt ue8m0's rule of the floored amax */
+    [FP8_PROFILE_DEEPGEMM] = { { FP8_RULE_DIV, 0, 1e-4f, 0 }, SCHEME_BIT(BLOCK), true },
     [FP8_PROFILE_SGLANG] = { { 0 }, 0 },
     /* PrimeIntellect-ai/prime-rl src/prime_rl/trainer/models/fp8.py quantize_to_fp8_blockwise
      * (2026; fp8_block_quantize, conversions/fp8_blockwise.py and tools/convert_bf16_to_fp8.py

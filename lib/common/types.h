@@ -212,6 +212,7 @@ static inline void fp8_geometry_span(const fp8_geometry *g, uint64_t x, uint64_t
 typedef struct {
     fp8_numerics num;
     unsigned schemes; /* bit 1 << fp8_scheme */
+    bool ue8m0;       /* its block scales are --scale-fmt ue8m0's, of the floored amax */
 } fp8_profile_traits;
 
 /* The profile's row; NULL for a value outside fp8_profile. */

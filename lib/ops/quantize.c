@@ -214,7 +214,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
         e->kind = FP8_SCALE_UE8M0_F32;
     if (fp8_scheme_get(o->scheme)->pow2_scales) /* MX: E8M0 bytes */
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
-    if (e->kind != FP8_SCALE_F32 && !fp8_numerics_own(&fp8_profile_get(o->profile)->num))
+    if (e->kind != FP8_SCALE_F32 && !fp8_numerics_any_kind(&fp8_profile_get(o->profile)->num))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "%s: tensor '%s': --profile %s computes F32 scales; --format %s stores "
                         "this weight's as %s", it->shard, t->name, fp8_profile_name(o->profile),
@@ -322,10 +322,15 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
     if (!fp8_profile_defines(o->profile, o->scheme, defined, sizeof defined))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s does not define --scheme %s (it defines: %s)",
                         fp8_profile_name(o->profile), fp8_scheme_name(o->scheme), defined);
-    if (o->scale_ue8m0 && !fp8_numerics_own(&fp8_profile_get(o->profile)->num))
+    const fp8_profile_traits *prof = fp8_profile_get(o->profile);
+    if (o->scale_ue8m0 && !fp8_numerics_any_kind(&prof->num))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s computes F32 scales of its own; "
                         "--scale-fmt ue8m0 is fp8conv's power-of-two rule",
                         fp8_profile_name(o->profile));
+    if (prof->ue8m0 && p->format != FP8_FORMAT_HF_FP8) /* it defines block only */
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s writes ue8m0 scales: --format hf-fp8 "
+                        "only", fp8_profile_name(o->profile));
+    o->scale_ue8m0 |= prof->ue8m0;
     p->patterns = fp8_xcalloc(o->nignore ? o->nignore : 1, sizeof *p->patterns);
     if (!p->patterns)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
