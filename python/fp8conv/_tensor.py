@@ -209,6 +209,19 @@ class _Array:
         import numpy
         return numpy.empty(shape, dtype=_numpy_dtype(name))
 
+    def fits(self, t: Any, part: _Part) -> bool:
+        """Whether t could be empty(part)'s: the same kind, dtype and shape,
+        C-contiguous, writable (quantize_tensor's out=)."""
+        name = _lib_dtype_name(part.dtype)
+        shape = tuple(part.shape[k] for k in range(part.rank))
+        if self.torch is not None:
+            return (isinstance(t, self.torch.Tensor) and t.device.type == "cpu" and
+                    t.dtype == _torch_dtype(self.torch, name) and tuple(t.shape) == shape and
+                    t.is_contiguous())
+        import numpy
+        return (isinstance(t, numpy.ndarray) and t.dtype == _numpy_dtype(name) and
+                t.shape == shape and t.flags.c_contiguous and t.flags.writeable)
+
 
 def _lib_dtype_name(i: int) -> str:
     return _load().fp8_dtype_name(i).decode()
@@ -305,7 +318,8 @@ def quantize_tensor(x: Any, scheme: str = "block",
                     format: Optional[str] = None, scale_fmt: Optional[str] = None,
                     mx_rounding: Optional[str] = None, group: Optional[int] = None,
                     threads: Optional[int] = None,
-                    profile: Optional[str] = None) -> QuantizedTensor:
+                    profile: Optional[str] = None,
+                    out: Optional[QuantizedTensor] = None) -> QuantizedTensor:
     """Quantize one tensor in memory into the bytes ``fp8conv quantize``
     writes for it under the same options: the same plan and quantizer, in
     libfp8conv, on the CPU, by ``threads`` threads (None: one per CPU; the
@@ -328,6 +342,13 @@ def quantize_tensor(x: Any, scheme: str = "block",
     fused layer's tensors, q/k/v or gate/up, the largest of their amaxes);
     INT4's ``weight_shape`` tensor is the caller's to write.
 
+    ``out``: a ``QuantizedTensor`` an earlier call returned for a tensor of
+    the same kind, dtype and shape under the same options; its arrays are
+    written over and it is returned (a loop that quantizes each step's
+    weights then allocates nothing: fresh arrays cost a page fault per 4
+    KiB).  Arrays that do not fit are a ``UsageError``, before anything is
+    written.
+
     Returns a ``QuantizedTensor``.  A bad option or shape raises
     ``UsageError``, a tensor the scheme cannot write or a NaN/infinity
     ``BadInputError``, a CUDA tensor ``DeviceError`` (no CUDA path yet).
@@ -339,14 +360,26 @@ def quantize_tensor(x: Any, scheme: str = "block",
         _usage("a tensor of %s: quantize takes bf16, f16 or f32" % (x.dtype,))
     dtype = lib.dtypes[a.dtype]
     lay = _layout(o, dtype, a.shape)
-    outs = [a.empty(lay.part[k]) if lay.part[k].name else None for k in range(_PARTS)]
+    if out is None:
+        outs = [a.empty(lay.part[k]) if lay.part[k].name else None for k in range(_PARTS)]
+    else:
+        outs = [out.codes, out.scale, out.scale2]
+        for k, t in enumerate(outs):
+            if (t is None) != (not lay.part[k].name) or (t is not None and not a.fits(t, lay.part[k])):
+                _usage("out=: its %s does not fit this call's (kind, dtype, shape, C order)"
+                       % ("codes", "scale", "scale2")[k])
     ptrs = (ctypes.c_void_p * _PARTS)(*[_ptr(t) if t is not None else None for t in outs])
     dims = (ctypes.c_uint64 * len(a.shape))(*a.shape)
     _call(lib.fp8_tensor_quantize, ctypes.byref(o), dtype, len(a.shape), dims,
           ctypes.c_void_p(a.ptr), ptrs)
     names = tuple(lay.part[k].name.decode() or None for k in range(_PARTS))
-    return QuantizedTensor(outs[0], outs[1], outs[2], scheme,
-                           lib.fp8_format_name(lay.format).decode(), names, a.shape, a.dtype, o)
+    q = QuantizedTensor(outs[0], outs[1], outs[2], scheme,
+                        lib.fp8_format_name(lay.format).decode(), names, a.shape, a.dtype, o)
+    if out is not None:
+        for slot in QuantizedTensor.__slots__:
+            setattr(out, slot, getattr(q, slot))
+        return out
+    return q
 
 
 def dequantize_tensor(q: QuantizedTensor, dtype: str = "bf16",

@@ -432,6 +432,15 @@ def check_tensor(args, top):
                   r.stderr if r.returncode else (got[:2] if got else None, y.shape))
         passed_pairs.append("%s/%s%s" % (scheme, q.format, "/" + opts["profile"]
                                          if "profile" in opts else ""))
+        if n in (0, 25):  # out= (block; nvfp4 with its second level): the same arrays, bytes
+            held = [t for t in (q.codes, q.scale, q.scale2) if t is not None]
+            for t in held:
+                t.view(np.uint8)[...] = 0xA5
+            q3 = fp8conv.quantize_tensor(x, out=q, **opts)
+            check("%s: out= writes the same bytes into the arrays it is given" % label,
+                  q3 is q and all(a is b for a, b in zip(held, (q.codes, q.scale, q.scale2)))
+                  and all(t.tobytes() == out[stem + k.replace("weight", last, 1)][2]
+                          for k, t in parts))
         if n == 0:
             for threads in (1, 3):
                 q2 = fp8conv.quantize_tensor(x, threads=threads, **opts)
@@ -460,6 +469,10 @@ def check_tensor(args, top):
         ("a NaN", lambda: fp8conv.quantize_tensor(
             np.where(np.arange(64 * 64).reshape(64, 64) == 77, np.nan, 1).astype(
                 ml_dtypes.bfloat16)), fp8conv.BadInputError),
+        ("an out= of another shape", lambda: fp8conv.quantize_tensor(
+            m, out=fp8conv.quantize_tensor(m[:32])), fp8conv.UsageError),
+        ("an out= of another scheme", lambda: fp8conv.quantize_tensor(
+            m, out=fp8conv.quantize_tensor(m, scheme="nvfp4")), fp8conv.UsageError),
         ("a bad dtype= for dequantize_tensor", lambda: fp8conv.dequantize_tensor(
             fp8conv.quantize_tensor(m), dtype="f64"), fp8conv.UsageError),
     ]:
@@ -499,6 +512,11 @@ def check_tensor_torch(x_np, np):
                    for a, b in zip((qt.codes, qt.scale, qt.scale2), (qn.codes, qn.scale, qn.scale2)))
         check("torch CPU %s: torch tensors, numpy's bytes" % (opts or "block"),
               same and isinstance(qt.codes, torch.Tensor))
+        codes = qt.codes
+        again = fp8conv.quantize_tensor(t, out=qt, **opts)
+        check("torch CPU %s: out= writes into the torch tensors it is given" % (opts or "block"),
+              again is qt and qt.codes is codes and
+              qt.codes.contiguous().view(torch.uint8).numpy().tobytes() == qn.codes.tobytes())
         y = fp8conv.dequantize_tensor(qt)
         check("torch CPU %s: dequantize_tensor gives a torch bf16 tensor of numpy's bytes"
               % (opts or "block"), isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16 and
