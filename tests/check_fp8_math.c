@@ -127,7 +127,9 @@ END_TEST
 /*
  * The fast CPU path's branch-free encoder (quant_cpu.c) against NVIDIA on
  * every upper half of an fp32 (every sign, exponent and top 7 mantissa bits)
- * combined with low halves that decide ties and sticky bits.
+ * combined with low halves that decide ties and sticky bits; NaN aside,
+ * which the fast loops never encode (their amax pass sends it to the
+ * reference).
  */
 START_TEST(test_fast_e4m3_matches_nvidia)
 {
@@ -137,6 +139,8 @@ START_TEST(test_fast_e4m3_matches_nvidia)
         for (size_t k = 0; k < 8; k++) {
             uint32_t lo = k < 6 ? lows[k] : next_u32(&s) & 0xFFFF;
             float x = fp8_f32_from_bits(hi << 16 | lo);
+            if (x != x)
+                continue;
             uint8_t fast = fp8_e4m3_fast(x), nv = nv_f32_to_e4m3_satfinite(x);
             ck_assert_msg(fast == nv, "e4m3(0x%08x): fast 0x%02x, cuda_fp8.h 0x%02x",
                           hi << 16 | lo, fast, nv);

@@ -27,50 +27,76 @@
 #include <string.h>
 
 /*
- * fp32 to E4M3 without branches; equal to fp8_f32_to_e4m3 for every input
- * (tests/check_fp8_math.c checks).  Normal results round the rebiased bits
- * to nearest even; below 2^-6, adding 2^14 makes the FPU round |x| to a
- * multiple of 2^-9 (the ulp of 2^14), to nearest even, which is exactly the
- * E4M3 subnormal grid.
+ * fp32 to E4M3 without branches, for what the fast loops divide or
+ * multiply: x is no NaN (their amax pass sends a group with a non-finite
+ * element to the reference, and their factor is finite and nonzero), so
+ * this is fp8_f32_to_e4m3 for every other input, infinities included
+ * (tests/check_fp8_math.c checks).  Magnitudes from 448 up are clamped to
+ * 448, the largest finite code's value, by an integer minimum; normal
+ * results round the rebiased bits to nearest even; below 2^-6, adding 2^14
+ * makes the FPU round |x| to a multiple of 2^-9 (the ulp of 2^14), to
+ * nearest even, which is exactly the E4M3 subnormal grid.  The code is
+ * returned in 32 bits, narrowed by the caller's store: the compiler then
+ * vectorizes the loops in 32-bit lanes throughout.
  */
-static inline uint8_t e4m3_branchless(float x)
+static inline uint32_t e4m3_finite(float x)
 {
     uint32_t u = fp8_f32_bits(x), a = u & 0x7FFFFFFF;
+    a = a < 0x43E00000 ? a : 0x43E00000;
     uint32_t normal = (a - 0x3C000000 + 0x7FFFF + ((a >> 20) & 1)) >> 20;
     uint32_t sub = fp8_f32_bits(fp8_f32_from_bits(a) + 16384.0f) - 0x46800000;
-    uint32_t r = a >= 0x3C800000 ? normal : sub;
-    r = a >= 0x43E00000 ? FP8_E4M3_MAX_CODE : r;
-    r |= (u >> 24) & 0x80;
-    return (uint8_t)(a > 0x7F800000 ? FP8_E4M3_NAN : r);
+    return (a >= 0x3C800000 ? normal : sub) | ((u >> 24) & 0x80);
 }
 
-uint8_t fp8_e4m3_fast(float x) { return e4m3_branchless(x); }
+uint8_t fp8_e4m3_fast(float x) { return (uint8_t)e4m3_finite(x); }
 
-FP8_CLONES static uint32_t amax_bits32(const uint32_t *p, uint64_t n)
+/* The loops below walk a tile: rows of w elements, ld apart (codes: ldq
+ * apart), in one call, so that the constants are set up once a tile; the
+ * maxima are kept by lane over the rows and reduced once. */
+#define AMAX_LANES 32
+FP8_CLONES static uint32_t amax_bits32(const uint32_t *p, uint64_t rows, uint64_t w, uint64_t ld)
 {
-    uint32_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t a = p[i] & 0x7FFFFFFF;
-        m = a > m ? a : m;
+    uint32_t acc[AMAX_LANES] = { 0 }, tail = 0;
+    for (uint64_t r = 0; r < rows; r++, p += ld) {
+        uint64_t i = 0;
+        for (; i + AMAX_LANES <= w; i += AMAX_LANES)
+            for (int j = 0; j < AMAX_LANES; j++) {
+                uint32_t a = p[i + j] & 0x7FFFFFFF;
+                acc[j] = a > acc[j] ? a : acc[j];
+            }
+        for (; i < w; i++)
+            tail = (p[i] & 0x7FFFFFFF) > tail ? p[i] & 0x7FFFFFFF : tail;
     }
+    uint32_t m = tail;
+    for (int j = 0; j < AMAX_LANES; j++)
+        m = acc[j] > m ? acc[j] : m;
     return m;
 }
 
-FP8_CLONES static uint32_t amax_bits16(const uint16_t *p, uint64_t n)
+FP8_CLONES static uint32_t amax_bits16(const uint16_t *p, uint64_t rows, uint64_t w, uint64_t ld)
 {
-    uint16_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t a = p[i] & 0x7FFF;
-        m = a > m ? a : m;
+    uint16_t acc[AMAX_LANES] = { 0 }, tail = 0;
+    for (uint64_t r = 0; r < rows; r++, p += ld) {
+        uint64_t i = 0;
+        for (; i + AMAX_LANES <= w; i += AMAX_LANES)
+            for (int j = 0; j < AMAX_LANES; j++) {
+                uint16_t a = p[i + j] & 0x7FFF;
+                acc[j] = a > acc[j] ? a : acc[j];
+            }
+        for (; i < w; i++)
+            tail = (p[i] & 0x7FFF) > tail ? p[i] & 0x7FFF : tail;
     }
+    uint16_t m = tail;
+    for (int j = 0; j < AMAX_LANES; j++)
+        m = acc[j] > m ? acc[j] : m;
     return m;
 }
 
-/* Largest magnitude bits of a row segment: for IEEE formats the magnitude
- * order is the integer order of the bits without the sign. */
-static uint32_t amax_bits(fp8_dtype src, const void *x, uint64_t n)
+/* Largest magnitude bits of a tile: for IEEE formats the magnitude order
+ * is the integer order of the bits without the sign. */
+static uint32_t amax_bits(fp8_dtype src, const void *x, uint64_t rows, uint64_t w, uint64_t ld)
 {
-    return src == FP8_DTYPE_F32 ? amax_bits32(x, n) : amax_bits16(x, n);
+    return src == FP8_DTYPE_F32 ? amax_bits32(x, rows, w, ld) : amax_bits16(x, rows, w, ld);
 }
 
 static float bits_to_f32(fp8_dtype src, uint32_t bits)
@@ -80,30 +106,30 @@ static float bits_to_f32(fp8_dtype src, uint32_t bits)
                                   : fp8_f32_from_bits(bits);
 }
 
-FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t n, float s, uint8_t *q)
+/* x / s, or x * s where mul (a profile that multiplies, fp8_numerics_mul:
+ * rounded once, as the engines' fp32 product is); s finite and nonzero. */
+FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t rows, uint64_t w, uint64_t ld,
+                                     float s, bool mul, uint8_t *q, uint64_t ldq)
 {
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
+    for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
+        if (mul)
+            for (uint64_t i = 0; i < w; i++)
+                q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)p[i] << 16) * s);
+        else
+            for (uint64_t i = 0; i < w; i++)
+                q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
 }
 
-FP8_CLONES static void quantize_f32(const float *p, uint64_t n, float s, uint8_t *q)
+FP8_CLONES static void quantize_f32(const float *p, uint64_t rows, uint64_t w, uint64_t ld,
+                                    float s, bool mul, uint8_t *q, uint64_t ldq)
 {
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(p[i] / s);
-}
-
-/* A profile that multiplies (fp8_numerics_mul): x * d, rounded once as the
- * engines' fp32 product is. */
-FP8_CLONES static void quantize_bf16_mul(const uint16_t *p, uint64_t n, float d, uint8_t *q)
-{
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) * d);
-}
-
-FP8_CLONES static void quantize_f32_mul(const float *p, uint64_t n, float d, uint8_t *q)
-{
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(p[i] * d);
+    for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
+        if (mul)
+            for (uint64_t i = 0; i < w; i++)
+                q[i] = (uint8_t)e4m3_finite(p[i] * s);
+        else
+            for (uint64_t i = 0; i < w; i++)
+                q[i] = (uint8_t)e4m3_finite(p[i] / s);
 }
 
 /* mxfp8 on bf16, the common case, in one call: an MX group is too short to
@@ -126,24 +152,25 @@ FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_
          * fp32 for every E in [-127, 127] */
         float r = fp8_pow2(127 - (int)bits);
         for (int i = 0; i < FP8_MX_GROUP; i++)
-            q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) * r);
+            q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)p[i] << 16) * r);
     }
     return true;
 }
 
-/* n elements under factor s of the band's arithmetic: divided by it, or
+/* A tile under factor s of the band's arithmetic: divided by it, or
  * multiplied (fp8_numerics_mul). */
-static void quantize_row(const fp8_band *b, const void *x, uint64_t n, float s, uint8_t *q)
+static void quantize_tile(const fp8_band *b, const void *x, uint64_t rows, uint64_t w, float s,
+                          uint8_t *q)
 {
     bool mul = fp8_numerics_mul(&b->num);
-    if (b->src == FP8_DTYPE_BF16) {
-        (mul ? quantize_bf16_mul : quantize_bf16)(x, n, s, q);
-    } else if (b->src == FP8_DTYPE_F16) { /* rare in checkpoints: the exact decoder, scalar */
-        const uint16_t *p = x;
-        for (uint64_t i = 0; i < n; i++)
-            q[i] = fp8_numerics_code(&b->num, fp8_f16_to_f32(p[i]), s);
-    } else {
-        (mul ? quantize_f32_mul : quantize_f32)(x, n, s, q);
+    if (b->src == FP8_DTYPE_BF16 && isfinite(s) && s != 0) {
+        quantize_bf16(x, rows, w, b->cols, s, mul, q, b->cols);
+    } else if (b->src == FP8_DTYPE_F32 && isfinite(s) && s != 0) {
+        quantize_f32(x, rows, w, b->cols, s, mul, q, b->cols);
+    } else { /* f16 (rare in checkpoints), or a factor off the fast loops: the exact steps */
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t i = 0; i < w; i++)
+                q[r * b->cols + i] = fp8_numerics_code(&b->num, fp8_load_f32(b->src, x, r * b->cols + i), s);
     }
 }
 
@@ -225,11 +252,7 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
         uint64_t r1 = r0 + b->group_rows < b->rows ? r0 + b->group_rows : b->rows;
         for (uint64_t c0 = 0; c0 < b->cols; c0 += b->group_cols, g++) {
             uint64_t w = b->cols - c0 < b->group_cols ? b->cols - c0 : b->group_cols;
-            uint32_t m = 0;
-            for (uint64_t r = r0; r < r1; r++) {
-                uint32_t a = amax_bits(b->src, elem(b->src, src, r * b->cols + c0), w);
-                m = a > m ? a : m;
-            }
+            uint32_t m = amax_bits(b->src, elem(b->src, src, r0 * b->cols + c0), r1 - r0, w, b->cols);
             if (m >= fp8_dtype_inf_bits(b->src))
                 return fp8_band_quantize_ref(b, src, q, scales, where); /* finds the first */
             float s = b->scale;
@@ -239,8 +262,8 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
                     return fp8_band_quantize_ref(b, src, q, scales, where);
                 fp8_scale_store(scales, ssize, g, bits);
             }
-            for (uint64_t r = r0; r < r1; r++)
-                quantize_row(b, elem(b->src, src, r * b->cols + c0), w, s, q + r * b->cols + c0);
+            quantize_tile(b, elem(b->src, src, r0 * b->cols + c0), r1 - r0, w, s,
+                          q + r0 * b->cols + c0);
         }
     }
     return FP8_BAND_OK;
@@ -248,7 +271,7 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
 
 fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax, uint64_t *where)
 {
-    uint32_t m = amax_bits(src, x, n);
+    uint32_t m = amax_bits(src, x, 1, n, n);
     if (m >= fp8_dtype_inf_bits(src))
         return fp8_amax_ref(src, x, n, amax, where);
     *amax = bits_to_f32(src, m);
