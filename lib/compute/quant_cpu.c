@@ -106,31 +106,141 @@ static float bits_to_f32(fp8_dtype src, uint32_t bits)
                                   : fp8_f32_from_bits(bits);
 }
 
-/* x / s, or x * s where mul (a profile that multiplies, fp8_numerics_mul:
- * rounded once, as the engines' fp32 product is); s finite and nonzero. */
-FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t rows, uint64_t w, uint64_t ld,
-                                     float s, bool mul, uint8_t *q, uint64_t ldq)
+/* The codes of `rows` rows (ld apart; codes ldq apart) of n groups of gc
+ * elements each, group g under factor f[g] (finite, nonzero): x / f[g], or
+ * x * f[g] where mul (a profile that multiplies, fp8_numerics_mul: rounded
+ * once, as the engines' fp32 product is). */
+FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                     uint64_t ld, const float *f, bool mul, uint8_t *q,
+                                     uint64_t ldq)
 {
     for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
-        if (mul)
-            for (uint64_t i = 0; i < w; i++)
-                q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)p[i] << 16) * s);
-        else
-            for (uint64_t i = 0; i < w; i++)
-                q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
+        for (uint64_t g = 0; g < n; g++) {
+            const uint16_t *x = p + g * gc;
+            uint8_t *c = q + g * gc;
+            float s = f[g];
+            if (mul)
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)x[i] << 16) * s);
+            else
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)x[i] << 16) / s);
+        }
 }
 
-FP8_CLONES static void quantize_f32(const float *p, uint64_t rows, uint64_t w, uint64_t ld,
-                                    float s, bool mul, uint8_t *q, uint64_t ldq)
+FP8_CLONES static void quantize_f32(const float *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                    uint64_t ld, const float *f, bool mul, uint8_t *q,
+                                    uint64_t ldq)
 {
     for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
-        if (mul)
-            for (uint64_t i = 0; i < w; i++)
-                q[i] = (uint8_t)e4m3_finite(p[i] * s);
-        else
-            for (uint64_t i = 0; i < w; i++)
-                q[i] = (uint8_t)e4m3_finite(p[i] / s);
+        for (uint64_t g = 0; g < n; g++) {
+            const float *x = p + g * gc;
+            uint8_t *c = q + g * gc;
+            float s = f[g];
+            if (mul)
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(x[i] * s);
+            else
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(x[i] / s);
+        }
 }
+
+/* The lane maxima of a row of blocks read row by row across its width, so
+ * that the prefetchers follow: n groups of gc elements (a multiple of
+ * AMAX_LANES), rows ld apart, into acc[n][AMAX_LANES] (zeroed first). */
+FP8_CLONES static void amax_bf16_groups(const uint16_t *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                        uint64_t ld, uint16_t (*acc)[AMAX_LANES])
+{
+    memset(acc, 0, n * sizeof *acc);
+    for (uint64_t r = 0; r < rows; r++, p += ld)
+        for (uint64_t g = 0; g < n; g++)
+            for (uint64_t i = 0; i < gc; i += AMAX_LANES)
+                for (int j = 0; j < AMAX_LANES; j++) {
+                    uint16_t a = p[g * gc + i + j] & 0x7FFF;
+                    acc[g][j] = a > acc[g][j] ? a : acc[g][j];
+                }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
+#include <immintrin.h>
+#define FP8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+static bool cpu_has_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+
+/* e4m3_finite on 16 lanes, its steps one instruction each: the clamp a
+ * minimum, the sub-2^-6 result a masked subtract, the sign a ternary-logic
+ * or, the narrowing vpmovdb (gcc makes about half as many instructions
+ * again of the portable loop).  tests/check_fp8_math.c checks it on every
+ * input it checks e4m3_finite on. */
+FP8_AVX512 static inline __m128i e4m3_finite16(__m512 y)
+{
+    __m512i u = _mm512_castps_si512(y);
+    __m512i a = _mm512_min_epu32(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                 _mm512_set1_epi32(0x43E00000));
+    __mmask16 sub = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3C800000));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7FFFF - 0x3C000000)), odd), 20);
+    __m512 t = _mm512_add_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(16384.0f));
+    r = _mm512_mask_sub_epi32(r, sub, _mm512_castps_si512(t), _mm512_set1_epi32(0x46800000));
+    /* 0xF8: r | (u >> 24 & 0x80) */
+    r = _mm512_ternarylogic_epi32(r, _mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80), 0xF8);
+    return _mm512_cvtepi32_epi8(r);
+}
+
+/* quantize_bf16 on AVX-512, the same bytes (check_quantize compares the
+ * band quantizer with the reference on the CPU it runs on). */
+FP8_AVX512 static void quantize_bf16_avx512(const uint16_t *p, uint64_t rows, uint64_t n,
+                                            uint64_t gc, uint64_t ld, const float *f, bool mul,
+                                            uint8_t *q, uint64_t ldq)
+{
+    for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
+        for (uint64_t g = 0; g < n; g++) {
+            __m512 s = _mm512_set1_ps(f[g]);
+            uint64_t i = g * gc, end = i + gc;
+            for (; i + 16 <= end; i += 16) { /* masked stores are slow on AMD: only the tail's */
+                __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(p + i)));
+                __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+                _mm_storeu_si128((void *)(q + i), e4m3_finite16(mul ? _mm512_mul_ps(x, s)
+                                                                    : _mm512_div_ps(x, s)));
+            }
+            if (i < end) {
+                __mmask16 k = (__mmask16)((1u << (end - i)) - 1);
+                __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p + i));
+                __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+                _mm_mask_storeu_epi8(q + i, k, e4m3_finite16(mul ? _mm512_mul_ps(x, s)
+                                                                 : _mm512_div_ps(x, s)));
+            }
+        }
+}
+
+FP8_AVX512 static __m128i avx512_encode(const float *x)
+{
+    return e4m3_finite16(_mm512_loadu_ps(x));
+}
+
+bool fp8_e4m3_fast16(const float x[16], uint8_t q[16])
+{
+    if (!cpu_has_avx512())
+        return false;
+    _mm_storeu_si128((__m128i *)(void *)q, avx512_encode(x));
+    return true;
+}
+#else
+static bool cpu_has_avx512(void) { return false; }
+static void quantize_bf16_avx512(const uint16_t *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                 uint64_t ld, const float *f, bool mul, uint8_t *q, uint64_t ldq)
+{
+    quantize_bf16(p, rows, n, gc, ld, f, mul, q, ldq);
+}
+
+bool fp8_e4m3_fast16(const float x[16], uint8_t q[16]) { return false; }
+#endif
 
 /* mxfp8 on bf16, the common case, in one call: an MX group is too short to
  * pay for a call per group. */
@@ -164,14 +274,46 @@ static void quantize_tile(const fp8_band *b, const void *x, uint64_t rows, uint6
 {
     bool mul = fp8_numerics_mul(&b->num);
     if (b->src == FP8_DTYPE_BF16 && isfinite(s) && s != 0) {
-        quantize_bf16(x, rows, w, b->cols, s, mul, q, b->cols);
+        (cpu_has_avx512() ? quantize_bf16_avx512 : quantize_bf16)(x, rows, 1, w, b->cols, &s, mul,
+                                                                  q, b->cols);
     } else if (b->src == FP8_DTYPE_F32 && isfinite(s) && s != 0) {
-        quantize_f32(x, rows, w, b->cols, s, mul, q, b->cols);
+        quantize_f32(x, rows, 1, w, b->cols, &s, mul, q, b->cols);
     } else { /* f16 (rare in checkpoints), or a factor off the fast loops: the exact steps */
         for (uint64_t r = 0; r < rows; r++)
             for (uint64_t i = 0; i < w; i++)
                 q[r * b->cols + i] = fp8_numerics_code(&b->num, fp8_load_f32(b->src, x, r * b->cols + i), s);
     }
+}
+
+/* Blocks of bf16 a whole row of blocks at a time, read row by row across
+ * the band's width twice (the lane maxima, then the codes): runs that the
+ * prefetchers follow, where a tile's rows are a row apart.  For bands of at
+ * most BLOCK_ROW_GROUPS whole groups; false where a group is not finite or
+ * has no scale (the reference then says what and where). */
+#define BLOCK_ROW_GROUPS 512
+static bool block_rows_bf16(const fp8_band *b, const uint16_t *x, uint8_t *q, void *scales)
+{
+    uint16_t acc[BLOCK_ROW_GROUPS][AMAX_LANES];
+    float f[BLOCK_ROW_GROUPS];
+    uint64_t n = b->cols / b->group_cols, gc = b->group_cols, g = 0;
+    bool mul = fp8_numerics_mul(&b->num);
+    for (uint64_t r0 = 0; r0 < b->rows; r0 += b->group_rows) {
+        uint64_t rows = b->rows - r0 < b->group_rows ? b->rows - r0 : b->group_rows;
+        amax_bf16_groups(x + r0 * b->cols, rows, n, gc, b->cols, acc);
+        for (uint64_t k = 0; k < n; k++, g++) {
+            uint16_t m = 0;
+            for (int j = 0; j < AMAX_LANES; j++)
+                m = acc[k][j] > m ? acc[k][j] : m;
+            uint32_t bits = 0;
+            if (m >= 0x7F80 || !((f[k] = fp8_numerics_scale(&b->num, b->kind, fp8_bf16_to_f32(m),
+                                                            &bits)) != 0 && isfinite(f[k])))
+                return false;
+            fp8_scale_store(scales, fp8_scale_size(b->kind), g, bits);
+        }
+        (cpu_has_avx512() ? quantize_bf16_avx512 : quantize_bf16)(
+            x + r0 * b->cols, rows, n, gc, b->cols, f, mul, q + r0 * b->cols, b->cols);
+    }
+    return true;
 }
 
 /* An INT4 band of bf16 or f32 in one call, group by group (int4_ref.h's
@@ -245,6 +387,13 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
         b->group_cols == FP8_MX_GROUP && b->cols % FP8_MX_GROUP == 0 && ssize == 1 &&
         fp8_numerics_own(&b->num)) {
         if (quantize_mx_bf16(src, b->rows * b->cols / FP8_MX_GROUP, b->kind, q, scales))
+            return FP8_BAND_OK;
+        return fp8_band_quantize_ref(b, src, q, scales, where); /* says what and where */
+    }
+    if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows > 1 &&
+        b->group_cols % AMAX_LANES == 0 && b->cols % b->group_cols == 0 &&
+        b->cols / b->group_cols <= BLOCK_ROW_GROUPS) {
+        if (block_rows_bf16(b, src, q, scales))
             return FP8_BAND_OK;
         return fp8_band_quantize_ref(b, src, q, scales, where); /* says what and where */
     }
@@ -392,7 +541,6 @@ static unsigned dequant_clones(const uint8_t *q, uint64_t n, const float *s, uin
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
-#include <immintrin.h>
 #define FP8_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /*

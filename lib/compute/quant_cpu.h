@@ -117,5 +117,8 @@ void fp8_bound_sums_span(fp8_dtype dt, const void *x, const uint8_t *q, const fl
 /* quant_cpu.c's branch-free fp32 -> E4M3 (x not NaN), exposed for its
  * exhaustive test. */
 uint8_t fp8_e4m3_fast(float x);
+/* Its AVX-512 twin on 16 values at once; false (q untouched) on a CPU
+ * without AVX-512F, BW and VL. */
+bool fp8_e4m3_fast16(const float x[16], uint8_t q[16]);
 
 #endif
