@@ -5,7 +5,10 @@
  *   - the amax of a group is an integer maximum over the magnitude bits (the
  *     order of IEEE magnitudes), and the non-finite check falls out of it;
  *   - the per-element loops are branch-free, so the compiler vectorizes them,
- *     and are compiled for AVX2 and AVX-512 too, picked at run time.
+ *     and are compiled for AVX2 and AVX-512 too, picked at run time; the
+ *     E4M3 encoder of bf16 has an explicit AVX-512 loop as well;
+ *   - a loop walks a whole tile, or a whole row of blocks row by row (runs
+ *     the prefetchers follow), in one call.
  * The division stays a true fp32 division per element (fp8conv-formats(5),
  * ELEMENT TYPES): SIMD
  * division is correctly rounded exactly as the scalar one.
