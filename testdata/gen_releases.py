@@ -318,18 +318,21 @@ def mtp_extras(r, p, hidden):
 
 
 # DeepSeek-V3 config.json keys (vllm deepseek_v2.py and transformers configuration_deepseek_v3.py
-# read these), with tiny numbers: 4 heads, MLA ranks 64, 2 routed experts (EP 2), 1 shared.
+# read these), with tiny numbers: 4 heads, 2 routed experts (EP 2), 1 shared; MLA ranks 128,
+# whole 128-row blocks as the releases' q_lora_rank 1536 and kv_lora_rank 512 are (with 64 vLLM
+# merges q_a_proj and kv_a_proj_with_mqa into fused_qkv_a_proj with kv_a's first rows under
+# q_a's block scale, which verify reports: fp8conv-formats(5), DeepSeek-V3.2-Exp).
 def deepseek_config(model_type="deepseek_v3", layers=1, mtp=1, qc=None):
     return {
         "architectures": ["DeepseekV3ForCausalLM"], "attention_bias": False,
         "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": 1, "ep_size": 1,
         "first_k_dense_replace": 1, "hidden_act": "silu", "hidden_size": H,
-        "initializer_range": 0.02, "intermediate_size": 128, "kv_lora_rank": 64,
+        "initializer_range": 0.02, "intermediate_size": 128, "kv_lora_rank": 128,
         "max_position_embeddings": 4096, "model_type": model_type, "moe_intermediate_size": 128,
         "moe_layer_freq": 1, "n_group": 1, "n_routed_experts": 2, "n_shared_experts": 1,
         "norm_topk_prob": True, "num_attention_heads": 4, "num_experts_per_tok": 1,
         "num_hidden_layers": layers, "num_key_value_heads": 4, "num_nextn_predict_layers": mtp,
-        "q_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+        "q_lora_rank": 128, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
         "quantization_config": qc, "rms_norm_eps": 1e-06, "rope_theta": 10000,
         "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": False,
         "topk_group": 1, "topk_method": "noaux_tc", "torch_dtype": "bfloat16",

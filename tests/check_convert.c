@@ -183,13 +183,15 @@ END_TEST
 
 /* DeepSeek-V3 at TP=32: 18432 / 32 = 576 rows per rank, a multiple of 64
  * but not of 128; moe_intermediate 2048 / 32 = 64.  The same divisibility
- * at a small scale: intermediate 6144 / 32 = 192. */
+ * at a small scale: intermediate 6144 / 32 = 192.  q_lora_rank 128, whole
+ * blocks as V3's 1536 (off the block, vLLM's merged fused_qkv_a_proj loads
+ * at no TP: tests/check_verify.c test_tp_mla_q_lora_off_the_block_is_named). */
 static const char DEEPSEEK_CONFIG[] =
     "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"deepseek_v3\",\n"
     " \"hidden_size\": 256, \"intermediate_size\": 6144, \"moe_intermediate_size\": 2048,\n"
     " \"num_hidden_layers\": 1, \"num_attention_heads\": 128, \"num_key_value_heads\": 128,\n"
     " \"n_routed_experts\": 8, \"n_shared_experts\": 1, \"first_k_dense_replace\": 1,\n"
-    " \"q_lora_rank\": 64, \"kv_lora_rank\": 64, \"qk_nope_head_dim\": 128,\n"
+    " \"q_lora_rank\": 128, \"kv_lora_rank\": 64, \"qk_nope_head_dim\": 128,\n"
     " \"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"vocab_size\": 256,\n"
     " \"torch_dtype\": \"bfloat16\"}\n";
 static const tu_tensor DEEPSEEK[] = {

@@ -60,7 +60,7 @@ and Granite-4.0-H, planted at run time (granite_checks: a bf16 model quantized; 
 an FP8 copy in llm-compressor's documented layout, `release-*`: verify, --strict, a bit-exact export,
 quantize --like + verify --like, convert --format modelopt refused, the transformers note)
 
-and, once for the corpus, that its files stay under 6 MB. The FP8 families with a REAL_DIMS row
+and, once for the corpus, that its files stay under 6.5 MB. The FP8 families with a REAL_DIMS row
 (the release's real config numbers, each row citing its source) also get
 
     tp-real@N[/epE]  a scratch copy with the real numbers in config.json: `verify --json --no-values
@@ -93,7 +93,7 @@ import sys
 import tempfile
 
 TIMEOUT = 120          # seconds for one fp8conv run on a copy of a few hundred KB
-CORPUS_LIMIT = 6000000  # the corpus stays under 6 MB: bytes of every file under testdata/releases
+CORPUS_LIMIT = 6500000  # the corpus stays under 6.5 MB: bytes of every file under testdata/releases
 FORMATS = ["hf-fp8", "compressed-tensors", "modelopt"]
 CHECKS = ["inspect", "inspect-json", "verify", "verify-strict", "verify-tp", "export",
           "convert-hf-fp8", "convert-compressed-tensors", "convert-modelopt", "like",

@@ -337,6 +337,59 @@ START_TEST(test_tp_merged_parts_off_the_block_say_what_vllm_does)
 }
 END_TEST
 
+/* DeepSeek MLA's q_a_proj and kv_a_proj_with_mqa: vLLM loads them as one
+ * merged layer, fused_qkv_a_proj (models/deepseek_v2.py), SGLang as one
+ * concatenated fused_qkv_a_proj_with_mqa; a q_lora_rank off the 128-row block
+ * puts kv_a's scales after q_a's whole blocks.  DeepSeek-V3's own sizes
+ * (1536, 512 + 64) load at TP 1; q_lora_rank 64 with them overruns the
+ * merged scale, and with the old corpus copies' kv_lora_rank 64 + rope 16
+ * kv_a's rows 0-63 take q_a's scale (seen in vLLM 0.32 with stand-ins,
+ * issue 44). */
+START_TEST(test_tp_mla_q_lora_off_the_block_is_named)
+{
+    static const struct {
+        const char *sed, *needles[3];
+    } cases[] = {
+        { "s/\"q_lora_rank\": 1536/\"q_lora_rank\": 64/",
+          { "self_attn.q_a_proj (fused_qkv_a_proj, merged, replicated): output partition 64/1 = 64",
+            "SGLang (deepseek_v2.py load_weights: fused_qkv_a_proj_with_mqa",
+            "the load fails: kv_a_proj_with_mqa's 5 scale rows at row 1 overrun the merged "
+            "scale's 5" } },
+        { "s/\"q_lora_rank\": 1536/\"q_lora_rank\": 64/; s/\"kv_lora_rank\": 512/\"kv_lora_rank\": 64/; "
+          "s/\"qk_rope_head_dim\": 64/\"qk_rope_head_dim\": 16/",
+          { "output partition 64/1 = 64",
+            "it computes wrong: kv_a_proj_with_mqa's rows 0-63 get q_a_proj's last block's scale",
+            "_maybe_allow_fp8_block_shape_mismatch" } },
+    };
+    char *dir = tu_tmpdir(), *ck = config_only(dir, "deepseek-v3.json"), sizes[256];
+    int rc;
+    cJSON *j = verify_json(ck, "--tp 1", &rc); /* the release's sizes: clean */
+    ck_assert_int_eq(rc, 0);
+    sizes_text(j, sizes, sizeof sizes);
+    ck_assert_str_eq(sizes, "1 2 4 8 16");
+    cJSON_Delete(j);
+    free(ck);
+    tu_tmpdir_free(dir);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *cmd;
+        dir = tu_tmpdir();
+        ck = config_only(dir, "deepseek-v3.json");
+        ck_assert(asprintf(&cmd, "sed -i '%s' %s/config.json && grep -q '\"q_lora_rank\": 64' "
+                                 "%s/config.json", cases[k].sed, ck, ck) > 0);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+        free(cmd);
+        j = verify_json(ck, "--tp 1", &rc);
+        ck_assert_int_eq(rc, 1);
+        expect_tp_failures(j, cases[k].needles, 3);
+        sizes_text(j, sizes, sizeof sizes);
+        ck_assert_str_eq(sizes, "");
+        cJSON_Delete(j);
+        free(ck);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
 START_TEST(test_tp_answers_for_real_configs)
 {
     char *dir = tu_tmpdir(), *ck = config_only(dir, tp_cases[_i].config), sizes[256];
@@ -1804,6 +1857,7 @@ int main(void)
     tcase_add_test(tc, test_all_problems_are_reported_not_just_the_first);
     tcase_add_test(tc, test_zero_kv_heads_is_a_finding_not_a_crash);
     tcase_add_test(tc, test_tp_merged_parts_off_the_block_say_what_vllm_does);
+    tcase_add_test(tc, test_tp_mla_q_lora_off_the_block_is_named);
     tcase_add_loop_test(tc, test_tp_answers_for_real_configs, 0,
                         (int)(sizeof tp_cases / sizeof tp_cases[0]));
     tcase_add_test(tc, test_config_rules);

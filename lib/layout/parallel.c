@@ -3,7 +3,8 @@
  * and expert-parallel size EP?  From config.json alone, each parallel layer's
  * per-rank partition is computed as vLLM and SGLang split it:
  *   - column-parallel layers (q/k/v, gate/up, MLA q_b/kv_b) split their
- *     output dim; merged ones (qkv, gate_up) are checked per part at any TP
+ *     output dim; merged ones (qkv, gate_up, MLA's replicated q_a/kv_a) are
+ *     checked per part at any TP
  *     (vLLM's validate_fp8_block_shape checks the output partitions of a
  *     merged layer; since PR #30836 it skips that when a part is off the
  *     block, and then does not compute right: merged_outcome), single ones
@@ -96,6 +97,8 @@ static bool model_read(const cJSON *config, par_model *m, cfg_reader *r)
         m->q_head_dim = nope + get(&c, "qk_rope_head_dim", 0);
         m->kv_b_head_dim = nope + get(&c, "v_head_dim", 0);
         m->v_head_dim = get(&c, "v_head_dim", 0);
+        m->q_lora_rank = get(&c, "q_lora_rank", 0); /* null: no q_a (DeepSeek-V2-Lite) */
+        m->kv_a_rows = m->kv_lora_rank + get(&c, "qk_rope_head_dim", 0);
     }
     /* MoE: DeepSeek n_routed_experts, Qwen num_experts, Mixtral num_local_experts */
     m->experts = get(&c, "n_routed_experts",
@@ -159,7 +162,7 @@ typedef struct {
 FP8_PRINTF(2, 3)
 static void fail(checker *c, const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[1536];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -169,47 +172,69 @@ static void fail(checker *c, const char *fmt, ...)
         c->report(c->arg, msg);
 }
 
-/* What vLLM does with a merged linear layer (qkv, gate_up) whose output parts
- * are not whole blocks. Since PR #30836 it no longer refuses it:
- * linear.py LinearBase._maybe_allow_fp8_block_shape_mismatch marks any merged
- * layer with a part off block_n, and fp8_utils.py validate_fp8_block_shape
- * then returns without checking. But the merged scale parameter has
- * ceil(sum(parts)/block_n) rows (fp8_utils.py create_fp8_scale_parameter) and
- * MergedColumnParallelLinear.weight_loader_v2 puts each part's scale rows at
- * ceil(offset/block_n) (linear.py adjust_block_scale_shard), while the kernel
- * scales merged rows [r*block_n, (r+1)*block_n) with scale row r: a part
- * after one that ends mid-block either overruns the parameter (the load fails
- * in parameter.py _ColumnvLLMParameter.load_merged_column_weight) or has its
- * first rows scaled with the previous part's block. Seen with vLLM 0.32 in
- * tests/loaders/matrix.py OFF_BLOCK_CASES. For two equal parts [p, p] (gate,
- * up) of a rank, says which. */
-static void merged_outcome(char *buf, size_t cap, uint64_t p, uint64_t bn, bool two_equal)
+/* What the loaders do with a merged linear layer whose first output part
+ * is not whole blocks: they place each part's block scales at a whole
+ * block while the kernel scales merged rows [r*block_n, (r+1)*block_n) with
+ * scale row r, so the part after one that ends mid-block either overruns the
+ * merged scale (the load fails) or has its first rows scaled with the
+ * previous part's last block.  Seen with vLLM 0.32 in tests/loaders/matrix.py
+ * OFF_BLOCK_CASES (gate/up) and on deepseek-v3.2-exp with q_lora_rank 64
+ * (fused_qkv_a_proj, issue 44).  A row per kind of merged layer: its parts'
+ * names (NULL: three parts, q/k/v, said in general) and how the loaders come
+ * to place the scales so. */
+typedef enum { PART_SINGLE, PART_MERGED, PART_GATE_UP, PART_MLA_A, PART_MOE } part_kind;
+
+#define VLLM_SKIP                                                                                   \
+    "vLLM since PR #30836 skips its check for a merged layer (linear.py "                         \
+    "_maybe_allow_fp8_block_shape_mismatch) but still places each part's block scales at a "     \
+    "whole block (adjust_block_scale_shard)"
+
+static const struct {
+    const char *first, *second, *how;
+} merged_rows[] = {
+    [PART_MERGED] = { NULL, NULL, VLLM_SKIP },
+    [PART_GATE_UP] = { "gate", "up", VLLM_SKIP },
+    /* vLLM models/deepseek_v2.py DeepseekV2MLAAttention: fused_qkv_a_proj, a
+     * MergedColumnParallelLinear [q_lora_rank, kv_lora_rank + qk_rope_head_dim]
+     * with disable_tp, loaded from both (load_weights stacked_params_mapping);
+     * SGLang models/deepseek_v2.py DeepseekV2ForCausalLM.load_weights
+     * concatenates both weights, their block scales with them, along dim 0
+     * into fused_qkv_a_proj_with_mqa (a ReplicatedLinear) */
+    [PART_MLA_A] = { "q_a_proj", "kv_a_proj_with_mqa",
+                     "vLLM (models/deepseek_v2.py fused_qkv_a_proj; linear.py "
+                     "_maybe_allow_fp8_block_shape_mismatch skips the check) and SGLang "
+                     "(deepseek_v2.py load_weights: fused_qkv_a_proj_with_mqa, the scales "
+                     "concatenated) load both parts as one layer with each part's block scales "
+                     "at a whole block" },
+};
+
+/* The outcome of a merged layer's first part of p rows off the block, the
+ * second of `next` rows (0: not known). */
+static void merged_outcome(char *buf, size_t cap, part_kind kind, uint64_t p, uint64_t next,
+                           uint64_t bn)
 {
-    const char *why = "; vLLM since PR #30836 skips its check for a merged layer "
-                      "(linear.py _maybe_allow_fp8_block_shape_mismatch) but still places "
-                      "each part's block scales at a whole block (adjust_block_scale_shard), so ";
-    uint64_t each = (p + bn - 1) / bn, all = (2 * p + bn - 1) / bn;
-    if (two_equal && 2 * each > all)
-        snprintf(buf, cap, "%sthe load fails: up's %llu scale rows at row %llu overrun the "
-                 "merged scale's %llu", why, (unsigned long long)each, (unsigned long long)each,
-                 (unsigned long long)all);
-    else if (two_equal)
-        snprintf(buf, cap, "%sit computes wrong: up's rows 0-%llu get gate's last block's scale, "
-                 "its later blocks shifted by as many rows",
-                 why, (unsigned long long)(bn - p % bn - 1));
+    const char *first = merged_rows[kind].first, *second = merged_rows[kind].second;
+    uint64_t each = (p + bn - 1) / bn, later = (next + bn - 1) / bn, all = (p + next + bn - 1) / bn;
+    if (first && each + later > all)
+        snprintf(buf, cap, "; %s, so the load fails: %s's %llu scale rows at row %llu overrun the "
+                 "merged scale's %llu", merged_rows[kind].how, second, (unsigned long long)later,
+                 (unsigned long long)each, (unsigned long long)all);
+    else if (first)
+        snprintf(buf, cap, "; %s, so it computes wrong: %s's rows 0-%llu get %s's last block's "
+                 "scale, its later blocks shifted by as many rows",
+                 merged_rows[kind].how, second, (unsigned long long)(bn - p % bn - 1), first);
     else
-        snprintf(buf, cap, "%sit fails to load or scales a later part's rows with another "
-                 "block's scale", why);
+        snprintf(buf, cap, "; %s, so it fails to load or scales a later part's rows with another "
+                 "block's scale", merged_rows[kind].how);
 }
 
-/* How a layer's parts are checked: one layer split by TP, a merged linear
- * layer (qkv, gate_up: every part checked, at any TP), two equal merged parts
- * (gate, up), or FusedMoE's gate/up (validate_fp8_block_shape_moe: no skip). */
-typedef enum { PART_SINGLE, PART_MERGED, PART_GATE_UP, PART_MOE } part_kind;
-
-/* A layer whose dim `full` is split `ways` ways; `output` says which dim. */
+/* A layer whose dim `full` is split `ways` ways; `output` says which dim.
+ * How its parts are checked (kind): one layer split by TP, a merged linear
+ * layer (every part but the last checked, at any TP: its rows say which;
+ * `next`: the size of the part after this one, 0 when not known), or
+ * FusedMoE's gate/up (validate_fp8_block_shape_moe: no skip). */
 static void check_split(checker *c, const char *layer, uint64_t full, uint64_t ways, bool output,
-                        part_kind kind)
+                        part_kind kind, uint64_t next)
 {
     bool merged = kind != PART_SINGLE;
     if (!full)
@@ -225,9 +250,9 @@ static void check_split(checker *c, const char *layer, uint64_t full, uint64_t w
     const fp8_scheme_traits *sch = fp8_scheme_get(c->q->scheme);
     if (sch->group == FP8_GROUP_TILE && split) {
         uint64_t block = output ? c->q->block_n : c->q->block_k;
-        char outcome[400] = "";
-        if (part % block && output && (kind == PART_MERGED || kind == PART_GATE_UP))
-            merged_outcome(outcome, sizeof outcome, part, block, kind == PART_GATE_UP);
+        char outcome[800] = "";
+        if (part % block && output && kind != PART_MOE && kind != PART_SINGLE)
+            merged_outcome(outcome, sizeof outcome, kind, part, next, block);
         if (part % block)
             fail(c, "%s: %s partition %llu/%llu = %llu is not a multiple of the block's %llu %s%s",
                  layer, output ? "output" : "input", (unsigned long long)full,
@@ -248,16 +273,18 @@ int par_check(const par_model *m, const par_quant *q, int tp, int ep,
     if (m->heads % t)
         fail(&c, "self_attn: num_attention_heads %llu is not divisible by TP=%d",
              (unsigned long long)m->heads, tp);
-    if (m->kv_lora_rank) { /* MLA: q_a/kv_a are replicated */
+    if (m->kv_lora_rank) { /* MLA: q_a/kv_a are replicated, merged when there is a q_a */
+        check_split(&c, "self_attn.q_a_proj (fused_qkv_a_proj, merged, replicated)",
+                    m->q_lora_rank, 1, true, PART_MLA_A, m->kv_a_rows);
         check_split(&c, "self_attn.q_b_proj (column-parallel)", m->heads * m->q_head_dim, t, true,
-                    PART_SINGLE);
+                    PART_SINGLE, 0);
         check_split(&c, "self_attn.kv_b_proj (column-parallel)", m->heads * m->kv_b_head_dim, t,
-                    true, PART_SINGLE);
+                    true, PART_SINGLE, 0);
         check_split(&c, "self_attn.o_proj (row-parallel)", m->heads * m->v_head_dim, t, false,
-                    PART_SINGLE);
+                    PART_SINGLE, 0);
     } else {
         check_split(&c, "self_attn.q_proj (qkv, column-parallel)", m->heads * m->head_dim, t,
-                    true, PART_MERGED);
+                    true, PART_MERGED, 0);
         /* fewer KV heads than ranks: each rank holds one, replicated */
         if (!m->kv_heads)
             fail(&c, "self_attn: num_key_value_heads is 0");
@@ -268,9 +295,9 @@ int par_check(const par_model *m, const par_quant *q, int tp, int ep,
             fail(&c, "self_attn: TP=%d is not a multiple of num_key_value_heads %llu", tp,
                  (unsigned long long)m->kv_heads);
         uint64_t kv_part = (m->kv_heads >= t ? m->kv_heads / t : 1) * m->head_dim;
-        check_split(&c, "self_attn.k_proj/v_proj (qkv, column-parallel)", kv_part, 1, true, PART_MERGED);
+        check_split(&c, "self_attn.k_proj/v_proj (qkv, column-parallel)", kv_part, 1, true, PART_MERGED, 0);
         check_split(&c, "self_attn.o_proj (row-parallel)", m->heads * m->head_dim, t, false,
-                    PART_SINGLE);
+                    PART_SINGLE, 0);
     }
     /* vLLM layers/mamba/mamba2/mamba_mixer2.py MambaMixer2.__init__: "Tensor
      * parallel world size must divide num heads", and n_groups divisible by
@@ -282,26 +309,27 @@ int par_check(const par_model *m, const par_quant *q, int tp, int ep,
         fail(&c, "mamba: mamba_n_groups %llu is neither 1 nor divisible by TP=%d",
              (unsigned long long)m->mamba_groups, tp);
     if (m->dense_mlp) {
-        check_split(&c, "mlp.gate_proj/up_proj (column-parallel)", m->inter, t, true, PART_GATE_UP);
-        check_split(&c, "mlp.down_proj (row-parallel)", m->inter, t, false, PART_SINGLE);
+        check_split(&c, "mlp.gate_proj/up_proj (column-parallel)", m->inter, t, true, PART_GATE_UP,
+                    m->inter / t);
+        check_split(&c, "mlp.down_proj (row-parallel)", m->inter, t, false, PART_SINGLE, 0);
     }
     if (m->shared_inter) {
         check_split(&c, "mlp.shared_experts gate/up (column-parallel)", m->shared_inter, t, true,
-                    PART_GATE_UP);
+                    PART_GATE_UP, m->shared_inter / t);
         check_split(&c, "mlp.shared_experts.down_proj (row-parallel)", m->shared_inter, t, false,
-                    PART_SINGLE);
+                    PART_SINGLE, 0);
     }
     if (m->experts) {
         if (ep > 1) { /* whole experts per rank; their intermediate is not split */
             if (m->experts % (uint64_t)ep)
                 fail(&c, "mlp.experts: %llu experts are not divisible by EP=%d",
                      (unsigned long long)m->experts, ep);
-            check_split(&c, "mlp.experts gate/up (FusedMoE)", m->moe_inter, 1, true, PART_MOE);
+            check_split(&c, "mlp.experts gate/up (FusedMoE)", m->moe_inter, 1, true, PART_MOE, 0);
         } else {
             check_split(&c, "mlp.experts gate/up (FusedMoE, split by TP)", m->moe_inter, t, true,
-                        PART_MOE);
+                        PART_MOE, 0);
             check_split(&c, "mlp.experts.down_proj (FusedMoE, split by TP)", m->moe_inter, t,
-                        false, PART_SINGLE);
+                        false, PART_SINGLE, 0);
         }
     }
     return c.failures;

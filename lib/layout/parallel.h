@@ -12,6 +12,7 @@
 typedef struct {
     uint64_t hidden, heads, kv_heads, head_dim, inter;
     uint64_t kv_lora_rank, q_head_dim, kv_b_head_dim, v_head_dim; /* MLA */
+    uint64_t q_lora_rank, kv_a_rows; /* MLA's merged q_a / kv_a (0: no q_a) */
     uint64_t experts, moe_inter, shared_inter;
     uint64_t mamba_heads, mamba_groups; /* Mamba2 layers (Granite-4.0-H); 0: none */
     bool dense_mlp;

@@ -190,7 +190,7 @@ static void first_message(void *arg, const char *message)
 {
     char *first = arg;
     if (!*first)
-        snprintf(first, 512, "%s", message);
+        snprintf(first, 1024, "%s", message);
 }
 
 /* Which TP sizes load; with --tp, the layers that would not load at it. */
@@ -223,7 +223,7 @@ static fp8_status check_parallel(fp8_ctx *ctx, fp8_verify *v, int tp, int ep)
     if (tp > 0) {
         par_check(&v->model, &q, tp, ep, report_tp, &r);
     } else if (!v->tp_ok) {
-        char why[512] = "";
+        char why[1024] = "";
         par_check(&v->model, &q, 1, ep, first_message, why);
         r.st = verify_add_for(ctx, v, SERVING, "tp",
                        "%s: vLLM and SGLang load it at no TP size from 1 to 64; at TP=1: %s",

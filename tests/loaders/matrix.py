@@ -148,8 +148,14 @@ RELEASE_CASES = [
     # ok, no kernel here) when vLLM's own loaders, with vllm_check.py's stand-ins for what this CPU
     # lacks (STAND_INS: the kernel and vLLM's reason), fill every layer bit-exact to the export.
     # verify's conditions (LOADER_CONDITIONS) are applied and judged. About 20 s, 10 s and 11 s
-    # here. Not a case: deepseek-v3.2-exp, whose copy vLLM mis-scales (fused_qkv_a_proj rows
-    # 64-127: the copy's q_lora_rank 64 is off the block, fp8conv-formats(5), DeepSeek-V3.2-Exp);
+    # here. Not a case: deepseek-v3.2-exp. Its q_lora_rank and kv_lora_rank are 128 (multiples of
+    # the block, as the release's 1536 and 512; with q_lora_rank 64 vLLM mis-scales
+    # fused_qkv_a_proj rows 64-127, which verify names: fp8conv-formats(5), DeepSeek-V3.2-Exp),
+    # but its hidden size 136 is not: vLLM 0.32 dequantizes an FP8 indexer.wk with a group it
+    # derives as shape // scale shape (models/deepseek_v2.py _try_load_fp8_indexer_wk), here
+    # 128 x 68, so wk_weights_proj differs from the export (109 ulp; run by hand 2026-11-29 with
+    # stand-ins for the indexer's KV-cache block size and a wk_weights_proj = wk, weights_proj
+    # comparison). Nor
     # modelopt-mixed's KV-cache scales ("kv"), which vLLM 0.32 does not load from its flat
     # config.json (same section, ModelOpt mixed precision); mistral-native-fp8, which fp8conv
     # refuses; Granite-4.0-H, planted at run time by check_releases.py.
