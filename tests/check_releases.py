@@ -198,10 +198,7 @@ def tensor_defect(fp8conv, rel, tmp, name, drop, rule, tensor):
     drop_tensor(d, drop)
     check_defect(fp8conv, d, {"rule": rule, "tensor": tensor})
     out = os.path.join(tmp, name + "-export")
-    rc, _, err = run([fp8conv, "dequantize-for-export", "-q", d, out])
-    if rc != 3 or tensor not in err or os.path.exists(out):
-        raise Failed(rc if rc else "values", "export exit %s (3 wanted, naming %s, writing "
-                     "nothing): %s" % (rc, tensor, last_line(err)))
+    expect_refusal(fp8conv, ["dequantize-for-export", "-q", d, out], out, 3, tensor)
 
 
 # Granite-4.0-H (hybrid Mamba2 + attention + MoE), planted at run time as a bf16 model (no FP8
@@ -213,6 +210,7 @@ def tensor_defect(fp8conv, rel, tmp, name, drop, rule, tensor):
 # that does the same; convert --format modelopt refuses it (exit 3, naming an expert, writing
 # nothing), as vLLM's ModelOptFp8MoEMethod takes per-tensor expert scales only.
 GRANITE = "granite-4.0-h (planted)"
+GRANITE_EXPERT = "block_sparse_moe.input_linear.weight"
 
 
 def granite_bf16(d, h=64, inter=32, experts=4, vocab=32):
@@ -413,10 +411,8 @@ def granite_release_checks(fp8conv, tmp):
     expect = {"export_tensors": names, "export_bf16_sha256": sha}
     def modelopt():
         out = os.path.join(tmp, "rel-mo")
-        rc, _, err = run([fp8conv, "convert", "-q", "--format", "modelopt", rel, out])
-        if rc != 3 or "block_sparse_moe.input_linear.weight" not in err or os.path.exists(out):
-            raise Failed(rc if rc else "values", "convert --format modelopt exit %s (3 wanted, "
-                         "naming the experts, writing nothing): %s" % (rc, last_line(err)))
+        expect_refusal(fp8conv, ["convert", "-q", "--format", "modelopt", rel, out], out, 3,
+                       GRANITE_EXPERT)
     def like():
         os.makedirs(os.path.join(tmp, "rel-like"))
         check_like(fp8conv, rel, export, os.path.join(tmp, "rel-like"))
@@ -426,18 +422,13 @@ def granite_release_checks(fp8conv, tmp):
         if rc != 0 or "transformers no" not in out or "README_granite4.md" not in out + err:
             raise Failed(rc if rc else "values", "verify: transformers' Granite experts rule not "
                          "said: " + last_line(out))
-    for name, fn in (("release-verify", lambda: step(fp8conv, "verify", "verify", rel)),
+    record(GRANITE, [("release-verify", lambda: step(fp8conv, "verify", "verify", rel)),
                      ("release-strict", lambda: step(fp8conv, "verify --strict", "verify",
                                                      "--strict", rel)),
                      ("release-export", lambda: check_export(fp8conv, rel, expect, export)),
                      ("release-like", like), ("release-modelopt", modelopt),
                      ("release-tp", lambda: granite_tp_check(fp8conv, rel, tmp)),
-                     ("release-transformers", transformers_note)):
-        try:
-            fn()
-            checks[(GRANITE, name)] = (0, "")
-        except Failed as e:
-            checks[(GRANITE, name)] = (e.outcome, e.detail)
+                     ("release-transformers", transformers_note)])
 
 
 def granite_checks(fp8conv, tmp):
@@ -450,10 +441,8 @@ def granite_checks(fp8conv, tmp):
                                    like), granite_fp8_experts(like),
                               step(fp8conv, "verify --like", "verify", "--like", ct, like)))]
     def modelopt():
-        rc, _, err = run([fp8conv, "convert", "-q", "--format", "modelopt", ct, mo])
-        if rc != 3 or "block_sparse_moe.input_linear.weight" not in err or os.path.exists(mo):
-            raise Failed(rc if rc else "values", "convert --format modelopt exit %s (3 wanted, "
-                         "naming the experts, writing nothing): %s" % (rc, last_line(err)))
+        expect_refusal(fp8conv, ["convert", "-q", "--format", "modelopt", ct, mo], mo, 3,
+                       GRANITE_EXPERT)
     todo.append(("convert-modelopt", modelopt))
     def hf_fp8():  # the default format names the scale weight_scale_inv: experts kept, said
         out = os.path.join(tmp, "hf")
@@ -464,12 +453,7 @@ def granite_checks(fp8conv, tmp):
             raise Failed(rc if rc else "values", "quantize (hf-fp8): exit %s, %s %s: kept bf16 "
                          "with a warning wanted: %s" % (rc, w, t.get(w, ("none",))[0], last_line(err)))
     todo.append(("hf-fp8-kept", hf_fp8))
-    for name, fn in todo:
-        try:
-            fn()
-            checks[(GRANITE, name)] = (0, "")
-        except Failed as e:
-            checks[(GRANITE, name)] = (e.outcome, e.detail)
+    record(GRANITE, todo)
 
 
 # the planted-defect copies: each is a valid FP4 copy with one thing broken (EXPECT.json "defect")
@@ -570,6 +554,24 @@ def step(fp8conv, what, *args):
     if rc != 0:
         raise Failed(rc, "%s exit %s: %s" % (what, rc, last_line(err) or last_line(out)))
     return out
+
+
+def expect_refusal(fp8conv, args, out, want_rc, names):
+    """fp8conv ARGS exits want_rc, its message naming `names`, and writes nothing at out."""
+    rc, _, err = run([fp8conv] + args)
+    if rc != want_rc or names not in err or os.path.exists(out):
+        raise Failed(rc if rc else "values", "%s exit %s (%d wanted, naming %s, writing "
+                     "nothing): %s" % (args[0], rc, want_rc, names, last_line(err)))
+
+
+def record(family, todo):
+    """Runs each (name, check) of todo, its outcome recorded in checks[(family, name)]."""
+    for name, fn in todo:
+        try:
+            fn()
+            checks[(family, name)] = (0, "")
+        except Failed as e:
+            checks[(family, name)] = (e.outcome, e.detail)
 
 
 def st_tensors(directory):
@@ -787,12 +789,7 @@ def fp4_checks(fp8conv, family, rel, tmp):
         twin = os.path.join(os.path.dirname(rel), TWIN[0])
         todo.append(("twin", lambda: step(fp8conv, "diff --dequant " + TWIN[0], "diff", "-q",
                                           "--dequant", twin, rel)))
-    for name, fn in todo:
-        try:
-            fn()
-            checks[(family, name)] = (0, "")
-        except Failed as e:
-            checks[(family, name)] = (e.outcome, e.detail)
+    record(family, todo)
 
 
 def refused_checks(fp8conv, family, rel, tmp):
@@ -821,12 +818,7 @@ def refused_checks(fp8conv, family, rel, tmp):
         ("like", lambda: refused(3, "quantize", "--like", rel, sample, os.path.join(tmp, "l"))),
         ("twin", lambda: refused(3, "diff", "--dequant", rel, rel)),
     ]
-    for name, fn in todo:
-        try:
-            fn()
-            checks[(family, name)] = (0, "")
-        except Failed as e:
-            checks[(family, name)] = (e.outcome, e.detail)
+    record(family, todo)
 
 
 def family_checks(fp8conv, family, rel, tmp):
@@ -854,12 +846,7 @@ def family_checks(fp8conv, family, rel, tmp):
             and (family, f) not in NOT_WRITTEN]:
         todo.append(("like-trip",
                      lambda: check_like_trip(fp8conv, family, rel, own, scheme, tmp)))
-    for name, fn in todo:
-        try:
-            fn()
-            checks[(family, name)] = (0, "")
-        except Failed as e:
-            checks[(family, name)] = (e.outcome, e.detail)
+    record(family, todo)
 
 # ---------------------------------------------------------------- conditions
 # A loader that loads a family only under a condition no tensor shows (issue 44): verify's
