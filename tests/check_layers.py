@@ -47,6 +47,7 @@ SHARED = {
     "common/internal.h": "the prelude every lib/ file includes: status.h, text.h, constants",
     "common/fp8_math.h": "header-only: the conversions, shared with the CUDA kernels",
     "common/fp4_math.h": "header-only: FP4 quantization's rules, shared with the CUDA kernels",
+    "common/xxh.h": "header-only: libxxhash's XXH3, through its run-time dispatch on x86-64",
     "compute/codec.h": "header-only: what the element codecs share (the band, the dequantize spec, load and store)",
     "compute/lanes.h": "header-only: the quality sums' loop, inlined in diff_cpu.c's and quant_cpu.c's clones",
     "ops/verify_passes.h": "what verify's files share (verify*.c declare their passes here), below them all",

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 #include "io/parts.h"
 #include "io/checkpoint.h"

@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 #include "ops/hash.h"
 #include "io/checkpoint.h"
