@@ -2,8 +2,10 @@
 """make bench's tensor API section (bench/run.sh tensor_section): the
 Python package's quantize_tensor on one 1 GiB bf16 tensor [16384, 32768]
 (block 128x128, hf-fp8: E4M3 codes and F32 scales) against its memory floor,
-a numpy copy of the same bytes into a preallocated array (a memcpy), the
-two measured in turns (best of REPS each, so that a slow spell of the
+a numpy copy of the same bytes into a preallocated array (a memcpy), for
+quantize_tensor(out=) whose targets are preallocated too, and x.copy() (a
+memcpy into new pages, which the kernel zeroes first) for a fresh call,
+which writes new pages as well; all measured in turns (best of REPS each, so that a slow spell of the
 shared machine falls on both); its peak RSS; and, where torch is
 importable, eager torch's block quantization (amax per tile, scale =
 amax / 448, x / scale cast to float8_e4m3fn) on the same cores.
@@ -49,12 +51,13 @@ def main():
     dst = np.empty_like(x)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     q = fp8conv.quantize_tensor(x)  # warm: the library loaded, the output pages touched
-    t_q, t_copy, t_out = [], [], []
+    t_q, t_copy, t_out, t_fresh = [], [], [], []
     for _ in range(reps):
         t_copy.append(best(lambda: np.copyto(dst, x), 1))
         t_q.append(best(lambda: fp8conv.quantize_tensor(x), 1))
         t_out.append(best(lambda: fp8conv.quantize_tensor(x, out=q), 1))
-    tq, tc, to = min(t_q), min(t_copy), min(t_out)
+        t_fresh.append(best(lambda: x.copy(), 1))
+    tq, tc, to, tf = min(t_q), min(t_copy), min(t_out), min(t_fresh)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     gib = x.nbytes / 2**30
     print("quantize_tensor, 1 GiB bf16 [%d, %d], block 128x128: %8.1f ms  (%.2f GiB/s)"
@@ -63,8 +66,10 @@ def main():
           % (tc * 1e3, gib / tc))
     print("quantize_tensor(out=q), its arrays reused:        %8.1f ms  (%.2f GiB/s)"
           % (to * 1e3, gib / to))
-    print("quantize_tensor / copy = %.2fx, with out= %.2fx (goal 1.5; the copy's target is "
-          "preallocated too)" % (tq / tc, to / tc))
+    print("floor of a fresh call: x.copy(), its 1 GiB new: %8.1f ms" % (tf * 1e3))
+    print("quantize_tensor(out=q) / copy = %.2fx (goal 1.5; both targets preallocated); a fresh "
+          "call / x.copy() = %.2fx (both write new pages; quantize_tensor / copy = %.2fx)"
+          % (to / tc, tq / tf, tq / tc))
     print("peak RSS %.2f GiB: before the first call %.2f GiB (input, copy target), outputs "
           "%.2f GiB" % (peak / 2**20, rss0 / 2**20, (q.codes.nbytes + q.scale.nbytes) / 2**30))
     try:
