@@ -102,6 +102,29 @@ def rule_vllm(a):
     return sf, lambda x: e4m3(f32(x * r))
 
 
+def rule_vllm_tensor(a):
+    # csrc/quantization/w8a8/fp8/common.cu (096d3dc) dynamic_scaled_fp8_quant:
+    # segmented_max_reduction_strided: scale = amax / 448 (a CUDA C++ division, no floor);
+    # scaled_fp8_quant_kernel_strided_dynamic: x * (1.0f / scale), fmax/fmin clamp, cast.
+    # amax 0: 1/0 is inf, 0 * inf NaN, which fminf/fmaxf clamp to 448 (code 0x7E), scale 0:
+    # fp8conv stores scale 1 and codes 0 there (said in PROFILES; checked apart below)
+    s = f32(a / 448)
+    if a == 0:
+        return 0.0, lambda x: 0x7E
+    r = f32(1 / s) if s else INF
+    if r == INF:
+        return None
+    return s, lambda x: e4m3(f32(x * r))
+
+
+def rule_vllm_channel(a):
+    # same file, dynamic_per_token_scaled_fp8_quant_kernel_strided: scale =
+    # fmaxf(amax / 448, min_scaling_factor = 1.0f / (448 * 512.0f)); x / scale (no reciprocal:
+    # "to match FBGemm"; csrc/quantization/fp8/common.cu at 006ccf0 multiplied by 1.0f / scale)
+    s = max(f32(a / 448), f32(1 / f32(448 * 512.0)))
+    return s, lambda x: e4m3(f32(x / s))
+
+
 def rule_prime_rl(a):
     # quantize_to_fp8_blockwise: (max_abs / fp8_max).clamp(min=1e-12); (blocks.float() / scale)
     s = max(f32(a * f32(1 / 448)), f32(1e-12))
@@ -156,21 +179,22 @@ def rule_deepgemm(a):
     return sf, lambda x: e4m3(f32(x * r))
 
 
-PROFILES = {  # name: (rule, schemes)
-    "fp8conv": (rule_fp8conv, ("block", "tensor")),
-    "vllm": (rule_vllm, ("block",)),
-    "deepgemm": (rule_deepgemm, ("block",)),
-    "prime-rl": (rule_prime_rl, ("block",)),
-    "slime": (rule_slime, ("block",)),
-    "te": (rule_te, ("block",)),
-    "transformers": (rule_transformers, ("block", "tensor")),
+PROFILES = {  # name: {scheme: rule}
+    "fp8conv": {"block": rule_fp8conv, "tensor": rule_fp8conv, "channel": rule_fp8conv},
+    "vllm": {"block": rule_vllm, "tensor": rule_vllm_tensor, "channel": rule_vllm_channel},
+    "deepgemm": {"block": rule_deepgemm},
+    "prime-rl": {"block": rule_prime_rl},
+    "slime": {"block": rule_slime},
+    "te": {"block": rule_te},
+    "transformers": {"block": rule_transformers, "tensor": rule_transformers},
 }
+FORMAT = {"block": "hf-fp8", "tensor": "hf-fp8", "channel": "modelopt"}  # F32 scales each
 UNDEFINED = ("sglang", "llm-compressor")  # rows without schemes in this version
 
 
 # ---------------------------------------------------------------- the same steps in numpy
 
-def numpy_agrees(name, a_values, xs):
+def numpy_agrees(rule, a_values, xs):
     """The rule's steps in numpy float32 with ml_dtypes' E4M3 cast, on amaxes and elements;
     None when numpy or ml_dtypes is missing."""
     try:
@@ -179,6 +203,7 @@ def numpy_agrees(name, a_values, xs):
     except ImportError:
         return None
     f = np.float32
+    name = rule.__name__[len("rule_"):].replace("_", "-")
     bad = 0
     for a in a_values:
         a32 = f(a)
@@ -186,6 +211,14 @@ def numpy_agrees(name, a_values, xs):
             if name == "vllm":
                 sf = max(a32, f(1e-4)) * (f(1) / f(448))
                 st, op = sf, lambda x: x * (f(1) / sf)
+            elif name == "vllm-tensor":
+                st = a32 / f(448)
+                if a32 == 0 or np.isinf(f(1) / st):
+                    continue  # the engine's 0x7E codes, and fp8conv's refusal: checked apart
+                op = lambda x: x * (f(1) / st)
+            elif name == "vllm-channel":
+                st = max(a32 / f(448), f(1) / (f(448) * f(512)))
+                op = lambda x: x / st
             elif name == "deepgemm":
                 sf = max(a32, f(1e-4)) * (f(1) / f(448))
                 u = int(np.array([sf], np.float32).view(np.uint32)[0]) & 0x7FFFFFFF
@@ -210,7 +243,7 @@ def numpy_agrees(name, a_values, xs):
             else:
                 s = f(1) if a32 == 0 else a32 / f(448)
                 st, op = s, lambda x: x / s
-        mine = PROFILE_RULE[name](a)
+        mine = rule(a)
         if mine is None and name == "deepgemm":  # fp8conv's refusal, not the engine's
             continue
         if mine is None or f(mine[0]) != st:
@@ -223,7 +256,6 @@ def numpy_agrees(name, a_values, xs):
     return bad == 0
 
 
-PROFILE_RULE = {k: v[0] for k, v in PROFILES.items()}
 
 
 # ---------------------------------------------------------------- inputs
@@ -275,6 +307,26 @@ def edge_weight(rng, tiny_ok, huge):
     return with_tiles(bits, 640, tiles)
 
 
+def edge_rows(rng, tiny_ok, huge):
+    """A 24 x 256 weight, a row of each edge class (the per-row scheme's edge tiles)."""
+    mids = [(E4M3_POS[k] + E4M3_POS[k + 1]) / 2 for k in range(1, 126)]
+    classes = [lambda c: 0.0,                                  # all zero
+               lambda c: 1e-3 * ((c % 7) - 3) / 3,             # under vLLM's per-row floor 1/512
+               lambda c: 5e-5 * ((c % 7) - 3) / 3,             # under vLLM's block 1e-4
+               lambda c: 5e-11 * ((c % 5) - 2) / 2,            # under slime's 1e-10
+               lambda c: 448.0 if c == 0 else mids[c % 125] * (-1 if c % 3 == 0 else 1),
+               lambda c: huge * (1 if c % 2 else -0.75),
+               lambda c: 1e30 * rng.uniform(-1, 1),
+               lambda c: 2.0 ** -120 * (c % 5)]
+    if tiny_ok:
+        classes.append(lambda c: 2.0 ** -133 * ((2 * c) % 5))  # bf16 subnormals
+    bits = realistic(rng, 24, 256)
+    for r, fn in enumerate(classes):
+        for c in range(256):
+            bits[r * 256 + c] = bf16_bits(fn(c))
+    return bits
+
+
 # ---------------------------------------------------------------- safetensors
 
 def write_st(path, tensors):
@@ -303,7 +355,7 @@ def read_st(path):
 def expected(rule, bits, rows, cols, scheme):
     """Codes (bytes) and F32 scales (bytes) of one matrix under `rule`, or None (refused)."""
     vals = [bf16_value(b) for b in bits]
-    br, bc = (128, 128) if scheme == "block" else (rows, cols)
+    br, bc = {"block": (128, 128), "channel": (1, cols), "tensor": (rows, cols)}[scheme]
     codes = bytearray(rows * cols)
     scales = b""
     for r0 in range(0, rows, br):
@@ -341,19 +393,21 @@ def main():
 
     shapes = {"model.layers.0.mlp.down_proj.weight": (256, 384),   # whole blocks
               "model.layers.0.mlp.up_proj.weight": (200, 300),     # partial blocks
-              "model.layers.0.self_attn.o_proj.weight": (384, 640)}  # the edge classes
+              "model.layers.0.self_attn.o_proj.weight": (384, 640),  # the edge classes
+              "model.layers.0.self_attn.k_proj.weight": (24, 256)}  # the edge classes, by row
     with tempfile.TemporaryDirectory(prefix="check_profiles.") as tmp:
         # bf16's largest value, and 3e38 (deepgemm: its 2^120 scale reads back finite)
         for tiny_ok, huge in ((True, 3.3895313892515355e38), (False, 3.3895313892515355e38),
                               (False, 3e38)):
             weights = {}
             for name, (r, c) in shapes.items():
-                weights[name] = (r, c, edge_weight(rng, tiny_ok, huge) if r == 384 else realistic(rng, r, c))
+                weights[name] = (r, c, edge_weight(rng, tiny_ok, huge) if r == 384 else
+                                 edge_rows(rng, tiny_ok, huge) if r == 24 else realistic(rng, r, c))
             src = os.path.join(tmp, "in-%d-%g.safetensors" % (tiny_ok, huge))
             write_st(src, {n: ("BF16", [r, c], struct.pack("<%dH" % len(b), *b))
                            for n, (r, c, b) in weights.items()})
-            for name, (rule, schemes) in PROFILES.items():
-                for scheme in schemes:
+            for name, schemes in PROFILES.items():
+                for scheme, rule in schemes.items():
                     runs = [["--profile", name]] + ([[]] if name == "fp8conv" else [])
                     for extra in runs:
                         out = os.path.join(tmp, "out.safetensors")
@@ -363,7 +417,8 @@ def main():
                         refused = any(w is None for w in want.values())
                         what = "%s --scheme %s%s, huge %g" % (" ".join(extra) or "(no --profile)", scheme,
                                                               "" if tiny_ok else " (no subnormal tile)", huge)
-                        p = run(binary, ["quantize", "-q", "--scheme", scheme] + extra + [src, out])
+                        p = run(binary, ["quantize", "-q", "--scheme", scheme, "--format", FORMAT[scheme]] +
+                                extra + [src, out])
                         if refused:
                             check(p.returncode == 3 and "profile's rule" in p.stderr and not os.path.exists(out),
                                   "%s: refused (exit 3, nothing left): exit %d %s" % (what, p.returncode, p.stderr.strip()))
@@ -382,25 +437,30 @@ def main():
                                   "%s: %s: %d code bytes and %d scales differ" % (what, n, diff, sdiff))
                         # verify --against --profile auto names the profile that wrote it
                         # (alone, for blocks: the edge tiles tell every block row apart)
-                        p = run(binary, ["verify", "--json", "--format", "hf-fp8", "--scheme", scheme,
+                        p = run(binary, ["verify", "--json", "--format", FORMAT[scheme], "--scheme", scheme,
                                          "--against", src, "--profile", "auto", out])
                         found = (json.loads(p.stdout or "{}").get("requantized") or {}).get("profiles") or {}
-                        tried = sorted(n for n, (_, sch) in PROFILES.items() if scheme in sch)
+                        tried = sorted(n for n, sch in PROFILES.items() if scheme in sch)
+                        # alone for blocks and rows (the edge tiles and rows tell every row apart)
                         ok = sorted(found.get("tried", [])) == tried and (
-                            found.get("reproduce") == [name] if scheme == "block" else name in found.get("reproduce", []))
+                            found.get("reproduce") == [name] if scheme != "tensor" else name in found.get("reproduce", []))
                         check(ok, "%s: verify --profile auto finds %s of %s" % (what, found.get("reproduce"), found.get("tried")))
         # each engine row differs from the default somewhere (its rule is exercised)
         vals = [bf16_value(b) for b in realistic(random.Random(1), 64, 512)]
-        for name in PROFILES:
-            if name == "fp8conv":
-                continue
-            differs = False
-            for g in range(0, len(vals), 128):
-                grp = vals[g:g + 128]
-                a = max(abs(v) for v in grp)
-                mine, ref = PROFILE_RULE[name](a), rule_fp8conv(a)
-                differs |= mine[0] != ref[0] or any(mine[1](v) != ref[1](v) for v in grp)
-            check(differs, "%s: its rule differs from fp8conv's on realistic groups" % name)
+        # (vLLM's per-row rule only on rows under its floor: amax below 1/512)
+        for name, schemes in PROFILES.items():
+            for scheme, rule in schemes.items():
+                if name == "fp8conv":
+                    continue
+                differs = False
+                for g in range(0, len(vals), 128):
+                    grp = vals[g:g + 128]
+                    if rule is rule_vllm_channel:
+                        grp = [v / 64 for v in grp]
+                    a = max(abs(v) for v in grp)
+                    mine, ref = rule(a), rule_fp8conv(a)
+                    differs |= mine[0] != ref[0] or any(mine[1](v) != ref[1](v) for v in grp)
+                check(differs, "%s %s: its rule differs from fp8conv's on realistic groups" % (name, scheme))
         # a scheme a profile does not define, and the rows not established: exit 2 naming them
         # deepgemm is --scale-fmt ue8m0 on groups of amax 1e-4 and above (the realistic weights),
         # not on the all-zero and tiny tiles (its 1e-4 floor: 2^-22 where fp8conv stores 1)
@@ -420,7 +480,7 @@ def main():
             for o in outs:
                 os.remove(o)
         src = os.path.join(tmp, "in-1-3.38953e+38.safetensors")
-        for name, args, says in (("vllm", ["--scheme", "tensor"], "(it defines: block)"),
+        for name, args, says in (("vllm", ["--scheme", "mxfp8"], "(it defines: block, channel, tensor)"),
                                  ("vllm", ["--scale-fmt", "ue8m0"], "--scale-fmt ue8m0 is fp8conv's"),
                                  ("deepgemm", ["--format", "compressed-tensors"], "--format hf-fp8 only"),
                                  ("te", ["--scheme", "mxfp8"], "(it defines: block)")) + tuple(
@@ -429,13 +489,31 @@ def main():
             p = run(binary, ["quantize", "-q", "--profile", name] + args + [src, out])
             check(p.returncode == 2 and says in p.stderr and not os.path.exists(out),
                   "--profile %s %s: exit %d %s" % (name, " ".join(args), p.returncode, p.stderr.strip()))
+        # vLLM's per-tensor kernel on an all-zero matrix writes scale 0 and codes 0x7E (NaN,
+        # clamped): fp8conv writes scale 1 and codes 0 (PROFILES); on one of bf16 subnormals it
+        # has no finite 1 / scale: fp8conv refuses (exit 3)
+        check(rule_vllm_tensor(0.0)[0] == 0 and rule_vllm_tensor(0.0)[1](0.0) == 0x7E,
+              "vllm tensor: the engine's all-zero matrix is scale 0, codes 0x7E")
+        for fill, code, want in ((0.0, 0, (b"\0" * 64, struct.pack("<f", 1.0))),
+                                 (2.0 ** -133, 3, None)):
+            zsrc, out = os.path.join(tmp, "flat.safetensors"), os.path.join(tmp, "flat-out.safetensors")
+            write_st(zsrc, {"model.layers.0.mlp.down_proj.weight": (
+                "BF16", [4, 16], struct.pack("<64H", *[bf16_bits(fill)] * 64))})
+            p = run(binary, ["quantize", "-q", "--profile", "vllm", "--scheme", "tensor", zsrc, out])
+            got = read_st(out) if p.returncode == 0 else {}
+            pair = (got["model.layers.0.mlp.down_proj.weight"][2],
+                    got["model.layers.0.mlp.down_proj.weight_scale"][2]) if got else None
+            check(p.returncode == code and pair == want and (code == 0 or not os.path.exists(out)),
+                  "--profile vllm --scheme tensor, all %g: exit %d %s" % (fill, p.returncode, p.stderr.strip()))
+            if os.path.exists(out):
+                os.remove(out)
         # verify: --profile needs --against; a profile that does not define the declared scheme
         out = os.path.join(tmp, "tensor.safetensors")
         run(binary, ["quantize", "-q", "--scheme", "tensor", src, out])
         for args, code, says in ((["--profile", "vllm"], 2, "it needs --against"),
                                  (["--profile", "auto"], 2, "it needs --against"),
                                  (["--against", src, "--profile", "vllms"], 2, "not one of"),
-                                 (["--against", src, "--profile", "vllm"], 2,
+                                 (["--against", src, "--profile", "te"], 2,
                                   "does not define the tensor scheme it declares (it defines: block)")):
             p = run(binary, ["verify", "--format", "hf-fp8", "--scheme", "tensor"] + args + [out])
             check(p.returncode == code and says in p.stderr,
@@ -443,12 +521,12 @@ def main():
         # numpy float32 and ml_dtypes, where present, take the same steps
         amaxes = [f32(a) for a in (0.0, 1e-39, 5e-11, 1e-10, 5e-5, 0.0123, 1.0, 448.0, 3.3895313892515355e38)]
         xs = [bf16_value(bf16_bits(v)) for v in (0.0, -0.0, 1e-3, -0.05, 0.0123, 2.5, -448.0, 3e38)]
-        for name in PROFILES:
-            agree = numpy_agrees(name, amaxes, xs)
+        for rule in sorted({r for sch in PROFILES.values() for r in sch.values()}, key=lambda r: r.__name__):
+            agree = numpy_agrees(rule, amaxes, xs)
             if agree is None:
                 print("numpy/ml_dtypes not importable: the numpy cross-check is not run (said, not a failure)")
                 break
-            check(agree, "%s: the numpy float32 / ml_dtypes steps agree" % name)
+            check(agree, "%s: the numpy float32 / ml_dtypes steps agree" % rule.__name__)
     print("check-profiles end to end: %d passed, %d failed" % (passed, len(failed)))
     sys.exit(1 if failed else 0)
 

@@ -913,8 +913,8 @@ static const struct {
     { "--ignore 're:(q)\\1'", "a back-reference" },
     { "--strict --ignore re:model.layers.9", "matches no tensor" },
     { "--bogus", "unknown option" },
-    { "--profile vllm --scheme channel", "--profile vllm does not define --scheme channel "
-                                         "(it defines: block)" },
+    { "--profile vllm --scheme mxfp8", "--profile vllm does not define --scheme mxfp8 "
+                                       "(it defines: block, channel, tensor)" },
     { "--profile sglang", "(it defines: none)" },
     { "--profile deepgemm --scheme channel", "(it defines: block)" },
     { "--profile deepgemm --format compressed-tensors", "--format hf-fp8 only" },

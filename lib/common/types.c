@@ -266,8 +266,21 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
     /* vllm-project/vllm vllm/utils/deep_gemm.py per_block_cast_to_fp8 (779d1fc, taken from
      * DeepGEMM dd6ed14 deep_gemm/utils/math.py), use_ue8m0 off: amax.clamp(1e-4);
      * sf = amax / 448.0; (x * (1.0 / sf)).to(e4m3), as eager torch on CUDA computes it;
-     * vLLM wraps it in torch.compile (Inductor's Triton division: not read, a GPU check) */
-    [FP8_PROFILE_VLLM] = { { FP8_RULE_MUL_RECIP, 1, 1e-4f, 0 }, SCHEME_BIT(BLOCK) },
+     * vLLM wraps it in torch.compile (Inductor's Triton division: not read, a GPU check).
+     * tensor: csrc/quantization/w8a8/fp8/common.cu (096d3dc) dynamic_scaled_fp8_quant, the
+     * online per-tensor weight quantization (ops.scaled_fp8_quant, scale None):
+     * segmented_max_reduction_strided s = amax / 448, no floor (all zero: the engine's s is
+     * 0 and its codes 0x7E, fp8conv's s is 1); scaled_fp8_quant_kernel_strided_dynamic
+     * x * (1.0f / s).  channel: dynamic_per_token_scaled_fp8_quant_kernel_strided (same
+     * file): s = fmaxf(amax / 448, min_scaling_factor 1.0f / (448 * 512.0f)); x / s (the
+     * older csrc/quantization/fp8/common.cu, 006ccf0, multiplied by 1.0f / s) */
+    [FP8_PROFILE_VLLM] = {
+        .num = { FP8_RULE_MUL_RECIP, 1, 1e-4f, 0 },
+        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR),
+        .own = SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR),
+        .by_scheme = { [FP8_SCHEME_CHANNEL] = { FP8_RULE_DIV, 0, 0, 1.0f / (448.0f * 512.0f) },
+                       [FP8_SCHEME_TENSOR] = { FP8_RULE_DIV, 1, 0, 0 } },
+    },
     /* deepseek-ai/DeepGEMM deep_gemm/utils/math.py per_block_cast_to_fp8 with use_ue8m0
      * (38939a4): amax.clamp(1e-4); sf = amax / 448.0; ceil_to_ue8m0 (exponent bits plus one
      * for a nonzero mantissa); x * (1.0 / sf): --scale-fmt ue8m0's rule of the floored amax */
@@ -302,6 +315,14 @@ _Static_assert(sizeof fp8_profile_names / sizeof *fp8_profile_names == FP8_PROFI
 const fp8_profile_traits *fp8_profile_get(fp8_profile p)
 {
     return (unsigned)p < FP8_PROFILE_COUNT ? &profile_table[p] : NULL;
+}
+
+const fp8_numerics *fp8_profile_numerics(fp8_profile p, fp8_scheme s)
+{
+    const fp8_profile_traits *t = fp8_profile_get(p);
+    if (!t)
+        t = &profile_table[FP8_PROFILE_FP8CONV];
+    return (unsigned)s < NSCHEMES && t->own >> s & 1 ? &t->by_scheme[s] : &t->num;
 }
 
 const char *fp8_profile_name(fp8_profile p)

@@ -362,6 +362,8 @@ def tensor_cases(lib):
     for profile in ("vllm", "prime-rl", "slime", "te", "transformers"):
         yield "block", (300, 200), {"scheme": "block", "format": "hf-fp8", "profile": profile}
     yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "transformers"}
+    yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "vllm"}
+    yield "channel", (301, 200), {"scheme": "channel", "format": "modelopt", "profile": "vllm"}
 
 
 def cli_args(opts):
