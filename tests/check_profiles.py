@@ -127,6 +127,16 @@ def rule_vllm_channel(a):
     return s, lambda x: e4m3(f32(x / s))
 
 
+def rule_sglang(a):
+    # sgl-kernel per_token_group_quant_8bit_kernel (00568d9): local_absmax = fmaxf(1e-10f, |x|...);
+    # calculate_fp8_scales (no ROUND_SCALE): scale_inv = amax * MAX_8BIT_INV (1.0f / 448, a
+    # constant), scale = 448 / amax (precise math: the sm100 build); output_s = scale_inv;
+    # __fmul2_rn(x, scale) then __nv_cvt_float2_to_fp8x2(..., __NV_SATFINITE, __NV_E4M3)
+    a = max(a, f32(1e-10))
+    k = f32(448 / a)
+    return f32(a * f32(1 / 448)), lambda x: e4m3(f32(x * k))
+
+
 def rule_prime_rl(a):
     # quantize_to_fp8_blockwise: (max_abs / fp8_max).clamp(min=1e-12); (blocks.float() / scale)
     s = max(f32(a * f32(1 / 448)), f32(1e-12))
@@ -185,13 +195,14 @@ PROFILES = {  # name: {scheme: rule}
     "fp8conv": {"block": rule_fp8conv, "tensor": rule_fp8conv, "channel": rule_fp8conv},
     "vllm": {"block": rule_vllm, "tensor": rule_vllm_tensor, "channel": rule_vllm_channel},
     "deepgemm": {"block": rule_deepgemm},
+    "sglang": {"block": rule_sglang},
     "prime-rl": {"block": rule_prime_rl},
     "slime": {"block": rule_slime},
     "te": {"block": rule_te},
     "transformers": {"block": rule_transformers, "tensor": rule_transformers},
 }
 FORMAT = {"block": "hf-fp8", "tensor": "hf-fp8", "channel": "modelopt"}  # F32 scales each
-UNDEFINED = ("sglang", "llm-compressor")  # rows without schemes in this version
+UNDEFINED = ("llm-compressor",)  # rows without schemes in this version
 
 
 # ---------------------------------------------------------------- the same steps in numpy
@@ -227,6 +238,10 @@ def numpy_agrees(rule, a_values, xs):
                 e = min(max((u >> 23) + int(u & 0x7FFFFF != 0), 1), 254)
                 sf = np.array([e << 23], np.uint32).view(np.float32)[0]
                 st, op = sf, lambda x: x * (f(1) / sf)
+            elif name == "sglang":
+                a32 = max(a32, f(1e-10))
+                k = f(448) / a32
+                st, op = a32 * (f(1) / f(448)), lambda x: x * k
             elif name == "prime-rl":
                 st = max(a32 * (f(1) / f(448)), f(1e-12))
                 op = lambda x: x / st
@@ -297,7 +312,7 @@ def edge_weight(rng, tiny_ok, huge):
     tiles = {
         (0, 0): lambda r, c: 0.0,                                     # all zero
         (0, 1): lambda r, c: 5e-5 * ((r + c) % 7 - 3) / 3,            # under vLLM's 1e-4
-        (0, 2): lambda r, c: 5e-11 * ((r + c) % 5 - 2) / 2,           # under slime's 1e-10
+        (0, 2): lambda r, c: 5e-11 * ((r + c) % 5 - 2) / 2,           # under slime's, sglang's 1e-10
         (0, 3): lambda r, c: 1e-10 * ((r * c) % 9 - 4) / 4,           # prime-rl: s under 1e-12
         (1, 0): midpoint,
         (1, 1): lambda r, c: huge * (1 if (r + c) % 2 else -0.75),  # bf16 max, or 3e38

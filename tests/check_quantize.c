@@ -915,7 +915,8 @@ static const struct {
     { "--bogus", "unknown option" },
     { "--profile vllm --scheme mxfp8", "--profile vllm does not define --scheme mxfp8 "
                                        "(it defines: block, channel, tensor)" },
-    { "--profile sglang", "(it defines: none)" },
+    { "--profile llm-compressor", "(it defines: none)" },
+    { "--profile sglang --scheme tensor", "(it defines: block)" },
     { "--profile deepgemm --scheme channel", "(it defines: block)" },
     { "--profile deepgemm --format compressed-tensors", "--format hf-fp8 only" },
     { "--profile transformers --scheme tensor --format compressed-tensors",

@@ -285,12 +285,14 @@ FP8_HD float fp8_scale_make(fp8_scale_kind kind, float amax, uint32_t *stored)
 
 /* How a group's scale comes from its amax a (after the floor), in fp32 as
  * a GPU computes it: s is what is stored and what elements are divided by;
- * the inverted rules compute k, multiply elements by it and store fl(1/k). */
+ * the inverted rules compute k, multiply elements by it and store fl(1/k)
+ * (INV_APART: a * fl(1/448), computed beside k). */
 typedef enum {
     FP8_RULE_DIV,       /* s = a / 448 (fp8conv: fp8_scale_make, every scale kind) */
     FP8_RULE_MUL_RECIP, /* s = a * fl(1/448): `amax / 448.0` on a CUDA tensor */
     FP8_RULE_INV_DIV,   /* k = 448 / a; FLT_MAX where that is infinite */
     FP8_RULE_INV_RECIP, /* k = fl(fl(1/a) * 448): torch's `448.0 / tensor` */
+    FP8_RULE_INV_APART, /* k = 448 / a, and the stored s = a * fl(1/448) apart, not fl(1/k) */
 } fp8_scale_rule;
 
 /* A profile's numbers (common/types.h holds the rows): all zero is
@@ -345,11 +347,11 @@ FP8_HD float fp8_numerics_scale(const fp8_numerics *n, fp8_scale_kind kind, floa
     const float inf = fp8_f32_from_bits(0x7F800000), flt_max = 0x1.fffffep127f;
     float a = amax > n->amax_floor ? amax : n->amax_floor, s, d;
     if (n->rule >= FP8_RULE_INV_DIV) {
-        d = a == 0 ? 1.0f : n->rule == FP8_RULE_INV_DIV ? FP8_E4M3_MAX / a
-                                                         : 1.0f / a * FP8_E4M3_MAX;
+        d = a == 0 ? 1.0f : n->rule != FP8_RULE_INV_RECIP ? FP8_E4M3_MAX / a
+                                                           : 1.0f / a * FP8_E4M3_MAX;
         if (n->rule == FP8_RULE_INV_DIV && d == inf)
             d = flt_max;
-        s = 1.0f / d;
+        s = n->rule == FP8_RULE_INV_APART && a != 0 ? a * (1.0f / FP8_E4M3_MAX) : 1.0f / d;
     } else {
         s = n->rule == FP8_RULE_DIV ? a / FP8_E4M3_MAX : a * (1.0f / FP8_E4M3_MAX);
         s = s > n->scale_floor ? s : n->scale_floor;

@@ -285,7 +285,13 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
      * (38939a4): amax.clamp(1e-4); sf = amax / 448.0; ceil_to_ue8m0 (exponent bits plus one
      * for a nonzero mantissa); x * (1.0 / sf): --scale-fmt ue8m0's rule of the floored amax */
     [FP8_PROFILE_DEEPGEMM] = { { FP8_RULE_DIV, 0, 1e-4f, 0 }, SCHEME_BIT(BLOCK), true },
-    [FP8_PROFILE_SGLANG] = { { 0 }, 0 },
+    /* sgl-project/sglang sgl-kernel/csrc/gemm/per_token_group_quant_8bit.cu (00568d9)
+     * per_token_group_quant_8bit_kernel, its online FP8 group quantization, without
+     * SCALE_UE8M0: local_absmax starts at 1e-10; calculate_fp8_scales stores
+     * amax * (1.0f / 448) and multiplies by 448 / amax (__fmul2_rn, satfinite cast), each
+     * group a block here.  sgl-kernel/CMakeLists.txt (00390b8) builds it with precise math
+     * for sm100 and with -use_fast_math for sm90 (an approximate 448 / amax: a GPU check) */
+    [FP8_PROFILE_SGLANG] = { { FP8_RULE_INV_APART, 0, 1e-10f, 0 }, SCHEME_BIT(BLOCK) },
     /* PrimeIntellect-ai/prime-rl src/prime_rl/trainer/models/fp8.py quantize_to_fp8_blockwise
      * (2026; fp8_block_quantize, conversions/fp8_blockwise.py and tools/convert_bf16_to_fp8.py
      * call it): (amax / 448).clamp(min=1e-12); (x.float() / s).clamp(+-448).to(e4m3) */

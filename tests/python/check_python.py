@@ -359,7 +359,7 @@ def tensor_cases(lib):
         yield scheme, (3, 130, 96), {"scheme": scheme, "format": "compressed-tensors"}
         yield scheme, (3, 130, 96), {"scheme": scheme, "format": "hf-fp8"}
     # the engine profiles (fp8conv-formats(5), PROFILES), each on the schemes it defines
-    for profile in ("vllm", "prime-rl", "slime", "te", "transformers"):
+    for profile in ("vllm", "sglang", "prime-rl", "slime", "te", "transformers"):
         yield "block", (300, 200), {"scheme": "block", "format": "hf-fp8", "profile": profile}
     yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "transformers"}
     yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "vllm"}
