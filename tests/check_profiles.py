@@ -26,6 +26,11 @@ given to `verify --against SRC --profile auto`, which must name the profile that
 for the block scheme, where the edge tiles tell every row apart) among those it tried (every
 profile that defines the scheme).
 
+llm-compressor is checked against compressed-tensors itself too (tests/profiles_ct.py, run with
+$PROFILES_ENGINE_PY or BUILD/venv-loaders/bin/python where it has torch and compressed_tensors):
+every code and scale equal, but for -0 against its +0 where its CPU bf16 cast flushes a subnormal
+quotient (counted and said).
+
 usage: check_profiles.py BUILD    (BUILD/fp8conv is the binary: make's build dir)
        check_profiles.py --measure  (fp8conv-formats(5), PROFILES, its figures: the share of codes
                                      and of scales each row changes against fp8conv's rule)
@@ -137,6 +142,18 @@ def rule_sglang(a):
     return f32(a * f32(1 / 448)), lambda x: e4m3(f32(x * k))
 
 
+def rule_llm_compressor(a):
+    # compressed-tensors 0.17.0 (llm-compressor's torch path), bf16 weights:
+    # calculate_qparams: scales = max_val_pos / (896 / 2), a bf16 tensor (fp32 quotient rounded
+    # to bf16); scales == 0 -> _get_dtype_eps(bf16) = 2^-7; _quantize: x / scale, a bf16
+    # tensor; round_to_quantized_type_args: clamp(+-448).to(float8_e4m3fn)
+    s = bf16_value(bf16_bits(f32(a / 448))) or 2.0 ** -7
+    return s, lambda x: e4m3(bf16_value(bf16_bits(f32(x / s))))
+
+
+rule_llm_compressor.bf16 = True  # its scales are bf16 (the weight's dtype)
+
+
 def rule_prime_rl(a):
     # quantize_to_fp8_blockwise: (max_abs / fp8_max).clamp(min=1e-12); (blocks.float() / scale)
     s = max(f32(a * f32(1 / 448)), f32(1e-12))
@@ -200,9 +217,12 @@ PROFILES = {  # name: {scheme: rule}
     "slime": {"block": rule_slime},
     "te": {"block": rule_te},
     "transformers": {"block": rule_transformers, "tensor": rule_transformers},
+    "llm-compressor": {"block": rule_llm_compressor, "channel": rule_llm_compressor,
+                       "tensor": rule_llm_compressor},
 }
+PROFILE_FORMAT = {"llm-compressor": "compressed-tensors"}  # bf16 scales: the weight's dtype
 FORMAT = {"block": "hf-fp8", "tensor": "hf-fp8", "channel": "modelopt"}  # F32 scales each
-UNDEFINED = ("llm-compressor",)  # rows without schemes in this version
+UNDEFINED = ()  # rows without schemes in this version
 
 
 # ---------------------------------------------------------------- the same steps in numpy
@@ -242,6 +262,13 @@ def numpy_agrees(rule, a_values, xs):
                 a32 = max(a32, f(1e-10))
                 k = f(448) / a32
                 st, op = a32 * (f(1) / f(448)), lambda x: x * k
+            elif name == "llm-compressor":
+                if a32 == 0:
+                    st = f(2.0 ** -7)
+                else:
+                    st = (a32 / f(448)).astype(ml_dtypes.bfloat16).astype(f)
+                    st = f(2.0 ** -7) if st == 0 else st
+                op = lambda x: (x / st).astype(ml_dtypes.bfloat16).astype(f)
             elif name == "prime-rl":
                 st = max(a32 * (f(1) / f(448)), f(1e-12))
                 op = lambda x: x / st
@@ -383,7 +410,7 @@ def expected(rule, bits, rows, cols, scheme):
             if got is None:
                 return None
             s, code = got
-            scales += struct.pack("<f", s)
+            scales += struct.pack("<H", bf16_bits(s)) if getattr(rule, "bf16", False) else struct.pack("<f", s)
             for i in idx:
                 codes[i] = code(vals[i])
     return bytes(codes), scales
@@ -394,9 +421,16 @@ def measure():
     outliers, 96 blocks of 128 x 128 (768 x 2048), through each row's transcription (certified
     above against quantize's bytes) and fp8conv's rule; the share of codes and of scales that
     differ.  Blocks, rows, and the matrix as 8 tensors of 96 x 2048.  deepgemm is measured against
-    --scale-fmt ue8m0 (s = 2^E, the least with amax <= 448 * 2^E; x / s), the rule it shares."""
+    --scale-fmt ue8m0 (s = 2^E, the least with amax <= 448 * 2^E; x / s), the rule it shares;
+    llm-compressor against fp8conv's bf16 scales (--format compressed-tensors from bf16)."""
     def rule_ue8m0(a):
         s = 1.0 if a == 0 else ceil_to_ue8m0(f32(a / 448))
+        return s, lambda x: e4m3(f32(x / s))
+
+    def rule_bf16(a):  # fp8conv-formats(5), SCHEMES: bf16 scales, one step up where 464 s < amax
+        b = 0x3F80 if a == 0 else bf16_bits(f32(a / 448)) or 1
+        b += a > 464 * bf16_value(b)
+        s = bf16_value(b)
         return s, lambda x: e4m3(f32(x / s))
 
     vals = [bf16_value(b) for b in realistic(random.Random(47), 768, 2048)]
@@ -411,11 +445,53 @@ def measure():
             codes = scales = 0
             for g in groups:
                 a = max(abs(vals[i]) for i in g)
-                (s0, c0), (s1, c1) = (rule_ue8m0 if name == "deepgemm" else rule_fp8conv)(a), rule(a)
+                ref = {"deepgemm": rule_ue8m0, "llm-compressor": rule_bf16}.get(name, rule_fp8conv)
+                (s0, c0), (s1, c1) = ref(a), rule(a)
                 scales += s0 != s1
                 codes += sum(c0(vals[i]) != c1(vals[i]) for i in g)
             print("%-13s %-8s codes %.3f%%  scales %.0f%% (%d groups)" % (
                 name, scheme, 100.0 * codes / len(vals), 100.0 * scales / len(groups), len(groups)))
+
+
+ENGINE = {}
+
+
+def engine_bytes(src, tmp):
+    """compressed-tensors' own bytes for src (tests/profiles_ct.py), run with the python of
+    PROFILES_ENGINE_PY or BUILD/venv-loaders (make check-loaders makes it); {} where neither
+    has torch and compressed_tensors (said once, not a failure)."""
+    if src not in ENGINE:
+        py = os.environ.get("PROFILES_ENGINE_PY") or os.path.join(sys.argv[1], "venv-loaders", "bin", "python")
+        out = os.path.join(tmp, "engine.json")
+        ok = os.path.exists(py) and subprocess.run(
+            [py, os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles_ct.py"), src, out],
+            capture_output=True).returncode == 0
+        if not ok and not ENGINE:
+            print("compressed-tensors not runnable with %s: llm-compressor is checked against its "
+                  "transcription only (said, not a failure)" % py)
+        ENGINE[src] = json.load(open(out)) if ok else {}
+        ENGINE["ran"] = ENGINE.get("ran", 0) + ok
+    return ENGINE[src]
+
+
+def engine_diff(codes, eng, scales, bits, rows, cols, scheme):
+    """Code bytes that differ from the engine's, and those that differ only where torch's CPU
+    bf16 cast flushes a subnormal fp32 quotient x / s (x < 0) to +0: fp8conv's -0 (0x80), its
+    0x00, the same value (on a GPU, __float2bfloat16_rn keeps the sign: fp8conv's bytes)."""
+    nb = -(-cols // 128)
+    ediff = flushed = 0
+    for i, (x, y) in enumerate(zip(codes, eng)):
+        if x == y:
+            continue
+        r, c = divmod(i, cols)
+        g = {"block": r // 128 * nb + c // 128, "channel": r, "tensor": 0}[scheme]
+        s = bf16_value(struct.unpack_from("<H", scales, 2 * g)[0])
+        v = bf16_value(bits[i])
+        if x == 0x80 and y == 0 and v < 0 and abs(f32(v / s)) < 2.0 ** -126:
+            flushed += 1
+        else:
+            ediff += 1
+    return ediff, flushed
 
 
 def run(binary, args):
@@ -458,6 +534,7 @@ def main():
             for name, schemes in PROFILES.items():
                 for scheme, rule in schemes.items():
                     runs = [["--profile", name]] + ([[]] if name == "fp8conv" else [])
+                    fmt, sw = PROFILE_FORMAT.get(name, FORMAT[scheme]), 2 if getattr(rule, "bf16", False) else 4
                     for extra in runs:
                         out = os.path.join(tmp, "out.safetensors")
                         if os.path.exists(out):
@@ -466,7 +543,7 @@ def main():
                         refused = any(w is None for w in want.values())
                         what = "%s --scheme %s%s, huge %g" % (" ".join(extra) or "(no --profile)", scheme,
                                                               "" if tiny_ok else " (no subnormal tile)", huge)
-                        p = run(binary, ["quantize", "-q", "--scheme", scheme, "--format", FORMAT[scheme]] +
+                        p = run(binary, ["quantize", "-q", "--scheme", scheme, "--format", fmt] +
                                 extra + [src, out])
                         if refused:
                             check(p.returncode == 3 and "profile's rule" in p.stderr and not os.path.exists(out),
@@ -481,12 +558,21 @@ def main():
                             # hf-fp8: block scales X_scale_inv, a per-tensor scale X_scale
                             sdt, _, sraw = got.get(n + "_scale_inv") or got[n + "_scale"]
                             diff = sum(x != y for x, y in zip(raw, codes)) + abs(len(raw) - len(codes))
-                            sdiff = sum(sraw[i:i + 4] != scales[i:i + 4] for i in range(0, max(len(sraw), len(scales)), 4))
-                            check(dt == "F8_E4M3" and sdt == "F32" and diff == 0 and sdiff == 0,
+                            sdiff = sum(sraw[i:i + sw] != scales[i:i + sw] for i in range(0, max(len(sraw), len(scales)), sw))
+                            check(dt == "F8_E4M3" and sdt == ("BF16" if sw == 2 else "F32") and diff == 0 and sdiff == 0,
                                   "%s: %s: %d code bytes and %d scales differ" % (what, n, diff, sdiff))
+                            # the engine's own code, run for real (compressed-tensors on torch CPU)
+                            eng = engine_bytes(src, tmp).get(scheme, {}).get(n) if name == "llm-compressor" else None
+                            if eng is not None:
+                                r, c, b = weights[n]
+                                ediff, flushed = engine_diff(raw, bytes.fromhex(eng[0]), sraw, b, r, c, scheme)
+                                check(ediff == 0 and bytes.fromhex(eng[1]) == sraw,
+                                      "%s: %s: compressed-tensors' own quantize: %d code bytes differ%s" % (
+                                          what, n, ediff, "" if bytes.fromhex(eng[1]) == sraw else ", scales differ"))
+                                ENGINE["flushed"] = ENGINE.get("flushed", 0) + flushed
                         # verify --against --profile auto names the profile that wrote it
                         # (alone, for blocks: the edge tiles tell every block row apart)
-                        p = run(binary, ["verify", "--json", "--format", FORMAT[scheme], "--scheme", scheme,
+                        p = run(binary, ["verify", "--json", "--format", fmt, "--scheme", scheme,
                                          "--against", src, "--profile", "auto", out])
                         found = (json.loads(p.stdout or "{}").get("requantized") or {}).get("profiles") or {}
                         tried = sorted(n for n, sch in PROFILES.items() if scheme in sch)
@@ -576,6 +662,9 @@ def main():
                 print("numpy/ml_dtypes not importable: the numpy cross-check is not run (said, not a failure)")
                 break
             check(agree, "%s: the numpy float32 / ml_dtypes steps agree" % rule.__name__)
+    if ENGINE.get("ran"):
+        print("compressed-tensors run for real on %d inputs: %d codes differ only as -0 against its +0 "
+              "(a subnormal quotient its CPU bf16 cast flushed)" % (ENGINE["ran"], ENGINE.get("flushed", 0)))
     print("check-profiles end to end: %d passed, %d failed" % (passed, len(failed)))
     sys.exit(1 if failed else 0)
 

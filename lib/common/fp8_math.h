@@ -302,19 +302,32 @@ typedef struct {
     uint8_t recip;     /* DIV, MUL_RECIP: elements times fl(1/s), not divided by s */
     float amax_floor;  /* a = max(amax, amax_floor) first */
     float scale_floor; /* DIV, MUL_RECIP: s = max(s, scale_floor) after */
+    /* DIV: s rounded to nearest in the scale kind's dtype (F32, BF16, F16), that
+     * dtype's epsilon where it is 0, and x / s rounded to that dtype before E4M3:
+     * torch's bf16 weight / bf16 scale, a bf16 tensor */
+    uint8_t in_kind;
 } fp8_numerics;
 
 /* Whether n is fp8conv's own arithmetic (all zero, no amax floor either). */
 FP8_HD bool fp8_numerics_own(const fp8_numerics *n)
 {
-    return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0;
+    return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0 &&
+           !n->in_kind;
 }
 
 /* Whether n is fp8conv's rule on an amax floor (no other setting), which
  * takes every scale kind: fp8_scale_make of max(amax, amax_floor). */
 FP8_HD bool fp8_numerics_any_kind(const fp8_numerics *n)
 {
-    return n->rule == FP8_RULE_DIV && !n->recip && n->scale_floor == 0;
+    return n->rule == FP8_RULE_DIV && !n->recip && n->scale_floor == 0 && !n->in_kind;
+}
+
+/* Whether n computes scales of kind k: every kind (fp8_numerics_any_kind),
+ * F32, and under in_kind BF16 and F16. */
+FP8_HD bool fp8_numerics_takes_kind(const fp8_numerics *n, fp8_scale_kind k)
+{
+    return fp8_numerics_any_kind(n) || k == FP8_SCALE_F32 ||
+           (n->in_kind && (k == FP8_SCALE_BF16 || k == FP8_SCALE_F16));
 }
 
 /* Whether elements are multiplied by the factor fp8_numerics_scale returns
@@ -324,10 +337,22 @@ FP8_HD bool fp8_numerics_mul(const fp8_numerics *n)
     return n->recip || n->rule >= FP8_RULE_INV_DIV;
 }
 
-/* An element's code under factor d (fp8_numerics_scale's). */
-FP8_HD uint8_t fp8_numerics_code(const fp8_numerics *n, float x, float d)
+/* What an element's code is taken of under factor d (fp8_numerics_scale's)
+ * and scale kind k: x / d or x * d, in k's dtype under in_kind. */
+FP8_HD float fp8_numerics_value(const fp8_numerics *n, fp8_scale_kind k, float x, float d)
 {
-    return fp8_f32_to_e4m3(fp8_numerics_mul(n) ? x * d : x / d);
+    float y = fp8_numerics_mul(n) ? x * d : x / d;
+    if (n->in_kind && k == FP8_SCALE_BF16)
+        return fp8_bf16_to_f32(fp8_f32_to_bf16(y));
+    if (n->in_kind && k == FP8_SCALE_F16)
+        return fp8_f16_to_f32(fp8_f32_to_f16(y));
+    return y;
+}
+
+/* An element's code under factor d and scale kind k. */
+FP8_HD uint8_t fp8_numerics_code(const fp8_numerics *n, fp8_scale_kind k, float x, float d)
+{
+    return fp8_f32_to_e4m3(fp8_numerics_value(n, k, x, d));
 }
 
 /*
@@ -356,15 +381,26 @@ FP8_HD float fp8_numerics_scale(const fp8_numerics *n, fp8_scale_kind kind, floa
         s = n->rule == FP8_RULE_DIV ? a / FP8_E4M3_MAX : a * (1.0f / FP8_E4M3_MAX);
         s = s > n->scale_floor ? s : n->scale_floor;
         s = a == 0 && s == 0 ? 1.0f : s;
+        if (n->in_kind && kind == FP8_SCALE_BF16) { /* s: a's quotient, never 0 or NaN */
+            uint16_t b = fp8_f32_to_bf16(a / FP8_E4M3_MAX);
+            s = fp8_bf16_to_f32(b ? b : 0x3C00); /* bf16's epsilon, 2^-7 */
+        } else if (n->in_kind && kind == FP8_SCALE_F16) {
+            uint16_t h = fp8_f32_to_f16(a / FP8_E4M3_MAX);
+            s = fp8_f16_to_f32(h ? h : 0x1400); /* f16's epsilon, 2^-10 */
+        } else if (n->in_kind) {
+            s = a == 0 ? 0x1p-23f : a / FP8_E4M3_MAX; /* fp32's epsilon */
+        }
         d = n->recip ? 1.0f / s : s;
     }
     if (!(s > 0 && d > 0 && s < inf && d < inf))
         return 0;
     /* as fp8_scale_make: the largest element must read back finite */
-    uint8_t top = fp8_numerics_code(n, amax, d);
+    uint8_t top = fp8_numerics_code(n, kind, amax, d);
     if (amax >= 0x1p126f && fp8_e4m3_to_f32(top) * s > flt_max)
         return 0;
-    *stored = fp8_f32_bits(s);
+    *stored = !n->in_kind || kind == FP8_SCALE_F32 ? fp8_f32_bits(s)
+              : kind == FP8_SCALE_BF16             ? fp8_f32_to_bf16(s)
+                                                   : fp8_f32_to_f16(s);
     return d;
 }
 

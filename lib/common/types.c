@@ -310,7 +310,16 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
      * without weight_block_size: the whole matrix */
     [FP8_PROFILE_TRANSFORMERS] = { { FP8_RULE_INV_RECIP, 0, 0, 0 },
                                    SCHEME_BIT(BLOCK) | SCHEME_BIT(TENSOR) },
-    [FP8_PROFILE_LLM_COMPRESSOR] = { { 0 }, 0 },
+    /* neuralmagic/compressed-tensors 0.17.0 (llm-compressor's torch path, on a CPU or, up to
+     * 0.18, any GPU) quantization/utils/helpers.py calculate_qparams: scales = max_val_pos /
+     * (896 / 2) in the weight's dtype, a 0 replaced by that dtype's eps (_get_dtype_eps);
+     * lifecycle/forward_helpers.py _quantize: x / scale, a tensor in the weight's dtype,
+     * then round_to_quantized_type_args: clamp(+-448), cast to e4m3.  Run for real in
+     * tests/python/check_ct_profile.py */
+    [FP8_PROFILE_LLM_COMPRESSOR] = {
+        .num = { .rule = FP8_RULE_DIV, .in_kind = 1 },
+        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR),
+    },
 };
 
 const char *const fp8_profile_names[] = { "fp8conv", "vllm", "deepgemm", "sglang", "prime-rl",

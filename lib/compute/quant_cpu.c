@@ -86,6 +86,16 @@ FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t n, float s, uin
         q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
 }
 
+/* A profile whose quotient is a bf16 (fp8_numerics' in_kind, bf16 scales): x / s
+ * rounded to bf16 to nearest even (finite: no NaN branch), then to E4M3. */
+FP8_CLONES static void quantize_bf16_in_bf16(const uint16_t *p, uint64_t n, float s, uint8_t *q)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t u = fp8_f32_bits(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
+        q[i] = e4m3_branchless(fp8_f32_from_bits((u + 0x7FFF + (u >> 16 & 1)) & 0xFFFF0000u));
+    }
+}
+
 FP8_CLONES static void quantize_f32(const float *p, uint64_t n, float s, uint8_t *q)
 {
     for (uint64_t i = 0; i < n; i++)
@@ -136,12 +146,16 @@ FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_
 static void quantize_row(const fp8_band *b, const void *x, uint64_t n, float s, uint8_t *q)
 {
     bool mul = fp8_numerics_mul(&b->num);
-    if (b->src == FP8_DTYPE_BF16) {
+    /* a quotient in the scale's dtype; bf16 scales come with bf16 weights */
+    bool in_bf16 = b->num.in_kind && b->kind == FP8_SCALE_BF16 && b->src == FP8_DTYPE_BF16;
+    if (b->src == FP8_DTYPE_BF16 && !mul && in_bf16) {
+        quantize_bf16_in_bf16(x, n, s, q);
+    } else if (b->src == FP8_DTYPE_BF16 && (!b->num.in_kind || b->kind == FP8_SCALE_F32)) {
         (mul ? quantize_bf16_mul : quantize_bf16)(x, n, s, q);
-    } else if (b->src == FP8_DTYPE_F16) { /* rare in checkpoints: the exact decoder, scalar */
-        const uint16_t *p = x;
+    } else if (b->src != FP8_DTYPE_F32 || (b->num.in_kind && b->kind != FP8_SCALE_F32)) {
+        /* f16, rare in checkpoints, and a quotient in another dtype: scalar */
         for (uint64_t i = 0; i < n; i++)
-            q[i] = fp8_numerics_code(&b->num, fp8_f16_to_f32(p[i]), s);
+            q[i] = fp8_numerics_code(&b->num, b->kind, fp8_load_f32(b->src, x, i), s);
     } else {
         (mul ? quantize_f32_mul : quantize_f32)(x, n, s, q);
     }

@@ -214,8 +214,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
         e->kind = FP8_SCALE_UE8M0_F32;
     if (fp8_scheme_get(o->scheme)->pow2_scales) /* MX: E8M0 bytes */
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
-    if (e->kind != FP8_SCALE_F32 &&
-        !fp8_numerics_any_kind(fp8_profile_numerics(o->profile, o->scheme)))
+    if (!fp8_numerics_takes_kind(fp8_profile_numerics(o->profile, o->scheme), e->kind))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "%s: tensor '%s': --profile %s computes F32 scales; --format %s stores "
                         "this weight's as %s", it->shard, t->name, fp8_profile_name(o->profile),
