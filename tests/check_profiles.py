@@ -38,6 +38,7 @@ Python 3 standard library only.
 """
 import bisect
 import json
+import math
 import os
 import random
 import struct
@@ -154,6 +155,39 @@ def rule_llm_compressor(a):
 rule_llm_compressor.bf16 = True  # its scales are bf16 (the weight's dtype)
 
 
+def rule_fp8conv_mx(a):
+    # fp8conv-formats(5), SCHEMES, mxfp8 (rceil): the least E with amax <= 448 * 2^E, in
+    # [-127, 127] (byte 0 for zero); x / 2^E
+    e = -127
+    if a > 0:
+        e = math.frexp(a)[1] - 10
+        while a > 448 * 2.0 ** e:
+            e += 1
+        if e > 127:  # no E8M0 scale serves: refused (exit 3)
+            return None
+        e = max(e, -127)
+    s = 2.0 ** e
+    if a > 0 and e4m3_decode(e4m3(f32(a / s))) * s > FLT_MAX:  # reads back infinite: refused
+        return None
+    return s, lambda x: e4m3(f32(x / s))
+
+
+def rule_llm_compressor_mx(a):
+    # compressed-tensors 0.17.0 mxfp_utils.py generate_mx_scales on the bf16 group amax:
+    # round_to_power_2: (bits + (1 << (7 - 1 - 1))) & sign-and-exponent mask; then
+    # 127 + floor(log2(p2)) - 8, clamped into uint8 (0 for log2(0) = -inf, 255 for infinity);
+    # the scale 2^(byte - 127) in bf16; _quantize: x / scale, a bf16 tensor
+    p2 = (bf16_bits(a) + 32) & 0xFF80
+    if p2 >= 0x7F80:  # infinity: byte 255, a NaN scale; fp8conv refuses the group
+        return None
+    byte = 0 if p2 == 0 else min(max(127 + math.floor(math.log2(bf16_value(p2))) - 8, 0), 255)
+    s = 2.0 ** (byte - 127)
+    return s, lambda x: e4m3(bf16_value(bf16_bits(f32(x / s))))
+
+
+rule_fp8conv_mx.e8m0 = rule_llm_compressor_mx.e8m0 = True  # E8M0 scale bytes
+
+
 def rule_prime_rl(a):
     # quantize_to_fp8_blockwise: (max_abs / fp8_max).clamp(min=1e-12); (blocks.float() / scale)
     s = max(f32(a * f32(1 / 448)), f32(1e-12))
@@ -209,7 +243,8 @@ def rule_deepgemm(a):
 
 
 PROFILES = {  # name: {scheme: rule}
-    "fp8conv": {"block": rule_fp8conv, "tensor": rule_fp8conv, "channel": rule_fp8conv},
+    "fp8conv": {"block": rule_fp8conv, "tensor": rule_fp8conv, "channel": rule_fp8conv,
+                "mxfp8": rule_fp8conv_mx},
     "vllm": {"block": rule_vllm, "tensor": rule_vllm_tensor, "channel": rule_vllm_channel},
     "deepgemm": {"block": rule_deepgemm},
     "sglang": {"block": rule_sglang},
@@ -218,10 +253,11 @@ PROFILES = {  # name: {scheme: rule}
     "te": {"block": rule_te},
     "transformers": {"block": rule_transformers, "tensor": rule_transformers},
     "llm-compressor": {"block": rule_llm_compressor, "channel": rule_llm_compressor,
-                       "tensor": rule_llm_compressor},
+                       "tensor": rule_llm_compressor, "mxfp8": rule_llm_compressor_mx},
 }
 PROFILE_FORMAT = {"llm-compressor": "compressed-tensors"}  # bf16 scales: the weight's dtype
-FORMAT = {"block": "hf-fp8", "tensor": "hf-fp8", "channel": "modelopt"}  # F32 scales each
+FORMAT = {"block": "hf-fp8", "tensor": "hf-fp8", "channel": "modelopt",  # F32 scales each
+          "mxfp8": "compressed-tensors"}  # E8M0 bytes
 UNDEFINED = ()  # rows without schemes in this version
 
 
@@ -399,7 +435,7 @@ def read_st(path):
 def expected(rule, bits, rows, cols, scheme):
     """Codes (bytes) and F32 scales (bytes) of one matrix under `rule`, or None (refused)."""
     vals = [bf16_value(b) for b in bits]
-    br, bc = {"block": (128, 128), "channel": (1, cols), "tensor": (rows, cols)}[scheme]
+    br, bc = {"block": (128, 128), "channel": (1, cols), "tensor": (rows, cols), "mxfp8": (1, 32)}[scheme]
     codes = bytearray(rows * cols)
     scales = b""
     for r0 in range(0, rows, br):
@@ -410,7 +446,8 @@ def expected(rule, bits, rows, cols, scheme):
             if got is None:
                 return None
             s, code = got
-            scales += struct.pack("<H", bf16_bits(s)) if getattr(rule, "bf16", False) else struct.pack("<f", s)
+            scales += (struct.pack("<B", round(math.log2(s)) + 127) if getattr(rule, "e8m0", False) else
+                       struct.pack("<H", bf16_bits(s)) if getattr(rule, "bf16", False) else struct.pack("<f", s))
             for i in idx:
                 codes[i] = code(vals[i])
     return bytes(codes), scales
@@ -441,11 +478,13 @@ def measure():
             groups = ([[r * 2048 + c for r in range(r0, r0 + 128) for c in range(c0, c0 + 128)]
                        for r0 in range(0, 768, 128) for c0 in range(0, 2048, 128)] if scheme == "block"
                       else [list(range(r * 2048, r * 2048 + 2048)) for r in range(768)] if scheme == "channel"
+                      else [list(range(g * 32, g * 32 + 32)) for g in range(768 * 2048 // 32)] if scheme == "mxfp8"
                       else [list(range(t * 96 * 2048, (t + 1) * 96 * 2048)) for t in range(8)])
             codes = scales = 0
             for g in groups:
                 a = max(abs(vals[i]) for i in g)
-                ref = {"deepgemm": rule_ue8m0, "llm-compressor": rule_bf16}.get(name, rule_fp8conv)
+                ref = (rule_fp8conv_mx if scheme == "mxfp8" else
+                       {"deepgemm": rule_ue8m0, "llm-compressor": rule_bf16}.get(name, rule_fp8conv))
                 (s0, c0), (s1, c1) = ref(a), rule(a)
                 scales += s0 != s1
                 codes += sum(c0(vals[i]) != c1(vals[i]) for i in g)
@@ -484,8 +523,10 @@ def engine_diff(codes, eng, scales, bits, rows, cols, scheme):
         if x == y:
             continue
         r, c = divmod(i, cols)
-        g = {"block": r // 128 * nb + c // 128, "channel": r, "tensor": 0}[scheme]
-        s = bf16_value(struct.unpack_from("<H", scales, 2 * g)[0])
+        g = {"block": r // 128 * nb + c // 128, "channel": r, "tensor": 0,
+             "mxfp8": r * (cols // 32) + c // 32}[scheme]
+        s = (2.0 ** (scales[g] - 127) if scheme == "mxfp8" else
+             bf16_value(struct.unpack_from("<H", scales, 2 * g)[0]))
         v = bf16_value(bits[i])
         if x == 0x80 and y == 0 and v < 0 and abs(f32(v / s)) < 2.0 ** -126:
             flushed += 1
@@ -522,8 +563,9 @@ def main():
               "model.layers.0.self_attn.k_proj.weight": (24, 256)}  # the edge classes, by row
     with tempfile.TemporaryDirectory(prefix="check_profiles.") as tmp:
         # bf16's largest value, and 3e38 (deepgemm: its 2^120 scale reads back finite)
+        # and 2.9e38, under 1.75 * 2^127 (llm-compressor's mxfp8: from there on an infinite scale)
         for tiny_ok, huge in ((True, 3.3895313892515355e38), (False, 3.3895313892515355e38),
-                              (False, 3e38)):
+                              (False, 3e38), (False, 2.9e38)):
             weights = {}
             for name, (r, c) in shapes.items():
                 weights[name] = (r, c, edge_weight(rng, tiny_ok, huge) if r == 384 else
@@ -534,19 +576,22 @@ def main():
             for name, schemes in PROFILES.items():
                 for scheme, rule in schemes.items():
                     runs = [["--profile", name]] + ([[]] if name == "fp8conv" else [])
-                    fmt, sw = PROFILE_FORMAT.get(name, FORMAT[scheme]), 2 if getattr(rule, "bf16", False) else 4
+                    fmt = FORMAT[scheme] if scheme == "mxfp8" else PROFILE_FORMAT.get(name, FORMAT[scheme])
+                    sw = 1 if getattr(rule, "e8m0", False) else 2 if getattr(rule, "bf16", False) else 4
                     for extra in runs:
                         out = os.path.join(tmp, "out.safetensors")
                         if os.path.exists(out):
                             os.remove(out)
-                        want = {n: expected(rule, b, r, c, scheme) for n, (r, c, b) in weights.items()}
+                        want = {n: expected(rule, b, r, c, scheme) for n, (r, c, b) in weights.items()
+                                if scheme != "mxfp8" or c % 32 == 0}  # (a matrix MX groups do not divide: kept)
                         refused = any(w is None for w in want.values())
                         what = "%s --scheme %s%s, huge %g" % (" ".join(extra) or "(no --profile)", scheme,
                                                               "" if tiny_ok else " (no subnormal tile)", huge)
                         p = run(binary, ["quantize", "-q", "--scheme", scheme, "--format", fmt] +
                                 extra + [src, out])
                         if refused:
-                            check(p.returncode == 3 and "profile's rule" in p.stderr and not os.path.exists(out),
+                            check(p.returncode == 3 and ("profile's rule" in p.stderr or "read back as infinity" in p.stderr)
+                                  and not os.path.exists(out),
                                   "%s: refused (exit 3, nothing left): exit %d %s" % (what, p.returncode, p.stderr.strip()))
                             continue
                         if p.returncode != 0:
@@ -559,7 +604,7 @@ def main():
                             sdt, _, sraw = got.get(n + "_scale_inv") or got[n + "_scale"]
                             diff = sum(x != y for x, y in zip(raw, codes)) + abs(len(raw) - len(codes))
                             sdiff = sum(sraw[i:i + sw] != scales[i:i + sw] for i in range(0, max(len(sraw), len(scales)), sw))
-                            check(dt == "F8_E4M3" and sdt == ("BF16" if sw == 2 else "F32") and diff == 0 and sdiff == 0,
+                            check(dt == "F8_E4M3" and sdt == {1: "U8", 2: "BF16", 4: "F32"}[sw] and diff == 0 and sdiff == 0,
                                   "%s: %s: %d code bytes and %d scales differ" % (what, n, diff, sdiff))
                             # the engine's own code, run for real (compressed-tensors on torch CPU)
                             eng = engine_bytes(src, tmp).get(scheme, {}).get(n) if name == "llm-compressor" else None
@@ -588,12 +633,13 @@ def main():
                 if name == "fp8conv":
                     continue
                 differs = False
-                for g in range(0, len(vals), 128):
-                    grp = vals[g:g + 128]
+                n = 32 if scheme == "mxfp8" else 128
+                for g in range(0, len(vals), n):
+                    grp = vals[g:g + n]
                     if rule is rule_vllm_channel:
                         grp = [v / 64 for v in grp]
                     a = max(abs(v) for v in grp)
-                    mine, ref = rule(a), rule_fp8conv(a)
+                    mine, ref = rule(a), (rule_fp8conv_mx if scheme == "mxfp8" else rule_fp8conv)(a)
                     differs |= mine[0] != ref[0] or any(mine[1](v) != ref[1](v) for v in grp)
                 check(differs, "%s %s: its rule differs from fp8conv's on realistic groups" % (name, scheme))
         # a scheme a profile does not define, and the rows not established: exit 2 naming them
@@ -656,7 +702,8 @@ def main():
         # numpy float32 and ml_dtypes, where present, take the same steps
         amaxes = [f32(a) for a in (0.0, 1e-39, 5e-11, 1e-10, 5e-5, 0.0123, 1.0, 448.0, 3.3895313892515355e38)]
         xs = [bf16_value(bf16_bits(v)) for v in (0.0, -0.0, 1e-3, -0.05, 0.0123, 2.5, -448.0, 3e38)]
-        for rule in sorted({r for sch in PROFILES.values() for r in sch.values()}, key=lambda r: r.__name__):
+        for rule in sorted({r for sch in PROFILES.values() for r in sch.values()
+                            if not getattr(r, "e8m0", False)}, key=lambda r: r.__name__):
             agree = numpy_agrees(rule, amaxes, xs)
             if agree is None:
                 print("numpy/ml_dtypes not importable: the numpy cross-check is not run (said, not a failure)")

@@ -202,15 +202,18 @@ START_TEST(test_fast_band_equals_reference_under_every_profile)
 {
     static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
     static const uint64_t dims[][2] = { { 4, 7 }, { 129, 257 }, { 128, 96 }, { 5, 64 } };
-    /* a quotient in the scale's dtype (in_kind): bf16 and f16 scales too */
-    static const fp8_scale_kind kinds[] = { FP8_SCALE_F32, FP8_SCALE_BF16, FP8_SCALE_F16 };
+    /* a quotient in the scale's dtype (in_kind): bf16 and f16 scales too; an MX rule
+     * (mx_up): E8M0 bytes */
     for (int p = 0; p < FP8_PROFILE_COUNT; p++)
         for (int sc = -1; sc <= FP8_SCHEME_INT4; sc++) { /* the row's, each scheme's own */
             const fp8_profile_traits *t = fp8_profile_get((fp8_profile)p);
             if (sc >= 0 && !(t->own >> sc & 1))
                 continue;
             const fp8_numerics num = sc < 0 ? t->num : t->by_scheme[sc];
-            for (size_t kd = 0; kd < (num.in_kind ? 3 : 1); kd++)
+            const fp8_scale_kind kinds[] = { FP8_SCALE_F32,
+                                             num.in_kind ? FP8_SCALE_BF16 : FP8_SCALE_E8M0_RCEIL,
+                                             FP8_SCALE_F16 };
+            for (size_t kd = 0; kd < (num.in_kind ? 3 : num.mx_up ? 2 : 1); kd++)
             for (size_t d = 0; d < 3; d++)
             for (size_t s = 0; s < 4; s++)
                 for (int g = 0; g < 4; g++) {
@@ -924,7 +927,7 @@ static const struct {
     { "--bogus", "unknown option" },
     { "--profile vllm --scheme mxfp8", "--profile vllm does not define --scheme mxfp8 "
                                        "(it defines: block, channel, tensor)" },
-    { "--profile llm-compressor --scheme mxfp8", "(it defines: block, channel, tensor)" },
+    { "--profile llm-compressor --scheme nvfp4", "(it defines: block, channel, tensor, mxfp8)" },
     { "--profile sglang --scheme tensor", "(it defines: block)" },
     { "--profile deepgemm --scheme channel", "(it defines: block)" },
     { "--profile deepgemm --format compressed-tensors", "--format hf-fp8 only" },

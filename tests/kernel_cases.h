@@ -125,9 +125,12 @@ static inline void kc_profiles(const kc_engine *e)
             if (s >= 0 && !(t->own >> s & 1))
                 continue;
             const fp8_numerics num = s < 0 ? t->num : t->by_scheme[s];
-            /* a quotient in the scale's dtype (in_kind): bf16 and f16 scales too */
-            static const fp8_scale_kind kinds[] = { FP8_SCALE_F32, FP8_SCALE_BF16, FP8_SCALE_F16 };
-            for (size_t kd = 0; kd < (num.in_kind ? 3 : 1); kd++)
+            /* a quotient in the scale's dtype (in_kind): bf16 and f16 scales too; an MX
+             * rule (mx_up): E8M0 bytes */
+            const fp8_scale_kind kinds[] = { FP8_SCALE_F32,
+                                             num.in_kind ? FP8_SCALE_BF16 : FP8_SCALE_E8M0_RCEIL,
+                                             FP8_SCALE_F16 };
+            for (size_t kd = 0; kd < (num.in_kind ? 3 : num.mx_up ? 2 : 1); kd++)
             for (size_t d = 0; d < 3; d++)
                 for (size_t k = 0; k < (e->quick ? 2 : 4); k++)
                     for (int shape = 0; shape < 3; shape++) {

@@ -306,20 +306,24 @@ typedef struct {
      * dtype's epsilon where it is 0, and x / s rounded to that dtype before E4M3:
      * torch's bf16 weight / bf16 scale, a bf16 tensor */
     uint8_t in_kind;
+    /* E8M0 kinds (MX): E = amax's exponent, one more where its mantissa is 1.75 or
+     * more, minus 8 (compressed-tensors' generate_mx_scales); not the rceil/floor rule */
+    uint8_t mx_up;
 } fp8_numerics;
 
 /* Whether n is fp8conv's own arithmetic (all zero, no amax floor either). */
 FP8_HD bool fp8_numerics_own(const fp8_numerics *n)
 {
     return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0 &&
-           !n->in_kind;
+           !n->in_kind && !n->mx_up;
 }
 
 /* Whether n is fp8conv's rule on an amax floor (no other setting), which
  * takes every scale kind: fp8_scale_make of max(amax, amax_floor). */
 FP8_HD bool fp8_numerics_any_kind(const fp8_numerics *n)
 {
-    return n->rule == FP8_RULE_DIV && !n->recip && n->scale_floor == 0 && !n->in_kind;
+    return n->rule == FP8_RULE_DIV && !n->recip && n->scale_floor == 0 && !n->in_kind &&
+           !n->mx_up;
 }
 
 /* Whether n computes scales of kind k: every kind (fp8_numerics_any_kind),
@@ -327,7 +331,8 @@ FP8_HD bool fp8_numerics_any_kind(const fp8_numerics *n)
 FP8_HD bool fp8_numerics_takes_kind(const fp8_numerics *n, fp8_scale_kind k)
 {
     return fp8_numerics_any_kind(n) || k == FP8_SCALE_F32 ||
-           (n->in_kind && (k == FP8_SCALE_BF16 || k == FP8_SCALE_F16));
+           (n->in_kind && (k == FP8_SCALE_BF16 || k == FP8_SCALE_F16)) ||
+           (n->mx_up && (k == FP8_SCALE_E8M0_RCEIL || k == FP8_SCALE_E8M0_FLOOR));
 }
 
 /* Whether elements are multiplied by the factor fp8_numerics_scale returns
@@ -369,6 +374,18 @@ FP8_HD float fp8_numerics_scale(const fp8_numerics *n, fp8_scale_kind kind, floa
 {
     if (fp8_numerics_any_kind(n))
         return fp8_scale_make(kind, amax > n->amax_floor ? amax : n->amax_floor, stored);
+    if (n->mx_up && (kind == FP8_SCALE_E8M0_RCEIL || kind == FP8_SCALE_E8M0_FLOOR)) {
+        /* the exponent bits plus the carry of adding a quarter of the mantissa's range; an
+         * amax of exponent 0 (zero, subnormal) or under 2^-119 gets byte 0; from 1.75 * 2^127
+         * up the carry makes infinity, which the engine stores as byte 255 (NaN): none */
+        uint32_t u = fp8_f32_bits(amax), eb = u >> 23, up = (u & 0x7FFFFF) >= 0x600000;
+        if (eb + up > 254)
+            return 0;
+        int e = eb ? (int)(eb + up) - 127 - 8 : -127;
+        e = e < -127 ? -127 : e;
+        *stored = (uint32_t)(e + 127);
+        return fp8_pow2(e);
+    }
     const float inf = fp8_f32_from_bits(0x7F800000), flt_max = 0x1.fffffep127f;
     float a = amax > n->amax_floor ? amax : n->amax_floor, s, d;
     if (n->rule >= FP8_RULE_INV_DIV) {

@@ -314,11 +314,16 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
      * 0.18, any GPU) quantization/utils/helpers.py calculate_qparams: scales = max_val_pos /
      * (896 / 2) in the weight's dtype, a 0 replaced by that dtype's eps (_get_dtype_eps);
      * lifecycle/forward_helpers.py _quantize: x / scale, a tensor in the weight's dtype,
-     * then round_to_quantized_type_args: clamp(+-448), cast to e4m3.  Run for real in
-     * tests/python/check_ct_profile.py */
+     * then round_to_quantized_type_args: clamp(+-448), cast to e4m3.  mxfp8:
+     * quantization/utils/mxfp_utils.py generate_mx_scales: round_to_power_2 (the bits plus a
+     * quarter of the mantissa's range, masked to the exponent), 127 + floor(log2) - 8.  Run
+     * for real by tests/profiles_ct.py */
     [FP8_PROFILE_LLM_COMPRESSOR] = {
         .num = { .rule = FP8_RULE_DIV, .in_kind = 1 },
-        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR),
+        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR) |
+                   SCHEME_BIT(MXFP8),
+        .own = SCHEME_BIT(MXFP8),
+        .by_scheme = { [FP8_SCHEME_MXFP8] = { .rule = FP8_RULE_DIV, .mx_up = 1 } },
     },
 };
 
