@@ -364,6 +364,10 @@ def tensor_cases(lib):
     yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "transformers"}
     yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "vllm"}
     yield "channel", (301, 200), {"scheme": "channel", "format": "modelopt", "profile": "vllm"}
+    for scheme, shape in (("block", (300, 200)), ("channel", (301, 200)), ("tensor", (301, 200)),
+                          ("mxfp8", (301, 96))):  # bf16 scales, E8M0 for mxfp8
+        yield scheme, shape, {"scheme": scheme, "format": "compressed-tensors",
+                              "profile": "llm-compressor"}
 
 
 def cli_args(opts):
