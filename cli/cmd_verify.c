@@ -225,6 +225,8 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
             cJSON_AddStringToObject(o, "name", fp8_loader_name((fp8_loader)l));
             cJSON_AddBoolToObject(o, "required", required(&a, (fp8_loader)l));
             cJSON_AddBoolToObject(o, "loads", fp8_verify_loads(v, (fp8_loader)l));
+            if (fp8_verify_condition(v, (fp8_loader)l))
+                cJSON_AddStringToObject(o, "condition", fp8_verify_condition(v, (fp8_loader)l));
             why = cJSON_AddArrayToObject(o, "reasons");
             for (size_t i = 0; i < fp8_verify_count(v); i++) {
                 const fp8_finding *f = fp8_verify_finding(v, i);
@@ -278,10 +280,13 @@ static int cmd_verify(int argc, char **argv, cli_common *common)
         }
         if (fp8_verify_fp8_weights(v) || fp8_verify_fp4_weights(v)) {
             cli_printf("loads in:");
-            for (int l = 0; l < FP8_LOADER_COUNT; l++)
-                cli_printf("%s %s %s%s", l ? "," : "", fp8_loader_name((fp8_loader)l),
-                       fp8_verify_loads(v, (fp8_loader)l) ? "yes" : "no",
-                       required(&a, (fp8_loader)l) ? " (required)" : "");
+            for (int l = 0; l < FP8_LOADER_COUNT; l++) {
+                const char *when = fp8_verify_loads(v, (fp8_loader)l)
+                                       ? fp8_verify_condition(v, (fp8_loader)l) : NULL;
+                cli_printf("%s %s %s%s%s%s", l ? "," : "", fp8_loader_name((fp8_loader)l),
+                       fp8_verify_loads(v, (fp8_loader)l) ? "yes" : "no", when ? " " : "",
+                       when ? when : "", required(&a, (fp8_loader)l) ? " (required)" : "");
+            }
             cli_printf("\n");
         }
         if (a.opts.values) {

@@ -1111,6 +1111,10 @@ const fp8_verify_stats *fp8_verify_stats_at(const fp8_verify *v, size_t index);
 /* Whether `loader` would load the checkpoint and compute with the weights it
  * means: no finding stops it. */
 bool fp8_verify_loads(const fp8_verify *v, fp8_loader loader);
+/* The condition under which `loader` loads it, which no tensor shows (a
+ * device, an option, remote code: "with trust_remote_code=True"), or NULL
+ * (fp8conv-formats(5), LOADER CONDITIONS). */
+const char *fp8_verify_condition(const fp8_verify *v, fp8_loader loader);
 /* --against: the quality sums over every weight compared (each matrix's
  * rows a span, fixed bands of rows merged in order), in name order. */
 fp8_quality fp8_verify_quality(const fp8_verify *v);

@@ -153,15 +153,16 @@ END_TEST
 START_TEST(test_fast_band_equals_reference)
 {
     static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
-    static const uint64_t dims[][2] = { { 1, 1 }, { 129, 257 }, { 128, 96 }, { 3, 64 } };
+    /* { 129, 512 }: whole rows of 128-wide blocks (block_rows_bf16), the last group row one row */
+    static const uint64_t dims[][2] = { { 1, 1 }, { 129, 257 }, { 128, 96 }, { 3, 64 }, { 129, 512 } };
     for (int kind = FP8_SCALE_F32; kind <= FP8_SCALE_E8M0_FLOOR; kind++)
         for (size_t d = 0; d < 3; d++)
-            for (size_t s = 0; s < 4; s++)
+            for (size_t s = 0; s < 5; s++)
                 for (int g = 0; g < 4; g++) {
                     fp8_band b = { .src = dts[d], .kind = (fp8_scale_kind)kind,
                                    .rows = dims[s][0], .cols = dims[s][1] };
                     uint64_t gc[] = { 128, 32, b.cols, 7 };
-                    b.group_rows = g == 0 ? b.rows : 1;
+                    b.group_rows = g == 0 ? (s == 4 ? 64 : b.rows) : 1;
                     b.group_cols = gc[g];
                     b.fixed = g == 3;
                     b.scale = 0.37f;
@@ -201,7 +202,7 @@ END_TEST
 START_TEST(test_fast_band_equals_reference_under_every_profile)
 {
     static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
-    static const uint64_t dims[][2] = { { 4, 7 }, { 129, 257 }, { 128, 96 }, { 5, 64 } };
+    static const uint64_t dims[][2] = { { 4, 7 }, { 129, 257 }, { 128, 96 }, { 5, 64 }, { 129, 512 } };
     /* a quotient in the scale's dtype (in_kind): bf16 and f16 scales too; an MX rule
      * (mx_up): E8M0 bytes */
     for (int p = 0; p < FP8_PROFILE_COUNT; p++)
@@ -215,12 +216,12 @@ START_TEST(test_fast_band_equals_reference_under_every_profile)
                                              FP8_SCALE_F16 };
             for (size_t kd = 0; kd < (num.in_kind ? 3 : num.mx_up ? 2 : 1); kd++)
             for (size_t d = 0; d < 3; d++)
-            for (size_t s = 0; s < 4; s++)
+            for (size_t s = 0; s < 5; s++)
                 for (int g = 0; g < 4; g++) {
                     fp8_band b = { .src = dts[d], .kind = kinds[kd], .rows = dims[s][0],
                                    .cols = dims[s][1], .scale = 0.37f, .num = num };
                     uint64_t gc[] = { 128, 32, b.cols, 7 };
-                    b.group_rows = g == 0 ? b.rows : 1;
+                    b.group_rows = g == 0 ? (s == 4 ? 64 : b.rows) : 1;
                     b.group_cols = gc[g];
                     b.fixed = g == 3;
                     uint64_t n = b.rows * b.cols, w1 = 0, w2 = 0;

@@ -861,6 +861,37 @@ def family_checks(fp8conv, family, rel, tmp):
         except Failed as e:
             checks[(family, name)] = (e.outcome, e.detail)
 
+# ---------------------------------------------------------------- conditions
+# A loader that loads a family only under a condition no tensor shows (issue 44): verify's
+# loaders line and --json name it (loaders[].condition), and give a note [loader-condition] with
+# the source (fp8conv-formats(5), LOADER CONDITIONS). family -> {loader: the condition}; every
+# other family and loader: none. Sources, each read for this table: vLLM 0.32.0
+# model_executor/layers/quantization/__init__.py DEPRECATED_QUANTIZATION_METHODS and
+# config/model.py (fbgemm_fp8 refused without allow_deprecated_quantization); transformers 5.19
+# quantizers/quantizer_fbgemm_fp8.py validate_environment ("requires a GPU or XPU") and
+# models/auto/configuration_auto.py (no kimi_k2); Moonshot's repositories ship
+# configuration_deepseek.py (huggingface.co moonshotai/Kimi-K2-Thinking, its first commit's files).
+# tests/loaders/matrix.py LOADER_CONDITIONS holds the loaders themselves to these.
+FBGEMM_CONDITIONS = {"vllm": "with --allow-deprecated-quantization",
+                     "transformers": "on a CUDA GPU with fbgemm-gpu, or an XPU"}
+KIMI_CONDITIONS = {"transformers": "with trust_remote_code=True"}
+CONDITIONS = {"fbgemm-fp8": FBGEMM_CONDITIONS, "defect-fbgemm-no-scale": FBGEMM_CONDITIONS,
+              "kimi-k2": KIMI_CONDITIONS, "kimi-k2-thinking": KIMI_CONDITIONS,
+              "defect-kimi-int4-no-scale": KIMI_CONDITIONS}
+
+
+def conditions_check(fp8conv, family, rel):
+    rc, out, err = run([fp8conv, "verify", "--json", "--no-values", rel])
+    if rc not in (0, 1):
+        raise Failed(rc, "verify --json exit %s: %s" % (rc, last_line(err)))
+    doc = json.loads(out)
+    got = {l["name"]: l["condition"] for l in doc["loaders"] if "condition" in l}
+    want = CONDITIONS.get(family, {})
+    notes = sum(1 for f in doc["findings"] if f["rule"] == "loader-condition")
+    if got != want or notes != len(want):
+        raise Failed(1, "verify names the conditions %s (%d notes), the table %s" % (got, notes, want))
+
+
 # ---------------------------------------------------------------- tp-real
 # The copies' dimensions are tiny (the README), so `verify-tp` above runs the block-scaled families
 # at TP 1. `tp-real` puts each release's real partition-relevant config numbers into a scratch copy
@@ -1175,6 +1206,12 @@ def main():
         try:
             (family_checks if family in OWN else refused_checks if family in REFUSED
              else fp4_checks)(fp8conv, family, os.path.join(root, family), tmp)
+            if family not in REFUSED:
+                try:
+                    conditions_check(fp8conv, family, os.path.join(root, family))
+                    checks[(family, "conditions")] = (0, "")
+                except Failed as e:
+                    checks[(family, "conditions")] = (e.outcome, e.detail)
             for row in sorted(r for r in REAL_DIMS if r.split("+")[0] == family):
                 tp_real_checks(fp8conv, row, os.path.join(root, family), tmp)
         finally:

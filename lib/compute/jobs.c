@@ -195,6 +195,11 @@ uint64_t fp8_jobs_chunk(int threads, fp8_device device)
     return chunk;
 }
 
+int fp8_jobs_threads(int threads, fp8_device device)
+{
+    return (int)run_threads(threads, device);
+}
+
 uint64_t fp8_jobs_share(int threads, fp8_device device)
 {
     return FP8_JOBS_MEMORY / (uint64_t)run_threads(threads, device);

@@ -72,6 +72,8 @@ fp8_status fp8_jobs_run(fp8_ctx *ctx, const fp8_jobs *spec);
  * always FP8_CHUNK_BYTES on CUDA, whose pinned buffers are per stream.
  * What a command computes never depends on it. */
 uint64_t fp8_jobs_chunk(int threads, fp8_device device);
+/* The workers a run with `threads` (0: one per online CPU) starts at most. */
+int fp8_jobs_threads(int threads, fp8_device device);
 /* The buffers one worker of such a run may hold on the CPU: its share of
  * FP8_JOBS_MEMORY, for a job that gains from more than a chunk (a
  * transposed read: fewer, longer reads). */

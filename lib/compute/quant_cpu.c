@@ -5,7 +5,10 @@
  *   - the amax of a group is an integer maximum over the magnitude bits (the
  *     order of IEEE magnitudes), and the non-finite check falls out of it;
  *   - the per-element loops are branch-free, so the compiler vectorizes them,
- *     and are compiled for AVX2 and AVX-512 too, picked at run time.
+ *     and are compiled for AVX2 and AVX-512 too, picked at run time; the
+ *     E4M3 encoder of bf16 has an explicit AVX-512 loop as well;
+ *   - a loop walks a whole tile, or a whole row of blocks row by row (runs
+ *     the prefetchers follow), in one call.
  * The division stays a true fp32 division per element (fp8conv-formats(5),
  * ELEMENT TYPES): SIMD
  * division is correctly rounded exactly as the scalar one.
@@ -27,50 +30,76 @@
 #include <string.h>
 
 /*
- * fp32 to E4M3 without branches; equal to fp8_f32_to_e4m3 for every input
- * (tests/check_fp8_math.c checks).  Normal results round the rebiased bits
- * to nearest even; below 2^-6, adding 2^14 makes the FPU round |x| to a
- * multiple of 2^-9 (the ulp of 2^14), to nearest even, which is exactly the
- * E4M3 subnormal grid.
+ * fp32 to E4M3 without branches, for what the fast loops divide or
+ * multiply: x is no NaN (their amax pass sends a group with a non-finite
+ * element to the reference, and their factor is finite and nonzero), so
+ * this is fp8_f32_to_e4m3 for every other input, infinities included
+ * (tests/check_fp8_math.c checks).  Magnitudes from 448 up are clamped to
+ * 448, the largest finite code's value, by an integer minimum; normal
+ * results round the rebiased bits to nearest even; below 2^-6, adding 2^14
+ * makes the FPU round |x| to a multiple of 2^-9 (the ulp of 2^14), to
+ * nearest even, which is exactly the E4M3 subnormal grid.  The code is
+ * returned in 32 bits, narrowed by the caller's store: the compiler then
+ * vectorizes the loops in 32-bit lanes throughout.
  */
-static inline uint8_t e4m3_branchless(float x)
+static inline uint32_t e4m3_finite(float x)
 {
     uint32_t u = fp8_f32_bits(x), a = u & 0x7FFFFFFF;
+    a = a < 0x43E00000 ? a : 0x43E00000;
     uint32_t normal = (a - 0x3C000000 + 0x7FFFF + ((a >> 20) & 1)) >> 20;
     uint32_t sub = fp8_f32_bits(fp8_f32_from_bits(a) + 16384.0f) - 0x46800000;
-    uint32_t r = a >= 0x3C800000 ? normal : sub;
-    r = a >= 0x43E00000 ? FP8_E4M3_MAX_CODE : r;
-    r |= (u >> 24) & 0x80;
-    return (uint8_t)(a > 0x7F800000 ? FP8_E4M3_NAN : r);
+    return (a >= 0x3C800000 ? normal : sub) | ((u >> 24) & 0x80);
 }
 
-uint8_t fp8_e4m3_fast(float x) { return e4m3_branchless(x); }
+uint8_t fp8_e4m3_fast(float x) { return (uint8_t)e4m3_finite(x); }
 
-FP8_CLONES static uint32_t amax_bits32(const uint32_t *p, uint64_t n)
+/* The loops below walk a tile: rows of w elements, ld apart (codes: ldq
+ * apart), in one call, so that the constants are set up once a tile; the
+ * maxima are kept by lane over the rows and reduced once. */
+#define AMAX_LANES 32
+FP8_CLONES static uint32_t amax_bits32(const uint32_t *p, uint64_t rows, uint64_t w, uint64_t ld)
 {
-    uint32_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t a = p[i] & 0x7FFFFFFF;
-        m = a > m ? a : m;
+    uint32_t acc[AMAX_LANES] = { 0 }, tail = 0;
+    for (uint64_t r = 0; r < rows; r++, p += ld) {
+        uint64_t i = 0;
+        for (; i + AMAX_LANES <= w; i += AMAX_LANES)
+            for (int j = 0; j < AMAX_LANES; j++) {
+                uint32_t a = p[i + j] & 0x7FFFFFFF;
+                acc[j] = a > acc[j] ? a : acc[j];
+            }
+        for (; i < w; i++)
+            tail = (p[i] & 0x7FFFFFFF) > tail ? p[i] & 0x7FFFFFFF : tail;
     }
+    uint32_t m = tail;
+    for (int j = 0; j < AMAX_LANES; j++)
+        m = acc[j] > m ? acc[j] : m;
     return m;
 }
 
-FP8_CLONES static uint32_t amax_bits16(const uint16_t *p, uint64_t n)
+FP8_CLONES static uint32_t amax_bits16(const uint16_t *p, uint64_t rows, uint64_t w, uint64_t ld)
 {
-    uint16_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t a = p[i] & 0x7FFF;
-        m = a > m ? a : m;
+    uint16_t acc[AMAX_LANES] = { 0 }, tail = 0;
+    for (uint64_t r = 0; r < rows; r++, p += ld) {
+        uint64_t i = 0;
+        for (; i + AMAX_LANES <= w; i += AMAX_LANES)
+            for (int j = 0; j < AMAX_LANES; j++) {
+                uint16_t a = p[i + j] & 0x7FFF;
+                acc[j] = a > acc[j] ? a : acc[j];
+            }
+        for (; i < w; i++)
+            tail = (p[i] & 0x7FFF) > tail ? p[i] & 0x7FFF : tail;
     }
+    uint16_t m = tail;
+    for (int j = 0; j < AMAX_LANES; j++)
+        m = acc[j] > m ? acc[j] : m;
     return m;
 }
 
-/* Largest magnitude bits of a row segment: for IEEE formats the magnitude
- * order is the integer order of the bits without the sign. */
-static uint32_t amax_bits(fp8_dtype src, const void *x, uint64_t n)
+/* Largest magnitude bits of a tile: for IEEE formats the magnitude order
+ * is the integer order of the bits without the sign. */
+static uint32_t amax_bits(fp8_dtype src, const void *x, uint64_t rows, uint64_t w, uint64_t ld)
 {
-    return src == FP8_DTYPE_F32 ? amax_bits32(x, n) : amax_bits16(x, n);
+    return src == FP8_DTYPE_F32 ? amax_bits32(x, rows, w, ld) : amax_bits16(x, rows, w, ld);
 }
 
 static float bits_to_f32(fp8_dtype src, uint32_t bits)
@@ -80,10 +109,26 @@ static float bits_to_f32(fp8_dtype src, uint32_t bits)
                                   : fp8_f32_from_bits(bits);
 }
 
-FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t n, float s, uint8_t *q)
+/* The codes of `rows` rows (ld apart; codes ldq apart) of n groups of gc
+ * elements each, group g under factor f[g] (finite, nonzero): x / f[g], or
+ * x * f[g] where mul (a profile that multiplies, fp8_numerics_mul: rounded
+ * once, as the engines' fp32 product is). */
+FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                     uint64_t ld, const float *f, bool mul, uint8_t *q,
+                                     uint64_t ldq)
 {
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
+    for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
+        for (uint64_t g = 0; g < n; g++) {
+            const uint16_t *x = p + g * gc;
+            uint8_t *c = q + g * gc;
+            float s = f[g];
+            if (mul)
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)x[i] << 16) * s);
+            else
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)x[i] << 16) / s);
+        }
 }
 
 /* A profile whose quotient is a bf16 (fp8_numerics' in_kind, bf16 scales): x / s
@@ -92,29 +137,123 @@ FP8_CLONES static void quantize_bf16_in_bf16(const uint16_t *p, uint64_t n, floa
 {
     for (uint64_t i = 0; i < n; i++) {
         uint32_t u = fp8_f32_bits(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
-        q[i] = e4m3_branchless(fp8_f32_from_bits((u + 0x7FFF + (u >> 16 & 1)) & 0xFFFF0000u));
+        q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((u + 0x7FFF + (u >> 16 & 1)) & 0xFFFF0000u));
     }
 }
 
-FP8_CLONES static void quantize_f32(const float *p, uint64_t n, float s, uint8_t *q)
+FP8_CLONES static void quantize_f32(const float *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                    uint64_t ld, const float *f, bool mul, uint8_t *q,
+                                    uint64_t ldq)
 {
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(p[i] / s);
+    for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
+        for (uint64_t g = 0; g < n; g++) {
+            const float *x = p + g * gc;
+            uint8_t *c = q + g * gc;
+            float s = f[g];
+            if (mul)
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(x[i] * s);
+            else
+                for (uint64_t i = 0; i < gc; i++)
+                    c[i] = (uint8_t)e4m3_finite(x[i] / s);
+        }
 }
 
-/* A profile that multiplies (fp8_numerics_mul): x * d, rounded once as the
- * engines' fp32 product is. */
-FP8_CLONES static void quantize_bf16_mul(const uint16_t *p, uint64_t n, float d, uint8_t *q)
+/* The lane maxima of a row of blocks read row by row across its width, so
+ * that the prefetchers follow: n groups of gc elements (a multiple of
+ * AMAX_LANES), rows ld apart, into acc[n][AMAX_LANES] (zeroed first). */
+FP8_CLONES static void amax_bf16_groups(const uint16_t *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                        uint64_t ld, uint16_t (*acc)[AMAX_LANES])
 {
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) * d);
+    memset(acc, 0, n * sizeof *acc);
+    for (uint64_t r = 0; r < rows; r++, p += ld)
+        for (uint64_t g = 0; g < n; g++)
+            for (uint64_t i = 0; i < gc; i += AMAX_LANES)
+                for (int j = 0; j < AMAX_LANES; j++) {
+                    uint16_t a = p[g * gc + i + j] & 0x7FFF;
+                    acc[g][j] = a > acc[g][j] ? a : acc[g][j];
+                }
 }
 
-FP8_CLONES static void quantize_f32_mul(const float *p, uint64_t n, float d, uint8_t *q)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
+#include <immintrin.h>
+#define FP8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+static bool cpu_has_avx512(void)
 {
-    for (uint64_t i = 0; i < n; i++)
-        q[i] = e4m3_branchless(p[i] * d);
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
 }
+
+/* e4m3_finite on 16 lanes, its steps one instruction each: the clamp a
+ * minimum, the sub-2^-6 result a masked subtract, the sign a ternary-logic
+ * or, the narrowing vpmovdb (gcc makes about half as many instructions
+ * again of the portable loop).  tests/check_fp8_math.c checks it on every
+ * input it checks e4m3_finite on. */
+FP8_AVX512 static inline __m128i e4m3_finite16(__m512 y)
+{
+    __m512i u = _mm512_castps_si512(y);
+    __m512i a = _mm512_min_epu32(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                 _mm512_set1_epi32(0x43E00000));
+    __mmask16 sub = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3C800000));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7FFFF - 0x3C000000)), odd), 20);
+    __m512 t = _mm512_add_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(16384.0f));
+    r = _mm512_mask_sub_epi32(r, sub, _mm512_castps_si512(t), _mm512_set1_epi32(0x46800000));
+    /* 0xF8: r | (u >> 24 & 0x80) */
+    r = _mm512_ternarylogic_epi32(r, _mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80), 0xF8);
+    return _mm512_cvtepi32_epi8(r);
+}
+
+/* quantize_bf16 on AVX-512, the same bytes (check_quantize compares the
+ * band quantizer with the reference on the CPU it runs on). */
+FP8_AVX512 static void quantize_bf16_avx512(const uint16_t *p, uint64_t rows, uint64_t n,
+                                            uint64_t gc, uint64_t ld, const float *f, bool mul,
+                                            uint8_t *q, uint64_t ldq)
+{
+    for (uint64_t r = 0; r < rows; r++, p += ld, q += ldq)
+        for (uint64_t g = 0; g < n; g++) {
+            __m512 s = _mm512_set1_ps(f[g]);
+            uint64_t i = g * gc, end = i + gc;
+            for (; i + 16 <= end; i += 16) { /* masked stores are slow on AMD: only the tail's */
+                __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(p + i)));
+                __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+                _mm_storeu_si128((void *)(q + i), e4m3_finite16(mul ? _mm512_mul_ps(x, s)
+                                                                    : _mm512_div_ps(x, s)));
+            }
+            if (i < end) {
+                __mmask16 k = (__mmask16)((1u << (end - i)) - 1);
+                __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p + i));
+                __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+                _mm_mask_storeu_epi8(q + i, k, e4m3_finite16(mul ? _mm512_mul_ps(x, s)
+                                                                 : _mm512_div_ps(x, s)));
+            }
+        }
+}
+
+FP8_AVX512 static __m128i avx512_encode(const float *x)
+{
+    return e4m3_finite16(_mm512_loadu_ps(x));
+}
+
+bool fp8_e4m3_fast16(const float x[16], uint8_t q[16])
+{
+    if (!cpu_has_avx512())
+        return false;
+    _mm_storeu_si128((__m128i *)(void *)q, avx512_encode(x));
+    return true;
+}
+#else
+static bool cpu_has_avx512(void) { return false; }
+static void quantize_bf16_avx512(const uint16_t *p, uint64_t rows, uint64_t n, uint64_t gc,
+                                 uint64_t ld, const float *f, bool mul, uint8_t *q, uint64_t ldq)
+{
+    quantize_bf16(p, rows, n, gc, ld, f, mul, q, ldq);
+}
+
+bool fp8_e4m3_fast16(const float x[16], uint8_t q[16]) { return false; }
+#endif
 
 /* mxfp8 on bf16, the common case, in one call: an MX group is too short to
  * pay for a call per group. */
@@ -136,29 +275,65 @@ FP8_CLONES static bool quantize_mx_bf16(const uint16_t *p, uint64_t groups, fp8_
          * fp32 for every E in [-127, 127] */
         float r = fp8_pow2(127 - (int)bits);
         for (int i = 0; i < FP8_MX_GROUP; i++)
-            q[i] = e4m3_branchless(fp8_f32_from_bits((uint32_t)p[i] << 16) * r);
+            q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((uint32_t)p[i] << 16) * r);
     }
     return true;
 }
 
-/* n elements under factor s of the band's arithmetic: divided by it, or
+/* A tile under factor s of the band's arithmetic: divided by it, or
  * multiplied (fp8_numerics_mul). */
-static void quantize_row(const fp8_band *b, const void *x, uint64_t n, float s, uint8_t *q)
+static void quantize_tile(const fp8_band *b, const void *x, uint64_t rows, uint64_t w, float s,
+                          uint8_t *q)
 {
     bool mul = fp8_numerics_mul(&b->num);
-    /* a quotient in the scale's dtype; bf16 scales come with bf16 weights */
-    bool in_bf16 = b->num.in_kind && b->kind == FP8_SCALE_BF16 && b->src == FP8_DTYPE_BF16;
-    if (b->src == FP8_DTYPE_BF16 && !mul && in_bf16) {
-        quantize_bf16_in_bf16(x, n, s, q);
-    } else if (b->src == FP8_DTYPE_BF16 && (!b->num.in_kind || b->kind == FP8_SCALE_F32)) {
-        (mul ? quantize_bf16_mul : quantize_bf16)(x, n, s, q);
-    } else if (b->src != FP8_DTYPE_F32 || (b->num.in_kind && b->kind != FP8_SCALE_F32)) {
-        /* f16, rare in checkpoints, and a quotient in another dtype: scalar */
-        for (uint64_t i = 0; i < n; i++)
-            q[i] = fp8_numerics_code(&b->num, b->kind, fp8_load_f32(b->src, x, i), s);
-    } else {
-        (mul ? quantize_f32_mul : quantize_f32)(x, n, s, q);
+    /* a quotient in the scale's dtype (in_kind): bf16 scales come with bf16 weights */
+    bool in_kind = b->num.in_kind && b->kind != FP8_SCALE_F32;
+    if (in_kind && b->src == FP8_DTYPE_BF16 && b->kind == FP8_SCALE_BF16 && !mul && isfinite(s) &&
+        s != 0) {
+        for (uint64_t r = 0; r < rows; r++)
+            quantize_bf16_in_bf16((const uint16_t *)x + r * b->cols, w, s, q + r * b->cols);
+    } else if (!in_kind && b->src == FP8_DTYPE_BF16 && isfinite(s) && s != 0) {
+        (cpu_has_avx512() ? quantize_bf16_avx512 : quantize_bf16)(x, rows, 1, w, b->cols, &s, mul,
+                                                                  q, b->cols);
+    } else if (!in_kind && b->src == FP8_DTYPE_F32 && isfinite(s) && s != 0) {
+        quantize_f32(x, rows, 1, w, b->cols, &s, mul, q, b->cols);
+    } else { /* f16 (rare in checkpoints), or a factor off the fast loops: the exact steps */
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t i = 0; i < w; i++)
+                q[r * b->cols + i] = fp8_numerics_code(&b->num, b->kind,
+                                                       fp8_load_f32(b->src, x, r * b->cols + i), s);
     }
+}
+
+/* Blocks of bf16 a whole row of blocks at a time, read row by row across
+ * the band's width twice (the lane maxima, then the codes): runs that the
+ * prefetchers follow, where a tile's rows are a row apart.  For bands of at
+ * most BLOCK_ROW_GROUPS whole groups; false where a group is not finite or
+ * has no scale (the reference then says what and where). */
+#define BLOCK_ROW_GROUPS 512
+static bool block_rows_bf16(const fp8_band *b, const uint16_t *x, uint8_t *q, void *scales)
+{
+    uint16_t acc[BLOCK_ROW_GROUPS][AMAX_LANES];
+    float f[BLOCK_ROW_GROUPS];
+    uint64_t n = b->cols / b->group_cols, gc = b->group_cols, g = 0;
+    bool mul = fp8_numerics_mul(&b->num);
+    for (uint64_t r0 = 0; r0 < b->rows; r0 += b->group_rows) {
+        uint64_t rows = b->rows - r0 < b->group_rows ? b->rows - r0 : b->group_rows;
+        amax_bf16_groups(x + r0 * b->cols, rows, n, gc, b->cols, acc);
+        for (uint64_t k = 0; k < n; k++, g++) {
+            uint16_t m = 0;
+            for (int j = 0; j < AMAX_LANES; j++)
+                m = acc[k][j] > m ? acc[k][j] : m;
+            uint32_t bits = 0;
+            if (m >= 0x7F80 || !((f[k] = fp8_numerics_scale(&b->num, b->kind, fp8_bf16_to_f32(m),
+                                                            &bits)) != 0 && isfinite(f[k])))
+                return false;
+            fp8_scale_store(scales, fp8_scale_size(b->kind), g, bits);
+        }
+        (cpu_has_avx512() ? quantize_bf16_avx512 : quantize_bf16)(
+            x + r0 * b->cols, rows, n, gc, b->cols, f, mul, q + r0 * b->cols, b->cols);
+    }
+    return true;
 }
 
 /* An INT4 band of bf16 or f32 in one call, group by group (int4_ref.h's
@@ -235,15 +410,19 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
             return FP8_BAND_OK;
         return fp8_band_quantize_ref(b, src, q, scales, where); /* says what and where */
     }
+    if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows > 1 &&
+        b->group_cols % AMAX_LANES == 0 && b->cols % b->group_cols == 0 &&
+        b->cols / b->group_cols <= BLOCK_ROW_GROUPS &&
+        (!b->num.in_kind || b->kind == FP8_SCALE_F32)) { /* (its loops: an fp32 quotient) */
+        if (block_rows_bf16(b, src, q, scales))
+            return FP8_BAND_OK;
+        return fp8_band_quantize_ref(b, src, q, scales, where); /* says what and where */
+    }
     for (uint64_t r0 = 0; r0 < b->rows; r0 += b->group_rows) {
         uint64_t r1 = r0 + b->group_rows < b->rows ? r0 + b->group_rows : b->rows;
         for (uint64_t c0 = 0; c0 < b->cols; c0 += b->group_cols, g++) {
             uint64_t w = b->cols - c0 < b->group_cols ? b->cols - c0 : b->group_cols;
-            uint32_t m = 0;
-            for (uint64_t r = r0; r < r1; r++) {
-                uint32_t a = amax_bits(b->src, elem(b->src, src, r * b->cols + c0), w);
-                m = a > m ? a : m;
-            }
+            uint32_t m = amax_bits(b->src, elem(b->src, src, r0 * b->cols + c0), r1 - r0, w, b->cols);
             if (m >= fp8_dtype_inf_bits(b->src))
                 return fp8_band_quantize_ref(b, src, q, scales, where); /* finds the first */
             float s = b->scale;
@@ -253,8 +432,8 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
                     return fp8_band_quantize_ref(b, src, q, scales, where);
                 fp8_scale_store(scales, ssize, g, bits);
             }
-            for (uint64_t r = r0; r < r1; r++)
-                quantize_row(b, elem(b->src, src, r * b->cols + c0), w, s, q + r * b->cols + c0);
+            quantize_tile(b, elem(b->src, src, r0 * b->cols + c0), r1 - r0, w, s,
+                          q + r0 * b->cols + c0);
         }
     }
     return FP8_BAND_OK;
@@ -262,7 +441,7 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
 
 fp8_band_result fp8_amax(fp8_dtype src, const void *x, uint64_t n, float *amax, uint64_t *where)
 {
-    uint32_t m = amax_bits(src, x, n);
+    uint32_t m = amax_bits(src, x, 1, n, n);
     if (m >= fp8_dtype_inf_bits(src))
         return fp8_amax_ref(src, x, n, amax, where);
     *amax = bits_to_f32(src, m);
@@ -383,7 +562,6 @@ static unsigned dequant_clones(const uint8_t *q, uint64_t n, const float *s, uin
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(FP8_NO_CLONES)
-#include <immintrin.h>
 #define FP8_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /*

@@ -114,7 +114,11 @@ void fp8_bound_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *
 void fp8_bound_sums_span(fp8_dtype dt, const void *x, const uint8_t *q, const float *s,
                          uint64_t n, uint64_t counts[2], diff_lanes *sums);
 
-/* quant_cpu.c's branch-free fp32 -> E4M3, exposed for its exhaustive test. */
+/* quant_cpu.c's branch-free fp32 -> E4M3 (x not NaN), exposed for its
+ * exhaustive test. */
 uint8_t fp8_e4m3_fast(float x);
+/* Its AVX-512 twin on 16 values at once; false (q untouched) on a CPU
+ * without AVX-512F, BW and VL. */
+bool fp8_e4m3_fast16(const float x[16], uint8_t q[16]);
 
 #endif

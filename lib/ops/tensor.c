@@ -189,9 +189,11 @@ static fp8_status run_jobs(fp8_ctx *ctx, tq_run *r, int threads,
     return spec.njobs ? fp8_jobs_run(ctx, &spec) : FP8_OK;
 }
 
-/* The jobs of r: bands of the plan's block rows where it has blocks, cut
- * by columns into pieces of about a chunk of input when wider (as the run
- * cuts a tensor), else bands of about a chunk. */
+/* The jobs of r: bands of the plan's block rows where it has blocks, else
+ * bands of about a chunk.  A band of blocks is quantized in place, tile by
+ * tile (a tile stays in the core's cache between the quantizer's two
+ * passes over it); only a matrix of too few bands to give each thread four
+ * is cut by columns too, into pieces of about a chunk of input, gathered. */
 static void cut(tq_run *r, unsigned size)
 {
     const fp8_quant_plan *p = r->p;
@@ -202,7 +204,9 @@ static void cut(tq_run *r, unsigned size)
     if (fp8_scheme_has_block(p->opts.scheme)) {
         uint64_t tile = (uint64_t)p->opts.block_rows * p->opts.block_cols * size;
         r->band = p->opts.block_rows;
-        if (r->band * row > chunk)
+        uint64_t bands = (e->rows + r->band - 1) / r->band;
+        if (r->band * row > chunk &&
+            bands < 4 * (uint64_t)fp8_jobs_threads(p->opts.threads, FP8_DEVICE_CPU))
             r->width = (chunk / tile ? chunk / tile : 1) * p->opts.block_cols;
     }
     r->bands = (e->rows + r->band - 1) / r->band;

@@ -274,6 +274,7 @@ fp8_status fp8_verify_run(fp8_ctx *ctx, const char *path, const fp8_verify_optio
                  "%s", msg);
     } else if (!st && !(st = read_declaration(ctx, v)) &&
                !(st = verify_check_structure(ctx, v)) && !(st = verify_check_kv(ctx, v)) &&
+               !(st = verify_check_conditions(ctx, v)) &&
                !(st = check_parallel(ctx, v, opts->tp, opts->ep)) &&
                !(opts->like && (st = like_compare(ctx, v->ck, v->config_dir, opts->like,
                                                   like_finding, v))) &&

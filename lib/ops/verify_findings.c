@@ -109,6 +109,28 @@ bool fp8_verify_loads(const fp8_verify *v, fp8_loader loader)
     return true;
 }
 
+const char *fp8_verify_condition(const fp8_verify *v, fp8_loader loader)
+{
+    return (unsigned)loader < FP8_LOADER_COUNT && v->cond[loader] ? v->cond[loader]->when : NULL;
+}
+
+/* A loader's condition is no finding against the checkpoint: a note that
+ * names it, which stops no loader. */
+fp8_status verify_check_conditions(fp8_ctx *ctx, fp8_verify *v)
+{
+    fp8_status st = FP8_OK;
+    if (!v->fp8_weights && !v->fp4_weights)
+        return st;
+    for (int l = 0; !st && l < FP8_LOADER_COUNT; l++) {
+        v->cond[l] = loader_condition_of(l, v->format, v->model_type);
+        if (v->cond[l])
+            st = verify_add(ctx, v, FP8_SEV_NOTE, "loader-condition", "%s: %s loads it only %s: %s",
+                            v->path, fmt_loader_title((fp8_loader)l), v->cond[l]->when,
+                            v->cond[l]->why);
+    }
+    return st;
+}
+
 size_t fp8_verify_count(const fp8_verify *v) { return v->n; }
 const fp8_finding *fp8_verify_finding(const fp8_verify *v, size_t i)
 {

@@ -18,6 +18,7 @@
 #include "common/internal.h"
 #include "common/types.h"
 #include "compute/jobs.h"
+#include "layout/conditions.h"
 #include "layout/formats.h"
 #include "layout/fp4.h"
 #include "layout/parallel.h"
@@ -53,6 +54,7 @@ struct fp8_verify {
      * DeepSeek-V4's FP8 weights name their scales X.scale */
     const fp4_layout *family;
     char *model_type;           /* config.json's (NULL: none) */
+    const loader_condition *cond[FP8_LOADER_COUNT]; /* layout/conditions.h, NULL: none */
     fp8_dtype family_scale_dtype; /* its FP8 scales' (fp4_family_scale_dtype) */
     bool family_fp8_experts;      /* its experts are FP8, not packed */
     uint64_t saturated; /* codes at +-448 (atomic while scanning) */
@@ -108,6 +110,8 @@ const fp8_tensor_info *verify_find_scale(const fp8_verify *v, const fp8_tensor_i
 /* The passes, in the order fp8_verify_run runs them. */
 fp8_status verify_check_structure(fp8_ctx *ctx, fp8_verify *v);
 fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v); /* verify_kv.c */
+/* The loaders' conditions (layout/conditions.h): each one found is a note. */
+fp8_status verify_check_conditions(fp8_ctx *ctx, fp8_verify *v);
 fp8_status verify_check_values(fp8_ctx *ctx, fp8_verify *v, int threads);
 fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_path, int threads,
                                 const volatile sig_atomic_t *cancel);

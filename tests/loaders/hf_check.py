@@ -30,6 +30,10 @@ checks.ct_decompress (compressed-tensors checkpoints only, else null)
     convert_checkpoint end to end; each compared tensor by tensor with E's files.
     An entry point that stops on a known name-guessing bug of 0.17 (a *norm or
     *LayerNorm weight taken for a Linear one; no FP8 tensor involved) is a note.
+checks.gates_lifted (with --gates-lifted, else absent)
+    fbgemm_fp8: the load transformers refuses on a CPU (it wants a CUDA GPU or XPU), with that
+    gate and the fbgemm-gpu op lifted: every tensor mapped, the FP8 linears' weight * scale
+    equal to E (check_gates_lifted); no forward.
 checks.sentence_transformers (with --sentence-transformers, else null)
     SentenceTransformer(Q) as a user calls it, SentenceTransformer(Q) with a
     dequantizing quantization_config in model_kwargs, SentenceTransformer(E) (and
@@ -946,6 +950,64 @@ def check_sentence_transformers(ctx: Ctx) -> dict:
     return res
 
 
+def check_gates_lifted(ctx: Ctx) -> dict:
+    """transformers' fbgemm_fp8 load with the gates this CPU fails lifted (--gates-lifted): what
+    it checks before any kernel runs. FbgemmFp8HfQuantizer.validate_environment (a CUDA GPU or
+    XPU, fbgemm-gpu) is skipped, and the fbgemm-gpu op replace_with_fbgemm_fp8_linear fetches
+    (get_quantize_fp8_per_row, integrations/fbgemm_fp8.py; the forward's activation quantizer) is
+    a stub that raises if called. ok: from_pretrained mapped every tensor (no missing, unexpected
+    or mismatched key), each FbgemmFp8Linear holds an E4M3 weight and an F32 weight_scale [out, 1]
+    whose weight * weight_scale (fp32, one rounding to bf16) equals the export, and every other
+    tensor equals the export's. No forward: that is the kernel this machine lacks."""
+    from transformers.integrations import fbgemm_fp8 as integ
+    from transformers.quantizers import quantizer_fbgemm_fp8 as quant
+
+    if ctx.quant_method != "fbgemm_fp8":
+        return {"ok": False, "applicable": False, "stage": "select",
+                "error": f"no gate to lift for quant_method {ctx.quant_method!r}"}
+
+    def no_kernel(*a, **k):
+        raise NotImplementedError("fbgemm-gpu quantize_fp8_per_row: not on this machine")
+
+    quant.FbgemmFp8HfQuantizer.validate_environment = lambda self, *a, **k: None
+    integ.get_quantize_fp8_per_row = lambda: no_kernel
+    res = {"ok": False, "error": None, "lifted": [
+        "FbgemmFp8HfQuantizer.validate_environment", "integrations/fbgemm_fp8.py get_quantize_fp8_per_row"]}
+    with Capture() as cap:
+        try:
+            model, info = auto_class(ctx.model).from_pretrained(ctx.model, output_loading_info=True)
+        except Exception as e:
+            res.update(failure("load", e), messages=cap.messages)
+            return res
+    res["loading_info"] = li = loading_info(info)
+    quantized, bad, sd = [], [], model_state(model)
+    for name, mod in model.named_modules():
+        if type(mod).__name__ != "FbgemmFp8Linear":
+            continue
+        w, s = mod.weight, mod.weight_scale
+        exp = ctx.ref_sd.get(name + ".weight")
+        got = (w.float() * s.float()).to(exp.dtype) if exp is not None else None
+        quantized.append(name)
+        if (w.dtype != torch.float8_e4m3fn or s.dtype != torch.float32 or tuple(s.shape) != (w.shape[0], 1)
+                or exp is None or not torch.equal(got, exp)):
+            bad.append(name)
+        sd.pop(name + ".weight", None)
+        sd.pop(name + ".weight_scale", None)
+        sd.pop(name + ".input_scale_ub", None)
+    others = compare_state_dicts(sd, {k: v for k, v in ctx.ref_sd.items()
+                                      if k.rsplit(".", 1)[0] not in quantized}, ctx.args.tol_ulp)
+    res.update(quantized_linears=len(quantized), bad=bad, others=others)
+    if li or bad or not quantized or not others["ok"]:
+        res["error"] = "lifted load: %s" % "; ".join(x for x in (
+            "loading info %s" % json.dumps(li) if li else "",
+            "%d of %d FbgemmFp8Linear differ from the export (first %s)" % (len(bad), len(quantized), bad[0])
+            if bad else "", "no FbgemmFp8Linear" if not quantized else "",
+            "other tensors differ" if not others["ok"] else "") if x)
+        return res
+    res["ok"] = True
+    return res
+
+
 def run_check(fn, ctx, name):
     t0 = time.perf_counter()
     try:
@@ -968,6 +1030,8 @@ def main(argv=None) -> int:
     ap.add_argument("--export", required=True, help="its bf16 export (fp8conv dequantize-for-export)")
     ap.add_argument("--json", required=True, help="where to write the report")
     ap.add_argument("--sentence-transformers", action="store_true", help="also the sentence-transformers check")
+    ap.add_argument("--gates-lifted", action="store_true",
+                    help="also the load with the device gates lifted (fbgemm_fp8: check_gates_lifted)")
     ap.add_argument("--original", help="the unquantized model (sentence-transformers check)")
     ap.add_argument("--checks", default="default,dequantize,ct_decompress,sentence_transformers",
                     help="comma-separated subset of checks to run")
@@ -1022,6 +1086,8 @@ def main(argv=None) -> int:
     else:
         checks["ct_decompress"] = (run_check(check_ct_decompress, ctx, "ct_decompress")
                                    if "ct_decompress" in wanted else None)
+    if args.gates_lifted:
+        checks["gates_lifted"] = run_check(check_gates_lifted, ctx, "gates_lifted")
     checks["sentence_transformers"] = (run_check(check_sentence_transformers, ctx, "sentence_transformers")
                                        if args.sentence_transformers and "sentence_transformers" in wanted
                                        else None)

@@ -16,7 +16,12 @@ code but NaN, under 128x128 block scales:
      kernel_limit() needs the op's name beside it;
   4. matrix.py's release-stage check of KV-cache scales (kv_scale_problems)
      passes vLLM's attention layer holding the checkpoint's scales and fails
-     one left unfilled, one computed with as 1.0, or none at all.
+     one left unfilled, one computed with as 1.0, or none at all;
+  5. matrix.py's judgement of a loader that has no kernel here or a
+     condition verify names (issue 44): vLLM's weights loaded right with no
+     kernel is "kernel" (a load), other weights are "fails"; transformers
+     refusing with the error of the condition verify names is consistent,
+     the same refusal without verify naming it, or another error, is not.
 Where this CPU lacks AVX-512 (or the op), steps 1-3 cannot run: said, exit 0,
 and step 2 runs on a synthetic kernel output built from the model instead.
 Prints "N passed, M failed"; exit 1 on a failure.
@@ -146,6 +151,7 @@ def main():
         check("... recognised only beside the op's name",
               err is not None and vllm_check.kernel_limit(err, "some other op") is None, str(err))
     kv_scales()
+    conditions()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
@@ -195,6 +201,39 @@ def kv_scales():
         note, problems = matrix.kv_scale_problems(d, good)
         check("a copy without KV-cache scales fails (it would check nothing)",
               len(problems) == 1 and "no KV-cache scales" in problems[0], str(problems))
+
+
+def conditions():
+    """5. matrix.judge_vllm and matrix.judge on made-up reports (see the docstring)."""
+    import matrix
+
+    w_ok = {"layers": 3, "exact": 3, "max_ulp": 0, "bad": []}
+    nokernel = {"ok": False, "kernel_unavailable": True, "weights": w_ok,
+                "error": "ValueError: Failed to find a kernel that can implement the NVFP4 linear layer.",
+                "emulated": {"stand_ins": [{"kernel": "NVFP4 stand-in", "why": "none listed for CPU"}]}}
+    verdict, note = matrix.judge_vllm(nokernel)
+    check("no kernel, weights right: vLLM 'kernel', the stand-in named",
+          verdict == "kernel" and "NVFP4 stand-in (vLLM: none listed for CPU)" in note, note)
+    bad = dict(nokernel, weights=dict(w_ok, bad=["model.layers.0.mlp.down_proj"]))
+    check("no kernel, weights wrong: vLLM 'fails'", matrix.judge_vllm(bad)[0] == "fails")
+    gpu = "fail: ImportError: Using fbgemm fp8 quantization requires a GPU or XPU"
+
+    def cell(condition, default, lifted="ok"):
+        c = matrix.Cell("fbgemm-fp8", "release", "fbgemm")
+        c.quantize, c.vllm = "written", "kernel"
+        c.verify = {"vllm": True, "transformers": True}
+        c.conditions = {"transformers": condition} if condition else {}
+        c.hf = {"default": default, "gates_lifted": lifted}
+        matrix.judge(c)
+        return c.problems
+
+    check("transformers refusing with the condition verify names is consistent",
+          not cell("on a CUDA GPU with fbgemm-gpu, or an XPU", gpu))
+    check("... not when verify names no condition", len(cell(None, gpu)) == 1)
+    check("... nor for another error",
+          len(cell("on a CUDA GPU with fbgemm-gpu, or an XPU", "fail: KeyError: weight_scale")) == 1)
+    check("... nor when the load with the gate lifted fails",
+          len(cell("on a CUDA GPU with fbgemm-gpu, or an XPU", gpu, "fail: 1 of 3 differ")) == 1)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ Usage:
            (negative control: a copy of Q with one scale tensor times F)
     --language-model-only: LLM(language_model_only=True) in both children, a
     multimodal model served as a text model (matrix.py's Mistral release copy).
+    --allow-deprecated-quantization: LLM(allow_deprecated_quantization=True),
+    which vLLM 0.32 requires for fbgemm_fp8 (matrix.py's fbgemm release copy).
 
 Q is an FP8 checkpoint written by `fp8conv quantize`, E its bf16 export
 (`fp8conv dequantize-for-export Q E`: every FP8 weight q*s computed in fp32
@@ -75,10 +77,14 @@ written, whatever the verdict; non-zero only for a bug of this harness.
    quant op is a stub). A kernel failing after a successful load is
    "missing_kernel" (the exact error).
    Then, unless --no-emulate, Q is run once more with stand-ins appended to
-   vLLM's CPU kernel lists (vLLM's own EmulationMxfp8LinearKernel, and this
-   file's reference FP8 block kernel, y = x @ (q*s)^T in fp32 as vLLM's W8A16
-   CPU block kernel computes) and a reference for the static quant op; E's
-   run is reused. Its results go under "emulated" (its "computed" and
+   vLLM's CPU kernel lists (vLLM's own EmulationMxfp8LinearKernel and
+   EmulationNvFp4LinearKernel, and this file's reference FP8 block kernel,
+   y = x @ (q*s)^T in fp32 as vLLM's W8A16 CPU block kernel computes), a
+   reference for the static quant op, CPUExpertsInt4 with its gates lifted
+   and the dense MLA backend for sparse attention; E's run is reused. Each
+   stand-in that was used, with vLLM's reason for refusing, is listed under
+   "emulated"."stand_ins"; "kernel_why" says why an op is missing where
+   the error does not (KERNEL_WHY). Its results go under "emulated" (its "computed" and
    generation check the layout through stand-in kernels, not a real one).
    When the first run loaded nothing, the stand-in run's "loaded"
    comparisons (vLLM's real weight loaders) become "weights", with a
@@ -156,10 +162,20 @@ KERNEL_LIMITS = (
 # "No WNA16 MoE backend supports": INT4 experts (fused_moe/oracle/int_wna16.py
 # select_wna16_moe_backend; on a CPU its backends are ZEN_CPU, AMD's zentorch ops, and CPU,
 # CPUExpertsInt4, x86 with AMX tiles).
-KERNEL_UNAVAILABLE = ("Failed to find a kernel", "MoE backend: NONE", "requires AMX",
+# "'_C' object has no attribute": an op the CPU build does not compile (fbgemm_fp8.py's
+# process_weights_after_loading repacks for Marlin, gptq_marlin_repack, on any non-CUDA-capable
+# platform). "FP8 KV cache requires head_size divisible by 32 on CPU": cpu_attn.py _get_attn_isa.
+KERNEL_UNAVAILABLE = ("Failed to find a kernel", "'_C' object has no attribute",
+                      "FP8 KV cache requires head_size divisible by", "MoE backend: NONE", "requires AMX",
                       "expected at most 0 argument(s)", "No supported backend", "not supported on CPU",
-                      "FP8 KV cache on CPU requires",
+                      "FP8 KV cache on CPU requires", "Sparse Attention is not supported on CPU",
                       "No WNA16 MoE backend supports the deployment configuration")
+# Why a missing op is missing, where the error alone does not say: (text in the error, why).
+KERNEL_WHY = (
+    ("gptq_marlin_repack", "quantization/fbgemm_fp8.py FBGEMMFp8LinearMethod takes its Marlin path "
+     "where the device capability is under 8.9 (use_marlin; a CPU has none), and the CPU build "
+     "compiles no Marlin op"),
+)
 # Error texts, after a successful load, meaning "a kernel/op is missing here"
 # (vLLM's MXFP8 MoE EMULATION backend runs a Triton kernel: CPU has no Triton).
 MISSING_OP = ("NotImplementedError", "not implemented for", "Could not run", "no kernel",
@@ -455,6 +471,58 @@ def _install_emulation():
     CPUExpertsInt4._supports_current_device = staticmethod(lambda: True)
     CPUExpertsInt4._supports_quant_scheme = staticmethod(
         lambda w, a: a is None and w in (kInt4Static, kInt4Static32))
+    # Any other gate of CPUExpertsInt4 (Kimi-K2-Thinking's copy: another one refuses it): lifted
+    # too, and vLLM's own reason recorded (STAND_INS), so the report names what is missing.
+    orig_cfg = CPUExpertsInt4.is_supported_config
+
+    def is_supported_config(*args, **kw):  # a staticmethod taking the class first
+        ok, why = orig_cfg(*args, **kw)
+        if not ok:
+            _stand_in("CPUExpertsInt4 (fused_moe/experts/cpu_moe.py)", why)
+        return True, None
+
+    CPUExpertsInt4.is_supported_config = staticmethod(is_supported_config)
+    # NVFP4 linear layers (ModelOpt MIXED_PRECISION's MLP): vLLM lists no NVFP4 kernel for the
+    # CPU platform (kernels/linear/__init__.py _POSSIBLE_NVFP4_KERNELS has CUDA and ROCm only);
+    # its own EmulationNvFp4LinearKernel stands in, as EmulationMxfp8LinearKernel does above.
+    from vllm.model_executor.kernels.linear.nvfp4.emulation import EmulationNvFp4LinearKernel
+
+    class StandInNvFp4(EmulationNvFp4LinearKernel):
+        @classmethod
+        def can_implement(cls, config):
+            _stand_in("an NVFP4 linear kernel (vLLM's EmulationNvFp4LinearKernel stood in)",
+                      "kernels/linear/__init__.py _POSSIBLE_NVFP4_KERNELS lists none for the CPU "
+                      "platform")
+            return True, None
+
+    kl._POSSIBLE_NVFP4_KERNELS[cpu] = list(kl._POSSIBLE_NVFP4_KERNELS.get(cpu, [])) + [
+        StandInNvFp4
+    ]
+    # DeepSeek-V3.2's sparse (indexer) attention: CpuPlatform.get_attn_backend_cls raises for
+    # use_sparse ("Sparse Attention is not supported on CPU", platforms/cpu.py); the dense MLA
+    # backend stands in (with fewer tokens than index_topk, sparse attention attends to all).
+    from vllm.platforms.cpu import CpuPlatform
+
+    orig_attn = CpuPlatform.get_attn_backend_cls.__func__
+
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+        if attn_selector_config.use_sparse:  # selector.py AttentionSelectorConfig, a NamedTuple
+            _stand_in("sparse attention backend (platforms/cpu.py get_attn_backend_cls)",
+                      "Sparse Attention is not supported on CPU")
+            attn_selector_config = attn_selector_config._replace(use_sparse=False)
+        return orig_attn(cls, selected_backend, attn_selector_config, num_heads)
+
+    CpuPlatform.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+
+
+# What the stand-in run replaced, with vLLM's own reason: [{"kernel", "why"}] (child reports).
+STAND_INS = []
+
+
+def _stand_in(kernel, why):
+    rec = {"kernel": kernel, "why": str(why or "")}
+    if rec not in STAND_INS:
+        STAND_INS.append(rec)
 
 
 if os.environ.get("FP8CHECK_ROLE"):
@@ -1023,6 +1091,8 @@ def child_main(a):
 
     def save():
         res["timings"]["total"] = round(time.time() - t0, 2)
+        if STAND_INS:
+            res["stand_ins"] = STAND_INS
         with open(a.out, "w") as f:
             json.dump(res, f)
 
@@ -1051,6 +1121,10 @@ def child_main(a):
         # modality limit 0, so the model's multimodal processor, which wants a
         # tokenizer (Mistral3MultiModalProcessor), is not built
         kw["language_model_only"] = True
+    if a.allow_deprecated_quantization:
+        # ModelConfig refuses a quant_method listed in quantization/__init__.py
+        # DEPRECATED_QUANTIZATION_METHODS (fbgemm_fp8 in 0.32) unless this is set
+        kw["allow_deprecated_quantization"] = True
     if pooling:
         kw["runner"] = "pooling"
     import torch
@@ -1221,6 +1295,8 @@ def run_child(role, a, model, emulate):
            "--export", a.export, "--tp", str(a.tp), "--prompts", str(a.prompts), "--_out", out]
     if a.language_model_only:
         cmd.append("--language-model-only")
+    if a.allow_deprecated_quantization:
+        cmd.append("--allow-deprecated-quantization")
     env = child_env(a.tp, role, emulate)
     loaded_out = None
     if role == "q":
@@ -1496,11 +1572,16 @@ def evaluate(a, emulate, keep_e=False, prev_e=None):
     body["amx"] = rq.get("amx")
     body["timings"] = {"q": dict(rq.get("timings", {}), wall=rq["seconds"])}
     body["loaded"] = bool(rq.get("loaded"))
+    if rq.get("stand_ins"):
+        body["stand_ins"] = rq["stand_ins"]
     hook = [h for h in rq.get("hook_loaded", []) if "layers" in h]
     if not body["loaded"]:
         ctx = _context(rq, "traceback_tail")
         body.update(stage="load", error=rq.get("error"), traceback_tail=rq.get("traceback_tail"),
                     kernel_unavailable=kernel_unavailable(rq.get("error"), ctx))
+        why = [w for t, w in KERNEL_WHY if t in (rq.get("error") or "")]
+        if why:
+            body["kernel_why"] = why[0]
         if kernel_limit(rq.get("error"), ctx):
             body["kernel_limit"] = "%s: %s" % (kernel_limit(rq.get("error"), ctx), rq.get("error"))
         if rq.get("error_worker"):
@@ -1694,6 +1775,9 @@ def main(argv=None):
     ap.add_argument("--emulate-missing-kernels", action="store_true",
                     help=argparse.SUPPRESS)  # the default; kept for old command lines
     ap.add_argument("--workdir", help="child logs and results (default: OUT.json minus .json, plus .work)")
+    ap.add_argument("--allow-deprecated-quantization", action="store_true",
+                    help="LLM(allow_deprecated_quantization=True): the condition verify names "
+                         "for a deprecated quant_method (fbgemm_fp8)")
     ap.add_argument("--language-model-only", action="store_true",
                     help="LLM(language_model_only=True): a multimodal model's text part only")
     ap.add_argument("--break-scale", nargs=2, metavar=("Q", "OUT"))
