@@ -184,8 +184,9 @@ __global__ void __launch_bounds__(CTA)
             if (lane == 0)
                 fp8_scale_store(scales, fp8_scale_size(b.kind), g, stored);
         }
-        /* the profile's element operation: x / s, or x * s (fp8_numerics_mul) */
-        const bool mul = fp8_numerics_mul(&b.num);
+        /* the profile's element operation: x / s, or x * s (fp8_numerics_mul);
+         * fp8_numerics_value where its quotient is rounded to the scale's dtype */
+        const bool mul = fp8_numerics_mul(&b.num), in_kind = b.num.in_kind != 0;
         bool nonfinite = false; /* only a fixed scale skipped the amax */
         if (VEC)
             for (uint32_t u = lane; u < units; u += TEAM) {
@@ -195,8 +196,11 @@ __global__ void __launch_bounds__(CTA)
                 for (int k = 0; k < 4; k++) {
                     uint32_t lo = v.w[k] & 0xFFFF, hi = v.w[k] >> 16;
                     nonfinite |= (lo & T::mag) >= T::inf || (hi & T::mag) >= T::inf;
-                    uint32_t pair = mul ? e4m3_pair(T::f32(lo) * s, T::f32(hi) * s)
-                                        : e4m3_pair(T::f32(lo) / s, T::f32(hi) / s);
+                    uint32_t pair =
+                        in_kind ? e4m3_pair(fp8_numerics_value(&b.num, b.kind, T::f32(lo), s),
+                                            fp8_numerics_value(&b.num, b.kind, T::f32(hi), s))
+                        : mul   ? e4m3_pair(T::f32(lo) * s, T::f32(hi) * s)
+                                : e4m3_pair(T::f32(lo) / s, T::f32(hi) / s);
                     o.w[k / 2] = k % 2 ? o.w[k / 2] | pair << 16 : pair;
                 }
                 *(vec8_out *)(q + at) = o;
@@ -206,7 +210,8 @@ __global__ void __launch_bounds__(CTA)
                 for (uint64_t c = c0 + lane; c < c1; c += TEAM) {
                     uint32_t v = src[r * b.cols + c];
                     nonfinite |= (v & T::mag) >= T::inf;
-                    q[r * b.cols + c] = (uint8_t)e4m3_pair(mul ? T::f32(v) * s : T::f32(v) / s, 0.0f);
+                    q[r * b.cols + c] = (uint8_t)e4m3_pair(
+                        fp8_numerics_value(&b.num, b.kind, T::f32(v), s), 0.0f);
                 }
         if (nonfinite)
             atomicOr(bad, FP8K_BAD_NONFINITE);

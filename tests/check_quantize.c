@@ -203,13 +203,23 @@ START_TEST(test_fast_band_equals_reference_under_every_profile)
 {
     static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16, FP8_DTYPE_F32 };
     static const uint64_t dims[][2] = { { 4, 7 }, { 129, 257 }, { 128, 96 }, { 5, 64 }, { 129, 512 } };
+    /* a quotient in the scale's dtype (in_kind): bf16 and f16 scales too; an MX rule
+     * (mx_up): E8M0 bytes */
     for (int p = 0; p < FP8_PROFILE_COUNT; p++)
-        for (size_t d = 0; d < 3; d++)
+        for (int sc = -1; sc <= FP8_SCHEME_INT4; sc++) { /* the row's, each scheme's own */
+            const fp8_profile_traits *t = fp8_profile_get((fp8_profile)p);
+            if (sc >= 0 && !(t->own >> sc & 1))
+                continue;
+            const fp8_numerics num = sc < 0 ? t->num : t->by_scheme[sc];
+            const fp8_scale_kind kinds[] = { FP8_SCALE_F32,
+                                             num.in_kind ? FP8_SCALE_BF16 : FP8_SCALE_E8M0_RCEIL,
+                                             FP8_SCALE_F16 };
+            for (size_t kd = 0; kd < (num.in_kind ? 3 : num.mx_up ? 2 : 1); kd++)
+            for (size_t d = 0; d < 3; d++)
             for (size_t s = 0; s < 5; s++)
                 for (int g = 0; g < 4; g++) {
-                    fp8_band b = { .src = dts[d], .kind = FP8_SCALE_F32, .rows = dims[s][0],
-                                   .cols = dims[s][1], .scale = 0.37f,
-                                   .num = fp8_profile_get((fp8_profile)p)->num };
+                    fp8_band b = { .src = dts[d], .kind = kinds[kd], .rows = dims[s][0],
+                                   .cols = dims[s][1], .scale = 0.37f, .num = num };
                     uint64_t gc[] = { 128, 32, b.cols, 7 };
                     b.group_rows = g == 0 ? (s == 4 ? 64 : b.rows) : 1;
                     b.group_cols = gc[g];
@@ -223,8 +233,9 @@ START_TEST(test_fast_band_equals_reference_under_every_profile)
                     int r2 = fp8_band_quantize(&b, x, q2, s2, &w2);
                     ck_assert_int_eq(r1, r2);
                     if (r1 == FP8_BAND_OK) {
-                        ck_assert_msg(memcmp(q1, q2, n) == 0, "codes differ: profile %s dtype %zu",
-                                      fp8_profile_name((fp8_profile)p), d);
+                        ck_assert_msg(memcmp(q1, q2, n) == 0,
+                                      "codes differ: profile %s scheme %d kind %d dtype %zu",
+                                      fp8_profile_name((fp8_profile)p), sc, (int)b.kind, d);
                         ck_assert(memcmp(s1, s2, n * 4) == 0);
                     } else {
                         ck_assert_uint_eq(w1, w2);
@@ -235,6 +246,7 @@ START_TEST(test_fast_band_equals_reference_under_every_profile)
                     free(s1);
                     free(s2);
                 }
+        }
 }
 END_TEST
 
@@ -914,9 +926,10 @@ static const struct {
     { "--ignore 're:(q)\\1'", "a back-reference" },
     { "--strict --ignore re:model.layers.9", "matches no tensor" },
     { "--bogus", "unknown option" },
-    { "--profile vllm --scheme channel", "--profile vllm does not define --scheme channel "
-                                         "(it defines: block)" },
-    { "--profile sglang", "(it defines: none)" },
+    { "--profile vllm --scheme mxfp8", "--profile vllm does not define --scheme mxfp8 "
+                                       "(it defines: block, channel, tensor)" },
+    { "--profile llm-compressor --scheme nvfp4", "(it defines: block, channel, tensor, mxfp8)" },
+    { "--profile sglang --scheme tensor", "(it defines: block)" },
     { "--profile deepgemm --scheme channel", "(it defines: block)" },
     { "--profile deepgemm --format compressed-tensors", "--format hf-fp8 only" },
     { "--profile transformers --scheme tensor --format compressed-tensors",

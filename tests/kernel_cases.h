@@ -118,25 +118,39 @@ static inline void kc_profiles(const kc_engine *e)
     static const uint64_t dims[][2] = { { 4, 7 }, { 129, 257 }, { 128, 128 }, { 4, 4096 } };
     static const uint64_t gr[] = { 0, 1, 1 }, gc[] = { 128, 0, 0 };
     void *x = malloc(129 * 257 * 4);
+    /* each row's arithmetic and each scheme's own (fp8_profile_numerics) */
     for (int p = 0; p < FP8_PROFILE_COUNT; p++)
-        for (size_t d = 0; d < 3; d++)
-            for (size_t k = 0; k < (e->quick ? 2 : 4); k++)
-                for (int shape = 0; shape < 3; shape++) {
-                    fp8_band b = { .src = kc_dtypes[d], .kind = FP8_SCALE_F32,
-                                   .rows = dims[k][0], .cols = dims[k][1], .scale = 0.37f,
-                                   .num = fp8_profile_get((fp8_profile)p)->num };
-                    b.group_rows = gr[shape] ? gr[shape] : b.rows;
-                    b.group_cols = gc[shape] ? gc[shape] : b.cols;
-                    b.fixed = shape == 2;
-                    fill_profile_rows(b.src, x, b.rows, b.cols);
-                    char what[160];
-                    snprintf(what, sizeof what, "profile %s, %s, %llux%llu, groups %llux%llu%s",
-                             fp8_profile_name((fp8_profile)p), fp8_dtype_name(b.src),
-                             (unsigned long long)b.rows, (unsigned long long)b.cols,
-                             (unsigned long long)b.group_rows, (unsigned long long)b.group_cols,
-                             b.fixed ? " fixed" : "");
-                    kc_expect_band(e, &b, x, what);
-                }
+        for (int s = -1; s <= FP8_SCHEME_INT4; s++) {
+            const fp8_profile_traits *t = fp8_profile_get((fp8_profile)p);
+            if (s >= 0 && !(t->own >> s & 1))
+                continue;
+            const fp8_numerics num = s < 0 ? t->num : t->by_scheme[s];
+            /* a quotient in the scale's dtype (in_kind): bf16 and f16 scales too; an MX
+             * rule (mx_up): E8M0 bytes */
+            const fp8_scale_kind kinds[] = { FP8_SCALE_F32,
+                                             num.in_kind ? FP8_SCALE_BF16 : FP8_SCALE_E8M0_RCEIL,
+                                             FP8_SCALE_F16 };
+            for (size_t kd = 0; kd < (num.in_kind ? 3 : num.mx_up ? 2 : 1); kd++)
+            for (size_t d = 0; d < 3; d++)
+                for (size_t k = 0; k < (e->quick ? 2 : 4); k++)
+                    for (int shape = 0; shape < 3; shape++) {
+                        fp8_band b = { .src = kc_dtypes[d], .kind = kinds[kd],
+                                       .rows = dims[k][0], .cols = dims[k][1], .scale = 0.37f,
+                                       .num = num };
+                        b.group_rows = gr[shape] ? gr[shape] : b.rows;
+                        b.group_cols = gc[shape] ? gc[shape] : b.cols;
+                        b.fixed = shape == 2;
+                        fill_profile_rows(b.src, x, b.rows, b.cols);
+                        char what[160];
+                        snprintf(what, sizeof what, "profile %s%s%s kind %d, %s, %llux%llu, groups %llux%llu%s",
+                                 fp8_profile_name((fp8_profile)p), s < 0 ? "" : " scheme ",
+                                 s < 0 ? "" : fp8_scheme_name((fp8_scheme)s), (int)b.kind, fp8_dtype_name(b.src),
+                                 (unsigned long long)b.rows, (unsigned long long)b.cols,
+                                 (unsigned long long)b.group_rows, (unsigned long long)b.group_cols,
+                                 b.fixed ? " fixed" : "");
+                        kc_expect_band(e, &b, x, what);
+                    }
+        }
     free(x);
 }
 

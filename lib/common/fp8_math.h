@@ -285,12 +285,14 @@ FP8_HD float fp8_scale_make(fp8_scale_kind kind, float amax, uint32_t *stored)
 
 /* How a group's scale comes from its amax a (after the floor), in fp32 as
  * a GPU computes it: s is what is stored and what elements are divided by;
- * the inverted rules compute k, multiply elements by it and store fl(1/k). */
+ * the inverted rules compute k, multiply elements by it and store fl(1/k)
+ * (INV_APART: a * fl(1/448), computed beside k). */
 typedef enum {
     FP8_RULE_DIV,       /* s = a / 448 (fp8conv: fp8_scale_make, every scale kind) */
     FP8_RULE_MUL_RECIP, /* s = a * fl(1/448): `amax / 448.0` on a CUDA tensor */
     FP8_RULE_INV_DIV,   /* k = 448 / a; FLT_MAX where that is infinite */
     FP8_RULE_INV_RECIP, /* k = fl(fl(1/a) * 448): torch's `448.0 / tensor` */
+    FP8_RULE_INV_APART, /* k = 448 / a, and the stored s = a * fl(1/448) apart, not fl(1/k) */
 } fp8_scale_rule;
 
 /* A profile's numbers (common/types.h holds the rows): all zero is
@@ -300,19 +302,37 @@ typedef struct {
     uint8_t recip;     /* DIV, MUL_RECIP: elements times fl(1/s), not divided by s */
     float amax_floor;  /* a = max(amax, amax_floor) first */
     float scale_floor; /* DIV, MUL_RECIP: s = max(s, scale_floor) after */
+    /* DIV: s rounded to nearest in the scale kind's dtype (F32, BF16, F16), that
+     * dtype's epsilon where it is 0, and x / s rounded to that dtype before E4M3:
+     * torch's bf16 weight / bf16 scale, a bf16 tensor */
+    uint8_t in_kind;
+    /* E8M0 kinds (MX): E = amax's exponent, one more where its mantissa is 1.75 or
+     * more, minus 8 (compressed-tensors' generate_mx_scales); not the rceil/floor rule */
+    uint8_t mx_up;
 } fp8_numerics;
 
 /* Whether n is fp8conv's own arithmetic (all zero, no amax floor either). */
 FP8_HD bool fp8_numerics_own(const fp8_numerics *n)
 {
-    return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0;
+    return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0 &&
+           !n->in_kind && !n->mx_up;
 }
 
 /* Whether n is fp8conv's rule on an amax floor (no other setting), which
  * takes every scale kind: fp8_scale_make of max(amax, amax_floor). */
 FP8_HD bool fp8_numerics_any_kind(const fp8_numerics *n)
 {
-    return n->rule == FP8_RULE_DIV && !n->recip && n->scale_floor == 0;
+    return n->rule == FP8_RULE_DIV && !n->recip && n->scale_floor == 0 && !n->in_kind &&
+           !n->mx_up;
+}
+
+/* Whether n computes scales of kind k: every kind (fp8_numerics_any_kind),
+ * F32, and under in_kind BF16 and F16. */
+FP8_HD bool fp8_numerics_takes_kind(const fp8_numerics *n, fp8_scale_kind k)
+{
+    return fp8_numerics_any_kind(n) || k == FP8_SCALE_F32 ||
+           (n->in_kind && (k == FP8_SCALE_BF16 || k == FP8_SCALE_F16)) ||
+           (n->mx_up && (k == FP8_SCALE_E8M0_RCEIL || k == FP8_SCALE_E8M0_FLOOR));
 }
 
 /* Whether elements are multiplied by the factor fp8_numerics_scale returns
@@ -322,10 +342,22 @@ FP8_HD bool fp8_numerics_mul(const fp8_numerics *n)
     return n->recip || n->rule >= FP8_RULE_INV_DIV;
 }
 
-/* An element's code under factor d (fp8_numerics_scale's). */
-FP8_HD uint8_t fp8_numerics_code(const fp8_numerics *n, float x, float d)
+/* What an element's code is taken of under factor d (fp8_numerics_scale's)
+ * and scale kind k: x / d or x * d, in k's dtype under in_kind. */
+FP8_HD float fp8_numerics_value(const fp8_numerics *n, fp8_scale_kind k, float x, float d)
 {
-    return fp8_f32_to_e4m3(fp8_numerics_mul(n) ? x * d : x / d);
+    float y = fp8_numerics_mul(n) ? x * d : x / d;
+    if (n->in_kind && k == FP8_SCALE_BF16)
+        return fp8_bf16_to_f32(fp8_f32_to_bf16(y));
+    if (n->in_kind && k == FP8_SCALE_F16)
+        return fp8_f16_to_f32(fp8_f32_to_f16(y));
+    return y;
+}
+
+/* An element's code under factor d and scale kind k. */
+FP8_HD uint8_t fp8_numerics_code(const fp8_numerics *n, fp8_scale_kind k, float x, float d)
+{
+    return fp8_f32_to_e4m3(fp8_numerics_value(n, k, x, d));
 }
 
 /*
@@ -342,27 +374,50 @@ FP8_HD float fp8_numerics_scale(const fp8_numerics *n, fp8_scale_kind kind, floa
 {
     if (fp8_numerics_any_kind(n))
         return fp8_scale_make(kind, amax > n->amax_floor ? amax : n->amax_floor, stored);
+    if (n->mx_up && (kind == FP8_SCALE_E8M0_RCEIL || kind == FP8_SCALE_E8M0_FLOOR)) {
+        /* the exponent bits plus the carry of adding a quarter of the mantissa's range; an
+         * amax of exponent 0 (zero, subnormal) or under 2^-119 gets byte 0; from 1.75 * 2^127
+         * up the carry makes infinity, which the engine stores as byte 255 (NaN): none */
+        uint32_t u = fp8_f32_bits(amax), eb = u >> 23, up = (u & 0x7FFFFF) >= 0x600000;
+        if (eb + up > 254)
+            return 0;
+        int e = eb ? (int)(eb + up) - 127 - 8 : -127;
+        e = e < -127 ? -127 : e;
+        *stored = (uint32_t)(e + 127);
+        return fp8_pow2(e);
+    }
     const float inf = fp8_f32_from_bits(0x7F800000), flt_max = 0x1.fffffep127f;
     float a = amax > n->amax_floor ? amax : n->amax_floor, s, d;
     if (n->rule >= FP8_RULE_INV_DIV) {
-        d = a == 0 ? 1.0f : n->rule == FP8_RULE_INV_DIV ? FP8_E4M3_MAX / a
-                                                         : 1.0f / a * FP8_E4M3_MAX;
+        d = a == 0 ? 1.0f : n->rule != FP8_RULE_INV_RECIP ? FP8_E4M3_MAX / a
+                                                           : 1.0f / a * FP8_E4M3_MAX;
         if (n->rule == FP8_RULE_INV_DIV && d == inf)
             d = flt_max;
-        s = 1.0f / d;
+        s = n->rule == FP8_RULE_INV_APART && a != 0 ? a * (1.0f / FP8_E4M3_MAX) : 1.0f / d;
     } else {
         s = n->rule == FP8_RULE_DIV ? a / FP8_E4M3_MAX : a * (1.0f / FP8_E4M3_MAX);
         s = s > n->scale_floor ? s : n->scale_floor;
         s = a == 0 && s == 0 ? 1.0f : s;
+        if (n->in_kind && kind == FP8_SCALE_BF16) { /* s: a's quotient, never 0 or NaN */
+            uint16_t b = fp8_f32_to_bf16(a / FP8_E4M3_MAX);
+            s = fp8_bf16_to_f32(b ? b : 0x3C00); /* bf16's epsilon, 2^-7 */
+        } else if (n->in_kind && kind == FP8_SCALE_F16) {
+            uint16_t h = fp8_f32_to_f16(a / FP8_E4M3_MAX);
+            s = fp8_f16_to_f32(h ? h : 0x1400); /* f16's epsilon, 2^-10 */
+        } else if (n->in_kind) {
+            s = a == 0 ? 0x1p-23f : a / FP8_E4M3_MAX; /* fp32's epsilon */
+        }
         d = n->recip ? 1.0f / s : s;
     }
     if (!(s > 0 && d > 0 && s < inf && d < inf))
         return 0;
     /* as fp8_scale_make: the largest element must read back finite */
-    uint8_t top = fp8_numerics_code(n, amax, d);
+    uint8_t top = fp8_numerics_code(n, kind, amax, d);
     if (amax >= 0x1p126f && fp8_e4m3_to_f32(top) * s > flt_max)
         return 0;
-    *stored = fp8_f32_bits(s);
+    *stored = !n->in_kind || kind == FP8_SCALE_F32 ? fp8_f32_bits(s)
+              : kind == FP8_SCALE_BF16             ? fp8_f32_to_bf16(s)
+                                                   : fp8_f32_to_f16(s);
     return d;
 }
 

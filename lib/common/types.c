@@ -266,13 +266,32 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
     /* vllm-project/vllm vllm/utils/deep_gemm.py per_block_cast_to_fp8 (779d1fc, taken from
      * DeepGEMM dd6ed14 deep_gemm/utils/math.py), use_ue8m0 off: amax.clamp(1e-4);
      * sf = amax / 448.0; (x * (1.0 / sf)).to(e4m3), as eager torch on CUDA computes it;
-     * vLLM wraps it in torch.compile (Inductor's Triton division: not read, a GPU check) */
-    [FP8_PROFILE_VLLM] = { { FP8_RULE_MUL_RECIP, 1, 1e-4f, 0 }, SCHEME_BIT(BLOCK) },
+     * vLLM wraps it in torch.compile (Inductor's Triton division: not read, a GPU check).
+     * tensor: csrc/quantization/w8a8/fp8/common.cu (096d3dc) dynamic_scaled_fp8_quant, the
+     * online per-tensor weight quantization (ops.scaled_fp8_quant, scale None):
+     * segmented_max_reduction_strided s = amax / 448, no floor (all zero: the engine's s is
+     * 0 and its codes 0x7E, fp8conv's s is 1); scaled_fp8_quant_kernel_strided_dynamic
+     * x * (1.0f / s).  channel: dynamic_per_token_scaled_fp8_quant_kernel_strided (same
+     * file): s = fmaxf(amax / 448, min_scaling_factor 1.0f / (448 * 512.0f)); x / s (the
+     * older csrc/quantization/fp8/common.cu, 006ccf0, multiplied by 1.0f / s) */
+    [FP8_PROFILE_VLLM] = {
+        .num = { FP8_RULE_MUL_RECIP, 1, 1e-4f, 0 },
+        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR),
+        .own = SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR),
+        .by_scheme = { [FP8_SCHEME_CHANNEL] = { FP8_RULE_DIV, 0, 0, 1.0f / (448.0f * 512.0f) },
+                       [FP8_SCHEME_TENSOR] = { FP8_RULE_DIV, 1, 0, 0 } },
+    },
     /* deepseek-ai/DeepGEMM deep_gemm/utils/math.py per_block_cast_to_fp8 with use_ue8m0
      * (38939a4): amax.clamp(1e-4); sf = amax / 448.0; ceil_to_ue8m0 (exponent bits plus one
      * for a nonzero mantissa); x * (1.0 / sf): --scale-fmt ue8m0's rule of the floored amax */
     [FP8_PROFILE_DEEPGEMM] = { { FP8_RULE_DIV, 0, 1e-4f, 0 }, SCHEME_BIT(BLOCK), true },
-    [FP8_PROFILE_SGLANG] = { { 0 }, 0 },
+    /* sgl-project/sglang sgl-kernel/csrc/gemm/per_token_group_quant_8bit.cu (00568d9)
+     * per_token_group_quant_8bit_kernel, its online FP8 group quantization, without
+     * SCALE_UE8M0: local_absmax starts at 1e-10; calculate_fp8_scales stores
+     * amax * (1.0f / 448) and multiplies by 448 / amax (__fmul2_rn, satfinite cast), each
+     * group a block here.  sgl-kernel/CMakeLists.txt (00390b8) builds it with precise math
+     * for sm100 and with -use_fast_math for sm90 (an approximate 448 / amax: a GPU check) */
+    [FP8_PROFILE_SGLANG] = { { FP8_RULE_INV_APART, 0, 1e-10f, 0 }, SCHEME_BIT(BLOCK) },
     /* PrimeIntellect-ai/prime-rl src/prime_rl/trainer/models/fp8.py quantize_to_fp8_blockwise
      * (2026; fp8_block_quantize, conversions/fp8_blockwise.py and tools/convert_bf16_to_fp8.py
      * call it): (amax / 448).clamp(min=1e-12); (x.float() / s).clamp(+-448).to(e4m3) */
@@ -291,7 +310,21 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
      * without weight_block_size: the whole matrix */
     [FP8_PROFILE_TRANSFORMERS] = { { FP8_RULE_INV_RECIP, 0, 0, 0 },
                                    SCHEME_BIT(BLOCK) | SCHEME_BIT(TENSOR) },
-    [FP8_PROFILE_LLM_COMPRESSOR] = { { 0 }, 0 },
+    /* neuralmagic/compressed-tensors 0.17.0 (llm-compressor's torch path, on a CPU or, up to
+     * 0.18, any GPU) quantization/utils/helpers.py calculate_qparams: scales = max_val_pos /
+     * (896 / 2) in the weight's dtype, a 0 replaced by that dtype's eps (_get_dtype_eps);
+     * lifecycle/forward_helpers.py _quantize: x / scale, a tensor in the weight's dtype,
+     * then round_to_quantized_type_args: clamp(+-448), cast to e4m3.  mxfp8:
+     * quantization/utils/mxfp_utils.py generate_mx_scales: round_to_power_2 (the bits plus a
+     * quarter of the mantissa's range, masked to the exponent), 127 + floor(log2) - 8.  Run
+     * for real by tests/profiles_ct.py */
+    [FP8_PROFILE_LLM_COMPRESSOR] = {
+        .num = { .rule = FP8_RULE_DIV, .in_kind = 1 },
+        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(CHANNEL) | SCHEME_BIT(TENSOR) |
+                   SCHEME_BIT(MXFP8),
+        .own = SCHEME_BIT(MXFP8),
+        .by_scheme = { [FP8_SCHEME_MXFP8] = { .rule = FP8_RULE_DIV, .mx_up = 1 } },
+    },
 };
 
 const char *const fp8_profile_names[] = { "fp8conv", "vllm", "deepgemm", "sglang", "prime-rl",
@@ -302,6 +335,14 @@ _Static_assert(sizeof fp8_profile_names / sizeof *fp8_profile_names == FP8_PROFI
 const fp8_profile_traits *fp8_profile_get(fp8_profile p)
 {
     return (unsigned)p < FP8_PROFILE_COUNT ? &profile_table[p] : NULL;
+}
+
+const fp8_numerics *fp8_profile_numerics(fp8_profile p, fp8_scheme s)
+{
+    const fp8_profile_traits *t = fp8_profile_get(p);
+    if (!t)
+        t = &profile_table[FP8_PROFILE_FP8CONV];
+    return (unsigned)s < NSCHEMES && t->own >> s & 1 ? &t->by_scheme[s] : &t->num;
 }
 
 const char *fp8_profile_name(fp8_profile p)

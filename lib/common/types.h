@@ -213,10 +213,18 @@ typedef struct {
     fp8_numerics num;
     unsigned schemes; /* bit 1 << fp8_scheme */
     bool ue8m0;       /* its block scales are --scale-fmt ue8m0's, of the floored amax */
+    /* the schemes (bit 1 << fp8_scheme) whose arithmetic is by_scheme's, not num's: an
+     * engine that quantizes a tensor or a row with another kernel than its blocks */
+    unsigned own;
+    fp8_numerics by_scheme[FP8_SCHEME_INT4 + 1];
 } fp8_profile_traits;
 
 /* The profile's row; NULL for a value outside fp8_profile. */
 const fp8_profile_traits *fp8_profile_get(fp8_profile p);
+
+/* The arithmetic profile p's row gives scheme s (by_scheme's where it has
+ * its own, else the row's); fp8conv's own for a value outside fp8_profile. */
+const fp8_numerics *fp8_profile_numerics(fp8_profile p, fp8_scheme s);
 
 
 #endif

@@ -131,6 +131,16 @@ FP8_CLONES static void quantize_bf16(const uint16_t *p, uint64_t rows, uint64_t 
         }
 }
 
+/* A profile whose quotient is a bf16 (fp8_numerics' in_kind, bf16 scales): x / s
+ * rounded to bf16 to nearest even (finite: no NaN branch), then to E4M3. */
+FP8_CLONES static void quantize_bf16_in_bf16(const uint16_t *p, uint64_t n, float s, uint8_t *q)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t u = fp8_f32_bits(fp8_f32_from_bits((uint32_t)p[i] << 16) / s);
+        q[i] = (uint8_t)e4m3_finite(fp8_f32_from_bits((u + 0x7FFF + (u >> 16 & 1)) & 0xFFFF0000u));
+    }
+}
+
 FP8_CLONES static void quantize_f32(const float *p, uint64_t rows, uint64_t n, uint64_t gc,
                                     uint64_t ld, const float *f, bool mul, uint8_t *q,
                                     uint64_t ldq)
@@ -276,15 +286,22 @@ static void quantize_tile(const fp8_band *b, const void *x, uint64_t rows, uint6
                           uint8_t *q)
 {
     bool mul = fp8_numerics_mul(&b->num);
-    if (b->src == FP8_DTYPE_BF16 && isfinite(s) && s != 0) {
+    /* a quotient in the scale's dtype (in_kind): bf16 scales come with bf16 weights */
+    bool in_kind = b->num.in_kind && b->kind != FP8_SCALE_F32;
+    if (in_kind && b->src == FP8_DTYPE_BF16 && b->kind == FP8_SCALE_BF16 && !mul && isfinite(s) &&
+        s != 0) {
+        for (uint64_t r = 0; r < rows; r++)
+            quantize_bf16_in_bf16((const uint16_t *)x + r * b->cols, w, s, q + r * b->cols);
+    } else if (!in_kind && b->src == FP8_DTYPE_BF16 && isfinite(s) && s != 0) {
         (cpu_has_avx512() ? quantize_bf16_avx512 : quantize_bf16)(x, rows, 1, w, b->cols, &s, mul,
                                                                   q, b->cols);
-    } else if (b->src == FP8_DTYPE_F32 && isfinite(s) && s != 0) {
+    } else if (!in_kind && b->src == FP8_DTYPE_F32 && isfinite(s) && s != 0) {
         quantize_f32(x, rows, 1, w, b->cols, &s, mul, q, b->cols);
     } else { /* f16 (rare in checkpoints), or a factor off the fast loops: the exact steps */
         for (uint64_t r = 0; r < rows; r++)
             for (uint64_t i = 0; i < w; i++)
-                q[r * b->cols + i] = fp8_numerics_code(&b->num, fp8_load_f32(b->src, x, r * b->cols + i), s);
+                q[r * b->cols + i] = fp8_numerics_code(&b->num, b->kind,
+                                                       fp8_load_f32(b->src, x, r * b->cols + i), s);
     }
 }
 
@@ -395,7 +412,8 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
     }
     if (b->src == FP8_DTYPE_BF16 && !b->fixed && b->group_rows > 1 &&
         b->group_cols % AMAX_LANES == 0 && b->cols % b->group_cols == 0 &&
-        b->cols / b->group_cols <= BLOCK_ROW_GROUPS) {
+        b->cols / b->group_cols <= BLOCK_ROW_GROUPS &&
+        (!b->num.in_kind || b->kind == FP8_SCALE_F32)) { /* (its loops: an fp32 quotient) */
         if (block_rows_bf16(b, src, q, scales))
             return FP8_BAND_OK;
         return fp8_band_quantize_ref(b, src, q, scales, where); /* says what and where */

@@ -79,7 +79,8 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
             for (uint64_t r = r0; r < r1; r++)
                 for (uint64_t c = c0; c < c1; c++)
                     q[r * b->cols + c] =
-                        fp8_numerics_code(&b->num, fp8_load_f32(b->src, src, r * b->cols + c), s);
+                        fp8_numerics_code(&b->num, b->kind,
+                                          fp8_load_f32(b->src, src, r * b->cols + c), s);
         }
     }
     return FP8_BAND_OK;

@@ -214,7 +214,7 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
         e->kind = FP8_SCALE_UE8M0_F32;
     if (fp8_scheme_get(o->scheme)->pow2_scales) /* MX: E8M0 bytes */
         e->kind = o->mx_rounding == FP8_MX_FLOOR ? FP8_SCALE_E8M0_FLOOR : FP8_SCALE_E8M0_RCEIL;
-    if (e->kind != FP8_SCALE_F32 && !fp8_numerics_any_kind(&fp8_profile_get(o->profile)->num))
+    if (!fp8_numerics_takes_kind(fp8_profile_numerics(o->profile, o->scheme), e->kind))
         return fp8_fail(ctx, FP8_ERR_USAGE,
                         "%s: tensor '%s': --profile %s computes F32 scales; --format %s stores "
                         "this weight's as %s", it->shard, t->name, fp8_profile_name(o->profile),
@@ -323,7 +323,7 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s does not define --scheme %s (it defines: %s)",
                         fp8_profile_name(o->profile), fp8_scheme_name(o->scheme), defined);
     const fp8_profile_traits *prof = fp8_profile_get(o->profile);
-    if (o->scale_ue8m0 && !fp8_numerics_any_kind(&prof->num))
+    if (o->scale_ue8m0 && !fp8_numerics_any_kind(fp8_profile_numerics(o->profile, o->scheme)))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s computes F32 scales of its own; "
                         "--scale-fmt ue8m0 is fp8conv's power-of-two rule",
                         fp8_profile_name(o->profile));
@@ -1104,7 +1104,7 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
                      .cols = ncols, .group_rows = g.group_rows < nrows ? g.group_rows : nrows,
                      .group_cols = fixed ? ncols : g.group_cols, .fixed = fixed,
                      .scheme = p->opts.scheme, .global = e->global,
-                     .num = fp8_profile_get(p->opts.profile)->num };
+                     .num = *fp8_profile_numerics(p->opts.profile, p->opts.scheme) };
     if (fixed)
         b->group_rows = 1;
     *first = fixed ? 0 : fp8_geometry_index(&g, x, row0, col0);

@@ -909,7 +909,7 @@ float quant_plan_tensor_scale(fp8_ctx *ctx, const fp8_quant_plan *p, size_t i, f
                               const char *where, uint32_t *bits, fp8_status *st)
 {
     const plan_entry *e = &p->entries[i];
-    const fp8_numerics *num = &fp8_profile_get(p->opts.profile)->num;
+    const fp8_numerics *num = fp8_profile_numerics(p->opts.profile, p->opts.scheme);
     float s = fp8_numerics_scale(num, e->kind, amax, bits);
     if (s == 0) {
         fp8_band b = { .scheme = p->opts.scheme, .kind = e->kind, .num = *num };

@@ -359,9 +359,15 @@ def tensor_cases(lib):
         yield scheme, (3, 130, 96), {"scheme": scheme, "format": "compressed-tensors"}
         yield scheme, (3, 130, 96), {"scheme": scheme, "format": "hf-fp8"}
     # the engine profiles (fp8conv-formats(5), PROFILES), each on the schemes it defines
-    for profile in ("vllm", "prime-rl", "slime", "te", "transformers"):
+    for profile in ("vllm", "sglang", "prime-rl", "slime", "te", "transformers"):
         yield "block", (300, 200), {"scheme": "block", "format": "hf-fp8", "profile": profile}
     yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "transformers"}
+    yield "tensor", (301, 200), {"scheme": "tensor", "format": "hf-fp8", "profile": "vllm"}
+    yield "channel", (301, 200), {"scheme": "channel", "format": "modelopt", "profile": "vllm"}
+    for scheme, shape in (("block", (300, 200)), ("channel", (301, 200)), ("tensor", (301, 200)),
+                          ("mxfp8", (301, 96))):  # bf16 scales, E8M0 for mxfp8
+        yield scheme, shape, {"scheme": scheme, "format": "compressed-tensors",
+                              "profile": "llm-compressor"}
 
 
 def cli_args(opts):
