@@ -228,6 +228,19 @@ $(BUILD)/tests/check_kernels: tests/check_kernels.c tests/kernel_cases.h tests/t
 		$(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
+# The tensor API's CUDA path (fp8_tensor_quantize_cuda) over the emulation,
+# in every build: lib/compute/gpu.c compiled with FP8_HAVE_CUDA, linked
+# before the library, takes the place of its gpu.o (HAVE_CUDA=0 too).
+$(BUILD)/tests/gpu_emu.o: lib/compute/gpu.c $(HDRS) $(STAMP)
+	@mkdir -p $(@D)
+	$(Q)$(call step,CC,$@)$(CC) $(filter-out -DFP8_HAVE_CUDA,$(CFLAGS_ALL)) -DFP8_HAVE_CUDA -c $< -o $@
+
+$(BUILD)/tests/check_tensor_cuda: tests/check_tensor_cuda.c tests/testutil.h tests/fill.h $(HDRS) \
+		$(BUILD)/tests/gpu_emu.o $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(STAMP)
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
+		$(BUILD)/tests/gpu_emu.o $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) \
+		$(CHECK_LIBS) $(LDLIBS_ALL) -lstdc++ -o $@
+
 # fp8conv with the emulation in place of kernels/: --device cuda end to end
 # on machines without a GPU (tests/gpu/run.sh --emulated, in make test).
 EMU_BIN := $(BUILD)/tests/fp8conv-emu
