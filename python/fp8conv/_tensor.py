@@ -74,7 +74,11 @@ def _load() -> Any:
                                             shape, c.c_void_p, c.c_void_p * _PARTS]
         lib.fp8_tensor_dequantize.argtypes = [c.c_void_p, c.POINTER(_Options), c.c_int, c.c_int,
                                               shape, c.c_void_p * _PARTS, c.c_int, c.c_void_p]
-        for f in ("fp8_tensor_layout_get", "fp8_tensor_quantize", "fp8_tensor_dequantize"):
+        lib.fp8_cuda_compiled.restype = c.c_bool
+        lib.fp8_cuda_compiled.argtypes = []
+        lib.fp8_tensor_quantize_cuda.argtypes = lib.fp8_tensor_quantize.argtypes + [c.c_void_p]
+        for f in ("fp8_tensor_layout_get", "fp8_tensor_quantize", "fp8_tensor_dequantize",
+                  "fp8_tensor_quantize_cuda"):
             getattr(lib, f).restype = c.c_int
         lib.dtypes = {}
         for i in range(64):
@@ -161,8 +165,18 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
+def cuda_compiled() -> bool:
+    """Whether the libfp8conv the tensor API loads was built with CUDA (its
+    ``fp8_cuda_compiled()``): then ``quantize_tensor`` takes torch CUDA
+    tensors."""
+    return bool(_load().fp8_cuda_compiled())
+
+
 class _Array:
-    """An input's kind, dtype name, shape and contiguous storage."""
+    """An input's kind, dtype name, shape, contiguous storage and device
+    (None: host memory; a torch CUDA device: the CUDA path)."""
+
+    device: Any = None
 
     def __init__(self, x: Any) -> None:
         if _is_torch(x):
@@ -170,10 +184,16 @@ class _Array:
             self.torch = torch
             if x.device.type != "cpu":
                 from . import DeviceError
-                raise DeviceError(
-                    "a tensor on %s: quantizing on the GPU needs fp8conv built with CUDA "
-                    "(WHEEL_HAVE_CUDA=1) and its CUDA path, which this version's tensor API "
-                    "does not have yet; move the tensor to the CPU (x.cpu())" % x.device, 5)
+                if x.device.type != "cuda":
+                    raise DeviceError("a tensor on %s: quantize_tensor takes CPU and CUDA "
+                                      "tensors; move it to the CPU (x.cpu())" % x.device, 5)
+                if not cuda_compiled():
+                    raise DeviceError(
+                        "a tensor on %s: this libfp8conv (%s) was built without CUDA, so it "
+                        "cannot quantize device memory; build it with CUDA (make HAVE_CUDA=1, "
+                        "or make wheel WHEEL_HAVE_CUDA=1), or move the tensor to the CPU "
+                        "(x.cpu())" % (x.device, library_path()), 5)
+                self.device = x.device
             names = {v: k for k, v in _TORCH.items()}
             self.dtype = names.get(str(x.dtype).replace("torch.", ""))
             self.data = x.contiguous()  # a copy only when x is not contiguous
@@ -205,7 +225,8 @@ class _Array:
         name = _lib_dtype_name(part.dtype)
         shape = tuple(part.shape[k] for k in range(part.rank))
         if self.torch is not None:
-            return self.torch.empty(shape, dtype=_torch_dtype(self.torch, name))
+            return self.torch.empty(shape, dtype=_torch_dtype(self.torch, name),
+                                    device=self.device or "cpu")
         import numpy
         return numpy.empty(shape, dtype=_numpy_dtype(name))
 
@@ -215,7 +236,8 @@ class _Array:
         name = _lib_dtype_name(part.dtype)
         shape = tuple(part.shape[k] for k in range(part.rank))
         if self.torch is not None:
-            return (isinstance(t, self.torch.Tensor) and t.device.type == "cpu" and
+            return (isinstance(t, self.torch.Tensor) and
+                    (t.device == self.device if self.device else t.device.type == "cpu") and
                     t.dtype == _torch_dtype(self.torch, name) and tuple(t.shape) == shape and
                     t.is_contiguous())
         import numpy
@@ -370,8 +392,15 @@ def quantize_tensor(x: Any, scheme: str = "block",
                        % ("codes", "scale", "scale2")[k])
     ptrs = (ctypes.c_void_p * _PARTS)(*[_ptr(t) if t is not None else None for t in outs])
     dims = (ctypes.c_uint64 * len(a.shape))(*a.shape)
-    _call(lib.fp8_tensor_quantize, ctypes.byref(o), dtype, len(a.shape), dims,
-          ctypes.c_void_p(a.ptr), ptrs)
+    if a.device is None:
+        _call(lib.fp8_tensor_quantize, ctypes.byref(o), dtype, len(a.shape), dims,
+              ctypes.c_void_p(a.ptr), ptrs)
+    else:  # the CUDA kernels on the tensor's memory, queued on its device's current stream
+        torch = a.torch
+        with torch.cuda.device(a.device):
+            stream = torch.cuda.current_stream(a.device).cuda_stream
+            _call(lib.fp8_tensor_quantize_cuda, ctypes.byref(o), dtype, len(a.shape), dims,
+                  ctypes.c_void_p(a.ptr), ptrs, ctypes.c_void_p(stream))
     names = tuple(lay.part[k].name.decode() or None for k in range(_PARTS))
     q = QuantizedTensor(outs[0], outs[1], outs[2], scheme,
                         lib.fp8_format_name(lay.format).decode(), names, a.shape, a.dtype, o)
@@ -394,6 +423,10 @@ def dequantize_tensor(q: QuantizedTensor, dtype: str = "bf16",
     if not isinstance(q, QuantizedTensor):
         raise TypeError("fp8conv: dequantize_tensor takes a QuantizedTensor, not %s"
                         % type(q).__name__)
+    if _is_torch(q.codes) and q.codes.device.type != "cpu":
+        from . import DeviceError
+        raise DeviceError("dequantize_tensor: q is on %s; it has no CUDA path: move q's "
+                          "tensors to the CPU first" % q.codes.device, 5)
     out = {"bf16": "BF16", "f16": "F16", "f32": "F32"}.get(dtype)
     if out is None:
         _usage("dtype=%r: \"bf16\", \"f16\" or \"f32\"" % (dtype,))
