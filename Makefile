@@ -667,14 +667,16 @@ KIT_SYSTEM_LIBS := linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.s
 gpu-kit:
 	@test -n "$(NVCC)" || { echo "gpu-kit: needs nvcc (on PATH or in /usr/local/cuda/bin)"; exit 1; }
 	@$(MAKE) --no-print-directory BUILD=$(KIT_BUILD) HAVE_CUDA=1 CUDA_ARCHS="$(KIT_ARCHS)" GPU_KIT=1 \
-		TEST_BUILD_DIR=. $(addprefix $(KIT_BUILD)/,$(KIT_PROGS))
-	@rm -rf $(KIT) && mkdir -p $(KIT)/lib $(KIT)/tests/gpu $(KIT)/bench $(KIT)/testdata
+		TEST_BUILD_DIR=. $(addprefix $(KIT_BUILD)/,$(KIT_PROGS)) $(KIT_BUILD)/pic/$(SO_FILE)
+	@rm -rf $(KIT) && mkdir -p $(KIT)/lib $(KIT)/tests/gpu $(KIT)/bench $(KIT)/testdata $(KIT)/python/fp8conv
 	@for p in $(KIT_PROGS); do cp $(KIT_BUILD)/$$p $(KIT)/$$p; done
-	@cp tests/gpu/run.sh $(KIT)/tests/gpu/run.sh
+	@cp $(KIT_BUILD)/pic/$(SO_FILE) $(KIT)/lib/libfp8conv.so
+	@cp python/fp8conv/*.py $(KIT)/python/fp8conv/
+	@cp tests/gpu/run.sh tests/gpu/tensor_cuda.py $(KIT)/tests/gpu/
 	@cp bench/gpu_run.sh bench/torch_peer.py $(KIT)/bench/
 	@cp bench/gpu_kit_run.sh $(KIT)/run.sh
 	@for f in $(KIT_FIXTURES); do mkdir -p $(KIT)/testdata/$$(dirname $$f); cp -r testdata/$$f $(KIT)/testdata/$$f; done
-	@for p in $(KIT_PROGS); do ldd $(KIT)/$$p; done | awk '/=> \// { print $$3 }' | \
+	@for p in $(KIT_PROGS) lib/libfp8conv.so; do ldd $(KIT)/$$p; done | awk '/=> \// { print $$3 }' | \
 		grep -v -E '/($(KIT_SYSTEM_LIBS))' | sort -u | while read -r l; do cp -L "$$l" $(KIT)/lib/; done
 	@{ echo "fp8conv GPU kit, built $$(date -u +%Y-%m-%dT%H:%MZ) from $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
 	   echo "architectures: $(foreach a,$(KIT_ARCHS),sm_$(a))"; } >$(KIT)/VERSION

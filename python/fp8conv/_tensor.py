@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any, Optional, Sequence, Tuple, Union
 
-__all__ = ["QuantizedTensor", "quantize_tensor", "dequantize_tensor"]
+__all__ = ["QuantizedTensor", "quantize_tensor", "dequantize_tensor", "cuda_compiled"]
 
 _PARTS = 3  # FP8_PART_CODES, FP8_PART_SCALE, FP8_PART_SCALE2
 
@@ -348,7 +348,7 @@ def quantize_tensor(x: Any, scheme: str = "block",
     bytes do not depend on it).  The GIL is released during the call.
 
     ``x``: a numpy array (bfloat16 from ml_dtypes, float16, float32) or a
-    torch CPU tensor, a matrix [rows, cols] or, for the FP8 schemes, stacked
+    torch CPU or CUDA tensor, a matrix [rows, cols] or, for the FP8 schemes, stacked
     experts [experts, rows, cols]; read in place when contiguous (else a
     contiguous copy is made first).  Options as ``fp8conv quantize``'s:
     ``scheme`` (block, channel, tensor, mxfp8, nvfp4, mxfp4, int4),
@@ -371,9 +371,21 @@ def quantize_tensor(x: Any, scheme: str = "block",
     KiB).  Arrays that do not fit are a ``UsageError``, before anything is
     written.
 
+    A torch CUDA tensor, when the library was built with CUDA
+    (``cuda_compiled()``), is quantized on its device by libfp8conv's
+    ``fp8_tensor_quantize_cuda``: the CUDA kernels read it in place and
+    write outputs torch allocates on that device (or ``out``'s, on the same
+    device), queued on the device's current stream
+    (``torch.cuda.current_stream(x.device)``), which the call waits for at
+    the end; the bytes are the CPU's.  ``threads`` does not apply there.
+    This CUDA path has run only under the kernels' CPU emulation
+    (tests/check_tensor_cuda.c) until the GPU kit's tests/gpu/tensor_cuda.py
+    runs on a GPU.
+
     Returns a ``QuantizedTensor``.  A bad option or shape raises
     ``UsageError``, a tensor the scheme cannot write or a NaN/infinity
-    ``BadInputError``, a CUDA tensor ``DeviceError`` (no CUDA path yet).
+    ``BadInputError``; a CUDA tensor with a library built without CUDA, a
+    scheme without a kernel (int4) or another device ``DeviceError``.
     """
     lib = _load()
     o = _options(scheme, block, format, scale_fmt, mx_rounding, group, threads, profile)
@@ -418,7 +430,8 @@ def dequantize_tensor(q: QuantizedTensor, dtype: str = "bf16",
     fp32, rounded to nearest even into ``dtype`` ("bf16", "f16", "f32"), in
     the kind of ``q.codes`` (numpy or torch), of the source's shape.  The GIL
     is released during the call.  A NaN code, a bad scale or an f16 overflow
-    raises ``BadInputError``."""
+    raises ``BadInputError``; CUDA tensors ``DeviceError`` (no CUDA path:
+    move them to the CPU)."""
     lib = _load()
     if not isinstance(q, QuantizedTensor):
         raise TypeError("fp8conv: dequantize_tensor takes a QuantizedTensor, not %s"
