@@ -381,11 +381,14 @@ fp8_status fp8_tensor_quantize_cuda(fp8_ctx *ctx, const fp8_tensor_options *opts
                 e->global = fp4_nvfp4_global(dtype, amax);
                 fp8_scale_store(scales, 4, 0, quant_plan_global_bits(p, 0));
                 st = fp8_gpu_dev_copy(ctx, out[FP8_PART_SCALE2], scales, 4, false, false, stream);
-            } else if ((tscale[k] = quant_plan_tensor_scale(ctx, p, 0, amax, QUANT_MEMORY,
-                                                             &sbits, &st)) != 0)
+                if (st)
+                    goto out;
+            } else {
+                if ((tscale[k] = quant_plan_tensor_scale(ctx, p, 0, amax, QUANT_MEMORY, &sbits,
+                                                         &st)) == 0)
+                    goto out; /* st says why */
                 fp8_scale_store(scales, ssize, k, sbits);
-            if (st)
-                goto out;
+            }
         }
         if (fp8_scheme_get(p->opts.scheme)->fixed &&
             (st = fp8_gpu_dev_copy(ctx, out[FP8_PART_SCALE], scales, experts * ssize, false,
