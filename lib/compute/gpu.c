@@ -122,15 +122,13 @@ size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst)
 }
 
 /* INT4 has no kernel (issue 42: the CPU path at its floor is enough); the
- * FP4 kernel reads BF16 and F32, all the FP4 schemes take. */
+ * FP4 kernel reads BF16 and F32, all that the FP4 schemes take. */
 const char *fp8_gpu_dev_no_kernel(fp8_scheme s, fp8_dtype src)
 {
     fp8_elem e = fp8_scheme_get(s)->elem;
     if (e == FP8_ELEM_I4)
         return "scheme int4 has no CUDA kernel; quantize it on the CPU";
-    if (e == FP8_ELEM_E2M1 && src != FP8_DTYPE_BF16 && src != FP8_DTYPE_F32)
-        return "the FP4 kernel reads bf16 and f32 only";
-    return NULL;
+    return e == FP8_ELEM_E2M1 && src == FP8_DTYPE_F16 ? "the FP4 kernel reads bf16 and f32" : NULL;
 }
 
 #ifdef FP8_HAVE_CUDA
@@ -285,7 +283,10 @@ fp8_status fp8_gpu_dev_quantize(fp8_ctx *ctx, const fp8_band *b, const void *x, 
     int err = injected_fault()             ? -1
               : t->elem == FP8_ELEM_E2M1 ? fp8k_launch_fp4q(&kf, x, q, scales, flags, stream)
                                           : fp8k_launch_quantize(&kb, x, q, scales, flags, stream);
-    return err ? cuda_fail(ctx, "the quantize kernel", err < 0 ? 0 : err) : FP8_OK;
+    return err ? cuda_fail(ctx, t->elem == FP8_ELEM_E2M1 ? "the FP4 quantize kernel"
+                                                         : "the quantize kernel",
+                           err < 0 ? 0 : err)
+               : FP8_OK;
 }
 
 fp8_status fp8_gpu_dev_amax(fp8_ctx *ctx, fp8_dtype src, const void *x, uint64_t n,
