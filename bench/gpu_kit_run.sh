@@ -177,6 +177,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
     else
         echo "  not measured$([ $mode = emulated ] && echo ' (emulated)')"
     fi
+    echo "tensor API, quantize_tensor of torch CUDA tensors (tests/gpu/tensor_cuda.py):"
+    tc=$out/tensor-cuda.log
+    if grep -q -E '^tensor_cuda' "$tc" 2>/dev/null; then
+        grep -E '^tensor_cuda' "$tc" | sed 's/^/  /'
+    elif grep -q '^torch: not available' "$tc" 2>/dev/null; then
+        echo "  $(grep -m1 '^torch: not available' "$tc")"
+    else
+        echo "  not measured"
+    fi
 } >"$out/summary.txt"
 echo
 cat "$out/summary.txt"
