@@ -228,6 +228,19 @@ $(BUILD)/tests/check_kernels: tests/check_kernels.c tests/kernel_cases.h tests/t
 		$(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) $(CHECK_LIBS) \
 		$(LDLIBS_ALL) -lstdc++ -o $@
 
+# The tensor API's CUDA path (fp8_tensor_quantize_cuda) over the emulation,
+# in every build: lib/compute/gpu.c compiled with FP8_HAVE_CUDA, linked
+# before the library, takes the place of its gpu.o (HAVE_CUDA=0 too).
+$(BUILD)/tests/gpu_emu.o: lib/compute/gpu.c $(HDRS) $(STAMP)
+	@mkdir -p $(@D)
+	$(Q)$(call step,CC,$@)$(CC) $(filter-out -DFP8_HAVE_CUDA,$(CFLAGS_ALL)) -DFP8_HAVE_CUDA -c $< -o $@
+
+$(BUILD)/tests/check_tensor_cuda: tests/check_tensor_cuda.c tests/testutil.h tests/fill.h $(HDRS) \
+		$(BUILD)/tests/gpu_emu.o $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(STAMP)
+	$(Q)$(call step,CC,$@)$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests -DFP8_BUILD_DIR='"$(TEST_BUILD_DIR)"' $< \
+		$(BUILD)/tests/gpu_emu.o $(BUILD)/tests/kernels_emu.o $(BUILD)/libfp8conv.a $(LDFLAGS_ALL) \
+		$(CHECK_LIBS) $(LDLIBS_ALL) -lstdc++ -o $@
+
 # fp8conv with the emulation in place of kernels/: --device cuda end to end
 # on machines without a GPU (tests/gpu/run.sh --emulated, in make test).
 EMU_BIN := $(BUILD)/tests/fp8conv-emu
@@ -277,7 +290,7 @@ check: deps
 
 # The GPU suite is built with the others (so CI compiles it) and run by check-gpu.
 GPU_TEST := $(BUILD)/tests/gpu/check_gpu
-test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model gpu-kit)
+test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(SANITIZE)),,$(PIC)/$(SO_FILE)) $(if $(filter 1,$(HAVE_CUDA)),check-ptx $(EMU_BIN) $(BUILD)/bench/make_model gpu-kit)
 	@fail=0; log=$$(mktemp); one=$$(mktemp); for t in $(TEST_BIN); do \
 	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t 2>&1 | tee $$one; \
 	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
@@ -297,6 +310,11 @@ test: $(BUILD)/fp8conv $(TEST_BIN) $(GPU_TEST) $(if $(filter 1,$(HAVE_CUDA)),che
 	echo "== tests/check_layers.py (lib/ in layers: its includes, headers and calls)"; \
 	python3 tests/check_layers.py $(BUILD) 2>&1 | tee -a $$log; \
 	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
+	if [ "$(SANITIZE)" != 1 ]; then \
+	  echo "== tests/python/check_tensor_dispatch.py (quantize_tensor's routing of CPU and CUDA tensors, fake torch tensors)"; \
+	  python3 tests/python/check_tensor_dispatch.py $(PIC)/$(SO_FILE) 2>&1 | tee -a $$log; \
+	  [ $${PIPESTATUS[0]} = 0 ] || fail=1; \
+	fi; \
 	echo "== tests/check_releases.py (the release corpus of testdata/releases, end to end; KNOWN: issues 24, 25)"; \
 	python3 tests/check_releases.py $(BUILD) 2>&1 | tee -a $$log; \
 	[ $${PIPESTATUS[0]} = 0 ] || fail=1; \
@@ -651,14 +669,16 @@ KIT_SYSTEM_LIBS := linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.s
 gpu-kit:
 	@test -n "$(NVCC)" || { echo "gpu-kit: needs nvcc (on PATH or in /usr/local/cuda/bin)"; exit 1; }
 	@$(MAKE) --no-print-directory BUILD=$(KIT_BUILD) HAVE_CUDA=1 CUDA_ARCHS="$(KIT_ARCHS)" GPU_KIT=1 \
-		TEST_BUILD_DIR=. $(addprefix $(KIT_BUILD)/,$(KIT_PROGS))
-	@rm -rf $(KIT) && mkdir -p $(KIT)/lib $(KIT)/tests/gpu $(KIT)/bench $(KIT)/testdata
+		TEST_BUILD_DIR=. $(addprefix $(KIT_BUILD)/,$(KIT_PROGS)) $(KIT_BUILD)/pic/$(SO_FILE)
+	@rm -rf $(KIT) && mkdir -p $(KIT)/lib $(KIT)/tests/gpu $(KIT)/bench $(KIT)/testdata $(KIT)/python/fp8conv
 	@for p in $(KIT_PROGS); do cp $(KIT_BUILD)/$$p $(KIT)/$$p; done
-	@cp tests/gpu/run.sh $(KIT)/tests/gpu/run.sh
+	@cp $(KIT_BUILD)/pic/$(SO_FILE) $(KIT)/lib/libfp8conv.so
+	@cp python/fp8conv/*.py $(KIT)/python/fp8conv/
+	@cp tests/gpu/run.sh tests/gpu/tensor_cuda.py $(KIT)/tests/gpu/
 	@cp bench/gpu_run.sh bench/torch_peer.py $(KIT)/bench/
 	@cp bench/gpu_kit_run.sh $(KIT)/run.sh
 	@for f in $(KIT_FIXTURES); do mkdir -p $(KIT)/testdata/$$(dirname $$f); cp -r testdata/$$f $(KIT)/testdata/$$f; done
-	@for p in $(KIT_PROGS); do ldd $(KIT)/$$p; done | awk '/=> \// { print $$3 }' | \
+	@for p in $(KIT_PROGS) lib/libfp8conv.so; do ldd $(KIT)/$$p; done | awk '/=> \// { print $$3 }' | \
 		grep -v -E '/($(KIT_SYSTEM_LIBS))' | sort -u | while read -r l; do cp -L "$$l" $(KIT)/lib/; done
 	@{ echo "fp8conv GPU kit, built $$(date -u +%Y-%m-%dT%H:%MZ) from $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
 	   echo "architectures: $(foreach a,$(KIT_ARCHS),sm_$(a))"; } >$(KIT)/VERSION

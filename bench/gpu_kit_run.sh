@@ -16,20 +16,26 @@
 #      against pinned H2D/D2H copies of its bytes, FP4 quantize of it (NVFP4,
 #      MXFP4) and dequantize-for-export of ~1 GB packed-FP4 models, cuda
 #      against cpu (bench/gpu_run.sh)
-#   7. torch peer: the same 128x128 block quantization in eager PyTorch on the
+#   7. tensor API: fp8conv.quantize_tensor of torch CUDA tensors (the kit's
+#      python/fp8conv and lib/libfp8conv.so) = the CPU's bytes, every FP8 and
+#      FP4 scheme, and its time on 1 GiB against the device copy and eager
+#      torch (tests/gpu/tensor_cuda.py; needs torch with CUDA)
+#   8. torch peer: the same 128x128 block quantization in eager PyTorch on the
 #      GPU (bench/torch_peer.py), as the ratio of times fp8conv / torch
 # Each step has its own time limit, all of them together KIT_BUDGET_S (520 s);
 # a step that fails or times out does not stop the others, and one the budget
 # leaves no time for is reported "not run" (and fails the run).  Exit 0 when
-# every step ran and passed.  Logs (7) and summary.txt go to OUTDIR
+# every step ran and passed.  Logs (8) and summary.txt go to OUTDIR
 # (or $OUT; a new temporary directory when neither is given); the summary
 # table is printed last.
 #
 #   run.sh [OUTDIR]                 on the GPU
 #   run.sh --emulated [OUTDIR]      no GPU: steps 3 and 4 on the CPU emulation of
 #                                   the kernels (tests/check_kernels,
-#                                   tests/fp8conv-emu), step 7 with torch on the
-#                                   CPU; the others are reported "not run"
+#                                   tests/fp8conv-emu), step 7 only as far as
+#                                   torch without a GPU goes ("not available"),
+#                                   step 8 with torch on the CPU; the others are
+#                                   reported "not run"
 #   run.sh --emulated --quick       the same with a short step 4 (E2E_QUICK=1)
 set -uo pipefail
 K=$(cd "$(dirname "$0")" && pwd)
@@ -109,6 +115,7 @@ if [ $mode = gpu ]; then
     step "end to end cpu = cuda, 1 GiB" end-to-end.log 200 2 bash tests/gpu/run.sh
     step "bench: kernels" bench-kernels.log 90 2 bench/gpu_bench kernels 256 1024
     step "bench: end to end, 4 GiB" bench-end-to-end.log 200 2 env GPU_BENCH_KERNELS=0 bash bench/gpu_run.sh
+    step "tensor API on CUDA tensors" tensor-cuda.log 90 3 python3 tests/gpu/tensor_cuda.py
     step "torch peer" torch-peer.log 90 3 python3 bench/torch_peer.py 256 1024
 else
     not_run "nvidia-smi" "emulated"
@@ -117,6 +124,7 @@ else
     step "end to end cpu = cuda (emulated)" end-to-end.log 600 2 env E2E_QUICK=$quick bash tests/gpu/run.sh --emulated
     not_run "bench: kernels" "emulated: times on the emulation mean nothing"
     not_run "bench: end to end, 4 GiB" "emulated: times on the emulation mean nothing"
+    step "tensor API (no GPU: loads only)" tensor-cuda.log 60 3 python3 tests/gpu/tensor_cuda.py
     step "torch peer (CPU, plumbing only)" torch-peer.log 120 3 python3 bench/torch_peer.py --device cpu 8
 fi
 
@@ -168,6 +176,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
         echo "  $(grep -m1 '^torch: not available' "$tp")"
     else
         echo "  not measured$([ $mode = emulated ] && echo ' (emulated)')"
+    fi
+    echo "tensor API, quantize_tensor of torch CUDA tensors (tests/gpu/tensor_cuda.py):"
+    tc=$out/tensor-cuda.log
+    if grep -q -E '^tensor_cuda' "$tc" 2>/dev/null; then
+        grep -E '^tensor_cuda' "$tc" | sed 's/^/  /'
+    elif grep -q '^torch: not available' "$tc" 2>/dev/null; then
+        echo "  $(grep -m1 '^torch: not available' "$tc")"
+    else
+        echo "  not measured"
     fi
 } >"$out/summary.txt"
 echo

@@ -159,6 +159,16 @@ int fp8k_slot_fp4(fp8k_slot *s, const fp8k_fp4 *d, int upload, unsigned *bad);
  * host[2] the n / group scale bytes. */
 int fp8k_slot_fp4q(fp8k_slot *s, const fp8k_fp4q *d, unsigned *bad);
 
+/* ---- the caller's device memory, on the caller's stream (a cudaStream_t;
+ * NULL: the legacy default stream), without a device synchronize */
+
+/* n words of device memory (stream-ordered), zeroed on the stream. */
+int fp8k_words_alloc(size_t n, unsigned **words, void *stream);
+void fp8k_words_free(unsigned *words, void *stream);
+/* n bytes from src to dst (to_host: device to host, else host to device),
+ * queued on the stream; with `wait`, then a wait for the stream. */
+int fp8k_copy(void *dst, const void *src, size_t n, int to_host, int wait, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

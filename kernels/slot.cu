@@ -171,3 +171,30 @@ extern "C" int fp8k_slot_fp4q(fp8k_slot *s, const fp8k_fp4q *d, unsigned *bad)
     TRY((cudaError_t)copy_out(s, 2, d->n / d->group));
     return finish(s, bad);
 }
+
+/* ---- the caller's device memory on the caller's stream (gpu.c, fp8_gpu_dev_*) */
+
+extern "C" int fp8k_words_alloc(size_t n, unsigned **words, void *stream)
+{
+    *words = NULL;
+    TRY(cudaMallocAsync((void **)words, n * sizeof **words, (cudaStream_t)stream));
+    TRY(cudaMemsetAsync(*words, 0, n * sizeof **words, (cudaStream_t)stream));
+    return 0;
+}
+
+extern "C" void fp8k_words_free(unsigned *words, void *stream)
+{
+    if (words)
+        cudaFreeAsync(words, (cudaStream_t)stream);
+    (void)cudaGetLastError();
+}
+
+extern "C" int fp8k_copy(void *dst, const void *src, size_t n, int to_host, int wait,
+                         void *stream)
+{
+    TRY(cudaMemcpyAsync(dst, src, n, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                        (cudaStream_t)stream));
+    if (wait)
+        TRY(cudaStreamSynchronize((cudaStream_t)stream));
+    return 0;
+}

@@ -595,6 +595,19 @@ fp8_status fp8_tensor_layout_get(fp8_ctx *ctx, const fp8_tensor_options *opts, f
 fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8_dtype dtype,
                                int rank, const uint64_t *shape, const void *x,
                                void *const out[FP8_PART_COUNT]);
+/* The same on a CUDA device, through the CUDA kernels: x and out[part] are
+ * device pointers (of the current device), `stream` the caller's
+ * cudaStream_t (NULL: the legacy default stream), on which everything is
+ * queued; no host staging, and one wait for the stream at the end, to read
+ * the kernels' flags (two for the per-tensor scheme and NVFP4, whose scale
+ * is made here from the amax the device finds).  The same bytes as
+ * fp8_tensor_quantize.  A NaN or infinity (or another flag) is looked for
+ * again on a host copy of x and reported as fp8_tensor_quantize reports it.
+ * FP8_ERR_DEVICE: a library built without CUDA (fp8_cuda_compiled()), a
+ * scheme without a kernel (int4; FP4 from f16), or a CUDA call that failed. */
+fp8_status fp8_tensor_quantize_cuda(fp8_ctx *ctx, const fp8_tensor_options *opts,
+                                    fp8_dtype dtype, int rank, const uint64_t *shape,
+                                    const void *x, void *const out[FP8_PART_COUNT], void *stream);
 /* The other way, as dequantize-for-export writes the weight: the parts in[]
  * of a tensor of `dtype` and shape quantized under opts, y = q * s in fp32
  * rounded to nearest even into y (BF16, F16 or F32, rows * cols elements a

@@ -76,11 +76,20 @@ if [ $started = 1 ]; then ok "check_gpu, check_e4m3_cvt, gpu_bench and make_mode
     bad "a kit program did not start as expected"; fi
 
 # no compiler, package manager or network in the kit's scripts (comments aside)
-if cat "$k/run.sh" "$k/tests/gpu/run.sh" "$k/bench/gpu_run.sh" "$k/bench/torch_peer.py" |
+if cat "$k/run.sh" "$k/tests/gpu/run.sh" "$k/bench/gpu_run.sh" "$k/bench/torch_peer.py" \
+    "$k/tests/gpu/tensor_cuda.py" |
     grep -v -E '^\s*#' | grep -n -E '(^|[;&|(`]|\$\(|\s)(make|apt-get|apt|nvcc|cc|gcc|g\+\+|curl|wget|pip3?|git|ssh|scp)(\s|$)'; then
     bad "a kit script calls a compiler, a package manager or the network (lines above)"
 else
     ok "the kit's scripts call no compiler, package manager or network tool"
+fi
+
+# the kit's Python package loads the kit's libfp8conv.so, built with CUDA
+if (cd "$k" && FP8CONV_LIBRARY="$k/lib/libfp8conv.so" python3 -c \
+    'import sys; sys.path.insert(0, "python"); from fp8conv import _tensor; sys.exit(0 if _tensor.cuda_compiled() else 1)'); then
+    ok "python/fp8conv loads lib/libfp8conv.so, which has the CUDA path (fp8_cuda_compiled)"
+else
+    bad "python/fp8conv with lib/libfp8conv.so: no CUDA path, or it does not load"
 fi
 
 # no script of the kit opens /dev/stdout or /dev/stderr: where the kit sends
@@ -99,10 +108,10 @@ if unshare -n true 2>/dev/null; then netns=(unshare -n); fi
 nfiles=$(find "$work/out" -type f | wc -l)
 if [ "$rc" = 0 ] && grep -q -E '^kernel cases \(CPU emulation\) +[0-9]+ s +ok' "$work/out/summary.txt" &&
     grep -q -E '^end to end cpu = cuda \(emulated\) +[0-9]+ s +ok' "$work/out/summary.txt" &&
-    [ "$(awk '/^step +time/ { t = 1; next } t && /^$/ { exit } t { n++ } END { print n }' "$work/out/summary.txt")" = 7 ] &&
+    [ "$(awk '/^step +time/ { t = 1; next } t && /^$/ { exit } t { n++ } END { print n }' "$work/out/summary.txt")" = 8 ] &&
     [ "$(tail -c 200 "$work/run.log")" = "$(tail -c 200 "$work/out/summary.txt")" ] &&
-    [ "$nfiles" -le 8 ]; then
-    ok "run.sh --emulated --quick${netns:+ (no network)}: 7 steps in the table, printed last, $nfiles files in OUT"
+    [ "$nfiles" -le 9 ]; then
+    ok "run.sh --emulated --quick${netns:+ (no network)}: 8 steps in the table, printed last, $nfiles files in OUT"
 else
     bad "run.sh --emulated --quick: exit $rc, $nfiles files in OUT"
     cat "$work/run.log" >&2

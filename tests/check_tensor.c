@@ -250,6 +250,27 @@ START_TEST(test_reject_bad_shape_dtype_and_values)
 }
 END_TEST
 
+/* A library built without CUDA: the CUDA path is a clear FP8_ERR_DEVICE
+ * (with CUDA, tests/check_tensor_cuda.c runs it under the emulation). */
+START_TEST(test_cuda_path_without_cuda_is_a_device_error)
+{
+    if (fp8_cuda_compiled())
+        return;
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_tensor_options o = FP8_TENSOR_OPTIONS_INIT;
+    uint64_t shape[2] = { 64, 48 };
+    static float x[64 * 48];
+    static unsigned char q[64 * 48], sc[4];
+    void *parts[FP8_PART_COUNT] = { q, sc, NULL };
+    ck_assert_int_eq(fp8_tensor_quantize_cuda(ctx, &o, FP8_DTYPE_F32, 2, shape, x, parts, NULL),
+                     FP8_ERR_DEVICE);
+    ck_assert_str_eq(fp8_ctx_message(ctx), "memory: tensor 'tensor.weight': quantizing device "
+                     "memory needs libfp8conv built with CUDA (make HAVE_CUDA=1); this one was "
+                     "built without it");
+    fp8_ctx_free(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tensor");
@@ -260,6 +281,7 @@ int main(void)
     tcase_add_test(tc, test_tensor_scheme_stacked_experts_are_the_runs_bytes);
     tcase_add_test(tc, test_layout_names_dtypes_and_shapes);
     tcase_add_test(tc, test_reject_bad_shape_dtype_and_values);
+    tcase_add_test(tc, test_cuda_path_without_cuda_is_a_device_error);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -64,6 +64,8 @@ static cudaError_t cudaFree(void *p)
     return cudaSuccess;
 }
 static cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+static cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return emu_alloc(p, n); }
+static cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
 static cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t)
 {
     memcpy(d, s, n);
@@ -186,6 +188,28 @@ static void emu_launch(dim3 grid, unsigned block, void (*kernel)(P...), A... arg
 
 #include "../kernels/quantize.cu"
 #include "../kernels/slot.cu"
+
+/* The launches under their own names too, as gpu.c's fp8_gpu_dev_* call
+ * them on device memory (here host memory): a test links gpu.c compiled
+ * with FP8_HAVE_CUDA over this file (check_tensor_cuda). */
+#undef fp8k_launch_quantize
+#undef fp8k_launch_amax
+#undef fp8k_launch_fp4q
+extern "C" int fp8k_launch_quantize(const fp8k_band *b, const void *src, uint8_t *q, void *scales,
+                                    unsigned *bad, void *stream)
+{
+    return fp8k_emu_quantize(b, src, q, scales, bad, stream);
+}
+extern "C" int fp8k_launch_amax(fp8k_type src, const void *x, uint64_t n, unsigned *amax_bits,
+                                void *stream)
+{
+    return fp8k_emu_amax(src, x, n, amax_bits, stream);
+}
+extern "C" int fp8k_launch_fp4q(const fp8k_fp4q *d, const void *src, uint8_t *packed,
+                                uint8_t *scales, unsigned *bad, void *stream)
+{
+    return fp8k_emu_fp4q(d, src, packed, scales, bad, stream);
+}
 
 /* ---- one emulated device, as kernels/probe.cu reports real ones */
 

@@ -121,6 +121,16 @@ size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst)
     return FP8_GPU_FP4_TABLE_BYTES;
 }
 
+/* INT4 has no kernel (issue 42: the CPU path at its floor is enough); the
+ * FP4 kernel reads BF16 and F32, all that the FP4 schemes take. */
+const char *fp8_gpu_dev_no_kernel(fp8_scheme s, fp8_dtype src)
+{
+    fp8_elem e = fp8_scheme_get(s)->elem;
+    if (e == FP8_ELEM_I4)
+        return "scheme int4 has no CUDA kernel; quantize it on the CPU";
+    return e == FP8_ELEM_E2M1 && src == FP8_DTYPE_F16 ? "the FP4 kernel reads bf16 and f32" : NULL;
+}
+
 #ifdef FP8_HAVE_CUDA
 struct fp8_gpu {
     fp8k_slot *slot;
@@ -247,6 +257,54 @@ fp8_status fp8_gpu_fp4_quantize(fp8_ctx *ctx, fp8_gpu *gpu, fp8_scheme scheme, f
     return FP8_OK;
 }
 
+/* ---------------------------------------------------------------- the caller's device memory */
+
+fp8_status fp8_gpu_dev_words(fp8_ctx *ctx, size_t n, void *stream, unsigned **words)
+{
+    int err = injected_fault() ? -1 : fp8k_words_alloc(n, words, stream);
+    return err ? cuda_fail(ctx, "allocating device memory", err < 0 ? 0 : err) : FP8_OK;
+}
+
+void fp8_gpu_dev_words_free(unsigned *words, void *stream)
+{
+    fp8k_words_free(words, stream);
+}
+
+fp8_status fp8_gpu_dev_quantize(fp8_ctx *ctx, const fp8_band *b, const void *x, void *q,
+                                void *scales, unsigned *flags, void *stream)
+{
+    const fp8_scheme_traits *t = fp8_scheme_get(b->scheme);
+    const char *why = fp8_gpu_dev_no_kernel(b->scheme, b->src);
+    if (why)
+        return fp8_fail(ctx, FP8_ERR_DEVICE, "cuda: %s", why);
+    fp8k_band kb = { ktype(b->src), b->kind, b->rows, b->cols, b->group_rows, b->group_cols,
+                     b->fixed, b->scale, b->num };
+    fp8k_fp4q kf = { ktype(b->src), t->levels == 2, b->rows * b->cols, t->run, b->global };
+    int err = injected_fault()             ? -1
+              : t->elem == FP8_ELEM_E2M1 ? fp8k_launch_fp4q(&kf, x, q, scales, flags, stream)
+                                          : fp8k_launch_quantize(&kb, x, q, scales, flags, stream);
+    return err ? cuda_fail(ctx, t->elem == FP8_ELEM_E2M1 ? "the FP4 quantize kernel"
+                                                         : "the quantize kernel",
+                           err < 0 ? 0 : err)
+               : FP8_OK;
+}
+
+fp8_status fp8_gpu_dev_amax(fp8_ctx *ctx, fp8_dtype src, const void *x, uint64_t n,
+                            unsigned *amax_bits, void *stream)
+{
+    int err = injected_fault() ? -1 : fp8k_launch_amax(ktype(src), x, n, amax_bits, stream);
+    return err ? cuda_fail(ctx, "the amax kernel", err < 0 ? 0 : err) : FP8_OK;
+}
+
+fp8_status fp8_gpu_dev_copy(fp8_ctx *ctx, void *dst, const void *src, size_t n, bool to_host,
+                            bool wait, void *stream)
+{
+    int err = injected_fault() ? -1 : fp8k_copy(dst, src, n, to_host, wait, stream);
+    return err ? cuda_fail(ctx, to_host ? "a copy from the device" : "a copy to the device",
+                           err < 0 ? 0 : err)
+               : FP8_OK;
+}
+
 #else /* no CUDA: fp8_device_resolve never gives FP8_DEVICE_CUDA, so these are not reached */
 
 static fp8_status not_compiled(fp8_ctx *ctx)
@@ -281,6 +339,32 @@ fp8_status fp8_gpu_dequantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_gpu_dequant 
 
 fp8_status fp8_gpu_fp4_quantize(fp8_ctx *ctx, fp8_gpu *gpu, fp8_scheme scheme, fp8_dtype src,
                                 uint64_t n, float global, bool *bad)
+{
+    return not_compiled(ctx);
+}
+
+fp8_status fp8_gpu_dev_words(fp8_ctx *ctx, size_t n, void *stream, unsigned **words)
+{
+    *words = NULL;
+    return not_compiled(ctx);
+}
+
+void fp8_gpu_dev_words_free(unsigned *words, void *stream) { (void)words; }
+
+fp8_status fp8_gpu_dev_quantize(fp8_ctx *ctx, const fp8_band *b, const void *x, void *q,
+                                void *scales, unsigned *flags, void *stream)
+{
+    return not_compiled(ctx);
+}
+
+fp8_status fp8_gpu_dev_amax(fp8_ctx *ctx, fp8_dtype src, const void *x, uint64_t n,
+                            unsigned *amax_bits, void *stream)
+{
+    return not_compiled(ctx);
+}
+
+fp8_status fp8_gpu_dev_copy(fp8_ctx *ctx, void *dst, const void *src, size_t n, bool to_host,
+                            bool wait, void *stream)
 {
     return not_compiled(ctx);
 }

@@ -67,4 +67,26 @@ size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst);
 fp8_status fp8_gpu_fp4_quantize(fp8_ctx *ctx, fp8_gpu *gpu, fp8_scheme scheme, fp8_dtype src,
                                 uint64_t n, float global, bool *bad);
 
+/*
+ * The caller's device memory, on the caller's stream (a cudaStream_t; NULL:
+ * the legacy default stream), queued without a wait unless said
+ * (fp8_tensor_quantize_cuda).  fp8_gpu_dev_words: n device words, zeroed;
+ * the launches OR the kernels' flags into *flags, raise *amax_bits to the
+ * largest magnitude bits (the source's own format) of x's n elements.
+ */
+fp8_status fp8_gpu_dev_words(fp8_ctx *ctx, size_t n, void *stream, unsigned **words);
+void fp8_gpu_dev_words_free(unsigned *words, void *stream);
+/* NULL when a band of scheme s from src has a kernel, else why not. */
+const char *fp8_gpu_dev_no_kernel(fp8_scheme s, fp8_dtype src);
+/* Band b (whole rows) of device memory x into q and scales, as
+ * fp8_band_quantize writes them; a flag set: redo it on the CPU. */
+fp8_status fp8_gpu_dev_quantize(fp8_ctx *ctx, const fp8_band *b, const void *x, void *q,
+                                void *scales, unsigned *flags, void *stream);
+fp8_status fp8_gpu_dev_amax(fp8_ctx *ctx, fp8_dtype src, const void *x, uint64_t n,
+                            unsigned *amax_bits, void *stream);
+/* n bytes from src to dst (to_host: device to host), then, with wait, a
+ * wait for the stream. */
+fp8_status fp8_gpu_dev_copy(fp8_ctx *ctx, void *dst, const void *src, size_t n, bool to_host,
+                            bool wait, void *stream);
+
 #endif

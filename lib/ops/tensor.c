@@ -20,6 +20,7 @@
 #include "ops/dequantize.h"
 #include "ops/quantize.h"
 #include "ops/quantize_run.h"
+#include "compute/gpu.h"
 #include "compute/jobs.h"
 #include "compute/quant_cpu.h"
 #include "layout/fp4.h"
@@ -290,6 +291,131 @@ fp8_status fp8_tensor_quantize(fp8_ctx *ctx, const fp8_tensor_options *opts, fp8
                                           out[FP8_PART_SCALE2], NULL };
     if (!st)
         st = item_quantize(ctx, q.p, 0, x, NULL, parts);
+    fp8_quant_plan_free(q.p);
+    return st;
+}
+
+/* ---------------------------------------------------------------- on a CUDA device */
+
+/* A flag a kernel raised (a NaN or infinity, a scale its kind cannot
+ * store, an FP4 quotient the CPU rounds): the CPU path, on a host copy of
+ * x, says what and where, or writes the bytes, copied to the device. */
+static fp8_status cuda_redo(fp8_ctx *ctx, tq *q, const void *x, void *const out[FP8_PART_COUNT],
+                            void *stream)
+{
+    fp8_tensor_layout lay;
+    layout_of(q, &lay);
+    size_t at[FP8_PART_COUNT + 1] = { q->t.end };
+    for (int k = 0; k < FP8_PART_COUNT; k++)
+        at[k + 1] = at[k] + lay.part[k].nbytes;
+    unsigned char *h = malloc(at[FP8_PART_COUNT] ? at[FP8_PART_COUNT] : 1);
+    if (!h)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    void *const parts[FP8_ITEM_COUNT] = { h + at[0], h + at[1], h + at[2], NULL };
+    fp8_status st = fp8_gpu_dev_copy(ctx, h, x, q->t.end, true, true, stream);
+    if (!st)
+        st = item_quantize(ctx, q->p, 0, h, NULL, parts);
+    for (int k = 0; !st && k < FP8_PART_COUNT; k++)
+        if (lay.part[k].nbytes)
+            st = fp8_gpu_dev_copy(ctx, out[k], h + at[k], lay.part[k].nbytes, false,
+                                  k == FP8_PART_COUNT - 1 || !lay.part[k + 1].nbytes, stream);
+    free(h);
+    return st;
+}
+
+fp8_status fp8_tensor_quantize_cuda(fp8_ctx *ctx, const fp8_tensor_options *opts,
+                                    fp8_dtype dtype, int rank, const uint64_t *shape,
+                                    const void *x, void *const out[FP8_PART_COUNT], void *stream)
+{
+    tq q;
+    unsigned *words = NULL, *bits = NULL; /* words[0]: the flags; then each expert's amax */
+    unsigned char *scales = NULL;
+    float *tscale = NULL; /* the per-tensor scheme: by expert */
+    fp8_status st = tq_open(ctx, opts, dtype, rank, shape, &q);
+    if (st)
+        goto out;
+    fp8_quant_plan *p = q.p;
+    plan_entry *e = &p->entries[0];
+    const fp8_quant_item *it = &p->items[0];
+    const char *why = fp8_gpu_dev_no_kernel(p->opts.scheme, dtype);
+    unsigned sz = fp8_dtype_bits(dtype) / 8, ssize = fp8_scale_size(e->kind);
+    uint64_t n = e->rows * e->cols, experts = e->experts;
+    if (!fp8_cuda_compiled() || why) {
+        st = fp8_fail(ctx, FP8_ERR_DEVICE, "%s: tensor '%s': %s", QUANT_MEMORY, it->tensor->name,
+                      why ? why : "quantizing device memory needs libfp8conv built with CUDA "
+                                  "(make HAVE_CUDA=1); this one was built without it");
+        goto out;
+    }
+    if (!x || !out[FP8_PART_CODES] || !out[FP8_PART_SCALE] ||
+        (it->global_name && !out[FP8_PART_SCALE2])) {
+        st = fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s': a NULL buffer", QUANT_MEMORY,
+                      it->tensor->name);
+        goto out;
+    }
+    if (!(bits = calloc(experts + 1, sizeof *bits)) || !(tscale = calloc(experts + 1, 4)) ||
+        !(scales = calloc(experts + 1, ssize > 4 ? ssize : 4))) {
+        st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((st = fp8_gpu_dev_words(ctx, experts + 1, stream, &words)))
+        goto out;
+    if (fp8_scheme_reads_twice(p->opts.scheme)) { /* the amax on the device, the scale here */
+        for (uint64_t k = 0; k < experts && !st; k++)
+            st = fp8_gpu_dev_amax(ctx, dtype, (const char *)x + k * n * sz, n, &words[k + 1],
+                                  stream);
+        if (st || (st = fp8_gpu_dev_copy(ctx, bits, words, (experts + 1) * sizeof *bits, true,
+                                         true, stream)))
+            goto out;
+        for (uint64_t k = 0; k < experts; k++)
+            if (bits[k + 1] >= fp8_dtype_inf_bits(dtype)) { /* a NaN or infinity: the CPU names it */
+                st = cuda_redo(ctx, &q, x, out, stream);
+                goto out;
+            }
+        for (uint64_t k = 0; k < experts; k++) {
+            unsigned a = bits[k + 1]; /* in the source's own format */
+            float amax = dtype == FP8_DTYPE_F32   ? fp8_f32_from_bits(a)
+                         : dtype == FP8_DTYPE_F16 ? fp8_f16_to_f32((uint16_t)a)
+                                                  : fp8_bf16_to_f32((uint16_t)a);
+            uint32_t sbits = 0;
+            if (it->global_name) { /* NVFP4 (a matrix): its second level */
+                e->global = fp4_nvfp4_global(dtype, amax);
+                fp8_scale_store(scales, 4, 0, quant_plan_global_bits(p, 0));
+                st = fp8_gpu_dev_copy(ctx, out[FP8_PART_SCALE2], scales, 4, false, false, stream);
+                if (st)
+                    goto out;
+            } else {
+                if ((tscale[k] = quant_plan_tensor_scale(ctx, p, 0, amax, QUANT_MEMORY, &sbits,
+                                                         &st)) == 0)
+                    goto out; /* st says why */
+                fp8_scale_store(scales, ssize, k, sbits);
+            }
+        }
+        if (fp8_scheme_get(p->opts.scheme)->fixed &&
+            (st = fp8_gpu_dev_copy(ctx, out[FP8_PART_SCALE], scales, experts * ssize, false,
+                                   false, stream)))
+            goto out;
+    }
+    for (uint64_t k = 0; k < experts && !st; k++) { /* each expert one band of all its rows */
+        fp8_band b;
+        uint64_t first;
+        fp8_quant_plan_band(p, 0, k, 0, e->rows, 0, e->cols, &b, &first);
+        if (b.fixed)
+            b.scale = tscale[k];
+        st = fp8_gpu_dev_quantize(ctx, &b, (const char *)x + k * n * sz,
+                                  (uint8_t *)out[FP8_PART_CODES] + fp8_band_code_bytes(&b, k * n),
+                                  b.fixed ? NULL
+                                          : (unsigned char *)out[FP8_PART_SCALE] + first * ssize,
+                                  words, stream);
+    }
+    /* the flags: the one wait, which errors need */
+    if (!st && !(st = fp8_gpu_dev_copy(ctx, bits, words, sizeof *bits, true, true, stream)) &&
+        bits[0])
+        st = cuda_redo(ctx, &q, x, out, stream);
+out:
+    fp8_gpu_dev_words_free(words, stream);
+    free(bits);
+    free(tscale);
+    free(scales);
     fp8_quant_plan_free(q.p);
     return st;
 }

@@ -40,12 +40,15 @@ it under the same options::
     w2 = fp8conv.dequantize_tensor(q, dtype="bf16")   # dequantize-for-export's bytes
 
 ``w`` is a numpy array (bfloat16 from ml_dtypes, float16, float32) or a torch
-CPU tensor; the result is of the same kind (numpy with ml_dtypes dtypes:
-float8_e4m3fn, float8_e8m0fnu; packed FP4 as uint8, INT4 as int32 words).
-Zero copy: a contiguous input is read in place and the outputs are arrays
-the package allocates and libfp8conv fills.  A torch CUDA tensor raises
-``DeviceError`` (the CUDA path is not in this version), ``profile=`` other
-than None raises ``UsageError`` (engine profiles are issue 47).
+CPU or CUDA tensor; the result is of the same kind and device (numpy with
+ml_dtypes dtypes: float8_e4m3fn, float8_e8m0fnu; packed FP4 as uint8, INT4
+as int32 words).  Zero copy: a contiguous input is read in place and the
+outputs are arrays the package allocates and libfp8conv fills.  A torch
+CUDA tensor is quantized on its device by the CUDA kernels, on the current
+stream, when libfp8conv was built with CUDA (``fp8conv._tensor.cuda_compiled()``;
+else ``DeviceError``); that path has run only under the kernels' CPU
+emulation until the GPU kit runs it.  ``profile="vllm"`` (any name of
+``quantize --profile``) gives that engine's bytes.
 
 The state-dict API quantizes a model's tensors in memory into exactly the
 tensors ``fp8conv quantize`` writes for that model, by quantize's own plan

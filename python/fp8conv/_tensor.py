@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any, Optional, Sequence, Tuple, Union
 
-__all__ = ["QuantizedTensor", "quantize_tensor", "dequantize_tensor"]
+__all__ = ["QuantizedTensor", "quantize_tensor", "dequantize_tensor", "cuda_compiled"]
 
 _PARTS = 3  # FP8_PART_CODES, FP8_PART_SCALE, FP8_PART_SCALE2
 
@@ -74,7 +74,11 @@ def _load() -> Any:
                                             shape, c.c_void_p, c.c_void_p * _PARTS]
         lib.fp8_tensor_dequantize.argtypes = [c.c_void_p, c.POINTER(_Options), c.c_int, c.c_int,
                                               shape, c.c_void_p * _PARTS, c.c_int, c.c_void_p]
-        for f in ("fp8_tensor_layout_get", "fp8_tensor_quantize", "fp8_tensor_dequantize"):
+        lib.fp8_cuda_compiled.restype = c.c_bool
+        lib.fp8_cuda_compiled.argtypes = []
+        lib.fp8_tensor_quantize_cuda.argtypes = lib.fp8_tensor_quantize.argtypes + [c.c_void_p]
+        for f in ("fp8_tensor_layout_get", "fp8_tensor_quantize", "fp8_tensor_dequantize",
+                  "fp8_tensor_quantize_cuda"):
             getattr(lib, f).restype = c.c_int
         lib.dtypes = {}
         for i in range(64):
@@ -161,8 +165,18 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
+def cuda_compiled() -> bool:
+    """Whether the libfp8conv the tensor API loads was built with CUDA (its
+    ``fp8_cuda_compiled()``): then ``quantize_tensor`` takes torch CUDA
+    tensors."""
+    return bool(_load().fp8_cuda_compiled())
+
+
 class _Array:
-    """An input's kind, dtype name, shape and contiguous storage."""
+    """An input's kind, dtype name, shape, contiguous storage and device
+    (None: host memory; a torch CUDA device: the CUDA path)."""
+
+    device: Any = None
 
     def __init__(self, x: Any) -> None:
         if _is_torch(x):
@@ -170,10 +184,16 @@ class _Array:
             self.torch = torch
             if x.device.type != "cpu":
                 from . import DeviceError
-                raise DeviceError(
-                    "a tensor on %s: quantizing on the GPU needs fp8conv built with CUDA "
-                    "(WHEEL_HAVE_CUDA=1) and its CUDA path, which this version's tensor API "
-                    "does not have yet; move the tensor to the CPU (x.cpu())" % x.device, 5)
+                if x.device.type != "cuda":
+                    raise DeviceError("a tensor on %s: quantize_tensor takes CPU and CUDA "
+                                      "tensors; move it to the CPU (x.cpu())" % x.device, 5)
+                if not cuda_compiled():
+                    raise DeviceError(
+                        "a tensor on %s: this libfp8conv (%s) was built without CUDA, so it "
+                        "cannot quantize device memory; build it with CUDA (make HAVE_CUDA=1, "
+                        "or make wheel WHEEL_HAVE_CUDA=1), or move the tensor to the CPU "
+                        "(x.cpu())" % (x.device, library_path()), 5)
+                self.device = x.device
             names = {v: k for k, v in _TORCH.items()}
             self.dtype = names.get(str(x.dtype).replace("torch.", ""))
             self.data = x.contiguous()  # a copy only when x is not contiguous
@@ -205,7 +225,8 @@ class _Array:
         name = _lib_dtype_name(part.dtype)
         shape = tuple(part.shape[k] for k in range(part.rank))
         if self.torch is not None:
-            return self.torch.empty(shape, dtype=_torch_dtype(self.torch, name))
+            return self.torch.empty(shape, dtype=_torch_dtype(self.torch, name),
+                                    device=self.device or "cpu")
         import numpy
         return numpy.empty(shape, dtype=_numpy_dtype(name))
 
@@ -215,7 +236,8 @@ class _Array:
         name = _lib_dtype_name(part.dtype)
         shape = tuple(part.shape[k] for k in range(part.rank))
         if self.torch is not None:
-            return (isinstance(t, self.torch.Tensor) and t.device.type == "cpu" and
+            return (isinstance(t, self.torch.Tensor) and
+                    (t.device == self.device if self.device else t.device.type == "cpu") and
                     t.dtype == _torch_dtype(self.torch, name) and tuple(t.shape) == shape and
                     t.is_contiguous())
         import numpy
@@ -326,7 +348,7 @@ def quantize_tensor(x: Any, scheme: str = "block",
     bytes do not depend on it).  The GIL is released during the call.
 
     ``x``: a numpy array (bfloat16 from ml_dtypes, float16, float32) or a
-    torch CPU tensor, a matrix [rows, cols] or, for the FP8 schemes, stacked
+    torch CPU or CUDA tensor, a matrix [rows, cols] or, for the FP8 schemes, stacked
     experts [experts, rows, cols]; read in place when contiguous (else a
     contiguous copy is made first).  Options as ``fp8conv quantize``'s:
     ``scheme`` (block, channel, tensor, mxfp8, nvfp4, mxfp4, int4),
@@ -349,9 +371,21 @@ def quantize_tensor(x: Any, scheme: str = "block",
     KiB).  Arrays that do not fit are a ``UsageError``, before anything is
     written.
 
+    A torch CUDA tensor, when the library was built with CUDA
+    (``cuda_compiled()``), is quantized on its device by libfp8conv's
+    ``fp8_tensor_quantize_cuda``: the CUDA kernels read it in place and
+    write outputs torch allocates on that device (or ``out``'s, on the same
+    device), queued on the device's current stream
+    (``torch.cuda.current_stream(x.device)``), which the call waits for at
+    the end; the bytes are the CPU's.  ``threads`` does not apply there.
+    This CUDA path has run only under the kernels' CPU emulation
+    (tests/check_tensor_cuda.c) until the GPU kit's tests/gpu/tensor_cuda.py
+    runs on a GPU.
+
     Returns a ``QuantizedTensor``.  A bad option or shape raises
     ``UsageError``, a tensor the scheme cannot write or a NaN/infinity
-    ``BadInputError``, a CUDA tensor ``DeviceError`` (no CUDA path yet).
+    ``BadInputError``; a CUDA tensor with a library built without CUDA, a
+    scheme without a kernel (int4) or another device ``DeviceError``.
     """
     lib = _load()
     o = _options(scheme, block, format, scale_fmt, mx_rounding, group, threads, profile)
@@ -370,8 +404,15 @@ def quantize_tensor(x: Any, scheme: str = "block",
                        % ("codes", "scale", "scale2")[k])
     ptrs = (ctypes.c_void_p * _PARTS)(*[_ptr(t) if t is not None else None for t in outs])
     dims = (ctypes.c_uint64 * len(a.shape))(*a.shape)
-    _call(lib.fp8_tensor_quantize, ctypes.byref(o), dtype, len(a.shape), dims,
-          ctypes.c_void_p(a.ptr), ptrs)
+    if a.device is None:
+        _call(lib.fp8_tensor_quantize, ctypes.byref(o), dtype, len(a.shape), dims,
+              ctypes.c_void_p(a.ptr), ptrs)
+    else:  # the CUDA kernels on the tensor's memory, queued on its device's current stream
+        torch = a.torch
+        with torch.cuda.device(a.device):
+            stream = torch.cuda.current_stream(a.device).cuda_stream
+            _call(lib.fp8_tensor_quantize_cuda, ctypes.byref(o), dtype, len(a.shape), dims,
+                  ctypes.c_void_p(a.ptr), ptrs, ctypes.c_void_p(stream))
     names = tuple(lay.part[k].name.decode() or None for k in range(_PARTS))
     q = QuantizedTensor(outs[0], outs[1], outs[2], scheme,
                         lib.fp8_format_name(lay.format).decode(), names, a.shape, a.dtype, o)
@@ -389,11 +430,16 @@ def dequantize_tensor(q: QuantizedTensor, dtype: str = "bf16",
     fp32, rounded to nearest even into ``dtype`` ("bf16", "f16", "f32"), in
     the kind of ``q.codes`` (numpy or torch), of the source's shape.  The GIL
     is released during the call.  A NaN code, a bad scale or an f16 overflow
-    raises ``BadInputError``."""
+    raises ``BadInputError``; CUDA tensors ``DeviceError`` (no CUDA path:
+    move them to the CPU)."""
     lib = _load()
     if not isinstance(q, QuantizedTensor):
         raise TypeError("fp8conv: dequantize_tensor takes a QuantizedTensor, not %s"
                         % type(q).__name__)
+    if _is_torch(q.codes) and q.codes.device.type != "cpu":
+        from . import DeviceError
+        raise DeviceError("dequantize_tensor: q is on %s; it has no CUDA path: move q's "
+                          "tensors to the CPU first" % q.codes.device, 5)
     out = {"bf16": "BF16", "f16": "F16", "f32": "F32"}.get(dtype)
     if out is None:
         _usage("dtype=%r: \"bf16\", \"f16\" or \"f32\"" % (dtype,))
