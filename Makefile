@@ -516,6 +516,8 @@ check-loaders: deps $(BUILD)/fp8conv
 	build/venv-loaders/bin/python tests/loaders/selftest.py
 	build/venv-loaders/bin/python tests/loaders/matrix.py --fp8conv $(BUILD)/fp8conv \
 		--work $(BUILD)/loaders --readme README.md $(if $(UPDATE_README),--update-readme)
+	@echo "== tests/check_profiles.py with the loaders' venv: compressed-tensors' own quantizer against --profile llm-compressor"
+	python3 tests/check_profiles.py $(BUILD)
 	$(LOADERS_FP4)
 ifneq ($(LOADERS_OTHER_AMX),)
 	FP8CHECK_AMX=$(LOADERS_OTHER_AMX) build/venv-loaders/bin/python tests/loaders/matrix.py \
