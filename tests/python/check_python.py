@@ -716,8 +716,8 @@ def check_state_dict_torch(sd, np):
         else:
             print("not run  the state-dict API on torch tensors: torch is not installed in this venv")
         return
-    t = {k: torch.from_numpy(v.view(np.uint8).copy()).view(getattr(torch, fp8conv._tensor._TORCH[
-        fp8conv._state._meta(v)[0]])).reshape(v.shape) for k, v in sd.items()}
+    t = {k: torch.from_numpy(v.view(np.uint8).copy()).view(fp8conv._tensor._torch_dtype(
+        torch, fp8conv._state._meta(v)[0])).reshape(v.shape) for k, v in sd.items()}
     for opts in ({}, {"scheme": "nvfp4"}):
         a = fp8conv.quantize_state_dict(t, config=SAMPLE, **opts)
         b = fp8conv.quantize_state_dict(sd, config=SAMPLE, **opts)
