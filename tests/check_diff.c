@@ -1170,8 +1170,8 @@ START_TEST(test_dequant_transposed_fp4_in_bands_is_the_same_for_any_thread_count
 }
 END_TEST
 
-/* Values held as fp32 compared in BF16 or F16: the fast statistics are the
- * reference's, ULPs of that dtype. */
+/* Values held as fp32, or as their BF16 or F16 codes, compared in BF16 or
+ * F16: the fast statistics are the reference's, ULPs of that dtype. */
 START_TEST(test_fast_values_in_bf16_and_f16_equal_reference)
 {
     static const fp8_dtype dts[] = { FP8_DTYPE_BF16, FP8_DTYPE_F16 };
@@ -1194,6 +1194,16 @@ START_TEST(test_fast_values_in_bf16_and_f16_equal_reference)
         fp8_quality q = { 0, 0, 0, 0 };
         diff_quality_values_ref(a, b, n, &q);
         expect_same_quality(&q, &fast.quality, "bf16 or f16 values");
+        /* each side as stored (diff --dequant's band: one side dequantized
+         * to fp32, the other its BF16 or F16 codes), read a block at a time */
+        for (int side = 0; side < 3; side++) {
+            diff_stats st = DIFF_STATS_INIT;
+            diff_values_stored(dts[t], side == 1 ? FP8_DTYPE_F32 : dts[t], side == 1 ? (void *)a : ca,
+                               side == 2 ? FP8_DTYPE_F32 : dts[t], side == 2 ? (void *)b : cb, n, 0,
+                               &st);
+            expect_same_stats(&ref, &st, "values as stored");
+            expect_same_quality(&q, &st.quality, "values as stored");
+        }
         ck_assert(ref.differing > 0);
         /* the ulps of the codes themselves */
         diff_bytes_ref(dts[t], ca, cb, n, 0, &codes);

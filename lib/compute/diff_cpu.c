@@ -312,30 +312,49 @@ void diff_bytes(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t
         diff_lanes_end(&sums, n, &s->quality);
 }
 
+/* A block of one side as fp32: its own elements where it is stored as
+ * fp32 (a dequantized side), else converted into buf (exact: BF16 and F16
+ * fit in fp32), so that a band of it is never written whole as fp32. */
+static const float *block_f32(fp8_dtype stored, const void *x, uint64_t i, size_t k, float *buf)
+{
+    if (stored == FP8_DTYPE_F32)
+        return (const float *)x + i;
+    diff_to_f32(stored, (const char *)x + i * (fp8_dtype_bits(stored) / 8), k, buf);
+    return buf;
+}
+
 /* BF16 values held as fp32 have their low 16 bits zero: their distance in
  * fp32 codes is 2^16 times theirs.  F16's is no multiple (its subnormals
  * are fp32 normals): the reference takes its differing blocks, which only
  * a comparison with an f16 tensor has. */
+void diff_values_stored(fp8_dtype dt, fp8_dtype da, const void *a, fp8_dtype db, const void *b,
+                        uint64_t n, uint64_t base, diff_stats *s)
+{
+    enum { PER = BLOCK_BYTES / sizeof(float) };
+    float ta[PER], tb[PER];
+    diff_lanes sums = { { 0 }, { 0 }, { 0 } };
+    for (uint64_t i = 0; i < n; i += PER) {
+        size_t k = n - i < PER ? (size_t)(n - i) : PER;
+        const float *fa = block_f32(da, a, i, k, ta), *fb = block_f32(db, b, i, k, tb);
+        sums_values(fa, fb, k, &sums);
+        if (memcmp(fa, fb, k * sizeof *fa) == 0)
+            continue;
+        if (dt == FP8_DTYPE_F16) {
+            diff_values_ref(dt, fa, fb, k, base + i, s);
+            continue;
+        }
+        lanes l = lanes_values(fa, fb, k);
+        if (dt == FP8_DTYPE_BF16)
+            l.ulp >>= 16;
+        fold(s, &l, base + i, fa, fb, k, first_value, sizeof *fa);
+    }
+    diff_lanes_end(&sums, n, &s->quality);
+}
+
 void diff_values(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint64_t base,
                  diff_stats *s)
 {
-    size_t per = BLOCK_BYTES / sizeof *a;
-    diff_lanes sums = { { 0 }, { 0 }, { 0 } };
-    for (uint64_t i = 0; i < n; i += per) {
-        size_t k = n - i < per ? (size_t)(n - i) : per;
-        sums_values(a + i, b + i, k, &sums);
-        if (memcmp(a + i, b + i, k * sizeof *a) == 0)
-            continue;
-        if (dt == FP8_DTYPE_F16) {
-            diff_values_ref(dt, a + i, b + i, k, base + i, s);
-            continue;
-        }
-        lanes l = lanes_values(a + i, b + i, k);
-        if (dt == FP8_DTYPE_BF16)
-            l.ulp >>= 16;
-        fold(s, &l, base + i, a + i, b + i, k, first_value, sizeof *a);
-    }
-    diff_lanes_end(&sums, n, &s->quality);
+    diff_values_stored(dt, FP8_DTYPE_F32, a, FP8_DTYPE_F32, b, n, base, s);
 }
 
 FP8_CLONES static void bf16_to_f32(const uint16_t *x, size_t n, float *y)

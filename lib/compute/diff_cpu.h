@@ -14,6 +14,10 @@ void diff_bytes(fp8_dtype dt, const void *a, const void *b, uint64_t n, uint64_t
                 diff_stats *s);
 void diff_values(fp8_dtype dt, const float *a, const float *b, uint64_t n, uint64_t base,
                  diff_stats *s);
+/* The same, each side as it is stored (da, db: BF16, F16 or F32) and read
+ * as fp32 a block at a time. */
+void diff_values_stored(fp8_dtype dt, fp8_dtype da, const void *a, fp8_dtype db, const void *b,
+                        uint64_t n, uint64_t base, diff_stats *s);
 void diff_to_f32(fp8_dtype dt, const void *x, uint64_t n, float *y);
 /* diff_quality_values_ref's sums, fast (verify --against: a row a span). */
 void diff_quality_values(const float *a, const float *b, uint64_t n, fp8_quality *q);

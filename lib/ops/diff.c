@@ -128,29 +128,29 @@ static const fp8_tensor_info *side_span(const fp8_diff *d, int side, size_t k, u
     return side ? e->b : e->a;
 }
 
-/* Values of elements [first, first + n) of one side's tensor in the
- * compared dtype, as fp32; `raw` holds 4n bytes. */
+/* Elements [first, first + n) of one side's tensor into y (4n bytes):
+ * dequantized, as fp32 in the compared dtype (*dt F32), or as stored (*dt
+ * its dtype: BF16, F16 or F32), which diff_values_stored reads as fp32 a
+ * block at a time. */
 static fp8_status side_values(fp8_ctx *ctx, fp8_diff *d, int side, size_t k, uint64_t first,
-                              uint64_t n, unsigned char *raw, float *y)
+                              uint64_t n, void *y, fp8_dtype *dt)
 {
     const fp8_tensor_info *t = side ? d->e[k].b : d->e[k].a;
+    *dt = FP8_DTYPE_F32;
     if (read_by_dq(d, side, k))
         return dq_weights_read(ctx, d->w[side], stored(d, side, k)->name, first, n,
                                d->e[k].compared, y, NULL);
+    *dt = t->dtype;
     unsigned size = diff_element_size(t->dtype);
-    unsigned char *to = t->dtype == FP8_DTYPE_F32 ? (unsigned char *)y : raw;
-    fp8_status st = fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
-                                  first * size, to, n * size);
-    if (!st && to == raw)
-        diff_to_f32(t->dtype, raw, n, y); /* exact: BF16 and F16 fit in fp32 */
-    return st;
+    return fp8_file_read(ctx, fp8_checkpoint_shard(d->ck[side], d->shard[side][k]), t,
+                         first * size, y, n * size);
 }
 
 static fp8_status compare_band(fp8_ctx *ctx, fp8_diff *d, fp8_worker *w, diff_band *b)
 {
     fp8_diff_entry *e = &d->e[b->entry];
     size_t k = b->entry;
-    unsigned char *ba = w->buf[0], *bb = w->buf[1], *raw = w->buf[2], *own = NULL;
+    unsigned char *ba = w->buf[0], *bb = w->buf[1], *own = NULL;
     fp8_status st = FP8_OK;
     if (!e->dequantized) {
         unsigned size = side_size(d, e, 0);
@@ -164,16 +164,16 @@ static fp8_status compare_band(fp8_ctx *ctx, fp8_diff *d, fp8_worker *w, diff_ba
         return st;
     }
     if (b->n > BAND_VALUES) { /* one row longer than a band: a buffer of its own */
-        own = malloc(3 * b->n * 4);
+        own = malloc(2 * b->n * 4);
         if (!own)
             return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        ba = own, bb = own + b->n * 4, raw = own + 2 * b->n * 4;
+        ba = own, bb = own + b->n * 4;
     }
-    float *ya = (float *)(void *)ba, *yb = (float *)(void *)bb;
-    if (!(st = side_values(ctx, d, 0, k, b->first, b->n, raw, ya)) &&
-        !(st = side_values(ctx, d, 1, k, b->first, b->n, raw, yb))) {
+    fp8_dtype da, db;
+    if (!(st = side_values(ctx, d, 0, k, b->first, b->n, ba, &da)) &&
+        !(st = side_values(ctx, d, 1, k, b->first, b->n, bb, &db))) {
         fp8_worker_end_turn(w);
-        diff_values(e->compared, ya, yb, b->n, b->first, &b->stats);
+        diff_values_stored(e->compared, da, ba, db, bb, b->n, b->first, &b->stats);
     }
     free(own);
     return st;
@@ -418,7 +418,7 @@ fp8_status fp8_diff_run(fp8_ctx *ctx, const char *a, const char *b,
         if (!(st = fp8_jobs_run(ctx, &hash)) && !(st = plan_bands(ctx, d))) {
             fp8_jobs bands = hash;
             bands.njobs = d->nbands;
-            bands.bufsize[0] = bands.bufsize[1] = bands.bufsize[2] = BAND_BYTES;
+            bands.bufsize[0] = bands.bufsize[1] = BAND_BYTES;
             bands.run = band_one;
             bands.describe = band_describe;
             st = fp8_jobs_run(ctx, &bands);
