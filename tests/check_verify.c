@@ -1724,13 +1724,14 @@ START_TEST(test_modelopt_side_file_declares_the_layout)
     ck_assert_int_eq(tu_run_fmt(&err, "verify --format hf-fp8 '%s'", m), 2);
     ck_assert_msg(strstr(err, "hf_quant_config.json declares its own"), "%s", err);
     free(err);
-    /* convert keeps the per-tensor scheme (into hf-fp8: fp8conv writes no
-     * static ModelOpt layout), every code copied */
+    /* convert keeps the per-tensor scheme and the format: ModelOpt FP8 is
+     * written with the input's static input_scale (fp8conv(1), convert,
+     * ACTIVATION SCALES), every code copied */
     ck_assert_int_eq(tu_run_fmt(NULL, "convert -q --exact '%s' '%s/c'", m, dir), 0);
     ck_assert(asprintf(&path, "%s/c", dir) > 0);
     j = verify_json(path, "", &rc);
     ck_assert_int_eq(rc, 0);
-    ck_assert_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, "hf-fp8, scheme tensor");
+    ck_assert_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, "modelopt, scheme tensor");
     cJSON_Delete(j);
     ck_assert_int_eq(tu_run_fmt(NULL, "diff -q --dequant '%s' '%s'", m, path), 0);
     free(path);

@@ -288,7 +288,9 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--group: %u is not a group size of --scheme %s "
                         "(%u or %u)", o->block_cols, fp8_scheme_name(o->scheme), sch->run,
                         sch->run_alt);
-    if (p->spec && p->spec->refused)
+    /* a pair refused for want of calibrated activation scales is written
+     * with the input's (convert: fmt_spec static_acts) */
+    if (p->spec && p->spec->refused && !(o->static_acts && p->spec->static_acts))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--scheme %s --format %s is not written: %s",
                         fp8_scheme_name(o->scheme), fp8_format_name(p->format),
                         p->spec->refused);

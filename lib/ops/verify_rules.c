@@ -240,9 +240,11 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
     if (fp8_scheme_has_block(v->scheme) &&
         (rows % v->block_rows || t->shape[t->rank - 1] % v->block_cols) && !lr->partial++)
         lr->first_partial = t->name;
-    if (v->spec->needs_input_scale) {
+    if (v->spec->needs_input_scale || v->static_acts) { /* Mistral's activation_scale: vLLM
+                                                          * models/mistral3.py renames it */
         size_t stem = strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0);
-        if (!ck_find_with(v->ck, t->name, stem, ".input_scale", NULL) && !lr->no_input_scale++)
+        if (!ck_find_with(v->ck, t->name, stem, ".input_scale", NULL) &&
+            !ck_find_with(v->ck, t->name, stem, ".activation_scale", NULL) && !lr->no_input_scale++)
             lr->first_no_input_scale = t->name;
     }
     return st;
