@@ -405,11 +405,15 @@ def fam_kimi_k2_thinking(r):
 # (the same Indexer reads them), architectures DeepseekV32ForCausalLM, model_type deepseek_v32.
 # NOT established from the release's files: k_norm's dtype (BF16 here) and the wq_b/wk scales
 # (F32 128x128 as the rest of the model). One dense layer, no MoE or MTP layer (the corpus stays
-# under 6 MB: deepseek-v3 covers those); index_n_heads 2, index_head_dim 128.
+# under 6 MB: deepseek-v3 covers those); index_n_heads 2, index_head_dim 128. Hidden size 128, one
+# whole block, not H: vLLM dequantizes the FP8 indexer wk [index_head_dim, hidden] at load with a
+# block it derives from the shapes (models/deepseek_v2.py _try_load_fp8_indexer_wk: 128x68 at 136,
+# a wrong weight), which the release's 7168 (56 blocks) does not hit; verify's indexer-wk-block
+# names it (tests/check_verify.c plants 136).
 def fam_deepseek_v32_exp(r):
     c = deepseek_config(model_type="deepseek_v32", layers=1, mtp=0, qc=dict(HF_FP8))
     c.update(architectures=["DeepseekV32ForCausalLM"], index_head_dim=128, index_n_heads=2,
-             index_topk=16)
+             index_topk=16, hidden_size=128)
     hs = c["hidden_size"]
     r.bf16("model.embed_tokens.weight", (V, hs))
     p = "model.layers.0."
