@@ -758,7 +758,8 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
  *           bytes (compressed-tensors scales are then F32, the values'
  *           dtype).
  * Other tensors are copied; scales are replaced; static activation scales
- * (input_scale, Mistral's activation_scale) are kept where the target layout
+ * (input_scale, Mistral's activation_scale, of an input whose config
+ * declares static activations) are kept where the target layout
  * declares static activations (per tensor: hf-fp8, compressed-tensors,
  * ModelOpt FP8), renamed input_scale when the format changes, one needed
  * beside every FP8 weight (FP8_ERR_BAD_INPUT naming the first without),

@@ -816,8 +816,29 @@ def fam_modelopt_mixed(r):
     r.static_scale(p + "v_proj.v_scale", ())
     body = {"exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8",
             "quant_algo": "MIXED_PRECISION", "quantized_layers": dict(sorted(layers.items()))}
-    qc = dict(body, producer=gen_fp4.MO_PRODUCER, quant_method="modelopt")
-    qc["ignore"] = qc.pop("exclude_modules")   # the flat form's name for it (see modelopt_quant)
+    # config.json's quantization_config as ModelOpt's export converts hf_quant_config.json's
+    # (NVIDIA/Model-Optimizer modelopt/torch/export/convert_hf_config.py,
+    # convert_hf_quant_config_format, MIXED_PRECISION: one config group per distinct layer entry,
+    # in quantized_layers' order, targets its sorted layer names, _quant_algo_to_group_config's
+    # args; quantized_layers kept; exclude_modules as "ignore"; kv_cache_quant_algo FP8 as
+    # kv_cache_scheme {dynamic false, num_bits 8, type float}, the key vLLM's
+    # ModelOptQuantConfigBase.from_config reads in this form). Before issue 44 (s53) the copy
+    # had the flat hf_quant_config keys here (kv_cache_quant_algo), which vLLM 0.32 ignores.
+    def group_args(e):
+        if e["quant_algo"] == "FP8":
+            a = {"dynamic": False, "num_bits": 8, "type": "float"}
+            return {"input_activations": dict(a), "weights": dict(a)}
+        a = {"dynamic": False, "num_bits": 4, "type": "float", "group_size": e["group_size"]}
+        return {"input_activations": dict(a), "weights": dict(a)}
+    groups = {}
+    for m, e in body["quantized_layers"].items():
+        groups.setdefault(tuple(sorted(e.items())), []).append(m)
+    qc = {"config_groups": {"group_%d" % i: dict(group_args(dict(k)), targets=sorted(ms))
+                            for i, (k, ms) in enumerate(groups.items())},
+          "quantized_layers": body["quantized_layers"], "ignore": ["lm_head"],
+          "quant_algo": "MIXED_PRECISION",
+          "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
+          "producer": gen_fp4.MO_PRODUCER, "quant_method": "modelopt"}
     return gen_fp4.fp4_llama_config(qc), {"hf_quant_config.json": {
         "producer": gen_fp4.MO_PRODUCER, "quantization": body}}, ["--tp", "1"]
 

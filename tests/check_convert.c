@@ -773,6 +773,15 @@ START_TEST(test_static_activations_need_one_per_weight)
     cJSON_Delete(r);
     free(json);
     free(args);
+    /* a stray input_scale beside dynamic activations (the input declares
+     * them: its loaders read none) is dropped, as before */
+    ck_assert(asprintf(&args, "convert --json --scheme tensor %s '%s/t'", DEEPSEEK_FP8, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &json, NULL), 0);
+    r = cJSON_Parse(json);
+    ck_assert_int_eq(cJSON_GetObjectItem(r, "activation_scales_dropped")->valueint, 1);
+    cJSON_Delete(r);
+    free(json);
+    free(args);
     r = verify_json(model, "", &rc);
     const cJSON *f = verify_finding(r, "input-scale");
     ck_assert_msg(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "down_proj"),

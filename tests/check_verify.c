@@ -749,6 +749,41 @@ START_TEST(test_deepseek_v32_block_shapes_vllm_derives)
 }
 END_TEST
 
+/* ModelOpt MIXED_PRECISION's FP8 KV cache as vLLM 0.32 reads it: from
+ * config.json's quantization_config it takes kv_cache_scheme only, so a
+ * config with kv_cache_quant_algo there instead (the corpus copy before
+ * issue 44's fix) has its KV-cache scales dropped, a warning naming vLLM;
+ * the copy as ModelOpt's export writes it (kv_cache_scheme) has none. */
+START_TEST(test_modelopt_mixed_kv_scheme_vllm_reads)
+{
+    char *dir = tu_tmpdir(), *cmd, path[600];
+    ck_assert(asprintf(&cmd, "cp -r testdata/releases/modelopt-mixed '%s/m'", dir) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    snprintf(path, sizeof path, "%s/m", dir);
+    int rc;
+    cJSON *j = verify_json(path, "--no-values", &rc);
+    ck_assert_msg(rc == 0 && !verify_finding(j, "kv-scale-dropped"), "release copy: %d", rc);
+    cJSON_Delete(j);
+    snprintf(path, sizeof path, "%s/m/config.json", dir);
+    cJSON *config = read_json(path);
+    cJSON *q = cJSON_GetObjectItem(config, "quantization_config");
+    cJSON_DeleteItemFromObject(q, "kv_cache_scheme");
+    cJSON_AddStringToObject(q, "kv_cache_quant_algo", "FP8");
+    char *text = cJSON_Print(config);
+    tu_spit(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(config);
+    snprintf(path, sizeof path, "%s/m", dir);
+    j = verify_json(path, "--no-values", &rc);
+    const cJSON *f = verify_finding(j, "kv-scale-dropped");
+    ck_assert_msg(rc == 0 && f && strstr(cJSON_GetObjectItem(f, "message")->valuestring,
+                                         "vLLM drops them"), "planted: %d", rc);
+    cJSON_Delete(j);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* Replaces the ignore list of the checkpoint at `out` (format `format`) by the
  * JSON array `list`: config.json's, and for modelopt hf_quant_config.json's
  * exclude_modules too. */
@@ -1931,6 +1966,7 @@ int main(void)
     tcase_add_test(tc, test_mtp_shared_head_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_indexer_weights_proj_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_deepseek_v32_block_shapes_vllm_derives);
+    tcase_add_test(tc, test_modelopt_mixed_kv_scheme_vllm_reads);
     tcase_add_test(tc, test_llama4_experts_in_out_quantize_square_blocks_only);
     tcase_add_test(tc, test_unlisted_embedding_is_no_finding);
     tcase_add_test(tc, test_modelopt_exclusions_read_where_the_loaders_read_them);

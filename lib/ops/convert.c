@@ -499,7 +499,11 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
     fmt_declaration_read(config, &d);
     *ue8m0 = d.ue8m0;
     c->input_format = d.format;
-    for (size_t i = 0; i < fp8_checkpoint_tensor_count(c->ck); i++)
+    /* activations the input's loaders compute statically (a stray
+     * input_scale beside dynamic ones is read by none: dropped) */
+    const fmt_spec *in = fmt_spec_find(d.format, d.scheme);
+    for (size_t i = 0; (d.static_acts || (in && in->needs_input_scale)) &&
+                       i < fp8_checkpoint_tensor_count(c->ck); i++)
         c->nacts_in += act_stem(fp8_checkpoint_tensor(c->ck, i, NULL)->name) > 0;
     if (!c->opts.scheme_set)
         o->scheme = c->opts.block_set || d.format == FP8_FORMAT_DEFAULT ? FP8_SCHEME_BLOCK
