@@ -85,6 +85,7 @@ static int print_json(const fp8_convert *c, const fp8_convert_report *r, const c
     }
     cJSON_AddNumberToObject(root, "exact", (double)r->exact);
     cJSON_AddNumberToObject(root, "requantized", (double)r->requantized);
+    cJSON_AddNumberToObject(root, "activation_scales", (double)r->act_scales);
     cJSON_AddNumberToObject(root, "activation_scales_dropped", (double)r->dropped);
     cJSON_AddNumberToObject(root, "kv_cache_scales", (double)r->kv_scales);
     cJSON_AddNumberToObject(root, "kv_cache_scales_renamed", (double)r->kv_renamed);
@@ -134,6 +135,8 @@ static void print_report(const fp8_convert *c, const fp8_convert_report *r, cons
     cli_printf(", format %s\n", r->format);
     cli_printf("FP8 weights: %zu exact (codes copied), %zu re-quantized from their values",
                r->exact, r->requantized);
+    if (r->act_scales)
+        cli_printf(", %zu static activation scales kept", r->act_scales);
     if (r->dropped)
         cli_printf(", %zu activation scales dropped", r->dropped);
     if (r->kv_scales)
@@ -196,6 +199,7 @@ static int cmd_convert(int argc, char **argv, cli_common *common)
         o->target.declare_ignore = fp8_like_same_weights(like);
         if (!o->kv_names) /* --kv-names wins */
             o->kv_names = fp8_like_kv_names(like);
+        o->act_name = fp8_like_act_name(like);
     }
     if (!st)
         st = fp8_convert_create(ctx, in, o, &c);

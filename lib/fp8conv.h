@@ -438,6 +438,12 @@ typedef struct {
      * them (compressed-tensors kv_cache_scheme, ModelOpt kv_cache_quant_algo
      * FP8; fp8conv-formats(5), KV CACHE SCALES).  Set by convert. */
     bool kv_cache_fp8;
+    /* The output carries static per-tensor activation scales (input_scale)
+     * beside its FP8 weights: its config declares static activations
+     * (hf-fp8 activation_scheme static, compressed-tensors input_activations
+     * dynamic false strategy tensor, ModelOpt quant_algo FP8; fp8conv(1),
+     * convert, ACTIVATION SCALES).  Set by convert. */
+    bool static_acts;
     /* The engine whose arithmetic the codes and scales follow (a scheme
      * the profile does not define: FP8_ERR_USAGE naming those it does). */
     fp8_profile profile;
@@ -751,9 +757,14 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
  *           of `dequantize-for-export --dtype f32` of the input: the same
  *           bytes (compressed-tensors scales are then F32, the values'
  *           dtype).
- * Other tensors are copied; scales are replaced; input_scale is dropped
- * (the output declares dynamic activations); KV-cache scales are kept,
- * renamed to the target's naming (kv_names).  The
+ * Other tensors are copied; scales are replaced; static activation scales
+ * (input_scale, Mistral's activation_scale, of an input whose config
+ * declares static activations) are kept where the target layout
+ * declares static activations (per tensor: hf-fp8, compressed-tensors,
+ * ModelOpt FP8), renamed input_scale when the format changes, one needed
+ * beside every FP8 weight (FP8_ERR_BAD_INPUT naming the first without),
+ * and dropped elsewhere (the output declares dynamic activations);
+ * KV-cache scales are kept, renamed to the target's naming (kv_names).  The
  * output is written as quantize writes (shards, index, config.json with the
  * target's quantization_config, other files), atomically, the same bytes
  * for any thread count.
@@ -772,6 +783,10 @@ typedef struct {
      * format's (ModelOpt: modelopt, compressed-tensors: llm-compressor,
      * hf-fp8: the input's names). */
     const char *kv_names;
+    /* The name of the output's static activation scales' last component
+     * ("activation_scale", from --like); NULL: input_scale, or the input's
+     * own names when the format stays the input's. */
+    const char *act_name;
 } fp8_convert_options;
 
 #define FP8_CONVERT_OPTIONS_INIT { .target = FP8_QUANT_OPTIONS_INIT }
@@ -830,6 +845,7 @@ typedef struct {
     const char *format;
     size_t exact, requantized; /* FP8 weights, by path */
     size_t dropped;         /* activation scales (input_scale) left out */
+    size_t act_scales;      /* static activation scales carried */
     /* KV-cache scales carried, how many renamed, and to what naming (or NULL) */
     size_t kv_scales, kv_renamed;
     const char *kv_names;
@@ -854,8 +870,9 @@ void fp8_convert_get_report(const fp8_convert *c, fp8_convert_report *r);
  * targets; from its tensors: the scales' dtype and name (the format row's
  * other name where every scale has it), the KV-cache scale naming
  * (fp8_like_kv_names); its activations must be dynamic, the
- * only ones fp8conv writes (FP8_ERR_BAD_INPUT otherwise: static ones are
- * calibrated; or when REF declares no layout fp8conv reads, its config
+ * only ones fp8conv writes, unless INPUT holds static activation scales of
+ * its own (convert carries them: FP8_ERR_BAD_INPUT otherwise, static ones
+ * are calibrated; or when REF declares no layout fp8conv reads, its config
  * read with ModelOpt's hf_quant_config.json as vLLM reads it).  REF's
  * calibrated KV cache (scales, kv_cache_scheme, kv_cache_quant_algo) is
  * not reproduced: a note says so.  REF's ignore list is mapped onto
@@ -875,6 +892,10 @@ void fp8_like_apply(const fp8_like *like, fp8_quant_options *o);
 /* The naming convention of REF's KV-cache scales (fp8_convert_options'
  * kv_names), when they all have one; NULL when REF has none or several. */
 const char *fp8_like_kv_names(const fp8_like *like);
+/* "activation_scale" when REF names every static activation scale so
+ * (Mistral's releases), the name convert --like gives the output's; NULL
+ * otherwise (input_scale). */
+const char *fp8_like_act_name(const fp8_like *like);
 /* REF and INPUT have the same FP8 weights (by name): convert --like then
  * declares REF's ignore list, which keeps what INPUT keeps. */
 bool fp8_like_same_weights(const fp8_like *like);

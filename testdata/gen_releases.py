@@ -405,11 +405,15 @@ def fam_kimi_k2_thinking(r):
 # (the same Indexer reads them), architectures DeepseekV32ForCausalLM, model_type deepseek_v32.
 # NOT established from the release's files: k_norm's dtype (BF16 here) and the wq_b/wk scales
 # (F32 128x128 as the rest of the model). One dense layer, no MoE or MTP layer (the corpus stays
-# under 6 MB: deepseek-v3 covers those); index_n_heads 2, index_head_dim 128.
+# under 6 MB: deepseek-v3 covers those); index_n_heads 2, index_head_dim 128. Hidden size 128, one
+# whole block, not H: vLLM dequantizes the FP8 indexer wk [index_head_dim, hidden] at load with a
+# block it derives from the shapes (models/deepseek_v2.py _try_load_fp8_indexer_wk: 128x68 at 136,
+# a wrong weight), which the release's 7168 (56 blocks) does not hit; verify's indexer-wk-block
+# names it (tests/check_verify.c plants 136).
 def fam_deepseek_v32_exp(r):
     c = deepseek_config(model_type="deepseek_v32", layers=1, mtp=0, qc=dict(HF_FP8))
     c.update(architectures=["DeepseekV32ForCausalLM"], index_head_dim=128, index_n_heads=2,
-             index_topk=16)
+             index_topk=16, hidden_size=128)
     hs = c["hidden_size"]
     r.bf16("model.embed_tokens.weight", (V, hs))
     p = "model.layers.0."
@@ -812,8 +816,29 @@ def fam_modelopt_mixed(r):
     r.static_scale(p + "v_proj.v_scale", ())
     body = {"exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8",
             "quant_algo": "MIXED_PRECISION", "quantized_layers": dict(sorted(layers.items()))}
-    qc = dict(body, producer=gen_fp4.MO_PRODUCER, quant_method="modelopt")
-    qc["ignore"] = qc.pop("exclude_modules")   # the flat form's name for it (see modelopt_quant)
+    # config.json's quantization_config as ModelOpt's export converts hf_quant_config.json's
+    # (NVIDIA/Model-Optimizer modelopt/torch/export/convert_hf_config.py,
+    # convert_hf_quant_config_format, MIXED_PRECISION: one config group per distinct layer entry,
+    # in quantized_layers' order, targets its sorted layer names, _quant_algo_to_group_config's
+    # args; quantized_layers kept; exclude_modules as "ignore"; kv_cache_quant_algo FP8 as
+    # kv_cache_scheme {dynamic false, num_bits 8, type float}, the key vLLM's
+    # ModelOptQuantConfigBase.from_config reads in this form). Before issue 44 (s53) the copy
+    # had the flat hf_quant_config keys here (kv_cache_quant_algo), which vLLM 0.32 ignores.
+    def group_args(e):
+        if e["quant_algo"] == "FP8":
+            a = {"dynamic": False, "num_bits": 8, "type": "float"}
+            return {"input_activations": dict(a), "weights": dict(a)}
+        a = {"dynamic": False, "num_bits": 4, "type": "float", "group_size": e["group_size"]}
+        return {"input_activations": dict(a), "weights": dict(a)}
+    groups = {}
+    for m, e in body["quantized_layers"].items():
+        groups.setdefault(tuple(sorted(e.items())), []).append(m)
+    qc = {"config_groups": {"group_%d" % i: dict(group_args(dict(k)), targets=sorted(ms))
+                            for i, (k, ms) in enumerate(groups.items())},
+          "quantized_layers": body["quantized_layers"], "ignore": ["lm_head"],
+          "quant_algo": "MIXED_PRECISION",
+          "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
+          "producer": gen_fp4.MO_PRODUCER, "quant_method": "modelopt"}
     return gen_fp4.fp4_llama_config(qc), {"hf_quant_config.json": {
         "producer": gen_fp4.MO_PRODUCER, "quantization": body}}, ["--tp", "1"]
 

@@ -623,11 +623,20 @@ START_TEST(test_convert_like_takes_the_reference_layout)
 }
 END_TEST
 
+/* DIR/config.json, as text (malloc'd). */
+static char *tu_slurp_config(const char *dir)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return tu_slurp(path, NULL);
+}
+
 /* A convert of Mistral's FP8 layout (per-tensor weight_scale_inv, [] or [1];
  * fp8conv-formats(5), RELEASE FAMILIES) into the same layout keeps the
  * release's scale names and shapes and every code: vLLM, SGLang and
- * transformers read them under that name.  activation_scale goes, as the
- * config written declares dynamic activations. */
+ * transformers read them under that name.  activation_scale stays too, as
+ * it is, and the config written says activation_scheme static (fp8conv(1),
+ * convert, ACTIVATION SCALES). */
 START_TEST(test_convert_keeps_mistral_scale_names)
 {
     char *dir = tu_tmpdir();
@@ -644,13 +653,141 @@ START_TEST(test_convert_keeps_mistral_scale_names)
             fp8_checkpoint_find(ck, "model.layers.0.self_attn.q_proj.weight_scale_inv", NULL);
         ck_assert_msg(s && s->rank == rank && s->elements == 1, "rank %d", rank);
         ck_assert(!fp8_checkpoint_find(ck, "model.layers.0.self_attn.q_proj.weight_scale", NULL));
-        ck_assert(!fp8_checkpoint_find(ck, "model.layers.0.mlp.down_proj.activation_scale", NULL));
+        s = fp8_checkpoint_find(ck, "model.layers.0.mlp.down_proj.activation_scale", NULL);
+        ck_assert_msg(s && s->rank == rank && s->elements == 1, "rank %d", rank);
         fp8_checkpoint_close(ck);
         fp8_ctx_free(ctx);
+        char *cfg = tu_slurp_config(out);
+        cJSON *j = cJSON_Parse(cfg);
+        ck_assert_msg(!strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "quantization_config"),
+                                                  "activation_scheme")->valuestring, "static"),
+                      "%s", cfg);
+        cJSON_Delete(j);
+        free(cfg);
         run_expect(0, "diff -q --dequant '%s' '%s'", model, out);
         run_expect(0, "verify -q --strict '%s'", out);
         free(model);
     }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* Every tensor of checkpoint a is b's: name, dtype, shape and bytes. */
+static void expect_same_tensors(const char *a, const char *b)
+{
+    fp8_checkpoint *x = open_ck(a), *y = open_ck(b);
+    ck_assert_int_eq(fp8_checkpoint_tensor_count(x), fp8_checkpoint_tensor_count(y));
+    for (size_t i = 0; i < fp8_checkpoint_tensor_count(x); i++) {
+        const fp8_tensor_info *t = fp8_checkpoint_tensor(x, i, NULL), *u;
+        unsigned char *p = tensor_bytes(x, t->name, NULL), *q = tensor_bytes(y, t->name, &u);
+        ck_assert_msg(u->dtype == t->dtype && u->rank == t->rank &&
+                          !memcmp(u->shape, t->shape, (size_t)t->rank * sizeof *t->shape) &&
+                          !memcmp(p, q, fp8_tensor_nbytes(t)),
+                      "%s: %s differs in %s", a, t->name, b);
+        free(p);
+        free(q);
+    }
+    fp8_checkpoint_close(x);
+    fp8_checkpoint_close(y);
+}
+
+/* Static activation scales (fp8conv(1), convert, ACTIVATION SCALES): Mistral's
+ * per-tensor FP8 to compressed-tensors (input_scale [1], input_activations
+ * dynamic false, strategy tensor) to ModelOpt (input_scale [], quant_algo
+ * FP8, which needs them) and back with --like the original: every tensor,
+ * weights, scales and activation scales, byte for byte, and verify finds
+ * each output whole. */
+START_TEST(test_static_activation_scales_round_trip)
+{
+    char *dir = tu_tmpdir(), ct[600], mo[600], back[600];
+    char *model = make_mistral3_fp8(dir, "ministral", 0);
+    snprintf(ct, sizeof ct, "%s/ct", dir);
+    snprintf(mo, sizeof mo, "%s/mo", dir);
+    snprintf(back, sizeof back, "%s/back", dir);
+    run_expect(0, "convert -q --exact --format compressed-tensors '%s' '%s'", model, ct);
+    run_expect(0, "convert -q --exact --format modelopt '%s' '%s'", ct, mo);
+    run_expect(0, "convert -q --exact --like '%s' '%s' '%s'", model, mo, back);
+    expect_same_tensors(model, back);
+    static const char *const scale = "model.layers.0.mlp.down_proj.input_scale";
+    fp8_checkpoint *c = open_ck(ct), *m = open_ck(mo);
+    ck_assert_int_eq(fp8_checkpoint_find(c, scale, NULL)->rank, 1);
+    ck_assert_int_eq(fp8_checkpoint_find(m, scale, NULL)->rank, 0);
+    fp8_checkpoint_close(c);
+    fp8_checkpoint_close(m);
+    char *cfg = tu_slurp_config(ct);
+    cJSON *j = cJSON_Parse(cfg), *q = cJSON_GetObjectItem(j, "quantization_config");
+    const cJSON *a = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(q, "config_groups"), "group_0"), "input_activations");
+    ck_assert_msg(cJSON_IsFalse(cJSON_GetObjectItem(a, "dynamic")) &&
+                      !strcmp(cJSON_GetObjectItem(a, "strategy")->valuestring, "tensor"), "%s", cfg);
+    cJSON_Delete(j);
+    free(cfg);
+    cfg = tu_slurp_config(mo);
+    j = cJSON_Parse(cfg);
+    q = cJSON_GetObjectItem(j, "quantization_config");
+    ck_assert_msg(!strcmp(cJSON_GetObjectItem(q, "quant_algo")->valuestring, "FP8"), "%s", cfg);
+    cJSON_Delete(j);
+    free(cfg);
+    const char *outs[] = { ct, mo, back };
+    for (int k = 0; k < 3; k++) {
+        int rc;
+        cJSON *r = verify_json(outs[k], "", &rc);
+        ck_assert_msg(rc == 0 && !verify_finding(r, "input-scale"), "verify %s: %d", outs[k], rc);
+        cJSON_Delete(r);
+    }
+    free(model);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A static input with an FP8 weight that has no activation scale: a target
+ * declaring static activations is refused naming the weight, nothing left
+ * behind; a per-channel target (dynamic per-token activations) drops them,
+ * counted; verify names the gap ([input-scale]) as vLLM reads the config. */
+START_TEST(test_static_activations_need_one_per_weight)
+{
+    const tu_typed_tensor t[] = {
+        { "lm_head.weight", FP8_DTYPE_BF16, 2, { 64, 256 } },
+        { "model.embed_tokens.weight", FP8_DTYPE_BF16, 2, { 64, 256 } },
+        { "model.layers.0.mlp.down_proj.weight", FP8_DTYPE_F8_E4M3, 2, { 256, 256 } },
+        { "model.layers.0.mlp.down_proj.weight_scale_inv", FP8_DTYPE_F32, 0, { 1 } },
+        { "model.layers.0.self_attn.q_proj.activation_scale", FP8_DTYPE_F32, 0, { 1 } },
+        { "model.layers.0.self_attn.q_proj.weight", FP8_DTYPE_F8_E4M3, 2, { 256, 256 } },
+        { "model.layers.0.self_attn.q_proj.weight_scale_inv", FP8_DTYPE_F32, 0, { 1 } },
+    };
+    char *dir = tu_tmpdir(), *err, *args, *json;
+    char *model = make_typed_model(dir, "gap", TU_MISTRAL3_FP8_CONFIG, t, sizeof t / sizeof *t);
+    ck_assert(asprintf(&args, "convert --format compressed-tensors '%s' '%s/out'", model, dir) > 0);
+    int rc = tu_run(args, NULL, &err);
+    ck_assert_msg(rc == 3 && strstr(err, "'model.layers.0.mlp.down_proj.weight'") &&
+                      strstr(err, "static"), "exit %d: %s", rc, err);
+    ck_assert_int_eq(count_entries(dir, "out"), 0);
+    ck_assert_int_eq(count_entries(dir, ".out"), 0);
+    free(err);
+    free(args);
+    ck_assert(asprintf(&args, "convert --json --scheme channel '%s' '%s/ch'", model, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &json, NULL), 0);
+    cJSON *r = cJSON_Parse(json);
+    ck_assert_int_eq(cJSON_GetObjectItem(r, "activation_scales_dropped")->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(r, "activation_scales")->valueint, 0);
+    cJSON_Delete(r);
+    free(json);
+    free(args);
+    /* a stray input_scale beside dynamic activations (the input declares
+     * them: its loaders read none) is dropped, as before */
+    ck_assert(asprintf(&args, "convert --json --scheme tensor %s '%s/t'", DEEPSEEK_FP8, dir) > 0);
+    ck_assert_int_eq(tu_run(args, &json, NULL), 0);
+    r = cJSON_Parse(json);
+    ck_assert_int_eq(cJSON_GetObjectItem(r, "activation_scales_dropped")->valueint, 1);
+    cJSON_Delete(r);
+    free(json);
+    free(args);
+    r = verify_json(model, "", &rc);
+    const cJSON *f = verify_finding(r, "input-scale");
+    ck_assert_msg(f && strstr(cJSON_GetObjectItem(f, "message")->valuestring, "down_proj"),
+                  "verify: no [input-scale] on down_proj");
+    cJSON_Delete(r);
+    free(model);
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -714,6 +851,8 @@ int main(void)
     tcase_add_test(tc, test_ue8m0_survives_a_compressed_tensors_round_trip);
     tcase_add_test(tc, test_convert_keeps_mistral_scale_names);
     tcase_add_test(tc, test_block_to_tensor_writes_the_per_tensor_name);
+    tcase_add_test(tc, test_static_activation_scales_round_trip);
+    tcase_add_test(tc, test_static_activations_need_one_per_weight);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -477,11 +477,13 @@ REFUSED = {"mistral-native-fp8": "Mistral's native format"}
 # The (scheme, format) pairs fp8conv writes (fp8conv-formats(5); `convert` names them when asked
 # for another). A family is converted to each other format its scheme pairs with, and back to its
 # own when that pair is written too; otherwise the one-way result is compared. Not written, by
-# design: block as modelopt, channel as hf-fp8, tensor as modelopt (vLLM needs calibrated input
-# scales), and channel as modelopt for MoE experts (vLLM's ModelOptFp8MoEMethod takes per-tensor
-# expert scales only: llama4-maverick-fp8, in NOT_WRITTEN): those checks are "-".
+# design: block as modelopt, channel as hf-fp8, and channel as modelopt for MoE experts (vLLM's
+# ModelOptFp8MoEMethod takes per-tensor expert scales only: llama4-maverick-fp8, in NOT_WRITTEN):
+# those checks are "-". Tensor as modelopt (vLLM needs calibrated input scales) is written from
+# an input with static activation scales, which every per-tensor release here has (issue 44).
 WRITES = {("block", "hf-fp8"), ("block", "compressed-tensors"), ("channel", "compressed-tensors"),
-          ("channel", "modelopt"), ("tensor", "hf-fp8"), ("tensor", "compressed-tensors")}
+          ("channel", "modelopt"), ("tensor", "hf-fp8"), ("tensor", "compressed-tensors"),
+          ("tensor", "modelopt")}
 # (family, format) -> why not, for a pair WRITES has that a family cannot take
 NOT_WRITTEN = {
     ("llama4-maverick-fp8", "modelopt"): "channel-scaled MoE experts: `convert --format modelopt` "
@@ -655,6 +657,16 @@ def check_convert(fp8conv, rel, own, scheme, fmt, tmp):
     if len(kv(b)) != len(kv(rel)):
         raise Failed("values", "convert: %d KV-cache scales in the release, %d in the result"
                      % (len(kv(rel)), len(kv(b))))
+    # static activation scales (input_scale, Mistral's activation_scale): a per-tensor target
+    # declares them static and carries their bytes (by layer: a plain convert names them
+    # input_scale, --like the release's own names, like-trip)
+    act = lambda d: {n.rsplit(".", 1)[0]: t[2] for n, t in st_tensors(d).items()
+                     if n.endswith((".input_scale", ".activation_scale"))}
+    if scheme == "tensor" and (len(act(a)) != len(act(rel)) or
+                               (b != a and act(b) != act(rel))):
+        raise Failed("values", "convert: %d activation scales in the release, %d converted, "
+                     "%s back" % (len(act(rel)), len(act(a)),
+                                  "the same" if act(b) == act(rel) else "others"))
     # back in the release's own format, its block scale format is declared as it was
     if b != a:
         qc = lambda d: json.load(open(os.path.join(d, "config.json"), encoding="utf-8")).get(
@@ -669,12 +681,16 @@ def check_convert(fp8conv, rel, own, scheme, fmt, tmp):
 
 # like-trip: the families whose release `convert --like` refuses as a reference (exit 3), and why;
 # their BASE is the release as `convert` writes it (format given where its own is not written)
+# STATIC_TRIP: the release's static activation scales come back: `convert --like REL` of the
+# other format writes REL's own tensors (convert carries the input's calibrated scales; quantize
+# --like the base still refuses, having none)
+STATIC_TRIP = {"mistral-fp8", "modelopt-fp8", "modelopt-fp8-old"}
 LIKE_BASE = {
-    "mistral-fp8": ("hf-fp8", "static activation_scale: convert drops it (fp8conv-formats(5), "
-                    "RELEASE FAMILIES), --like refuses a static reference; the scales keep "
-                    "weight_scale_inv"),
-    "modelopt-fp8": ("hf-fp8", "static input_scale (quant_algo FP8), and ModelOpt per-tensor is "
-                     "not written: its KV-cache scales keep ModelOpt's k_proj.k_scale names"),
+    "mistral-fp8": ("hf-fp8", "its config.json has keys fp8conv does not write (dequantize): "
+                    "the base is convert's, static activation_scale and weight_scale_inv kept"),
+    "modelopt-fp8": ("hf-fp8", "its config.json is ModelOpt's converted form (config_groups, "
+                     "producer), which fp8conv does not write: its KV-cache scales keep "
+                     "ModelOpt's k_proj.k_scale names"),
     "modelopt-fp8-old": ("hf-fp8", "as modelopt-fp8"),
     "fbgemm-fp8": ("compressed-tensors", "fbgemm_fp8 is read, not written"),
 }
@@ -690,11 +706,13 @@ def check_like_trip(fp8conv, family, rel, own, scheme, tmp):
              (family, f) not in NOT_WRITTEN][0]
     mid, back = os.path.join(tmp, "trip-" + other), os.path.join(tmp, "trip-back")
     step(fp8conv, "convert --format " + other, "convert", "-q", "--format", other, base, mid)
-    if base != rel and LIKE_BASE[family][0] == "hf-fp8":  # static: refused, naming the way
-        rc, _, err = run([fp8conv, "convert", "-q", "--like", rel, mid, back])
-        if rc != 3 or "--like what 'fp8conv convert " not in err or os.path.exists(back):
-            raise Failed(rc if rc else "values", "convert --like the release: exit %s (3 wanted, "
-                         "naming --like what convert writes): %s" % (rc, last_line(err)))
+    if family in STATIC_TRIP:  # the release's own tensors, its static activation scales too
+        own_back = os.path.join(tmp, "trip-release")
+        step(fp8conv, "convert --like the release", "convert", "-q", "--like", rel, mid, own_back)
+        tr, tb = st_tensors(rel), st_tensors(own_back)
+        if tr != tb:
+            raise Failed("values", "convert --like the release: %s differ" % ", ".join(
+                sorted(n for n in set(tr) | set(tb) if tr.get(n) != tb.get(n))[:3]))
     step(fp8conv, "convert --like", "convert", "-q", "--like", base, mid, back)
     for fn in sorted(f for f in os.listdir(base) if f.endswith(".safetensors")):
         with open(os.path.join(base, fn), "rb") as a:
@@ -707,7 +725,14 @@ def check_like_trip(fp8conv, family, rel, own, scheme, tmp):
             raise Failed("values", "convert --like: %s differs from the base's (%s)"
                          % (fn, ", ".join(names[:3]) or "same tensors, other bytes"))
     step(fp8conv, "verify --like", "verify", "--like", base, back)
-    if base != rel:  # and quantize --like BASE of the release's export (the like check's) names so
+    if base != rel and family in STATIC_TRIP:  # a static base: quantize (no calibration) refuses
+        out = os.path.join(tmp, "trip-quantized")
+        rc, _, err = run([fp8conv, "quantize", "-q", "--like", base, os.path.join(tmp, "export"),
+                          out])
+        if rc != 3 or STATIC not in err or os.path.exists(out):
+            raise Failed(rc if rc else "values", "quantize --like the static base: exit %s (3 "
+                         "wanted, %r): %s" % (rc, STATIC, last_line(err)))
+    elif base != rel:  # and quantize --like BASE of the release's export (the like check's) names so
         out = os.path.join(tmp, "trip-quantized")
         step(fp8conv, "quantize --like", "quantize", "-q", "--like", base,
              os.path.join(tmp, "export"), out)

@@ -117,6 +117,8 @@ START_TEST(test_everything_quantize_writes_is_clean_or_warned)
             const char *rule = cJSON_GetObjectItem(f, "rule")->valuestring;
             ck_assert_msg(strcmp(rule, "tp") == 0 || strcmp(rule, "fused-block") == 0 ||
                               strcmp(rule, "router-quantized") == 0 ||
+                              strcmp(rule, "mla-kv-b-block") == 0 ||
+                              strcmp(rule, "indexer-wk-block") == 0 ||
                               strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "note") == 0,
                           "%s: verify found [%s], which quantize did not warn of", name, rule);
         }
@@ -690,6 +692,94 @@ START_TEST(test_indexer_weights_proj_stays_bf16_or_fails_verify)
     free(bf);
     free(out);
     free(all);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* DeepSeek-V3.2 as vLLM loads it (hf-fp8 128x128 blocks): an indexer wk
+ * [index_head_dim, hidden] whose hidden size is not whole blocks (136: vLLM's
+ * _try_load_fp8_indexer_wk derives a 128x68 block from the shapes) and an MLA
+ * kv_b_proj whose kv_lora_rank is not (64: scaled_dequantize's assertion in
+ * split_kv_b_proj) are each named for vLLM alone; the release's whole
+ * blocks (the copy: hidden 128, kv_lora_rank 128) are clean. */
+START_TEST(test_deepseek_v32_block_shapes_vllm_derives)
+{
+    static const char config[] =
+        "{\"architectures\": [\"DeepseekV32ForCausalLM\"], \"model_type\": \"deepseek_v32\", "
+        "\"torch_dtype\": \"bfloat16\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+        "\"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", \"weight_block_size\": "
+        "[128, 128]}}\n";
+    static const struct {
+        uint64_t hidden, kv_lora;
+        const char *rule;
+    } cases[] = { { 128, 128, NULL }, { 136, 128, "indexer-wk-block" },
+                  { 128, 64, "mla-kv-b-block" } };
+    char *dir = tu_tmpdir();
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        uint64_t h = cases[k].hidden, r = cases[k].kv_lora;
+        const tu_typed_tensor t[] = {
+            { "model.layers.0.self_attn.indexer.wk.weight", FP8_DTYPE_F8_E4M3, 2, { 128, h } },
+            { "model.layers.0.self_attn.indexer.wk.weight_scale_inv", FP8_DTYPE_F32, 2,
+              { 1, (h + 127) / 128 } },
+            { "model.layers.0.self_attn.kv_b_proj.weight", FP8_DTYPE_F8_E4M3, 2, { 256, r } },
+            { "model.layers.0.self_attn.kv_b_proj.weight_scale_inv", FP8_DTYPE_F32, 2,
+              { 2, (r + 127) / 128 } },
+        };
+        char name[32];
+        snprintf(name, sizeof name, "v32-%zu", k);
+        char *m = make_typed_model(dir, name, config, t, sizeof t / sizeof *t);
+        int rc;
+        cJSON *j = verify_json(m, "--no-values", &rc);
+        const char *rules[] = { "indexer-wk-block", "mla-kv-b-block" };
+        for (int i = 0; i < 2; i++) {
+            const cJSON *f = verify_finding(j, rules[i]);
+            bool want = cases[k].rule && !strcmp(cases[k].rule, rules[i]);
+            ck_assert_msg(!f == !want, "hidden %llu kv_lora %llu: %s %s", (unsigned long long)h,
+                          (unsigned long long)r, rules[i], f ? "reported" : "missing");
+            if (f)
+                ck_assert_msg(strstr(cJSON_GetObjectItem(f, "message")->valuestring, "vLLM") &&
+                                  !strcmp(cJSON_GetObjectItem(f, "severity")->valuestring, "error"),
+                              "%s", cJSON_GetObjectItem(f, "message")->valuestring);
+        }
+        ck_assert_int_eq(rc, cases[k].rule ? 1 : 0);
+        cJSON_Delete(j);
+        free(m);
+    }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* ModelOpt MIXED_PRECISION's FP8 KV cache as vLLM 0.32 reads it: from
+ * config.json's quantization_config it takes kv_cache_scheme only, so a
+ * config with kv_cache_quant_algo there instead (the corpus copy before
+ * issue 44's fix) has its KV-cache scales dropped, a warning naming vLLM;
+ * the copy as ModelOpt's export writes it (kv_cache_scheme) has none. */
+START_TEST(test_modelopt_mixed_kv_scheme_vllm_reads)
+{
+    char *dir = tu_tmpdir(), *cmd, path[600];
+    ck_assert(asprintf(&cmd, "cp -r testdata/releases/modelopt-mixed '%s/m'", dir) > 0);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    snprintf(path, sizeof path, "%s/m", dir);
+    int rc;
+    cJSON *j = verify_json(path, "--no-values", &rc);
+    ck_assert_msg(rc == 0 && !verify_finding(j, "kv-scale-dropped"), "release copy: %d", rc);
+    cJSON_Delete(j);
+    snprintf(path, sizeof path, "%s/m/config.json", dir);
+    cJSON *config = read_json(path);
+    cJSON *q = cJSON_GetObjectItem(config, "quantization_config");
+    cJSON_DeleteItemFromObject(q, "kv_cache_scheme");
+    cJSON_AddStringToObject(q, "kv_cache_quant_algo", "FP8");
+    char *text = cJSON_Print(config);
+    tu_spit(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(config);
+    snprintf(path, sizeof path, "%s/m", dir);
+    j = verify_json(path, "--no-values", &rc);
+    const cJSON *f = verify_finding(j, "kv-scale-dropped");
+    ck_assert_msg(rc == 0 && f && strstr(cJSON_GetObjectItem(f, "message")->valuestring,
+                                         "vLLM drops them"), "planted: %d", rc);
+    cJSON_Delete(j);
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -1724,13 +1814,14 @@ START_TEST(test_modelopt_side_file_declares_the_layout)
     ck_assert_int_eq(tu_run_fmt(&err, "verify --format hf-fp8 '%s'", m), 2);
     ck_assert_msg(strstr(err, "hf_quant_config.json declares its own"), "%s", err);
     free(err);
-    /* convert keeps the per-tensor scheme (into hf-fp8: fp8conv writes no
-     * static ModelOpt layout), every code copied */
+    /* convert keeps the per-tensor scheme and the format: ModelOpt FP8 is
+     * written with the input's static input_scale (fp8conv(1), convert,
+     * ACTIVATION SCALES), every code copied */
     ck_assert_int_eq(tu_run_fmt(NULL, "convert -q --exact '%s' '%s/c'", m, dir), 0);
     ck_assert(asprintf(&path, "%s/c", dir) > 0);
     j = verify_json(path, "", &rc);
     ck_assert_int_eq(rc, 0);
-    ck_assert_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, "hf-fp8, scheme tensor");
+    ck_assert_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, "modelopt, scheme tensor");
     cJSON_Delete(j);
     ck_assert_int_eq(tu_run_fmt(NULL, "diff -q --dequant '%s' '%s'", m, path), 0);
     free(path);
@@ -1874,6 +1965,8 @@ int main(void)
     tcase_add_test(tc, test_mixtral_router_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_mtp_shared_head_stays_bf16_or_fails_verify);
     tcase_add_test(tc, test_indexer_weights_proj_stays_bf16_or_fails_verify);
+    tcase_add_test(tc, test_deepseek_v32_block_shapes_vllm_derives);
+    tcase_add_test(tc, test_modelopt_mixed_kv_scheme_vllm_reads);
     tcase_add_test(tc, test_llama4_experts_in_out_quantize_square_blocks_only);
     tcase_add_test(tc, test_unlisted_embedding_is_no_finding);
     tcase_add_test(tc, test_modelopt_exclusions_read_where_the_loaders_read_them);

@@ -93,10 +93,13 @@ static const fmt_spec table[] = {
      * models/mistral3.py maps .weight_scale_inv to .weight_scale and
      * .activation_scale to .input_scale, SGLang's models/llama.py load_weights
      * renames both the same way, and transformers' FineGrainedFP8 looks for
-     * weight_scale_inv (integrations/finegrained_fp8.py, FP8Linear). */
+     * weight_scale_inv (integrations/finegrained_fp8.py, FP8Linear).  Static
+     * activations: vLLM quantization/fp8.py Fp8LinearMethod.create_weights
+     * registers input_scale for activation_scheme "static" (Fp8Config refuses
+     * it with weight_block_size: "only supports dynamic activation scheme"). */
     { .format = FP8_FORMAT_HF_FP8, .scheme = FP8_SCHEME_TENSOR, .scale_suffix = "_scale",
       .alt_scale_suffix = "_scale_inv", .scale_dtype = FMT_SCALE_F32, .f16_scales = true,
-      .scheme_default = true, .no_load = { [HF] = HF_FP8_TENSOR_TRANSFORMERS } },
+      .scheme_default = true, .static_acts = true, .no_load = { [HF] = HF_FP8_TENSOR_TRANSFORMERS } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_BLOCK,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .ct_weights = "block",
       .ct_activations = "group", .whole_blocks = { [HF] = HF_WHOLE_BLOCKS },
@@ -108,10 +111,14 @@ static const fmt_spec table[] = {
       .ct_moe_activations = "token",
       .model_dtype_scales = { [HF] = HF_CT_MODEL_DTYPE_SCALES } },
     /* vLLM's CompressedTensorsW8A8Fp8MoEMethod pairs tensor weights with
-     * tensor activations only (token activations: a bare AssertionError) */
+     * tensor activations only (token activations: a bare AssertionError).
+     * Static: compressed_tensors_w8a8_fp8.py CompressedTensorsW8A8Fp8
+     * .create_weights registers input_scale when input_activations is not
+     * dynamic. */
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_TENSOR,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_WEIGHT, .keepdim = true,
       .ct_weights = "tensor", .ct_activations = "tensor", .ct_moe_activations = "tensor",
+      .static_acts = true,
       .model_dtype_scales = { [HF] = HF_CT_MODEL_DTYPE_SCALES } },
     { .format = FP8_FORMAT_COMPRESSED_TENSORS, .scheme = FP8_SCHEME_MXFP8,
       .scale_suffix = "_scale", .scale_dtype = FMT_SCALE_U8, .scheme_default = true,
@@ -144,9 +151,12 @@ static const fmt_spec table[] = {
       .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8_PER_CHANNEL_PER_TOKEN",
       .no_experts = { [VLLM] = MODELOPT_MOE_CHANNEL, [SGLANG] = MODELOPT_MOE_CHANNEL },
       .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
+    /* vLLM 0.32 modelopt.py resolve: quant_algo FP8 is static per-tensor
+     * activations (kFp8StaticTensorSym), KFp8StaticTensor.create_weights
+     * registers input_scale: written only with the input's (static_acts). */
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_TENSOR, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_F32, .modelopt_algo = "FP8", .refused = MODELOPT_STATIC,
-      .needs_input_scale = true, .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
+      .needs_input_scale = true, .static_acts = true, .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
     { .format = FP8_FORMAT_MODELOPT, .scheme = FP8_SCHEME_MXFP8, .scale_suffix = "_scale",
       .scale_dtype = FMT_SCALE_U8, .modelopt_algo = "MXFP8",
       .no_load = { [HF] = NO_MODELOPT_TRANSFORMERS } },
@@ -372,6 +382,8 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         d->scheme = b && !cJSON_IsNull(b) ? FP8_SCHEME_BLOCK : FP8_SCHEME_TENSOR;
         const char *sf = str_of(q, "scale_fmt");
         d->ue8m0 = sf && strcmp(sf, "ue8m0") == 0;
+        const char *as = str_of(q, "activation_scheme"); /* vLLM fp8.py Fp8Config */
+        d->static_acts = as && strcmp(as, "static") == 0;
         if (b && !cJSON_IsNull(b) && !block_pair(b, &d->block_rows, &d->block_cols))
             d->bad_key = "weight_block_size";
     } else if (strcmp(method, "compressed-tensors") == 0) {
@@ -382,6 +394,7 @@ void fmt_declaration_read(const cJSON *config, fmt_declaration *d)
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
         const char *strategy = str_of(w, "strategy");
         d->ct_activations = str_of(a, "strategy");
+        d->static_acts = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(a, "dynamic"));
         d->scheme = FP8_SCHEME_TENSOR;
         /* a packed FP4 format names its row; the FP8 rows go by strategy */
         const char *fmt = str_of(q, "format");
@@ -529,8 +542,11 @@ static cJSON *ct_args(const fmt_spec *spec, const fp8_quant_options *o, bool wei
     cJSON_AddNumberToObject(a, "num_bits", fp8_elem_get(sch->elem)->bits);
     cJSON_AddStringToObject(a, "type", spec->ct_type ? spec->ct_type : "float");
     cJSON_AddBoolToObject(a, "symmetric", true);
-    cJSON_AddBoolToObject(a, "dynamic", !weights);
-    cJSON_AddStringToObject(a, "strategy", weights ? spec->ct_weights : spec->ct_activations);
+    bool fixed = !weights && o->static_acts && spec->static_acts; /* one input_scale a layer */
+    cJSON_AddBoolToObject(a, "dynamic", !weights && !fixed);
+    cJSON_AddStringToObject(a, "strategy", weights ? spec->ct_weights
+                                           : fixed ? "tensor"
+                                                   : spec->ct_activations);
     if (weights && o->scheme == FP8_SCHEME_BLOCK)
         cJSON_AddItemToObject(a, "block_structure", int_pair(o->block_rows, o->block_cols));
     if (weights && spec->ct_observer) { /* quant_scheme.py W4A16, as llm-compressor records it */
@@ -576,7 +592,8 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
     case FP8_FORMAT_HF_FP8:
         cJSON_AddStringToObject(q, "quant_method", "fp8");
         cJSON_AddStringToObject(q, "fmt", "e4m3");
-        cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
+        cJSON_AddStringToObject(q, "activation_scheme",
+                                o->static_acts && spec->static_acts ? "static" : "dynamic");
         if (o->scheme == FP8_SCHEME_BLOCK)
             cJSON_AddItemToObject(q, "weight_block_size", int_pair(o->block_rows, o->block_cols));
         if (o->scale_ue8m0)

@@ -68,6 +68,12 @@ typedef struct {
     const char *model_dtype_scales[FP8_LOADER_COUNT];
     /* The loader needs a calibrated input_scale beside every FP8 weight. */
     bool needs_input_scale;
+    /* The pair declares static per-tensor activations when the output
+     * carries their scales (fp8_quant_options static_acts, set by convert):
+     * hf-fp8 activation_scheme static, compressed-tensors input_activations
+     * dynamic false strategy tensor, ModelOpt quant_algo FP8, whose
+     * `refused` is then lifted (fp8conv(1), convert, ACTIVATION SCALES). */
+    bool static_acts;
     /* The format --format DEFAULT picks for the scheme. */
     bool scheme_default;
     /* FP4 schemes: the packed layout written (fp4.h's table names its
@@ -138,6 +144,11 @@ typedef struct {
     bool ue8m0;
     uint32_t group;              /* compressed-tensors weights.group_size; 0 when none */
     const char *ct_activations; /* borrowed from the config */
+    /* static activations declared (hf-fp8 activation_scheme "static",
+     * compressed-tensors input_activations dynamic false): its loaders read
+     * an input_scale beside every FP8 weight (ModelOpt's FP8: the row's
+     * needs_input_scale) */
+    bool static_acts;
     const char *unknown_method;  /* borrowed from the config */
     const char *bad_key;         /* a key whose value is malformed, NULL when none */
 } fmt_declaration;

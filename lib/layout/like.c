@@ -70,6 +70,15 @@ static bool is_activation_scale(const char *name)
            strcmp(last, "input_global_scale") == 0; /* NVFP4 W4A4 */
 }
 
+/* A static FP8 activation scale of INPUT's own, which convert carries
+ * (fp8conv(1), convert, ACTIVATION SCALES): input_scale or activation_scale. */
+static bool is_mistral_act(const char *name) { return fp8_has_suffix(name, ".activation_scale"); }
+
+static bool is_static_scale(const char *name)
+{
+    return is_activation_scale(name) && !fp8_has_suffix(name, ".input_global_scale");
+}
+
 /* The first tensor of `ck` (by name) that `is` takes, and how many; NULL
  * when none (or no tensors). */
 static const char *first_of(const fp8_checkpoint *ck, bool (*is)(const char *), size_t *count)
@@ -553,6 +562,9 @@ struct fp8_like {
     /* the naming convention of the reference's KV-cache scales, when they
      * all have one with k and v names (kvscale.c's rows); else NULL */
     const char *kv_names;
+    /* "activation_scale" when every static activation scale of the
+     * reference has Mistral's name; else NULL */
+    const char *act_name;
     /* INPUT's X.weight names in the order of X without its model prefix
      * (unprefixed), made when a reference module is not INPUT's own */
     const char **stems;
@@ -914,8 +926,12 @@ static fp8_status refuse_static(fp8_ctx *ctx, const char *ref, const fp8_checkpo
  * process_weights_after_loading: no scale loaded and kv_cache_dtype not
  * "auto" gives 1.0; "auto" uses none). */
 static fp8_status note_kv_cache(fp8_ctx *ctx, fp8_like *l, const char *ref,
-                                const fp8_checkpoint *rck, const cJSON *config)
+                                const fp8_checkpoint *rck, const fp8_checkpoint *ck,
+                                const cJSON *config)
 {
+    size_t own;
+    if (first_of(ck, is_kv_scale, &own)) /* INPUT's own: convert carries and declares them */
+        return FP8_OK;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
     const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
     const cJSON *algo = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_quant_algo");
@@ -956,6 +972,11 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
     fmt_declaration_read(config, &l->decl);
     const fmt_declaration *d = &l->decl;
     const char *act = static_activations(config, d);
+    /* INPUT has calibrated activation scales of its own (convert of a
+     * static checkpoint): a static REF is reproduced with them */
+    size_t calibrated = 0;
+    if (act && !fp8_checkpoint_open(ctx, input, &ck))
+        first_of(ck, is_static_scale, &calibrated);
     const fp4_layout *read_only = d->unknown_method ? fp4_layout_of_method(d->unknown_method) : NULL;
     if (read_only) /* gpt-oss: read (inspect, verify, export, diff), not written */
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT,
@@ -970,9 +991,10 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
                       d->bad_key ? d->bad_key
                       : d->unknown_method ? d->unknown_method
                                           : "no quantization_config");
-    else if (act)
+    else if (act && !calibrated)
         st = refuse_static(ctx, ref, rck, act);
-    else if (fmt_spec_find(d->format, d->scheme) && fmt_spec_find(d->format, d->scheme)->refused)
+    else if (fmt_spec_find(d->format, d->scheme) && fmt_spec_find(d->format, d->scheme)->refused &&
+             !(calibrated && fmt_spec_find(d->format, d->scheme)->static_acts))
         st = fp8_fail(ctx, FP8_ERR_BAD_INPUT, "--like %s: its layout (%s, scheme %s) is not "
                       "written: %s", ref, fp8_format_name(d->format), fp8_scheme_name(d->scheme),
                       fmt_spec_find(d->format, d->scheme)->refused);
@@ -985,8 +1007,8 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
                       t->run);
     }
     else if (!(st = like_fp4_activations(ctx, l, ref, rck, config)) &&
-             !(st = fp8_checkpoint_open(ctx, input, &ck)))
-        st = note_kv_cache(ctx, l, ref, rck, config);
+             (ck || !(st = fp8_checkpoint_open(ctx, input, &ck))))
+        st = note_kv_cache(ctx, l, ref, rck, ck, config);
     const fmt_spec *spec = fmt_spec_find(d->format, d->scheme);
     char *msg = NULL;
     if (!st && spec && d->ct_activations && spec->ct_activations &&
@@ -1012,6 +1034,10 @@ fp8_status fp8_like_open(fp8_ctx *ctx, const char *ref, const char *input, fp8_l
     if (!st) {
         l->scale_alt_name = scale_alt_of_ref(rck, spec);
         l->kv_names = kv_names_of_ref(rck);
+        size_t nact, nmistral;
+        first_of(rck, is_static_scale, &nact);
+        first_of(rck, is_mistral_act, &nmistral);
+        l->act_name = nact && nact == nmistral ? "activation_scale" : NULL;
         if (d->format == FP8_FORMAT_COMPRESSED_TENSORS)
             st = ct_targets_of_ref(ctx, l, config);
         size_t nref, ninput;
@@ -1074,6 +1100,7 @@ void fp8_like_apply(const fp8_like *l, fp8_quant_options *o)
 }
 
 const char *fp8_like_kv_names(const fp8_like *l) { return l->kv_names; }
+const char *fp8_like_act_name(const fp8_like *l) { return l->act_name; }
 bool fp8_like_same_weights(const fp8_like *l) { return l->same_weights; }
 size_t fp8_like_ignore_count(const fp8_like *l) { return l->nignore; }
 const char *fp8_like_ignore(const fp8_like *l, size_t i) { return i < l->nignore ? l->ignore[i] : NULL; }

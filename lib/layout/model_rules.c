@@ -216,6 +216,47 @@ bool fmt_experts_in_out(const char *name, int rank, const uint64_t *shape, uint6
     return false;
 }
 
+/* vLLM 0.32.  kv_b_proj: layers/attention/mla_attention.py split_kv_b_proj
+ * dequantizes it through get_and_maybe_dequant_weights with the
+ * Fp8LinearMethod's block (hf-fp8; other methods take another path), and
+ * scaled_dequantize (layers/quantization/utils/quant_utils.py) asserts the
+ * scale grid is each dimension // the block.  indexer wk:
+ * models/deepseek_v2.py _try_load_fp8_indexer_wk (any "weight_scale" name)
+ * derives the block as rows // scale rows x cols // scale columns, right
+ * where a dimension is whole blocks or one block. */
+static const struct {
+    const char *suffix, *rule, *why;
+    bool hf_fp8_only, one_block_ok;
+} vllm_block_rows[] = {
+    { ".self_attn.kv_b_proj.weight", "mla-kv-b-block",
+      "vLLM dequantizes MLA's kv_b_proj after loading (layers/attention/mla_attention.py "
+      "split_kv_b_proj) and scaled_dequantize (layers/quantization/utils/quant_utils.py) asserts "
+      "its scale grid is the shape divided by the block, so the load stops with an "
+      "AssertionError (its input is the config's kv_lora_rank: 512 in the releases)",
+      true, false },
+    { ".indexer.wk.weight", "indexer-wk-block",
+      "vLLM dequantizes DeepSeek-V3.2's indexer wk at load with a block it derives from the "
+      "shapes (models/deepseek_v2.py _try_load_fp8_indexer_wk: rows // scale rows x columns // "
+      "scale columns), so scaled_dequantize's assertion stops the load or values take another "
+      "block's scale (the release's hidden size, 7168, is whole blocks)",
+      false, true },
+};
+
+const char *fmt_vllm_block_shape(const char *name, uint64_t rows, uint64_t cols, fp8_format format,
+                                 uint32_t R, uint32_t C, const char **rule)
+{
+    for (size_t i = 0; i < sizeof vllm_block_rows / sizeof *vllm_block_rows; i++) {
+        bool one = vllm_block_rows[i].one_block_ok;
+        if (!fp8_has_suffix(name, vllm_block_rows[i].suffix) || !R || !C ||
+            (vllm_block_rows[i].hf_fp8_only && format != FP8_FORMAT_HF_FP8) ||
+            !((rows % R && !(one && rows <= R)) || (cols % C && !(one && cols <= C))))
+            continue;
+        *rule = vllm_block_rows[i].rule;
+        return vllm_block_rows[i].why;
+    }
+    return NULL;
+}
+
 bool fmt_is_fused_gate_up(const char *name)
 {
     return strstr(name, "gate_up_proj") || strstr(name, ".w13") || strstr(name, "w1_w3") ||

@@ -29,6 +29,13 @@ unsigned fmt_tower_unquantized(const char *model_type, const char *name);
 /* fmt_default_keep's answer for DeepSeek-V3.2's indexer weights_proj */
 #define INDEXER_WEIGHTS_PROJ "indexer weights_proj (DeepSeek-V3.2)"
 
+/* A DeepSeek weight whose block scales vLLM re-reads from the shapes at
+ * load (fp8conv-formats(5), DeepSeek-V3.2-Exp): where `name` of [rows,
+ * cols] with R x C blocks in `format` breaks such a rule, its verify rule
+ * name (*rule) and why (a sentence citing vLLM's source); NULL otherwise. */
+const char *fmt_vllm_block_shape(const char *name, uint64_t rows, uint64_t cols, fp8_format format,
+                                 uint32_t R, uint32_t C, const char **rule);
+
 /* Whether `name` is a fused gate/up weight ([2I, H], or [E, 2I, H] for
  * experts): gate_up_proj, w13, ... whose halves a loader splits. */
 bool fmt_is_fused_gate_up(const char *name);

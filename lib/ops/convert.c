@@ -52,8 +52,9 @@ typedef struct {
     char *scale_name;
 } weight;
 
-/* A KV-cache scale the output carries under another name (and shape: []
- * for ModelOpt, [1] otherwise): its bytes are the input's. */
+/* A KV-cache or activation scale the output carries under another name
+ * (and shape: [] for ModelOpt, [1] otherwise), or an activation scale
+ * carried as it is: its bytes are the input's. */
 typedef struct {
     fp8_tensor_info info; /* first: the plan's pointer is this struct's */
     uint64_t shape[1];
@@ -72,6 +73,10 @@ struct fp8_convert {
     kv_renamed *kv;       /* those renamed, in input order */
     size_t nkv_renamed;
     const char *kv_names; /* the output's naming convention; NULL: the input's */
+    /* static activation scales: how many the input holds (by name), and
+     * those the output carries (plan_acts), sorted by the input's name */
+    size_t nacts_in, nacts;
+    kv_renamed *acts;
     fp8_format input_format; /* the format the input declares */
     fp8_quant_source source;
     fp8_quant_plan *plan;
@@ -154,6 +159,16 @@ static const char *why_not_exact(const fp8_convert *c, const weight *w, bool ue8
 
 /* ---------------------------------------------------------------- the source */
 
+static int cmp_src_name(const void *key, const void *elem)
+{
+    return strcmp(key, ((const kv_renamed *)elem)->src->name);
+}
+
+static int cmp_src(const void *a, const void *b)
+{
+    return strcmp(((const kv_renamed *)a)->src->name, ((const kv_renamed *)b)->src->name);
+}
+
 static const fp8_tensor_info *source_tensor(void *user, const fp8_tensor_info *t,
                                             const char **keep)
 {
@@ -166,6 +181,13 @@ static const fp8_tensor_info *source_tensor(void *user, const fp8_tensor_info *t
     if ((w = find_by_scale(c, t->name))) {
         *keep = "scale copied (exact)";
         return w->pub.exact ? &w->out_scale.info : NULL;
+    }
+    const kv_renamed *a = c->nacts ? bsearch(t->name, c->acts, c->nacts, sizeof *c->acts,
+                                             cmp_src_name)
+                                   : NULL;
+    if (a) {
+        *keep = "activation scale (static)";
+        return &a->info;
     }
     long layer;
     if (kv_naming_of(t->name, &layer)) {
@@ -358,10 +380,10 @@ static fp8_status source_read(void *user, fp8_ctx *ctx, const fp8_tensor_info *t
                               uint64_t offset, void *buf, size_t len)
 {
     const fp8_convert *c = user;
-    if (c->nkv_renamed && (const kv_renamed *)t >= c->kv && (const kv_renamed *)t < c->kv + c->nkv_renamed) {
-        const kv_renamed *k = (const kv_renamed *)t;
+    const kv_renamed *k = (const kv_renamed *)t;
+    if ((c->nkv_renamed && k >= c->kv && k < c->kv + c->nkv_renamed) ||
+        (c->nacts && k >= c->acts && k < c->acts + c->nacts))
         return fp8_file_read(ctx, fp8_checkpoint_shard(c->ck, k->shard), k->src, offset, buf, len);
-    }
     const virtual_tensor *v = (const virtual_tensor *)t;
     const weight *w = &c->weights[v->weight];
     if (v == &w->values)
@@ -447,6 +469,28 @@ static void recover_ue8m0(fp8_convert *c)
     o->scale_ue8m0 = true;
 }
 
+/* A static activation scale's names: input_scale (compressed-tensors,
+ * ModelOpt, hf-fp8 activation_scheme static) and Mistral's activation_scale
+ * (vLLM models/mistral3.py and SGLang models/llama.py load_weights rename it
+ * input_scale).  The length of name's stem, or 0 when it is neither. */
+static const char *const act_suffixes[] = { ".input_scale", ".activation_scale" };
+
+static size_t act_stem(const char *name)
+{
+    for (size_t i = 0; i < sizeof act_suffixes / sizeof *act_suffixes; i++)
+        if (fp8_has_suffix(name, act_suffixes[i]))
+            return strlen(name) - strlen(act_suffixes[i]);
+    return 0;
+}
+
+/* Whether format f's layout of scheme s declares static activations, which
+ * an input with activation scales carries into it (fmt_spec static_acts). */
+static bool takes_static(fp8_format f, fp8_scheme s)
+{
+    const fmt_spec *spec = fmt_spec_find(f == FP8_FORMAT_DEFAULT ? fp8_format_default(s) : f, s);
+    return spec && spec->static_acts;
+}
+
 /* The target: what the options say, else what the input declares. */
 static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *config, bool *ue8m0)
 {
@@ -455,6 +499,12 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
     fmt_declaration_read(config, &d);
     *ue8m0 = d.ue8m0;
     c->input_format = d.format;
+    /* activations the input's loaders compute statically (a stray
+     * input_scale beside dynamic ones is read by none: dropped) */
+    const fmt_spec *in = fmt_spec_find(d.format, d.scheme);
+    for (size_t i = 0; (d.static_acts || (in && in->needs_input_scale)) &&
+                       i < fp8_checkpoint_tensor_count(c->ck); i++)
+        c->nacts_in += act_stem(fp8_checkpoint_tensor(c->ck, i, NULL)->name) > 0;
     if (!c->opts.scheme_set)
         o->scheme = c->opts.block_set || d.format == FP8_FORMAT_DEFAULT ? FP8_SCHEME_BLOCK
                                                                         : d.scheme;
@@ -463,7 +513,9 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
         o->block_cols = d.block_cols;
     }
     if (o->format == FP8_FORMAT_DEFAULT)
-        o->format = d.format != FP8_FORMAT_DEFAULT && fp8_format_supports(d.format, o->scheme)
+        o->format = d.format != FP8_FORMAT_DEFAULT &&
+                            (fp8_format_supports(d.format, o->scheme) ||
+                             (c->nacts_in && takes_static(d.format, o->scheme)))
                         ? d.format
                         : fp8_format_default(o->scheme);
     if (!c->opts.scale_fmt_set)
@@ -716,6 +768,67 @@ static fp8_status plan_kv(fp8_ctx *ctx, fp8_convert *c)
     return FP8_OK;
 }
 
+/* The static activation scales the output carries (fp8conv(1), convert,
+ * ACTIVATION SCALES): where the target layout declares static activations
+ * (fmt_spec static_acts) and the input has activation scales, one beside
+ * every FP8 weight, each one value, copied byte for byte; renamed
+ * input_scale ([1] for compressed-tensors, [] otherwise) when the target
+ * format is not the input's.  Elsewhere they are dropped (counted) and the
+ * output declares dynamic activations, as vLLM's block, per-token and MX
+ * methods quantize them. */
+static fp8_status plan_acts(fp8_ctx *ctx, fp8_convert *c)
+{
+    const fp8_quant_options *o = &c->opts.target;
+    if (!c->nacts_in || !c->spec || !c->spec->static_acts)
+        return FP8_OK;
+    c->opts.target.static_acts = true;
+    c->acts = fp8_xcalloc(c->n, sizeof *c->acts);
+    if (!c->acts)
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    bool rename = o->format != c->input_format || c->opts.act_name;
+    for (size_t i = 0; i < c->n; i++) {
+        const weight *w = &c->weights[i];
+        const char *wn = w->w->name, *file = fp8_checkpoint_shard_name(c->ck, w->shard);
+        size_t stem = strlen(wn) - (fp8_has_suffix(wn, ".weight") ? 7 : 0);
+        const fp8_tensor_info *a = NULL;
+        size_t shard = 0;
+        for (size_t k = 0; !a && k < sizeof act_suffixes / sizeof *act_suffixes; k++)
+            a = ck_find_with(c->ck, wn, stem, act_suffixes[k], &shard);
+        if (!a)
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': the input has static activation scales (%zu) and "
+                            "--scheme %s --format %s declares them static, but this FP8 weight "
+                            "has none (%.*s.input_scale): its loaders would scale its inputs by "
+                            "an uncalibrated value; give it one, or convert to a layout with "
+                            "dynamic activations (--scheme channel or block)",
+                            file, wn, c->nacts_in, fp8_scheme_name(o->scheme),
+                            fp8_format_name(o->format), (int)stem, wn);
+        if (a->elements != 1 || !fp8_dtype_is_float(a->dtype))
+            return fp8_fail(ctx, FP8_ERR_BAD_INPUT,
+                            "%s: tensor '%s': a static activation scale is one F32, BF16 or F16 "
+                            "value per tensor; this one is %s with %llu elements",
+                            fp8_checkpoint_shard_name(c->ck, shard), a->name,
+                            fp8_dtype_name(a->dtype), (unsigned long long)a->elements);
+        kv_renamed *k = &c->acts[c->nacts++];
+        k->src = a;
+        k->shard = shard;
+        k->info = *a;
+        if (!rename)
+            continue;
+        char *name;
+        if (asprintf(&name, "%.*s.%s", (int)stem, wn,
+                     c->opts.act_name ? c->opts.act_name : "input_scale") < 0)
+            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+        k->info.name = name;
+        k->info.rank = o->format == FP8_FORMAT_COMPRESSED_TENSORS; /* llm-compressor: [1] */
+        k->shape[0] = 1;
+        k->info.shape = k->shape;
+    }
+    qsort(c->acts, c->nacts, sizeof *c->acts, cmp_src);
+    c->dropped -= c->nacts;
+    return FP8_OK;
+}
+
 /* Every KV-cache scale of ck judged as verify judges it (kv_scale_judge):
  * one that verify reports is bad input, refused with verify's message. */
 static fp8_status check_kv(fp8_ctx *ctx, const fp8_checkpoint *ck)
@@ -780,6 +893,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
         st = find_weights(ctx, c, input);
     if (!st)
         st = plan_kv(ctx, c);
+    if (!st)
+        st = plan_acts(ctx, c);
     for (size_t i = 0; !st && i < c->n; i++)
         st = plan_weight(ctx, c, i, ue8m0);
     if (!st)
@@ -821,6 +936,10 @@ void fp8_convert_free(fp8_convert *c)
     }
     for (size_t i = 0; i < c->nkv_renamed; i++)
         free((char *)c->kv[i].info.name);
+    for (size_t i = 0; i < c->nacts; i++)
+        if (c->acts[i].info.name != c->acts[i].src->name)
+            free((char *)c->acts[i].info.name);
+    free(c->acts);
     free(c->kv);
     free(c->weights);
     free(c->by_scale);
@@ -847,7 +966,8 @@ void fp8_convert_get_report(const fp8_convert *c, fp8_convert_report *r)
     *r = (fp8_convert_report){ .scheme = o->scheme, .block_rows = o->block_rows,
                                .block_cols = o->block_cols,
                                .format = fp8_format_name(fp8_quant_plan_format(c->plan)),
-                               .dropped = c->dropped, .kv_scales = c->nkv,
+                               .dropped = c->dropped, .act_scales = c->nacts,
+                               .kv_scales = c->nkv,
                                .kv_renamed = c->nkv_renamed,
                                .kv_names = c->nkv_renamed ? c->kv_names : NULL };
     for (size_t i = 0; i < c->n; i++)

@@ -255,6 +255,17 @@ static fp8_status scale_layout(fp8_ctx *ctx, fp8_quant_plan *p, fp8_quant_item *
                   (unsigned long long)half, in_out ? "" : ", or --scheme channel") < 0 ||
          quant_plan_warn(ctx, p, msg)))
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
+    /* DeepSeek weights vLLM re-reads the block of (verify's rule too) */
+    const char *vrule = NULL, *vwhy = NULL;
+    if (fp8_scheme_has_block(o->scheme) && t->rank == 2 &&
+        (vwhy = fmt_vllm_block_shape(t->name, e->rows, e->cols, p->format, o->block_rows,
+                                     o->block_cols, &vrule)) &&
+        (asprintf(&msg, "%s: tensor '%s': [%llu, %llu] is not whole %ux%u blocks: %s (verify: "
+                  "%s)",
+                  it->shard, t->name, (unsigned long long)e->rows, (unsigned long long)e->cols,
+                  o->block_rows, o->block_cols, vwhy, vrule) < 0 ||
+         quant_plan_warn(ctx, p, msg)))
+        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     /* only --no-default-ignore gets here with a router */
     const char *rule = fmt_default_keep(t->name, t->rank, t->shape, p->experts, p->model_type);
     if (rule && strcmp(rule, "MoE router") == 0 &&
@@ -288,7 +299,9 @@ static fp8_status check_options(fp8_ctx *ctx, fp8_quant_plan *p)
         return fp8_fail(ctx, FP8_ERR_USAGE, "--group: %u is not a group size of --scheme %s "
                         "(%u or %u)", o->block_cols, fp8_scheme_name(o->scheme), sch->run,
                         sch->run_alt);
-    if (p->spec && p->spec->refused)
+    /* a pair refused for want of calibrated activation scales is written
+     * with the input's (convert: fmt_spec static_acts) */
+    if (p->spec && p->spec->refused && !(o->static_acts && p->spec->static_acts))
         return fp8_fail(ctx, FP8_ERR_USAGE, "--scheme %s --format %s is not written: %s",
                         fp8_scheme_name(o->scheme), fp8_format_name(p->format),
                         p->spec->refused);

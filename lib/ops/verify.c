@@ -101,6 +101,7 @@ static fp8_status read_declaration(fp8_ctx *ctx, fp8_verify *v)
     if (v->family)
         v->family_scale_dtype = fp4_family_scale_dtype(v->family, config, &v->family_fp8_experts);
     v->hidden = fmt_config_hidden(config);
+    v->static_acts = d.static_acts;
     if (d.ct_activations && !(v->ct_activations = fp8_strdup(d.ct_activations)))
         st = fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     if (d.format != FP8_FORMAT_DEFAULT)

@@ -6,6 +6,7 @@
  * remapping keeps them (fp8conv-formats(5), KV CACHE SCALES).
  */
 #include <math.h>
+#include <strings.h>
 #include <stdlib.h>
 
 #include "io/checkpoint.h"
@@ -180,6 +181,34 @@ fp8_status verify_check_kv(fp8_ctx *ctx, fp8_verify *v)
                         "the config declares %s, but no tensor is a KV-cache scale: every "
                         "layer runs its FP8 cache at scale 1.0",
                         key);
+    /* vLLM 0.32 quantization/modelopt.py: ModelOptQuantConfigBase.from_config
+     * reads config.json's quantization_config (preferred to
+     * hf_quant_config.json: model_loader/weight_utils.py get_quant_config)
+     * for the KV cache from kv_cache_scheme only (a dict, type float,
+     * num_bits 8), not kv_cache_quant_algo, and
+     * ModelOptMixedPrecisionConfig.get_quant_method gives attention a
+     * KV-cache method only with one (the other ModelOpt configs always) */
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
+    const cJSON *algo = cJSON_GetObjectItemCaseSensitive(q, "quant_algo");
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
+    const cJSON *kt = cJSON_GetObjectItemCaseSensitive(ks, "type");
+    const cJSON *kb = cJSON_GetObjectItemCaseSensitive(ks, "num_bits");
+    if (!st && total && v->format == FP8_FORMAT_MODELOPT && cJSON_IsObject(q) &&
+        !cJSON_GetObjectItemCaseSensitive(q, "quantization") && cJSON_IsString(algo) &&
+        !strcasecmp(algo->valuestring, "MIXED_PRECISION") &&
+        !(cJSON_IsString(kt) && !strcmp(kt->valuestring, "float") &&
+          ((cJSON_IsNumber(kb) && kb->valuedouble == 8) ||
+           (cJSON_IsRaw(kb) && !strcmp(kb->valuestring, "8"))))) /* numbers are kept raw */
+        st = verify_add(ctx, v, FP8_SEV_WARNING, "kv-scale-dropped",
+                        "%s: %s (%zu KV-cache scales): vLLM drops them: config.json's "
+                        "quantization_config (quant_algo MIXED_PRECISION), which vLLM reads "
+                        "before hf_quant_config.json, has no kv_cache_scheme {type float, "
+                        "num_bits 8} (kv_cache_quant_algo is read only from "
+                        "hf_quant_config.json: modelopt.py from_config), and "
+                        "ModelOptMixedPrecisionConfig.get_quant_method builds attention no "
+                        "KV-cache method without one; its FP8 KV cache runs at scale 1.0 "
+                        "(ModelOpt's export writes kv_cache_scheme: convert_hf_config.py)",
+                        first_file, seen[0].first, total);
     /* the loaders' name remapping, per convention and model_type */
     const char *mt = model_type_of(config);
     static const char *const loader_name[] = { "vLLM", "SGLang" };

@@ -37,6 +37,7 @@ struct fp8_verify {
     fp8_scheme scheme;
     const fmt_spec *spec; /* the format table's row for what is declared */
     const char *ct_activations; /* compressed-tensors input_activations strategy */
+    bool static_acts;           /* the config declares static activations (fmt_declaration) */
     uint64_t experts;     /* the config's expert count */
     uint64_t hidden;      /* the config's hidden size, 0 when none */
     unsigned require;     /* loaders that must load it */

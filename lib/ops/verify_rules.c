@@ -199,6 +199,16 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
                      "no quantization, so its codes would be read as values without their "
                      "scale; the release keeps it in bf16",
                      file, t->name);
+    /* DeepSeek weights whose block scales vLLM re-reads from the shapes
+     * (MLA kv_b_proj, V3.2's indexer wk: fmt_vllm_block_shape) */
+    const char *vrule = NULL, *vwhy = NULL;
+    if (!st && t->rank == 2 && fp8_scheme_has_block(v->scheme) &&
+        (vwhy = fmt_vllm_block_shape(t->name, t->shape[0], t->shape[1], v->format,
+                                     v->block_rows, v->block_cols, &vrule)))
+        st = verify_add_for(ctx, v, BIT(FP8_LOADER_VLLM), vrule,
+                     "%s: %s: [%llu, %llu] is not whole %ux%u blocks: %s", file, t->name,
+                     (unsigned long long)t->shape[0], (unsigned long long)t->shape[1],
+                     v->block_rows, v->block_cols, vwhy);
     /* fused experts stored [E, in, out] (fmt_experts_in_out): vLLM's
      * Llama4Model.load_moe_expert_weights (models/llama4.py) splits gate_up_proj
      * and its scale with chunk(2, dim=-1) and transposes both with
@@ -240,9 +250,11 @@ static fp8_status check_loader_rules(fp8_ctx *ctx, fp8_verify *v, const fp8_tens
     if (fp8_scheme_has_block(v->scheme) &&
         (rows % v->block_rows || t->shape[t->rank - 1] % v->block_cols) && !lr->partial++)
         lr->first_partial = t->name;
-    if (v->spec->needs_input_scale) {
+    if (v->spec->needs_input_scale || v->static_acts) { /* Mistral's activation_scale: vLLM
+                                                          * models/mistral3.py renames it */
         size_t stem = strlen(t->name) - (fp8_has_suffix(t->name, ".weight") ? 7 : 0);
-        if (!ck_find_with(v->ck, t->name, stem, ".input_scale", NULL) && !lr->no_input_scale++)
+        if (!ck_find_with(v->ck, t->name, stem, ".input_scale", NULL) &&
+            !ck_find_with(v->ck, t->name, stem, ".activation_scale", NULL) && !lr->no_input_scale++)
             lr->first_no_input_scale = t->name;
     }
     return st;
