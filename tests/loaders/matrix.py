@@ -157,13 +157,14 @@ RELEASE_CASES = [
     # 2026-11-29 with stand-ins for the indexer's KV-cache block size and a wk_weights_proj =
     # wk, weights_proj comparison). verify now names that (indexer-wk-block) and the copy's
     # hidden size is 128 (issue 44, s53), but the two stand-ins are not in vllm_check.py yet, so
-    # it is still not a case (not run since). Nor modelopt-mixed's KV-cache scales ("kv"), which
-    # vLLM 0.32 did not load from the copy's former flat config.json; its config.json has
-    # ModelOpt's kv_cache_scheme since (s53), not run here since (same section, ModelOpt mixed
-    # precision); mistral-native-fp8, which fp8conv
-    # refuses; Granite-4.0-H, planted at run time by check_releases.py.
+    # it is still not a case (not run since). Nor are mistral-native-fp8, which fp8conv refuses,
+    # and Granite-4.0-H, planted at run time by check_releases.py. modelopt-mixed's KV-cache
+    # scales ("kv") were not loaded by vLLM 0.32 from the copy's former flat config.json
+    # (kv_cache_quant_algo); its config.json has ModelOpt's kv_cache_scheme since (s53, as
+    # ModelOpt's export writes it: fp8conv-formats(5), ModelOpt mixed precision), and vLLM loads
+    # them (run by hand 2026-11-29: k_scale/v_scale equal the checkpoint's, 22 s).
     ("fbgemm-fp8", "fbgemm_fp8: per-row F32 weight_scale [out, 1], modules_to_not_convert", ()),
-    ("modelopt-mixed", "ModelOpt MIXED_PRECISION: FP8 attention, NVFP4 MLP, FP8 KV cache", ()),
+    ("modelopt-mixed", "ModelOpt MIXED_PRECISION: FP8 attention, NVFP4 MLP, FP8 KV cache", ("kv",)),
     ("kimi-k2-thinking", "compressed-tensors INT4 pack-quantized routed experts, kimi_k2", ()),
 ]
 RELEASES = os.path.join(ROOT, "testdata", "releases")
