@@ -432,9 +432,10 @@ def read_st(path):
 
 # ---------------------------------------------------------------- the oracle
 
-def expected(rule, bits, rows, cols, scheme):
-    """Codes (bytes) and F32 scales (bytes) of one matrix under `rule`, or None (refused)."""
-    vals = [bf16_value(b) for b in bits]
+def expected(rule, bits, rows, cols, scheme, vals=None):
+    """Codes (bytes) and F32 scales (bytes) of one matrix under `rule` (its bf16 bits, or its
+    fp32 values), or None (refused)."""
+    vals = vals or [bf16_value(b) for b in bits]
     br, bc = {"block": (128, 128), "channel": (1, cols), "tensor": (rows, cols), "mxfp8": (1, 32)}[scheme]
     codes = bytearray(rows * cols)
     scales = b""
@@ -699,6 +700,79 @@ def main():
             p = run(binary, ["verify", "--format", "hf-fp8", "--scheme", "tensor"] + args + [out])
             check(p.returncode == code and says in p.stderr,
                   "verify %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+        # convert --profile: every weight re-quantized from its values q * s (the "values" path)
+        # takes the profile's rule on those fp32 values; one copied exactly keeps its bytes; a
+        # convert that re-quantizes nothing says so (a note, exit 0) and writes the bytes it
+        # writes without --profile; a scheme the profile lacks, or an input's ue8m0 claim an F32
+        # profile cannot keep, is refused (exit 2, nothing left)
+        src = os.path.join(tmp, "in-0-3e+38.safetensors")
+        fp8 = {}
+        for scheme, fmt in (("block", "hf-fp8"), ("channel", "modelopt")):
+            fp8[scheme] = os.path.join(tmp, "fp8-%s.safetensors" % scheme)
+            run(binary, ["quantize", "-q", "--scheme", scheme, "--format", fmt, src, fp8[scheme]])
+        def values_of(path, n, rows, cols):  # q * s in fp32, as convert's values path reads them
+            got = read_st(path)
+            q = got[n][2]
+            sraw = (got.get(n + "_scale_inv") or got[n + "_scale"])[2]
+            sc = struct.unpack("<%df" % (len(sraw) // 4), sraw)
+            nb = -(-cols // 128)
+            return [f32(e4m3_decode(q[i]) * (sc[i // cols] if len(sc) == rows else
+                                             sc[i // cols // 128 * nb + i % cols // 128]))
+                    for i in range(rows * cols)]
+        inputs = {k: {n: values_of(v, n, r, c) for n, (r, c) in shapes.items()} for k, v in fp8.items()}
+        for name, schemes in PROFILES.items():
+            for scheme, rule in schemes.items():
+                if name in ("fp8conv", "llm-compressor") or scheme == "mxfp8":
+                    continue  # (llm-compressor's rule here is its bf16 one; convert's values are F32)
+                frm = "channel" if scheme == "block" else "block"  # groups that do not nest
+                out = os.path.join(tmp, "conv.safetensors")
+                if os.path.exists(out):
+                    os.remove(out)
+                p = run(binary, ["convert", "--json", "--scheme", scheme, "--format", FORMAT[scheme],
+                                 "--profile", name, fp8[frm], out])
+                what = "convert --profile %s --scheme %s from %s" % (name, scheme, frm)
+                want = {n: expected(rule, None, r, c, scheme, inputs[frm][n]) for n, (r, c) in shapes.items()}
+                if any(w is None for w in want.values()):
+                    check(p.returncode == 3 and not os.path.exists(out),
+                          "%s: refused (exit 3, nothing left): exit %d %s" % (what, p.returncode, p.stderr.strip()))
+                    continue
+                j = json.loads(p.stdout or "{}")
+                check(p.returncode == 0 and j.get("profile") == name and
+                      all(w["path"] == "values" for w in j.get("weights", [])),
+                      "%s: exit %d, json profile %s %s" % (what, p.returncode, j.get("profile"), p.stderr.strip()))
+                got = read_st(out) if p.returncode == 0 else {}
+                for n, (codes, scales) in want.items():
+                    raw = got.get(n, (0, 0, b""))[2]
+                    sraw = (got.get(n + "_scale_inv") or got.get(n + "_scale") or (0, 0, b""))[2]
+                    check(raw == codes and sraw == scales, "%s: %s: %d code bytes differ, scales %s" % (
+                        what, n, sum(x != y for x, y in zip(raw, codes)) + abs(len(raw) - len(codes)),
+                        "equal" if sraw == scales else "differ"))
+        # nothing re-quantized: the note, and the bytes convert writes without --profile
+        outs = [os.path.join(tmp, "same-%d" % k) for k in range(2)]
+        p = run(binary, ["convert", "--json", "--profile", "vllm", fp8["block"], outs[0]])
+        q = run(binary, ["convert", "-q", fp8["block"], outs[1]])
+        check(p.returncode == 0 and q.returncode == 0 and "fp8conv: note: --profile vllm: convert "
+              "re-quantized no value" in p.stderr and json.loads(p.stdout)["requantized"] == 0 and
+              read_st(outs[0]) == read_st(outs[1]),
+              "convert --profile vllm, every weight exact: exit %d, the note: %s" % (p.returncode, p.stderr.strip()))
+        # deepgemm makes hf-fp8 blocks ue8m0: float-scale blocks, block for block, re-quantized
+        p = run(binary, ["convert", "--json", "--profile", "deepgemm", fp8["block"], outs[0] + "-dg"])
+        j = json.loads(p.stdout or "{}")
+        check(p.returncode == 0 and j.get("weights") and all(
+            w["path"] == "values" and "ue8m0" in w["why"] for w in j["weights"]),
+              "convert --profile deepgemm: float blocks re-quantized to ue8m0: exit %d %s" % (p.returncode, p.stderr.strip()))
+        bf16_dir, ue8m0 = os.path.join(tmp, "bf16-dir"), os.path.join(tmp, "ue8m0-dir")
+        os.mkdir(bf16_dir)  # a directory: its config.json declares scale_fmt ue8m0
+        os.link(src, os.path.join(bf16_dir, "model.safetensors"))
+        with open(os.path.join(bf16_dir, "config.json"), "w") as f:
+            json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, f)
+        run(binary, ["quantize", "-q", "--scale-fmt", "ue8m0", bf16_dir, ue8m0])
+        for args, says in ((["--profile", "te", "--scheme", "mxfp8", fp8["block"]], "does not define --scheme mxfp8 (it defines: block"),
+                           (["--profile", "vllm", "--block", "64x256", ue8m0], "the input declares scale_fmt ue8m0")):
+            out = os.path.join(tmp, "refused-convert")
+            p = run(binary, ["convert"] + args + [out])
+            check(p.returncode == 2 and says in p.stderr and not os.path.exists(out),
+                  "convert %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
         # numpy float32 and ml_dtypes, where present, take the same steps
         amaxes = [f32(a) for a in (0.0, 1e-39, 5e-11, 1e-10, 5e-5, 0.0123, 1.0, 448.0, 3.3895313892515355e38)]
         xs = [bf16_value(bf16_bits(v)) for v in (0.0, -0.0, 1e-3, -0.05, 0.0123, 2.5, -448.0, 3e38)]

@@ -483,6 +483,32 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
     return FP8_OK; /* the plan says what is wrong with a pair the table lacks */
 }
 
+/* --profile: the arithmetic of the weights re-quantized from their values
+ * (the exact path copies, whatever the profile).  Its scales decide the
+ * path before the plan does: a ue8m0 row's (deepgemm) are ue8m0, and an F32
+ * row's are no ue8m0 the input declares (fp8conv(1), convert, --profile). */
+static fp8_status take_profile(fp8_ctx *ctx, fp8_convert *c)
+{
+    fp8_quant_options *o = &c->opts.target;
+    const fp8_profile_traits *prof = fp8_profile_get(o->profile);
+    char defined[64];
+    if (!prof)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "unknown profile");
+    if (!fp8_profile_defines(o->profile, o->scheme, defined, sizeof defined))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s does not define --scheme %s (it "
+                        "defines: %s)", fp8_profile_name(o->profile), fp8_scheme_name(o->scheme),
+                        defined);
+    if (prof->ue8m0 && o->format == FP8_FORMAT_HF_FP8)
+        o->scale_ue8m0 = true;
+    if (o->scale_ue8m0 && !c->opts.scale_fmt_set &&
+        !fp8_numerics_any_kind(fp8_profile_numerics(o->profile, o->scheme)))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "the input declares scale_fmt ue8m0, and --profile "
+                        "%s computes F32 block scales: give --scale-fmt float to re-quantize to "
+                        "its scales (or --profile deepgemm for ue8m0 ones)",
+                        fp8_profile_name(o->profile));
+    return FP8_OK;
+}
+
 /* Whether every scale of weight w is an F32 power of two (w->pow2), each
  * within E8M0's range (w->e8m0). */
 static fp8_status find_pow2(fp8_ctx *ctx, fp8_convert *c, weight *w)
@@ -745,12 +771,6 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     cJSON *config = NULL;
     bool ue8m0 = false;
     *out = NULL;
-    /* its value counts read a fixed band's scale as the stored one */
-    if (opts->target.profile != FP8_PROFILE_FP8CONV) {
-        free(c);
-        return fp8_fail(ctx, FP8_ERR_USAGE, "convert takes fp8conv's own profile only in this "
-                        "version; quantize --profile writes an engine's bytes");
-    }
     if (!c)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->lock, NULL);
@@ -772,6 +792,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
         st = par_config_check(ctx, input, config);
     if (!st)
         st = resolve_target(ctx, c, config, &ue8m0);
+    if (!st)
+        st = take_profile(ctx, c);
     if (!st)
         st = dq_weights_open(ctx, c->ck, fp8_checkpoint_is_directory(c->ck) ? input : NULL, &c->dq);
     if (!st) /* the value rules, as dequantize-for-export (and verify) judge them */
