@@ -205,7 +205,11 @@ def rule_slime(a):
 
 def rule_te(a):
     # compute_scale_from_amax: epsilon 0; amax 0 -> 1; __fdiv_rn(448, amax), inf -> FLT_MAX;
-    # quantize_transpose_square_blockwise: x * scale, stored 1.0f / scale
+    # quantize_transpose_square_blockwise: x * scale, stored 1.0f / scale.  Current scaling
+    # per tensor (TransformerEngine d0067d0): compute_scale_from_amax_kernel (amax_epsilon
+    # 0.0, FLT_MAX for inf), the cast's x * scale (saturating), scale_inv = __frcp_rn(scale):
+    # the same steps.  (The block kernels at d0067d0 take bf16's largest, not FLT_MAX, for a
+    # bf16 weight's infinite scale: not this rule, said in PROFILES.)
     k = 1.0 if a == 0 else f32(448 / a)
     k = FLT_MAX if k == INF else k
     return f32(1 / k), lambda x: e4m3(f32(x * k))
@@ -250,7 +254,7 @@ PROFILES = {  # name: {scheme: rule}
     "sglang": {"block": rule_sglang},
     "prime-rl": {"block": rule_prime_rl},
     "slime": {"block": rule_slime},
-    "te": {"block": rule_te},
+    "te": {"block": rule_te, "tensor": rule_te},
     "transformers": {"block": rule_transformers, "tensor": rule_transformers},
     "llm-compressor": {"block": rule_llm_compressor, "channel": rule_llm_compressor,
                        "tensor": rule_llm_compressor, "mxfp8": rule_llm_compressor_mx},
@@ -665,7 +669,7 @@ def main():
         for name, args, says in (("vllm", ["--scheme", "mxfp8"], "(it defines: block, channel, tensor)"),
                                  ("vllm", ["--scale-fmt", "ue8m0"], "--scale-fmt ue8m0 is fp8conv's"),
                                  ("deepgemm", ["--format", "compressed-tensors"], "--format hf-fp8 only"),
-                                 ("te", ["--scheme", "mxfp8"], "(it defines: block)")) + tuple(
+                                 ("te", ["--scheme", "mxfp8"], "(it defines: block, tensor)")) + tuple(
                                      (u, [], "(it defines: none)") for u in UNDEFINED):
             out = os.path.join(tmp, "refused.safetensors")
             p = run(binary, ["quantize", "-q", "--profile", name] + args + [src, out])
@@ -695,7 +699,7 @@ def main():
         for args, code, says in ((["--profile", "vllm"], 2, "it needs --against"),
                                  (["--profile", "auto"], 2, "it needs --against"),
                                  (["--against", src, "--profile", "vllms"], 2, "not one of"),
-                                 (["--against", src, "--profile", "te"], 2,
+                                 (["--against", src, "--profile", "sglang"], 2,
                                   "does not define the tensor scheme it declares (it defines: block)")):
             p = run(binary, ["verify", "--format", "hf-fp8", "--scheme", "tensor"] + args + [out])
             check(p.returncode == code and says in p.stderr,
