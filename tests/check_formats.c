@@ -1,5 +1,6 @@
 /*
- * check_formats.c - the format table and the model rules of lib/layout/formats.c:
+ * check_formats.c - the format table (lib/layout/formats.c) and the model rules
+ * (lib/layout/model_rules.c):
  * what each MoE family calls its router (read from their modelling code),
  * the fused gate/up weights a loader splits, the expert count of a config,
  * and that every row of the table reads back from the config it writes.

@@ -1,12 +1,12 @@
 /*
- * formats.c - the format table (one row per scheme x format pair) and the
- * model rules every command shares.  Each loader rule below was found by
- * running the loader on fp8conv's output (make check-loaders) and is
- * documented in the man page under LOADERS.
+ * formats.c - the format table (one row per scheme x format pair), the
+ * declarations it reads and writes, and the config facts every command
+ * shares (model_rules.c: what stays unquantized; ignore.c: the ignore
+ * lists).  Each loader rule below was found by running the loader on
+ * fp8conv's output (make check-loaders) and is documented in the man page
+ * under LOADERS.
  */
 #define _GNU_SOURCE
-#include <fnmatch.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,26 +177,6 @@ static const fmt_spec table[] = {
 const char *const fp8_format_names[] = { "hf-fp8", "compressed-tensors", "modelopt", "fbgemm-fp8",
                                          NULL };
 #define NFORMATS (sizeof fp8_format_names / sizeof *fp8_format_names - 1)
-
-/* Per format, where its list of modules left unquantized sits: a key of
- * quantization_config, and one of the side file's "quantization" object
- * (fp8conv-formats(5), FORMATS).  quantize writes there; verify and --like
- * read there (fmt_ignore_read). */
-static const struct {
-    const char *config_key, *side_file, *side_key;
-    /* transformers' should_convert_module reads the list (fmt_ignore_match) */
-    bool hf_loose;
-} ignore_keys[] = {
-    [FP8_FORMAT_HF_FP8] = { "modules_to_not_convert", NULL, NULL, true },
-    [FP8_FORMAT_COMPRESSED_TENSORS] = { "ignore", NULL, NULL, false },
-    [FP8_FORMAT_MODELOPT] = { "ignore", HF_QUANT_CONFIG, "exclude_modules", false },
-    /* vLLM fbgemm_fp8.py from_config; transformers quantizer_fbgemm_fp8.py */
-    [FP8_FORMAT_FBGEMM_FP8] = { "modules_to_not_convert", NULL, NULL, true },
-};
-#define KNOWN_FORMAT(f) ((unsigned)(f) < sizeof ignore_keys / sizeof *ignore_keys && ignore_keys[f].config_key)
-
-const char *fmt_ignore_key(fp8_format f) { return KNOWN_FORMAT(f) ? ignore_keys[f].config_key : NULL; }
-const char *fmt_side_file_name(fp8_format f) { return KNOWN_FORMAT(f) ? ignore_keys[f].side_file : NULL; }
 
 const char *fp8_format_name(fp8_format f)
 {
@@ -518,305 +498,6 @@ int fmt_config_is_f32(const cJSON *config)
     return d ? strcmp(d, "float32") == 0 : -1;
 }
 
-/* Whether a dot-separated component of `name` satisfies `pred`. */
-static bool any_component(const char *name, bool (*pred)(const char *p, size_t n))
-{
-    for (const char *p = name;;) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (pred(p, n))
-            return true;
-        if (!dot)
-            return false;
-        p = dot + 1;
-    }
-}
-
-#define IS(s) (n == sizeof(s) - 1 && memcmp(p, s, n) == 0)
-static bool embedding_component(const char *p, size_t n)
-{
-    return IS("embed_tokens") || IS("wte") || IS("wpe") || IS("tok_embeddings") ||
-           (n >= 10 && memcmp(p + n - 10, "embeddings", 10) == 0);
-}
-static bool head_component(const char *p, size_t n) { return IS("lm_head"); }
-static bool mtp_component(const char *p, size_t n) { return IS("eh_proj"); }
-/* The MTP layer's output head, "shared_head.head" (DeepSeek-V3's
- * model.layers.61.shared_head.head.weight, GLM-4.5's MTP layers): vLLM builds
- * it as a ParallelLMHead (vllm model_executor/models/deepseek_mtp.py,
- * SharedHead), which Fp8Config.get_quant_method leaves unquantized (it
- * quantizes LinearBase and FusedMoE only), as the releases keep it BF16. */
-static bool mtp_head(const char *name)
-{
-    const char *p = strstr(name, "shared_head.head");
-    return p && (p == name || p[-1] == '.') && (p[16] == '\0' || p[16] == '.');
-}
-/* a normalization's module: norm, q_norm, input_layernorm, norm1, norm_out
- * (a name that ends in "norm" but for digits, or starts with "norm"); not
- * every name holding the letters ("subnormal": found by check-fp4-quant's
- * adversarial model, which llm-compressor quantizes) */
-static bool norm_component(const char *p, size_t n)
-{
-    while (n && p[n - 1] >= '0' && p[n - 1] <= '9')
-        n--;
-    return (n >= 4 && memcmp(p + n - 4, "norm", 4) == 0) ||
-           (n >= 4 && memcmp(p, "norm", 4) == 0 && (n == 4 || p[4] == '_'));
-}
-/* A multimodal model's vision tower or projector, as llm-compressor's
- * examples keep them bf16 (examples/quantization_w8a8_fp8/llava1.5_example.py:
- * ignore "re:multi_modal_projector.*", "re:vision_tower.*";
- * multimodal_vision/mllama_example.py: "re:vision_model.*";
- * qwen_2_5_vl_example.py: "re:visual.*", "re:model.visual.*") and so do
- * the FP8 VLM releases; mm_projector is LLaVA-NeXT's original name.
- * Mistral's own names (Pixtral, Mistral-Small-3.x): vLLM's pixtral.py builds
- * vision_encoder, patch_merger, pre_mm_projector_norm and
- * vision_language_adapter from plain nn.Linear/RMSNorm, no quant_config. */
-static bool tower_component(const char *p, size_t n)
-{
-    return IS("visual") || IS("vision_tower") || IS("vision_model") ||
-           IS("multi_modal_projector") || IS("mm_projector") || IS("vision_encoder") ||
-           IS("vision_language_adapter") || IS("patch_merger") || IS("pre_mm_projector_norm");
-}
-/* gate (Qwen, DeepSeek, OLMoE, GLM), router (GPT-OSS, Llama-4, DBRX, Jamba, Granite) */
-static bool router_component(const char *p, size_t n)
-{
-    return IS("gate") || IS("router") || IS("wg") || memmem(p, n, "router", 6) != NULL;
-}
-#undef IS
-
-const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts,
-                             const char *model_type)
-{
-    if (any_component(name, tower_component) || fmt_tower_unquantized(model_type, name))
-        return FMT_KEEP_TOWER;
-    if (any_component(name, embedding_component))
-        return "embedding";
-    if (any_component(name, head_component) || strcmp(name, "output.weight") == 0)
-        return "output head";
-    if (any_component(name, mtp_component))
-        return "MTP projection (eh_proj)";
-    if (mtp_head(name))
-        return "MTP output head (shared_head.head)";
-    /* DeepSeek-V3.2's sparse-attention indexer: vLLM models/deepseek_v2.py
-     * Indexer and SGLang layers/attention/nsa/nsa_indexer.py build
-     * weights_proj with no quantization config (wq_b and wk with the
-     * model's); DeepSeek-V3.2-Exp keeps it BF16 */
-    if (fp8_has_suffix(name, ".indexer.weights_proj.weight"))
-        return INDEXER_WEIGHTS_PROJ;
-    if (any_component(name, norm_component))
-        return "normalization";
-    /* Mixtral and Phi-MoE call it block_sparse_moe.gate; a router by any
-     * name is a 2-D weight whose output dimension is the expert count */
-    if (fp8_has_suffix(name, ".mlp.gate.weight") || fp8_has_suffix(name, ".block_sparse_moe.gate.weight") ||
-        strstr(name, "router") || strstr(name, "shared_expert_gate") ||
-        (experts > 1 && rank == 2 && shape[0] == experts && !fmt_is_expert(name) &&
-         any_component(name, router_component)))
-        return "MoE router";
-    return NULL;
-}
-
-/* Whether `re` has a back-reference (\\1 to \\9). */
-static bool has_backref(const char *re)
-{
-    for (; *re; re++)
-        if (*re == '\\' && *++re >= '1' && *re <= '9')
-            return true;
-        else if (!*re)
-            break;
-    return false;
-}
-
-int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n)
-{
-    p->on_module = strncmp(pattern, "re:", 3) == 0;
-    const char *body = pattern + (p->on_module ? 3 : 0);
-    if (has_backref(body)) {
-        snprintf(why, n, "a back-reference (\\1 to \\9) can take minutes to match a long name; "
-                 "fp8conv takes none");
-        return -1;
-    }
-    char *re = NULL;
-    if (p->on_module && asprintf(&re, "^(%s)", body) < 0) {
-        snprintf(why, n, "out of memory");
-        return -1;
-    }
-    int rc = regcomp(&p->re, re ? re : body, REG_EXTENDED | REG_NOSUB);
-    free(re);
-    p->literal = p->module = NULL;
-    size_t len = strlen(body);
-    if (!rc && !p->on_module && len >= 2 && body[0] == '^' && body[len - 1] == '$' &&
-        (p->literal = malloc(len))) { /* a whole name, each special character escaped */
-        char *o = p->literal;
-        for (const char *c = body + 1; c < body + len - 1 && p->literal; c++)
-            if (*c == '\\' && c + 1 < body + len - 1 && strchr(".[]()*+?{}|^$\\", c[1]))
-                *o++ = *++c;
-            else if (strchr(".[]()*+?{}|^$\\", *c))
-                free(p->literal), p->literal = NULL;
-            else
-                *o++ = *c;
-        if (p->literal)
-            *o = '\0';
-    }
-    if (rc) {
-        char msg[128];
-        regerror(rc, &p->re, msg, sizeof msg);
-        snprintf(why, n, "not a POSIX extended regex: %s", msg);
-    }
-    return rc;
-}
-
-void fmt_pattern_free(fmt_pattern *p)
-{
-    regfree(&p->re);
-    free(p->literal);
-    free(p->module);
-}
-
-/* The length of `tensor`'s module name: up to its last dot. */
-static size_t module_len(const char *tensor)
-{
-    const char *dot = strrchr(tensor, '.');
-    return dot ? (size_t)(dot - tensor) : strlen(tensor);
-}
-
-int fmt_pattern_module(fmt_pattern *p, const char *pattern, const char *tensor)
-{
-    size_t n = module_len(tensor);
-    if (p->on_module || p->literal || p->module || strlen(pattern) != n ||
-        strncmp(pattern, tensor, n))
-        return 0;
-    return (p->module = fp8_strdup(pattern)) ? 1 : -1;
-}
-
-bool fmt_pattern_match(const fmt_pattern *p, const char *tensor)
-{
-    if (p->literal)
-        return strcmp(tensor, p->literal) == 0;
-    if (p->module)
-        return module_len(tensor) == strlen(p->module) &&
-               strncmp(tensor, p->module, strlen(p->module)) == 0;
-    /* the module's name without a copy: glibc's REG_STARTEND bounds the subject */
-    const char *dot = p->on_module ? strrchr(tensor, '.') : NULL;
-    regmatch_t m = { 0, (regoff_t)(dot ? (size_t)(dot - tensor) : strlen(tensor)) };
-    return regexec(&p->re, tensor, 1, &m, REG_STARTEND) == 0;
-}
-
-/* Towers the loaders build without a quantization config, whatever the
- * checkpoint's declares, so an FP8 weight there does not load (no parameter
- * for its scale, or its codes read as values). One row per model_type and
- * tower component, each from the loader's model file. The towers of the
- * other common VLMs take the checkpoint's quant config in vLLM, so a
- * quantized one loads: qwen2_vl, qwen2_5_vl, qwen3_vl (visual:
- * Qwen*VisionTransformer(..., quant_config)), llava (llava.py:
- * init_vision_tower_for_llava(config, quant_config),
- * LlavaMultiModalProjector(quant_config=)), mistral3 (mistral3.py, both),
- * idefics3 (idefics3.py Idefics3Model: vision_model and connector), mllama
- * (mllama.py: MllamaVisionModel(config, quant_config),
- * multi_modal_projector a ColumnParallelLinear with it), phi4mm (phi4mm.py:
- * Phi4MMImageEncoder(config, quant_config)). */
-static const struct {
-    const char *model_type, *component;
-    unsigned loaders;
-} unquantized_towers[] = {
-    /* vLLM models/mllama4.py Llama4ForConditionalGeneration: Llama4VisionModel(..., quant_config=None) */
-    { "llama4", "vision_model", 1u << FP8_LOADER_VLLM },
-    /* SGLang srt/models/mllama4.py: Llama4MultiModalProjector(config), no quant_config */
-    { "llama4", "multi_modal_projector", 1u << FP8_LOADER_SGLANG },
-    /* vLLM models/gemma3_mm.py and SGLang srt/models/gemma3_mm.py: Gemma3MultiModalProjector(config), a plain nn.Parameter */
-    { "gemma3", "multi_modal_projector", 1u << FP8_LOADER_VLLM | 1u << FP8_LOADER_SGLANG },
-    /* vLLM models/internvl.py InternVLChatModel._init_mlp1(config): nn.Sequential of nn.Linear */
-    { "internvl_chat", "mlp1", 1u << FP8_LOADER_VLLM },
-    /* vLLM models/llava_next_video.py: LlavaNextMultiModalProjector(...), no quant_config */
-    { "llava_next_video", "multi_modal_projector", 1u << FP8_LOADER_VLLM },
-};
-
-unsigned fmt_tower_unquantized(const char *model_type, const char *name)
-{
-    unsigned loaders = 0;
-    size_t n = sizeof unquantized_towers / sizeof *unquantized_towers;
-    for (size_t i = 0; model_type && i < n; i++) {
-        const char *c = unquantized_towers[i].component, *at = strstr(name, c);
-        size_t nc = strlen(c);
-        if (strcmp(model_type, unquantized_towers[i].model_type) == 0 && at &&
-            (at == name || at[-1] == '.') && (at[nc] == '.' || at[nc] == '\0'))
-            loaders |= unquantized_towers[i].loaders;
-    }
-    return loaders;
-}
-
-/* MoE expert weights by name: X.experts.* and Granite's fused experts,
- * block_sparse_moe.input_linear [E, 2I, H] and output_linear [E, H, I] with
- * their channel scales [E, N, 1] (vLLM models/granitemoehybrid.py
- * load_weights, which splits both per expert with chunk(2, dim=0), and
- * routes .weight and .weight_scale only: scale_suffix) */
-/* transformers' GraniteMoeHybridParallelExperts holds a 3-D parameter, no
- * nn.Linear: llm-compressor's Granite-4 FP8 guide
- * (examples/quantization_w8a8_fp8/README_granite4.md) says loading such a
- * checkpoint with hf fails with an error about the weight_scale */
-static const char HF_GRANITE_EXPERTS[] =
-    "its GraniteMoeHybridParallelExperts is no Linear module and has no place for the fused "
-    "experts' weight_scale (llm-compressor examples/quantization_w8a8_fp8/README_granite4.md: "
-    "loading with hf fails \"related to the weight_scale\"); vLLM >= 0.10.1.1 loads it";
-
-static const struct {
-    const char *piece, *scale_suffix; /* NULL: any */
-    const char *no_load[FP8_LOADER_COUNT]; /* the loader cannot load such an FP8 expert: why */
-} expert_names[] = {
-    { ".experts.", NULL, { NULL } },
-    { ".block_sparse_moe.input_linear.", "_scale", { [HF] = HF_GRANITE_EXPERTS } },
-    { ".block_sparse_moe.output_linear.", "_scale", { [HF] = HF_GRANITE_EXPERTS } },
-};
-
-const char *fmt_expert_no_load(const char *name, fp8_loader l)
-{
-    for (size_t i = 0; i < sizeof expert_names / sizeof *expert_names; i++)
-        if (strstr(name, expert_names[i].piece))
-            return expert_names[i].no_load[l];
-    return NULL;
-}
-
-const char *fmt_expert_scale_suffix(const char *name, bool *expert)
-{
-    *expert = false;
-    for (size_t i = 0; i < sizeof expert_names / sizeof *expert_names; i++)
-        if (strstr(name, expert_names[i].piece)) {
-            *expert = true;
-            return expert_names[i].scale_suffix;
-        }
-    return NULL;
-}
-
-bool fmt_is_expert(const char *name)
-{
-    bool expert;
-    fmt_expert_scale_suffix(name, &expert);
-    return expert;
-}
-
-/* Llama-4 and gpt-oss store their fused experts [E, in, out]: transformers'
- * Llama4TextExperts and GptOssExperts hold gate_up_proj [E, H, 2I] and
- * down_proj [E, I, H], and vLLM's Llama4Model.load_moe_expert_weights
- * (models/llama4.py) splits gate_up_proj with chunk(2, dim=-1) and then
- * transposes each weight, and the tensor named after it with a scale suffix,
- * with transpose(-1, -2).  Other fused experts (transformers v5's Qwen3-MoE,
- * Mixtral) are [E, out, in].  Told apart by the hidden size: the input of
- * gate_up_proj, the output of down_proj. */
-bool fmt_experts_in_out(const char *name, int rank, const uint64_t *shape, uint64_t hidden)
-{
-    if (rank != 3 || !hidden || !fmt_is_expert(name))
-        return false;
-    if (fp8_has_suffix(name, "gate_up_proj"))
-        return shape[1] == hidden && shape[2] != hidden;
-    if (fp8_has_suffix(name, "down_proj"))
-        return shape[2] == hidden && shape[1] != hidden;
-    return false;
-}
-
-bool fmt_is_fused_gate_up(const char *name)
-{
-    return strstr(name, "gate_up_proj") || strstr(name, ".w13") || strstr(name, "w1_w3") ||
-           strstr(name, "gate_up.");
-}
-
 /* ---------------------------------------------------------------- declarations */
 
 /* The ignore list a config declares: the modules kept, or --like's. */
@@ -900,7 +581,7 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
             cJSON_AddItemToObject(q, "weight_block_size", int_pair(o->block_rows, o->block_cols));
         if (o->scale_ue8m0)
             cJSON_AddStringToObject(q, "scale_fmt", "ue8m0");
-        cJSON_AddItemToObject(q, ignore_keys[spec->format].config_key, ignored);
+        cJSON_AddItemToObject(q, fmt_ignore_key(spec->format), ignored);
         break;
     case FP8_FORMAT_COMPRESSED_TENSORS: {
         cJSON_AddStringToObject(q, "quant_method", "compressed-tensors");
@@ -919,7 +600,7 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
                                              : cJSON_CreateStringArray(&linear, 1));
         cJSON_AddItemToObject(group, "weights", ct_args(spec, o, true));
         cJSON_AddItemToObject(group, "input_activations", ct_args(spec, o, false));
-        cJSON_AddItemToObject(q, ignore_keys[spec->format].config_key, ignored);
+        cJSON_AddItemToObject(q, fmt_ignore_key(spec->format), ignored);
         if (o->kv_cache_fp8) /* a static FP8 tensor scheme, as llm-compressor writes it
                               (compressed-tensors quantization/quant_args.py QuantizationArgs) */
             cJSON_AddItemToObject(q, "kv_cache_scheme", kv_scheme());
@@ -937,11 +618,11 @@ cJSON *fmt_quantization_config(const fmt_spec *spec, const fp8_quant_options *o,
         cJSON_AddStringToObject(q, "quant_algo", spec->modelopt_algo);
         if (o->kv_cache_fp8) /* vLLM modelopt.py, SGLang modelopt_quant.py */
             cJSON_AddStringToObject(q, "kv_cache_quant_algo", "FP8");
-        cJSON_AddItemToObject(q, ignore_keys[spec->format].config_key, ignored);
+        cJSON_AddItemToObject(q, fmt_ignore_key(spec->format), ignored);
         break;
     }
     if (o->declare_ignore && o->declare_no_list) /* --like: the reference has none */
-        cJSON_DeleteItemFromObjectCaseSensitive(q, ignore_keys[spec->format].config_key);
+        cJSON_DeleteItemFromObjectCaseSensitive(q, fmt_ignore_key(spec->format));
     return q;
 }
 
@@ -968,7 +649,7 @@ cJSON *fmt_modelopt_fp4_config(cJSON *ignore, bool acts)
         cJSON_AddNullToObject(g0, "input_activations");
     cJSON_AddItemToArray(cJSON_AddArrayToObject(g0, "targets"), cJSON_CreateString("Linear"));
     cJSON_AddItemToObject(g0, "weights", w);
-    cJSON_AddItemToObject(q, ignore_keys[FP8_FORMAT_MODELOPT].config_key, ignore);
+    cJSON_AddItemToObject(q, fmt_ignore_key(FP8_FORMAT_MODELOPT), ignore);
     cJSON_AddStringToObject(q, "quant_algo", acts ? "NVFP4" : "W4A16_NVFP4");
     cJSON_AddStringToObject(q, "quant_method", "modelopt");
     return q;
@@ -985,7 +666,7 @@ cJSON *fmt_side_file(const fmt_spec *spec, const fp8_quant_options *o, char *con
                                     sch->group == FP8_GROUP_RUN ? sch->run : 0, o->kv_cache_fp8);
     if (o->declare_ignore && o->declare_no_list) /* --like: the reference has none */
         cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "quantization"),
-                                                ignore_keys[spec->format].side_key);
+                                                fmt_ignore_side_key(spec->format));
     return root;
 }
 
@@ -1003,337 +684,8 @@ cJSON *fmt_modelopt_side(const char *algo, cJSON *ignore, uint32_t group_size, b
                                        key in this file (group_size, kv_cache_quant_algo,
                                        exclude_modules), null or not */
         cJSON_AddNullToObject(q, "kv_cache_quant_algo");
-    cJSON_AddItemToObject(q, ignore_keys[FP8_FORMAT_MODELOPT].side_key, ignore);
+    cJSON_AddItemToObject(q, fmt_ignore_side_key(FP8_FORMAT_MODELOPT), ignore);
     if (group_size)
         cJSON_AddNumberToObject(q, "group_size", group_size);
     return root;
-}
-
-static fp8_status ignore_add(fp8_ctx *ctx, const cJSON *list, char ***out, size_t *n, bool *present)
-{
-    const cJSON *e;
-    size_t cap = *n;
-    *present = *present || cJSON_IsArray(list);
-    cJSON_ArrayForEach(e, list)
-    {
-        if (!cJSON_IsString(e))
-            continue;
-        if (*n == cap) {
-            char **p = fp8_xreallocarray(*out, cap = 2 * cap + 16, sizeof *p);
-            if (!p)
-                return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-            *out = p;
-        }
-        if (!((*out)[*n] = fp8_strdup(e->valuestring)))
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        (*n)++;
-    }
-    return FP8_OK;
-}
-
-static int cmp_entry_at(const void *a, const void *b, void *list)
-{
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(((char **)list)[i], ((char **)list)[j]);
-    return c ? c : (i > j) - (i < j);
-}
-
-/* Each entry once, the first kept in place (ModelOpt lists some twice), in
- * O(n log n). */
-fp8_status fmt_unique(fp8_ctx *ctx, char **list, size_t *n)
-{
-    size_t *order = fp8_xcalloc(*n ? *n : 1, sizeof *order), m = 0;
-    if (!order)
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < *n; i++)
-        order[i] = i;
-    qsort_r(order, *n, sizeof *order, cmp_entry_at, list);
-    for (size_t k = 1, kept = 0; k < *n; k++)
-        if (strcmp(list[order[k]], list[order[kept]]) == 0) {
-            free(list[order[k]]);
-            list[order[k]] = NULL;
-        } else {
-            kept = k;
-        }
-    for (size_t i = 0; i < *n; i++)
-        if (list[i])
-            list[m++] = list[i];
-    *n = m;
-    free(order);
-    return FP8_OK;
-}
-
-fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config, const cJSON *side,
-                           char ***list, size_t *n, bool *present)
-{
-    *present = false;
-    if (!KNOWN_FORMAT(format))
-        return FP8_OK;
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(config, "quantization_config");
-    fp8_status st = ignore_add(ctx, cJSON_GetObjectItemCaseSensitive(q, ignore_keys[format].config_key),
-                               list, n, present);
-    /* The side file is read only when config.json declares nothing: vLLM
-     * takes config.json's quantization_config alone whenever there is one
-     * (model_loader/weight_utils.py get_quant_config), and ModelOpt's loaders
-     * then read the exclusions from its "ignore" alone, a missing one as none
-     * (vLLM quantization/modelopt.py ModelOptQuantConfigBase.from_config,
-     * SGLang modelopt_quant.py ModelOptFp4Config.from_config): a flat
-     * "exclude_modules" there, or hf_quant_config.json's, excludes nothing. */
-    const cJSON *nested = cJSON_GetObjectItemCaseSensitive(q, "quantization");
-    if (!ignore_keys[format].side_key || st) {
-    } else if (q && !cJSON_IsObject(nested)) {
-        *present = true;
-    } else {
-        /* no quantization_config, or the one fmt_config_read made from the
-         * side file (its "quantization" nested in it) */
-        st = ignore_add(ctx,
-                        cJSON_GetObjectItemCaseSensitive(
-                            q ? nested : cJSON_GetObjectItemCaseSensitive(side, "quantization"),
-                            ignore_keys[format].side_key),
-                        list, n, present);
-    }
-    return st ? st : fmt_unique(ctx, *list, n);
-}
-
-/* Whether POSIX extended `re` matches `s` from its start, as Python's
- * re.match does (false when it does not compile). */
-static bool match_from_start(const char *re, const char *s)
-{
-    regex_t r;
-    char *anchored;
-    if (asprintf(&anchored, "^(%s)", re) < 0)
-        return false;
-    bool ok = regcomp(&r, anchored, REG_EXTENDED | REG_NOSUB) == 0;
-    free(anchored);
-    bool m = ok && regexec(&r, s, 0, NULL, 0) == 0;
-    if (ok)
-        regfree(&r);
-    return m;
-}
-
-/* How an ignore entry names a module, as the declared format's loaders
- * match it (fp8conv-formats(5), FORMATS):
- *  - every format, every loader: the whole name, a "re:" regex matched from
- *    the start, a glob pattern; for compressed-tensors nothing more (vllm
- *    quantization/compressed_tensors/utils.py, should_ignore_layer ->
- *    check_equal_or_regex_match: the name equal, or "re:" with re.match), so
- *    a bare "gate" names no layer there;
- *  - hf-fp8 and fbgemm-fp8 (modules_to_not_convert), transformers only: should_convert_module
- *    (transformers quantizers/quantizers_utils.py) skips a module when the
- *    entry, as a regex, matches from the start of its name, or when the name
- *    ends with it ("gate" names model.layers.0.mlp.gate, and
- *    "model.layers.0.mlp.gate" names model.layers.0.mlp.gate_proj too);
- *    vLLM's Fp8Config matches whole names (quant_utils.py, is_layer_skipped);
- *  - modelopt (exclude_modules), every loader: vllm quantization/modelopt.py,
- *    ModelOptQuantConfigBase.is_layer_excluded, and SGLang's, also skip a
- *    module whose name contains the entry. */
-fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *module)
-{
-    size_t ne = strlen(entry), nm = strlen(module);
-    if (strcmp(entry, module) == 0)
-        return FMT_IGNORES_ALL;
-    if (strncmp(entry, "re:", 3) == 0 ? match_from_start(entry + 3, module)
-                                      : strpbrk(entry, "*?[") && fnmatch(entry, module, 0) == 0)
-        return FMT_IGNORES_ALL;
-    if (format == FP8_FORMAT_MODELOPT && ne && strstr(module, entry))
-        return FMT_IGNORES_ALL;
-    if (KNOWN_FORMAT(format) && ignore_keys[format].hf_loose && ne &&
-        ((ne <= nm && memcmp(module + nm - ne, entry, ne) == 0) || match_from_start(entry, module)))
-        return FMT_IGNORES_LOOSE;
-    return FMT_IGNORES_NONE;
-}
-
-struct fmt_ignore_set {
-    fp8_format format;
-    char *const *entries;
-    size_t *names;      /* the other entries' indices, sorted by their text */
-    size_t nnames;
-    size_t *globs;      /* entries with * ? [ */
-    size_t nglobs;
-    regex_t *res;       /* "re:" entries, and hf-fp8's entries as regexes */
-    size_t *res_at;     /* their entries */
-    bool *res_loose;    /* the hf-fp8 ones: transformers only */
-    size_t nres;
-};
-
-#define NAME(set, k) ((set)->entries[(set)->names[k]])
-
-static int cmp_names(const void *a, const void *b, void *entries)
-{
-    return strcmp(((char *const *)entries)[*(const size_t *)a],
-                  ((char *const *)entries)[*(const size_t *)b]);
-}
-
-/* `e` against the first `len` bytes of `s`, as strcmp would order them. */
-static int cmp_bounded(const char *e, const char *s, size_t len)
-{
-    int c = strncmp(e, s, len);
-    return c ? c : e[len] != '\0';
-}
-
-/* The index in names of the greatest name not above s's first len bytes,
- * or nnames when every name is above them. */
-static size_t floor_name(const fmt_ignore_set *set, const char *s, size_t len)
-{
-    size_t lo = 0, hi = set->nnames; /* the first name above */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cmp_bounded(NAME(set, mid), s, len) > 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo ? lo - 1 : set->nnames;
-}
-
-/* The names that are nonempty prefixes of s's first len bytes, longest
- * first, each given to `take` (which returns true to stop): the greatest
- * name not above them is one, or shares with them every prefix of theirs
- * that is a name, so the search goes on within their common prefix. */
-static bool prefix_names(const fmt_ignore_set *set, const char *s, size_t len,
-                         bool (*take)(void *arg, size_t entry), void *arg)
-{
-    while (len) {
-        size_t k = floor_name(set, s, len);
-        if (k == set->nnames)
-            return false;
-        const char *e = NAME(set, k);
-        size_t common = 0;
-        while (common < len && e[common] == s[common])
-            common++;
-        if (!e[common]) {
-            if (!common || take(arg, set->names[k]))
-                return common > 0;
-            common--;
-        }
-        len = common;
-    }
-    return false;
-}
-
-/* The entry equal to s, or (size_t)-1. */
-static size_t name_entry(const fmt_ignore_set *set, const char *s)
-{
-    size_t len = strlen(s), k = floor_name(set, s, len);
-    return k < set->nnames && strcmp(NAME(set, k), s) == 0 ? set->names[k] : (size_t)-1;
-}
-
-void fmt_ignore_set_free(fmt_ignore_set *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->nres; i++)
-        regfree(&s->res[i]);
-    free(s->res), free(s->res_at), free(s->res_loose), free(s->names), free(s->globs), free(s);
-}
-
-fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
-                                 fmt_ignore_set **out)
-{
-    fmt_ignore_set *s = calloc(1, sizeof *s);
-    *out = NULL;
-    if (s) {
-        s->format = format;
-        s->entries = entries;
-        s->names = fp8_xcalloc(n + 1, sizeof *s->names);
-        s->globs = fp8_xcalloc(n + 1, sizeof *s->globs);
-        s->res = fp8_xcalloc(n + 1, sizeof *s->res);
-        s->res_at = fp8_xcalloc(n + 1, sizeof *s->res_at);
-        s->res_loose = fp8_xcalloc(n + 1, sizeof *s->res_loose);
-    }
-    if (!s || !s->names || !s->globs || !s->res || !s->res_at || !s->res_loose) {
-        fmt_ignore_set_free(s);
-        return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *e = entries[i], *re = NULL;
-        bool loose = false;
-        if (strncmp(e, "re:", 3) == 0)
-            re = e + 3;
-        else if (strpbrk(e, "*?["))
-            s->globs[s->nglobs++] = i;
-        else {
-            s->names[s->nnames++] = i;
-            /* hf-fp8's entries are regexes to transformers; one whose only
-             * special character is '.' is looked up as a name (a '.' taken
-             * as itself: no real module name differs from another there) */
-            if (format == FP8_FORMAT_HF_FP8 && strpbrk(e, "()|+{}^$\\"))
-                re = e, loose = true;
-        }
-        char *anchored;
-        if (!re)
-            continue;
-        if (asprintf(&anchored, "^(%s)", re) < 0) {
-            fmt_ignore_set_free(s);
-            return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
-        }
-        if (regcomp(&s->res[s->nres], anchored, REG_EXTENDED | REG_NOSUB) == 0) {
-            s->res_at[s->nres] = i; /* (one that does not compile names nothing) */
-            s->res_loose[s->nres++] = loose;
-        }
-        free(anchored);
-    }
-    qsort_r(s->names, s->nnames, sizeof *s->names, cmp_names, (void *)entries);
-    *out = s;
-    return FP8_OK;
-}
-
-typedef struct {
-    fmt_ignores how; /* the best found */
-    size_t entry;    /* its entry */
-    bool *selected;  /* fmt_ignore_set_select: every entry found at `least` or above */
-    fmt_ignores least;
-} found;
-
-/* An entry selects the module at `how`; true: the search may stop. */
-static bool find(found *f, size_t entry, fmt_ignores how)
-{
-    if (how > f->how)
-        f->how = how, f->entry = entry;
-    if (f->selected && how >= f->least)
-        f->selected[entry] = true;
-    return !f->selected && f->how == FMT_IGNORES_ALL;
-}
-static bool find_all(void *f, size_t entry) { return find(f, entry, FMT_IGNORES_ALL); }
-static bool find_loose(void *f, size_t entry) { return find(f, entry, FMT_IGNORES_LOOSE); }
-
-/* fmt_ignore_match over every entry, each looked up rather than tried. */
-static void search(const fmt_ignore_set *s, const char *module, found *f)
-{
-    size_t nm = strlen(module), e;
-    if ((e = name_entry(s, module)) != (size_t)-1 && find(f, e, FMT_IGNORES_ALL))
-        return;
-    for (size_t i = 0; i < s->nglobs; i++)
-        if (fnmatch(s->entries[s->globs[i]], module, 0) == 0 &&
-            find(f, s->globs[i], FMT_IGNORES_ALL))
-            return;
-    for (size_t i = 0; i < s->nres; i++)
-        if (regexec(&s->res[i], module, 0, NULL, 0) == 0 &&
-            find(f, s->res_at[i], s->res_loose[i] ? FMT_IGNORES_LOOSE : FMT_IGNORES_ALL))
-            return;
-    for (size_t at = 0; at < nm; at++) {
-        /* ModelOpt: a name within the module's; transformers: at its end */
-        if (s->format == FP8_FORMAT_MODELOPT &&
-            prefix_names(s, module + at, nm - at, find_all, f))
-            return;
-        if (s->format == FP8_FORMAT_HF_FP8 && (e = name_entry(s, module + at)) != (size_t)-1)
-            find(f, e, FMT_IGNORES_LOOSE);
-    }
-    if (s->format == FP8_FORMAT_HF_FP8)
-        prefix_names(s, module, nm, find_loose, f);
-}
-
-fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module, const char **entry)
-{
-    found f = { FMT_IGNORES_NONE, 0, NULL, FMT_IGNORES_NONE };
-    search(s, module, &f);
-    if (entry)
-        *entry = f.how ? s->entries[f.entry] : NULL;
-    return f.how;
-}
-
-void fmt_ignore_set_select(const fmt_ignore_set *s, const char *module, bool loose, bool *selected)
-{
-    found f = { FMT_IGNORES_NONE, 0, selected, loose ? FMT_IGNORES_LOOSE : FMT_IGNORES_ALL };
-    search(s, module, &f);
 }

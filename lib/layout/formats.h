@@ -4,18 +4,18 @@
  * format pair, the scale tensor's name, dtype and shape, the config keys, and
  * what each loader makes of it.  quantize writes from this table, verify
  * checks against it and dequantize-for-export reads with it; the loader rules
- * live here and nowhere else.  Also the model rules every command shares
- * (fp8conv-formats(5), MODEL RULES): what stays unquantized (embeddings,
- * heads, norms, routers) and which weights are fused gate/up.
+ * live here and nowhere else.  The model rules every command shares are in
+ * model_rules.h, the ignore lists in ignore.h.
  */
 #ifndef FP8_FORMATS_H
 #define FP8_FORMATS_H
 
 #include <cjson/cJSON.h>
-#include <regex.h>
 
 #include "common/internal.h"
 #include "layout/fp4.h"
+#include "layout/ignore.h"
+#include "layout/model_rules.h"
 
 typedef enum {
     FMT_SCALE_F32,    /* F32 whatever the weight was */
@@ -89,9 +89,6 @@ typedef struct {
  * layout); NULL where the spec's own suffixes do (the FP8 layouts). */
 const fp4_layout *fmt_code_layout(const fmt_spec *spec);
 
-/* ModelOpt's side file beside config.json. */
-#define HF_QUANT_CONFIG "hf_quant_config.json"
-
 /* The table's row for a pair; NULL when the table has none. */
 const fmt_spec *fmt_spec_find(fp8_format format, fp8_scheme scheme);
 /* The pairs fp8conv writes, for messages: "block with hf-fp8 or
@@ -116,47 +113,6 @@ cJSON *fmt_side_file(const fmt_spec *spec, const fp8_quant_options *o, char *con
  * with quant_algo `algo`, the exclusions (takes `ignore`, an array),
  * group_size when not 0, and kv_cache_quant_algo FP8 when `kv_fp8`. */
 cJSON *fmt_modelopt_side(const char *algo, cJSON *ignore, uint32_t group_size, bool kv_fp8);
-/* The side file of a format beside config.json (HF_QUANT_CONFIG for
- * ModelOpt); NULL when it has none. */
-const char *fmt_side_file_name(fp8_format format);
-/* The quantization_config key of a format's ignore list ("ignore",
- * "modules_to_not_convert"); NULL for FP8_FORMAT_DEFAULT. */
-const char *fmt_ignore_key(fp8_format format);
-/* The modules a checkpoint of `format` declares unquantized: its
- * quantization_config's list, or, when config.json has no
- * quantization_config, its side file's (`side`, may be NULL; ModelOpt's
- * loaders read one or the other), each entry once, appended to *list (*n
- * entries, the caller frees them); *present: some list is there, even an
- * empty one (for ModelOpt, a quantization_config without "ignore": its
- * loaders read none).  Entries are module
- * names, "re:" regexes or globs, as the loaders match them (verify). */
-fp8_status fmt_ignore_read(fp8_ctx *ctx, fp8_format format, const cJSON *config, const cJSON *side,
-                           char ***list, size_t *n, bool *present);
-/* How the loaders of `format` read ignore entry `entry` for `module`:
- * FMT_IGNORES_ALL, every loader keeps it unquantized; FMT_IGNORES_LOOSE,
- * only transformers' looser hf-fp8 match does; FMT_IGNORES_NONE.  One
- * matcher for verify's ignore-list rules and --like (formats.c). */
-typedef enum { FMT_IGNORES_NONE, FMT_IGNORES_LOOSE, FMT_IGNORES_ALL } fmt_ignores;
-fmt_ignores fmt_ignore_match(fp8_format format, const char *entry, const char *module);
-/* A whole ignore list (borrowed: it must outlive the set) indexed for
- * fmt_ignore_match's answer over all its entries: O(log n) a module for
- * names (sorted; a module's substrings and suffixes looked up), one match
- * each for "re:", glob and (hf-fp8) regex entries, so that verify of a
- * 1,000,000-entry list takes seconds (issue 43).  An hf-fp8 name's '.' is
- * taken as itself, where transformers' regex reading takes any character
- * (no real module name differs from another only there). */
-typedef struct fmt_ignore_set fmt_ignore_set;
-fp8_status fmt_ignore_set_create(fp8_ctx *ctx, fp8_format format, char *const *entries, size_t n,
-                                 fmt_ignore_set **out);
-/* ... and *entry (when not NULL) one entry that selects it so, or NULL */
-fmt_ignores fmt_ignore_set_match(const fmt_ignore_set *s, const char *module, const char **entry);
-/* selected[i] set for every entry i that keeps `module` (for every loader,
- * or with `loose` for transformers too). */
-void fmt_ignore_set_select(const fmt_ignore_set *s, const char *module, bool loose, bool *selected);
-/* Each of list's n strings once, the first kept in place (the others
- * freed), in O(n log n). */
-fp8_status fmt_unique(fp8_ctx *ctx, char **list, size_t *n);
-void fmt_ignore_set_free(fmt_ignore_set *s);
 /* "vLLM", "SGLang", "transformers" (fp8_loader_name() is the option's spelling). */
 const char *fmt_loader_title(fp8_loader l);
 
@@ -202,9 +158,6 @@ fp8_status fmt_config_read(fp8_ctx *ctx, const char *dir, cJSON **config, bool *
 uint64_t fmt_config_experts(const cJSON *config);
 /* hidden_size (or text_config's); 0 when absent. */
 uint64_t fmt_config_hidden(const cJSON *config);
-/* Whether a 3-D fused experts tensor is stored [E, in, out] (Llama-4,
- * gpt-oss), as its shape against the hidden size says. */
-bool fmt_experts_in_out(const char *name, int rank, const uint64_t *shape, uint64_t hidden);
 
 /* The dtype the config says the model computes in (torch_dtype, or
  * transformers 5's dtype): 1 "float32", 0 another, -1 none declared. */
@@ -214,62 +167,9 @@ const char *fmt_config_model_type(const cJSON *config);
 /* The dtype the config declares (torch_dtype, or dtype); NULL when none. */
 const char *fmt_config_dtype(const cJSON *config);
 
-/* Why a tensor stays unquantized by the built-in rules (a multimodal
- * model's vision tower or projector, embedding, output head, norm, MoE
- * router, MTP projection); NULL when no rule keeps it.
- * `experts` is the config's expert count (0: none): a 2-D gate or router
- * weight whose output dimension equals it is a router, whatever the family
- * calls it. `model_type` (the config's, NULL: none) adds the towers
- * fmt_tower_unquantized names for it. */
-const char *fmt_default_keep(const char *name, int rank, const uint64_t *shape, uint64_t experts,
-                             const char *model_type);
-#define FMT_KEEP_TOWER "vision tower or multimodal projector"
-/* The loaders (FP8_LOADER_* bits) that build the tower holding `name`
- * unquantized for `model_type` (its config's), whatever the config declares. */
-unsigned fmt_tower_unquantized(const char *model_type, const char *name);
 
-/* An ignore pattern (fp8conv(1), --ignore), as llm-compressor and
- * compressed-tensors spell them (utils/match.py, _match_name: "re:" then a
- * regex given to Python's re.match on the module's name, so anchored at its
- * start only; any other entry equal to the module's name).  Here "re:"
- * takes a POSIX extended regex matched from the start of the module's name
- * (the tensor's name up to its last '.': model.x.q_proj owns
- * model.x.q_proj.weight); a pattern equal to the whole name of one of the
- * input's modules names that module only (fmt_pattern_module, as
- * compressed-tensors' equality test: model.layers.0.mlp.gate is the router,
- * not gate_proj); any other pattern is a POSIX extended regex searched
- * anywhere in the tensor's name.  A back-reference is refused: glibc's
- * matcher can take minutes on a long name with one. */
-typedef struct {
-    regex_t re;
-    bool on_module; /* "re:": matched from the module name's start */
-    char *literal;  /* ^NAME$ with NAME's special characters escaped (--like's
-                       explicit names): compared, not matched; else NULL */
-    char *module;   /* a module's whole name: its tensors only; else NULL */
-} fmt_pattern;
-/* 0, or nonzero with why it does not compile in why[n] */
-int fmt_pattern_compile(fmt_pattern *p, const char *pattern, char *why, size_t n);
-bool fmt_pattern_match(const fmt_pattern *p, const char *tensor);
-/* Reads a pattern that is not "re:" and equals the module of `tensor` as
- * that module's name (p->module): 1; 0 when it is not one; -1 out of memory. */
-int fmt_pattern_module(fmt_pattern *p, const char *pattern, const char *tensor);
-void fmt_pattern_free(fmt_pattern *p);
 /* The scheme of ModelOpt's quant_algo ALGO (a row's modelopt_algo or
  * modelopt_algo_acts); false, *scheme untouched, for none. */
 bool fmt_modelopt_algo_scheme(const char *algo, fp8_scheme *scheme);
-/* fmt_default_keep's answer for DeepSeek-V3.2's indexer weights_proj */
-#define INDEXER_WEIGHTS_PROJ "indexer weights_proj (DeepSeek-V3.2)"
-
-/* Whether `name` is a fused gate/up weight ([2I, H], or [E, 2I, H] for
- * experts): gate_up_proj, w13, ... whose halves a loader splits. */
-bool fmt_is_fused_gate_up(const char *name);
-/* Whether `name` is an MoE expert weight (3-D, or one expert's 2-D). */
-/* The weight-scale suffix (quantize's scale_suffix) the loaders read for
- * the experts tensor `name`, NULL for any; *expert: whether it is one. */
-const char *fmt_expert_scale_suffix(const char *name, bool *expert);
-/* Why loader l cannot load an FP8 expert weight of this name (its expert
- * row's rule: Granite's fused experts in transformers); NULL when it can. */
-const char *fmt_expert_no_load(const char *name, fp8_loader l);
-bool fmt_is_expert(const char *name);
 
 #endif

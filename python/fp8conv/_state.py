@@ -17,8 +17,8 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._tensor import (_NUMPY, _TORCH, _Array, _Options, _call, _is_torch, _lib_dtype_name, _load,
-                      _numpy_dtype, _options, _ptr, _torch_dtype, _usage)
+from ._tensor import (_DTYPES, _Array, _Options, _call, _dtype_of, _is_torch, _lib_dtype_name,
+                      _load, _numpy_dtype, _options, _ptr, _torch_dtype, _usage)
 
 __all__ = ["QuantizedStateDict", "quantize_state_dict", "quantization_config"]
 
@@ -108,25 +108,14 @@ def _meta(x: Any) -> Tuple[str, Tuple[int, ...]]:
     """A tensor's (safetensors dtype name, shape), or a (dtype, shape) pair's."""
     if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str):
         return x[0].upper(), tuple(int(d) for d in x[1])
-    if _is_torch(x):
-        names = {v: k for k, v in _TORCH.items()}
-        name = names.get(str(x.dtype).replace("torch.", ""))
-    elif hasattr(x, "dtype") and hasattr(x, "shape"):
-        name = None
-        for k in _NUMPY:
-            try:
-                if x.dtype == _numpy_dtype(k):
-                    name = k
-                    break
-            except (ImportError, AttributeError):
-                continue
-    else:
+    if not _is_torch(x) and not (hasattr(x, "dtype") and hasattr(x, "shape")):
         raise TypeError("fp8conv: a state dict's values are numpy arrays or torch tensors "
                         "(or (dtype, shape) pairs for quantization_config), not %s"
                         % type(x).__name__)
+    name = _dtype_of(x)
     if name is None:
         _usage("a tensor of %s: the state-dict API takes the dtypes of safetensors "
-               "(%s)" % (x.dtype, ", ".join(_NUMPY)))
+               "(%s)" % (x.dtype, ", ".join(_DTYPES)))
     return name, tuple(int(d) for d in x.shape)
 
 

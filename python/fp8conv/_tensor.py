@@ -8,13 +8,16 @@ quantized.  numpy and ml_dtypes are needed for numpy inputs, torch for torch
 ones; neither is a requirement of the package.
 """
 import ctypes
+import itertools
 import os
 import threading
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 __all__ = ["QuantizedTensor", "quantize_tensor", "dequantize_tensor", "cuda_compiled"]
 
-_PARTS = 3  # FP8_PART_CODES, FP8_PART_SCALE, FP8_PART_SCALE2
+# FP8_PART_CODES, FP8_PART_SCALE, FP8_PART_SCALE2: QuantizedTensor's attributes
+_PART_NAMES = ("codes", "scale", "scale2")
+_PARTS = len(_PART_NAMES)
 
 
 class _Options(ctypes.Structure):
@@ -37,6 +40,11 @@ _lock = threading.Lock()
 _lib: Any = None
 # FP8_SCHEME_TAKES_*: the options a scheme takes beyond scheme=
 _TAKES_BLOCK, _TAKES_SCALE_FMT, _TAKES_MX_ROUNDING, _TAKES_GROUP = 1, 2, 4, 8
+# The enums the options name, read from the library's own names: lib.ATTR =
+# {name: value} for each value from FIRST on that FUNCTION names (it gives NULL
+# or "?" past the last); fp8_format's 0, FP8_FORMAT_DEFAULT, has no spelling.
+_NAMES = (("dtypes", "fp8_dtype_name", 0), ("schemes", "fp8_scheme_name", 0),
+          ("profiles", "fp8_profile_name", 0), ("formats", "fp8_format_name", 1))
 
 
 def library_path() -> str:
@@ -57,14 +65,6 @@ def _load() -> Any:
         lib.fp8_ctx_free.argtypes = [c.c_void_p]
         lib.fp8_ctx_message.restype = c.c_char_p
         lib.fp8_ctx_message.argtypes = [c.c_void_p]
-        lib.fp8_dtype_name.restype = c.c_char_p
-        lib.fp8_dtype_name.argtypes = [c.c_int]
-        lib.fp8_scheme_name.restype = c.c_char_p
-        lib.fp8_scheme_name.argtypes = [c.c_int]
-        lib.fp8_profile_name.restype = c.c_char_p
-        lib.fp8_profile_name.argtypes = [c.c_int]
-        lib.fp8_format_name.restype = c.c_char_p
-        lib.fp8_format_name.argtypes = [c.c_int]
         lib.fp8_scheme_options.restype = c.c_uint
         lib.fp8_scheme_options.argtypes = [c.c_int]
         shape = c.POINTER(c.c_uint64)
@@ -80,45 +80,32 @@ def _load() -> Any:
         for f in ("fp8_tensor_layout_get", "fp8_tensor_quantize", "fp8_tensor_dequantize",
                   "fp8_tensor_quantize_cuda"):
             getattr(lib, f).restype = c.c_int
-        lib.dtypes = {}
-        for i in range(64):
-            name = lib.fp8_dtype_name(i)
-            if name is None:
-                break
-            lib.dtypes[name.decode()] = i
-        lib.schemes = {}
-        for i in range(64):
-            name = lib.fp8_scheme_name(i).decode()
-            if name == "?":
-                break
-            lib.schemes[name] = i
-        lib.profiles = {}
-        for i in range(64):
-            name = lib.fp8_profile_name(i).decode()
-            if name == "?":
-                break
-            lib.profiles[name] = i
-        lib.formats = {}
-        for i in range(1, 64):
-            name = lib.fp8_format_name(i).decode()
-            if name == "?":
-                break
-            lib.formats[name] = i
+        for attr, f, first in _NAMES:
+            fn = getattr(lib, f)
+            fn.restype, fn.argtypes = c.c_char_p, [c.c_int]
+            setattr(lib, attr, _names(fn, first))
         _lib = lib
         return lib
 
 
-def _errors() -> Any:
-    from . import BadInputError, DeviceError, Error, IOSystemError, UsageError
-    # fp8_status -> the exception of the exit status the CLI gives it
-    return Error, {1: UsageError, 2: BadInputError, 3: IOSystemError, 4: IOSystemError,
-                   5: DeviceError, 6: UsageError}
+def _names(fn: Any, first: int) -> Dict[str, int]:
+    names: Dict[str, int] = {}
+    for i in itertools.count(first):
+        name = fn(i)
+        if name in (None, b"?"):
+            break
+        names[name.decode()] = i
+    return names
+
+
+# fp8_status -> the exit status the CLI gives it (its Error subclass: fp8conv._ERRORS)
+_EXIT = {1: 2, 2: 3, 3: 4, 4: 4, 5: 5, 6: 2}
 
 
 def _raise(status: int, message: str) -> None:
-    base, by_status = _errors()
-    exc = by_status.get(status, base)
-    raise exc(message, {1: 2, 2: 3, 3: 4, 4: 4, 5: 5, 6: 2}.get(status, 1))
+    from . import _ERRORS, Error
+    code = _EXIT.get(status, 1)
+    raise _ERRORS.get(code, Error)(message, code)
 
 
 def _usage(message: str) -> None:
@@ -138,24 +125,23 @@ def _call(fn: Any, *args: Any) -> None:
         lib.fp8_ctx_free(ctx)
 
 
-# safetensors dtype names <-> the array libraries' dtypes
-_NUMPY = {"BF16": ("ml_dtypes", "bfloat16"), "F16": ("numpy", "float16"),
-          "F32": ("numpy", "float32"), "F64": ("numpy", "float64"),
-          "F8_E4M3": ("ml_dtypes", "float8_e4m3fn"), "F8_E8M0": ("ml_dtypes", "float8_e8m0fnu"),
-          "U8": ("numpy", "uint8"), "I8": ("numpy", "int8"), "I16": ("numpy", "int16"),
-          "I32": ("numpy", "int32"), "I64": ("numpy", "int64"), "BOOL": ("numpy", "bool_")}
-_TORCH = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
-          "F8_E4M3": "float8_e4m3fn", "F8_E8M0": "float8_e8m0fnu", "U8": "uint8",
-          "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "BOOL": "bool"}
+# safetensors dtype name -> (numpy's module, its dtype, torch's dtype)
+_DTYPES = {"BF16": ("ml_dtypes", "bfloat16", "bfloat16"), "F16": ("numpy", "float16", "float16"),
+           "F32": ("numpy", "float32", "float32"), "F64": ("numpy", "float64", "float64"),
+           "F8_E4M3": ("ml_dtypes", "float8_e4m3fn", "float8_e4m3fn"),
+           "F8_E8M0": ("ml_dtypes", "float8_e8m0fnu", "float8_e8m0fnu"),
+           "U8": ("numpy", "uint8", "uint8"), "I8": ("numpy", "int8", "int8"),
+           "I16": ("numpy", "int16", "int16"), "I32": ("numpy", "int32", "int32"),
+           "I64": ("numpy", "int64", "int64"), "BOOL": ("numpy", "bool_", "bool")}
 
 
 def _numpy_dtype(name: str) -> Any:
-    module, attr = _NUMPY[name]
+    module, attr, _ = _DTYPES[name]
     return getattr(__import__(module), attr)
 
 
 def _torch_dtype(torch: Any, name: str) -> Any:
-    dt = getattr(torch, _TORCH[name], None)
+    dt = getattr(torch, _DTYPES[name][2], None)
     if dt is None:
         _raise(1, "torch %s has no dtype for %s" % (torch.__version__, name))
     return dt
@@ -163,6 +149,21 @@ def _torch_dtype(torch: Any, name: str) -> Any:
 
 def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _dtype_of(x: Any) -> Optional[str]:
+    """The safetensors name of a torch tensor's or an array's dtype; None
+    for one _DTYPES lacks."""
+    if _is_torch(x):
+        torch_name = str(x.dtype).replace("torch.", "")
+        return next((k for k, row in _DTYPES.items() if row[2] == torch_name), None)
+    for name in _DTYPES:
+        try:
+            if x.dtype == _numpy_dtype(name):
+                return name
+        except (ImportError, AttributeError):
+            continue
+    return None
 
 
 def cuda_compiled() -> bool:
@@ -194,8 +195,7 @@ class _Array:
                         "or make wheel WHEEL_HAVE_CUDA=1), or move the tensor to the CPU "
                         "(x.cpu())" % (x.device, library_path()), 5)
                 self.device = x.device
-            names = {v: k for k, v in _TORCH.items()}
-            self.dtype = names.get(str(x.dtype).replace("torch.", ""))
+            self.dtype = _dtype_of(x)
             self.data = x.contiguous()  # a copy only when x is not contiguous
             self.ptr = self.data.data_ptr()
             self.shape = tuple(int(d) for d in x.shape)
@@ -209,14 +209,7 @@ class _Array:
         if not isinstance(x, numpy.ndarray):
             raise TypeError("fp8conv: quantize_tensor takes a numpy array or a torch tensor, "
                             "not %s" % type(x).__name__)
-        self.dtype = None
-        for name in _NUMPY:
-            try:
-                if x.dtype == _numpy_dtype(name):
-                    self.dtype = name
-                    break
-            except (ImportError, AttributeError):
-                continue
+        self.dtype = _dtype_of(x)
         self.data = numpy.ascontiguousarray(x)  # a copy only when x is not C-contiguous
         self.ptr = self.data.__array_interface__["data"][0]
         self.shape = tuple(int(d) for d in x.shape)
@@ -397,11 +390,11 @@ def quantize_tensor(x: Any, scheme: str = "block",
     if out is None:
         outs = [a.empty(lay.part[k]) if lay.part[k].name else None for k in range(_PARTS)]
     else:
-        outs = [out.codes, out.scale, out.scale2]
+        outs = [getattr(out, k) for k in _PART_NAMES]
         for k, t in enumerate(outs):
             if (t is None) != (not lay.part[k].name) or (t is not None and not a.fits(t, lay.part[k])):
                 _usage("out=: its %s does not fit this call's (kind, dtype, shape, C order)"
-                       % ("codes", "scale", "scale2")[k])
+                       % _PART_NAMES[k])
     ptrs = (ctypes.c_void_p * _PARTS)(*[_ptr(t) if t is not None else None for t in outs])
     dims = (ctypes.c_uint64 * len(a.shape))(*a.shape)
     if a.device is None:
@@ -446,13 +439,13 @@ def dequantize_tensor(q: QuantizedTensor, dtype: str = "bf16",
     o = _Options.from_buffer_copy(q._options)
     if threads is not None:
         o.threads = int(threads)
-    parts = [q.codes, q.scale, q.scale2]
+    parts = [getattr(q, k) for k in _PART_NAMES]
     lay = _layout(o, lib.dtypes[q.dtype], q.shape)
     for k, t in enumerate(parts):
         if lay.part[k].name and (t is None or _nbytes(t) != lay.part[k].nbytes
                                  or not _contiguous(t)):
             _usage("dequantize_tensor: q.%s is not the contiguous %d bytes its layout has"
-                   % (("codes", "scale", "scale2")[k], lay.part[k].nbytes))
+                   % (_PART_NAMES[k], lay.part[k].nbytes))
     kind = _Array.__new__(_Array)
     kind.torch = None
     if _is_torch(q.codes):
