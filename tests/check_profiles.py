@@ -745,7 +745,18 @@ def main():
                       all(w["path"] == "values" for w in j.get("weights", [])),
                       "%s: exit %d, json profile %s %s" % (what, p.returncode, j.get("profile"), p.stderr.strip()))
                 got = read_st(out) if p.returncode == 0 else {}
+                counts = {w["name"]: (w["changed"], w["max_change"]) for w in j.get("weights", [])}
                 for n, (codes, scales) in want.items():
+                    # its counts: values q * s (s as stored) that changed, the largest change
+                    r, c = shapes[n]
+                    sc = struct.unpack("<%df" % (len(scales) // 4), scales)
+                    g = {"block": lambda i: i // c // 128 * -(-c // 128) + i % c // 128,
+                         "channel": lambda i: i // c, "tensor": lambda i: 0}[scheme]
+                    ys = [f32(e4m3_decode(codes[i]) * sc[g(i)]) for i in range(r * c)]
+                    xs = inputs[frm][n]
+                    check(counts.get(n) == (sum(y != x for y, x in zip(ys, xs)),
+                                            max(abs(y - x) for y, x in zip(ys, xs))),
+                          "%s: %s: json changed, max_change %s" % (what, n, counts.get(n)))
                     raw = got.get(n, (0, 0, b""))[2]
                     sraw = (got.get(n + "_scale_inv") or got.get(n + "_scale") or (0, 0, b""))[2]
                     check(raw == codes and sraw == scales, "%s: %s: %d code bytes differ, scales %s" % (

@@ -402,9 +402,9 @@ static fp8_status source_quantized(void *user, fp8_ctx *ctx, const fp8_tensor_in
         codes += old[k] != q[k];
     for (uint64_t r = 0; r < b->rows; r++) {
         for (uint64_t c0 = 0; c0 < b->cols; c0 += b->group_cols) {
-            float s = b->scale;
-            if (!b->fixed)
-                dq_scale_value(sdt, scales, r / b->group_rows * per_row + c0 / b->group_cols, &s);
+            float s; /* as stored (a fixed band's one scale too; its factor may differ) */
+            dq_scale_value(sdt, scales,
+                           b->fixed ? 0 : r / b->group_rows * per_row + c0 / b->group_cols, &s);
             uint64_t end = c0 + b->group_cols < b->cols ? c0 + b->group_cols : b->cols;
             for (uint64_t k = r * b->cols + c0; k < r * b->cols + end; k += 1024) {
                 float y[1024];
