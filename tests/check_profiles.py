@@ -246,6 +246,23 @@ def rule_deepgemm(a):
     return sf, lambda x: e4m3(f32(x * r))
 
 
+def rule_sglang_ue8m0(a):
+    # sgl-project/sglang python/sglang/srt/layers/quantization/fp8_utils.py (002ed7e)
+    # per_block_cast_to_fp8 ("COPIED FROM DeepGEMM"), which requant_weight_ue8m0 runs on the
+    # bf16 block_quant_dequant of an FP8 checkpoint's weights (Blackwell's UE8M0 path):
+    # x_amax.clamp(1e-4); sf = ceil_to_ue8m0(x_amax / 448.0) with ceil_to_ue8m0 =
+    # torch.pow(2.0, torch.ceil(torch.log2(x.abs()))); (x_view * (1.0 / sf)).to(e4m3).
+    # log2 here is the double's, whose ceil is fp32's correctly rounded log2f's on every such
+    # s (none is within 842 fp32 ulps above an integer); CUDA's log2f must give the exact
+    # integer on the s that are powers of two (the GPU check)
+    a = max(a, f32(1e-4))
+    sf = 2.0 ** math.ceil(math.log2(f32(a * f32(1 / 448))))
+    r = f32(1 / sf)
+    if e4m3_decode(e4m3(f32(a * r))) * sf > FLT_MAX:
+        return None
+    return sf, lambda x: e4m3(f32(x * r))
+
+
 PROFILES = {  # name: {scheme: rule}
     "fp8conv": {"block": rule_fp8conv, "tensor": rule_fp8conv, "channel": rule_fp8conv,
                 "mxfp8": rule_fp8conv_mx},
@@ -788,6 +805,25 @@ def main():
             p = run(binary, ["convert"] + args + [out])
             check(p.returncode == 2 and says in p.stderr and not os.path.exists(out),
                   "convert %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+        # SGLang's UE8M0 path (torch.log2 and torch.ceil) is --profile deepgemm's rule on every
+        # bf16 amax (and the 1e-4 floor) ...
+        amaxes = [bf16_value(b) for b in range(0, 0x7F80)] + [f32(1e-4)]
+        same = [a for a in amaxes if (lambda x, y: x is None and y is None or (
+            x and y and x[0] == y[0]))(rule_sglang_ue8m0(a), rule_deepgemm(a))]
+        check(len(same) == len(amaxes), "sglang's log2/ceil ue8m0 scale is deepgemm's on %d of %d "
+              "bf16 amaxes" % (len(same), len(amaxes)))
+        # ... and its requantization of an FP8 checkpoint (block_quant_dequant to bf16, then
+        # per_block_cast_to_fp8) is dequantize-for-export --dtype bf16, quantize --profile deepgemm
+        dq, rq = os.path.join(tmp, "dq.safetensors"), os.path.join(tmp, "rq.safetensors")
+        p = run(binary, ["dequantize-for-export", "-q", "--dtype", "bf16", fp8["block"], dq])
+        q = run(binary, ["quantize", "-q", "--profile", "deepgemm", dq, rq])
+        got = read_st(rq) if p.returncode == 0 and q.returncode == 0 else {}
+        for n, (r, c) in shapes.items():
+            bits = [bf16_bits(v) for v in inputs["block"][n]]
+            want = expected(rule_sglang_ue8m0, bits, r, c, "block")
+            check(got and want and (got[n][2], got[n + "_scale_inv"][2]) == want,
+                  "sglang's requant_weight_ue8m0 of %s: dequantize-for-export --dtype bf16, quantize "
+                  "--profile deepgemm: %s" % (n, "refused" if not want else "differs" if got else p.stderr + q.stderr))
         # numpy float32 and ml_dtypes, where present, take the same steps
         amaxes = [f32(a) for a in (0.0, 1e-39, 5e-11, 1e-10, 5e-5, 0.0123, 1.0, 448.0, 3.3895313892515355e38)]
         xs = [bf16_value(bf16_bits(v)) for v in (0.0, -0.0, 1e-3, -0.05, 0.0123, 2.5, -448.0, 3e38)]
