@@ -834,6 +834,14 @@ def main():
                 print("numpy/ml_dtypes not importable: the numpy cross-check is not run (said, not a failure)")
                 break
             check(agree, "%s: the numpy float32 / ml_dtypes steps agree" % rule.__name__)
+    # the GPU kit's check of the engines' own quantizers (tests/gpu/engines_cuda.py: it runs only
+    # where a CUDA GPU and torch are) at least compiles here
+    gpu = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu", "engines_cuda.py")
+    try:
+        compile(open(gpu).read(), gpu, "exec")
+        check(True, "")
+    except SyntaxError as e:
+        check(False, "tests/gpu/engines_cuda.py does not compile: %s" % e)
     if ENGINE.get("ran"):
         print("compressed-tensors run for real on %d inputs: %d codes differ only as -0 against its +0 "
               "(a subnormal quotient its CPU bf16 cast flushed)" % (ENGINE["ran"], ENGINE.get("flushed", 0)))
