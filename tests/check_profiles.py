@@ -47,6 +47,7 @@ import sys
 import tempfile
 
 FLT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+BF16_MAX = struct.unpack("<f", b"\x00\x00\x7f\x7f")[0]  # 0x1.FEp127
 INF = float("inf")
 
 
@@ -215,6 +216,15 @@ def rule_te(a):
     return f32(1 / k), lambda x: e4m3(f32(x * k))
 
 
+def rule_te_block(a):
+    # TE's block kernels (quantize_transpose_square_blockwise.cu, compute_scale_from_types at
+    # d0067d0, since 1bbeab1): an infinite 448 / amax becomes the input dtype's largest finite
+    # value, bf16's 0x1.FEp127 for these bf16 weights (FLT_MAX for an F32 input: rule_te)
+    k = 1.0 if a == 0 else f32(448 / a)
+    k = BF16_MAX if k == INF else k
+    return f32(1 / k), lambda x: e4m3(f32(x * k))
+
+
 def rule_transformers(a):
     # Fp8Quantize.convert: safe = where(max_abs > 0, max_abs, 1); scales = 448 / safe
     # (Tensor.__rdiv__: reciprocal, then * 448); where(max_abs > 0, scales, 1);
@@ -271,7 +281,7 @@ PROFILES = {  # name: {scheme: rule}
     "sglang": {"block": rule_sglang},
     "prime-rl": {"block": rule_prime_rl},
     "slime": {"block": rule_slime},
-    "te": {"block": rule_te, "tensor": rule_te},
+    "te": {"block": rule_te_block, "tensor": rule_te},
     "transformers": {"block": rule_transformers, "tensor": rule_transformers},
     "llm-compressor": {"block": rule_llm_compressor, "channel": rule_llm_compressor,
                        "tensor": rule_llm_compressor, "mxfp8": rule_llm_compressor_mx},
@@ -332,9 +342,9 @@ def numpy_agrees(rule, a_values, xs):
             elif name == "slime":
                 s = max(a32, f(1e-10)) / f(448)
                 st, op = s, lambda x: x * (f(1) / s)
-            elif name == "te":
+            elif name in ("te", "te-block"):
                 k = f(1) if a32 == 0 else f(448) / a32
-                k = f(FLT_MAX) if np.isinf(k) else k
+                k = f(FLT_MAX if name == "te" else BF16_MAX) if np.isinf(k) else k
                 st, op = f(1) / k, lambda x: x * k
             elif name == "transformers":
                 k = f(1) if a32 == 0 else (f(1) / a32) * f(448)
@@ -752,6 +762,7 @@ def main():
                 p = run(binary, ["convert", "--json", "--scheme", scheme, "--format", FORMAT[scheme],
                                  "--profile", name, fp8[frm], out])
                 what = "convert --profile %s --scheme %s from %s" % (name, scheme, frm)
+                rule = rule_te if rule is rule_te_block else rule  # F32 values: TE's FLT_MAX
                 want = {n: expected(rule, None, r, c, scheme, inputs[frm][n]) for n, (r, c) in shapes.items()}
                 if any(w is None for w in want.values()):
                     check(p.returncode == 3 and not os.path.exists(out),
