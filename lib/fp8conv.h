@@ -764,8 +764,9 @@ typedef struct {
      * no_sync, progress, cancel as for quantize (ignore is not used);
      * profile: the arithmetic of the values path only (the exact path
      * copies under any profile; a scheme it does not define is
-     * FP8_ERR_USAGE, as an input's ue8m0 claim an F32-scale profile cannot
-     * keep unless scale_fmt_set; a ue8m0 profile makes hf-fp8 blocks ue8m0). */
+     * FP8_ERR_USAGE, as is a weight to re-quantize under an input's ue8m0
+     * claim that an F32-scale profile cannot keep, unless scale_fmt_set; a
+     * ue8m0 profile makes hf-fp8 blocks ue8m0). */
     fp8_quant_options target;
     /* false: as the input declares it (its scheme, its block size, its
      * ue8m0 claim) */

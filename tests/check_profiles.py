@@ -816,6 +816,15 @@ def main():
             p = run(binary, ["convert"] + args + [out])
             check(p.returncode == 2 and says in p.stderr and not os.path.exists(out),
                   "convert %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+        # ... but ue8m0 blocks copied exactly (finer blocks that nest) keep it under any profile
+        out = os.path.join(tmp, "ue8m0-64")
+        p = run(binary, ["convert", "--profile", "vllm", "--block", "64x64", ue8m0, out])
+        q = run(binary, ["convert", "-q", "--block", "64x64", ue8m0, out + "-own"])
+        check(p.returncode == 0 and "re-quantized no value" in p.stderr and all(
+            read_st(os.path.join(out, f)) == read_st(os.path.join(out + "-own", f))
+            for f in os.listdir(out) if f.endswith(".safetensors")),
+              "convert --profile vllm --block 64x64 of ue8m0 blocks: exact, exit %d %s" % (
+                  p.returncode, p.stderr.strip()))
         # SGLang's UE8M0 path (torch.log2 and torch.ceil) is --profile deepgemm's rule on every
         # bf16 amax (and the 1e-4 floor) ...
         amaxes = [bf16_value(b) for b in range(0, 0x7F80)] + [f32(1e-4)]

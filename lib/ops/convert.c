@@ -484,9 +484,9 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
 }
 
 /* --profile: the arithmetic of the weights re-quantized from their values
- * (the exact path copies, whatever the profile).  Its scales decide the
- * path before the plan does: a ue8m0 row's (deepgemm) are ue8m0, and an F32
- * row's are no ue8m0 the input declares (fp8conv(1), convert, --profile). */
+ * (the exact path copies, whatever the profile: fp8conv(1), convert,
+ * --profile).  A ue8m0 row's scales (deepgemm) decide the path: hf-fp8
+ * blocks become ue8m0. */
 static fp8_status take_profile(fp8_ctx *ctx, fp8_convert *c)
 {
     fp8_quant_options *o = &c->opts.target;
@@ -500,12 +500,30 @@ static fp8_status take_profile(fp8_ctx *ctx, fp8_convert *c)
                         defined);
     if (prof->ue8m0 && o->format == FP8_FORMAT_HF_FP8)
         o->scale_ue8m0 = true;
-    if (o->scale_ue8m0 && !c->opts.scale_fmt_set &&
-        !fp8_numerics_any_kind(fp8_profile_numerics(o->profile, o->scheme)))
-        return fp8_fail(ctx, FP8_ERR_USAGE, "the input declares scale_fmt ue8m0, and --profile "
-                        "%s computes F32 block scales: give --scale-fmt float to re-quantize to "
-                        "its scales (or --profile deepgemm for ue8m0 ones)",
-                        fp8_profile_name(o->profile));
+    return FP8_OK;
+}
+
+/* The plan's target: the profile only where a weight is re-quantized (else
+ * fp8conv's own, which copies ue8m0 blocks under any profile); then an
+ * input's ue8m0 claim that the profile's F32 scales cannot keep is refused,
+ * naming the first such weight. */
+static fp8_status plan_target(fp8_ctx *ctx, const fp8_convert *c, fp8_quant_options *t)
+{
+    const weight *w = NULL;
+    size_t values = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (!c->weights[i].pub.exact && values++ == 0)
+            w = &c->weights[i];
+    *t = c->opts.target;
+    if (!values)
+        t->profile = FP8_PROFILE_FP8CONV;
+    else if (t->scale_ue8m0 && !c->opts.scale_fmt_set &&
+             !fp8_numerics_any_kind(fp8_profile_numerics(t->profile, t->scheme)))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s' (and %zu more) must be re-quantized "
+                        "(%s), and the input declares scale_fmt ue8m0, which --profile %s does "
+                        "not compute (F32 block scales): give --scale-fmt float, or --profile "
+                        "deepgemm for ue8m0 ones", fp8_checkpoint_shard_name(c->ck, w->shard),
+                        w->w->name, values - 1, w->pub.why, fp8_profile_name(t->profile));
     return FP8_OK;
 }
 
@@ -810,8 +828,11 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
         qsort_r(c->by_scale, c->n, sizeof *c->by_scale, cmp_by_scale, c);
     c->source = (fp8_quant_source){ .user = c, .tensor = source_tensor, .read = source_read,
                                     .quantized = source_quantized };
+    fp8_quant_options target;
     if (!st)
-        st = fp8_quant_plan_create_from(ctx, input, &c->opts.target, &c->source, &c->plan);
+        st = plan_target(ctx, c, &target);
+    if (!st)
+        st = fp8_quant_plan_create_from(ctx, input, &target, &c->source, &c->plan);
     cJSON_Delete(config);
     if (st)
         fp8_convert_free(c);
