@@ -676,7 +676,7 @@ gpu-kit:
 	@for p in $(KIT_PROGS); do cp $(KIT_BUILD)/$$p $(KIT)/$$p; done
 	@cp $(KIT_BUILD)/pic/$(SO_FILE) $(KIT)/lib/libfp8conv.so
 	@cp python/fp8conv/*.py $(KIT)/python/fp8conv/
-	@cp tests/gpu/run.sh tests/gpu/tensor_cuda.py $(KIT)/tests/gpu/
+	@cp tests/gpu/run.sh tests/gpu/tensor_cuda.py tests/gpu/engines_cuda.py $(KIT)/tests/gpu/
 	@cp bench/gpu_run.sh bench/torch_peer.py $(KIT)/bench/
 	@cp bench/gpu_kit_run.sh $(KIT)/run.sh
 	@for f in $(KIT_FIXTURES); do mkdir -p $(KIT)/testdata/$$(dirname $$f); cp -r testdata/$$f $(KIT)/testdata/$$f; done

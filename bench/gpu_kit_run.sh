@@ -19,7 +19,8 @@
 #   7. tensor API: fp8conv.quantize_tensor of torch CUDA tensors (the kit's
 #      python/fp8conv and lib/libfp8conv.so) = the CPU's bytes, every FP8 and
 #      FP4 scheme, and its time on 1 GiB against the device copy and eager
-#      torch (tests/gpu/tensor_cuda.py; needs torch with CUDA)
+#      torch (tests/gpu/tensor_cuda.py; needs torch with CUDA); the engines' own
+#      quantizers that are importable against --profile (tests/gpu/engines_cuda.py)
 #   8. torch peer: the same 128x128 block quantization in eager PyTorch on the
 #      GPU (bench/torch_peer.py), as the ratio of times fp8conv / torch
 # Each step has its own time limit, all of them together KIT_BUDGET_S (520 s);
@@ -116,6 +117,7 @@ if [ $mode = gpu ]; then
     step "bench: kernels" bench-kernels.log 90 2 bench/gpu_bench kernels 256 1024
     step "bench: end to end, 4 GiB" bench-end-to-end.log 200 2 env GPU_BENCH_KERNELS=0 bash bench/gpu_run.sh
     step "tensor API on CUDA tensors" tensor-cuda.log 90 3 python3 tests/gpu/tensor_cuda.py
+    step "engines' own quantizers on CUDA" engines-cuda.log 90 3 python3 tests/gpu/engines_cuda.py ./fp8conv
     step "torch peer" torch-peer.log 90 3 python3 bench/torch_peer.py 256 1024
 else
     not_run "nvidia-smi" "emulated"
@@ -125,6 +127,7 @@ else
     not_run "bench: kernels" "emulated: times on the emulation mean nothing"
     not_run "bench: end to end, 4 GiB" "emulated: times on the emulation mean nothing"
     step "tensor API (no GPU: loads only)" tensor-cuda.log 60 3 python3 tests/gpu/tensor_cuda.py
+    not_run "engines' own quantizers on CUDA" "emulated: needs a GPU (tests/gpu/engines_cuda.py)"
     step "torch peer (CPU, plumbing only)" torch-peer.log 120 3 python3 bench/torch_peer.py --device cpu 8
 fi
 

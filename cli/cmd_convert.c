@@ -59,6 +59,8 @@ static int print_json(const fp8_convert *c, const fp8_convert_report *r, const c
         }
     }
     cJSON_AddStringToObject(root, "format", r->format);
+    if (fp8_convert_target(c)->profile)
+        cJSON_AddStringToObject(root, "profile", fp8_profile_name(fp8_convert_target(c)->profile));
     if (r->to_nvfp4) {
         cJSON_AddNumberToObject(root, "nvfp4_weights", (double)r->nvfp4);
         cJSON_AddNumberToObject(root, "reciprocals_rounded", (double)r->rounded);
@@ -132,7 +134,10 @@ static void print_report(const fp8_convert *c, const fp8_convert_report *r, cons
     cli_printf("wrote %s: scheme %s", cli_esc(out), fp8_scheme_name(o->scheme));
     if (fp8_scheme_options(o->scheme) & FP8_SCHEME_TAKES_BLOCK)
         cli_printf(" %ux%u%s", o->block_rows, o->block_cols, o->scale_ue8m0 ? " ue8m0" : "");
-    cli_printf(", format %s\n", r->format);
+    cli_printf(", format %s", r->format);
+    if (o->profile)
+        cli_printf(", profile %s", fp8_profile_name(o->profile));
+    cli_printf("\n");
     cli_printf("FP8 weights: %zu exact (codes copied), %zu re-quantized from their values",
                r->exact, r->requantized);
     if (r->act_scales)
@@ -152,6 +157,7 @@ static const struct option cli_convert_options[] = {
     { "block", required_argument, NULL, CLI_OPT_BLOCK },
     { "scale-fmt", required_argument, NULL, CLI_OPT_SCALE_FMT },
     { "mx-rounding", required_argument, NULL, CLI_OPT_MX_ROUNDING },
+    { "profile", required_argument, NULL, CLI_OPT_PROFILE },
     { "exact", no_argument, NULL, OPT_EXACT },
     { "force", no_argument, NULL, OPT_FORCE },
     { "no-sync", no_argument, NULL, OPT_NO_SYNC },
@@ -216,6 +222,10 @@ static int cmd_convert(int argc, char **argv, cli_common *common)
     fp8_convert_report r = { 0 };
     if (!st)
         fp8_convert_get_report(c, &r);
+    if (!st && !common->quiet && o->target.profile && !r.requantized) /* not an error */
+        fprintf(stderr, "fp8conv: note: --profile %s: convert re-quantized no value (every "
+                "weight %s exactly), so the profile changed no byte\n",
+                fp8_profile_name(o->target.profile), r.cast ? "cast" : "copied");
     if (st)
         rc = cli_fail(ctx, st);
     else if (common->quiet)
@@ -245,6 +255,8 @@ const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8
   "                             block scales as they are, or powers of two (hf-fp8)\n"
   "      --mx-rounding rceil|floor\n"
   "                             MX scale exponent rounding (default rceil)\n"
+  CLI_PROFILE_HELP
+  "                             for the weights re-quantized from their values\n"
   "      --exact                fail rather than re-quantize a weight from its values\n"
   "      --like PATH            the layout of a reference FP8 checkpoint (or its\n"
   "                             config.json): scheme, format, block, scale_fmt, its\n"
@@ -260,7 +272,8 @@ const cli_command cli_cmd_convert = { "convert", "INPUT OUTPUT", "convert an FP8
   "compressed-tensors (--format, the other one; global scales inverted); compressed-\n"
   "tensors MXFP4 to NVFP4 (--format compressed-tensors or modelopt)\n",
   "  fp8conv convert --block 16x16 model-fp8/ model-fp8-16/\n"
-  "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n",
+  "  fp8conv convert --format compressed-tensors model-fp8/ model-ct/\n"
+  "  fp8conv convert --scheme channel --profile vllm model-fp8/ model-ch/\n",
   "0 written; 2 usage error, OUTPUT exists, or --exact and a weight is not exact;\n"
   "3 bad input (not FP8, a bad scale or code, an FP4 cast that would change a value);\n"
   "4 I/O error; 5 device error; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM)",

@@ -772,7 +772,12 @@ fp8_status fp8_dequantize(fp8_ctx *ctx, const char *input, const char *output,
 typedef struct {
     /* The output: scheme, format (DEFAULT: the input's, when it has the
      * scheme), block, scale_ue8m0, mx_rounding, and threads, device, force,
-     * no_sync, progress, cancel as for quantize (ignore is not used). */
+     * no_sync, progress, cancel as for quantize (ignore is not used);
+     * profile: the arithmetic of the values path only (the exact path
+     * copies under any profile; a scheme it does not define is
+     * FP8_ERR_USAGE, as is a weight to re-quantize under an input's ue8m0
+     * claim that an F32-scale profile cannot keep, unless scale_fmt_set; a
+     * ue8m0 profile makes hf-fp8 blocks ue8m0). */
     fp8_quant_options target;
     /* false: as the input declares it (its scheme, its block size, its
      * ue8m0 claim) */

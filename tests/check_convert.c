@@ -6,7 +6,8 @@
  *   - re-labelling between hf-fp8, compressed-tensors and modelopt keeps
  *     the codes and the scales' values, under the target's names and shapes;
  *   - the value path writes the bytes quantize writes from the f32 export
- *     of the input, for every scheme; the same bytes for every thread count;
+ *     of the input, for every scheme and under engine profiles (--profile);
+ *     the same bytes for every thread count;
  *   - the per-weight report says what diff --dequant says of the output, and
  *     counts the changed codes as a byte comparison does;
  *   - what cannot be done is refused, with the exit code of fp8conv(1),
@@ -310,6 +311,10 @@ static const char *const value_targets[] = {
     "--block 64x64",  "--block 48x32 --scale-fmt ue8m0", "--scheme channel",
     "--scheme tensor", "--scheme mxfp8", "--scheme channel --format modelopt",
     "--scheme mxfp8 --mx-rounding floor --format modelopt",
+    /* an engine's arithmetic on the values (fp8conv-formats(5), PROFILES) */
+    "--scheme channel --profile vllm", "--block 64x64 --profile te",
+    "--scheme tensor --profile transformers", "--block 48x32 --profile deepgemm",
+    "--scheme channel --profile llm-compressor",
 };
 
 /* convert of an FP8 checkpoint equals quantize of its f32 export, byte for
@@ -330,6 +335,33 @@ START_TEST(test_value_path_equals_quantize_of_f32_export)
     /* llama-tiny's 544 rows are not whole 64-row blocks: verify says so (tp) */
     if (strncmp(target, "--block", 7) != 0)
         run_expect(0, "verify -q '%s/c'", dir);
+    free(fp8);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* The library takes the profile in its options struct as the CLI does: a
+ * scheme it does not define is FP8_ERR_USAGE naming those it does, before
+ * anything is written; one it defines is kept in the resolved target. */
+START_TEST(test_profile_in_the_options_struct)
+{
+    char *dir = tu_tmpdir(), *fp8 = quantize_into(dir, "--block 32x32", LLAMA);
+    fp8_ctx *ctx = fp8_ctx_create();
+    fp8_convert_options o = FP8_CONVERT_OPTIONS_INIT;
+    fp8_convert *c = NULL;
+    o.target.profile = FP8_PROFILE_TE;
+    o.target.scheme = FP8_SCHEME_MXFP8;
+    o.scheme_set = true;
+    ck_assert_int_eq(fp8_convert_create(ctx, fp8, &o, &c), FP8_ERR_USAGE);
+    ck_assert_msg(strstr(fp8_ctx_message(ctx), "--profile te does not define --scheme mxfp8 "
+                                                "(it defines: block, tensor)"),
+                  "%s", fp8_ctx_message(ctx));
+    ck_assert_ptr_null(c);
+    o.target.scheme = FP8_SCHEME_TENSOR;
+    ck_assert_msg(fp8_convert_create(ctx, fp8, &o, &c) == FP8_OK, "%s", fp8_ctx_message(ctx));
+    ck_assert_int_eq(fp8_convert_target(c)->profile, FP8_PROFILE_TE);
+    fp8_convert_free(c);
+    fp8_ctx_free(ctx);
     free(fp8);
     tu_tmpdir_free(dir);
 }
@@ -837,6 +869,7 @@ int main(void)
     tcase_add_test(tc, test_relabel_channel_bf16_scales_to_modelopt_f32);
     tcase_add_loop_test(tc, test_value_path_equals_quantize_of_f32_export, 0,
                         sizeof value_targets / sizeof *value_targets);
+    tcase_add_test(tc, test_profile_in_the_options_struct);
     tcase_add_test(tc, test_same_bytes_for_every_thread_count);
     tcase_add_test(tc, test_report_matches_diff_dequant);
     tcase_add_test(tc, test_exact_weights_report_no_change);

@@ -77,7 +77,7 @@ if [ $started = 1 ]; then ok "check_gpu, check_e4m3_cvt, gpu_bench and make_mode
 
 # no compiler, package manager or network in the kit's scripts (comments aside)
 if cat "$k/run.sh" "$k/tests/gpu/run.sh" "$k/bench/gpu_run.sh" "$k/bench/torch_peer.py" \
-    "$k/tests/gpu/tensor_cuda.py" |
+    "$k/tests/gpu/tensor_cuda.py" "$k/tests/gpu/engines_cuda.py" |
     grep -v -E '^\s*#' | grep -n -E '(^|[;&|(`]|\$\(|\s)(make|apt-get|apt|nvcc|cc|gcc|g\+\+|curl|wget|pip3?|git|ssh|scp)(\s|$)'; then
     bad "a kit script calls a compiler, a package manager or the network (lines above)"
 else

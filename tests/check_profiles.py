@@ -47,6 +47,7 @@ import sys
 import tempfile
 
 FLT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+BF16_MAX = struct.unpack("<f", b"\x00\x00\x7f\x7f")[0]  # 0x1.FEp127
 INF = float("inf")
 
 
@@ -205,9 +206,22 @@ def rule_slime(a):
 
 def rule_te(a):
     # compute_scale_from_amax: epsilon 0; amax 0 -> 1; __fdiv_rn(448, amax), inf -> FLT_MAX;
-    # quantize_transpose_square_blockwise: x * scale, stored 1.0f / scale
+    # quantize_transpose_square_blockwise: x * scale, stored 1.0f / scale.  Current scaling
+    # per tensor (TransformerEngine d0067d0): compute_scale_from_amax_kernel (amax_epsilon
+    # 0.0, FLT_MAX for inf), the cast's x * scale (saturating), scale_inv = __frcp_rn(scale):
+    # the same steps.  (The block kernels at d0067d0 take bf16's largest, not FLT_MAX, for a
+    # bf16 weight's infinite scale: not this rule, said in PROFILES.)
     k = 1.0 if a == 0 else f32(448 / a)
     k = FLT_MAX if k == INF else k
+    return f32(1 / k), lambda x: e4m3(f32(x * k))
+
+
+def rule_te_block(a):
+    # TE's block kernels (quantize_transpose_square_blockwise.cu, compute_scale_from_types at
+    # d0067d0, since 1bbeab1): an infinite 448 / amax becomes the input dtype's largest finite
+    # value, bf16's 0x1.FEp127 for these bf16 weights (FLT_MAX for an F32 input: rule_te)
+    k = 1.0 if a == 0 else f32(448 / a)
+    k = BF16_MAX if k == INF else k
     return f32(1 / k), lambda x: e4m3(f32(x * k))
 
 
@@ -242,6 +256,23 @@ def rule_deepgemm(a):
     return sf, lambda x: e4m3(f32(x * r))
 
 
+def rule_sglang_ue8m0(a):
+    # sgl-project/sglang python/sglang/srt/layers/quantization/fp8_utils.py (002ed7e)
+    # per_block_cast_to_fp8 ("COPIED FROM DeepGEMM"), which requant_weight_ue8m0 runs on the
+    # bf16 block_quant_dequant of an FP8 checkpoint's weights (Blackwell's UE8M0 path):
+    # x_amax.clamp(1e-4); sf = ceil_to_ue8m0(x_amax / 448.0) with ceil_to_ue8m0 =
+    # torch.pow(2.0, torch.ceil(torch.log2(x.abs()))); (x_view * (1.0 / sf)).to(e4m3).
+    # log2 here is the double's, whose ceil is fp32's correctly rounded log2f's on every such
+    # s (none is within 842 fp32 ulps above an integer); CUDA's log2f must give the exact
+    # integer on the s that are powers of two (the GPU check)
+    a = max(a, f32(1e-4))
+    sf = 2.0 ** math.ceil(math.log2(f32(a * f32(1 / 448))))
+    r = f32(1 / sf)
+    if e4m3_decode(e4m3(f32(a * r))) * sf > FLT_MAX:
+        return None
+    return sf, lambda x: e4m3(f32(x * r))
+
+
 PROFILES = {  # name: {scheme: rule}
     "fp8conv": {"block": rule_fp8conv, "tensor": rule_fp8conv, "channel": rule_fp8conv,
                 "mxfp8": rule_fp8conv_mx},
@@ -250,7 +281,7 @@ PROFILES = {  # name: {scheme: rule}
     "sglang": {"block": rule_sglang},
     "prime-rl": {"block": rule_prime_rl},
     "slime": {"block": rule_slime},
-    "te": {"block": rule_te},
+    "te": {"block": rule_te_block, "tensor": rule_te},
     "transformers": {"block": rule_transformers, "tensor": rule_transformers},
     "llm-compressor": {"block": rule_llm_compressor, "channel": rule_llm_compressor,
                        "tensor": rule_llm_compressor, "mxfp8": rule_llm_compressor_mx},
@@ -311,9 +342,9 @@ def numpy_agrees(rule, a_values, xs):
             elif name == "slime":
                 s = max(a32, f(1e-10)) / f(448)
                 st, op = s, lambda x: x * (f(1) / s)
-            elif name == "te":
+            elif name in ("te", "te-block"):
                 k = f(1) if a32 == 0 else f(448) / a32
-                k = f(FLT_MAX) if np.isinf(k) else k
+                k = f(FLT_MAX if name == "te" else BF16_MAX) if np.isinf(k) else k
                 st, op = f(1) / k, lambda x: x * k
             elif name == "transformers":
                 k = f(1) if a32 == 0 else (f(1) / a32) * f(448)
@@ -432,9 +463,10 @@ def read_st(path):
 
 # ---------------------------------------------------------------- the oracle
 
-def expected(rule, bits, rows, cols, scheme):
-    """Codes (bytes) and F32 scales (bytes) of one matrix under `rule`, or None (refused)."""
-    vals = [bf16_value(b) for b in bits]
+def expected(rule, bits, rows, cols, scheme, vals=None):
+    """Codes (bytes) and F32 scales (bytes) of one matrix under `rule` (its bf16 bits, or its
+    fp32 values), or None (refused)."""
+    vals = vals or [bf16_value(b) for b in bits]
     br, bc = {"block": (128, 128), "channel": (1, cols), "tensor": (rows, cols), "mxfp8": (1, 32)}[scheme]
     codes = bytearray(rows * cols)
     scales = b""
@@ -664,7 +696,7 @@ def main():
         for name, args, says in (("vllm", ["--scheme", "mxfp8"], "(it defines: block, channel, tensor)"),
                                  ("vllm", ["--scale-fmt", "ue8m0"], "--scale-fmt ue8m0 is fp8conv's"),
                                  ("deepgemm", ["--format", "compressed-tensors"], "--format hf-fp8 only"),
-                                 ("te", ["--scheme", "mxfp8"], "(it defines: block)")) + tuple(
+                                 ("te", ["--scheme", "mxfp8"], "(it defines: block, tensor)")) + tuple(
                                      (u, [], "(it defines: none)") for u in UNDEFINED):
             out = os.path.join(tmp, "refused.safetensors")
             p = run(binary, ["quantize", "-q", "--profile", name] + args + [src, out])
@@ -694,11 +726,124 @@ def main():
         for args, code, says in ((["--profile", "vllm"], 2, "it needs --against"),
                                  (["--profile", "auto"], 2, "it needs --against"),
                                  (["--against", src, "--profile", "vllms"], 2, "not one of"),
-                                 (["--against", src, "--profile", "te"], 2,
+                                 (["--against", src, "--profile", "sglang"], 2,
                                   "does not define the tensor scheme it declares (it defines: block)")):
             p = run(binary, ["verify", "--format", "hf-fp8", "--scheme", "tensor"] + args + [out])
             check(p.returncode == code and says in p.stderr,
                   "verify %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+        # convert --profile: every weight re-quantized from its values q * s (the "values" path)
+        # takes the profile's rule on those fp32 values; one copied exactly keeps its bytes; a
+        # convert that re-quantizes nothing says so (a note, exit 0) and writes the bytes it
+        # writes without --profile; a scheme the profile lacks, or an input's ue8m0 claim an F32
+        # profile cannot keep, is refused (exit 2, nothing left)
+        src = os.path.join(tmp, "in-0-3e+38.safetensors")
+        fp8 = {}
+        for scheme, fmt in (("block", "hf-fp8"), ("channel", "modelopt")):
+            fp8[scheme] = os.path.join(tmp, "fp8-%s.safetensors" % scheme)
+            run(binary, ["quantize", "-q", "--scheme", scheme, "--format", fmt, src, fp8[scheme]])
+        def values_of(path, n, rows, cols):  # q * s in fp32, as convert's values path reads them
+            got = read_st(path)
+            q = got[n][2]
+            sraw = (got.get(n + "_scale_inv") or got[n + "_scale"])[2]
+            sc = struct.unpack("<%df" % (len(sraw) // 4), sraw)
+            nb = -(-cols // 128)
+            return [f32(e4m3_decode(q[i]) * (sc[i // cols] if len(sc) == rows else
+                                             sc[i // cols // 128 * nb + i % cols // 128]))
+                    for i in range(rows * cols)]
+        inputs = {k: {n: values_of(v, n, r, c) for n, (r, c) in shapes.items()} for k, v in fp8.items()}
+        for name, schemes in PROFILES.items():
+            for scheme, rule in schemes.items():
+                if name in ("fp8conv", "llm-compressor") or scheme == "mxfp8":
+                    continue  # (llm-compressor's rule here is its bf16 one; convert's values are F32)
+                frm = "channel" if scheme == "block" else "block"  # groups that do not nest
+                out = os.path.join(tmp, "conv.safetensors")
+                if os.path.exists(out):
+                    os.remove(out)
+                p = run(binary, ["convert", "--json", "--scheme", scheme, "--format", FORMAT[scheme],
+                                 "--profile", name, fp8[frm], out])
+                what = "convert --profile %s --scheme %s from %s" % (name, scheme, frm)
+                rule = rule_te if rule is rule_te_block else rule  # F32 values: TE's FLT_MAX
+                want = {n: expected(rule, None, r, c, scheme, inputs[frm][n]) for n, (r, c) in shapes.items()}
+                if any(w is None for w in want.values()):
+                    check(p.returncode == 3 and not os.path.exists(out),
+                          "%s: refused (exit 3, nothing left): exit %d %s" % (what, p.returncode, p.stderr.strip()))
+                    continue
+                j = json.loads(p.stdout or "{}")
+                check(p.returncode == 0 and j.get("profile") == name and
+                      all(w["path"] == "values" for w in j.get("weights", [])),
+                      "%s: exit %d, json profile %s %s" % (what, p.returncode, j.get("profile"), p.stderr.strip()))
+                got = read_st(out) if p.returncode == 0 else {}
+                counts = {w["name"]: (w["changed"], w["max_change"]) for w in j.get("weights", [])}
+                for n, (codes, scales) in want.items():
+                    # its counts: values q * s (s as stored) that changed, the largest change
+                    r, c = shapes[n]
+                    sc = struct.unpack("<%df" % (len(scales) // 4), scales)
+                    g = {"block": lambda i: i // c // 128 * -(-c // 128) + i % c // 128,
+                         "channel": lambda i: i // c, "tensor": lambda i: 0}[scheme]
+                    ys = [f32(e4m3_decode(codes[i]) * sc[g(i)]) for i in range(r * c)]
+                    xs = inputs[frm][n]
+                    check(counts.get(n) == (sum(y != x for y, x in zip(ys, xs)),
+                                            max(abs(y - x) for y, x in zip(ys, xs))),
+                          "%s: %s: json changed, max_change %s" % (what, n, counts.get(n)))
+                    raw = got.get(n, (0, 0, b""))[2]
+                    sraw = (got.get(n + "_scale_inv") or got.get(n + "_scale") or (0, 0, b""))[2]
+                    check(raw == codes and sraw == scales, "%s: %s: %d code bytes differ, scales %s" % (
+                        what, n, sum(x != y for x, y in zip(raw, codes)) + abs(len(raw) - len(codes)),
+                        "equal" if sraw == scales else "differ"))
+        # nothing re-quantized: the note, and the bytes convert writes without --profile
+        outs = [os.path.join(tmp, "same-%d" % k) for k in range(2)]
+        p = run(binary, ["convert", "--json", "--profile", "vllm", fp8["block"], outs[0]])
+        q = run(binary, ["convert", "-q", fp8["block"], outs[1]])
+        check(p.returncode == 0 and q.returncode == 0 and "fp8conv: note: --profile vllm: convert "
+              "re-quantized no value" in p.stderr and json.loads(p.stdout)["requantized"] == 0 and
+              read_st(outs[0]) == read_st(outs[1]),
+              "convert --profile vllm, every weight exact: exit %d, the note: %s" % (p.returncode, p.stderr.strip()))
+        # deepgemm makes hf-fp8 blocks ue8m0: float-scale blocks, block for block, re-quantized
+        p = run(binary, ["convert", "--json", "--profile", "deepgemm", fp8["block"], outs[0] + "-dg"])
+        j = json.loads(p.stdout or "{}")
+        check(p.returncode == 0 and j.get("weights") and all(
+            w["path"] == "values" and "ue8m0" in w["why"] for w in j["weights"]),
+              "convert --profile deepgemm: float blocks re-quantized to ue8m0: exit %d %s" % (p.returncode, p.stderr.strip()))
+        bf16_dir, ue8m0 = os.path.join(tmp, "bf16-dir"), os.path.join(tmp, "ue8m0-dir")
+        os.mkdir(bf16_dir)  # a directory: its config.json declares scale_fmt ue8m0
+        os.link(src, os.path.join(bf16_dir, "model.safetensors"))
+        with open(os.path.join(bf16_dir, "config.json"), "w") as f:
+            json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, f)
+        run(binary, ["quantize", "-q", "--scale-fmt", "ue8m0", bf16_dir, ue8m0])
+        for args, says in ((["--profile", "te", "--scheme", "mxfp8", fp8["block"]], "does not define --scheme mxfp8 (it defines: block"),
+                           (["--profile", "vllm", "--block", "64x256", ue8m0], "the input declares scale_fmt ue8m0")):
+            out = os.path.join(tmp, "refused-convert")
+            p = run(binary, ["convert"] + args + [out])
+            check(p.returncode == 2 and says in p.stderr and not os.path.exists(out),
+                  "convert %s: exit %d %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+        # ... but ue8m0 blocks copied exactly (finer blocks that nest) keep it under any profile
+        out = os.path.join(tmp, "ue8m0-64")
+        p = run(binary, ["convert", "--profile", "vllm", "--block", "64x64", ue8m0, out])
+        q = run(binary, ["convert", "-q", "--block", "64x64", ue8m0, out + "-own"])
+        check(p.returncode == 0 and "re-quantized no value" in p.stderr and all(
+            read_st(os.path.join(out, f)) == read_st(os.path.join(out + "-own", f))
+            for f in os.listdir(out) if f.endswith(".safetensors")),
+              "convert --profile vllm --block 64x64 of ue8m0 blocks: exact, exit %d %s" % (
+                  p.returncode, p.stderr.strip()))
+        # SGLang's UE8M0 path (torch.log2 and torch.ceil) is --profile deepgemm's rule on every
+        # bf16 amax (and the 1e-4 floor) ...
+        amaxes = [bf16_value(b) for b in range(0, 0x7F80)] + [f32(1e-4)]
+        same = [a for a in amaxes if (lambda x, y: x is None and y is None or (
+            x and y and x[0] == y[0]))(rule_sglang_ue8m0(a), rule_deepgemm(a))]
+        check(len(same) == len(amaxes), "sglang's log2/ceil ue8m0 scale is deepgemm's on %d of %d "
+              "bf16 amaxes" % (len(same), len(amaxes)))
+        # ... and its requantization of an FP8 checkpoint (block_quant_dequant to bf16, then
+        # per_block_cast_to_fp8) is dequantize-for-export --dtype bf16, quantize --profile deepgemm
+        dq, rq = os.path.join(tmp, "dq.safetensors"), os.path.join(tmp, "rq.safetensors")
+        p = run(binary, ["dequantize-for-export", "-q", "--dtype", "bf16", fp8["block"], dq])
+        q = run(binary, ["quantize", "-q", "--profile", "deepgemm", dq, rq])
+        got = read_st(rq) if p.returncode == 0 and q.returncode == 0 else {}
+        for n, (r, c) in shapes.items():
+            bits = [bf16_bits(v) for v in inputs["block"][n]]
+            want = expected(rule_sglang_ue8m0, bits, r, c, "block")
+            check(got and want and (got[n][2], got[n + "_scale_inv"][2]) == want,
+                  "sglang's requant_weight_ue8m0 of %s: dequantize-for-export --dtype bf16, quantize "
+                  "--profile deepgemm: %s" % (n, "refused" if not want else "differs" if got else p.stderr + q.stderr))
         # numpy float32 and ml_dtypes, where present, take the same steps
         amaxes = [f32(a) for a in (0.0, 1e-39, 5e-11, 1e-10, 5e-5, 0.0123, 1.0, 448.0, 3.3895313892515355e38)]
         xs = [bf16_value(bf16_bits(v)) for v in (0.0, -0.0, 1e-3, -0.05, 0.0123, 2.5, -448.0, 3e38)]
@@ -709,6 +854,14 @@ def main():
                 print("numpy/ml_dtypes not importable: the numpy cross-check is not run (said, not a failure)")
                 break
             check(agree, "%s: the numpy float32 / ml_dtypes steps agree" % rule.__name__)
+    # the GPU kit's check of the engines' own quantizers (tests/gpu/engines_cuda.py: it runs only
+    # where a CUDA GPU and torch are) at least compiles here
+    gpu = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu", "engines_cuda.py")
+    try:
+        compile(open(gpu).read(), gpu, "exec")
+        check(True, "")
+    except SyntaxError as e:
+        check(False, "tests/gpu/engines_cuda.py does not compile: %s" % e)
     if ENGINE.get("ran"):
         print("compressed-tensors run for real on %d inputs: %d codes differ only as -0 against its +0 "
               "(a subnormal quotient its CPU bf16 cast flushed)" % (ENGINE["ran"], ENGINE.get("flushed", 0)))

@@ -309,6 +309,10 @@ typedef struct {
     /* E8M0 kinds (MX): E = amax's exponent, one more where its mantissa is 1.75 or
      * more, minus 8 (compressed-tensors' generate_mx_scales); not the rceil/floor rule */
     uint8_t mx_up;
+    /* INV_DIV: where 448 / a is infinite, k is the input dtype's largest finite value
+     * (TE's block kernels), which the band sets in inf_k (0: FLT_MAX, the row's own) */
+    uint8_t inf_src;
+    float inf_k;
 } fp8_numerics;
 
 /* Whether n is fp8conv's own arithmetic (all zero, no amax floor either). */
@@ -392,7 +396,7 @@ FP8_HD float fp8_numerics_scale(const fp8_numerics *n, fp8_scale_kind kind, floa
         d = a == 0 ? 1.0f : n->rule != FP8_RULE_INV_RECIP ? FP8_E4M3_MAX / a
                                                            : 1.0f / a * FP8_E4M3_MAX;
         if (n->rule == FP8_RULE_INV_DIV && d == inf)
-            d = flt_max;
+            d = n->inf_k > 0 ? n->inf_k : flt_max;
         s = n->rule == FP8_RULE_INV_APART && a != 0 ? a * (1.0f / FP8_E4M3_MAX) : 1.0f / d;
     } else {
         s = n->rule == FP8_RULE_DIV ? a / FP8_E4M3_MAX : a * (1.0f / FP8_E4M3_MAX);

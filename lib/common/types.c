@@ -301,10 +301,24 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
      * max(amax, eps) / 448; s_inv = 1.0 / s; x * s_inv (miles and verl carry the same kernel) */
     [FP8_PROFILE_SLIME] = { { FP8_RULE_DIV, 1, 1e-10f, 0 }, SCHEME_BIT(BLOCK) },
     /* NVIDIA/TransformerEngine common/recipe/recipe_common.cuh compute_scale_from_amax
-     * (__fdiv_rn(448, amax), FLT_MAX for infinity, 1 for amax 0; epsilon 0) and
-     * common/transpose/quantize_transpose_square_blockwise.cu (a3f9714): x * scale, stored
-     * 1.0f / scale: Float8BlockScaling's 128x128 weight tiles with FP32 scales */
-    [FP8_PROFILE_TE] = { { FP8_RULE_INV_DIV, 0, 0, 0 }, SCHEME_BIT(BLOCK) },
+     * (__fdiv_rn(448, amax), 1 for amax 0; epsilon 0) and
+     * common/transpose/quantize_transpose_square_blockwise.cu: x * scale, stored
+     * 1.0f / scale: Float8BlockScaling's 128x128 weight tiles with FP32 scales.  An
+     * infinite 448 / amax becomes the input dtype's largest finite value
+     * (compute_scale_from_types, since 1bbeab1, read at d0067d0: bf16's for a bf16 weight,
+     * FLT_MAX for an F32 one; fp8_quant_plan_band sets it).  tensor: current
+     * scaling, Float8CurrentScalingQuantizer::quantize_impl (pytorch/csrc/quantizer.cpp,
+     * d0067d0): nvte_compute_amax, then common/recipe/current_scaling.cu
+     * compute_scale_from_amax_kernel (amax_epsilon 0.0, FLT_MAX for infinity), then the cast
+     * (util/vectorized_pointwise.h unary_kernel, cast/fp8/quantize_fp8.cuh): x * scale, a
+     * saturating E4M3 cast, scale_inv = __frcp_rn(scale) (utils.cuh reciprocal<float>):
+     * the same arithmetic, and tests/pytorch/references/ref_per_tensor_cs.py agrees */
+    [FP8_PROFILE_TE] = {
+        .num = { .rule = FP8_RULE_INV_DIV, .inf_src = 1 },
+        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(TENSOR),
+        .own = SCHEME_BIT(TENSOR),
+        .by_scheme = { [FP8_SCHEME_TENSOR] = { .rule = FP8_RULE_INV_DIV } }, /* FLT_MAX */
+    },
     /* huggingface/transformers Fp8Quantize.convert (finegrained FP8, v5 weight loading ops):
      * 448.0 / amax (1 for amax 0); (x * scale).clamp(+-448).to(e4m3); stored 1.0 / scale;
      * without weight_block_size: the whole matrix */

@@ -424,9 +424,9 @@ static fp8_status source_quantized(void *user, fp8_ctx *ctx, const fp8_tensor_in
         codes += old[k] != q[k];
     for (uint64_t r = 0; r < b->rows; r++) {
         for (uint64_t c0 = 0; c0 < b->cols; c0 += b->group_cols) {
-            float s = b->scale;
-            if (!b->fixed)
-                dq_scale_value(sdt, scales, r / b->group_rows * per_row + c0 / b->group_cols, &s);
+            float s; /* as stored (a fixed band's one scale too; its factor may differ) */
+            dq_scale_value(sdt, scales,
+                           b->fixed ? 0 : r / b->group_rows * per_row + c0 / b->group_cols, &s);
             uint64_t end = c0 + b->group_cols < b->cols ? c0 + b->group_cols : b->cols;
             for (uint64_t k = r * b->cols + c0; k < r * b->cols + end; k += 1024) {
                 float y[1024];
@@ -533,6 +533,50 @@ static fp8_status resolve_target(fp8_ctx *ctx, fp8_convert *c, const cJSON *conf
                         "or give --scheme",
                         fp8_scheme_name(o->scheme));
     return FP8_OK; /* the plan says what is wrong with a pair the table lacks */
+}
+
+/* --profile: the arithmetic of the weights re-quantized from their values
+ * (the exact path copies, whatever the profile: fp8conv(1), convert,
+ * --profile).  A ue8m0 row's scales (deepgemm) decide the path: hf-fp8
+ * blocks become ue8m0. */
+static fp8_status take_profile(fp8_ctx *ctx, fp8_convert *c)
+{
+    fp8_quant_options *o = &c->opts.target;
+    const fp8_profile_traits *prof = fp8_profile_get(o->profile);
+    char defined[64];
+    if (!prof)
+        return fp8_fail(ctx, FP8_ERR_USAGE, "unknown profile");
+    if (!fp8_profile_defines(o->profile, o->scheme, defined, sizeof defined))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "--profile %s does not define --scheme %s (it "
+                        "defines: %s)", fp8_profile_name(o->profile), fp8_scheme_name(o->scheme),
+                        defined);
+    if (prof->ue8m0 && o->format == FP8_FORMAT_HF_FP8)
+        o->scale_ue8m0 = true;
+    return FP8_OK;
+}
+
+/* The plan's target: the profile only where a weight is re-quantized (else
+ * fp8conv's own, which copies ue8m0 blocks under any profile); then an
+ * input's ue8m0 claim that the profile's F32 scales cannot keep is refused,
+ * naming the first such weight. */
+static fp8_status plan_target(fp8_ctx *ctx, const fp8_convert *c, fp8_quant_options *t)
+{
+    const weight *w = NULL;
+    size_t values = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (!c->weights[i].pub.exact && values++ == 0)
+            w = &c->weights[i];
+    *t = c->opts.target;
+    if (!values)
+        t->profile = FP8_PROFILE_FP8CONV;
+    else if (t->scale_ue8m0 && !c->opts.scale_fmt_set &&
+             !fp8_numerics_any_kind(fp8_profile_numerics(t->profile, t->scheme)))
+        return fp8_fail(ctx, FP8_ERR_USAGE, "%s: tensor '%s' (and %zu more) must be re-quantized "
+                        "(%s), and the input declares scale_fmt ue8m0, which --profile %s does "
+                        "not compute (F32 block scales): give --scale-fmt float, or --profile "
+                        "deepgemm for ue8m0 ones", fp8_checkpoint_shard_name(c->ck, w->shard),
+                        w->w->name, values - 1, w->pub.why, fp8_profile_name(t->profile));
+    return FP8_OK;
 }
 
 /* Whether every scale of weight w is an F32 power of two (w->pow2), each
@@ -858,12 +902,6 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     cJSON *config = NULL;
     bool ue8m0 = false;
     *out = NULL;
-    /* its value counts read a fixed band's scale as the stored one */
-    if (opts->target.profile != FP8_PROFILE_FP8CONV) {
-        free(c);
-        return fp8_fail(ctx, FP8_ERR_USAGE, "convert takes fp8conv's own profile only in this "
-                        "version; quantize --profile writes an engine's bytes");
-    }
     if (!c)
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->lock, NULL);
@@ -886,6 +924,8 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
     if (!st)
         st = resolve_target(ctx, c, config, &ue8m0);
     if (!st)
+        st = take_profile(ctx, c);
+    if (!st)
         st = dq_weights_open(ctx, c->ck, fp8_checkpoint_is_directory(c->ck) ? input : NULL, &c->dq);
     if (!st) /* the value rules, as dequantize-for-export (and verify) judge them */
         st = dq_weights_check(ctx, c->dq, dq_judged_dtype(config, c->ck));
@@ -903,8 +943,11 @@ fp8_status fp8_convert_create(fp8_ctx *ctx, const char *input, const fp8_convert
         qsort_r(c->by_scale, c->n, sizeof *c->by_scale, cmp_by_scale, c);
     c->source = (fp8_quant_source){ .user = c, .tensor = source_tensor, .read = source_read,
                                     .quantized = source_quantized };
+    fp8_quant_options target;
     if (!st)
-        st = fp8_quant_plan_create_from(ctx, input, &c->opts.target, &c->source, &c->plan);
+        st = plan_target(ctx, c, &target);
+    if (!st)
+        st = fp8_quant_plan_create_from(ctx, input, &target, &c->source, &c->plan);
     cJSON_Delete(config);
     if (st)
         fp8_convert_free(c);

@@ -35,7 +35,8 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
  * output replaces, an activation scale); *keep is NULL for a tensor to
  * quantize, else why it is copied.  `quantized` sees each band quantize
  * made (rows from row0 and columns from col0 of matrix `expert`): its
- * values in, codes and stored scales out (from any thread).
+ * values in, codes and stored scales out (with `fixed`, the one stored
+ * scale; from any thread).
  */
 typedef struct {
     void *user;

@@ -342,9 +342,12 @@ static fp8_status do_quantize(worker *w, const job *j)
     /* the GPU's bytes are the CPU's; on bad input the CPU says what and where */
     if (bad && (st = quantize_band(w, j, &b, j->row0, j->col0, w->src, w->q, w->scales)))
         return st;
+    /* a fixed band's scale as stored, not its factor (a profile may multiply by another) */
+    const void *stored = b.fixed ? r->tensor_stored + 4 * (r->scale_at[j->item] + j->expert)
+                                 : (const void *)w->scales;
     if (p->source && (st = p->source->quantized(p->source->user, w->ctx, it->tensor, j->expert,
                                                 j->row0, j->col0, &b,
-                                                (const float *)(void *)w->src, w->q, w->scales)))
+                                                (const float *)(void *)w->src, w->q, stored)))
         return st;
 write:;
     uint64_t nscales = fp8_band_scale_count(&b), ssize = fp8_band_scale_size(&b);

@@ -34,6 +34,7 @@ typedef struct {
     size_t njobs, cap;
     float *amax;            /* JOB_AMAX results, by job */
     float *tensor_scale;    /* per-tensor scheme: by item, expert (see scale_at) */
+    unsigned char *tensor_stored; /* ... the stored scale's bytes, 4 each (the source's count) */
     size_t *scale_at;       /* by item: first index into tensor_scale */
     size_t max_src, max_q, max_scales; /* buffer sizes a worker needs */
     uint64_t *done;         /* bytes of work finished, over the whole run (atomic) */

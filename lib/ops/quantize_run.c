@@ -230,7 +230,8 @@ static fp8_status finish_tensor_scales(fp8_ctx *ctx, shard_run *r, const size_t 
     }
     float *amax = fp8_xcalloc(total ? total : 1, sizeof *amax);
     r->tensor_scale = fp8_xcalloc(total ? total : 1, sizeof *r->tensor_scale);
-    if (!amax || !r->tensor_scale) {
+    r->tensor_stored = fp8_xcalloc(total ? total : 1, 4);
+    if (!amax || !r->tensor_scale || !r->tensor_stored) {
         free(amax);
         return fp8_fail(ctx, FP8_ERR_NOMEM, "out of memory");
     }
@@ -253,6 +254,7 @@ static fp8_status finish_tensor_scales(fp8_ctx *ctx, shard_run *r, const size_t 
             r->tensor_scale[r->scale_at[i] + x] = s;
             for (unsigned b = 0; b < ssize; b++)
                 bytes[b] = (unsigned char)(bits >> (8 * b));
+            memcpy(r->tensor_stored + 4 * (r->scale_at[i] + x), bytes, ssize);
             st = fp8_writer_pwrite(ctx, r->out, fp8_writer_find(r->out, p->items[i].scale_name),
                                    x * ssize, bytes, ssize);
         }
@@ -608,6 +610,7 @@ static fp8_status write_shards(fp8_ctx *ctx, fp8_quant_plan *p, fp8_output *out,
         free(r[k].jobs);
         free(r[k].amax);
         free(r[k].tensor_scale);
+        free(r[k].tensor_stored);
         free(r[k].scale_at);
         free(r[k].left);
         free(r[k].fin);

@@ -269,7 +269,7 @@ def quantize(src: PathArg, dst: PathArg, *, progress: Optional[ProgressCallback]
     Options (fp8conv(1), quantize): ``scheme`` (block, channel, tensor,
     mxfp8, nvfp4, mxfp4), ``format`` (hf-fp8, compressed-tensors, modelopt),
     ``block`` (``(128, 128)`` by default), ``scale_fmt``, ``mx_rounding``,
-    ``ignore`` (a list of patterns: regular expressions searched in tensor
+    ``profile`` (fp8conv-formats(5), PROFILES), ``ignore`` (a list of patterns: regular expressions searched in tensor
     names, or llm-compressor's ``"re:..."`` matched from the start of module
     names), ``strict`` (a pattern that matches nothing is an error),
     ``no_default_ignore``, ``like``, ``force``, ``dry_run``, ``part``/``finish``/``resume``,
@@ -288,7 +288,8 @@ def convert(src: PathArg, dst: PathArg, *, progress: Optional[ProgressCallback] 
     a bf16 copy: ``fp8conv convert [options] SRC DST``.
 
     Options (fp8conv(1), convert): ``format``, ``scheme``, ``block``,
-    ``scale_fmt``, ``mx_rounding``, ``exact`` (refuse any re-quantization),
+    ``scale_fmt``, ``mx_rounding``, ``profile`` (an engine's arithmetic for
+    the weights re-quantized), ``exact`` (refuse any re-quantization),
     ``like``, ``kv_names``, ``force``, ``no_sync``, ``device``, ``jobs``.
 
     Returns the report: per weight the path it took (``"exact"`` or
