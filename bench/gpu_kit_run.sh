@@ -26,7 +26,7 @@
 # Each step has its own time limit, all of them together KIT_BUDGET_S (520 s);
 # a step that fails or times out does not stop the others, and one the budget
 # leaves no time for is reported "not run" (and fails the run).  Exit 0 when
-# every step ran and passed.  Logs (8) and summary.txt go to OUTDIR
+# every step ran and passed.  Logs (9) and summary.txt go to OUTDIR
 # (or $OUT; a new temporary directory when neither is given); the summary
 # table is printed last.
 #

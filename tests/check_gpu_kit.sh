@@ -108,10 +108,10 @@ if unshare -n true 2>/dev/null; then netns=(unshare -n); fi
 nfiles=$(find "$work/out" -type f | wc -l)
 if [ "$rc" = 0 ] && grep -q -E '^kernel cases \(CPU emulation\) +[0-9]+ s +ok' "$work/out/summary.txt" &&
     grep -q -E '^end to end cpu = cuda \(emulated\) +[0-9]+ s +ok' "$work/out/summary.txt" &&
-    [ "$(awk '/^step +time/ { t = 1; next } t && /^$/ { exit } t { n++ } END { print n }' "$work/out/summary.txt")" = 8 ] &&
+    [ "$(awk '/^step +time/ { t = 1; next } t && /^$/ { exit } t { n++ } END { print n }' "$work/out/summary.txt")" = 9 ] &&
     [ "$(tail -c 200 "$work/run.log")" = "$(tail -c 200 "$work/out/summary.txt")" ] &&
     [ "$nfiles" -le 9 ]; then
-    ok "run.sh --emulated --quick${netns:+ (no network)}: 8 steps in the table, printed last, $nfiles files in OUT"
+    ok "run.sh --emulated --quick${netns:+ (no network)}: 9 steps in the table, printed last, $nfiles files in OUT"
 else
     bad "run.sh --emulated --quick: exit $rc, $nfiles files in OUT"
     cat "$work/run.log" >&2
