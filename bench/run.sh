@@ -225,8 +225,9 @@ fi
 # scheme_rows TITLE SCHEME...: quantize --scheme SCHEME of the 1 GB model
 # against cp -r, and (quantize fsyncs) cp -r && sync.
 # The engine profiles (fp8conv-formats(5), PROFILES; issue 47) are rows of
-# it: --profile vllm and te, at the same floors (ONLY=profile: only block
-# and those two, between the "make bench profile" markers).
+# it: --profile vllm and te (block; te's current scaling on tensor too), at
+# the same floors (ONLY=profile: only those, between the "make bench
+# profile" markers).
 scheme_rows() {
     local model bytes t_cp t_cps scheme
     model=$(model_of 1)
@@ -249,7 +250,8 @@ scheme_rows() {
     done
 }
 if [ "${ONLY:-}" = profile ]; then
-    scheme_rows "engine profiles" "block" "block --profile vllm" "block --profile te"
+    scheme_rows "engine profiles" "block" "block --profile vllm" "block --profile te" "tensor" \
+        "tensor --profile te"
     write_results "make bench profile"
     exit 0
 fi
@@ -272,7 +274,7 @@ out 'floor: cat header %8s ms   (inspect / floor = %sx)\n' "$(ms "$t_floor")" "$
 # cp -r leaves writeback to the kernel, as --no-sync does; by default
 # quantize fsyncs its output, so it is also compared with cp -r && sync.
 scheme_rows "every scheme" "block" "block --scale-fmt ue8m0" "channel" "tensor" "mxfp8" \
-    "block --profile vllm" "block --profile te"
+    "block --profile vllm" "block --profile te" "tensor --profile te"
 
 # ---------------------------------------------------------------- quantize, every size
 out '\n== quantize --no-sync (block) at every size, against cp -r of the same model\n'
