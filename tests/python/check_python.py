@@ -226,6 +226,8 @@ def check_api(args, top):
          {"format": "compressed-tensors"}, written=True)
     same("convert(exact=True, block=[16, 16])", "convert --exact --block 16x16", ["q", "q16"],
          {"exact": True, "block": [16, 16]}, written=True)
+    same("convert(scheme='channel', profile='vllm')", "convert --scheme channel --profile vllm",
+         ["q", "qch"], {"scheme": "channel", "profile": "vllm"}, written=True)
     same("dequantize_for_export", "dequantize-for-export", ["q", "bf"], {}, written=True)
     same("dequantize_for_export(dtype='f32')", "dequantize-for-export --dtype f32", ["q", "f32"],
          {"dtype": "f32"}, written=True)
