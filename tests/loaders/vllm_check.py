@@ -594,8 +594,8 @@ class Probe:
             # DeepSeek-V3.2's indexer: one MergedColumnParallelLinear, output sizes [index_head_dim,
             # index_n_heads], wk's rows then weights_proj's (models/deepseek_v2.py Indexer.__init__,
             # load_weights' indexer_fused_mapping: shard 0 = wk, 1 = weights_proj), unquantized
-            # (quant_config=None; an FP8 wk is dequantized to bf16 at load, _try_load_fp8_indexer_wk).
-            # Not in the model's packed_modules_mapping.
+            # (quant_config=None; an FP8 wk is dequantized to bf16 at load,
+            # _try_load_fp8_indexer_wk). Not in the model's packed_modules_mapping.
             "wk_weights_proj": [["wk", "weights_proj"]],
         }
         for k, v in (getattr(model, "packed_modules_mapping", None) or {}).items():
