@@ -148,17 +148,17 @@ RELEASE_CASES = [
     # ok, no kernel here) when vLLM's own loaders, with vllm_check.py's stand-ins for what this CPU
     # lacks (STAND_INS: the kernel and vLLM's reason), fill every layer bit-exact to the export.
     # verify's conditions (LOADER_CONDITIONS) are applied and judged. About 20 s, 10 s and 11 s
-    # here. Not a case: deepseek-v3.2-exp. Its q_lora_rank and kv_lora_rank are 128 (multiples of
+    # here. deepseek-v3.2-exp (about 17 s): its q_lora_rank and kv_lora_rank are 128 (multiples of
     # the block, as the release's 1536 and 512; with q_lora_rank 64 vLLM mis-scales
     # fused_qkv_a_proj rows 64-127, which verify names: fp8conv-formats(5), DeepSeek-V3.2-Exp),
-    # and its hidden size was 136, which is not: vLLM 0.32 dequantizes an FP8 indexer.wk with a
-    # group it derives as shape // scale shape (models/deepseek_v2.py _try_load_fp8_indexer_wk),
-    # there 128 x 68, so wk_weights_proj differed from the export (109 ulp; run by hand
-    # 2026-11-29 with stand-ins for the indexer's KV-cache block size and a wk_weights_proj =
-    # wk, weights_proj comparison). verify now names that (indexer-wk-block) and the copy's
-    # hidden size is 128 (issue 44, s53), but the two stand-ins are not in vllm_check.py yet, so
-    # it is still not a case (not run since). Nor are mistral-native-fp8, which fp8conv refuses,
-    # and Granite-4.0-H, planted at run time by check_releases.py. modelopt-mixed's KV-cache
+    # and so is its hidden size (128; it was 136: vLLM 0.32 dequantizes an FP8 indexer.wk with a
+    # group it derives as shape // scale shape, models/deepseek_v2.py _try_load_fp8_indexer_wk,
+    # there 128 x 68, 109 ulp off the export; verify names that, indexer-wk-block). Its stand-ins:
+    # the sparse attention backend and the indexer's KV-cache block size (STAND_INS); vLLM's
+    # fused, unquantized indexer.wk_weights_proj (wk's rows, then weights_proj's) is compared with
+    # the export's two weights stacked so (vllm_check.py Probe.packed). No KV-cache scales.
+    # Not cases: mistral-native-fp8, which fp8conv refuses, and Granite-4.0-H, planted at run
+    # time by check_releases.py. modelopt-mixed's KV-cache
     # scales ("kv") were not loaded by vLLM 0.32 from the copy's former flat config.json
     # (kv_cache_quant_algo); its config.json has ModelOpt's kv_cache_scheme since (s53, as
     # ModelOpt's export writes it: fp8conv-formats(5), ModelOpt mixed precision), and vLLM loads
@@ -166,6 +166,8 @@ RELEASE_CASES = [
     ("fbgemm-fp8", "fbgemm_fp8: per-row F32 weight_scale [out, 1], modules_to_not_convert", ()),
     ("modelopt-mixed", "ModelOpt MIXED_PRECISION: FP8 attention, NVFP4 MLP, FP8 KV cache", ("kv",)),
     ("kimi-k2-thinking", "compressed-tensors INT4 pack-quantized routed experts, kimi_k2", ()),
+    ("deepseek-v3.2-exp", "hf-fp8 128x128 MLA with the sparse-attention indexer (wq_b, wk FP8; "
+                          "weights_proj bf16)", ()),
 ]
 RELEASES = os.path.join(ROOT, "testdata", "releases")
 

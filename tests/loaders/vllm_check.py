@@ -26,7 +26,8 @@ written, whatever the verdict; non-zero only for a bug of this harness.
 1. Weights (Q only). Each layer is compared with this rank's part of E's
    tensors (merged layers stacked: qkv_proj = q,k,v (BERT query,key,value);
    gate_up_proj = gate,up; DeepSeek fused_qkv_a_proj = q_a_proj,
-   kv_a_proj_with_mqa; MoE w13 = gate,up (Mixtral w1,w3) and w2 = down, per
+   kv_a_proj_with_mqa; DeepSeek-V3.2 indexer.wk_weights_proj = wk,
+   weights_proj; MoE w13 = gate,up (Mixtral w1,w3) and w2 = down, per
    expert; row slices for column-parallel layers (k/v by KV-head group),
    column slices for row-parallel ones), in bf16 ulps (ordered bit patterns):
    * "loaded": the parameters exactly as vLLM's weight loaders filled them,
@@ -80,8 +81,9 @@ written, whatever the verdict; non-zero only for a bug of this harness.
    vLLM's CPU kernel lists (vLLM's own EmulationMxfp8LinearKernel and
    EmulationNvFp4LinearKernel, and this file's reference FP8 block kernel,
    y = x @ (q*s)^T in fp32 as vLLM's W8A16 CPU block kernel computes), a
-   reference for the static quant op, CPUExpertsInt4 with its gates lifted
-   and the dense MLA backend for sparse attention; E's run is reused. Each
+   reference for the static quant op, CPUExpertsInt4 with its gates lifted,
+   the dense MLA backend for sparse attention and the CPU MLA block size
+   for DeepSeek-V3.2's indexer KV cache; E's run is reused. Each
    stand-in that was used, with vLLM's reason for refusing, is listed under
    "emulated"."stand_ins"; "kernel_why" says why an op is missing where
    the error does not (KERNEL_WHY). Its results go under "emulated" (its "computed" and
@@ -513,6 +515,29 @@ def _install_emulation():
         return orig_attn(cls, selected_backend, attn_selector_config, num_heads)
 
     CpuPlatform.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    # DeepSeek-V3.2's indexer KV cache: DeepseekV32IndexerBackend.get_supported_kernel_block_sizes
+    # gives [64] on every platform but ROCm (v1/attention/backends/mla/indexer.py), the CPU MLA
+    # backend [16] (mla/cpu_mla.py CPUMLABackend), so select_common_block_size
+    # (v1/worker/utils.py) raises "No common block size for 16 (DEEPSEEK_V32_INDEXER: [64];
+    # CPU_MLA: [16])." The indexer takes the CPU MLA backend's sizes too (as it takes multiples
+    # of 16 on ROCm); what it would compute with is not judged (its kernels are CUDA's).
+    from vllm.v1.attention.backends.mla.cpu_mla import CPUMLABackend
+    from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerBackend
+
+    orig_sizes = DeepseekV32IndexerBackend.get_supported_kernel_block_sizes
+
+    def supported_kernel_block_sizes(kv_cache_spec=None):
+        sizes, cpu = orig_sizes(kv_cache_spec), CPUMLABackend.get_supported_kernel_block_sizes()
+        extra = [x for x in cpu if x not in sizes]
+        if extra:
+            _stand_in("DeepSeek-V3.2 indexer KV-cache block size (v1/attention/backends/mla/"
+                      "indexer.py DeepseekV32IndexerBackend.get_supported_kernel_block_sizes)",
+                      "v1/worker/utils.py select_common_block_size: no common block size "
+                      "(DEEPSEEK_V32_INDEXER: %s; CPU_MLA: %s)" % (sizes, cpu))
+        return list(sizes) + extra
+
+    DeepseekV32IndexerBackend.get_supported_kernel_block_sizes = staticmethod(
+        supported_kernel_block_sizes)
 
 
 # What the stand-in run replaced, with vLLM's own reason: [{"kernel", "why"}] (child reports).
@@ -566,6 +591,12 @@ class Probe:
             "qkv_proj": [["q_proj", "k_proj", "v_proj"], ["query", "key", "value"]],
             "gate_up_proj": [["gate_proj", "up_proj"], ["w1", "w3"]],
             "fused_qkv_a_proj": [["q_a_proj", "kv_a_proj_with_mqa"]],
+            # DeepSeek-V3.2's indexer: one MergedColumnParallelLinear, output sizes [index_head_dim,
+            # index_n_heads], wk's rows then weights_proj's (models/deepseek_v2.py Indexer.__init__,
+            # load_weights' indexer_fused_mapping: shard 0 = wk, 1 = weights_proj), unquantized
+            # (quant_config=None; an FP8 wk is dequantized to bf16 at load,
+            # _try_load_fp8_indexer_wk). Not in the model's packed_modules_mapping.
+            "wk_weights_proj": [["wk", "weights_proj"]],
         }
         for k, v in (getattr(model, "packed_modules_mapping", None) or {}).items():
             alts = self.packed.setdefault(k, [])
