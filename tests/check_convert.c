@@ -354,7 +354,7 @@ START_TEST(test_profile_in_the_options_struct)
     o.scheme_set = true;
     ck_assert_int_eq(fp8_convert_create(ctx, fp8, &o, &c), FP8_ERR_USAGE);
     ck_assert_msg(strstr(fp8_ctx_message(ctx), "--profile te does not define --scheme mxfp8 "
-                                                "(it defines: block, tensor)"),
+                                                "(it defines: block, tensor, nvfp4)"),
                   "%s", fp8_ctx_message(ctx));
     ck_assert_ptr_null(c);
     o.target.scheme = FP8_SCHEME_TENSOR;

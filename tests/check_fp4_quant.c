@@ -57,7 +57,7 @@ START_TEST(test_nvfp4_group_rounds_as_cast_to_fp4)
     const uint8_t want[8] = { 0x20, 0x42, 0x64, 0x76, 0x08, 0xF1, 0x41, 0x05 };
     uint8_t q[8], s[1];
     uint64_t where;
-    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 16, 1.0f, q, s, &where),
+    ck_assert_int_eq(fp4_quantize_row(NULL, FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 16, 1.0f, q, s, &where),
                      FP4_Q_OK);
     ck_assert_uint_eq(s[0], 0x38);
     for (int i = 0; i < 8; i++)
@@ -71,22 +71,22 @@ START_TEST(test_nvfp4_zero_group_and_global)
     x[20] = 3.0f; /* the second group is not zero */
     uint8_t q[16], s[2];
     uint64_t where;
-    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 32, 1.0f, q, s, &where),
+    ck_assert_int_eq(fp4_quantize_row(NULL, FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 32, 1.0f, q, s, &where),
                      FP4_Q_OK);
     ck_assert_uint_eq(s[0], 0x20); /* E4M3 0.125: calculate_qparams' eps for a zero scale */
     for (int i = 0; i < 8; i++)
         ck_assert_uint_eq(q[i], 0);
-    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_F32, 1.0f), 2688.0f);
+    ck_assert_float_eq(fp4_nvfp4_global(NULL, FP8_DTYPE_F32, 1.0f), 2688.0f);
     /* torch 2.13: 2688.0 / bf16 tensor 0.0123 is 218112 (reciprocal, then
      * the product, each rounded to bf16; the direct quotient is 218624) */
-    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_BF16, fp8_bf16_to_f32(fp8_f32_to_bf16(0.0123f))),
+    ck_assert_float_eq(fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, fp8_bf16_to_f32(fp8_f32_to_bf16(0.0123f))),
                        218112.0f);
     /* an all-zero tensor: 2688 / 2^-126 overflows, nan_to_num gives 1 */
-    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_BF16, 0.0f), 1.0f);
-    ck_assert_float_eq(fp4_nvfp4_global(FP8_DTYPE_F32, 0.0f), 1.0f);
+    ck_assert_float_eq(fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, 0.0f), 1.0f);
+    ck_assert_float_eq(fp4_nvfp4_global(NULL, FP8_DTYPE_F32, 0.0f), 1.0f);
     /* a NaN element is refused where it is */
     x[5] = NAN;
-    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 32, 1.0f, q, s, &where),
+    ck_assert_int_eq(fp4_quantize_row(NULL, FP8_SCHEME_NVFP4, FP8_DTYPE_F32, x, 32, 1.0f, q, s, &where),
                      FP4_Q_NONFINITE);
     ck_assert_uint_eq(where, 5);
 }
@@ -105,7 +105,7 @@ START_TEST(test_mxfp4_scale_rounds_up_from_1_75)
     x[33] = fp8_f32_to_bf16(-0.0625f); /* -0.25: a tie to 0, negative: code 8 */
     uint8_t q[48], s[3];
     uint64_t where;
-    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_BF16, x, 96, 0, q, s, &where),
+    ck_assert_int_eq(fp4_quantize_row(NULL, FP8_SCHEME_MXFP4, FP8_DTYPE_BF16, x, 96, 0, q, s, &where),
                      FP4_Q_OK);
     ck_assert_uint_eq(s[0], 126);
     ck_assert_uint_eq(s[1], 125);
@@ -116,18 +116,18 @@ START_TEST(test_mxfp4_scale_rounds_up_from_1_75)
         ck_assert_uint_eq(q[i], 0);
     /* f32, the same threshold: 1.75 carries into the exponent */
     float f[32] = { 1.75f };
-    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
+    ck_assert_int_eq(fp4_quantize_row(NULL, FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
                      FP4_Q_OK);
     ck_assert_uint_eq(s[0], 126);
     /* 1.76 * 2^127 rounds to 2^128: E8M0 255 is NaN, no scale */
     f[7] = 3.0e38f;
-    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
+    ck_assert_int_eq(fp4_quantize_row(NULL, FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
                      FP4_Q_SCALE_OVERFLOW);
     ck_assert_uint_eq(where, 0);
     /* tiny groups clamp the byte at 0 (2^-127) */
     f[7] = 0;
     f[0] = 1e-38f;
-    ck_assert_int_eq(fp4_quantize_row(FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
+    ck_assert_int_eq(fp4_quantize_row(NULL, FP8_SCHEME_MXFP4, FP8_DTYPE_F32, f, 32, 0, q, s, &where),
                      FP4_Q_OK);
     ck_assert_uint_eq(s[0], 0);
 }
@@ -165,14 +165,14 @@ START_TEST(test_fast_path_is_the_reference)
                             b[i] = fp8_f32_to_bf16(f[i]);
                         const void *x = dt ? (const void *)f : (const void *)b;
                         float global =
-                            rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(src, 1.0f + (float)rep);
+                            rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(NULL, src, 1.0f + (float)rep);
                         uint64_t w0 = 7, w1 = 7;
                         memset(q0, 0xAA, sizeof q0);
                         memset(q1, 0xAA, sizeof q1);
                         memset(s0, 0xAA, sizeof s0);
                         memset(s1, 0xAA, sizeof s1);
-                        fp4_q_result r0 = fp4_quantize_row(scheme, src, x, n, global, q0, s0, &w0);
-                        fp4_q_result r1 = fp4_fast_quantize_row_on((fp4_q_path)path, scheme, src,
+                        fp4_q_result r0 = fp4_quantize_row(NULL, scheme, src, x, n, global, q0, s0, &w0);
+                        fp4_q_result r1 = fp4_fast_quantize_row_on((fp4_q_path)path, NULL, scheme, src,
                                                                    x, n, global, q1, s1, &w1);
                         ck_assert_int_eq(r0, r1);
                         if (r0 != FP4_Q_OK) {
@@ -187,6 +187,70 @@ START_TEST(test_fast_path_is_the_reference)
                     }
     }
     ck_assert_int_gt(rows, 3000);
+}
+END_TEST
+
+/* --profile te's NVFP4 (fp8_numerics.fp4_f32, TE's fp32 steps): no fast
+ * path takes it (fp4_cpu_takes), so every path gives the reference's bytes,
+ * on odd lengths (one group, 3, 22, 150), from BF16 and F32; its global is
+ * 2688 / amax in fp32 (FLT_MAX where infinite, 1 for 0); and its bytes
+ * differ from fp8conv's own somewhere (the row is exercised). */
+START_TEST(test_te_nvfp4_every_path_is_the_reference)
+{
+    enum { N = 2400 };
+    static const int lens[] = { N, 352, 48, 16 };
+    const fp8_numerics *te = fp8_profile_numerics(FP8_PROFILE_TE, FP8_SCHEME_NVFP4);
+    ck_assert(te->fp4_f32 && !fp8_numerics_own(te) && !fp4_cpu_takes(te) && fp4_cpu_takes(NULL));
+    ck_assert(!fp8_profile_numerics(FP8_PROFILE_TE, FP8_SCHEME_BLOCK)->fp4_f32);
+    ck_assert_float_eq(fp4_nvfp4_global(te, FP8_DTYPE_BF16, 0.0f), 1.0f);
+    ck_assert_float_eq(fp4_nvfp4_global(te, FP8_DTYPE_BF16, 0x1p-133f), 0x1.fffffep127f);
+    ck_assert_float_eq(fp4_nvfp4_global(te, FP8_DTYPE_BF16, 3.0f), 896.0f);
+    float f[N];
+    uint16_t b[N];
+    uint8_t q0[N / 2], q1[N / 2], s0[N / 16], s1[N / 16], q2[N / 2], s2[N / 16];
+    int rows = 0, differ = 0;
+    for (int path = 0; path < FP4_Q_PATH_COUNT; path++)
+        for (int rep = 0; rep < 40; rep++)
+            for (int k = 0; k < 9; k++)
+                for (int dt = 0; dt < 2; dt++) {
+                    fp8_dtype src = dt ? FP8_DTYPE_F32 : FP8_DTYPE_BF16;
+                    uint64_t n = (uint64_t)lens[rep % 4], w0 = 7, w1 = 7, w2 = 7;
+                    fill_fp4q(k, n, f);
+                    float amax = 0;
+                    for (uint64_t i = 0; i < n; i++) {
+                        b[i] = fp8_f32_to_bf16(f[i]);
+                        if (!dt)
+                            f[i] = fp8_bf16_to_f32(b[i]);
+                        amax = fabsf(f[i]) > amax ? fabsf(f[i]) : amax;
+                    }
+                    const void *x = dt ? (const void *)f : (const void *)b;
+                    float g = amax == amax && amax <= 0x1.fffffep127f ? amax : 1.0f;
+                    memset(q0, 0xAA, sizeof q0);
+                    memset(q1, 0xAA, sizeof q1);
+                    memset(s0, 0xAA, sizeof s0);
+                    memset(s1, 0xAA, sizeof s1);
+                    memcpy(q2, q0, sizeof q2);
+                    memcpy(s2, s0, sizeof s2);
+                    fp4_q_result r0 = fp4_quantize_row(te, FP8_SCHEME_NVFP4, src, x, n,
+                                                       fp4_nvfp4_global(te, src, g), q0, s0, &w0);
+                    fp4_q_result r1 = fp4_fast_quantize_row_on((fp4_q_path)path, te, FP8_SCHEME_NVFP4,
+                                                               src, x, n, fp4_nvfp4_global(te, src, g),
+                                                               q1, s1, &w1);
+                    ck_assert_int_eq(r0, r1);
+                    if (r0 != FP4_Q_OK) {
+                        ck_assert_uint_eq(w0, w1);
+                        continue;
+                    }
+                    ck_assert_msg(!memcmp(q0, q1, sizeof q0) && !memcmp(s0, s1, sizeof s0),
+                                  "te nvfp4: class %d, %s, %d elements: a path differs", k,
+                                  dt ? "f32" : "bf16", (int)n);
+                    fp4_quantize_row(NULL, FP8_SCHEME_NVFP4, src, x, n,
+                                     fp4_nvfp4_global(NULL, src, g), q2, s2, &w2);
+                    differ += memcmp(q0, q2, sizeof q0) || memcmp(s0, s2, sizeof s0);
+                    rows++;
+                }
+    ck_assert_int_gt(rows, 500);
+    ck_assert_int_gt(differ, 0);
 }
 END_TEST
 
@@ -211,7 +275,7 @@ START_TEST(test_e2m1_band_is_its_rows)
                 for (int i = 0; i < ROWS * COLS; i++)
                     b[i] = fp8_f32_to_bf16(f[i]);
                 const void *x = dt ? (const void *)f : (const void *)b;
-                float global = fp4_nvfp4_global(src, 3.0f);
+                float global = fp4_nvfp4_global(NULL, src, 3.0f);
                 fp8_band band = { .src = src, .rows = ROWS, .cols = COLS, .group_rows = 1,
                                   .group_cols = fp8_scheme_get(scheme)->run, .scheme = scheme,
                                   .global = global };
@@ -222,7 +286,7 @@ START_TEST(test_e2m1_band_is_its_rows)
                 memset(s0, 0xAA, sizeof s0);
                 memset(s1, 0xAA, sizeof s1);
                 memset(s2, 0xAA, sizeof s2);
-                int r0 = fp4_quantize_row(scheme, src, x, ROWS * COLS, global, q0, s0, &w0);
+                int r0 = fp4_quantize_row(NULL, scheme, src, x, ROWS * COLS, global, q0, s0, &w0);
                 int r1 = fp8_band_quantize_ref(&band, x, q1, s1, &w1);
                 int r2 = fp8_band_quantize(&band, x, q2, s2, &w2);
                 ck_assert_int_eq(r0, r1);
@@ -266,7 +330,7 @@ START_TEST(test_nv_thresholds_code_every_bf16_element)
             continue;
         for (size_t a = 0; a <= sizeof amaxes / sizeof *amaxes; a++) {
             float global = a < sizeof amaxes / sizeof *amaxes
-                               ? fp4_nvfp4_global(FP8_DTYPE_BF16, amaxes[a])
+                               ? fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, amaxes[a])
                                : 1.0f;
             uint16_t top[256] = { 0 }; /* the largest group maximum of each byte */
             bool seen[256] = { false };
@@ -288,9 +352,9 @@ START_TEST(test_nv_thresholds_code_every_bf16_element)
                 while (n % 16)
                     x[n++] = 0;
                 uint64_t w0 = 0, w1 = 0;
-                fp4_q_result r0 = fp4_quantize_row(FP8_SCHEME_NVFP4, FP8_DTYPE_BF16, x, n, global,
+                fp4_q_result r0 = fp4_quantize_row(NULL, FP8_SCHEME_NVFP4, FP8_DTYPE_BF16, x, n, global,
                                                    q0, s0, &w0);
-                fp4_q_result r1 = fp4_fast_quantize_row_on((fp4_q_path)path, FP8_SCHEME_NVFP4,
+                fp4_q_result r1 = fp4_fast_quantize_row_on((fp4_q_path)path, NULL, FP8_SCHEME_NVFP4,
                                                            FP8_DTYPE_BF16, x, n, global, q1, s1,
                                                            &w1);
                 ck_assert_int_eq(r0, FP4_Q_OK);
@@ -451,18 +515,18 @@ START_TEST(test_nvfp4_writes_ct_layout_with_fused_globals)
     snprintf(b, sizeof b, "%sself_attn.k_proj.weight", l0);
     snprintf(c, sizeof c, "%sself_attn.v_proj.weight", l0);
     float m = fmaxf(bf16_amax(TINY, a), fmaxf(bf16_amax(TINY, b), bf16_amax(TINY, c)));
-    float g = fp4_nvfp4_global(FP8_DTYPE_BF16, m);
+    float g = fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, m);
     ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.q_proj"), g);
     ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.k_proj"), g);
     ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.v_proj"), g);
     snprintf(a, sizeof a, "%smlp.gate_proj.weight", l0);
     snprintf(b, sizeof b, "%smlp.up_proj.weight", l0);
-    g = fp4_nvfp4_global(FP8_DTYPE_BF16, fmaxf(bf16_amax(TINY, a), bf16_amax(TINY, b)));
+    g = fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, fmaxf(bf16_amax(TINY, a), bf16_amax(TINY, b)));
     ck_assert_float_eq(global_of(out, "model.layers.0.mlp.gate_proj"), g);
     ck_assert_float_eq(global_of(out, "model.layers.0.mlp.up_proj"), g);
     snprintf(a, sizeof a, "%sself_attn.o_proj.weight", l0);
     ck_assert_float_eq(global_of(out, "model.layers.0.self_attn.o_proj"),
-                       fp4_nvfp4_global(FP8_DTYPE_BF16, bf16_amax(TINY, a)));
+                       fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, bf16_amax(TINY, a)));
     /* its own verify is clean (--against: test_against_reproduces_fp4_outputs) */
     int rc = tu_run_fmt(&err, "verify -q '%s'", out);
     ck_assert_msg(rc == 0, "verify: exit %d: %s", rc, err);
@@ -648,7 +712,7 @@ START_TEST(test_nvfp4_moe_experts_share_gate_up_global)
         char a[160], b[160];
         snprintf(a, sizeof a, "%s.weight", pairs[k][0]);
         snprintf(b, sizeof b, "%s.weight", pairs[k][1]);
-        float g = fp4_nvfp4_global(FP8_DTYPE_BF16, fmaxf(bf16_amax(moe, a), bf16_amax(moe, b)));
+        float g = fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, fmaxf(bf16_amax(moe, a), bf16_amax(moe, b)));
         ck_assert_float_eq(global_of(out, pairs[k][0]), g);
         ck_assert_float_eq(global_of(out, pairs[k][1]), g);
     }
@@ -845,9 +909,9 @@ START_TEST(test_fp4_bound_holds_the_reference)
                     float amax = 0;
                     for (int i = 0; i < N; i++)
                         amax = fmaxf(amax, fabsf(fp8_load_f32(src, x, i)));
-                    float global = rep % 4 == 0 ? 1.0f : fp4_nvfp4_global(src, amax);
+                    float global = rep % 4 == 0 ? 1.0f : fp4_nvfp4_global(NULL, src, amax);
                     uint64_t where;
-                    if (fp4_quantize_row(nv ? FP8_SCHEME_NVFP4 : FP8_SCHEME_MXFP4, src, x, N,
+                    if (fp4_quantize_row(NULL, nv ? FP8_SCHEME_NVFP4 : FP8_SCHEME_MXFP4, src, x, N,
                                          global, q, sc, &where) != FP4_Q_OK)
                         continue; /* NaN, infinity, no E8M0 scale: quantize refuses them */
                     fp8_group_rule r = { .scheme = fp8_scheme_get(nv ? FP8_SCHEME_NVFP4
@@ -1308,7 +1372,7 @@ START_TEST(test_fp4_fused_experts_written_apart)
             for (int proj = 0; proj < 2; proj++) {
                 snprintf(name, sizeof name, "%s%d.%s", stem, x, proj ? "up_proj" : "gate_proj");
                 ck_assert_float_eq(global_of(q, name),
-                                   fp4_nvfp4_global(FP8_DTYPE_BF16, fmaxf(amax[x][0], amax[x][1])));
+                                   fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, fmaxf(amax[x][0], amax[x][1])));
             }
         for (int proj = 0; proj < 2; proj++) {
             snprintf(name, sizeof name, "%s1.%s.weight", stem, proj ? "up_proj" : "gate_proj");
@@ -1325,7 +1389,7 @@ START_TEST(test_fp4_fused_experts_written_apart)
             ck_assert_uint_eq(p->nquantized, 1);
             ck_assert_uint_ne(i, SIZE_MAX);
             ck_assert_float_eq(p->entries[i].global,
-                               fp4_nvfp4_global(FP8_DTYPE_BF16, amax[1][proj]));
+                               fp4_nvfp4_global(NULL, FP8_DTYPE_BF16, amax[1][proj]));
             fp8_quant_plan_free(p);
             fp8_ctx_free(ctx);
         }
@@ -1460,6 +1524,7 @@ static Suite *fp4_quant_suite(void)
     tcase_add_test(tc, test_nvfp4_zero_group_and_global);
     tcase_add_test(tc, test_mxfp4_scale_rounds_up_from_1_75);
     tcase_add_test(tc, test_fast_path_is_the_reference);
+    tcase_add_test(tc, test_te_nvfp4_every_path_is_the_reference);
     tcase_add_test(tc, test_e2m1_band_is_its_rows);
     tcase_add_test(tc, test_nv_thresholds_code_every_bf16_element);
     tcase_add_test(tc, test_mx_reciprocal_is_exact);

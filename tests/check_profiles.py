@@ -369,6 +369,218 @@ def numpy_agrees(rule, a_values, xs):
 
 
 
+# ---------------------------------------------------------------- NVFP4 under te
+# TransformerEngine's NVFP4 1-D (d0067d0; the row's citations in lib/common/types.c): every step
+# one fp32 operation rounded to nearest, where fp8conv's default (compressed-tensors' steps)
+# rounds m / 6 and the global to the weight's dtype and divides elements by scale / global.
+
+E2M1_POS = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def e2m1(v):
+    """cvt.rn.satfinite.e2m1x2.f32: the nearest of E2M1's values, ties to the even code,
+    saturating at +-6, the sign bit v's (-0 keeps it)."""
+    a, sign = abs(v), 8 if math.copysign(1.0, v) < 0 else 0
+    if a >= 6:
+        return sign | 7
+    i = bisect.bisect_left(E2M1_POS, a)
+    if E2M1_POS[i] == a:
+        return sign | i
+    lo, hi = i - 1, i
+    dl, dh = a - E2M1_POS[lo], E2M1_POS[hi] - a
+    return sign | (lo if dl < dh or (dl == dh and lo % 2 == 0) else hi)
+
+
+def te_nvfp4_global(amax):
+    # compute_global_encode_scaling_factor_FP4: 448 * 6 / amax (constants folded: 2688.0f / a),
+    # fminf(FLT_MAX), 1 where amax is 0 (or the quotient 0)
+    if amax == 0:
+        return 1.0
+    g = min(f32(2688.0 / amax), FLT_MAX)
+    return 1.0 if g == 0 else g
+
+
+def te_nvfp4_group(m, g):
+    """(E4M3 scale byte, element factor) of a 16-element group of amax m under S_enc g."""
+    # compute_decoding_scaling_factor: static_cast<fp8e4m3>(block_amax * (S_enc * (1.0f / 6.0f)))
+    b = e4m3(f32(m * f32(g * f32(1 / 6))))
+    # compute_scaling_coefficient<float>: S_dec = 1.0 / S_enc; fminf(1.0f / (scale * S_dec), FLT_MAX)
+    d = f32(e4m3_decode(b) * f32(1 / g))
+    k = FLT_MAX if d == 0 else min(f32(1 / d), FLT_MAX)
+    return b, k
+
+
+def te_nvfp4(vals, rows, cols):
+    """(packed codes, E4M3 scales, global) of one matrix, as TE quantizes it row-wise."""
+    g = te_nvfp4_global(max(abs(v) for v in vals))
+    codes, scales = bytearray(rows * cols // 2), bytearray()
+    for g0 in range(0, rows * cols, 16):
+        b, k = te_nvfp4_group(max(abs(v) for v in vals[g0:g0 + 16]), g)
+        scales.append(b)
+        for i in range(g0, g0 + 16):  # mul.f32x2, then the cvt
+            codes[i // 2] |= e2m1(f32(vals[i] * k)) << (4 * (i & 1))
+    return bytes(codes), bytes(scales), g
+
+
+def own_nvfp4(vals, rows, cols):
+    """fp8conv's own NVFP4 (fp8conv-formats(5), FP4 QUANTIZATION; compressed-tensors' steps) of a
+    bf16 matrix, for --measure: the global bf16(bf16(1 / amax) * 2688), a group's E4M3 of
+    global * bf16(m / 6) (clamped to 448; 0 becomes 0.125), elements x / (scale / global)."""
+    def b16(x):
+        return bf16_value(bf16_bits(x))
+    a = max(max(abs(v) for v in vals), 2.0 ** -126)
+    g = b16(f32(b16(f32(1 / a)) * 2688))
+    g = 1.0 if g == INF else g
+    codes, scales = bytearray(rows * cols // 2), bytearray()
+    for g0 in range(0, rows * cols, 16):
+        s = f32(g * b16(f32(max(abs(v) for v in vals[g0:g0 + 16]) / 6)))
+        b = e4m3(min(s, 448.0)) or e4m3(0.125)
+        scales.append(b)
+        d = f32(e4m3_decode(b) / g)
+        for i in range(g0, g0 + 16):
+            q = f32(vals[i] / d)
+            codes[i // 2] |= (e2m1(abs(q)) | (8 if q < 0 else 0)) << (4 * (i & 1))
+    return bytes(codes), bytes(scales), g
+
+
+def measure_nvfp4(vals):
+    """te's nvfp4 against fp8conv's own on the --measure weights as 8 matrices of 96 x 2048."""
+    codes = scales = globs = 0
+    for t in range(8):
+        v = vals[t * 96 * 2048:(t + 1) * 96 * 2048]
+        c0, s0, g0 = own_nvfp4(v, 96, 2048)
+        c1, s1, g1 = te_nvfp4(v, 96, 2048)
+        codes += sum((x & 15) != (y & 15) for x, y in zip(c0, c1)) + sum((x >> 4) != (y >> 4) for x, y in zip(c0, c1))
+        scales += sum(x != y for x, y in zip(s0, s1))
+        globs += g0 != g1
+    n = len(vals)
+    print("%-13s %-8s codes %.3f%%  scales %.2f%% (%d groups), globals %d of 8" % (
+        "te", "nvfp4", 100.0 * codes / n, 100.0 * scales / (n // 16), n // 16, globs))
+
+
+def te_nvfp4_numpy(vals, rows, cols):
+    """The same steps in numpy float32 with ml_dtypes' float8_e4m3fn and float4_e2m1fn casts;
+    None when they are missing."""
+    try:
+        import numpy as np
+        import ml_dtypes
+    except ImportError:
+        return None
+    f = np.float32
+    x = np.array(vals, f).reshape(-1, 16)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        a = np.abs(x).max()
+        g = f(1) if a == 0 else np.minimum(f(448) * f(6) / a, f(FLT_MAX))
+        g = f(1) if g == 0 else g
+        s = np.abs(x).max(axis=1) * (g * (f(1) / f(6)))
+        b = np.clip(s, f(-448), f(448)).astype(ml_dtypes.float8_e4m3fn)
+        k = np.minimum(f(1) / (b.astype(f) * (f(1) / g)), f(FLT_MAX))
+        y = x * k[:, None]
+        q = np.clip(y, f(-6), f(6)).astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & 7
+        q = (q | np.where(np.signbit(y), 8, 0)).astype(np.uint8).reshape(-1)
+    packed = (q[0::2] | (q[1::2] << 4)).astype(np.uint8)
+    return packed.tobytes(), b.view(np.uint8).tobytes(), float(g)
+
+
+def te_nvfp4_weights(rng):
+    """bf16 weights of the edge classes, a name each, rows x cols (cols a multiple of 16)."""
+    mids = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.0, -0.25, -0.75, -1.25, -1.75, -2.5, -3.5,
+            -5.0, -0.0]
+    out = {}
+    # realistic, odd shapes (a row of one group, rows of 17 groups)
+    out["model.layers.0.mlp.down_proj.weight"] = (40, 272, realistic(rng, 40, 272))
+    out["model.layers.1.mlp.down_proj.weight"] = (3, 16, realistic(rng, 3, 16))
+    # amax 2688: S_enc 1, a group of amax 6 gets scale 1 and factor 1, so the E2M1 midpoints
+    # are exact midpoints; an all-zero group, -0 elements, tiny groups (scale 0: factor
+    # FLT_MAX, codes +-6), subnormal E4M3 scales
+    v = []
+    for r in range(8):
+        for c in range(64):
+            grp, i = c // 16, c % 16
+            if r == 0 and c == 63:
+                v.append(2688.0)
+            elif grp == 0:
+                v.append(6.0 if i == 1 else mids[i])
+            elif grp == 1:
+                v.append(0.0 if r % 2 else -0.0)
+            elif grp == 2:
+                v.append((1e-3 + r * 1e-4) * (i - 8) / 8)  # scale E4M3 0 or subnormal
+            else:
+                v.append((0.01 * (r + 1)) * ((i * 7 + r) % 13 - 6) / 6)  # subnormal scales
+    out["model.layers.0.self_attn.o_proj.weight"] = (8, 64, [bf16_bits(x) for x in v])
+    # huge: bf16's largest value, and groups of ordinary values beside it
+    v = [(BF16_MAX if (r + c) % 37 == 0 else -3e38 if c % 16 == 5 else 0.02 * ((r * c) % 11 - 5))
+         for r in range(4) for c in range(48)]
+    out["model.layers.1.self_attn.o_proj.weight"] = (4, 48, [bf16_bits(x) for x in v])
+    # bf16 subnormals only: 2688 / amax is infinite, S_enc is FLT_MAX
+    v = [2.0 ** -133 * ((r + 3 * c) % 5 - 2) for r in range(2) for c in range(32)]
+    out["model.layers.2.self_attn.o_proj.weight"] = (2, 32, [bf16_bits(x) for x in v])
+    # an all-zero matrix: S_enc 1
+    out["model.layers.2.mlp.down_proj.weight"] = (2, 32, [0] * 64)
+    return out
+
+
+def check_te_nvfp4(binary, tmp, check):
+    """quantize --scheme nvfp4 --profile te against te_nvfp4 (and numpy's steps) on the edge
+    classes; fp8conv's own nvfp4 differs; both fast path and the reference agree; verify
+    --against --profile auto names te (alone); the default's bytes are unchanged."""
+    weights = te_nvfp4_weights(random.Random(53))
+    src = os.path.join(tmp, "nvfp4-in.safetensors")
+    write_st(src, {n: ("BF16", [r, c], struct.pack("<%dH" % len(b), *b))
+                   for n, (r, c, b) in weights.items()})
+    outs = {}
+    for fmt in ("compressed-tensors", "modelopt"):
+        out = outs[fmt] = os.path.join(tmp, "nvfp4-te-%s.safetensors" % fmt)
+        p = run(binary, ["quantize", "--scheme", "nvfp4", "--profile", "te", "--format", fmt, src, out])
+        check(p.returncode == 0 and "fp8conv: note: --profile te: scheme nvfp4 runs the reference "
+              "quantizer" in p.stderr,
+              "quantize --scheme nvfp4 --profile te --format %s: exit %d, the note: %s" % (
+                  fmt, p.returncode, p.stderr.strip()))
+        got = read_st(out) if p.returncode == 0 else {}
+        for n, (r, c, b) in weights.items():
+            vals = [bf16_value(x) for x in b]
+            codes, scales, g = te_nvfp4(vals, r, c)
+            base = n[:-len(".weight")] + ".weight"
+            raw = got.get(base + "_packed", got.get(base, (0, 0, b"")))[2]
+            sraw = got.get(base + "_scale", (0, 0, b""))[2]
+            graw = (got.get(base + "_global_scale") or got.get(base + "_scale_2") or (0, 0, b""))[2]
+            gwant = struct.pack("<f", g if fmt == "compressed-tensors" else f32(1 / g))
+            check(raw == codes and sraw == scales and graw == gwant,
+                  "nvfp4 --profile te --format %s: %s: %d code bytes, %d scales differ, global %s" % (
+                      fmt, n, sum(x != y for x, y in zip(raw, codes)) + abs(len(raw) - len(codes)),
+                      sum(x != y for x, y in zip(sraw, scales)) + abs(len(sraw) - len(scales)),
+                      "equal" if graw == gwant else "%r != %r" % (graw, gwant)))
+            npy = te_nvfp4_numpy(vals, r, c)
+            if npy is not None:
+                check(npy == (codes, scales, g), "nvfp4 te: %s: numpy's float32 steps agree" % n)
+    # the edge classes are exercised: midpoints, tiny groups at codes +-6, -0, a FLT_MAX S_enc
+    _, _, b = weights["model.layers.0.self_attn.o_proj.weight"]
+    codes, scales, g = te_nvfp4([bf16_value(x) for x in b], 8, 64)
+    check(g == 1.0 and scales[0] == 0x38 and codes[:8] == bytes([0x70, 0x42, 0x64, 0x06, 0xA8, 0xCA, 0xEC, 0x8E])
+          and scales[2] == 0 and codes[16:20] == b"\xff\xff\xff\xff" and codes[20] == 0x70 and 0 < scales[7] < 8,
+          "nvfp4 te: the edge classes: scale 1 at midpoints, scale 0 with codes +-6 (%s, %s)" % (
+              scales[:8].hex(), codes[:8].hex()))
+    check(te_nvfp4_global(2.0 ** -133) == FLT_MAX and te_nvfp4_global(0.0) == 1.0,
+          "nvfp4 te: S_enc is FLT_MAX where 2688 / amax is infinite, 1 for amax 0")
+    # fp8conv's own nvfp4 gives other bytes on realistic weights (the row matters) and is
+    # unchanged by the row (--profile fp8conv and none)
+    own = [os.path.join(tmp, "nvfp4-own-%d.safetensors" % k) for k in range(2)]
+    for k, extra in enumerate(([], ["--profile", "fp8conv"])):
+        run(binary, ["quantize", "-q", "--scheme", "nvfp4"] + extra + [src, own[k]])
+    a, b2 = read_st(own[0]), read_st(own[1])
+    check(a and a == b2 and a != read_st(outs["compressed-tensors"]),
+          "nvfp4: the default and --profile fp8conv agree, and differ from --profile te")
+    # verify --against --profile auto names te alone for te's bytes, fp8conv for its own
+    for out, want in ((outs["compressed-tensors"], ["te"]), (outs["modelopt"], ["te"]), (own[0], ["fp8conv"])):
+        p = run(binary, ["verify", "--json", "--against", src, "--profile", "auto", out])
+        found = (json.loads(p.stdout or "{}").get("requantized") or {}).get("profiles") or {}
+        check(found.get("reproduce") == want and  # (exit 1: the odd shapes load nowhere)
+              sorted(found.get("tried", [])) == ["fp8conv", "te"],
+              "nvfp4: verify --against --profile auto on %s finds %s of %s (exit %d %s)" % (
+                  os.path.basename(out), found.get("reproduce"), found.get("tried"), p.returncode,
+                  p.stderr.strip()))
+
+
 # ---------------------------------------------------------------- inputs
 
 def realistic(rng, rows, cols):
@@ -522,6 +734,7 @@ def measure():
                 codes += sum(c0(vals[i]) != c1(vals[i]) for i in g)
             print("%-13s %-8s codes %.3f%%  scales %.0f%% (%d groups)" % (
                 name, scheme, 100.0 * codes / len(vals), 100.0 * scales / len(groups), len(groups)))
+    measure_nvfp4(vals)
 
 
 ENGINE = {}
@@ -696,7 +909,7 @@ def main():
         for name, args, says in (("vllm", ["--scheme", "mxfp8"], "(it defines: block, channel, tensor)"),
                                  ("vllm", ["--scale-fmt", "ue8m0"], "--scale-fmt ue8m0 is fp8conv's"),
                                  ("deepgemm", ["--format", "compressed-tensors"], "--format hf-fp8 only"),
-                                 ("te", ["--scheme", "mxfp8"], "(it defines: block, tensor)")) + tuple(
+                                 ("te", ["--scheme", "mxfp8"], "(it defines: block, tensor, nvfp4)")) + tuple(
                                      (u, [], "(it defines: none)") for u in UNDEFINED):
             out = os.path.join(tmp, "refused.safetensors")
             p = run(binary, ["quantize", "-q", "--profile", name] + args + [src, out])
@@ -854,6 +1067,7 @@ def main():
                 print("numpy/ml_dtypes not importable: the numpy cross-check is not run (said, not a failure)")
                 break
             check(agree, "%s: the numpy float32 / ml_dtypes steps agree" % rule.__name__)
+        check_te_nvfp4(binary, tmp, check)
     # the GPU kit's check of the engines' own quantizers (tests/gpu/engines_cuda.py: it runs only
     # where a CUDA GPU and torch are) at least compiles here
     gpu = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu", "engines_cuda.py")

@@ -5,7 +5,7 @@
  * is synchronous), against fp8_tensor_quantize on the CPU: the same bytes
  * for bf16/f32 matrices and stacked experts under block, channel, tensor,
  * mxfp8, nvfp4, mxfp4 and a profile; a NaN or infinity reported as the CPU
- * reports it; int4 refused by name.  The binary links lib/compute/gpu.c
+ * reports it; int4 and --profile te's nvfp4 refused by name.  The binary links lib/compute/gpu.c
  * compiled with FP8_HAVE_CUDA (build/tests/gpu_emu.o) over the emulation,
  * in every build, HAVE_CUDA=0 too.  What a real GPU makes of it is the GPU
  * kit's (tests/gpu/tensor_cuda.py); this has not run on one.
@@ -159,6 +159,16 @@ START_TEST(test_no_kernel_is_a_device_error)
     ck_assert_str_eq(fp8_ctx_message(ctx),
                      "memory: tensor 'tensor.weight': scheme int4 has no CUDA kernel; "
                      "quantize it on the CPU");
+    /* --profile te's nvfp4 (fp32 steps): no kernel takes them, refused by name */
+    o.scheme = FP8_SCHEME_NVFP4;
+    o.profile = FP8_PROFILE_TE;
+    ck_assert_int_eq(fp8_tensor_quantize_cuda(ctx, &o, FP8_DTYPE_F32, 2, shape, x, parts, NULL),
+                     FP8_ERR_DEVICE);
+    ck_assert_str_eq(fp8_ctx_message(ctx),
+                     "memory: tensor 'tensor.weight': the FP4 kernel computes in the weight's "
+                     "dtype, not the profile's fp32 steps (fp8conv-formats(5), PROFILES); "
+                     "quantize it on the CPU");
+    o.profile = FP8_PROFILE_FP8CONV;
     /* a CUDA call that fails (the first, as FP8CONV_CUDA_FAULT=1 makes it) */
     o.scheme = FP8_SCHEME_BLOCK;
     setenv("FP8CONV_CUDA_FAULT", "1", 1);

@@ -476,13 +476,13 @@ static inline void kc_fp4_quantize(const kc_engine *e)
                     for (uint64_t i = 0; i < n; i++)
                         b[i] = fp8_f32_to_bf16(f[i]);
                     const void *x = dt ? (const void *)f : (const void *)b;
-                    float global = rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(src, 1.0f + (float)rep);
+                    float global = rep % 3 == 0 ? 1.0f : fp4_nvfp4_global(NULL, src, 1.0f + (float)rep);
                     uint64_t where;
                     memset(q0, 0xAA, n / 2);
                     memset(q1, 0x55, n / 2);
                     memset(s0, 0xAA, n / 16);
                     memset(s1, 0x55, n / 16);
-                    fp4_q_result want = fp4_quantize_row(scheme, src, x, n, global, q0, s0, &where);
+                    fp4_q_result want = fp4_quantize_row(NULL, scheme, src, x, n, global, q0, s0, &where);
                     bool bad = e->fp4q(scheme, src, x, n, global, q1, s1);
                     char what[96];
                     snprintf(what, sizeof what, "rep %d, class %d, %s from %s, %llu elements", rep,

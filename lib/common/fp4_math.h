@@ -77,6 +77,38 @@ FP8_HD uint8_t fp4_nv_scale(int bf16, float m, float global, float *d)
     return b;
 }
 
+/* TE's NVFP4 1-D (fp8_numerics.fp4_f32; fp8conv-formats(5), PROFILES, te):
+ * every step one fp32 operation rounded to nearest.  The second level of a
+ * tensor of amax a: S_enc = 2688 / a, the largest fp32 where that is
+ * infinite, 1 for a = 0. */
+FP8_HD float fp4_nv_global_f32(float a)
+{
+    const float flt_max = 0x1.fffffep127f;
+    float g = 2688.0f / a;
+    g = g < flt_max ? g : flt_max;
+    return a == 0 || g == 0 ? 1.0f : g;
+}
+
+/* TE's group scale byte, E4M3(m * fl(S_enc * fl(1/6))) rounded to nearest
+ * and saturating (0 kept), and the factor its elements are multiplied by
+ * (*k): fl(1 / fl(scale * fl(1/S_enc))), the largest fp32 where infinite. */
+FP8_HD uint8_t fp4_nv_scale_f32(float m, float s_enc, float *k)
+{
+    const float flt_max = 0x1.fffffep127f;
+    uint8_t b = fp8_f32_to_e4m3(m * (s_enc * (1.0f / 6.0f)));
+    float r = 1.0f / (fp8_e4m3_to_f32(b) * (1.0f / s_enc));
+    *k = r < flt_max ? r : flt_max;
+    return b;
+}
+
+/* TE's element code: E2M1 of x * k rounded to nearest, saturating, its
+ * sign bit the product's (cvt.rn.satfinite.e2m1x2.f32: -0 keeps it). */
+FP8_HD unsigned fp4_e2m1_code_f32(float x, float k)
+{
+    float v = x * k;
+    return fp4_e2m1_code(v) | (fp8_f32_bits(v) >> 28 & 8u);
+}
+
 /* One element's quotient by its group's divisor: NVFP4 in fp32 (the
  * element widened), MXFP4 in the dtype. */
 FP8_HD float fp4_quotient(int nvfp4, int bf16, float x, float d)

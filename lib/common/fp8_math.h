@@ -313,13 +313,16 @@ typedef struct {
      * (TE's block kernels), which the band sets in inf_k (0: FLT_MAX, the row's own) */
     uint8_t inf_src;
     float inf_k;
+    /* NVFP4: every step in fp32 (TE's NVFP4 1-D, fp4_math.h fp4_nv_global_f32 and
+     * fp4_nv_scale_f32), not in the weight's dtype (compressed-tensors' steps) */
+    uint8_t fp4_f32;
 } fp8_numerics;
 
 /* Whether n is fp8conv's own arithmetic (all zero, no amax floor either). */
 FP8_HD bool fp8_numerics_own(const fp8_numerics *n)
 {
     return n->rule == FP8_RULE_DIV && !n->recip && n->amax_floor == 0 && n->scale_floor == 0 &&
-           !n->in_kind && !n->mx_up;
+           !n->in_kind && !n->mx_up && !n->fp4_f32;
 }
 
 /* Whether n is fp8conv's rule on an amax floor (no other setting), which

@@ -312,12 +312,20 @@ static const fp8_profile_traits profile_table[FP8_PROFILE_COUNT] = {
      * compute_scale_from_amax_kernel (amax_epsilon 0.0, FLT_MAX for infinity), then the cast
      * (util/vectorized_pointwise.h unary_kernel, cast/fp8/quantize_fp8.cuh): x * scale, a
      * saturating E4M3 cast, scale_inv = __frcp_rn(scale) (utils.cuh reciprocal<float>):
-     * the same arithmetic, and tests/pytorch/references/ref_per_tensor_cs.py agrees */
+     * the same arithmetic, and tests/pytorch/references/ref_per_tensor_cs.py agrees.
+     * nvfp4 (NVFP4 1-D, miles' NVFP4 weight sync; d0067d0): common/cast/nvfp4/core_nvfp4.cuh
+     * compute_global_encode_scaling_factor_FP4 (S_enc = 448 * 6 / amax, FLT_MAX for inf, 1
+     * for amax 0), compute_decoding_scaling_factor (static_cast<fp8e4m3>(block_amax *
+     * (S_enc * (1.0f / 6.0f)))), compute_scaling_coefficient<float> (fminf(1.0f / (scale *
+     * S_dec), FLT_MAX)); quantize_transpose_nvfp4.cuh S_dec = 1.0 / S_enc (double rounding
+     * innocuous: 53 >= 2 * 24 + 2); util/ptx_arch_spec.cuh mul_cvt_bf16_to_fp4_4x_with_rn
+     * (mul.f32x2, cvt.rn.satfinite.e2m1x2.f32): fp4_f32, every step in fp32 */
     [FP8_PROFILE_TE] = {
         .num = { .rule = FP8_RULE_INV_DIV, .inf_src = 1 },
-        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(TENSOR),
-        .own = SCHEME_BIT(TENSOR),
-        .by_scheme = { [FP8_SCHEME_TENSOR] = { .rule = FP8_RULE_INV_DIV } }, /* FLT_MAX */
+        .schemes = SCHEME_BIT(BLOCK) | SCHEME_BIT(TENSOR) | SCHEME_BIT(NVFP4),
+        .own = SCHEME_BIT(TENSOR) | SCHEME_BIT(NVFP4),
+        .by_scheme = { [FP8_SCHEME_TENSOR] = { .rule = FP8_RULE_INV_DIV }, /* FLT_MAX */
+                       [FP8_SCHEME_NVFP4] = { .fp4_f32 = 1 } },
     },
     /* huggingface/transformers Fp8Quantize.convert (finegrained FP8, v5 weight loading ops):
      * 448.0 / amax (1 for amax 0); (x * scale).clamp(+-448).to(e4m3); stored 1.0 / scale;

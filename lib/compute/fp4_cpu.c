@@ -784,25 +784,33 @@ const char *fp4_q_path_name(fp4_q_path path)
     return path == FP4_Q_PATH_AVX2 ? "avx2" : "clones";
 }
 
-fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, fp8_scheme scheme, fp8_dtype src,
-                                      const void *x, uint64_t n, float global, uint8_t *packed,
-                                      uint8_t *scales, uint64_t *where)
+fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, const fp8_numerics *num,
+                                      fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
+                                      float global, uint8_t *packed, uint8_t *scales,
+                                      uint64_t *where)
 {
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
     bool nv = t->levels == 2, ok = false;
-    if ((src == FP8_DTYPE_BF16 || src == FP8_DTYPE_F32) && t->run == (nv ? 16u : 32u)) {
+    /* no fast path takes fp4_f32 (TE's NVFP4): the reference's steps (fp4_cpu_takes) */
+    if (fp4_cpu_takes(num) && (src == FP8_DTYPE_BF16 || src == FP8_DTYPE_F32) && t->run == (nv ? 16u : 32u)) {
         if (path == FP4_Q_PATH_AVX2 && cpu_has_avx2())
             ok = quantize_row_avx2(nv, src == FP8_DTYPE_BF16, x, n, global, packed, scales);
         else
             ok = quantize_row_clones(scheme, src, x, n, global, packed, scales);
     }
-    return ok ? FP4_Q_OK : fp4_quantize_row(scheme, src, x, n, global, packed, scales, where);
+    return ok ? FP4_Q_OK
+              : fp4_quantize_row(num, scheme, src, x, n, global, packed, scales, where);
 }
 
-fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
-                                   float global, uint8_t *packed, uint8_t *scales,
-                                   uint64_t *where)
+fp4_q_result fp4_fast_quantize_row(const fp8_numerics *num, fp8_scheme scheme, fp8_dtype src,
+                                   const void *x, uint64_t n, float global, uint8_t *packed,
+                                   uint8_t *scales, uint64_t *where)
 {
-    return fp4_fast_quantize_row_on(FP4_Q_PATH_AVX2, scheme, src, x, n, global, packed, scales,
-                                    where);
+    return fp4_fast_quantize_row_on(FP4_Q_PATH_AVX2, num, scheme, src, x, n, global, packed,
+                                    scales, where);
+}
+
+bool fp4_cpu_takes(const fp8_numerics *num)
+{
+    return !num || !num->fp4_f32;
 }

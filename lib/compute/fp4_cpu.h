@@ -46,9 +46,13 @@ bool fp4_fast_cols(const fp4_fast *f, const uint8_t *packed, uint64_t ld_codes,
  * and where; so the bytes and the result are the reference's for every
  * input (tests/check_fp4_quant.c, on every path).
  */
-fp4_q_result fp4_fast_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
-                                   float global, uint8_t *packed, uint8_t *scales,
-                                   uint64_t *where);
+fp4_q_result fp4_fast_quantize_row(const fp8_numerics *num, fp8_scheme scheme, fp8_dtype src,
+                                   const void *x, uint64_t n, float global, uint8_t *packed,
+                                   uint8_t *scales, uint64_t *where);
+
+/* Whether the fast paths take numerics num (NULL: fp8conv's own); else
+ * fp4_fast_quantize_row runs the reference, and quantize says so (a note). */
+bool fp4_cpu_takes(const fp8_numerics *num);
 
 /* The paths of fp4_fast_quantize_row, each with the reference's bytes;
  * fp4_fast_quantize_row takes the best the CPU runs.  A path the CPU does
@@ -60,7 +64,8 @@ typedef enum {
 } fp4_q_path;
 bool fp4_q_path_runs(fp4_q_path path);
 const char *fp4_q_path_name(fp4_q_path path);
-fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, fp8_scheme scheme, fp8_dtype src,
+fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, const fp8_numerics *num,
+                                      fp8_scheme scheme, fp8_dtype src,
                                       const void *x, uint64_t n, float global, uint8_t *packed,
                                       uint8_t *scales, uint64_t *where);
 

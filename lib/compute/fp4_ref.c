@@ -105,8 +105,10 @@ fp4_deq_result fp4_dequant_row(const uint8_t *packed, const uint8_t *scales, uin
 
 /* The rules of one element and one group: common/fp4_math.h, which the
  * CUDA kernel calls too. */
-float fp4_nvfp4_global(fp8_dtype src, float amax)
+float fp4_nvfp4_global(const fp8_numerics *num, fp8_dtype src, float amax)
 {
+    if (num && num->fp4_f32)
+        return fp4_nv_global_f32(amax);
     /* generate_gparam: max_val_pos clamped to finfo(dtype).tiny (2^-126 for
      * both), then `448 * 6 / max_val_pos`: Tensor.__rtruediv__ is
      * reciprocal() * 2688, each rounded in the dtype; nan_to_num -> 1 */
@@ -126,12 +128,12 @@ int fp4_mxfp4_scale(fp8_dtype src, float m, float *d)
     return fp4_mx_scale(src == FP8_DTYPE_BF16, m, d);
 }
 
-fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
+fp4_q_result fp4_quantize_row(const fp8_numerics *num, fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
                               float global, uint8_t *packed, uint8_t *scales, uint64_t *where)
 {
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
     uint32_t run = t->run;
-    bool nv = t->levels == 2;
+    bool nv = t->levels == 2, f32 = nv && num && num->fp4_f32;
     for (uint64_t g = 0; g < n / run; g++) {
         float m = 0;
         for (uint64_t i = g * run; i < (g + 1) * run; i++) {
@@ -142,7 +144,14 @@ fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, u
             }
             m = v > m ? v : m;
         }
-        float d; /* the divisor of each element */
+        float d; /* the divisor of each element (fp4_f32: the factor) */
+        if (f32) {
+            scales[g] = fp4_nv_scale_f32(m, global, &d);
+            for (uint64_t i = g * run; i < (g + 1) * run; i += 2)
+                packed[i / 2] = (uint8_t)(fp4_e2m1_code_f32(fp8_load_f32(src, x, i), d) |
+                                          fp4_e2m1_code_f32(fp8_load_f32(src, x, i + 1), d) << 4);
+            continue;
+        }
         if (nv) {
             scales[g] = fp4_nvfp4_scale(src, m, global, &d);
         } else {

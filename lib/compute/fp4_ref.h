@@ -61,8 +61,9 @@ typedef enum { FP4_Q_OK, FP4_Q_NONFINITE, FP4_Q_SCALE_OVERFLOW } fp4_q_result;
 /* NVFP4's second level for a tensor (or fused tensors) of largest magnitude
  * `amax` in source dtype `src` (BF16 or F32): generate_gparam's
  * 448 * 6 / amax, which torch computes as reciprocal(amax) * 2688 in the
- * source dtype; 1 where that is not finite. */
-float fp4_nvfp4_global(fp8_dtype src, float amax);
+ * source dtype; 1 where that is not finite.  Under num->fp4_f32 (a
+ * profile's numerics; NULL is fp8conv's own): fp4_nv_global_f32. */
+float fp4_nvfp4_global(const fp8_numerics *num, fp8_dtype src, float amax);
 
 /* A group's scale from its largest magnitude m, and the divisor of its
  * elements (*d): NVFP4's E4M3 byte under second level `global`; MXFP4's
@@ -78,8 +79,10 @@ int fp4_mxfp4_scale(fp8_dtype src, float m, float *d);
  * E4M3 under second level `global`; MXFP4: E8M0).  FP4_Q_NONFINITE: *where
  * is the first NaN or infinity; FP4_Q_SCALE_OVERFLOW (MXFP4 only): *where is
  * the first element of a group whose scale would be E8M0 255 (NaN).
+ * Under num->fp4_f32 (NVFP4; num NULL is fp8conv's own) the group scales
+ * and codes are fp4_math.h's fp4_nv_scale_f32 and fp4_e2m1_code_f32.
  */
-fp4_q_result fp4_quantize_row(fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
+fp4_q_result fp4_quantize_row(const fp8_numerics *num, fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
                               float global, uint8_t *packed, uint8_t *scales, uint64_t *where);
 
 #endif

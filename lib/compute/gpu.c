@@ -123,11 +123,14 @@ size_t fp8_gpu_dequant_prepare(const fp8_dequant_spec *d, unsigned char *dst)
 
 /* INT4 has no kernel (issue 42: the CPU path at its floor is enough); the
  * FP4 kernel reads BF16 and F32, all that the FP4 schemes take. */
-const char *fp8_gpu_dev_no_kernel(fp8_scheme s, fp8_dtype src)
+const char *fp8_gpu_dev_no_kernel(const fp8_numerics *num, fp8_scheme s, fp8_dtype src)
 {
     fp8_elem e = fp8_scheme_get(s)->elem;
     if (e == FP8_ELEM_I4)
         return "scheme int4 has no CUDA kernel; quantize it on the CPU";
+    if (e == FP8_ELEM_E2M1 && num->fp4_f32)
+        return "the FP4 kernel computes in the weight's dtype, not the profile's fp32 steps "
+               "(fp8conv-formats(5), PROFILES); quantize it on the CPU";
     return e == FP8_ELEM_E2M1 && src == FP8_DTYPE_F16 ? "the FP4 kernel reads bf16 and f32" : NULL;
 }
 
@@ -184,6 +187,12 @@ void fp8_gpu_free(fp8_gpu *gpu)
 
 fp8_status fp8_gpu_quantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_band *b, bool *bad)
 {
+    /* no FP4 kernel for a profile's fp32 steps (fp4_f32): *bad sends the band to the CPU's
+     * fp8_band_quantize (quantize says so in a note) */
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1 && b->num.fp4_f32) {
+        *bad = true;
+        return FP8_OK;
+    }
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* whole rows: one run */
         return fp8_gpu_fp4_quantize(ctx, gpu, b->scheme, b->src, b->rows * b->cols, b->global,
                                     bad);
@@ -274,7 +283,7 @@ fp8_status fp8_gpu_dev_quantize(fp8_ctx *ctx, const fp8_band *b, const void *x, 
                                 void *scales, unsigned *flags, void *stream)
 {
     const fp8_scheme_traits *t = fp8_scheme_get(b->scheme);
-    const char *why = fp8_gpu_dev_no_kernel(b->scheme, b->src);
+    const char *why = fp8_gpu_dev_no_kernel(&b->num, b->scheme, b->src);
     if (why)
         return fp8_fail(ctx, FP8_ERR_DEVICE, "cuda: %s", why);
     fp8k_band kb = { ktype(b->src), b->kind, b->rows, b->cols, b->group_rows, b->group_cols,

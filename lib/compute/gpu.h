@@ -76,8 +76,9 @@ fp8_status fp8_gpu_fp4_quantize(fp8_ctx *ctx, fp8_gpu *gpu, fp8_scheme scheme, f
  */
 fp8_status fp8_gpu_dev_words(fp8_ctx *ctx, size_t n, void *stream, unsigned **words);
 void fp8_gpu_dev_words_free(unsigned *words, void *stream);
-/* NULL when a band of scheme s from src has a kernel, else why not. */
-const char *fp8_gpu_dev_no_kernel(fp8_scheme s, fp8_dtype src);
+/* NULL when a band of scheme s from src under numerics num has a kernel,
+ * else why not. */
+const char *fp8_gpu_dev_no_kernel(const fp8_numerics *num, fp8_scheme s, fp8_dtype src);
 /* Band b (whole rows) of device memory x into q and scales, as
  * fp8_band_quantize writes them; a flag set: redo it on the CPU. */
 fp8_status fp8_gpu_dev_quantize(fp8_ctx *ctx, const fp8_band *b, const void *x, void *q,

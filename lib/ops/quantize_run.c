@@ -464,7 +464,8 @@ static fp8_status global_pass(fp8_ctx *ctx, fp8_quant_plan *p, uint64_t *done)
             m = amax[keys[b].item] > m ? amax[keys[b].item] : m;
         for (size_t k = a; k < b; k++)
             p->entries[keys[k].item].global =
-                fp4_nvfp4_global(p->items[keys[k].item].tensor->dtype, m);
+                fp4_nvfp4_global(fp8_profile_numerics(p->opts.profile, p->opts.scheme),
+                                 p->items[keys[k].item].tensor->dtype, m);
     }
     for (size_t k = 0; k < nk; k++)
         free(keys[k].key);
@@ -792,6 +793,11 @@ fp8_status fp8_quant_plan_run(fp8_ctx *ctx, fp8_quant_plan *p, const char *outpu
         any = any || out.todo[s];
     if (!st && !out.complete && any && fp8_scheme_has_second_level(p->opts.scheme))
         st = global_pass(ctx, p, &done);
+    if (!st && !out.complete && any &&
+        !fp4_cpu_takes(fp8_profile_numerics(p->opts.profile, p->opts.scheme)))
+        fp8_notify(ctx, "--profile %s: scheme %s runs the reference quantizer (no fast path or "
+                        "CUDA kernel takes the profile's fp32 steps); slower, the same bytes",
+                   fp8_profile_name(p->opts.profile), fp8_scheme_name(p->opts.scheme));
     for (size_t s = 0; !st && !out.complete && s < nshards; s++) {
         if (out.todo[s])
             todo[n++] = s;

@@ -259,7 +259,8 @@ static fp8_status item_quantize(fp8_ctx *ctx, fp8_quant_plan *p, size_t i, const
             goto out;
     }
     if (it->global_name) { /* NVFP4 (a matrix): its second level, as the run writes it */
-        e->global = fp4_nvfp4_global(dtype, set_amax ? *set_amax : amax[0]);
+        e->global = fp4_nvfp4_global(fp8_profile_numerics(p->opts.profile, p->opts.scheme), dtype,
+                                     set_amax ? *set_amax : amax[0]);
         fp8_scale_store(out[FP8_ITEM_SCALE2], 4, 0, quant_plan_global_bits(p, i));
     }
     for (int k = 0; it->shape_name && out[FP8_ITEM_SHAPE] && k < 16; k++) /* INT4: I64 [2] */
@@ -337,7 +338,8 @@ fp8_status fp8_tensor_quantize_cuda(fp8_ctx *ctx, const fp8_tensor_options *opts
     fp8_quant_plan *p = q.p;
     plan_entry *e = &p->entries[0];
     const fp8_quant_item *it = &p->items[0];
-    const char *why = fp8_gpu_dev_no_kernel(p->opts.scheme, dtype);
+    const char *why = fp8_gpu_dev_no_kernel(
+        fp8_profile_numerics(p->opts.profile, p->opts.scheme), p->opts.scheme, dtype);
     unsigned sz = fp8_dtype_bits(dtype) / 8, ssize = fp8_scale_size(e->kind);
     uint64_t n = e->rows * e->cols, experts = e->experts;
     if (!fp8_cuda_compiled() || why) {
@@ -378,7 +380,8 @@ fp8_status fp8_tensor_quantize_cuda(fp8_ctx *ctx, const fp8_tensor_options *opts
                                                   : fp8_bf16_to_f32((uint16_t)a);
             uint32_t sbits = 0;
             if (it->global_name) { /* NVFP4 (a matrix): its second level */
-                e->global = fp4_nvfp4_global(dtype, amax);
+                e->global = fp4_nvfp4_global(fp8_profile_numerics(p->opts.profile, p->opts.scheme),
+                                             dtype, amax);
                 fp8_scale_store(scales, 4, 0, quant_plan_global_bits(p, 0));
                 st = fp8_gpu_dev_copy(ctx, out[FP8_PART_SCALE2], scales, 4, false, false, stream);
                 if (st)

@@ -274,7 +274,9 @@ static fp8_status against_one(void *arg, fp8_worker *w, size_t j)
     ag_item *it = job_band(a, j, &x, &row0, &nrows);
     if (a->amax_pass)
         return !it->w.l && it->item != SIZE_MAX ? amax_one(a, w, it, x, row0, nrows) : FP8_OK;
-    if (a->floor_pass && (!it->compare || (a->profile_pass && it->w.l)))
+    if (!(a->fp4_pass && it->w.l) &&
+        ((a->fp4_pass && !a->profile_pass) ||
+         (a->floor_pass && (!it->compare || (a->profile_pass && it->w.l)))))
         return FP8_OK;
     if (it->copy)
         return copy_one(a, w, it, row0, nrows);
@@ -578,7 +580,11 @@ static fp8_status against_profiles(fp8_ctx *ctx, fp8_verify *v, against *a, cons
     v->first_unreproduced = NULL;
     v->profiles = 0;
     for (int p = 0; p < FP8_PROFILE_COUNT && !st; p++) {
-        if (!fp8_profile_defines((fp8_profile)p, v->scheme, NULL, 0))
+        /* the declared scheme (FP8 weights), and each packed scheme */
+        bool defines = !main_plan || fp8_profile_defines((fp8_profile)p, v->scheme, NULL, 0);
+        for (int k = 0; k < a->nplans; k++)
+            defines = defines && fp8_profile_defines((fp8_profile)p, a->plan_scheme[k], NULL, 0);
+        if (!defines)
             continue;
         v->profiles_tried |= 1u << p;
         if (p == (int)v->opts->profile) { /* the main pass */
@@ -586,18 +592,21 @@ static fp8_status against_profiles(fp8_ctx *ctx, fp8_verify *v, against *a, cons
             continue;
         }
         fp8_quant_plan *plan = NULL;
-        if ((st = against_plan(ctx, v, src_path, (fp8_profile)p, &plan)) || !plan)
+        if (main_plan && ((st = against_plan(ctx, v, src_path, (fp8_profile)p, &plan)) || !plan))
             continue;
-        a->plan = plan;
+        if (a->nplans && (st = against_packed_plans(ctx, a, (fp8_profile)p, threads, cancel)))
+            break;
+        a->plan = plan ? plan : main_plan;
         a->impossible = false;
         for (size_t i = 0; i < a->n; i++)
             a->items[i].differs[1] = false;
-        if (fp8_scheme_get(v->scheme)->fixed)
+        if (plan && fp8_scheme_get(v->scheme)->fixed)
             against_tensor_scales(a);
-        a->floor_pass = a->profile_pass = true;
+        a->floor_pass = a->profile_pass = plan != NULL;
+        a->fp4_pass = a->nplans > 0;
         if (!(st = against_run(ctx, a, threads, cancel, src_path)))
             st = against_reproduced(ctx, v, a);
-        a->floor_pass = a->profile_pass = false;
+        a->floor_pass = a->profile_pass = a->fp4_pass = false;
         if (!st && v->reproduced >= 0 && v->reproduced == v->requantized)
             v->profiles |= 1l << p;
         free(v->first_unreproduced);
@@ -763,10 +772,17 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
                       "%s: --profile %s does not define the %s scheme it declares (it defines: %s)",
                       v->path, fp8_profile_name(v->opts->profile), fp8_scheme_name(v->scheme),
                       defined);
+    for (int k = 0; !st && k < a.nplans; k++) /* the packed weights' schemes */
+        if (!fp8_profile_defines(v->opts->profile, a.plan_scheme[k], defined, sizeof defined))
+            st = fp8_fail(ctx, FP8_ERR_USAGE,
+                          "%s: --profile %s does not define the %s scheme of its packed weights "
+                          "(it defines: %s)",
+                          v->path, fp8_profile_name(v->opts->profile),
+                          fp8_scheme_name(a.plan_scheme[k]), defined);
     if (!st && fp8_plan)
         st = against_plan(ctx, v, src_path, v->opts->profile, &a.plan);
     if (!st)
-        st = against_packed_plans(ctx, &a, threads, cancel);
+        st = against_packed_plans(ctx, &a, v->opts->profile, threads, cancel);
     if (!st)
         st = against_items(ctx, &a, bound, copy);
     if (!st && a.plan && fp8_scheme_get(v->scheme)->fixed) { /* pass 1: amax of each matrix */
@@ -815,7 +831,7 @@ fp8_status verify_check_against(fp8_ctx *ctx, fp8_verify *v, const char *src_pat
             st = against_reproduced(ctx, v, &a);
     }
     /* (MX: fp8conv counts as reproducing with either rounding) */
-    if (!st && a.plan && v->opts->profile_auto && v->reproduced >= 0)
+    if (!st && (a.plan || a.nplans) && v->opts->profile_auto && v->reproduced >= 0)
         st = against_profiles(ctx, v, &a, src_path, threads, cancel);
 out:
     free(bound);

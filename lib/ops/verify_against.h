@@ -74,6 +74,8 @@ typedef struct {
     bool floor_pass;       /* a re-quantize-only pass into differs[1]: MX scales rounded
                             * down (they were not reproduced rounded up), or */
     bool profile_pass;     /* with another profile's plan (--profile auto) */
+    bool fp4_pass;         /* the packed weights re-quantized with another profile's plans
+                            * (--profile auto): differs[0] only, no quality or bound */
     uint64_t max_band, max_src, max_scales, max_cols; /* a band's elements, source bytes, ... */
     float *amax;           /* per-tensor scheme: by matrix */
     float *scale;

@@ -304,13 +304,22 @@ fp8_status against_plan_make(fp8_ctx *ctx, const char *src_path, const fp8_quant
  * compressed-tensors' (the ModelOpt twin's codes and group scales are the
  * same; its second level is the reciprocal), quantizing what the
  * checkpoint holds packed; then NVFP4's global pass.  What quantize refuses
- * (an f16 weight, a NaN) makes re-quantizing impossible. */
-fp8_status against_packed_plans(fp8_ctx *ctx, against *f, int threads,
+ * (an f16 weight, a NaN) makes re-quantizing impossible.  With `profile`'s
+ * numerics; called again (--profile auto) it replaces the plans. */
+fp8_status against_packed_plans(fp8_ctx *ctx, against *f, fp8_profile profile, int threads,
                                 const volatile sig_atomic_t *cancel)
 {
+    f->fp4_impossible = false;
+    for (size_t i = 0; i < f->npacked; i++) {
+        f->items[i].item = SIZE_MAX;
+        f->items[i].differs[0] = false;
+    }
     for (int k = 0; k < f->nplans; k++) {
+        fp8_quant_plan_free(f->plans[k]);
+        f->plans[k] = NULL;
         fp8_quant_options o = FP8_QUANT_OPTIONS_INIT;
         o.scheme = f->plan_scheme[k];
+        o.profile = profile;
         o.format = FP8_FORMAT_COMPRESSED_TENSORS;
         o.no_default_ignore = true;
         o.threads = threads;
@@ -407,7 +416,8 @@ void against_packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
     for (unsigned c = 0; e2m1 && c < 16; c++)
         value[c] = ce->decode((uint8_t)c);
     uint64_t sb = fp8_dtype_bits(it->s->dtype) / 8, bad_at;
-    for (uint64_t r = 0; run && r < nrows; r++) {
+    bool once = !a->fp4_pass; /* the quality and the bound: the main pass's */
+    for (uint64_t r = 0; once && run && r < nrows; r++) {
         float *y = qbuf + it->cols;
         double d = 0;
         for (uint64_t c0 = 0, i = r * it->cols; e2m1 && c0 < it->cols; c0 += run, i += run) {
@@ -427,7 +437,7 @@ void against_packed_band(against *a, ag_item *it, uint64_t row0, uint64_t nrows,
         diff_to_f32(it->x->dtype, src + r * it->cols * xs, it->cols, qbuf); /* a row a span */
         diff_quality_values(qbuf, y, it->cols, quality);
     }
-    for (uint64_t g = 0; it->bound && g < n / run; g++) {
+    for (uint64_t g = 0; once && it->bound && g < n / run; g++) {
         fp8_group_bound r;
         const unsigned char *x = src + g * run * xs;
         fp8_e2m1_bound_group_ref(&it->rule, it->x->dtype, x, codes + g * run / 2, run, scales[g], &r);

@@ -23,8 +23,9 @@ fp8_status against_packed_open(fp8_ctx *ctx, against *f);
  * compressed-tensors' (the ModelOpt twin's codes and group scales are the
  * same; its second level is the reciprocal), quantizing what the
  * checkpoint holds packed; then NVFP4's global pass.  What quantize refuses
- * (an f16 weight, a NaN) makes re-quantizing impossible. */
-fp8_status against_packed_plans(fp8_ctx *ctx, against *f, int threads,
+ * (an f16 weight, a NaN) makes re-quantizing impossible.  With `profile`'s
+ * numerics; called again (--profile auto) it replaces the plans. */
+fp8_status against_packed_plans(fp8_ctx *ctx, against *f, fp8_profile profile, int threads,
                                 const volatile sig_atomic_t *cancel);
 /* The bound and the re-quantization of rows [row0, row0 + nrows) of a
  * packed weight, read as against_one reads every band. */
