@@ -78,18 +78,24 @@ def e4m3_decode(c):
 E4M3_POS = [e4m3_decode(c) for c in range(0x7F)]  # codes 0x00..0x7E, increasing
 
 
+def nearest(v, pos, sign_bit):
+    """The code of the value of `pos` (a format's magnitudes by code, increasing) nearest |v|,
+    ties to the even code, saturating at the largest; sign_bit set where v is negative, -0
+    too (v not NaN)."""
+    a, sign = abs(v), sign_bit if math.copysign(1.0, v) < 0 else 0
+    if a >= pos[-1]:
+        return sign | len(pos) - 1
+    i = bisect.bisect_left(pos, a)
+    if pos[i] == a:
+        return sign | i
+    lo = i - 1
+    dl, dh = a - pos[lo], pos[i] - a
+    return sign | (lo if dl < dh or (dl == dh and lo % 2 == 0) else i)
+
+
 def e4m3(x):
     """The E4M3 code nearest x, ties to the even code, saturating at +-448 (x not NaN)."""
-    a, sign = abs(x), 0x80 if x < 0 or (x == 0 and str(x).startswith("-")) else 0
-    if a >= 448:
-        return sign | 0x7E
-    i = bisect.bisect_left(E4M3_POS, a)
-    if E4M3_POS[i] == a:
-        return sign | i
-    lo, hi = i - 1, i
-    dl, dh = a - E4M3_POS[lo], E4M3_POS[hi] - a
-    c = lo if dl < dh or (dl == dh and lo % 2 == 0) else hi
-    return sign | c
+    return nearest(x, E4M3_POS, 0x80)
 
 
 # ---------------------------------------------------------------- the rows, transcribed
@@ -380,15 +386,7 @@ E2M1_POS = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 def e2m1(v):
     """cvt.rn.satfinite.e2m1x2.f32: the nearest of E2M1's values, ties to the even code,
     saturating at +-6, the sign bit v's (-0 keeps it)."""
-    a, sign = abs(v), 8 if math.copysign(1.0, v) < 0 else 0
-    if a >= 6:
-        return sign | 7
-    i = bisect.bisect_left(E2M1_POS, a)
-    if E2M1_POS[i] == a:
-        return sign | i
-    lo, hi = i - 1, i
-    dl, dh = a - E2M1_POS[lo], E2M1_POS[hi] - a
-    return sign | (lo if dl < dh or (dl == dh and lo % 2 == 0) else hi)
+    return nearest(v, E2M1_POS, 8)
 
 
 def te_nvfp4_global(amax):

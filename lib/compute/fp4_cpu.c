@@ -792,7 +792,8 @@ fp4_q_result fp4_fast_quantize_row_on(fp4_q_path path, const fp8_numerics *num,
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
     bool nv = t->levels == 2, ok = false;
     /* no fast path takes fp4_f32 (TE's NVFP4): the reference's steps (fp4_cpu_takes) */
-    if (fp4_cpu_takes(num) && (src == FP8_DTYPE_BF16 || src == FP8_DTYPE_F32) && t->run == (nv ? 16u : 32u)) {
+    if (fp4_cpu_takes(num) && (src == FP8_DTYPE_BF16 || src == FP8_DTYPE_F32) &&
+        t->run == (nv ? 16u : 32u)) {
         if (path == FP4_Q_PATH_AVX2 && cpu_has_avx2())
             ok = quantize_row_avx2(nv, src == FP8_DTYPE_BF16, x, n, global, packed, scales);
         else

@@ -128,8 +128,9 @@ int fp4_mxfp4_scale(fp8_dtype src, float m, float *d)
     return fp4_mx_scale(src == FP8_DTYPE_BF16, m, d);
 }
 
-fp4_q_result fp4_quantize_row(const fp8_numerics *num, fp8_scheme scheme, fp8_dtype src, const void *x, uint64_t n,
-                              float global, uint8_t *packed, uint8_t *scales, uint64_t *where)
+fp4_q_result fp4_quantize_row(const fp8_numerics *num, fp8_scheme scheme, fp8_dtype src,
+                              const void *x, uint64_t n, float global, uint8_t *packed,
+                              uint8_t *scales, uint64_t *where)
 {
     const fp8_scheme_traits *t = fp8_scheme_get(scheme);
     uint32_t run = t->run;

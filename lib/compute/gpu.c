@@ -187,15 +187,16 @@ void fp8_gpu_free(fp8_gpu *gpu)
 
 fp8_status fp8_gpu_quantize(fp8_ctx *ctx, fp8_gpu *gpu, const fp8_band *b, bool *bad)
 {
-    /* no FP4 kernel for a profile's fp32 steps (fp4_f32): *bad sends the band to the CPU's
-     * fp8_band_quantize (quantize says so in a note) */
-    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1 && b->num.fp4_f32) {
-        *bad = true;
-        return FP8_OK;
-    }
-    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* whole rows: one run */
+    if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) { /* whole rows: one run */
+        /* no FP4 kernel for a profile's fp32 steps (fp4_f32): *bad sends the band to
+         * the CPU's fp8_band_quantize (quantize says so in a note) */
+        if (b->num.fp4_f32) {
+            *bad = true;
+            return FP8_OK;
+        }
         return fp8_gpu_fp4_quantize(ctx, gpu, b->scheme, b->src, b->rows * b->cols, b->global,
                                     bad);
+    }
     /* no INT4 kernel (issue 42: the CPU path at its floor is enough): *bad
      * sends the band to the CPU's fp8_band_quantize, which writes its bytes */
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_I4) {

@@ -397,8 +397,9 @@ fp8_band_result fp8_band_quantize(const fp8_band *b, const void *src, uint8_t *q
                                   uint64_t *where)
 {
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* groups within rows: one run */
-        return (fp8_band_result)fp4_fast_quantize_row(&b->num, b->scheme, b->src, src, b->rows * b->cols,
-                                                      b->global, q, scales, where);
+        return (fp8_band_result)fp4_fast_quantize_row(&b->num, b->scheme, b->src, src,
+                                                      b->rows * b->cols, b->global, q, scales,
+                                                      where);
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_I4)
         return int4_band(b, src, q, scales, where);
     unsigned ssize = fp8_scale_size(b->kind);

@@ -45,8 +45,8 @@ fp8_band_result fp8_band_quantize_ref(const fp8_band *b, const void *src, uint8_
                                       void *scales, uint64_t *where)
 {
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_E2M1) /* groups within rows: one run */
-        return (fp8_band_result)fp4_quantize_row(&b->num, b->scheme, b->src, src, b->rows * b->cols, b->global, q, scales,
-                                where);
+        return (fp8_band_result)fp4_quantize_row(&b->num, b->scheme, b->src, src,
+                                                 b->rows * b->cols, b->global, q, scales, where);
     if (fp8_scheme_get(b->scheme)->elem == FP8_ELEM_I4) /* its own codec: int4_ref.c */
         return fp8_int4_quantize_ref(b, src, q, scales, where);
     for (uint64_t r = 0; r < b->rows; r++)

@@ -1121,13 +1121,9 @@ void fp8_quant_plan_band(const fp8_quant_plan *p, size_t i, uint64_t x, uint64_t
     if (fixed)
         b->group_rows = 1;
     if (b->num.inf_src) { /* the input dtype's largest finite value, as TE takes it */
-        union { uint16_t h; float f; } top;
-        uint64_t bits = fp8_dtype_inf_bits(b->src) - 1;
-        if (fp8_dtype_bits(b->src) == 16)
-            top.h = (uint16_t)bits;
-        else
-            memcpy(&top.f, &(uint32_t){ (uint32_t)bits }, 4);
-        b->num.inf_k = fp8_load_f32(b->src, &top, 0);
+        uint32_t w = (uint32_t)fp8_dtype_inf_bits(b->src) - 1;
+        uint16_t h = (uint16_t)w;
+        b->num.inf_k = fp8_load_f32(b->src, fp8_dtype_bits(b->src) == 16 ? (void *)&h : &w, 0);
     }
     *first = fixed ? 0 : fp8_geometry_index(&g, x, row0, col0);
 }
